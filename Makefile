@@ -1,0 +1,145 @@
+# sagad: one non-recursive Makefile.  `make help` lists the targets.
+#
+# Objects go under $(BUILD) (build/ by default; build/asan for the
+# sanitizer build), programs under $(BINDIR).
+
+CC       ?= gcc
+BUILD    ?= build
+BINDIR   ?= bin
+SAN      ?=
+PKGS     := rdkafka libpq libcjson
+TEST_PKGS := criterion
+
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+TEST_CFLAGS := $(shell pkg-config --cflags $(TEST_PKGS) 2>/dev/null)
+TEST_LIBS   := $(shell pkg-config --libs $(TEST_PKGS) 2>/dev/null)
+
+WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wformat=2 -Wno-format-nonliteral -Wno-format-truncation
+CFLAGS   ?= -O2 -g
+ifeq ($(SAN),1)
+CFLAGS   := -O1 -g -fno-omit-frame-pointer
+SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+endif
+ALL_CFLAGS = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L $(WARN) $(CFLAGS) $(SANFLAGS) \
+             -Ilib/include $(PKG_CFLAGS) -MMD -MP
+LDLIBS_ALL = $(PKG_LIBS) -lm -lpthread
+
+LIB_SRCS := $(wildcard lib/*.c)
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/sg_migrations.o
+LIBSAGAD := $(BUILD)/libsagad.a
+MIGRATIONS := $(sort $(wildcard schemas/sql/*.sql))
+
+PROGS := $(BINDIR)/sagad-worker $(BINDIR)/sagad-relay $(BINDIR)/dlq-tool
+WORKER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard worker/*.c))
+RELAY_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard outbox/*.c))
+DLQ_OBJS    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard dlq-tool/*.c))
+
+UNIT_SRCS := $(wildcard tests/unit/*.c)
+INT_SRCS  := $(wildcard tests/integration/*.c)
+UNIT_TEST := $(BUILD)/tests/unit-tests
+INT_TEST  := $(BUILD)/tests/integration-tests
+TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/support/*.c))
+
+# Debian packages the build, the tests and the local services need.
+DEB_PKGS := gcc make pkg-config procps librdkafka-dev libpq-dev libcjson-dev libcriterion-dev \
+            libcurl4-openssl-dev libmicrohttpd-dev postgresql openjdk-17-jre-headless maven \
+            kcat clang-format ca-certificates
+
+.PHONY: all help deps up down demo test test-unit test-integration test-asan tests \
+        format format-check clean
+
+all: $(LIBSAGAD) $(PROGS)
+
+help:
+	@echo "make            build build/libsagad.a and bin/{sagad-worker,sagad-relay,dlq-tool}"
+	@echo "make deps       install the Debian packages needed (no-op when present)"
+	@echo "make up / down  start / stop the private PostgreSQL and Kafka under .run/"
+	@echo "make demo       services up, migrations, and what is running"
+	@echo "make test       unit + integration tests, then again under ASan/UBSan"
+	@echo "make test-asan  only the sanitizer run"
+	@echo "make format-check  check .clang-format conformance"
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BUILD)/gen/sg_migrations.c: $(MIGRATIONS) schemas/embed-sql.sh
+	@mkdir -p $(dir $@)
+	sh schemas/embed-sql.sh $@ $(MIGRATIONS)
+
+$(BUILD)/gen/sg_migrations.o: $(BUILD)/gen/sg_migrations.c
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(LIBSAGAD): $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BINDIR)/sagad-worker: $(WORKER_OBJS) $(LIBSAGAD)
+$(BINDIR)/sagad-relay: $(RELAY_OBJS) $(LIBSAGAD)
+$(BINDIR)/dlq-tool: $(DLQ_OBJS) $(LIBSAGAD)
+$(PROGS):
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
+# Criterion runners: one binary per kind, linking the real library.
+$(BUILD)/tests/%.o: tests/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(TEST_CFLAGS) -c -o $@ $<
+
+$(UNIT_TEST): $(UNIT_SRCS:%.c=$(BUILD)/%.o) $(TEST_HELPER_OBJS) $(LIBSAGAD)
+	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(TEST_LIBS) $(LDLIBS_ALL)
+
+$(INT_TEST): $(INT_SRCS:%.c=$(BUILD)/%.o) $(TEST_HELPER_OBJS) $(LIBSAGAD)
+	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(TEST_LIBS) $(LDLIBS_ALL)
+
+tests: all $(UNIT_TEST) $(INT_TEST)
+
+deps:
+	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -z "$$missing" ]; then echo "deps: all Debian packages present"; exit 0; fi; \
+	sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	echo "deps: installing" $$missing; \
+	$$sudo apt-get update -q && \
+	DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends $$missing
+
+up:
+	deploy/local/pg.sh start
+	deploy/local/kafka.sh start
+
+down:
+	deploy/local/kafka.sh stop
+	deploy/local/pg.sh stop
+
+# test: unit tests, integration tests against the local services (started
+# if needed and stopped again only if this run started them), then the
+# same tests built with AddressSanitizer and UBSan.
+test: deps tests
+	$(MAKE) --no-print-directory BUILD=build/asan BINDIR=build/asan/bin SAN=1 tests
+	tests/run.sh $(BUILD) build/asan
+
+test-unit: tests
+	$(UNIT_TEST)
+
+test-integration: tests
+	tests/run.sh --only-integration $(BUILD)
+
+test-asan:
+	$(MAKE) --no-print-directory BUILD=build/asan BINDIR=build/asan/bin SAN=1 tests
+	tests/run.sh build/asan
+
+demo: deps all
+	examples/demo.sh
+
+FORMAT_SRCS = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+
+format:
+	clang-format -i $(FORMAT_SRCS)
+
+format-check:
+	clang-format --dry-run -Werror $(FORMAT_SRCS)
+
+clean:
+	rm -rf build bin
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

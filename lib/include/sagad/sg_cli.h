@@ -1,0 +1,50 @@
+/* sg_cli: the front end every sagad binary shares.
+ *
+ * Global options (--config, --print-config, --help, --version), config
+ * loading (file, then SAGAD_* environment) and subcommand dispatch from one
+ * table, from which --help is generated.  Functions here return exit codes;
+ * only main() exits. */
+#ifndef SAGAD_CLI_H
+#define SAGAD_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "sagad/sg_config.h"
+
+/* Exit codes shared by every binary (documented in README.md). */
+#define SG_EXIT_OK      0 /* done */
+#define SG_EXIT_FAIL    1 /* the work failed, or nothing matched */
+#define SG_EXIT_USAGE   2 /* bad usage or bad configuration */
+#define SG_EXIT_REFUSED 3 /* refused for safety */
+#define SG_EXIT_INFRA   4 /* PostgreSQL or Kafka unreachable or failing */
+
+typedef struct sg_cli_s {
+    const char *prog;      /* e.g. "sagad-worker" */
+    const char *component; /* log component, e.g. "worker" */
+    sg_config_t *cfg;      /* loaded and checked before a command runs */
+} sg_cli_t;
+
+typedef struct sg_cli_cmd_s {
+    const char *name;
+    int (*fn)(sg_cli_t *cli, int argc, char **argv); /* argv[0] is the command */
+    const char *args;                                /* e.g. "[--dry-run] ID..." */
+    const char *help;                                /* one line */
+} sg_cli_cmd_t;
+
+typedef struct sg_cli_app_s {
+    const char *prog;
+    const char *component;
+    const char *summary; /* one line under the usage */
+    const sg_cli_cmd_t *cmds;
+    size_t ncmds;
+} sg_cli_app_t;
+
+/* Parses argv, loads the config and runs the chosen command.  Returns the
+ * process exit code. */
+int sg_cli_main(const sg_cli_app_t *app, int argc, char **argv);
+
+/* The `migrate` command every binary offers. */
+int sg_cli_cmd_migrate(sg_cli_t *cli, int argc, char **argv);
+
+#endif

@@ -1,0 +1,86 @@
+/* sg_json: the only door to cJSON.
+ *
+ * Parsing works on the exact bytes received (Kafka payloads are not
+ * NUL-terminated) with a size cap, a nesting cap and UTF-8 validation done
+ * before cJSON sees the input, so hostile input is refused with a stable
+ * error code instead of exhausting the stack.  Field access is typed and
+ * reports the JSON path ($.steps[2].tool) of a missing or wrong field. */
+#ifndef SAGAD_JSON_H
+#define SAGAD_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sagad/sg_err.h"
+
+/* A node of a parsed or built document.  Only the root is destroyed. */
+typedef struct cJSON sg_json_t;
+
+typedef struct sg_json_limits_s {
+    size_t max_bytes; /* input.too_large above this */
+    int max_depth;    /* input.json.too_deep above this */
+} sg_json_limits_t;
+
+#define SG_JSON_LIMITS_DEFAULT {1048576, 64}
+
+/* Returns true when buf[0..len) is well-formed UTF-8 (no overlongs, no
+ * surrogates, nothing above U+10FFFF, no NUL byte). */
+bool sg_json_utf8_valid(const char *buf, size_t len);
+
+/* Deepest array/object nesting in buf, counting brackets outside strings;
+ * stops counting once it exceeds limit (returns limit + 1). */
+int sg_json_depth(const char *buf, size_t len, int limit);
+
+/* Parses exactly buf[0..len).  On failure returns NULL and sets err (class
+ * poison) to input.too_large, input.utf8.invalid, input.json.too_deep or
+ * input.json.malformed (with the byte offset).  The caller owns the result
+ * and frees it with sg_json_destroy(). */
+sg_json_t *sg_json_parse(const char *buf, size_t len, const sg_json_limits_t *lim, sg_err_t *err)
+    __attribute__((warn_unused_result));
+
+/* Frees a root node; NULL is a no-op. */
+void sg_json_destroy(sg_json_t *root);
+
+/* Path helpers: out = base + ".key" / base + "[idx]". */
+void sg_json_path_key(char *out, size_t out_size, const char *base, const char *key);
+void sg_json_path_idx(char *out, size_t out_size, const char *base, size_t idx);
+
+/* Typed field access on object obj whose path is base ("$" for the root).
+ * Return 0 when found with the right type, 1 when absent and !required,
+ * -1 (err set, class permanent, code input.schema.*) when absent and
+ * required or of the wrong type.  Strings point into the document. */
+int sg_json_get_str(const sg_json_t *obj, const char *base, const char *key, bool required,
+                    const char **out, sg_err_t *err);
+int sg_json_get_int(const sg_json_t *obj, const char *base, const char *key, bool required,
+                    int64_t *out, sg_err_t *err);
+int sg_json_get_bool(const sg_json_t *obj, const char *base, const char *key, bool required,
+                     bool *out, sg_err_t *err);
+int sg_json_get_object(const sg_json_t *obj, const char *base, const char *key, bool required,
+                       const sg_json_t **out, sg_err_t *err);
+int sg_json_get_array(const sg_json_t *obj, const char *base, const char *key, bool required,
+                      const sg_json_t **out, sg_err_t *err);
+
+/* Array access; NULL when idx is out of range. */
+size_t sg_json_array_size(const sg_json_t *arr);
+const sg_json_t *sg_json_array_get(const sg_json_t *arr, size_t idx);
+
+/* Type tests and names ("object", "array", "string", "number", "boolean",
+ * "null"). */
+bool sg_json_is_object(const sg_json_t *node);
+const char *sg_json_type_name(const sg_json_t *node);
+
+/* Building.  sg_json_new_object() aborts on OOM; add functions copy their
+ * arguments; sg_json_add_node takes ownership of child. */
+sg_json_t *sg_json_new_object(void);
+sg_json_t *sg_json_new_array(void);
+void sg_json_add_str(sg_json_t *obj, const char *key, const char *val);
+void sg_json_add_int(sg_json_t *obj, const char *key, int64_t val);
+void sg_json_add_bool(sg_json_t *obj, const char *key, bool val);
+void sg_json_add_node(sg_json_t *obj, const char *key, sg_json_t *child);
+void sg_json_append(sg_json_t *arr, sg_json_t *child);
+
+/* Compact text of node; the caller frees it with free(). */
+char *sg_json_print(const sg_json_t *node);
+
+#endif

@@ -1,0 +1,126 @@
+/* sg_kafka: the only door to librdkafka.
+ *
+ * Builds producers and consumers from the config table (every kafka.* key
+ * passes through to librdkafka), routes librdkafka's logs into sg_log, and
+ * classifies every Kafka error in one place: retriable (try again),
+ * abortable (abort the transaction, then try again), fatal (the handle is
+ * dead: drain and restart) or permanent (will not succeed as asked). */
+#ifndef SAGAD_KAFKA_H
+#define SAGAD_KAFKA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sagad/sg_config.h"
+#include "sagad/sg_err.h"
+
+typedef struct sg_kafka_s sg_kafka_t;
+typedef struct rd_kafka_message_s sg_kafka_msg_t; /* read with sg_kafka_msg_* */
+
+typedef enum sg_kafka_role_e {
+    SG_KAFKA_PRODUCER,
+    SG_KAFKA_CONSUMER,
+} sg_kafka_role_t;
+
+typedef enum sg_kafka_errkind_e {
+    SG_KAFKA_ERR_RETRIABLE,
+    SG_KAFKA_ERR_ABORTABLE,
+    SG_KAFKA_ERR_FATAL,
+    SG_KAFKA_ERR_PERMANENT,
+} sg_kafka_errkind_t;
+
+typedef struct sg_kafka_header_s {
+    const char *name;
+    const void *value;
+    size_t len;
+} sg_kafka_header_t;
+
+/* Delivery tracking for a batch: sg_kafka_produce() counts a message in,
+ * its delivery report counts it out.  The batch is safe to acknowledge
+ * when pending == 0 and failed == 0. */
+typedef struct sg_kafka_batch_s {
+    int pending;
+    int delivered;
+    int failed;
+    sg_err_t first_err;
+} sg_kafka_batch_t;
+
+/* Partition assignment change seen by the rebalance callback. */
+typedef void (*sg_kafka_rebalance_fn)(void *opaque, bool assigned, const char *topic,
+                                      int32_t partition);
+
+/* The kind of a Kafka error.  Pure: the flags come from librdkafka's
+ * rd_kafka_error_is_retriable/is_fatal/txn_requires_abort. */
+sg_kafka_errkind_t sg_kafka_classify(int code, bool retriable, bool fatal, bool txn_requires_abort);
+
+/* Fills err from a librdkafka error code and flags: code "kafka.<name>",
+ * class transient for retriable/abortable, permanent otherwise, err->fatal
+ * for fatal.  what names the operation.  Returns -1. */
+int sg_kafka_err_set(sg_err_t *err, int code, bool retriable, bool fatal, bool txn_requires_abort,
+                     const char *what);
+
+const char *sg_kafka_errkind_name(sg_kafka_errkind_t kind);
+
+/* Creates a client.  Properties are applied in this order, later wins:
+ * role defaults (consumer: enable.auto.commit=false, auto.offset.reset=
+ * earliest, cooperative-sticky; producer: enable.idempotence=true,
+ * acks=all), the config's kafka.* keys, then props (NULL-terminated
+ * key, value pairs the program requires).  NULL + errstr on failure. */
+sg_kafka_t *sg_kafka_new(const sg_config_t *cfg, sg_kafka_role_t role, const char *const *props,
+                         char *errstr, size_t errstr_size) __attribute__((warn_unused_result));
+
+/* Closes the client (a consumer leaves its group first); NULL is a no-op. */
+void sg_kafka_destroy(sg_kafka_t *k);
+
+/* True once librdkafka raised a fatal error on this handle. */
+bool sg_kafka_fatal(const sg_kafka_t *k);
+
+/* Creates a topic; an existing topic is success. */
+int sg_kafka_create_topic(sg_kafka_t *k, const char *topic, int partitions, int timeout_ms,
+                          sg_err_t *err) __attribute__((warn_unused_result));
+
+/* Number of brokers in the cluster metadata, -1 on error. */
+int sg_kafka_broker_count(sg_kafka_t *k, int timeout_ms, sg_err_t *err);
+
+/* Queues one message (copied).  batch may be NULL.  Returns -1 with err
+ * set when librdkafka refuses it at once (queue full, unknown topic...). */
+int sg_kafka_produce(sg_kafka_t *k, const char *topic, const void *key, size_t key_len,
+                     const void *payload, size_t len, const sg_kafka_header_t *headers,
+                     size_t nheaders, sg_kafka_batch_t *batch, sg_err_t *err)
+    __attribute__((warn_unused_result));
+
+/* Serves delivery reports and callbacks for up to timeout_ms. */
+void sg_kafka_poll(sg_kafka_t *k, int timeout_ms);
+
+/* Waits until every queued message is delivered or failed. */
+int sg_kafka_flush(sg_kafka_t *k, int timeout_ms, sg_err_t *err);
+
+/* Transactions (producer created with transactional.id). */
+int sg_kafka_txn_init(sg_kafka_t *k, int timeout_ms, sg_err_t *err);
+int sg_kafka_txn_begin(sg_kafka_t *k, sg_err_t *err);
+int sg_kafka_txn_commit(sg_kafka_t *k, int timeout_ms, sg_err_t *err);
+int sg_kafka_txn_abort(sg_kafka_t *k, int timeout_ms, sg_err_t *err);
+
+/* Consumer: subscribe, then consume.  The rebalance hook (optional) sees
+ * each assigned and revoked partition. */
+void sg_kafka_set_rebalance_hook(sg_kafka_t *k, sg_kafka_rebalance_fn fn, void *opaque);
+int sg_kafka_subscribe(sg_kafka_t *k, const char *const *topics, size_t ntopics, sg_err_t *err);
+
+/* Returns 1 with *msg set (free with sg_kafka_msg_destroy), 0 when nothing
+ * arrived in time (or only a partition EOF), -1 with err on error. */
+int sg_kafka_consume(sg_kafka_t *k, int timeout_ms, sg_kafka_msg_t **msg, sg_err_t *err);
+
+/* Partitions currently assigned to this consumer, -1 on error. */
+int sg_kafka_assignment_count(sg_kafka_t *k);
+
+const char *sg_kafka_msg_topic(const sg_kafka_msg_t *msg);
+int32_t sg_kafka_msg_partition(const sg_kafka_msg_t *msg);
+int64_t sg_kafka_msg_offset(const sg_kafka_msg_t *msg);
+const void *sg_kafka_msg_payload(const sg_kafka_msg_t *msg, size_t *len);
+const void *sg_kafka_msg_key(const sg_kafka_msg_t *msg, size_t *len);
+/* Last header of that name, NULL when absent. */
+const void *sg_kafka_msg_header(const sg_kafka_msg_t *msg, const char *name, size_t *len);
+void sg_kafka_msg_destroy(sg_kafka_msg_t *msg);
+
+#endif

@@ -1,0 +1,79 @@
+/* sg_pg: the only door to libpq.
+ *
+ * Connections retry with backoff, statements are always parameterised, and
+ * every failure is mapped from its SQLSTATE to an error class once, here:
+ * lost connections, serialization failures and deadlocks are transient,
+ * constraint and data errors permanent. */
+#ifndef SAGAD_PG_H
+#define SAGAD_PG_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sagad/sg_backoff.h"
+#include "sagad/sg_config.h"
+#include "sagad/sg_err.h"
+
+typedef struct sg_pg_s sg_pg_t;
+typedef struct pg_result sg_pg_res_t; /* a PGresult; read it with sg_pg_res_* */
+
+typedef struct sg_pg_opts_s {
+    const char *dsn;              /* borrowed for the life of the connection */
+    const char *application_name; /* shown in pg_stat_activity */
+    int connect_timeout_ms;
+    int connect_attempts; /* 0: retry until *run drops */
+    sg_backoff_t retry;
+    volatile sig_atomic_t *run; /* NULL, or a flag that stops retrying when 0 */
+} sg_pg_opts_t;
+
+/* Fills opts from the pg.* keys of cfg.  cfg must outlive the opts. */
+void sg_pg_opts_from_config(sg_pg_opts_t *opts, const sg_config_t *cfg, const char *appname);
+
+/* Connects, retrying transient failures with backoff as opts say.  Returns
+ * NULL with err set when attempts run out or the failure is permanent (bad
+ * password, unknown database).  Error text never contains the password. */
+sg_pg_t *sg_pg_connect(const sg_pg_opts_t *opts, sg_err_t *err)
+    __attribute__((warn_unused_result));
+
+/* Closes the connection; NULL is a no-op. */
+void sg_pg_destroy(sg_pg_t *pg);
+
+/* True while the connection is usable. */
+bool sg_pg_ok(const sg_pg_t *pg);
+
+/* Drops and re-opens the connection with the original options. */
+int sg_pg_reconnect(sg_pg_t *pg, sg_err_t *err) __attribute__((warn_unused_result));
+
+/* Runs one parameterised statement (text parameters, NULL for SQL NULL).
+ * On success returns 0 and, if res is not NULL, hands the result to the
+ * caller (free with sg_pg_res_destroy); on failure returns -1, sets err
+ * with the class of the SQLSTATE and leaves *res NULL. */
+int sg_pg_exec(sg_pg_t *pg, const char *sql, int nparams, const char *const *params,
+               sg_pg_res_t **res, sg_err_t *err) __attribute__((warn_unused_result));
+
+/* Runs a script of several statements (simple protocol, no parameters),
+ * as migrations need.  Inside a transaction when the caller opened one. */
+int sg_pg_exec_script(sg_pg_t *pg, const char *sql, sg_err_t *err)
+    __attribute__((warn_unused_result));
+
+int sg_pg_begin(sg_pg_t *pg, sg_err_t *err) __attribute__((warn_unused_result));
+int sg_pg_commit(sg_pg_t *pg, sg_err_t *err) __attribute__((warn_unused_result));
+/* Rolls back; failure is logged, never returned: a broken connection has
+ * rolled back already. */
+void sg_pg_rollback(sg_pg_t *pg);
+
+size_t sg_pg_res_rows(const sg_pg_res_t *res);
+/* The text of a cell, or NULL for SQL NULL or an out-of-range cell. */
+const char *sg_pg_res_get(const sg_pg_res_t *res, size_t row, int col);
+/* A cell as an integer; def for NULL or non-numeric text. */
+int64_t sg_pg_res_int(const sg_pg_res_t *res, size_t row, int col, int64_t def);
+void sg_pg_res_destroy(sg_pg_res_t *res);
+
+/* Maps a SQLSTATE (may be NULL) and whether the connection broke to an
+ * error class and a stable code (pg.connection, pg.serialization,
+ * pg.unavailable, pg.lock, pg.constraint, pg.data, pg.query).  Pure. */
+sg_errclass_t sg_pg_classify(const char *sqlstate, bool conn_bad, const char **code);
+
+#endif

@@ -1,0 +1,144 @@
+#include "sagad/sg_cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sagad/sg_log.h"
+#include "sagad/sg_migrate.h"
+#include "sagad/sg_pg.h"
+#include "sagad/sg_version.h"
+
+extern char **environ;
+
+static void usage(const sg_cli_app_t *app, FILE *out)
+{
+    fprintf(out, "usage: %s [--config FILE] [--print-config] COMMAND [ARGS]\n", app->prog);
+    fprintf(out, "       %s --help | --version\n\n%s\n\ncommands:\n", app->prog, app->summary);
+    for (size_t i = 0; i < app->ncmds; i++) {
+        char left[64];
+
+        snprintf(left, sizeof(left), "%s %s", app->cmds[i].name, app->cmds[i].args);
+        fprintf(out, "  %-28s %s\n", left, app->cmds[i].help);
+    }
+    fprintf(out, "\noptions:\n"
+                 "  --config FILE     config file of `key = value` lines (also SAGAD_CONFIG)\n"
+                 "  --print-config    print the effective config, secrets masked, and exit\n"
+                 "  --help            this text\n"
+                 "  --version         print the version\n"
+                 "\nEvery key can be set in the environment: pg.dsn is SAGAD_PG_DSN, "
+                 "kafka.bootstrap.servers\nis SAGAD_KAFKA_BOOTSTRAP_SERVERS. "
+                 "Keys: docs/CONFIGURATION.md.\n"
+                 "Exit codes: 0 ok, 1 failed, 2 usage or config error, 3 refused for safety,\n"
+                 "4 PostgreSQL or Kafka unavailable.\n");
+}
+
+/* Loads defaults, file, environment and checks required keys. */
+static sg_config_t *load_config(const char *path, char *errstr, size_t errstr_size)
+{
+    sg_config_t *cfg = sg_config_new();
+
+    if ((path && sg_config_load_file(cfg, path, errstr, errstr_size) < 0) ||
+        sg_config_load_env(cfg, environ, errstr, errstr_size) < 0 ||
+        sg_config_check(cfg, errstr, errstr_size) < 0) {
+        sg_config_destroy(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
+static const sg_cli_cmd_t *find_cmd(const sg_cli_app_t *app, const char *name)
+{
+    for (size_t i = 0; i < app->ncmds; i++)
+        if (strcmp(app->cmds[i].name, name) == 0)
+            return &app->cmds[i];
+    return NULL;
+}
+
+int sg_cli_main(const sg_cli_app_t *app, int argc, char **argv)
+{
+    const char *config_path = getenv("SAGAD_CONFIG");
+    bool print_config = false;
+    const sg_cli_cmd_t *cmd;
+    sg_cli_t cli = {app->prog, app->component, NULL};
+    sg_log_level_t level;
+    char errstr[1024];
+    int i, rc;
+
+    sg_log_init(app->component, SG_LOG_INFO);
+    for (i = 1; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(app, stdout);
+            return SG_EXIT_OK;
+        } else if (strcmp(argv[i], "--version") == 0) {
+            printf("%s %s\n", app->prog, SAGAD_VERSION);
+            return SG_EXIT_OK;
+        } else if (strcmp(argv[i], "--print-config") == 0) {
+            print_config = true;
+        } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+            config_path = argv[++i];
+        } else {
+            fprintf(stderr, "%s: unknown option %s (try --help)\n", app->prog, argv[i]);
+            return SG_EXIT_USAGE;
+        }
+    }
+    cmd = i < argc ? find_cmd(app, argv[i]) : NULL;
+    if (!print_config && !cmd) {
+        if (i < argc)
+            fprintf(stderr, "%s: unknown command %s (try --help)\n", app->prog, argv[i]);
+        else
+            usage(app, stderr);
+        return SG_EXIT_USAGE;
+    }
+    cli.cfg = load_config(config_path, errstr, sizeof(errstr));
+    if (!cli.cfg) {
+        fprintf(stderr, "%s: %s\n", app->prog, errstr);
+        return SG_EXIT_USAGE;
+    }
+    if (print_config) {
+        sg_config_print(cli.cfg, stdout);
+        sg_config_destroy(cli.cfg);
+        return SG_EXIT_OK;
+    }
+    if (sg_log_level_parse(sg_config_str(cli.cfg, "log.level"), &level) == 0)
+        sg_log_level = level;
+    rc = cmd->fn(&cli, argc - i, argv + i);
+    sg_config_destroy(cli.cfg);
+    return rc;
+}
+
+int sg_cli_cmd_migrate(sg_cli_t *cli, int argc, char **argv)
+{
+    sg_pg_opts_t opts;
+    sg_pg_t *pg;
+    sg_err_t err;
+    char errstr[512];
+    int from, to;
+
+    (void)argv;
+    if (argc > 1) {
+        fprintf(stderr, "%s migrate: takes no arguments\n", cli->prog);
+        return SG_EXIT_USAGE;
+    }
+    if (sg_migrate_check_list(errstr, sizeof(errstr)) < 0) {
+        fprintf(stderr, "%s migrate: BUG: %s\n", cli->prog, errstr);
+        return SG_EXIT_FAIL;
+    }
+    sg_pg_opts_from_config(&opts, cli->cfg, cli->prog);
+    pg = sg_pg_connect(&opts, &err);
+    if (!pg) {
+        fprintf(stderr, "%s migrate: %s (check pg.dsn / SAGAD_PG_DSN)\n", cli->prog, err.message);
+        return SG_EXIT_INFRA;
+    }
+    if (sg_migrate_run(pg, &from, &to, &err) < 0) {
+        fprintf(stderr, "%s migrate: %s [%s]\n", cli->prog, err.message, err.code);
+        sg_pg_destroy(pg);
+        return err.cls == SG_ERRCLASS_PERMANENT ? SG_EXIT_FAIL : SG_EXIT_INFRA;
+    }
+    if (from == to)
+        printf("schema is up to date at version %d\n", to);
+    else
+        printf("schema migrated from version %d to %d\n", from, to);
+    sg_pg_destroy(pg);
+    return SG_EXIT_OK;
+}

@@ -1,0 +1,539 @@
+#include "sagad/sg_config.h"
+
+#include <ctype.h>
+#include <strings.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MiB (1024 * 1024)
+
+/* The one table.  docs/CONFIGURATION.md and the sample config are generated
+ * from it; keep docs to one line. */
+static const sg_config_key_t config_table[] = {
+    {"log.level", SG_CONFIG_ENUM, "info", 0, 0, "error|warn|info|debug", SG_CONFIG_RELOADABLE,
+     "Lowest level written to the JSON log on stderr."},
+    {"pg.dsn", SG_CONFIG_STR, NULL, 0, 0, NULL, SG_CONFIG_SECRET,
+     "PostgreSQL connection string, URL or key=value form (required; password masked)."},
+    {"pg.connect_timeout_ms", SG_CONFIG_INT, "5000", 1, 600000, NULL, 0,
+     "Time allowed for one PostgreSQL connection attempt."},
+    {"pg.connect_attempts", SG_CONFIG_INT, "10", 0, 1000000, NULL, 0,
+     "Connection attempts at start-up before giving up (0: retry forever)."},
+    {"pg.retry_base_ms", SG_CONFIG_INT, "200", 1, 600000, NULL, 0,
+     "First delay between PostgreSQL reconnection attempts (doubles, full jitter)."},
+    {"pg.retry_cap_ms", SG_CONFIG_INT, "5000", 1, 3600000, NULL, 0,
+     "Longest delay between PostgreSQL reconnection attempts."},
+    {"topic.commands", SG_CONFIG_STR, "sagad.commands", 0, 0, NULL, 0,
+     "Kafka topic of saga.start and step commands."},
+    {"topic.events", SG_CONFIG_STR, "sagad.events", 0, 0, NULL, 0,
+     "Kafka topic the saga events are published to."},
+    {"topic.dlq", SG_CONFIG_STR, "sagad.dlq", 0, 0, NULL, 0,
+     "Kafka topic the dead letters are published to."},
+    {"limits.max_message_bytes", SG_CONFIG_INT, "1048576", 64, 64 * MiB, NULL, 0,
+     "Largest message accepted; a larger one is dead-lettered (input.too_large)."},
+    {"limits.max_json_depth", SG_CONFIG_INT, "64", 2, 1000, NULL, 0,
+     "Deepest JSON nesting accepted; deeper input is dead-lettered (input.json.too_deep)."},
+    {"retry.base_ms", SG_CONFIG_INT, "250", 1, 3600000, NULL, 0,
+     "Backoff base: attempt n waits random(0, min(cap, base * 2^n))."},
+    {"retry.cap_ms", SG_CONFIG_INT, "30000", 1, 86400000, NULL, 0,
+     "Backoff cap: the longest wait before a retry (Retry-After may exceed it)."},
+    {"retry.max_attempts", SG_CONFIG_INT, "5", 1, 1000, NULL, 0,
+     "Attempts per step before the step counts as failed."},
+    {"retry.budget_ms", SG_CONFIG_INT, "60000", 0, 604800000, NULL, 0,
+     "Total retry delay a saga may spend before it is dead-lettered (0: no budget)."},
+};
+
+#define CONFIG_NKEYS (sizeof(config_table) / sizeof(config_table[0]))
+
+typedef struct config_val_s {
+    char *text; /* NULL only for a required key not yet set */
+    int64_t i;
+    char *origin;
+} config_val_t;
+
+typedef struct kafka_kv_s {
+    char *key; /* without the "kafka." prefix */
+    char *value;
+    char *origin;
+    struct kafka_kv_s *next;
+} kafka_kv_t;
+
+struct sg_config_s {
+    config_val_t vals[CONFIG_NKEYS];
+    kafka_kv_t *kafka; /* in insertion order */
+};
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n);
+
+    if (!p)
+        abort();
+    return p;
+}
+
+static char *xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+
+    return memcpy(xmalloc(n), s, n);
+}
+
+const sg_config_key_t *sg_config_table(size_t *count)
+{
+    *count = CONFIG_NKEYS;
+    return config_table;
+}
+
+static int key_index(const char *key)
+{
+    for (size_t i = 0; i < CONFIG_NKEYS; i++)
+        if (strcmp(config_table[i].key, key) == 0)
+            return (int)i;
+    return -1;
+}
+
+static bool enum_has(const char *choices, const char *value)
+{
+    size_t vlen = strlen(value);
+
+    for (const char *p = choices; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+
+        if (len == vlen && strncmp(p, value, len) == 0)
+            return true;
+        p += len + (bar ? 1 : 0);
+    }
+    return false;
+}
+
+static int parse_bool(const char *s, int64_t *out)
+{
+    static const char *const yes[] = {"true", "1", "yes", "on"};
+    static const char *const no[] = {"false", "0", "no", "off"};
+
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(s, yes[i]) == 0)
+            return (*out = 1), 0;
+        if (strcasecmp(s, no[i]) == 0)
+            return (*out = 0), 0;
+    }
+    return -1;
+}
+
+/* Parses value for key k into *out; on failure writes the rule to errstr. */
+static int parse_value(const sg_config_key_t *k, const char *value, int64_t *out, char *rule,
+                       size_t rule_size)
+{
+    char *end;
+    long long v;
+
+    *out = 0;
+    switch (k->type) {
+    case SG_CONFIG_STR:
+        if (*value == '\0') {
+            snprintf(rule, rule_size, "must not be empty");
+            return -1;
+        }
+        return 0;
+    case SG_CONFIG_INT:
+        errno = 0;
+        v = strtoll(value, &end, 10);
+        if (*value == '\0' || *end != '\0' || errno == ERANGE || v < k->min || v > k->max) {
+            snprintf(rule, rule_size, "must be an integer between %lld and %lld",
+                     (long long)k->min, (long long)k->max);
+            return -1;
+        }
+        *out = v;
+        return 0;
+    case SG_CONFIG_BOOL:
+        if (parse_bool(value, out) < 0) {
+            snprintf(rule, rule_size, "must be true or false");
+            return -1;
+        }
+        return 0;
+    case SG_CONFIG_ENUM:
+        if (!enum_has(k->choices, value)) {
+            snprintf(rule, rule_size, "must be one of %s", k->choices);
+            return -1;
+        }
+        return 0;
+    }
+    return -1;
+}
+
+static void val_store(config_val_t *v, const char *text, int64_t i, const char *origin)
+{
+    free(v->text);
+    free(v->origin);
+    v->text = xstrdup(text);
+    v->i = i;
+    v->origin = xstrdup(origin);
+}
+
+sg_config_t *sg_config_new(void)
+{
+    sg_config_t *cfg = calloc(1, sizeof(*cfg));
+
+    if (!cfg)
+        abort();
+    for (size_t i = 0; i < CONFIG_NKEYS; i++) {
+        const sg_config_key_t *k = &config_table[i];
+        char rule[128];
+        int64_t iv;
+
+        if (!k->def)
+            continue;
+        /* Defaults go through the user-input parser: a bad default is a
+         * bug the unit tests catch, not a silent surprise. */
+        if (parse_value(k, k->def, &iv, rule, sizeof(rule)) < 0)
+            abort();
+        val_store(&cfg->vals[i], k->def, iv, "default");
+    }
+    return cfg;
+}
+
+void sg_config_destroy(sg_config_t *cfg)
+{
+    kafka_kv_t *kv, *next;
+
+    if (!cfg)
+        return;
+    for (size_t i = 0; i < CONFIG_NKEYS; i++) {
+        free(cfg->vals[i].text);
+        free(cfg->vals[i].origin);
+    }
+    for (kv = cfg->kafka; kv; kv = next) {
+        next = kv->next;
+        free(kv->key);
+        free(kv->value);
+        free(kv->origin);
+        free(kv);
+    }
+    free(cfg);
+}
+
+static bool is_secret_kafka_key(const char *key)
+{
+    return strstr(key, "password") || strstr(key, "secret") || strstr(key, "key.pem") ||
+           strstr(key, "token");
+}
+
+static void kafka_set(sg_config_t *cfg, const char *key, const char *value, const char *origin)
+{
+    kafka_kv_t **pp = &cfg->kafka;
+
+    for (; *pp; pp = &(*pp)->next) {
+        if (strcmp((*pp)->key, key) == 0) {
+            free((*pp)->value);
+            free((*pp)->origin);
+            (*pp)->value = xstrdup(value);
+            (*pp)->origin = xstrdup(origin);
+            return;
+        }
+    }
+    *pp = xmalloc(sizeof(**pp));
+    (*pp)->key = xstrdup(key);
+    (*pp)->value = xstrdup(value);
+    (*pp)->origin = xstrdup(origin);
+    (*pp)->next = NULL;
+}
+
+int sg_config_set(sg_config_t *cfg, const char *key, const char *value, const char *origin,
+                  char *errstr, size_t errstr_size)
+{
+    char rule[128];
+    int64_t iv;
+    int idx;
+
+    if (strncmp(key, "kafka.", 6) == 0) {
+        if (key[6] == '\0') {
+            snprintf(errstr, errstr_size, "config: \"%s\" (from %s): kafka.* needs a property name",
+                     key, origin);
+            return -1;
+        }
+        kafka_set(cfg, key + 6, value, origin);
+        return 0;
+    }
+    idx = key_index(key);
+    if (idx < 0) {
+        snprintf(errstr, errstr_size,
+                 "config: unknown key \"%s\" (from %s); see docs/CONFIGURATION.md", key, origin);
+        return -1;
+    }
+    if (parse_value(&config_table[idx], value, &iv, rule, sizeof(rule)) < 0) {
+        bool secret = config_table[idx].flags & SG_CONFIG_SECRET;
+
+        snprintf(errstr, errstr_size, "config: %s = \"%s\" (from %s): %s", key,
+                 secret ? "****" : value, origin, rule);
+        return -1;
+    }
+    val_store(&cfg->vals[idx], value, iv, origin);
+    return 0;
+}
+
+static char *trim(char *s)
+{
+    char *end;
+
+    while (isspace((unsigned char)*s))
+        s++;
+    end = s + strlen(s);
+    while (end > s && isspace((unsigned char)end[-1]))
+        *--end = '\0';
+    return s;
+}
+
+/* Parses one `key = value` line in place.  Returns 1 for a key/value,
+ * 0 for a blank or comment line, -1 for a malformed line. */
+static int parse_line(char *line, char **key, char **value)
+{
+    char *eq, *v;
+    size_t vlen;
+
+    line = trim(line);
+    if (*line == '\0' || *line == '#')
+        return 0;
+    eq = strchr(line, '=');
+    if (!eq)
+        return -1;
+    *eq = '\0';
+    *key = trim(line);
+    v = trim(eq + 1);
+    vlen = strlen(v);
+    if (vlen >= 2 && v[0] == '"' && v[vlen - 1] == '"') {
+        v[vlen - 1] = '\0';
+        v++;
+    }
+    *value = v;
+    return **key ? 1 : -1;
+}
+
+int sg_config_load_file(sg_config_t *cfg, const char *path, char *errstr, size_t errstr_size)
+{
+    char line[4096], origin[512];
+    int lineno = 0, rc = 0;
+    FILE *fp = fopen(path, "r");
+
+    if (!fp) {
+        snprintf(errstr, errstr_size, "config: cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    while (rc == 0 && fgets(line, sizeof(line), fp)) {
+        char *key, *value;
+        int kind;
+
+        lineno++;
+        snprintf(origin, sizeof(origin), "file %s:%d", path, lineno);
+        if (!strchr(line, '\n') && !feof(fp)) {
+            snprintf(errstr, errstr_size, "config: %s: line longer than %zu bytes", origin,
+                     sizeof(line) - 1);
+            rc = -1;
+            break;
+        }
+        kind = parse_line(line, &key, &value);
+        if (kind < 0) {
+            snprintf(errstr, errstr_size, "config: %s: expected `key = value`", origin);
+            rc = -1;
+        } else if (kind > 0) {
+            rc = sg_config_set(cfg, key, value, origin, errstr, errstr_size);
+        }
+    }
+    fclose(fp);
+    return rc;
+}
+
+void sg_config_env_name(const char *key, char *out, size_t out_size)
+{
+    size_t n = (size_t)snprintf(out, out_size, "SAGAD_");
+
+    for (; *key && n + 1 < out_size; key++, n++)
+        out[n] = *key == '.' ? '_' : (char)toupper((unsigned char)*key);
+    if (n < out_size)
+        out[n] = '\0';
+}
+
+/* SAGAD_KAFKA_SASL_PASSWORD -> kafka.sasl.password; "__" -> "_". */
+static void kafka_key_from_env(const char *rest, char *out, size_t out_size)
+{
+    size_t n = (size_t)snprintf(out, out_size, "kafka.");
+
+    for (; *rest && n + 1 < out_size; rest++, n++) {
+        if (rest[0] == '_' && rest[1] == '_') {
+            out[n] = '_';
+            rest++;
+        } else {
+            out[n] = *rest == '_' ? '.' : (char)tolower((unsigned char)*rest);
+        }
+    }
+    out[n < out_size ? n : out_size - 1] = '\0';
+}
+
+static int env_key(const char *name, char *key, size_t key_size)
+{
+    char envname[128];
+
+    if (strncmp(name, "SAGAD_KAFKA_", 12) == 0) {
+        kafka_key_from_env(name + 12, key, key_size);
+        return 0;
+    }
+    for (size_t i = 0; i < CONFIG_NKEYS; i++) {
+        sg_config_env_name(config_table[i].key, envname, sizeof(envname));
+        if (strcmp(envname, name) == 0) {
+            snprintf(key, key_size, "%s", config_table[i].key);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int sg_config_load_env(sg_config_t *cfg, char *const *envp, char *errstr, size_t errstr_size)
+{
+    for (; envp && *envp; envp++) {
+        const char *eq = strchr(*envp, '=');
+        char name[128], key[160], origin[160];
+        size_t nlen;
+
+        if (strncmp(*envp, "SAGAD_", 6) != 0 || !eq)
+            continue;
+        nlen = (size_t)(eq - *envp);
+        if (nlen >= sizeof(name))
+            nlen = sizeof(name) - 1;
+        memcpy(name, *envp, nlen);
+        name[nlen] = '\0';
+        if (strcmp(name, "SAGAD_CONFIG") == 0 || strncmp(name, "SAGAD_LOCAL_", 12) == 0 ||
+            strncmp(name, "SAGAD_TEST_", 11) == 0)
+            continue;
+        if (env_key(name, key, sizeof(key)) < 0) {
+            snprintf(errstr, errstr_size,
+                     "config: unknown environment variable %s; see docs/CONFIGURATION.md", name);
+            return -1;
+        }
+        snprintf(origin, sizeof(origin), "env %s", name);
+        if (sg_config_set(cfg, key, eq + 1, origin, errstr, errstr_size) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int sg_config_check(const sg_config_t *cfg, char *errstr, size_t errstr_size)
+{
+    char envname[128];
+
+    for (size_t i = 0; i < CONFIG_NKEYS; i++) {
+        if (cfg->vals[i].text)
+            continue;
+        sg_config_env_name(config_table[i].key, envname, sizeof(envname));
+        snprintf(errstr, errstr_size,
+                 "config: %s is required: set it in the config file or in %s",
+                 config_table[i].key, envname);
+        return -1;
+    }
+    return 0;
+}
+
+static const config_val_t *get(const sg_config_t *cfg, const char *key, sg_config_type_t type)
+{
+    int idx = key_index(key);
+
+    if (idx < 0 || config_table[idx].type != type) {
+        fprintf(stderr, "sagad: BUG: config key %s asked as the wrong type\n", key);
+        abort();
+    }
+    return &cfg->vals[idx];
+}
+
+const char *sg_config_str(const sg_config_t *cfg, const char *key)
+{
+    int idx = key_index(key);
+
+    if (idx < 0 || config_table[idx].type == SG_CONFIG_INT ||
+        config_table[idx].type == SG_CONFIG_BOOL) {
+        fprintf(stderr, "sagad: BUG: config key %s asked as a string\n", key);
+        abort();
+    }
+    return cfg->vals[idx].text;
+}
+
+int64_t sg_config_int(const sg_config_t *cfg, const char *key)
+{
+    return get(cfg, key, SG_CONFIG_INT)->i;
+}
+
+bool sg_config_bool(const sg_config_t *cfg, const char *key)
+{
+    return get(cfg, key, SG_CONFIG_BOOL)->i != 0;
+}
+
+void sg_config_foreach_kafka(const sg_config_t *cfg,
+                             void (*fn)(void *opaque, const char *key, const char *value),
+                             void *opaque)
+{
+    for (const kafka_kv_t *kv = cfg->kafka; kv; kv = kv->next)
+        fn(opaque, kv->key, kv->value);
+}
+
+/* Replaces s[from, to) with "****" in place; s has room for size bytes. */
+static void mask_span(char *s, size_t size, size_t from, size_t to)
+{
+    char tail[1024];
+
+    snprintf(tail, sizeof(tail), "%s", s + to);
+    snprintf(s + from, size - from, "****%s", tail);
+}
+
+void sg_config_mask_dsn(const char *dsn, char *out, size_t out_size)
+{
+    const char *scheme, *pw;
+
+    snprintf(out, out_size, "%s", dsn);
+    scheme = strstr(out, "://");
+    if (scheme) { /* postgresql://user:secret@host */
+        const char *user = scheme + 3;
+        const char *at = strchr(user, '@');
+        const char *colon = at ? memchr(user, ':', (size_t)(at - user)) : NULL;
+
+        if (colon)
+            mask_span(out, out_size, (size_t)(colon + 1 - out), (size_t)(at - out));
+    }
+    pw = strstr(out, "password=");
+    if (pw) { /* key=value form, or ?password= in a URL */
+        const char *end = pw + 9;
+
+        if (*end == '\'') {
+            for (end++; *end && *end != '\''; end++)
+                if (*end == '\\' && end[1])
+                    end++;
+            if (*end)
+                end++;
+        } else {
+            while (*end && *end != ' ' && *end != '&')
+                end++;
+        }
+        mask_span(out, out_size, (size_t)(pw + 9 - out), (size_t)(end - out));
+    }
+}
+
+void sg_config_print(const sg_config_t *cfg, FILE *out)
+{
+    char masked[1024];
+
+    for (size_t i = 0; i < CONFIG_NKEYS; i++) {
+        const sg_config_key_t *k = &config_table[i];
+        const config_val_t *v = &cfg->vals[i];
+        const char *shown = v->text ? v->text : "(unset, required)";
+
+        if (v->text && (k->flags & SG_CONFIG_SECRET)) {
+            if (strcmp(k->key, "pg.dsn") == 0)
+                sg_config_mask_dsn(v->text, masked, sizeof(masked));
+            else
+                snprintf(masked, sizeof(masked), "****");
+            shown = masked;
+        }
+        fprintf(out, "%s = %s  # %s\n", k->key, shown, v->origin ? v->origin : "required");
+    }
+    for (const kafka_kv_t *kv = cfg->kafka; kv; kv = kv->next)
+        fprintf(out, "kafka.%s = %s  # %s\n", kv->key,
+                is_secret_kafka_key(kv->key) ? "****" : kv->value, kv->origin);
+}

@@ -1,0 +1,327 @@
+#include "sagad/sg_json.h"
+
+#include <cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Integers above 2^53 cannot round-trip through cJSON's double. */
+#define JSON_INT_MAX 9007199254740992.0
+
+bool sg_json_utf8_valid(const char *buf, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)buf;
+    size_t i = 0;
+
+    while (i < len) {
+        unsigned char c = s[i];
+        size_t n;
+        uint32_t cp;
+
+        if (c == 0)
+            return false;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if ((c & 0xe0) == 0xc0)
+            n = 1, cp = c & 0x1f;
+        else if ((c & 0xf0) == 0xe0)
+            n = 2, cp = c & 0x0f;
+        else if ((c & 0xf8) == 0xf0)
+            n = 3, cp = c & 0x07;
+        else
+            return false;
+        if (len - i <= n) /* truncated sequence */
+            return false;
+        for (size_t k = 1; k <= n; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return false;
+            cp = (cp << 6) | (s[i + k] & 0x3f);
+        }
+        /* Overlong forms, surrogates and code points past U+10FFFF. */
+        if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+            (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+            return false;
+        i += n + 1;
+    }
+    return true;
+}
+
+int sg_json_depth(const char *buf, size_t len, int limit)
+{
+    int depth = 0, max = 0;
+    bool in_str = false;
+
+    for (size_t i = 0; i < len; i++) {
+        char c = buf[i];
+
+        if (in_str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = false;
+        } else if (c == '"') {
+            in_str = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > max && (max = depth) > limit)
+                return limit + 1;
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            depth--;
+        }
+    }
+    return max;
+}
+
+static bool only_space(const char *p, const char *end)
+{
+    for (; p < end; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
+            return false;
+    return true;
+}
+
+sg_json_t *sg_json_parse(const char *buf, size_t len, const sg_json_limits_t *lim, sg_err_t *err)
+{
+    sg_json_limits_t def = SG_JSON_LIMITS_DEFAULT;
+    const char *end = NULL;
+    cJSON *root;
+    int depth;
+
+    if (!lim)
+        lim = &def;
+    if (len > lim->max_bytes) {
+        sg_err_set(err, SG_ERRCLASS_POISON, "input.too_large",
+                   "message is %zu bytes, the limit is %zu (limits.max_message_bytes)", len,
+                   lim->max_bytes);
+        return NULL;
+    }
+    if (!buf || len == 0) {
+        sg_err_set(err, SG_ERRCLASS_POISON, "input.json.malformed", "message is empty");
+        return NULL;
+    }
+    if (!sg_json_utf8_valid(buf, len)) {
+        sg_err_set(err, SG_ERRCLASS_POISON, "input.utf8.invalid",
+                   "message is not valid UTF-8 (or contains a NUL byte)");
+        return NULL;
+    }
+    depth = sg_json_depth(buf, len, lim->max_depth);
+    if (depth > lim->max_depth) {
+        sg_err_set(err, SG_ERRCLASS_POISON, "input.json.too_deep",
+                   "JSON nesting is deeper than %d (limits.max_json_depth)", lim->max_depth);
+        return NULL;
+    }
+    root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
+    if (!root || !end || !only_space(end, buf + len)) {
+        size_t at = root && end ? (size_t)(end - buf) : 0;
+
+        if (!root) {
+            const char *ep = cJSON_GetErrorPtr();
+            /* The error pointer is only meaningful when it points into buf. */
+            at = ep && ep >= buf && ep <= buf + len ? (size_t)(ep - buf) : 0;
+        }
+        cJSON_Delete(root);
+        sg_err_set(err, SG_ERRCLASS_POISON, "input.json.malformed",
+                   root ? "trailing data after the JSON value at byte %zu"
+                        : "JSON syntax error near byte %zu",
+                   at);
+        return NULL;
+    }
+    return root;
+}
+
+void sg_json_destroy(sg_json_t *root)
+{
+    cJSON_Delete(root);
+}
+
+void sg_json_path_key(char *out, size_t out_size, const char *base, const char *key)
+{
+    snprintf(out, out_size, "%s.%s", base, key);
+}
+
+void sg_json_path_idx(char *out, size_t out_size, const char *base, size_t idx)
+{
+    snprintf(out, out_size, "%s[%zu]", base, idx);
+}
+
+const char *sg_json_type_name(const sg_json_t *node)
+{
+    if (!node)
+        return "nothing";
+    if (cJSON_IsObject(node))
+        return "object";
+    if (cJSON_IsArray(node))
+        return "array";
+    if (cJSON_IsString(node))
+        return "string";
+    if (cJSON_IsNumber(node))
+        return "number";
+    if (cJSON_IsBool(node))
+        return "boolean";
+    if (cJSON_IsNull(node))
+        return "null";
+    return "invalid";
+}
+
+bool sg_json_is_object(const sg_json_t *node)
+{
+    return cJSON_IsObject(node);
+}
+
+/* Looks up key and checks its type with is_type.  Returns the node, or
+ * NULL with *rc set to 1 (absent, optional) or -1 (err set). */
+static const cJSON *field(const sg_json_t *obj, const char *base, const char *key, bool required,
+                          cJSON_bool (*is_type)(const cJSON *), const char *want, int *rc,
+                          sg_err_t *err)
+{
+    char path[512];
+    const cJSON *item = cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
+
+    sg_json_path_key(path, sizeof(path), base, key);
+    if (!item || (cJSON_IsNull(item) && !required)) {
+        if (!required) {
+            *rc = 1;
+            return NULL;
+        }
+        *rc = sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.required",
+                         "%s: required %s is missing", path, want);
+        return NULL;
+    }
+    if (!is_type(item)) {
+        *rc = sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.type",
+                         "%s: must be %s, got %s", path, want, sg_json_type_name(item));
+        return NULL;
+    }
+    *rc = 0;
+    return item;
+}
+
+int sg_json_get_str(const sg_json_t *obj, const char *base, const char *key, bool required,
+                    const char **out, sg_err_t *err)
+{
+    int rc;
+    const cJSON *item = field(obj, base, key, required, cJSON_IsString, "a string", &rc, err);
+
+    if (item)
+        *out = item->valuestring;
+    return rc;
+}
+
+int sg_json_get_int(const sg_json_t *obj, const char *base, const char *key, bool required,
+                    int64_t *out, sg_err_t *err)
+{
+    int rc;
+    const cJSON *item = field(obj, base, key, required, cJSON_IsNumber, "an integer", &rc, err);
+    char path[512];
+
+    if (!item)
+        return rc;
+    if (item->valuedouble != floor(item->valuedouble) || fabs(item->valuedouble) > JSON_INT_MAX) {
+        sg_json_path_key(path, sizeof(path), base, key);
+        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.type",
+                          "%s: must be an integer within +/-2^53, got %g", path,
+                          item->valuedouble);
+    }
+    *out = (int64_t)item->valuedouble;
+    return 0;
+}
+
+int sg_json_get_bool(const sg_json_t *obj, const char *base, const char *key, bool required,
+                     bool *out, sg_err_t *err)
+{
+    int rc;
+    const cJSON *item = field(obj, base, key, required, cJSON_IsBool, "a boolean", &rc, err);
+
+    if (item)
+        *out = cJSON_IsTrue(item);
+    return rc;
+}
+
+int sg_json_get_object(const sg_json_t *obj, const char *base, const char *key, bool required,
+                       const sg_json_t **out, sg_err_t *err)
+{
+    int rc;
+    const cJSON *item = field(obj, base, key, required, cJSON_IsObject, "an object", &rc, err);
+
+    if (item)
+        *out = item;
+    return rc;
+}
+
+int sg_json_get_array(const sg_json_t *obj, const char *base, const char *key, bool required,
+                      const sg_json_t **out, sg_err_t *err)
+{
+    int rc;
+    const cJSON *item = field(obj, base, key, required, cJSON_IsArray, "an array", &rc, err);
+
+    if (item)
+        *out = item;
+    return rc;
+}
+
+size_t sg_json_array_size(const sg_json_t *arr)
+{
+    return cJSON_IsArray(arr) ? (size_t)cJSON_GetArraySize(arr) : 0;
+}
+
+const sg_json_t *sg_json_array_get(const sg_json_t *arr, size_t idx)
+{
+    if (!cJSON_IsArray(arr) || idx > (size_t)INT32_MAX)
+        return NULL;
+    return cJSON_GetArrayItem(arr, (int)idx);
+}
+
+static cJSON *oom_check(cJSON *node)
+{
+    if (!node)
+        abort();
+    return node;
+}
+
+sg_json_t *sg_json_new_object(void)
+{
+    return oom_check(cJSON_CreateObject());
+}
+
+sg_json_t *sg_json_new_array(void)
+{
+    return oom_check(cJSON_CreateArray());
+}
+
+void sg_json_add_str(sg_json_t *obj, const char *key, const char *val)
+{
+    oom_check(cJSON_AddStringToObject(obj, key, val));
+}
+
+void sg_json_add_int(sg_json_t *obj, const char *key, int64_t val)
+{
+    oom_check(cJSON_AddNumberToObject(obj, key, (double)val));
+}
+
+void sg_json_add_bool(sg_json_t *obj, const char *key, bool val)
+{
+    oom_check(cJSON_AddBoolToObject(obj, key, val));
+}
+
+void sg_json_add_node(sg_json_t *obj, const char *key, sg_json_t *child)
+{
+    if (!cJSON_AddItemToObject(obj, key, child))
+        abort();
+}
+
+void sg_json_append(sg_json_t *arr, sg_json_t *child)
+{
+    if (!cJSON_AddItemToArray(arr, child))
+        abort();
+}
+
+char *sg_json_print(const sg_json_t *node)
+{
+    char *s = cJSON_PrintUnformatted(node);
+
+    if (!s)
+        abort();
+    return s;
+}

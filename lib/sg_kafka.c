@@ -1,0 +1,491 @@
+#include "sagad/sg_kafka.h"
+
+#include <ctype.h>
+#include <librdkafka/rdkafka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sagad/sg_log.h"
+
+struct sg_kafka_s {
+    rd_kafka_t *rk;
+    sg_kafka_role_t role;
+    volatile int fatal;
+    sg_kafka_rebalance_fn rebalance_fn;
+    void *rebalance_opaque;
+};
+
+/* Errors librdkafka does not flag retriable on every path but that heal by
+ * themselves once the cluster settles. */
+static const rd_kafka_resp_err_t transient_codes[] = {
+    RD_KAFKA_RESP_ERR__TRANSPORT,
+    RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN,
+    RD_KAFKA_RESP_ERR__TIMED_OUT,
+    RD_KAFKA_RESP_ERR__MSG_TIMED_OUT,
+    RD_KAFKA_RESP_ERR__QUEUE_FULL,
+    RD_KAFKA_RESP_ERR__RESOLVE,
+    RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION,
+    RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT,
+    RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS,
+    RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE,
+    RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+    RD_KAFKA_RESP_ERR_NETWORK_EXCEPTION,
+    RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE,
+    RD_KAFKA_RESP_ERR_NOT_COORDINATOR,
+    RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS,
+    RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART,
+};
+
+sg_kafka_errkind_t sg_kafka_classify(int code, bool retriable, bool fatal, bool txn_requires_abort)
+{
+    if (fatal || code == RD_KAFKA_RESP_ERR__FATAL)
+        return SG_KAFKA_ERR_FATAL;
+    if (txn_requires_abort)
+        return SG_KAFKA_ERR_ABORTABLE;
+    if (retriable)
+        return SG_KAFKA_ERR_RETRIABLE;
+    for (size_t i = 0; i < sizeof(transient_codes) / sizeof(transient_codes[0]); i++)
+        if (code == (int)transient_codes[i])
+            return SG_KAFKA_ERR_RETRIABLE;
+    return SG_KAFKA_ERR_PERMANENT;
+}
+
+const char *sg_kafka_errkind_name(sg_kafka_errkind_t kind)
+{
+    static const char *const names[] = {"retriable", "abortable", "fatal", "permanent"};
+
+    return (unsigned)kind < 4 ? names[kind] : "unknown";
+}
+
+int sg_kafka_err_set(sg_err_t *err, int code, bool retriable, bool fatal, bool txn_requires_abort,
+                     const char *what)
+{
+    sg_kafka_errkind_t kind = sg_kafka_classify(code, retriable, fatal, txn_requires_abort);
+    const char *name = rd_kafka_err2name((rd_kafka_resp_err_t)code);
+    char ecode[64];
+    size_t n = (size_t)snprintf(ecode, sizeof(ecode), "kafka.");
+
+    while (*name == '_')
+        name++;
+    for (; *name && n + 1 < sizeof(ecode); name++)
+        ecode[n++] = (char)tolower((unsigned char)*name);
+    ecode[n] = '\0';
+    sg_err_set(err, kind == SG_KAFKA_ERR_RETRIABLE || kind == SG_KAFKA_ERR_ABORTABLE
+                        ? SG_ERRCLASS_TRANSIENT
+                        : SG_ERRCLASS_PERMANENT,
+               ecode, "%s: %s (%s)", what, rd_kafka_err2str((rd_kafka_resp_err_t)code),
+               sg_kafka_errkind_name(kind));
+    if (err)
+        err->fatal = kind == SG_KAFKA_ERR_FATAL;
+    return -1;
+}
+
+/* Fills err from an rd_kafka_error_t and destroys it. */
+static int error_take(sg_err_t *err, rd_kafka_error_t *error, const char *what)
+{
+    char buf[256];
+
+    snprintf(buf, sizeof(buf), "%s: %s", what, rd_kafka_error_string(error));
+    sg_kafka_err_set(err, rd_kafka_error_code(error), rd_kafka_error_is_retriable(error),
+                     rd_kafka_error_is_fatal(error), rd_kafka_error_txn_requires_abort(error),
+                     buf);
+    rd_kafka_error_destroy(error);
+    return -1;
+}
+
+static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    sg_log_level_t lvl = level <= 3 ? SG_LOG_ERROR : level == 4 ? SG_LOG_WARN
+                                                 : level <= 6   ? SG_LOG_INFO
+                                                                : SG_LOG_DEBUG;
+
+    if (lvl > sg_log_level)
+        return;
+    sg_log_kv(lvl, buf, "source", "librdkafka", "facility", fac, "client", rd_kafka_name(rk),
+              NULL);
+}
+
+static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    sg_kafka_t *k = opaque;
+    char fatal_reason[512];
+
+    if (err == RD_KAFKA_RESP_ERR__FATAL) {
+        rd_kafka_fatal_error(rk, fatal_reason, sizeof(fatal_reason));
+        k->fatal = 1;
+        sg_log_kv(SG_LOG_ERROR, "fatal Kafka error: the client must be recreated", "error",
+                  fatal_reason, NULL);
+        return;
+    }
+    /* librdkafka recovers from the rest by itself; they are worth a warning
+     * because they explain stalls. */
+    sg_log_kv(SG_LOG_WARN, "Kafka client error", "error", rd_kafka_err2name(err), "reason",
+              reason, NULL);
+}
+
+static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    sg_kafka_batch_t *batch = m->_private;
+
+    (void)rk;
+    (void)opaque;
+    if (!batch)
+        return;
+    batch->pending--;
+    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        batch->delivered++;
+        return;
+    }
+    if (batch->failed++ == 0)
+        sg_kafka_err_set(&batch->first_err, m->err, false, false, false, "delivery failed");
+}
+
+static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                         rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+    sg_kafka_t *k = opaque;
+    bool coop = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
+    bool assigned = err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS;
+    rd_kafka_error_t *error = NULL;
+
+    for (int i = 0; k->rebalance_fn && i < parts->cnt; i++)
+        k->rebalance_fn(k->rebalance_opaque, assigned, parts->elems[i].topic,
+                        parts->elems[i].partition);
+    for (int i = 0; i < parts->cnt; i++)
+        sg_log_kv(SG_LOG_INFO, assigned ? "partition assigned" : "partition revoked", "topic",
+                  parts->elems[i].topic, NULL);
+    if (coop)
+        error = assigned ? rd_kafka_incremental_assign(rk, parts)
+                         : rd_kafka_incremental_unassign(rk, parts);
+    else
+        rd_kafka_assign(rk, assigned ? parts : NULL);
+    if (error) {
+        sg_log_kv(SG_LOG_ERROR, "rebalance failed", "error", rd_kafka_error_string(error), NULL);
+        rd_kafka_error_destroy(error);
+    }
+}
+
+static int conf_set(rd_kafka_conf_t *conf, const char *key, const char *value, char *errstr,
+                    size_t errstr_size)
+{
+    char rderr[256];
+
+    if (rd_kafka_conf_set(conf, key, value, rderr, sizeof(rderr)) != RD_KAFKA_CONF_OK) {
+        snprintf(errstr, errstr_size, "config: kafka.%s: %s", key, rderr);
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct conf_walk_s {
+    rd_kafka_conf_t *conf;
+    char *errstr;
+    size_t errstr_size;
+    int rc;
+} conf_walk_t;
+
+static void conf_walk(void *opaque, const char *key, const char *value)
+{
+    conf_walk_t *w = opaque;
+
+    if (w->rc == 0)
+        w->rc = conf_set(w->conf, key, value, w->errstr, w->errstr_size);
+}
+
+static rd_kafka_conf_t *build_conf(sg_kafka_t *k, const sg_config_t *cfg, const char *const *props,
+                                   char *errstr, size_t errstr_size)
+{
+    static const char *const consumer_defaults[] = {
+        "enable.auto.commit", "false", "enable.auto.offset.store", "false",
+        "auto.offset.reset", "earliest", "partition.assignment.strategy", "cooperative-sticky",
+        NULL};
+    static const char *const producer_defaults[] = {"enable.idempotence", "true", "acks", "all",
+                                                    NULL};
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    const char *const *d = k->role == SG_KAFKA_CONSUMER ? consumer_defaults : producer_defaults;
+    conf_walk_t w = {conf, errstr, errstr_size, 0};
+
+    for (; *d; d += 2)
+        if (conf_set(conf, d[0], d[1], errstr, errstr_size) < 0)
+            goto err;
+    if (cfg)
+        sg_config_foreach_kafka(cfg, conf_walk, &w);
+    if (w.rc < 0)
+        goto err;
+    for (; props && *props; props += 2)
+        if (conf_set(conf, props[0], props[1], errstr, errstr_size) < 0)
+            goto err;
+    rd_kafka_conf_set_opaque(conf, k);
+    rd_kafka_conf_set_log_cb(conf, log_cb);
+    rd_kafka_conf_set_error_cb(conf, error_cb);
+    if (k->role == SG_KAFKA_PRODUCER)
+        rd_kafka_conf_set_dr_msg_cb(conf, dr_msg_cb);
+    else
+        rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
+    return conf;
+err:
+    rd_kafka_conf_destroy(conf);
+    return NULL;
+}
+
+sg_kafka_t *sg_kafka_new(const sg_config_t *cfg, sg_kafka_role_t role, const char *const *props,
+                         char *errstr, size_t errstr_size)
+{
+    sg_kafka_t *k = calloc(1, sizeof(*k));
+    rd_kafka_conf_t *conf;
+    char rderr[512];
+
+    if (!k)
+        abort();
+    k->role = role;
+    conf = build_conf(k, cfg, props, errstr, errstr_size);
+    if (!conf)
+        goto err;
+    k->rk = rd_kafka_new(role == SG_KAFKA_PRODUCER ? RD_KAFKA_PRODUCER : RD_KAFKA_CONSUMER, conf,
+                         rderr, sizeof(rderr));
+    if (!k->rk) {
+        /* rd_kafka_new() keeps the conf only on success. */
+        rd_kafka_conf_destroy(conf);
+        snprintf(errstr, errstr_size, "kafka: cannot create client: %s", rderr);
+        goto err;
+    }
+    conf = NULL; /* owned by rk now */
+    if (role == SG_KAFKA_CONSUMER)
+        rd_kafka_poll_set_consumer(k->rk);
+    return k;
+err:
+    free(k);
+    return NULL;
+}
+
+void sg_kafka_destroy(sg_kafka_t *k)
+{
+    if (!k)
+        return;
+    if (k->role == SG_KAFKA_CONSUMER)
+        rd_kafka_consumer_close(k->rk);
+    rd_kafka_destroy(k->rk);
+    free(k);
+}
+
+bool sg_kafka_fatal(const sg_kafka_t *k)
+{
+    return k->fatal != 0;
+}
+
+int sg_kafka_create_topic(sg_kafka_t *k, const char *topic, int partitions, int timeout_ms,
+                          sg_err_t *err)
+{
+    char errbuf[256];
+    rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, -1, errbuf, sizeof(errbuf));
+    rd_kafka_queue_t *q = NULL;
+    rd_kafka_event_t *ev = NULL;
+    const rd_kafka_topic_result_t **res;
+    size_t nres = 0;
+    int rc = -1;
+
+    if (!nt)
+        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "kafka.invalid_topic", "topic %s: %s",
+                          topic, errbuf);
+    q = rd_kafka_queue_new(k->rk);
+    rd_kafka_CreateTopics(k->rk, &nt, 1, NULL, q);
+    ev = rd_kafka_queue_poll(q, timeout_ms);
+    if (!ev) {
+        sg_kafka_err_set(err, RD_KAFKA_RESP_ERR__TIMED_OUT, true, false, false, "create topic");
+        goto done;
+    }
+    if (rd_kafka_event_error(ev)) {
+        sg_kafka_err_set(err, rd_kafka_event_error(ev), false, false, false, "create topic");
+        goto done;
+    }
+    res = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &nres);
+    if (nres == 1 && rd_kafka_topic_result_error(res[0]) != RD_KAFKA_RESP_ERR_NO_ERROR &&
+        rd_kafka_topic_result_error(res[0]) != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+        sg_kafka_err_set(err, rd_kafka_topic_result_error(res[0]), false, false, false,
+                         "create topic");
+        goto done;
+    }
+    rc = 0;
+done:
+    rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_NewTopic_destroy(nt);
+    return rc;
+}
+
+int sg_kafka_broker_count(sg_kafka_t *k, int timeout_ms, sg_err_t *err)
+{
+    const struct rd_kafka_metadata *md;
+    rd_kafka_resp_err_t e = rd_kafka_metadata(k->rk, 0, NULL, &md, timeout_ms);
+    int n;
+
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return sg_kafka_err_set(err, e, false, false, false, "metadata");
+    n = md->broker_cnt;
+    rd_kafka_metadata_destroy(md);
+    return n;
+}
+
+int sg_kafka_produce(sg_kafka_t *k, const char *topic, const void *key, size_t key_len,
+                     const void *payload, size_t len, const sg_kafka_header_t *headers,
+                     size_t nheaders, sg_kafka_batch_t *batch, sg_err_t *err)
+{
+    rd_kafka_headers_t *hdrs = nheaders ? rd_kafka_headers_new(nheaders) : NULL;
+    rd_kafka_resp_err_t e;
+
+    for (size_t i = 0; i < nheaders; i++)
+        rd_kafka_header_add(hdrs, headers[i].name, -1, headers[i].value, (ssize_t)headers[i].len);
+    e = rd_kafka_producev(k->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, key_len),
+                          RD_KAFKA_V_VALUE((void *)payload, len),
+                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                          RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(batch), RD_KAFKA_V_END);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        /* The headers are ours again when producev fails. */
+        rd_kafka_headers_destroy(hdrs);
+        return sg_kafka_err_set(err, e, false, false, false, "produce");
+    }
+    if (batch)
+        batch->pending++;
+    return 0;
+}
+
+void sg_kafka_poll(sg_kafka_t *k, int timeout_ms)
+{
+    rd_kafka_poll(k->rk, timeout_ms);
+}
+
+int sg_kafka_flush(sg_kafka_t *k, int timeout_ms, sg_err_t *err)
+{
+    rd_kafka_resp_err_t e = rd_kafka_flush(k->rk, timeout_ms);
+
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return sg_kafka_err_set(err, e, true, false, false, "flush");
+    return 0;
+}
+
+int sg_kafka_txn_init(sg_kafka_t *k, int timeout_ms, sg_err_t *err)
+{
+    rd_kafka_error_t *error = rd_kafka_init_transactions(k->rk, timeout_ms);
+
+    return error ? error_take(err, error, "init transactions") : 0;
+}
+
+int sg_kafka_txn_begin(sg_kafka_t *k, sg_err_t *err)
+{
+    rd_kafka_error_t *error = rd_kafka_begin_transaction(k->rk);
+
+    return error ? error_take(err, error, "begin transaction") : 0;
+}
+
+int sg_kafka_txn_commit(sg_kafka_t *k, int timeout_ms, sg_err_t *err)
+{
+    rd_kafka_error_t *error = rd_kafka_commit_transaction(k->rk, timeout_ms);
+
+    return error ? error_take(err, error, "commit transaction") : 0;
+}
+
+int sg_kafka_txn_abort(sg_kafka_t *k, int timeout_ms, sg_err_t *err)
+{
+    rd_kafka_error_t *error = rd_kafka_abort_transaction(k->rk, timeout_ms);
+
+    return error ? error_take(err, error, "abort transaction") : 0;
+}
+
+void sg_kafka_set_rebalance_hook(sg_kafka_t *k, sg_kafka_rebalance_fn fn, void *opaque)
+{
+    k->rebalance_fn = fn;
+    k->rebalance_opaque = opaque;
+}
+
+int sg_kafka_subscribe(sg_kafka_t *k, const char *const *topics, size_t ntopics, sg_err_t *err)
+{
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)ntopics);
+    rd_kafka_resp_err_t e;
+
+    for (size_t i = 0; i < ntopics; i++)
+        rd_kafka_topic_partition_list_add(list, topics[i], RD_KAFKA_PARTITION_UA);
+    e = rd_kafka_subscribe(k->rk, list);
+    rd_kafka_topic_partition_list_destroy(list);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return sg_kafka_err_set(err, e, false, false, false, "subscribe");
+    return 0;
+}
+
+int sg_kafka_consume(sg_kafka_t *k, int timeout_ms, sg_kafka_msg_t **msg, sg_err_t *err)
+{
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(k->rk, timeout_ms);
+
+    *msg = NULL;
+    if (!m)
+        return 0;
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        rd_kafka_message_destroy(m);
+        return 0;
+    }
+    if (m->err) {
+        sg_kafka_err_set(err, m->err, false, false, false, "consume");
+        rd_kafka_message_destroy(m);
+        return -1;
+    }
+    *msg = m;
+    return 1;
+}
+
+int sg_kafka_assignment_count(sg_kafka_t *k)
+{
+    rd_kafka_topic_partition_list_t *parts = NULL;
+    int n;
+
+    if (rd_kafka_assignment(k->rk, &parts) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return -1;
+    n = parts->cnt;
+    rd_kafka_topic_partition_list_destroy(parts);
+    return n;
+}
+
+const char *sg_kafka_msg_topic(const sg_kafka_msg_t *msg)
+{
+    return rd_kafka_topic_name(msg->rkt);
+}
+
+int32_t sg_kafka_msg_partition(const sg_kafka_msg_t *msg)
+{
+    return msg->partition;
+}
+
+int64_t sg_kafka_msg_offset(const sg_kafka_msg_t *msg)
+{
+    return msg->offset;
+}
+
+const void *sg_kafka_msg_payload(const sg_kafka_msg_t *msg, size_t *len)
+{
+    *len = msg->len;
+    return msg->payload;
+}
+
+const void *sg_kafka_msg_key(const sg_kafka_msg_t *msg, size_t *len)
+{
+    *len = msg->key_len;
+    return msg->key;
+}
+
+const void *sg_kafka_msg_header(const sg_kafka_msg_t *msg, const char *name, size_t *len)
+{
+    rd_kafka_headers_t *hdrs;
+    const void *val;
+
+    if (rd_kafka_message_headers(msg, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return NULL;
+    if (rd_kafka_header_get_last(hdrs, name, &val, len) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return NULL;
+    return val;
+}
+
+void sg_kafka_msg_destroy(sg_kafka_msg_t *msg)
+{
+    if (msg)
+        rd_kafka_message_destroy(msg);
+}

@@ -1,0 +1,200 @@
+#include "sagad/sg_log.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <string.h>
+#include <time.h>
+
+volatile sg_log_level_t sg_log_level = SG_LOG_INFO;
+
+static char log_component[32] = "sagad";
+static FILE *log_stream;
+
+static const char *const level_names[] = {"error", "warn", "info", "debug"};
+
+/* A line longer than this is cut; the message field says so. */
+#define LOG_LINE_MAX 8192
+
+typedef struct line_s {
+    char buf[LOG_LINE_MAX];
+    size_t len;
+} line_t;
+
+void sg_log_init(const char *component, sg_log_level_t level)
+{
+    snprintf(log_component, sizeof(log_component), "%s", component);
+    sg_log_level = level;
+}
+
+void sg_log_set_stream(FILE *fp)
+{
+    log_stream = fp;
+}
+
+int sg_log_level_parse(const char *name, sg_log_level_t *out)
+{
+    for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++) {
+        if (strcmp(name, level_names[i]) == 0) {
+            *out = (sg_log_level_t)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+const char *sg_log_level_name(sg_log_level_t level)
+{
+    if ((unsigned)level >= sizeof(level_names) / sizeof(level_names[0]))
+        return "unknown";
+    return level_names[level];
+}
+
+size_t sg_log_json_escape(char *out, size_t out_size, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+
+    if (out_size == 0)
+        return 0;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        char esc[7];
+        size_t elen;
+
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)c;
+            elen = 2;
+        } else if (c == '\n' || c == '\r' || c == '\t') {
+            esc[0] = '\\';
+            esc[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+            elen = 2;
+        } else if (c < 0x20) {
+            memcpy(esc, "\\u00", 4);
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            elen = 6;
+        } else {
+            esc[0] = (char)c;
+            elen = 1;
+        }
+        if (n + elen >= out_size)
+            break;
+        memcpy(out + n, esc, elen);
+        n += elen;
+    }
+    out[n] = '\0';
+    return n;
+}
+
+static void line_raw(line_t *l, const char *s)
+{
+    size_t len = strlen(s);
+
+    if (l->len + len >= sizeof(l->buf))
+        len = sizeof(l->buf) - 1 - l->len;
+    memcpy(l->buf + l->len, s, len);
+    l->len += len;
+    l->buf[l->len] = '\0';
+}
+
+static void line_str(line_t *l, const char *key, const char *val)
+{
+    line_raw(l, ",\"");
+    line_raw(l, key);
+    line_raw(l, "\":\"");
+    l->len += sg_log_json_escape(l->buf + l->len, sizeof(l->buf) - l->len, val);
+    line_raw(l, "\"");
+}
+
+static void line_num(line_t *l, const char *key, long long val)
+{
+    char num[32];
+
+    snprintf(num, sizeof(num), "%lld", val);
+    line_raw(l, ",\"");
+    line_raw(l, key);
+    line_raw(l, "\":");
+    line_raw(l, num);
+}
+
+static void line_begin(line_t *l, sg_log_level_t level, const char *msg)
+{
+    struct timespec ts;
+    struct tm tm;
+    char tbuf[40];
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    snprintf(tbuf, sizeof(tbuf), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
+             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+    l->len = 0;
+    line_raw(l, "{\"ts\":\"");
+    line_raw(l, tbuf);
+    line_raw(l, "\"");
+    line_str(l, "level", sg_log_level_name(level));
+    line_str(l, "component", log_component);
+    line_str(l, "msg", msg);
+}
+
+static void line_emit(line_t *l)
+{
+    FILE *fp = log_stream ? log_stream : stderr;
+
+    if (l->len + 2 >= sizeof(l->buf))
+        l->len = sizeof(l->buf) - 3; /* keep room to close the object */
+    l->buf[l->len++] = '}';
+    l->buf[l->len++] = '\n';
+    /* One fwrite under the stream lock keeps lines from threads whole. */
+    flockfile(fp);
+    fwrite(l->buf, 1, l->len, fp);
+    fflush(fp);
+    funlockfile(fp);
+}
+
+void sg_log_write(sg_log_level_t level, const sg_log_ctx_t *ctx, const char *fmt, ...)
+{
+    char msg[4096];
+    line_t l;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    line_begin(&l, level, msg);
+    if (ctx) {
+        if (ctx->saga_id)
+            line_str(&l, "saga_id", ctx->saga_id);
+        if (ctx->step)
+            line_str(&l, "step", ctx->step);
+        if (ctx->attempt >= 0)
+            line_num(&l, "attempt", ctx->attempt);
+        if (ctx->error_code)
+            line_str(&l, "error_code", ctx->error_code);
+        if (ctx->topic)
+            line_str(&l, "topic", ctx->topic);
+        if (ctx->partition >= 0)
+            line_num(&l, "partition", ctx->partition);
+        if (ctx->offset >= 0)
+            line_num(&l, "offset", ctx->offset);
+    }
+    line_emit(&l);
+}
+
+void sg_log_kv(sg_log_level_t level, const char *msg, ...)
+{
+    line_t l;
+    va_list ap;
+    const char *key;
+
+    if (level > sg_log_level)
+        return;
+    line_begin(&l, level, msg);
+    va_start(ap, msg);
+    while ((key = va_arg(ap, const char *)) != NULL) {
+        const char *val = va_arg(ap, const char *);
+        line_str(&l, key, val ? val : "");
+    }
+    va_end(ap);
+    line_emit(&l);
+}

@@ -1,0 +1,283 @@
+#include "sagad/sg_pg.h"
+
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sagad/sg_log.h"
+
+struct sg_pg_s {
+    PGconn *conn;
+    sg_pg_opts_t opts;
+    sg_rng_t rng;
+};
+
+void sg_pg_opts_from_config(sg_pg_opts_t *opts, const sg_config_t *cfg, const char *appname)
+{
+    memset(opts, 0, sizeof(*opts));
+    opts->dsn = sg_config_str(cfg, "pg.dsn");
+    opts->application_name = appname;
+    opts->connect_timeout_ms = (int)sg_config_int(cfg, "pg.connect_timeout_ms");
+    opts->connect_attempts = (int)sg_config_int(cfg, "pg.connect_attempts");
+    opts->retry.base_ms = (uint64_t)sg_config_int(cfg, "pg.retry_base_ms");
+    opts->retry.cap_ms = (uint64_t)sg_config_int(cfg, "pg.retry_cap_ms");
+}
+
+sg_errclass_t sg_pg_classify(const char *sqlstate, bool conn_bad, const char **code)
+{
+    static const struct {
+        const char *prefix;
+        sg_errclass_t cls;
+        const char *code;
+    } map[] = {
+        {"08", SG_ERRCLASS_TRANSIENT, "pg.connection"},    /* connection exception */
+        {"40001", SG_ERRCLASS_TRANSIENT, "pg.serialization"},
+        {"40P01", SG_ERRCLASS_TRANSIENT, "pg.serialization"}, /* deadlock */
+        {"57P", SG_ERRCLASS_TRANSIENT, "pg.unavailable"},  /* shutdown, cannot connect now */
+        {"53", SG_ERRCLASS_TRANSIENT, "pg.unavailable"},   /* insufficient resources */
+        {"55P03", SG_ERRCLASS_TRANSIENT, "pg.lock"},       /* lock_not_available */
+        {"57014", SG_ERRCLASS_TIMEOUT, "pg.timeout"},      /* statement timeout / cancel */
+        {"23", SG_ERRCLASS_PERMANENT, "pg.constraint"},
+        {"22", SG_ERRCLASS_PERMANENT, "pg.data"},
+    };
+    const char *dummy;
+
+    if (!code)
+        code = &dummy;
+    if (conn_bad || !sqlstate || !*sqlstate) {
+        *code = "pg.connection";
+        return SG_ERRCLASS_TRANSIENT;
+    }
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+        if (strncmp(sqlstate, map[i].prefix, strlen(map[i].prefix)) == 0) {
+            *code = map[i].code;
+            return map[i].cls;
+        }
+    }
+    *code = "pg.query";
+    return SG_ERRCLASS_PERMANENT;
+}
+
+static void notice_receiver(void *arg, const PGresult *res)
+{
+    char msg[1024];
+    const char *text = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+    const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+
+    (void)arg;
+    snprintf(msg, sizeof(msg), "postgresql %s: %s", sev ? sev : "NOTICE", text ? text : "");
+    sg_log_kv(sev && strcmp(sev, "WARNING") == 0 ? SG_LOG_WARN : SG_LOG_DEBUG, msg, NULL);
+}
+
+/* libpq error text may name the host but never the password; trim the
+ * trailing newline it always has. */
+static void conn_error(sg_err_t *err, PGconn *conn, const char *what)
+{
+    char buf[400];
+    size_t n;
+    const char *code;
+    sg_errclass_t cls;
+
+    snprintf(buf, sizeof(buf), "%s", conn ? PQerrorMessage(conn) : "out of memory");
+    n = strlen(buf);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+        buf[--n] = '\0';
+    cls = sg_pg_classify(NULL, true, &code);
+    /* Authentication and "database does not exist" will not heal by retrying. */
+    if (strstr(buf, "password authentication failed") || strstr(buf, "does not exist") ||
+        strstr(buf, "no pg_hba.conf entry") || strstr(buf, "invalid connection option") ||
+        strstr(buf, "invalid URI") || strstr(buf, "missing \"=\""))
+        cls = SG_ERRCLASS_PERMANENT;
+    sg_err_set(err, cls, code, "%s: %s", what, buf);
+}
+
+static PGconn *connect_once(const sg_pg_opts_t *opts, sg_err_t *err)
+{
+    char timeout[16];
+    const char *keys[] = {"dbname", "application_name", "connect_timeout", NULL};
+    const char *vals[] = {opts->dsn, opts->application_name ? opts->application_name : "sagad",
+                          timeout, NULL};
+    PGconn *conn;
+
+    /* libpq counts whole seconds, minimum 2; round up. */
+    snprintf(timeout, sizeof(timeout), "%d", (opts->connect_timeout_ms + 999) / 1000);
+    conn = PQconnectdbParams(keys, vals, 1);
+    if (!conn || PQstatus(conn) != CONNECTION_OK) {
+        conn_error(err, conn, "cannot connect to PostgreSQL");
+        PQfinish(conn);
+        return NULL;
+    }
+    PQsetNoticeReceiver(conn, notice_receiver, NULL);
+    return conn;
+}
+
+static void sleep_ms(uint64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/* Connects with retries; the sleep is sliced so a cleared run flag stops
+ * the wait quickly. */
+static PGconn *connect_retry(const sg_pg_opts_t *opts, sg_rng_t *rng, sg_err_t *err)
+{
+    for (int attempt = 0;; attempt++) {
+        PGconn *conn = connect_once(opts, err);
+        uint64_t delay;
+
+        if (conn)
+            return conn;
+        if (err && err->cls == SG_ERRCLASS_PERMANENT)
+            return NULL;
+        if (opts->connect_attempts > 0 && attempt + 1 >= opts->connect_attempts)
+            return NULL;
+        if (opts->run && !*opts->run)
+            return NULL;
+        delay = sg_backoff_delay_ms(&opts->retry, (unsigned)attempt, 0, rng);
+        sg_log_kv(SG_LOG_WARN, "PostgreSQL not reachable, retrying", "error",
+                  err ? err->message : "", NULL);
+        for (uint64_t slept = 0; slept < delay && (!opts->run || *opts->run); slept += 50)
+            sleep_ms(delay - slept < 50 ? delay - slept : 50);
+    }
+}
+
+sg_pg_t *sg_pg_connect(const sg_pg_opts_t *opts, sg_err_t *err)
+{
+    sg_pg_t *pg = calloc(1, sizeof(*pg));
+
+    if (!pg)
+        abort();
+    pg->opts = *opts;
+    sg_rng_seed(&pg->rng, 0);
+    pg->conn = connect_retry(&pg->opts, &pg->rng, err);
+    if (!pg->conn) {
+        free(pg);
+        return NULL;
+    }
+    return pg;
+}
+
+void sg_pg_destroy(sg_pg_t *pg)
+{
+    if (!pg)
+        return;
+    PQfinish(pg->conn);
+    free(pg);
+}
+
+bool sg_pg_ok(const sg_pg_t *pg)
+{
+    return pg && pg->conn && PQstatus(pg->conn) == CONNECTION_OK;
+}
+
+int sg_pg_reconnect(sg_pg_t *pg, sg_err_t *err)
+{
+    PQfinish(pg->conn);
+    pg->conn = connect_retry(&pg->opts, &pg->rng, err);
+    return pg->conn ? 0 : -1;
+}
+
+static int result_error(sg_pg_t *pg, PGresult *res, sg_err_t *err)
+{
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    const char *msg = res ? PQresultErrorMessage(res) : PQerrorMessage(pg->conn);
+    bool bad = PQstatus(pg->conn) != CONNECTION_OK;
+    const char *code;
+    sg_errclass_t cls = sg_pg_classify(state, bad, &code);
+    char text[400];
+    size_t n;
+
+    snprintf(text, sizeof(text), "%s", msg && *msg ? msg : "unknown error");
+    n = strlen(text);
+    while (n > 0 && text[n - 1] == '\n')
+        text[--n] = '\0';
+    sg_err_set(err, cls, code, "PostgreSQL %s: %s", state ? state : "connection", text);
+    return -1;
+}
+
+int sg_pg_exec(sg_pg_t *pg, const char *sql, int nparams, const char *const *params,
+               sg_pg_res_t **res, sg_err_t *err)
+{
+    PGresult *r;
+    ExecStatusType st;
+
+    if (res)
+        *res = NULL;
+    r = PQexecParams(pg->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    st = PQresultStatus(r);
+    if (!r || (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)) {
+        result_error(pg, r, err);
+        PQclear(r);
+        return -1;
+    }
+    if (res)
+        *res = r;
+    else
+        PQclear(r);
+    return 0;
+}
+
+int sg_pg_exec_script(sg_pg_t *pg, const char *sql, sg_err_t *err)
+{
+    PGresult *r = PQexec(pg->conn, sql);
+    ExecStatusType st = PQresultStatus(r);
+    int rc = 0;
+
+    if (!r || (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK))
+        rc = result_error(pg, r, err);
+    PQclear(r);
+    return rc;
+}
+
+int sg_pg_begin(sg_pg_t *pg, sg_err_t *err)
+{
+    return sg_pg_exec(pg, "BEGIN", 0, NULL, NULL, err);
+}
+
+int sg_pg_commit(sg_pg_t *pg, sg_err_t *err)
+{
+    return sg_pg_exec(pg, "COMMIT", 0, NULL, NULL, err);
+}
+
+void sg_pg_rollback(sg_pg_t *pg)
+{
+    sg_err_t err;
+
+    if (PQstatus(pg->conn) != CONNECTION_OK)
+        return;
+    if (sg_pg_exec(pg, "ROLLBACK", 0, NULL, NULL, &err) < 0)
+        sg_log_kv(SG_LOG_WARN, "ROLLBACK failed", "error", err.message, NULL);
+}
+
+size_t sg_pg_res_rows(const sg_pg_res_t *res)
+{
+    return res ? (size_t)PQntuples(res) : 0;
+}
+
+const char *sg_pg_res_get(const sg_pg_res_t *res, size_t row, int col)
+{
+    if (!res || row >= (size_t)PQntuples(res) || col < 0 || col >= PQnfields(res) ||
+        PQgetisnull(res, (int)row, col))
+        return NULL;
+    return PQgetvalue(res, (int)row, col);
+}
+
+int64_t sg_pg_res_int(const sg_pg_res_t *res, size_t row, int col, int64_t def)
+{
+    const char *s = sg_pg_res_get(res, row, col);
+    char *end;
+    long long v;
+
+    if (!s || !*s)
+        return def;
+    v = strtoll(s, &end, 10);
+    return *end ? def : (int64_t)v;
+}
+
+void sg_pg_res_destroy(sg_pg_res_t *res)
+{
+    PQclear(res);
+}

@@ -1,0 +1,16 @@
+/* sagad-relay: publishes the outbox to Kafka in commit order. */
+#include "sagad/sg_cli.h"
+
+static const sg_cli_cmd_t outbox_cmds[] = {
+    {"migrate", sg_cli_cmd_migrate, "", "apply the database migrations and exit"},
+};
+
+int main(int argc, char **argv)
+{
+    static const sg_cli_app_t app = {
+        "sagad-relay", "relay",
+        "Publishes the PostgreSQL outbox to Kafka in commit order and fires due timers.",
+        outbox_cmds, sizeof(outbox_cmds) / sizeof(outbox_cmds[0])};
+
+    return sg_cli_main(&app, argc, argv);
+}
