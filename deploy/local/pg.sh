@@ -1,0 +1,304 @@
+#!/usr/bin/env bash
+# Private PostgreSQL 15 cluster for local runs, tests and benchmarks of sagad.
+#
+#   deploy/local/pg.sh start|stop|status|url
+#
+# The cluster lives under <repo>/.run/pg (or, when the postgres user cannot
+# reach the repo, under /var/tmp/sagad-pg-<hash> with .run/pg a symlink to it).
+# It listens on 127.0.0.1:${SAGAD_LOCAL_PG_PORT:-54329} only and keeps fsync and
+# synchronous_commit on, because sagad's numbers must be for the durable case.
+set -euo pipefail
+
+usage() {
+    echo "usage: ${0##*/} start|stop|status|url" >&2
+    exit 2
+}
+
+[[ $# -eq 1 ]] || usage
+cmd=$1
+case "$cmd" in
+    start | stop | status | url) ;;
+    *) usage ;;
+esac
+
+script_dir=$(dirname "$(realpath "${BASH_SOURCE[0]}")")
+repo=$(realpath "$script_dir/../..")
+run_dir="$repo/.run"
+link="$run_dir/pg"
+
+port=${SAGAD_LOCAL_PG_PORT:-54329}
+if ! [[ $port =~ ^[0-9]+$ ]] || ((port < 1 || port > 65535)); then
+    echo "pg.sh: SAGAD_LOCAL_PG_PORT must be a TCP port, got '$port'" >&2
+    exit 2
+fi
+pg_bin=${SAGAD_PG_BIN:-/usr/lib/postgresql/15/bin}
+start_timeout=60
+
+# Every path below is absolute; leaving the caller's cwd avoids "could not
+# change directory" noise when postgres cannot enter it (700 CI clones).
+cd /
+
+# PostgreSQL refuses to run as root, so root drops to the postgres user; any
+# other user (including postgres itself) owns and runs the cluster directly.
+if ((EUID == 0)); then
+    owner=postgres
+    as_owner=(runuser -u postgres --)
+else
+    owner=$(id -un)
+    as_owner=()
+fi
+
+die() {
+    echo "pg.sh: $*" >&2
+    exit 1
+}
+
+# Short, stable per-checkout id so two clones never share a fallback cluster.
+repo_hash() {
+    printf '%s' "$repo" | sha256sum | cut -c1-10
+}
+
+fallback_dir() {
+    echo "/var/tmp/sagad-pg-$(repo_hash)"
+}
+
+# A process counts as alive only if it exists and is not a zombie: in
+# containers whose PID 1 does not reap, kill -0 succeeds on zombies forever.
+alive() {
+    local pid=$1 stat
+    [[ -r /proc/$pid/stat ]] || return 1
+    stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }
+    [[ ${stat%% *} != Z ]]
+}
+
+# Resolve (without creating anything) where the cluster directory is.
+existing_cluster() {
+    if [[ -L $link ]]; then
+        realpath -m "$link"
+    elif [[ -d $link ]]; then
+        realpath "$link"
+    else
+        return 1
+    fi
+}
+
+make_owned_dir() {
+    local dir=$1
+    mkdir -p "$dir"
+    if ((EUID == 0)); then chown "$owner:" "$dir"; fi
+    chmod 700 "$dir"
+}
+
+# Find or create the cluster directory; prints its real path.
+ensure_cluster() {
+    local dir fb
+    mkdir -p "$run_dir"
+    fb=$(fallback_dir)
+    if [[ -L $link ]]; then
+        dir=$(realpath -m "$link")
+        # A copied checkout may carry a symlink to another checkout's cluster.
+        if [[ $dir != "$fb" ]]; then
+            rm -f "$link"
+            ln -s "$fb" "$link"
+            dir=$fb
+        fi
+        [[ -d $dir ]] || make_owned_dir "$dir"
+    elif [[ -d $link ]]; then
+        dir=$(realpath "$link")
+    else
+        dir=$link
+        # The owner must traverse every parent of the cluster, and the socket
+        # path must fit in sun_path (107 bytes); otherwise live in /var/tmp.
+        if ! "${as_owner[@]}" test -x "$run_dir" ||
+            ((${#dir} + ${#port} + 12 > 100)); then
+            dir=$fb
+            make_owned_dir "$dir"
+            ln -s "$dir" "$link"
+        else
+            make_owned_dir "$dir"
+        fi
+    fi
+    "${as_owner[@]}" test -w "$dir" ||
+        die "cluster dir $dir is not writable by $owner; remove $link and retry"
+    echo "$dir"
+}
+
+# postmaster.pid line 1 = pid, line 4 = port (see PostgreSQL's pidfile.h).
+pidfile_field() {
+    local file=$1 line=$2
+    sed -n "${line}p" "$file" 2>/dev/null | tr -d '[:space:]'
+}
+
+# Prints "pid port" of a live postmaster for this cluster, or fails.
+running_postmaster() {
+    local dir pidf pid pport
+    dir=$(existing_cluster) || return 1
+    pidf="$dir/data/postmaster.pid"
+    [[ -f $pidf ]] || return 1
+    pid=$(pidfile_field "$pidf" 1)
+    pport=$(pidfile_field "$pidf" 4)
+    [[ $pid =~ ^[0-9]+$ ]] || return 1
+    alive "$pid" || return 1
+    # Guard against a stale pid file whose pid was reused by something else.
+    [[ $(cat "/proc/$pid/comm" 2>/dev/null) == postgres ]] || return 1
+    echo "$pid $pport"
+}
+
+write_config() {
+    local dir=$1 data="$1/data"
+    # Rewritten on every start so a changed port takes effect; postgresql.conf
+    # only includes it (appended once by init_cluster).
+    "${as_owner[@]}" tee "$data/sagad-local.conf" >/dev/null <<EOF
+# Managed by deploy/local/pg.sh; rewritten on every start.
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '$dir'
+max_connections = 200
+shared_buffers = 128MB
+# Durability stays on: sagad's benchmarks measure the durable case.
+fsync = on
+synchronous_commit = on
+full_page_writes = on
+password_encryption = 'scram-sha-256'
+log_line_prefix = '%m [%p] %q%u@%d '
+EOF
+    "${as_owner[@]}" tee "$data/pg_hba.conf" >/dev/null <<'EOF'
+# Managed by deploy/local/pg.sh: trust only the private unix socket, passwords
+# for TCP, and TCP only from loopback.
+local   all   all                  trust
+host    all   all   127.0.0.1/32   scram-sha-256
+EOF
+}
+
+init_cluster() {
+    local dir=$1
+    echo "pg.sh: initdb in $dir/data"
+    # C collation with UTF8 encoding: deterministic and independent of which
+    # locales the machine happens to have generated.
+    "${as_owner[@]}" "$pg_bin/initdb" -D "$dir/data" -U postgres -E UTF8 \
+        --locale=C --auth-local=trust --auth-host=scram-sha-256 \
+        >"$dir/initdb.log" 2>&1 || {
+        tail -n 20 "$dir/initdb.log" >&2
+        die "initdb failed (log: $dir/initdb.log)"
+    }
+    echo "include 'sagad-local.conf'" | "${as_owner[@]}" tee -a "$dir/data/postgresql.conf" >/dev/null
+}
+
+# Idempotent: safe on every start, and repairs a half-finished first start.
+bootstrap_roles() {
+    local dir=$1 psql
+    psql=("${as_owner[@]}" "$pg_bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U postgres)
+    "${psql[@]}" -d postgres <<'EOF' >/dev/null
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sagad') THEN
+    CREATE ROLE sagad LOGIN CREATEDB PASSWORD 'sagad';
+  END IF;
+END
+$$;
+EOF
+    # CREATE DATABASE cannot run inside DO, so test first.
+    if [[ $("${psql[@]}" -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'sagad'") != 1 ]]; then
+        "${psql[@]}" -d postgres -c 'CREATE DATABASE sagad OWNER sagad'
+    fi
+}
+
+log_tail() {
+    local log=$1
+    if [[ -f $log ]]; then
+        echo "--- last lines of $log ---" >&2
+        tail -n 30 "$log" >&2
+    fi
+}
+
+do_start() {
+    local dir data log running deadline
+    if running=$(running_postmaster); then
+        echo "pg.sh: already running (pid ${running% *}, port ${running#* })"
+        [[ ${running#* } == "$port" ]] ||
+            echo "pg.sh: warning: running on port ${running#* }, not SAGAD_LOCAL_PG_PORT=$port" >&2
+        return 0
+    fi
+    # Fail fast with a clear message rather than a postmaster log complaint.
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+        die "port $port on 127.0.0.1 is already in use (set SAGAD_LOCAL_PG_PORT)"
+    fi
+
+    dir=$(ensure_cluster)
+    data="$dir/data"
+    log="$dir/postgres.log"
+    [[ -f $data/PG_VERSION ]] || init_cluster "$dir"
+    write_config "$dir"
+
+    # pg_ctl -w notices a postmaster that dies during startup (bad config,
+    # shared memory) instead of letting us poll a corpse for the whole timeout.
+    deadline=$((SECONDS + start_timeout))
+    # 9>&-: the postmaster must not inherit our lock fd, or it would hold
+    # the lock for its whole life and block every later start/stop.
+    "${as_owner[@]}" "$pg_bin/pg_ctl" start -w -t "$start_timeout" -D "$data" -l "$log" -s 9>&- ||
+        { log_tail "$log"; die "pg_ctl start failed"; }
+    # Ready means the TCP listener sagad uses answers, not just the pid file.
+    until "$pg_bin/pg_isready" -q -h 127.0.0.1 -p "$port"; do
+        if ((SECONDS >= deadline)); then
+            log_tail "$log"
+            die "server not ready on 127.0.0.1:$port after ${start_timeout}s"
+        fi
+        sleep 0.2
+    done
+    bootstrap_roles "$dir"
+    running=$(running_postmaster) || die "server answered but postmaster.pid is unreadable"
+    echo "pg.sh: started (pid ${running% *}, port $port, data $data)"
+}
+
+do_stop() {
+    local dir data running pid deadline
+    if ! running=$(running_postmaster); then
+        echo "pg.sh: not running"
+        return 0
+    fi
+    pid=${running% *}
+    dir=$(existing_cluster)
+    data="$dir/data"
+    # fast = roll back sessions and checkpoint; no crash recovery next start.
+    "${as_owner[@]}" "$pg_bin/pg_ctl" stop -D "$data" -m fast -w -t 60 -s ||
+        echo "pg.sh: pg_ctl stop reported failure; checking the process" >&2
+    # pg_ctl returns when postmaster.pid is gone; make sure the process is too.
+    deadline=$((SECONDS + 10))
+    while alive "$pid"; do
+        ((SECONDS < deadline)) || die "postmaster pid $pid is still alive after stop"
+        sleep 0.2
+    done
+    echo "pg.sh: stopped"
+}
+
+do_status() {
+    local running
+    if running=$(running_postmaster); then
+        echo "running (pid ${running% *}, port ${running#* })"
+    else
+        echo "stopped"
+        exit 3
+    fi
+}
+
+do_url() {
+    local running p=$port
+    # A running cluster's own port wins over the environment's.
+    if running=$(running_postmaster); then p=${running#* }; fi
+    echo "postgresql://sagad:sagad@127.0.0.1:$p/sagad"
+}
+
+# Serialise start/stop so two concurrent callers cannot both initdb or start.
+lock() {
+    mkdir -p "$run_dir"
+    exec 9>"$run_dir/pg.lock"
+    flock -w 120 9 || die "timed out waiting for $run_dir/pg.lock"
+}
+
+case "$cmd" in
+    start) lock; do_start ;;
+    stop) lock; do_stop ;;
+    status) do_status ;;
+    url) do_url ;;
+esac

@@ -1,0 +1,141 @@
+/* Migrations against the real local PostgreSQL: concurrent runs of the
+ * real binaries converge on one version with each migration applied once. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../support/sg_test.h"
+#include "sagad/sg_migrate.h"
+#include "sagad/sg_pg.h"
+
+static char db[128], dsn[512], dsn_env[600];
+
+static void setup(void)
+{
+    sgt_db_create(db, sizeof(db), dsn, sizeof(dsn));
+    snprintf(dsn_env, sizeof(dsn_env), "SAGAD_PG_DSN=%s", dsn);
+}
+
+static void teardown(void)
+{
+    sgt_db_drop(db);
+}
+
+static sg_pg_t *connect_db(void)
+{
+    sg_pg_opts_t opts = {dsn, "sagad-tests", 5000, 3, {100, 1000}, NULL};
+    sg_err_t err;
+    sg_pg_t *pg = sg_pg_connect(&opts, &err);
+
+    cr_assert_not_null(pg, "%s", err.message);
+    return pg;
+}
+
+static int64_t query_int(sg_pg_t *pg, const char *sql)
+{
+    sg_pg_res_t *res;
+    sg_err_t err;
+    int64_t v;
+
+    cr_assert_eq(sg_pg_exec(pg, sql, 0, NULL, &res, &err), 0, "%s: %s", sql, err.message);
+    v = sg_pg_res_int(res, 0, 0, -1);
+    sg_pg_res_destroy(res);
+    return v;
+}
+
+TestSuite(migrate, .init = setup, .fini = teardown);
+
+Test(migrate, concurrent_binaries_converge_on_one_version)
+{
+    const char *progs[] = {"sagad-worker", "sagad-relay", "dlq-tool", "sagad-worker"};
+    const char *args[] = {"migrate", NULL};
+    const char *env[] = {dsn_env, NULL};
+    sgt_proc_t procs[4];
+    int latest = sg_migrate_latest();
+    sg_pg_t *pg;
+
+    for (int i = 0; i < 4; i++)
+        sgt_spawn(&procs[i], progs[i], args, env);
+    for (int i = 0; i < 4; i++) {
+        char *out, *err;
+        int rc = sgt_wait(&procs[i], &out, &err);
+
+        cr_expect_eq(rc, 0, "%s migrate exited %d: %s", progs[i], rc, err);
+        cr_expect(strstr(out, "version") != NULL, "stdout: %s", out);
+        free(out);
+        free(err);
+    }
+    pg = connect_db();
+    cr_expect_eq(query_int(pg, "SELECT max(version) FROM sagad_schema_migrations"), latest);
+    /* Each migration recorded exactly once: the advisory lock serialised. */
+    cr_expect_eq(query_int(pg, "SELECT count(*) FROM sagad_schema_migrations"), latest);
+    cr_expect_eq(query_int(pg, "SELECT count(*) FROM pg_tables WHERE tablename IN ('sagas', "
+                               "'steps', 'attempts', 'outbox', 'timers', 'consumer_offsets', "
+                               "'dead_letters', 'replays')"),
+                 8);
+    sg_pg_destroy(pg);
+}
+
+Test(migrate, second_run_is_a_no_op)
+{
+    const char *args[] = {"migrate", NULL};
+    const char *env[] = {dsn_env, NULL};
+    char *out, *err, expect[64];
+
+    cr_assert_eq(sgt_run("sagad-worker", args, env, NULL, NULL), 0);
+    cr_assert_eq(sgt_run("sagad-relay", args, env, &out, &err), 0, "%s", err);
+    snprintf(expect, sizeof(expect), "schema is up to date at version %d", sg_migrate_latest());
+    cr_expect(strstr(out, expect) != NULL, "stdout: %s", out);
+    free(out);
+    free(err);
+}
+
+Test(migrate, in_process_run_reports_versions)
+{
+    sg_pg_t *pg = connect_db();
+    sg_err_t err;
+    int from = -1, to = -1, cur = -1;
+
+    cr_assert_eq(sg_migrate_current(pg, &cur, &err), 0, "%s", err.message);
+    cr_expect_eq(cur, 0, "a new database has no schema version");
+    cr_assert_eq(sg_migrate_run(pg, &from, &to, &err), 0, "%s", err.message);
+    cr_expect_eq(from, 0);
+    cr_expect_eq(to, sg_migrate_latest());
+    cr_assert_eq(sg_migrate_run(pg, &from, &to, &err), 0, "%s", err.message);
+    cr_expect_eq(from, to);
+    sg_pg_destroy(pg);
+}
+
+Test(migrate, refuses_a_newer_schema)
+{
+    const char *args[] = {"migrate", NULL};
+    const char *env[] = {dsn_env, NULL};
+    char sql[160], *err;
+    sg_pg_t *pg;
+    sg_err_t e;
+
+    cr_assert_eq(sgt_run("sagad-worker", args, env, NULL, NULL), 0);
+    pg = connect_db();
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO sagad_schema_migrations (version, name) VALUES (%d, 'future')",
+             sg_migrate_latest() + 1);
+    cr_assert_eq(sg_pg_exec(pg, sql, 0, NULL, NULL, &e), 0, "%s", e.message);
+    sg_pg_destroy(pg);
+    cr_expect_eq(sgt_run("sagad-worker", args, env, NULL, &err), 1);
+    cr_expect(strstr(err, "upgrade the binary") != NULL, "stderr: %s", err);
+    cr_expect(strstr(err, "runtime.schema.newer") != NULL, "stderr: %s", err);
+    free(err);
+}
+
+Test(migrate, unreachable_database_exits_4)
+{
+    const char *args[] = {"migrate", NULL};
+    const char *env[] = {"SAGAD_PG_DSN=postgresql://sagad:sagad@127.0.0.1:1/sagad",
+                         "SAGAD_PG_CONNECT_ATTEMPTS=2", "SAGAD_PG_RETRY_BASE_MS=10", NULL};
+    char *err;
+
+    cr_expect_eq(sgt_run("sagad-worker", args, env, NULL, &err), 4);
+    cr_expect(strstr(err, "cannot connect to PostgreSQL") != NULL, "stderr: %s", err);
+    free(err);
+}

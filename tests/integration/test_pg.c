@@ -1,0 +1,111 @@
+/* sg_pg against the real local PostgreSQL: parameters, SQLSTATE classes,
+ * lost connections and secrets kept out of error text. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../support/sg_test.h"
+#include "sagad/sg_pg.h"
+
+static sg_pg_t *connect_url(const char *url, int attempts, sg_err_t *err)
+{
+    sg_pg_opts_t opts = {url, "sagad-tests", 3000, attempts, {10, 50}, NULL};
+
+    return sg_pg_connect(&opts, err);
+}
+
+Test(pg, parameters_round_trip_and_null)
+{
+    sg_err_t err;
+    sg_pg_t *pg = connect_url(sgt_pg_url(), 3, &err);
+    const char *params[] = {"it's \"quoted\"; DROP TABLE x", NULL};
+    sg_pg_res_t *res;
+
+    cr_assert_not_null(pg, "%s", err.message);
+    cr_assert_eq(sg_pg_exec(pg, "SELECT $1::text, $2::text, 42::bigint", 2, params, &res, &err),
+                 0, "%s", err.message);
+    cr_expect_eq(sg_pg_res_rows(res), 1);
+    cr_expect_str_eq(sg_pg_res_get(res, 0, 0), params[0]);
+    cr_expect_null(sg_pg_res_get(res, 0, 1), "SQL NULL reads as NULL");
+    cr_expect_eq(sg_pg_res_int(res, 0, 2, -1), 42);
+    cr_expect_null(sg_pg_res_get(res, 5, 0), "out-of-range row reads as NULL");
+    sg_pg_res_destroy(res);
+    sg_pg_destroy(pg);
+}
+
+Test(pg, sqlstate_classes_from_the_server)
+{
+    sg_err_t err;
+    sg_pg_t *pg = connect_url(sgt_pg_url(), 3, &err);
+
+    cr_assert_not_null(pg, "%s", err.message);
+    cr_assert_eq(sg_pg_begin(pg, &err), 0, "%s", err.message);
+    cr_assert_eq(sg_pg_exec(pg, "CREATE TEMP TABLE t (id int PRIMARY KEY)", 0, NULL, NULL, &err),
+                 0, "%s", err.message);
+    cr_assert_eq(sg_pg_exec(pg, "INSERT INTO t VALUES (1)", 0, NULL, NULL, &err), 0);
+    cr_expect_eq(sg_pg_exec(pg, "INSERT INTO t VALUES (1)", 0, NULL, NULL, &err), -1);
+    cr_expect_eq(err.cls, SG_ERRCLASS_PERMANENT);
+    cr_expect_str_eq(err.code, "pg.constraint");
+    cr_expect(strstr(err.message, "23505") != NULL, "%s", err.message);
+    sg_pg_rollback(pg);
+
+    cr_expect_eq(sg_pg_exec(pg, "SELEC 1", 0, NULL, NULL, &err), -1);
+    cr_expect_str_eq(err.code, "pg.query");
+    cr_expect_eq(sg_pg_exec(pg, "SELECT 'x'::int", 0, NULL, NULL, &err), -1);
+    cr_expect_str_eq(err.code, "pg.data");
+    cr_expect_eq(err.retriable, false);
+    sg_pg_destroy(pg);
+}
+
+Test(pg, lost_connection_is_transient_and_reconnects)
+{
+    sg_err_t err;
+    sg_pg_t *victim = connect_url(sgt_pg_url(), 3, &err);
+    sg_pg_t *killer = connect_url(sgt_pg_url(), 3, &err);
+    sg_pg_res_t *res;
+    char pid[32];
+    const char *params[] = {pid};
+
+    cr_assert_not_null(victim);
+    cr_assert_not_null(killer);
+    cr_assert_eq(sg_pg_exec(victim, "SELECT pg_backend_pid()", 0, NULL, &res, &err), 0);
+    snprintf(pid, sizeof(pid), "%s", sg_pg_res_get(res, 0, 0));
+    sg_pg_res_destroy(res);
+    cr_assert_eq(sg_pg_exec(killer, "SELECT pg_terminate_backend($1::int)", 1, params, NULL, &err),
+                 0, "%s", err.message);
+    cr_expect_eq(sg_pg_exec(victim, "SELECT 1", 0, NULL, NULL, &err), -1);
+    cr_expect_eq(err.cls, SG_ERRCLASS_TRANSIENT, "got %s: %s", err.code, err.message);
+    cr_expect(err.retriable);
+    cr_expect_not(sg_pg_ok(victim));
+    cr_assert_eq(sg_pg_reconnect(victim, &err), 0, "%s", err.message);
+    cr_expect_eq(sg_pg_exec(victim, "SELECT 1", 0, NULL, NULL, &err), 0, "%s", err.message);
+    sg_pg_destroy(victim);
+    sg_pg_destroy(killer);
+}
+
+Test(pg, wrong_password_is_permanent_and_not_echoed)
+{
+    char url[512];
+    const char *at = strchr(sgt_pg_url(), '@');
+    sg_err_t err;
+    sg_pg_t *pg;
+
+    cr_assert_not_null(at);
+    snprintf(url, sizeof(url), "postgresql://sagad:Wr0ngSecretPw%s", at);
+    pg = connect_url(url, 5, &err);
+    cr_assert_null(pg);
+    cr_expect_eq(err.cls, SG_ERRCLASS_PERMANENT, "bad credentials do not heal: %s", err.message);
+    cr_expect(strstr(err.message, "password authentication failed") != NULL, "%s", err.message);
+    cr_expect(strstr(err.message, "Wr0ngSecretPw") == NULL, "password leaked: %s", err.message);
+}
+
+Test(pg, closed_port_is_transient_after_bounded_attempts)
+{
+    sg_err_t err;
+    sg_pg_t *pg = connect_url("postgresql://sagad:sagad@127.0.0.1:1/sagad", 2, &err);
+
+    cr_assert_null(pg);
+    cr_expect_eq(err.cls, SG_ERRCLASS_TRANSIENT);
+    cr_expect_str_eq(err.code, "pg.connection");
+}

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Runs the Criterion test binaries of one or more builds.
+#
+#   tests/run.sh [--only-integration] BUILD_DIR...
+#
+# Unit tests run first (no services).  Integration tests need the private
+# PostgreSQL and Kafka of deploy/local: they are started when not running
+# and stopped again at the end only if this script started them, so a
+# developer's running services are left as they were.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+only_integration=0
+if [ "${1:-}" = --only-integration ]; then
+    only_integration=1
+    shift
+fi
+[ $# -gt 0 ] || { echo "usage: tests/run.sh [--only-integration] BUILD_DIR..." >&2; exit 2; }
+
+# Sanitizer builds: fail on the first report, with stacks.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:halt_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# Criterion: bound every test so a hang fails instead of eating CI's time.
+criterion_args=(--timeout 240)
+
+bindir_of() {
+    if [ "$1" = build ]; then echo bin; else echo "$1/bin"; fi
+}
+
+if [ $only_integration = 0 ]; then
+    for b in "$@"; do
+        echo "== unit tests ($b)"
+        SAGAD_TEST_BIN_DIR=$(bindir_of "$b") "$b/tests/unit-tests" "${criterion_args[@]}"
+    done
+fi
+
+started_pg=0
+started_kafka=0
+cleanup() {
+    local rc=$?
+    if [ $started_kafka = 1 ]; then deploy/local/kafka.sh stop || rc=1; fi
+    if [ $started_pg = 1 ]; then deploy/local/pg.sh stop || rc=1; fi
+    exit $rc
+}
+trap cleanup EXIT
+
+if ! deploy/local/pg.sh status >/dev/null 2>&1; then
+    started_pg=1
+    deploy/local/pg.sh start
+fi
+if ! deploy/local/kafka.sh status >/dev/null 2>&1; then
+    started_kafka=1
+    deploy/local/kafka.sh start
+fi
+SAGAD_TEST_PG_URL=$(deploy/local/pg.sh url)
+SAGAD_TEST_KAFKA=$(deploy/local/kafka.sh bootstrap)
+export SAGAD_TEST_PG_URL SAGAD_TEST_KAFKA
+
+for b in "$@"; do
+    echo "== integration tests ($b)"
+    SAGAD_TEST_BIN_DIR=$(bindir_of "$b") "$b/tests/integration-tests" "${criterion_args[@]}"
+done

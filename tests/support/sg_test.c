@@ -1,0 +1,192 @@
+#include "sg_test.h"
+
+#include <criterion/criterion.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sagad/sg_pg.h"
+
+static const char *env_or_fail(const char *name)
+{
+    const char *v = getenv(name);
+
+    if (!v || !*v)
+        cr_fatal("%s is not set: run the tests through `make test` (tests/run.sh), which starts "
+                 "PostgreSQL and Kafka",
+                 name);
+    return v;
+}
+
+const char *sgt_pg_url(void)
+{
+    return env_or_fail("SAGAD_TEST_PG_URL");
+}
+
+const char *sgt_kafka(void)
+{
+    return env_or_fail("SAGAD_TEST_KAFKA");
+}
+
+const char *sgt_bin_dir(void)
+{
+    const char *v = getenv("SAGAD_TEST_BIN_DIR");
+
+    return v && *v ? v : "bin";
+}
+
+void sgt_unique(char *out, size_t out_size, const char *prefix)
+{
+    static atomic_int counter;
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(out, out_size, "%s_%d_%d_%ld", prefix, (int)getpid(), atomic_fetch_add(&counter, 1),
+             ts.tv_nsec);
+}
+
+static sg_pg_t *admin_connect(void)
+{
+    sg_pg_opts_t opts = {sgt_pg_url(), "sagad-tests", 5000, 3, {100, 1000}, NULL};
+    sg_err_t err;
+    sg_pg_t *pg = sg_pg_connect(&opts, &err);
+
+    cr_assert_not_null(pg, "cannot connect to the test PostgreSQL: %s", err.message);
+    return pg;
+}
+
+void sgt_db_create(char *name, size_t name_size, char *dsn, size_t dsn_size)
+{
+    char sql[256];
+    const char *url = sgt_pg_url();
+    const char *slash = strrchr(url, '/');
+    sg_pg_t *pg = admin_connect();
+    sg_err_t err;
+
+    sgt_unique(name, name_size, "sgt");
+    snprintf(sql, sizeof(sql), "CREATE DATABASE %s", name);
+    cr_assert_eq(sg_pg_exec(pg, sql, 0, NULL, NULL, &err), 0, "%s", err.message);
+    sg_pg_destroy(pg);
+    cr_assert_not_null(slash, "SAGAD_TEST_PG_URL must be a postgresql:// URL");
+    snprintf(dsn, dsn_size, "%.*s/%s", (int)(slash - url), url, name);
+}
+
+void sgt_db_drop(const char *name)
+{
+    char sql[256];
+    sg_pg_t *pg = admin_connect();
+    sg_err_t err;
+
+    snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS %s WITH (FORCE)", name);
+    cr_expect_eq(sg_pg_exec(pg, sql, 0, NULL, NULL, &err), 0, "%s", err.message);
+    sg_pg_destroy(pg);
+}
+
+void sgt_spawn(sgt_proc_t *p, const char *prog, const char *const *args, const char *const *env)
+{
+    int out[2], errp[2];
+    char path[512];
+    const char *argv[32];
+    const char *envp[64];
+    size_t n = 0, e = 0;
+
+    snprintf(path, sizeof(path), "%s/%s", sgt_bin_dir(), prog);
+    argv[n++] = path;
+    for (; args && *args && n < 31; args++)
+        argv[n++] = *args;
+    argv[n] = NULL;
+    envp[e++] = "PATH=/usr/local/bin:/usr/bin:/bin";
+    /* Sanitizer settings follow the test binary into the child. */
+    if (getenv("ASAN_OPTIONS"))
+        envp[e++] = "ASAN_OPTIONS=detect_leaks=1:halt_on_error=1";
+    for (; env && *env && e < 63; env++)
+        envp[e++] = *env;
+    envp[e] = NULL;
+    cr_assert_eq(pipe(out), 0);
+    cr_assert_eq(pipe(errp), 0);
+    p->pid = fork();
+    cr_assert_geq(p->pid, 0, "fork failed");
+    if (p->pid == 0) {
+        dup2(out[1], 1);
+        dup2(errp[1], 2);
+        close(out[0]);
+        close(out[1]);
+        close(errp[0]);
+        close(errp[1]);
+        execve(path, (char *const *)argv, (char *const *)envp);
+        fprintf(stderr, "exec %s failed\n", path);
+        _exit(127);
+    }
+    close(out[1]);
+    close(errp[1]);
+    p->out_fd = out[0];
+    p->err_fd = errp[0];
+}
+
+typedef struct buf_s {
+    char *data;
+    size_t len, cap;
+} buf_t;
+
+static void buf_read(buf_t *b, int fd, int *open)
+{
+    char chunk[4096];
+    ssize_t r = read(fd, chunk, sizeof(chunk));
+
+    if (r <= 0) {
+        *open = 0;
+        return;
+    }
+    if (b->len + (size_t)r + 1 > b->cap) {
+        b->cap = (b->len + (size_t)r + 1) * 2;
+        b->data = realloc(b->data, b->cap);
+        cr_assert_not_null(b->data);
+    }
+    memcpy(b->data + b->len, chunk, (size_t)r);
+    b->len += (size_t)r;
+    b->data[b->len] = '\0';
+}
+
+int sgt_wait(sgt_proc_t *p, char **out, char **err)
+{
+    buf_t bo = {calloc(1, 1), 0, 1}, be = {calloc(1, 1), 0, 1};
+    int out_open = 1, err_open = 1, status;
+
+    while (out_open || err_open) {
+        struct pollfd fds[2] = {{out_open ? p->out_fd : -1, POLLIN, 0},
+                                {err_open ? p->err_fd : -1, POLLIN, 0}};
+
+        if (poll(fds, 2, 1000) <= 0)
+            continue;
+        if (fds[0].revents)
+            buf_read(&bo, p->out_fd, &out_open);
+        if (fds[1].revents)
+            buf_read(&be, p->err_fd, &err_open);
+    }
+    close(p->out_fd);
+    close(p->err_fd);
+    waitpid(p->pid, &status, 0);
+    if (out)
+        *out = bo.data;
+    else
+        free(bo.data);
+    if (err)
+        *err = be.data;
+    else
+        free(be.data);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int sgt_run(const char *prog, const char *const *args, const char *const *env, char **out,
+            char **err)
+{
+    sgt_proc_t p;
+
+    sgt_spawn(&p, prog, args, env);
+    return sgt_wait(&p, out, err);
+}

@@ -1,0 +1,41 @@
+/* Helpers shared by the Criterion tests (no tests in here). */
+#ifndef SAGAD_TEST_H
+#define SAGAD_TEST_H
+
+#include <stddef.h>
+
+/* The URL of the local PostgreSQL (SAGAD_TEST_PG_URL) or Kafka bootstrap
+ * (SAGAD_TEST_KAFKA); the test fails when tests/run.sh did not set it. */
+const char *sgt_pg_url(void);
+const char *sgt_kafka(void);
+
+/* Directory of the binaries under test (SAGAD_TEST_BIN_DIR, default bin). */
+const char *sgt_bin_dir(void);
+
+/* A name unique to this process and call: prefix_<pid>_<n>_<nanos>. */
+void sgt_unique(char *out, size_t out_size, const char *prefix);
+
+/* Creates a fresh database; writes its name and DSN.  Each test that
+ * migrates gets its own so tests never see each other's rows. */
+void sgt_db_create(char *name, size_t name_size, char *dsn, size_t dsn_size);
+void sgt_db_drop(const char *name);
+
+typedef struct sgt_proc_s {
+    int pid;
+    int out_fd;
+    int err_fd;
+} sgt_proc_t;
+
+/* Starts bin_dir/prog with args (NULL-terminated) and exactly the
+ * environment env (NULL-terminated, PATH added), capturing output. */
+void sgt_spawn(sgt_proc_t *p, const char *prog, const char *const *args, const char *const *env);
+
+/* Waits for p; returns its exit code (128+signal when killed) and the
+ * captured output (malloc'd, caller frees; NULL pointers skip). */
+int sgt_wait(sgt_proc_t *p, char **out, char **err);
+
+/* sgt_spawn + sgt_wait. */
+int sgt_run(const char *prog, const char *const *args, const char *const *env, char **out,
+            char **err);
+
+#endif
