@@ -46,6 +46,8 @@ DEB_PKGS := gcc make pkg-config procps librdkafka-dev libpq-dev libcjson-dev lib
             libcurl4-openssl-dev libmicrohttpd-dev postgresql openjdk-17-jre-headless maven \
             kcat clang-format ca-certificates
 
+
+.PHONY: docs docs-check
 .PHONY: all help deps up down demo test test-unit test-integration test-asan tests \
         format format-check clean
 
@@ -114,7 +116,7 @@ down:
 # test: unit tests, integration tests against the local services (started
 # if needed and stopped again only if this run started them), then the
 # same tests built with AddressSanitizer and UBSan.
-test: deps tests
+test: deps tests docs-check
 	$(MAKE) --no-print-directory BUILD=build/asan BINDIR=build/asan/bin SAN=1 tests
 	tests/run.sh $(BUILD) build/asan
 
@@ -130,6 +132,15 @@ test-asan:
 
 demo: deps all
 	examples/demo.sh
+
+# The config reference is generated from the config table; docs-check
+# fails when the committed copy is stale.
+docs: $(BINDIR)/sagad-worker
+	$(BINDIR)/sagad-worker --config-reference > docs/CONFIGURATION.md
+
+docs-check: $(BINDIR)/sagad-worker
+	@$(BINDIR)/sagad-worker --config-reference | diff -u docs/CONFIGURATION.md - \
+	  || { echo "docs/CONFIGURATION.md is stale: run make docs"; exit 1; }
 
 FORMAT_SRCS = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 

@@ -7,10 +7,9 @@ static const sg_cli_cmd_t dlq_cmds[] = {
 
 int main(int argc, char **argv)
 {
-    static const sg_cli_app_t app = {
-        "dlq-tool", "dlq-tool",
-        "Lists, explains and replays dead-lettered sagad messages.", dlq_cmds,
-        sizeof(dlq_cmds) / sizeof(dlq_cmds[0])};
+    static const sg_cli_app_t app = {"dlq-tool", "dlq-tool",
+                                     "Lists, explains and replays dead-lettered sagad messages.",
+                                     dlq_cmds, sizeof(dlq_cmds) / sizeof(dlq_cmds[0])};
 
     return sg_cli_main(&app, argc, argv);
 }

@@ -24,6 +24,7 @@ static void usage(const sg_cli_app_t *app, FILE *out)
     fprintf(out, "\noptions:\n"
                  "  --config FILE     config file of `key = value` lines (also SAGAD_CONFIG)\n"
                  "  --print-config    print the effective config, secrets masked, and exit\n"
+                 "  --config-reference  print the Markdown reference of every config key\n"
                  "  --help            this text\n"
                  "  --version         print the version\n"
                  "\nEvery key can be set in the environment: pg.dsn is SAGAD_PG_DSN, "
@@ -72,6 +73,9 @@ int sg_cli_main(const sg_cli_app_t *app, int argc, char **argv)
             return SG_EXIT_OK;
         } else if (strcmp(argv[i], "--version") == 0) {
             printf("%s %s\n", app->prog, SAGAD_VERSION);
+            return SG_EXIT_OK;
+        } else if (strcmp(argv[i], "--config-reference") == 0) {
+            sg_config_write_reference(stdout);
             return SG_EXIT_OK;
         } else if (strcmp(argv[i], "--print-config") == 0) {
             print_config = true;

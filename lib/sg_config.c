@@ -11,7 +11,7 @@
 /* The one table.  docs/CONFIGURATION.md and the sample config are generated
  * from it; keep docs to one line. */
 static const sg_config_key_t config_table[] = {
-    {"log.level", SG_CONFIG_ENUM, "info", 0, 0, "error|warn|info|debug", SG_CONFIG_RELOADABLE,
+    {"log.level", SG_CONFIG_ENUM, "info", 0, 0, "error|warn|info|debug", 0,
      "Lowest level written to the JSON log on stderr."},
     {"pg.dsn", SG_CONFIG_STR, NULL, 0, 0, NULL, SG_CONFIG_SECRET,
      "PostgreSQL connection string, URL or key=value form (required; password masked)."},
@@ -141,8 +141,8 @@ static int parse_value(const sg_config_key_t *k, const char *value, int64_t *out
         errno = 0;
         v = strtoll(value, &end, 10);
         if (*value == '\0' || *end != '\0' || errno == ERANGE || v < k->min || v > k->max) {
-            snprintf(rule, rule_size, "must be an integer between %lld and %lld",
-                     (long long)k->min, (long long)k->max);
+            snprintf(rule, rule_size, "must be an integer between %lld and %lld", (long long)k->min,
+                     (long long)k->max);
             return -1;
         }
         *out = v;
@@ -425,8 +425,7 @@ int sg_config_check(const sg_config_t *cfg, char *errstr, size_t errstr_size)
         if (cfg->vals[i].text)
             continue;
         sg_config_env_name(config_table[i].key, envname, sizeof(envname));
-        snprintf(errstr, errstr_size,
-                 "config: %s is required: set it in the config file or in %s",
+        snprintf(errstr, errstr_size, "config: %s is required: set it in the config file or in %s",
                  config_table[i].key, envname);
         return -1;
     }
@@ -536,4 +535,54 @@ void sg_config_print(const sg_config_t *cfg, FILE *out)
     for (const kafka_kv_t *kv = cfg->kafka; kv; kv = kv->next)
         fprintf(out, "kafka.%s = %s  # %s\n", kv->key,
                 is_secret_kafka_key(kv->key) ? "****" : kv->value, kv->origin);
+}
+
+static const char *type_name(const sg_config_key_t *k)
+{
+    switch (k->type) {
+    case SG_CONFIG_STR:
+        return "string";
+    case SG_CONFIG_INT:
+        return "integer";
+    case SG_CONFIG_BOOL:
+        return "boolean";
+    case SG_CONFIG_ENUM:
+        return "enum";
+    }
+    return "?";
+}
+
+void sg_config_write_reference(FILE *out)
+{
+    char envname[128];
+
+    fprintf(out, "# Configuration reference\n\n"
+                 "Generated from the config table in lib/sg_config.c by `make docs`; do not "
+                 "edit.\n\n"
+                 "Values come from the defaults, then the config file (`--config FILE` or "
+                 "`SAGAD_CONFIG`,\n`key = value` lines, `#` comments), then the environment; "
+                 "the last one wins.\nKeys under `kafka.` are passed to librdkafka unchanged "
+                 "(`SAGAD_KAFKA_SASL_MECHANISMS`\nis `kafka.sasl.mechanisms`; `__` stands for a "
+                 "literal `_`).\n\n"
+                 "| key | environment | type | default | rule | meaning |\n"
+                 "|---|---|---|---|---|---|\n");
+    for (size_t i = 0; i < CONFIG_NKEYS; i++) {
+        const sg_config_key_t *k = &config_table[i];
+        char rule[160] = "";
+
+        sg_config_env_name(k->key, envname, sizeof(envname));
+        if (k->type == SG_CONFIG_INT)
+            snprintf(rule, sizeof(rule), "%lld..%lld", (long long)k->min, (long long)k->max);
+        else if (k->type == SG_CONFIG_ENUM) {
+            /* A bare '|' would split the Markdown cell. */
+            size_t n = (size_t)snprintf(rule, sizeof(rule), "one of ");
+            for (const char *c = k->choices; *c && n + 3 < sizeof(rule); c++)
+                n += (size_t)snprintf(rule + n, sizeof(rule) - n, *c == '|' ? ", " : "%c", *c);
+        } else if (k->type == SG_CONFIG_STR)
+            snprintf(rule, sizeof(rule), "non-empty");
+        fprintf(out, "| `%s` | `%s` | %s | %s | %s | %s%s%s |\n", k->key, envname, type_name(k),
+                k->def ? k->def : "(required)", rule, k->doc,
+                (k->flags & SG_CONFIG_SECRET) ? " Secret." : "",
+                (k->flags & SG_CONFIG_RELOADABLE) ? " Reloadable." : "");
+    }
 }

@@ -24,8 +24,8 @@ int sg_err_set(sg_err_t *err, sg_errclass_t cls, const char *code, const char *f
     if (!err)
         return -1;
     err->cls = cls;
-    err->retriable = cls == SG_ERRCLASS_TRANSIENT || cls == SG_ERRCLASS_THROTTLED ||
-                     cls == SG_ERRCLASS_TIMEOUT;
+    err->retriable =
+        cls == SG_ERRCLASS_TRANSIENT || cls == SG_ERRCLASS_THROTTLED || cls == SG_ERRCLASS_TIMEOUT;
     err->fatal = false;
     snprintf(err->code, sizeof(err->code), "%s", code);
     va_start(ap, fmt);

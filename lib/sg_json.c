@@ -190,8 +190,8 @@ static const cJSON *field(const sg_json_t *obj, const char *base, const char *ke
         return NULL;
     }
     if (!is_type(item)) {
-        *rc = sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.type",
-                         "%s: must be %s, got %s", path, want, sg_json_type_name(item));
+        *rc = sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.type", "%s: must be %s, got %s",
+                         path, want, sg_json_type_name(item));
         return NULL;
     }
     *rc = 0;
@@ -221,8 +221,7 @@ int sg_json_get_int(const sg_json_t *obj, const char *base, const char *key, boo
     if (item->valuedouble != floor(item->valuedouble) || fabs(item->valuedouble) > JSON_INT_MAX) {
         sg_json_path_key(path, sizeof(path), base, key);
         return sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.type",
-                          "%s: must be an integer within +/-2^53, got %g", path,
-                          item->valuedouble);
+                          "%s: must be an integer within +/-2^53, got %g", path, item->valuedouble);
     }
     *out = (int64_t)item->valuedouble;
     return 0;

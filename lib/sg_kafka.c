@@ -72,9 +72,10 @@ int sg_kafka_err_set(sg_err_t *err, int code, bool retriable, bool fatal, bool t
     for (; *name && n + 1 < sizeof(ecode); name++)
         ecode[n++] = (char)tolower((unsigned char)*name);
     ecode[n] = '\0';
-    sg_err_set(err, kind == SG_KAFKA_ERR_RETRIABLE || kind == SG_KAFKA_ERR_ABORTABLE
-                        ? SG_ERRCLASS_TRANSIENT
-                        : SG_ERRCLASS_PERMANENT,
+    sg_err_set(err,
+               kind == SG_KAFKA_ERR_RETRIABLE || kind == SG_KAFKA_ERR_ABORTABLE
+                   ? SG_ERRCLASS_TRANSIENT
+                   : SG_ERRCLASS_PERMANENT,
                ecode, "%s: %s (%s)", what, rd_kafka_err2str((rd_kafka_resp_err_t)code),
                sg_kafka_errkind_name(kind));
     if (err)
@@ -89,22 +90,21 @@ static int error_take(sg_err_t *err, rd_kafka_error_t *error, const char *what)
 
     snprintf(buf, sizeof(buf), "%s: %s", what, rd_kafka_error_string(error));
     sg_kafka_err_set(err, rd_kafka_error_code(error), rd_kafka_error_is_retriable(error),
-                     rd_kafka_error_is_fatal(error), rd_kafka_error_txn_requires_abort(error),
-                     buf);
+                     rd_kafka_error_is_fatal(error), rd_kafka_error_txn_requires_abort(error), buf);
     rd_kafka_error_destroy(error);
     return -1;
 }
 
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
-    sg_log_level_t lvl = level <= 3 ? SG_LOG_ERROR : level == 4 ? SG_LOG_WARN
-                                                 : level <= 6   ? SG_LOG_INFO
-                                                                : SG_LOG_DEBUG;
+    sg_log_level_t lvl = level <= 3   ? SG_LOG_ERROR
+                         : level == 4 ? SG_LOG_WARN
+                         : level <= 6 ? SG_LOG_INFO
+                                      : SG_LOG_DEBUG;
 
     if (lvl > sg_log_level)
         return;
-    sg_log_kv(lvl, buf, "source", "librdkafka", "facility", fac, "client", rd_kafka_name(rk),
-              NULL);
+    sg_log_kv(lvl, buf, "source", "librdkafka", "facility", fac, "client", rd_kafka_name(rk), NULL);
 }
 
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
@@ -121,8 +121,8 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
     }
     /* librdkafka recovers from the rest by itself; they are worth a warning
      * because they explain stalls. */
-    sg_log_kv(SG_LOG_WARN, "Kafka client error", "error", rd_kafka_err2name(err), "reason",
-              reason, NULL);
+    sg_log_kv(SG_LOG_WARN, "Kafka client error", "error", rd_kafka_err2name(err), "reason", reason,
+              NULL);
 }
 
 static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
@@ -153,9 +153,14 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     for (int i = 0; k->rebalance_fn && i < parts->cnt; i++)
         k->rebalance_fn(k->rebalance_opaque, assigned, parts->elems[i].topic,
                         parts->elems[i].partition);
-    for (int i = 0; i < parts->cnt; i++)
-        sg_log_kv(SG_LOG_INFO, assigned ? "partition assigned" : "partition revoked", "topic",
-                  parts->elems[i].topic, NULL);
+    for (int i = 0; i < parts->cnt; i++) {
+        sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+
+        ctx.topic = parts->elems[i].topic;
+        ctx.partition = parts->elems[i].partition;
+        sg_log(SG_LOG_INFO, &ctx, "partition %s (%s rebalance)", assigned ? "assigned" : "revoked",
+               coop ? "cooperative" : "eager");
+    }
     if (coop)
         error = assigned ? rd_kafka_incremental_assign(rk, parts)
                          : rd_kafka_incremental_unassign(rk, parts);
@@ -197,10 +202,15 @@ static void conf_walk(void *opaque, const char *key, const char *value)
 static rd_kafka_conf_t *build_conf(sg_kafka_t *k, const sg_config_t *cfg, const char *const *props,
                                    char *errstr, size_t errstr_size)
 {
-    static const char *const consumer_defaults[] = {
-        "enable.auto.commit", "false", "enable.auto.offset.store", "false",
-        "auto.offset.reset", "earliest", "partition.assignment.strategy", "cooperative-sticky",
-        NULL};
+    static const char *const consumer_defaults[] = {"enable.auto.commit",
+                                                    "false",
+                                                    "enable.auto.offset.store",
+                                                    "false",
+                                                    "auto.offset.reset",
+                                                    "earliest",
+                                                    "partition.assignment.strategy",
+                                                    "cooperative-sticky",
+                                                    NULL};
     static const char *const producer_defaults[] = {"enable.idempotence", "true", "acks", "all",
                                                     NULL};
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -287,8 +297,8 @@ int sg_kafka_create_topic(sg_kafka_t *k, const char *topic, int partitions, int 
     int rc = -1;
 
     if (!nt)
-        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "kafka.invalid_topic", "topic %s: %s",
-                          topic, errbuf);
+        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "kafka.invalid_topic", "topic %s: %s", topic,
+                          errbuf);
     q = rd_kafka_queue_new(k->rk);
     rd_kafka_CreateTopics(k->rk, &nt, 1, NULL, q);
     ev = rd_kafka_queue_poll(q, timeout_ms);
@@ -339,8 +349,8 @@ int sg_kafka_produce(sg_kafka_t *k, const char *topic, const void *key, size_t k
         rd_kafka_header_add(hdrs, headers[i].name, -1, headers[i].value, (ssize_t)headers[i].len);
     e = rd_kafka_producev(k->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, key_len),
                           RD_KAFKA_V_VALUE((void *)payload, len),
-                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                          RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(batch), RD_KAFKA_V_END);
+                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs),
+                          RD_KAFKA_V_OPAQUE(batch), RD_KAFKA_V_END);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
         /* The headers are ours again when producev fails. */
         rd_kafka_headers_destroy(hdrs);

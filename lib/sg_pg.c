@@ -32,13 +32,13 @@ sg_errclass_t sg_pg_classify(const char *sqlstate, bool conn_bad, const char **c
         sg_errclass_t cls;
         const char *code;
     } map[] = {
-        {"08", SG_ERRCLASS_TRANSIENT, "pg.connection"},    /* connection exception */
+        {"08", SG_ERRCLASS_TRANSIENT, "pg.connection"}, /* connection exception */
         {"40001", SG_ERRCLASS_TRANSIENT, "pg.serialization"},
         {"40P01", SG_ERRCLASS_TRANSIENT, "pg.serialization"}, /* deadlock */
-        {"57P", SG_ERRCLASS_TRANSIENT, "pg.unavailable"},  /* shutdown, cannot connect now */
-        {"53", SG_ERRCLASS_TRANSIENT, "pg.unavailable"},   /* insufficient resources */
-        {"55P03", SG_ERRCLASS_TRANSIENT, "pg.lock"},       /* lock_not_available */
-        {"57014", SG_ERRCLASS_TIMEOUT, "pg.timeout"},      /* statement timeout / cancel */
+        {"57P", SG_ERRCLASS_TRANSIENT, "pg.unavailable"},     /* shutdown, cannot connect now */
+        {"53", SG_ERRCLASS_TRANSIENT, "pg.unavailable"},      /* insufficient resources */
+        {"55P03", SG_ERRCLASS_TRANSIENT, "pg.lock"},          /* lock_not_available */
+        {"57014", SG_ERRCLASS_TIMEOUT, "pg.timeout"},         /* statement timeout / cancel */
         {"23", SG_ERRCLASS_PERMANENT, "pg.constraint"},
         {"22", SG_ERRCLASS_PERMANENT, "pg.data"},
     };

@@ -23,8 +23,8 @@ Test(pg, parameters_round_trip_and_null)
     sg_pg_res_t *res;
 
     cr_assert_not_null(pg, "%s", err.message);
-    cr_assert_eq(sg_pg_exec(pg, "SELECT $1::text, $2::text, 42::bigint", 2, params, &res, &err),
-                 0, "%s", err.message);
+    cr_assert_eq(sg_pg_exec(pg, "SELECT $1::text, $2::text, 42::bigint", 2, params, &res, &err), 0,
+                 "%s", err.message);
     cr_expect_eq(sg_pg_res_rows(res), 1);
     cr_expect_str_eq(sg_pg_res_get(res, 0, 0), params[0]);
     cr_expect_null(sg_pg_res_get(res, 0, 1), "SQL NULL reads as NULL");
@@ -41,8 +41,8 @@ Test(pg, sqlstate_classes_from_the_server)
 
     cr_assert_not_null(pg, "%s", err.message);
     cr_assert_eq(sg_pg_begin(pg, &err), 0, "%s", err.message);
-    cr_assert_eq(sg_pg_exec(pg, "CREATE TEMP TABLE t (id int PRIMARY KEY)", 0, NULL, NULL, &err),
-                 0, "%s", err.message);
+    cr_assert_eq(sg_pg_exec(pg, "CREATE TEMP TABLE t (id int PRIMARY KEY)", 0, NULL, NULL, &err), 0,
+                 "%s", err.message);
     cr_assert_eq(sg_pg_exec(pg, "INSERT INTO t VALUES (1)", 0, NULL, NULL, &err), 0);
     cr_expect_eq(sg_pg_exec(pg, "INSERT INTO t VALUES (1)", 0, NULL, NULL, &err), -1);
     cr_expect_eq(err.cls, SG_ERRCLASS_PERMANENT);

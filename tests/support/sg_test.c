@@ -17,9 +17,10 @@ static const char *env_or_fail(const char *name)
     const char *v = getenv(name);
 
     if (!v || !*v)
-        cr_fatal("%s is not set: run the tests through `make test` (tests/run.sh), which starts "
-                 "PostgreSQL and Kafka",
-                 name);
+        cr_assert_fail(
+            "%s is not set: run the tests through `make test` (tests/run.sh), which starts "
+            "PostgreSQL and Kafka",
+            name);
     return v;
 }
 

@@ -22,7 +22,10 @@ typedef struct sg_json_limits_s {
     int max_depth;    /* input.json.too_deep above this */
 } sg_json_limits_t;
 
-#define SG_JSON_LIMITS_DEFAULT {1048576, 64}
+#define SG_JSON_LIMITS_DEFAULT                                                                     \
+    {                                                                                              \
+        1048576, 64                                                                                \
+    }
 
 /* Returns true when buf[0..len) is well-formed UTF-8 (no overlongs, no
  * surrogates, nothing above U+10FFFF, no NUL byte). */

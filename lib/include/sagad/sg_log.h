@@ -29,7 +29,10 @@ typedef struct sg_log_ctx_s {
     int64_t offset;
 } sg_log_ctx_t;
 
-#define SG_LOG_CTX_INIT {NULL, NULL, -1, NULL, NULL, -1, -1}
+#define SG_LOG_CTX_INIT                                                                            \
+    {                                                                                              \
+        NULL, NULL, -1, NULL, NULL, -1, -1                                                         \
+    }
 
 extern volatile sg_log_level_t sg_log_level;
 

@@ -34,8 +34,7 @@ void sg_pg_opts_from_config(sg_pg_opts_t *opts, const sg_config_t *cfg, const ch
 /* Connects, retrying transient failures with backoff as opts say.  Returns
  * NULL with err set when attempts run out or the failure is permanent (bad
  * password, unknown database).  Error text never contains the password. */
-sg_pg_t *sg_pg_connect(const sg_pg_opts_t *opts, sg_err_t *err)
-    __attribute__((warn_unused_result));
+sg_pg_t *sg_pg_connect(const sg_pg_opts_t *opts, sg_err_t *err) __attribute__((warn_unused_result));
 
 /* Closes the connection; NULL is a no-op. */
 void sg_pg_destroy(sg_pg_t *pg);
