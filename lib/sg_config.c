@@ -41,6 +41,21 @@ static const sg_config_key_t config_table[] = {
      "Attempts per step before the step counts as failed."},
     {"retry.budget_ms", SG_CONFIG_INT, "60000", 0, 604800000, NULL, 0,
      "Total retry delay a saga may spend before it is dead-lettered (0: no budget)."},
+    {"relay.shards", SG_CONFIG_INT, "1", 1, 256, NULL, 0,
+     "Outbox shards; must match relay_settings.shards in the database (set while empty)."},
+    {"relay.batch_size", SG_CONFIG_INT, "1000", 1, 100000, NULL, 0,
+     "Outbox rows published per batch; the cursor moves once the whole batch is acked."},
+    {"relay.poll_interval_ms", SG_CONFIG_INT, "100", 1, 60000, NULL, 0,
+     "Longest wait for a NOTIFY before polling the outbox anyway."},
+    {"relay.standby_poll_ms", SG_CONFIG_INT, "1000", 50, 60000, NULL, 0,
+     "How often a standby relay tries to take over an orphaned shard."},
+    {"relay.delivery_timeout_ms", SG_CONFIG_INT, "30000", 1000, 3600000, NULL, 0,
+     "Time a batch may wait for Kafka acks before it is retried from the cursor."},
+    {"relay.timer_batch", SG_CONFIG_INT, "1000", 1, 100000, NULL, 0,
+     "Due timers moved into the outbox per transaction."},
+    {"relay.xmin_warn_ms", SG_CONFIG_INT, "10000", 100, 86400000, NULL, 0,
+     "Warn, naming the blocking backend, once a running transaction holds the relay back this "
+     "long."},
 };
 
 #define CONFIG_NKEYS (sizeof(config_table) / sizeof(config_table[0]))

@@ -272,6 +272,26 @@ const sg_json_t *sg_json_array_get(const sg_json_t *arr, size_t idx)
     return cJSON_GetArrayItem(arr, (int)idx);
 }
 
+const sg_json_t *sg_json_first(const sg_json_t *node)
+{
+    return node && (cJSON_IsObject(node) || cJSON_IsArray(node)) ? node->child : NULL;
+}
+
+const sg_json_t *sg_json_next(const sg_json_t *node)
+{
+    return node ? node->next : NULL;
+}
+
+const char *sg_json_key(const sg_json_t *node)
+{
+    return node ? node->string : NULL;
+}
+
+const char *sg_json_string(const sg_json_t *node)
+{
+    return cJSON_IsString(node) ? node->valuestring : NULL;
+}
+
 static cJSON *oom_check(cJSON *node)
 {
     if (!node)

@@ -1,6 +1,7 @@
 #include "sagad/sg_pg.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,6 +276,77 @@ int64_t sg_pg_res_int(const sg_pg_res_t *res, size_t row, int col, int64_t def)
         return def;
     v = strtoll(s, &end, 10);
     return *end ? def : (int64_t)v;
+}
+
+unsigned char *sg_pg_res_bytea(const sg_pg_res_t *res, size_t row, int col, size_t *len)
+{
+    const char *s = sg_pg_res_get(res, row, col);
+    unsigned char *raw, *copy;
+
+    *len = 0;
+    if (!s)
+        return NULL;
+    raw = PQunescapeBytea((const unsigned char *)s, len);
+    if (!raw)
+        abort();
+    /* Hand out plain malloc memory: callers must not need PQfreemem. */
+    copy = malloc(*len ? *len : 1);
+    if (!copy)
+        abort();
+    memcpy(copy, raw, *len);
+    PQfreemem(raw);
+    return copy;
+}
+
+int sg_pg_listen(sg_pg_t *pg, const char *channel, sg_err_t *err)
+{
+    char sql[128];
+
+    snprintf(sql, sizeof(sql), "LISTEN %s", channel);
+    return sg_pg_exec(pg, sql, 0, NULL, NULL, err);
+}
+
+static int drain_notifies(PGconn *conn)
+{
+    PGnotify *n;
+    int got = 0;
+
+    while ((n = PQnotifies(conn)) != NULL) {
+        got = 1;
+        PQfreemem(n);
+    }
+    return got;
+}
+
+int sg_pg_wait_notify(sg_pg_t *pg, int timeout_ms, sg_err_t *err)
+{
+    struct pollfd pfd = {PQsocket(pg->conn), POLLIN, 0};
+    int rc;
+
+    if (PQconsumeInput(pg->conn) == 0)
+        return result_error(pg, NULL, err);
+    if (drain_notifies(pg->conn))
+        return 1;
+    if (pfd.fd < 0)
+        return sg_err_set(err, SG_ERRCLASS_TRANSIENT, "pg.connection", "PostgreSQL: no socket");
+    rc = poll(&pfd, 1, timeout_ms);
+    if (rc <= 0)
+        return 0;
+    if (PQconsumeInput(pg->conn) == 0)
+        return result_error(pg, NULL, err);
+    return drain_notifies(pg->conn);
+}
+
+int sg_pg_backend_pid(const sg_pg_t *pg)
+{
+    return PQbackendPID(pg->conn);
+}
+
+int64_t sg_pg_res_affected(const sg_pg_res_t *res)
+{
+    const char *s = res ? PQcmdTuples((PGresult *)res) : NULL;
+
+    return s && *s ? strtoll(s, NULL, 10) : 0;
 }
 
 void sg_pg_res_destroy(sg_pg_res_t *res)

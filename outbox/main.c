@@ -1,7 +1,10 @@
 /* sagad-relay: publishes the outbox to Kafka in commit order. */
-#include "sagad/sg_cli.h"
+#include "outbox.h"
 
 static const sg_cli_cmd_t outbox_cmds[] = {
+    {"run", outbox_cmd_run, "", "publish the outbox and fire due timers until SIGTERM"},
+    {"status", outbox_cmd_status, "",
+     "backlog, oldest unpublished age, cursor and holder per shard"},
     {"migrate", sg_cli_cmd_migrate, "", "apply the database migrations and exit"},
 };
 

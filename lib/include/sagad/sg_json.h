@@ -68,6 +68,15 @@ int sg_json_get_array(const sg_json_t *obj, const char *base, const char *key, b
 size_t sg_json_array_size(const sg_json_t *arr);
 const sg_json_t *sg_json_array_get(const sg_json_t *arr, size_t idx);
 
+/* Iteration over the members of an object or the items of an array:
+ * for (c = sg_json_first(obj); c; c = sg_json_next(c)).  sg_json_key is
+ * the member name (NULL for array items); sg_json_string is the text of a
+ * string node, NULL for other types. */
+const sg_json_t *sg_json_first(const sg_json_t *node);
+const sg_json_t *sg_json_next(const sg_json_t *node);
+const char *sg_json_key(const sg_json_t *node);
+const char *sg_json_string(const sg_json_t *node);
+
 /* Type tests and names ("object", "array", "string", "number", "boolean",
  * "null"). */
 bool sg_json_is_object(const sg_json_t *node);

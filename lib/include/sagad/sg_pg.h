@@ -68,7 +68,24 @@ size_t sg_pg_res_rows(const sg_pg_res_t *res);
 const char *sg_pg_res_get(const sg_pg_res_t *res, size_t row, int col);
 /* A cell as an integer; def for NULL or non-numeric text. */
 int64_t sg_pg_res_int(const sg_pg_res_t *res, size_t row, int col, int64_t def);
+/* A bytea cell (text format) decoded into a malloc'd buffer the caller
+ * frees; NULL for SQL NULL. */
+unsigned char *sg_pg_res_bytea(const sg_pg_res_t *res, size_t row, int col, size_t *len);
+/* Rows affected by an INSERT/UPDATE/DELETE (PQcmdTuples), 0 otherwise. */
+int64_t sg_pg_res_affected(const sg_pg_res_t *res);
 void sg_pg_res_destroy(sg_pg_res_t *res);
+
+/* LISTEN on channel (an identifier, not quoted by us). */
+int sg_pg_listen(sg_pg_t *pg, const char *channel, sg_err_t *err)
+    __attribute__((warn_unused_result));
+
+/* Waits up to timeout_ms for a notification on this connection.  Returns
+ * 1 when at least one arrived (all pending ones are consumed), 0 on
+ * timeout, -1 with err when the connection broke. */
+int sg_pg_wait_notify(sg_pg_t *pg, int timeout_ms, sg_err_t *err);
+
+/* The server's process id of this connection (pg_backend_pid()). */
+int sg_pg_backend_pid(const sg_pg_t *pg);
 
 /* Maps a SQLSTATE (may be NULL) and whether the connection broke to an
  * error class and a stable code (pg.connection, pg.serialization,

@@ -1,0 +1,591 @@
+/* The relay loop: one state machine per process.
+ *
+ *   CONNECTING -> STANDBY -> ACTIVE -> (error) BACKOFF -> CONNECTING/ACTIVE
+ *
+ * STANDBY tries the advisory lock of every shard; the session that holds a
+ * shard's lock is its only publisher, and the server drops the lock when
+ * that session dies, so a standby takes over within relay.standby_poll_ms.
+ * ACTIVE publishes rows whose transaction is older than every running one,
+ * in (tx, id) order, and moves the cursor (deleting the published rows) in
+ * the same statement, on the same session that holds the lock, only after
+ * Kafka acknowledged the whole batch. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "outbox.h"
+#include "sagad/sg_json.h"
+#include "sagad/sg_kafka.h"
+#include "sagad/sg_log.h"
+#include "sagad/sg_migrate.h"
+#include "sagad/sg_pg.h"
+
+typedef enum outbox_state_e {
+    RELAY_CONNECTING,
+    RELAY_STANDBY,
+    RELAY_ACTIVE,
+    RELAY_BACKOFF,
+} outbox_state_t;
+
+static const char *const state_names[] = {"connecting", "standby", "active", "backoff"};
+
+typedef struct outbox_relay_s {
+    const sg_config_t *cfg;
+    sg_pg_opts_t pgopts;
+    sg_pg_t *pg;
+    sg_kafka_t *producer;
+    outbox_state_t state;
+    int shard; /* held shard, -1 when none */
+    int nshards;
+    char holder[160];
+    char cur_tx[32]; /* cursor: (tx, id) of the last acknowledged row */
+    int64_t cur_id;
+    unsigned failures; /* consecutive, drives the backoff */
+    sg_backoff_t backoff;
+    sg_rng_t rng;
+    sg_kafka_batch_t batch;
+    int64_t published;
+    int64_t blocked_ms;
+    bool blocked_warned;
+    uint64_t next_heartbeat;
+    bool failpoint_after_ack;
+    int exit_code;
+} outbox_relay_t;
+
+static volatile sig_atomic_t relay_run = 1;
+static volatile sig_atomic_t relay_hard_stop = 0;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    if (!relay_run)
+        relay_hard_stop = 1;
+    relay_run = 0;
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Sleeps up to ms, waking early when a stop is requested. */
+static void nap(uint64_t ms)
+{
+    for (uint64_t end = now_ms() + ms; relay_run && now_ms() < end;) {
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void set_state(outbox_relay_t *r, outbox_state_t st, const char *why)
+{
+    if (r->state == st)
+        return;
+    sg_log_kv(SG_LOG_INFO, "relay state change", "from", state_names[r->state], "to",
+              state_names[st], "why", why, NULL);
+    r->state = st;
+}
+
+/* Logs the error and moves to BACKOFF; a broken session also loses its
+ * lock, so it goes back through CONNECTING. */
+static void fail(outbox_relay_t *r, const char *what, const sg_err_t *err)
+{
+    sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+
+    ctx.error_code = err->code;
+    sg_log(SG_LOG_WARN, &ctx, "%s: %s", what, err->message);
+    r->failures++;
+    /* A wrong schema, shard count or password will not heal by waiting:
+     * stop, and let the supervisor (Kubernetes) show the crash loop. */
+    if (r->state == RELAY_CONNECTING && err->cls == SG_ERRCLASS_PERMANENT) {
+        r->exit_code = SG_EXIT_FAIL;
+        relay_run = 0;
+    }
+    if (!sg_pg_ok(r->pg)) {
+        sg_pg_destroy(r->pg);
+        r->pg = NULL;
+        r->shard = -1;
+    }
+    set_state(r, RELAY_BACKOFF, what);
+}
+
+static int query(outbox_relay_t *r, const char *sql, int n, const char *const *params,
+                 sg_pg_res_t **res, sg_err_t *err)
+{
+    return sg_pg_exec(r->pg, sql, n, params, res, err);
+}
+
+/* CONNECTING: a session, the schema check, the shard count check, LISTEN. */
+static int step_connect(outbox_relay_t *r, sg_err_t *err)
+{
+    sg_pg_res_t *res = NULL;
+    int version, db_shards;
+
+    r->pg = sg_pg_connect(&r->pgopts, err);
+    if (!r->pg)
+        return -1;
+    if (sg_migrate_current(r->pg, &version, err) < 0)
+        return -1;
+    if (version < 2)
+        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "runtime.schema.old",
+                          "database schema is at version %d, the relay needs 2: run "
+                          "`sagad-relay migrate`",
+                          version);
+    if (query(r, "SELECT shards FROM relay_settings", 0, NULL, &res, err) < 0)
+        return -1;
+    db_shards = (int)sg_pg_res_int(res, 0, 0, 1);
+    sg_pg_res_destroy(res);
+    if (db_shards != r->nshards)
+        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "runtime.config.shards",
+                          "relay.shards is %d but the database has %d (relay_settings.shards): "
+                          "make them agree",
+                          r->nshards, db_shards);
+    return sg_pg_listen(r->pg, "sagad_outbox", err);
+}
+
+static int load_cursor(outbox_relay_t *r, sg_err_t *err)
+{
+    char shard[16];
+    const char *p[] = {shard, r->holder};
+    sg_pg_res_t *res = NULL;
+
+    snprintf(shard, sizeof(shard), "%d", r->shard);
+    if (query(r,
+              "INSERT INTO relay_cursors (shard, holder, heartbeat_at) VALUES ($1, $2, now()) "
+              "ON CONFLICT (shard) DO UPDATE SET holder = $2, heartbeat_at = now() "
+              "RETURNING tx::text, id",
+              2, p, &res, err) < 0)
+        return -1;
+    snprintf(r->cur_tx, sizeof(r->cur_tx), "%s", sg_pg_res_get(res, 0, 0));
+    r->cur_id = sg_pg_res_int(res, 0, 1, 0);
+    sg_pg_res_destroy(res);
+    return 0;
+}
+
+/* STANDBY: try each shard's lock; the first one free is ours. */
+static int step_standby(outbox_relay_t *r, sg_err_t *err)
+{
+    for (int s = 0; s < r->nshards; s++) {
+        char key[32], shard[16];
+        const char *p[] = {key};
+        sg_pg_res_t *res = NULL;
+        const char *got;
+        bool mine;
+
+        snprintf(key, sizeof(key), "%lld", OUTBOX_LOCK_BASE + s);
+        if (query(r, "SELECT pg_try_advisory_lock($1::bigint)", 1, p, &res, err) < 0)
+            return -1;
+        got = sg_pg_res_get(res, 0, 0);
+        mine = got && strcmp(got, "t") == 0;
+        sg_pg_res_destroy(res);
+        if (!mine)
+            continue;
+        r->shard = s;
+        if (load_cursor(r, err) < 0)
+            return -1;
+        snprintf(shard, sizeof(shard), "%d", s);
+        sg_log_kv(SG_LOG_INFO, "took over shard", "shard", shard, "cursor_tx", r->cur_tx, NULL);
+        return 1;
+    }
+    return 0;
+}
+
+/* After a dump/restore into a new cluster, transaction ids restart lower:
+ * the cursor (and restored rows) can be ahead of the next xid.  Nothing
+ * legitimate is ever at or above pg_snapshot_xmax, so such a row or cursor
+ * proves the reset.  Recovery keeps every row: restored rows, and any row
+ * inserted before the last of them, are renumbered to tx 3 so they go
+ * first in id order (ids come from a sequence the restore carried over,
+ * and one key's rows were inserted in commit order), and the cursor
+ * restarts at (0, 0).  Published rows were deleted with their cursor move,
+ * so nothing is published twice. */
+static int check_xid_reset(outbox_relay_t *r, sg_err_t *err)
+{
+    char shard[16];
+    const char *p[] = {shard, r->cur_tx};
+    sg_pg_res_t *res = NULL;
+    const char *ahead;
+    bool reset;
+
+    snprintf(shard, sizeof(shard), "%d", r->shard);
+    if (query(r,
+              "SELECT $2::xid8 >= x OR EXISTS (SELECT 1 FROM outbox WHERE shard = $1 AND tx >= x) "
+              "FROM (SELECT pg_snapshot_xmax(pg_current_snapshot()) AS x) s",
+              2, p, &res, err) < 0)
+        return -1;
+    ahead = sg_pg_res_get(res, 0, 0);
+    reset = ahead && strcmp(ahead, "t") == 0;
+    sg_pg_res_destroy(res);
+    if (!reset)
+        return 0;
+    sg_log_kv(SG_LOG_WARN,
+              "transaction ids restarted below the relay cursor (restored database?): "
+              "renumbering waiting rows and restarting the cursor",
+              "shard", shard, "cursor_tx", r->cur_tx, NULL);
+    if (sg_pg_begin(r->pg, err) < 0)
+        return -1;
+    if (query(r,
+              "UPDATE outbox SET tx = '3' WHERE shard = $1 AND id <= (SELECT max(id) FROM outbox "
+              "WHERE shard = $1 AND tx >= pg_snapshot_xmax(pg_current_snapshot()))",
+              1, p, NULL, err) < 0 ||
+        query(r, "UPDATE relay_cursors SET tx = '0', id = 0, updated_at = now() WHERE shard = $1",
+              1, p, NULL, err) < 0 ||
+        sg_pg_commit(r->pg, err) < 0) {
+        sg_pg_rollback(r->pg);
+        return -1;
+    }
+    snprintf(r->cur_tx, sizeof(r->cur_tx), "0");
+    r->cur_id = 0;
+    return 0;
+}
+
+/* Moves due timers into the outbox in one statement: each fires once,
+ * never early; SKIP LOCKED lets every active relay help. */
+static int fire_timers(outbox_relay_t *r, sg_err_t *err)
+{
+    char limit[16];
+    const char *p[] = {limit};
+    sg_pg_res_t *res = NULL;
+    int64_t n;
+
+    snprintf(limit, sizeof(limit), "%lld", (long long)sg_config_int(r->cfg, "relay.timer_batch"));
+    if (query(r,
+              "WITH due AS (DELETE FROM timers WHERE id IN (SELECT id FROM timers "
+              "WHERE due_at <= clock_timestamp() ORDER BY due_at, id LIMIT $1 "
+              "FOR UPDATE SKIP LOCKED) RETURNING due_at, id, topic, key, headers, payload) "
+              "INSERT INTO outbox (topic, key, headers, payload) "
+              "SELECT topic, key, headers, payload FROM due ORDER BY due_at, id",
+              1, p, &res, err) < 0)
+        return -1;
+    n = sg_pg_res_affected(res);
+    sg_pg_res_destroy(res);
+    return (int)n;
+}
+
+/* Milliseconds until the next timer is due (capped by cap). */
+static uint64_t next_timer_ms(outbox_relay_t *r, uint64_t cap, sg_err_t *err)
+{
+    sg_pg_res_t *res = NULL;
+    int64_t ms;
+
+    if (query(r,
+              "SELECT ceil(extract(epoch FROM min(due_at) - clock_timestamp()) * 1000)::bigint "
+              "FROM timers",
+              0, NULL, &res, err) < 0)
+        return cap;
+    ms = sg_pg_res_int(res, 0, 0, (int64_t)cap);
+    sg_pg_res_destroy(res);
+    if (ms < 0)
+        return 0;
+    return (uint64_t)ms < cap ? (uint64_t)ms : cap;
+}
+
+/* Queues one row for Kafka.  Headers are a JSON object of strings. */
+static int produce_row(outbox_relay_t *r, const sg_pg_res_t *res, size_t row, sg_err_t *err)
+{
+    sg_kafka_header_t hdrs[32];
+    size_t nh = 0, key_len = 0, len = 0;
+    const char *htext = sg_pg_res_get(res, row, 4);
+    sg_json_t *headers = NULL;
+    unsigned char *key = sg_pg_res_bytea(res, row, 3, &key_len);
+    unsigned char *payload = sg_pg_res_bytea(res, row, 5, &len);
+    int rc;
+
+    if (htext)
+        headers = sg_json_parse(htext, strlen(htext), NULL, NULL);
+    for (const sg_json_t *h = sg_json_first(headers); h && nh < 32; h = sg_json_next(h)) {
+        const char *v = sg_json_string(h);
+
+        if (!v)
+            continue;
+        hdrs[nh].name = sg_json_key(h);
+        hdrs[nh].value = v;
+        hdrs[nh].len = strlen(v);
+        nh++;
+    }
+    rc = sg_kafka_produce(r->producer, sg_pg_res_get(res, row, 2), key, key_len, payload, len, hdrs,
+                          nh, &r->batch, err);
+    sg_json_destroy(headers);
+    free(key);
+    free(payload);
+    return rc;
+}
+
+/* Serves delivery reports until the batch is settled.  A stop request does
+ * not cut this short (the batch is finished first); a second one does. */
+static void await_acks(outbox_relay_t *r)
+{
+    while (r->batch.pending > 0 && !relay_hard_stop)
+        sg_kafka_poll(r->producer, 50);
+}
+
+static int advance_cursor(outbox_relay_t *r, const char *tx, const char *id, size_t n,
+                          sg_err_t *err)
+{
+    char shard[16], count[32];
+    const char *p[] = {shard, tx, id, count};
+
+    snprintf(shard, sizeof(shard), "%d", r->shard);
+    snprintf(count, sizeof(count), "%zu", n);
+    /* One statement: the cursor moves and the published rows go together,
+     * on the session holding the shard lock, so a relay that lost its lock
+     * (its session died) cannot move anything. */
+    if (query(r,
+              "WITH d AS (DELETE FROM outbox WHERE shard = $1 AND (tx, id) <= ($2::xid8, "
+              "$3::bigint)) UPDATE relay_cursors SET tx = $2::xid8, id = $3::bigint, "
+              "published = published + $4::bigint, heartbeat_at = now(), updated_at = now() "
+              "WHERE shard = $1",
+              4, p, NULL, err) < 0)
+        return -1;
+    snprintf(r->cur_tx, sizeof(r->cur_tx), "%s", tx);
+    r->cur_id = strtoll(id, NULL, 10);
+    r->published += (int64_t)n;
+    return 0;
+}
+
+/* Reads and publishes one batch.  Returns rows published, -1 on error. */
+static int publish_batch(outbox_relay_t *r, sg_err_t *err)
+{
+    char shard[16], id[32], limit[16];
+    const char *p[] = {shard, r->cur_tx, id, limit};
+    sg_pg_res_t *res = NULL;
+    size_t n;
+    int rc = -1;
+
+    snprintf(shard, sizeof(shard), "%d", r->shard);
+    snprintf(id, sizeof(id), "%lld", (long long)r->cur_id);
+    snprintf(limit, sizeof(limit), "%lld", (long long)sg_config_int(r->cfg, "relay.batch_size"));
+    if (query(r,
+              "SELECT id, tx::text, topic, key, headers::text, payload FROM outbox "
+              "WHERE shard = $1 AND (tx, id) > ($2::xid8, $3::bigint) "
+              "AND tx < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY tx, id LIMIT $4",
+              4, p, &res, err) < 0)
+        return -1;
+    n = sg_pg_res_rows(res);
+    memset(&r->batch, 0, sizeof(r->batch));
+    for (size_t i = 0; i < n; i++) {
+        if (produce_row(r, res, i, err) < 0) {
+            /* Queue full: serve reports and try the row again. */
+            if (strcmp(err->code, "kafka.queue_full") == 0) {
+                sg_kafka_poll(r->producer, 100);
+                i--;
+                continue;
+            }
+            await_acks(r);
+            goto done;
+        }
+        sg_kafka_poll(r->producer, 0);
+    }
+    await_acks(r);
+    if (r->batch.pending > 0) {
+        sg_err_set(err, SG_ERRCLASS_TRANSIENT, "relay.stopped", "stopped before the batch settled");
+        goto done;
+    }
+    if (r->batch.failed > 0) {
+        *err = r->batch.first_err;
+        sg_err_prefix(err, "%d of %zu messages not acknowledged; retrying from the cursor",
+                      r->batch.failed, n);
+        goto done;
+    }
+    if (n > 0 && r->failpoint_after_ack) {
+        sg_log_kv(SG_LOG_ERROR, "failpoint relay.after_ack: aborting after acks, before the cursor",
+                  NULL);
+        abort();
+    }
+    if (n > 0 &&
+        advance_cursor(r, sg_pg_res_get(res, n - 1, 1), sg_pg_res_get(res, n - 1, 0), n, err) < 0)
+        goto done;
+    rc = (int)n;
+done:
+    sg_pg_res_destroy(res);
+    return rc;
+}
+
+/* How long committed rows have waited behind the xmin horizon; warns once
+ * per episode past relay.xmin_warn_ms, naming the oldest transaction. */
+static void check_blocked(outbox_relay_t *r)
+{
+    char shard[16];
+    const char *p[] = {shard};
+    sg_pg_res_t *res = NULL;
+    sg_err_t err;
+
+    snprintf(shard, sizeof(shard), "%d", r->shard);
+    if (query(r,
+              "SELECT coalesce((extract(epoch FROM now() - min(created_at)) * 1000)::bigint, 0) "
+              "FROM outbox WHERE shard = $1 AND tx >= pg_snapshot_xmin(pg_current_snapshot())",
+              1, p, &res, &err) < 0)
+        return;
+    r->blocked_ms = sg_pg_res_int(res, 0, 0, 0);
+    sg_pg_res_destroy(res);
+    if (r->blocked_ms < sg_config_int(r->cfg, "relay.xmin_warn_ms")) {
+        r->blocked_warned = false;
+        return;
+    }
+    if (r->blocked_warned)
+        return;
+    r->blocked_warned = true;
+    if (query(r,
+              "SELECT pid::text, coalesce(state, ''), "
+              "coalesce(extract(epoch FROM now() - xact_start)::bigint, 0)::text, "
+              "coalesce(left(query, 120), '') FROM pg_stat_activity "
+              "WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid() "
+              "ORDER BY age(backend_xid) DESC LIMIT 1",
+              0, NULL, &res, &err) < 0)
+        return;
+    if (sg_pg_res_rows(res) == 1)
+        sg_log_kv(SG_LOG_WARN,
+                  "a long-running transaction holds the outbox back (rows wait, none are "
+                  "skipped); end it or raise relay.xmin_warn_ms",
+                  "pid", sg_pg_res_get(res, 0, 0), "state", sg_pg_res_get(res, 0, 1), "age_s",
+                  sg_pg_res_get(res, 0, 2), "query", sg_pg_res_get(res, 0, 3), NULL);
+    sg_pg_res_destroy(res);
+}
+
+static int heartbeat(outbox_relay_t *r, sg_err_t *err)
+{
+    char shard[16], blocked[32];
+    const char *p[] = {shard, r->holder, blocked};
+
+    if (now_ms() < r->next_heartbeat)
+        return 0;
+    r->next_heartbeat = now_ms() + 1000;
+    snprintf(shard, sizeof(shard), "%d", r->shard);
+    snprintf(blocked, sizeof(blocked), "%lld", (long long)r->blocked_ms);
+    return query(r,
+                 "UPDATE relay_cursors SET holder = $2, heartbeat_at = now(), "
+                 "xmin_blocked_ms = $3::bigint WHERE shard = $1",
+                 3, p, NULL, err);
+}
+
+/* ACTIVE: timers, one batch, and a wait when there is nothing to do. */
+static int step_active(outbox_relay_t *r, sg_err_t *err)
+{
+    int64_t limit = sg_config_int(r->cfg, "relay.batch_size");
+    uint64_t poll_ms = (uint64_t)sg_config_int(r->cfg, "relay.poll_interval_ms");
+    int fired, n;
+
+    if ((fired = fire_timers(r, err)) < 0)
+        return -1;
+    if ((n = publish_batch(r, err)) < 0)
+        return -1;
+    r->failures = 0;
+    if (heartbeat(r, err) < 0)
+        return -1;
+    if (n >= limit || fired > 0 || !relay_run)
+        return 0;
+    check_blocked(r);
+    if (n == 0 && check_xid_reset(r, err) < 0)
+        return -1;
+    if (sg_pg_wait_notify(r->pg, (int)next_timer_ms(r, poll_ms, err), err) < 0)
+        return -1;
+    return 0;
+}
+
+static void release(outbox_relay_t *r)
+{
+    char key[32];
+    const char *p[] = {key};
+    sg_err_t err;
+
+    if (!r->pg || r->shard < 0)
+        return;
+    snprintf(key, sizeof(key), "%lld", OUTBOX_LOCK_BASE + r->shard);
+    if (query(r, "SELECT pg_advisory_unlock($1::bigint)", 1, p, NULL, &err) < 0)
+        sg_log_kv(SG_LOG_WARN, "cannot release the shard lock (the server drops it on close)",
+                  "error", err.message, NULL);
+    r->shard = -1;
+}
+
+static void run_loop(outbox_relay_t *r)
+{
+    sg_err_t err;
+    int rc;
+
+    while (relay_run) {
+        sg_err_clear(&err);
+        switch (r->state) {
+        case RELAY_CONNECTING:
+            if (step_connect(r, &err) < 0) {
+                fail(r, "connect", &err);
+                break;
+            }
+            set_state(r, RELAY_STANDBY, "connected");
+            break;
+        case RELAY_STANDBY:
+            rc = step_standby(r, &err);
+            if (rc < 0)
+                fail(r, "standby", &err);
+            else if (rc > 0)
+                set_state(r, check_xid_reset(r, &err) < 0 ? RELAY_BACKOFF : RELAY_ACTIVE,
+                          "shard lock acquired");
+            else
+                nap((uint64_t)sg_config_int(r->cfg, "relay.standby_poll_ms"));
+            break;
+        case RELAY_ACTIVE:
+            if (step_active(r, &err) < 0)
+                fail(r, "publish", &err);
+            break;
+        case RELAY_BACKOFF:
+            nap(sg_backoff_delay_ms(&r->backoff, r->failures, 0, &r->rng));
+            set_state(r,
+                      !r->pg          ? RELAY_CONNECTING
+                      : r->shard >= 0 ? RELAY_ACTIVE
+                                      : RELAY_STANDBY,
+                      "retry");
+            break;
+        }
+    }
+}
+
+int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
+{
+    char errstr[512], timeout[32], host[64] = "unknown";
+    const char *props[] = {"enable.idempotence", "true",  "acks", "all",
+                           "message.timeout.ms", timeout, NULL};
+    const char *fp = getenv("SAGAD_TEST_FAILPOINT");
+    outbox_relay_t r;
+
+    (void)argv;
+    if (argc > 1) {
+        fprintf(stderr, "%s run: takes no arguments\n", cli->prog);
+        return SG_EXIT_USAGE;
+    }
+    memset(&r, 0, sizeof(r));
+    r.cfg = cli->cfg;
+    r.shard = -1;
+    r.nshards = (int)sg_config_int(cli->cfg, "relay.shards");
+    r.backoff.base_ms = 100;
+    r.backoff.cap_ms = 5000;
+    r.failpoint_after_ack = fp && strcmp(fp, "relay.after_ack") == 0;
+    sg_rng_seed(&r.rng, 0);
+    gethostname(host, sizeof(host) - 1);
+    snprintf(r.holder, sizeof(r.holder), "%s:%d", host, (int)getpid());
+    sg_pg_opts_from_config(&r.pgopts, cli->cfg, "sagad-relay");
+    r.pgopts.connect_attempts = 1; /* the state machine retries forever */
+    r.pgopts.run = &relay_run;
+    snprintf(timeout, sizeof(timeout), "%lld",
+             (long long)sg_config_int(cli->cfg, "relay.delivery_timeout_ms"));
+    r.producer = sg_kafka_new(cli->cfg, SG_KAFKA_PRODUCER, props, errstr, sizeof(errstr));
+    if (!r.producer) {
+        fprintf(stderr, "%s: %s\n", cli->prog, errstr);
+        return SG_EXIT_USAGE;
+    }
+    signal(SIGTERM, on_signal);
+    signal(SIGINT, on_signal);
+    sg_log_kv(SG_LOG_INFO, "relay starting", "holder", r.holder, NULL);
+    run_loop(&r);
+    release(&r);
+    sg_pg_destroy(r.pg);
+    if (!relay_hard_stop)
+        sg_kafka_flush(r.producer, 10000, NULL);
+    sg_kafka_destroy(r.producer);
+    sg_log_kv(SG_LOG_INFO, "relay stopped", NULL);
+    return r.exit_code;
+}
