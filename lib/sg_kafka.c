@@ -470,6 +470,13 @@ int64_t sg_kafka_msg_offset(const sg_kafka_msg_t *msg)
     return msg->offset;
 }
 
+int64_t sg_kafka_msg_timestamp(const sg_kafka_msg_t *msg)
+{
+    rd_kafka_timestamp_type_t type;
+
+    return rd_kafka_message_timestamp(msg, &type);
+}
+
 const void *sg_kafka_msg_payload(const sg_kafka_msg_t *msg, size_t *len)
 {
     *len = msg->len;

@@ -14,6 +14,7 @@ static const char status_sql[] =
     "           FROM outbox o WHERE o.shard = s.shard), '-'),"
     " coalesce(c.xmin_blocked_ms, 0)::text,"
     " CASE WHEN EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted"
+    "   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
     "   AND ((l.classid::bigint << 32) | l.objid::bigint) = $1::bigint + s.shard)"
     "   THEN 'held' ELSE 'FREE' END"
     " FROM generate_series(0, (SELECT shards FROM relay_settings) - 1) AS s(shard)"

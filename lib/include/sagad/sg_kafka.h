@@ -117,6 +117,8 @@ int sg_kafka_assignment_count(sg_kafka_t *k);
 const char *sg_kafka_msg_topic(const sg_kafka_msg_t *msg);
 int32_t sg_kafka_msg_partition(const sg_kafka_msg_t *msg);
 int64_t sg_kafka_msg_offset(const sg_kafka_msg_t *msg);
+/* Message timestamp in ms since the epoch, -1 when not available. */
+int64_t sg_kafka_msg_timestamp(const sg_kafka_msg_t *msg);
 const void *sg_kafka_msg_payload(const sg_kafka_msg_t *msg, size_t *len);
 const void *sg_kafka_msg_key(const sg_kafka_msg_t *msg, size_t *len);
 /* Last header of that name, NULL when absent. */

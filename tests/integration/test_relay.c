@@ -1,0 +1,455 @@
+/* sagad-relay against the real PostgreSQL and Kafka: every test runs the
+ * real binary on its own database and reads what reached the broker. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../support/sg_test.h"
+#include "sagad/sg_kafka.h"
+#include "sagad/sg_migrate.h"
+#include "sagad/sg_pg.h"
+
+static char db[128], dsn[512], dsn_env[600], kafka_env[256], topic[128];
+
+static void setup(void)
+{
+    sg_pg_t *pg;
+    sg_err_t err;
+    sg_pg_opts_t opts = {dsn, "sagad-tests", 5000, 3, {100, 1000}, NULL};
+
+    sgt_db_create(db, sizeof(db), dsn, sizeof(dsn));
+    snprintf(dsn_env, sizeof(dsn_env), "SAGAD_PG_DSN=%s", dsn);
+    snprintf(kafka_env, sizeof(kafka_env), "SAGAD_KAFKA_BOOTSTRAP_SERVERS=%s", sgt_kafka());
+    sgt_unique(topic, sizeof(topic), "sgt_relay");
+    pg = sg_pg_connect(&opts, &err);
+    cr_assert_not_null(pg, "%s", err.message);
+    cr_assert_eq(sg_migrate_run(pg, NULL, NULL, &err), 0, "%s", err.message);
+    sg_pg_destroy(pg);
+}
+
+static void teardown(void)
+{
+    sgt_db_drop(db);
+}
+
+TestSuite(relay, .init = setup, .fini = teardown, .timeout = 240);
+
+static sg_pg_t *db_connect(void)
+{
+    sg_pg_opts_t opts = {dsn, "sagad-tests", 5000, 3, {100, 1000}, NULL};
+    sg_err_t err;
+    sg_pg_t *pg = sg_pg_connect(&opts, &err);
+
+    cr_assert_not_null(pg, "%s", err.message);
+    return pg;
+}
+
+static void exec(sg_pg_t *pg, const char *sql, int n, const char *const *params)
+{
+    sg_err_t err;
+
+    cr_assert_eq(sg_pg_exec(pg, sql, n, params, NULL, &err), 0, "%s: %s", sql, err.message);
+}
+
+static int64_t query_int(sg_pg_t *pg, const char *sql)
+{
+    sg_pg_res_t *res;
+    sg_err_t err;
+    int64_t v;
+
+    cr_assert_eq(sg_pg_exec(pg, sql, 0, NULL, &res, &err), 0, "%s: %s", sql, err.message);
+    v = sg_pg_res_int(res, 0, 0, -1);
+    sg_pg_res_destroy(res);
+    return v;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Starts a relay on this test's database; extra is NULL-terminated. */
+static void relay_start(sgt_proc_t *p, const char *const *extra)
+{
+    const char *env[16] = {dsn_env, kafka_env, "SAGAD_LOG_LEVEL=info",
+                           "SAGAD_RELAY_STANDBY_POLL_MS=200"};
+    const char *args[] = {"run", NULL};
+    size_t n = 4;
+
+    for (; extra && *extra && n < 15; extra++)
+        env[n++] = *extra;
+    env[n] = NULL;
+    sgt_spawn(p, "sagad-relay", args, env);
+}
+
+static int relay_stop(sgt_proc_t *p, int sig, char **err)
+{
+    kill(p->pid, sig);
+    return sgt_wait(p, NULL, err);
+}
+
+/* Waits until the shard's cursor has a holder with this pid. */
+static void wait_holder(sg_pg_t *pg, int pid)
+{
+    char sql[256];
+    double deadline = now_s() + 30;
+
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM relay_cursors WHERE holder LIKE '%%:%d' AND EXISTS (SELECT 1 "
+             "FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM "
+             "pg_database WHERE datname = current_database()))",
+             pid);
+    while (query_int(pg, sql) < 1 && now_s() < deadline)
+        usleep(50000);
+    cr_assert_geq(query_int(pg, sql), 1, "relay %d never became active", pid);
+}
+
+typedef struct got_s {
+    char **payload;
+    int64_t *ts;
+    size_t n, cap;
+} got_t;
+
+/* Reads topic from the beginning until want messages or timeout_s pass. */
+static void consume(got_t *got, size_t want, double timeout_s)
+{
+    char group[128], errstr[256];
+    const char *props[] = {"bootstrap.servers", sgt_kafka(), "group.id", group, NULL};
+    const char *topics[] = {topic};
+    sg_kafka_t *c;
+    sg_err_t err;
+    double deadline = now_s() + timeout_s;
+
+    sgt_unique(group, sizeof(group), "sgt_group");
+    c = sg_kafka_new(NULL, SG_KAFKA_CONSUMER, props, errstr, sizeof(errstr));
+    cr_assert_not_null(c, "%s", errstr);
+    cr_assert_eq(sg_kafka_subscribe(c, topics, 1, &err), 0, "%s", err.message);
+    memset(got, 0, sizeof(*got));
+    while (got->n < want && now_s() < deadline) {
+        sg_kafka_msg_t *msg;
+        const char *data;
+        size_t len;
+
+        if (sg_kafka_consume(c, 200, &msg, &err) != 1)
+            continue;
+        if (got->n == got->cap) {
+            got->cap = got->cap ? got->cap * 2 : 1024;
+            got->payload = realloc(got->payload, got->cap * sizeof(char *));
+            got->ts = realloc(got->ts, got->cap * sizeof(int64_t));
+        }
+        data = sg_kafka_msg_payload(msg, &len);
+        got->payload[got->n] = strndup(data, len);
+        got->ts[got->n++] = sg_kafka_msg_timestamp(msg);
+        sg_kafka_msg_destroy(msg);
+    }
+    sg_kafka_destroy(c);
+}
+
+static void got_free(got_t *got)
+{
+    for (size_t i = 0; i < got->n; i++)
+        free(got->payload[i]);
+    free(got->payload);
+    free(got->ts);
+}
+
+/* Payloads are "k<key>:<seq>".  Checks every (key, seq < per_key) arrived
+ * and that per key the first arrivals are in seq order.  Returns the
+ * number of duplicates. */
+static size_t check_complete_ordered(const got_t *got, int keys, int per_key)
+{
+    int *next = calloc((size_t)keys, sizeof(int));
+    size_t dups = 0;
+
+    for (size_t i = 0; i < got->n; i++) {
+        int k, seq;
+
+        cr_assert_eq(sscanf(got->payload[i], "k%d:%d", &k, &seq), 2, "bad payload %s",
+                     got->payload[i]);
+        cr_assert(k >= 0 && k < keys);
+        if (seq < next[k]) {
+            dups++; /* a redelivery of something already seen */
+            continue;
+        }
+        cr_assert_eq(seq, next[k], "key %d: got seq %d, expected %d (lost or reordered)", k, seq,
+                     next[k]);
+        next[k]++;
+    }
+    for (int k = 0; k < keys; k++)
+        cr_assert_eq(next[k], per_key, "key %d: only %d of %d messages arrived", k, next[k],
+                     per_key);
+    free(next);
+    return dups;
+}
+
+/* Inserts rows k<key>:<seq> for keys [first, first + nkeys*stride) with
+ * the given stride, seq from seq0, one row per key, in one transaction. */
+static void insert_round(sg_pg_t *pg, int first, int stride, int nkeys, int seq)
+{
+    char a[16], b[16], c[16], d[16];
+    const char *p[] = {topic, a, b, c, d};
+
+    snprintf(a, sizeof(a), "%d", first);
+    snprintf(b, sizeof(b), "%d", stride);
+    snprintf(c, sizeof(c), "%d", nkeys);
+    snprintf(d, sizeof(d), "%d", seq);
+    exec(pg,
+         "INSERT INTO outbox (topic, key, payload) SELECT $1, convert_to('k' || k, 'UTF8'), "
+         "convert_to('k' || k || ':' || $5::int, 'UTF8') FROM (SELECT $2::int + $3::int * i AS k "
+         "FROM generate_series(0, $4::int - 1) AS i ORDER BY i) s",
+         5, p);
+}
+
+#define WRITERS 8
+#define KEYS    1000
+#define PER_KEY 100
+
+static void *writer(void *arg)
+{
+    int w = (int)(intptr_t)arg;
+    sg_pg_t *pg = db_connect();
+
+    /* Writer w owns keys w, w+8, ...: one transaction per round, so each
+     * key's rows are inserted (and committed) in seq order. */
+    for (int seq = 0; seq < PER_KEY; seq++)
+        insert_round(pg, w, WRITERS, KEYS / WRITERS, seq);
+    sg_pg_destroy(pg);
+    return NULL;
+}
+
+Test(relay, order_and_completeness_under_concurrent_writers)
+{
+    pthread_t th[WRITERS];
+    sgt_proc_t relay;
+    got_t got;
+    size_t dups;
+
+    relay_start(&relay, NULL);
+    for (int w = 0; w < WRITERS; w++)
+        pthread_create(&th[w], NULL, writer, (void *)(intptr_t)w);
+    for (int w = 0; w < WRITERS; w++)
+        pthread_join(th[w], NULL);
+    consume(&got, (size_t)KEYS * PER_KEY, 180);
+    cr_expect_eq(relay_stop(&relay, SIGTERM, NULL), 0, "SIGTERM must exit 0");
+    dups = check_complete_ordered(&got, KEYS, PER_KEY);
+    cr_expect_eq(dups, 0, "no crash, so no redelivery expected");
+    got_free(&got);
+}
+
+Test(relay, late_commit_is_published_and_naive_poller_loses_it)
+{
+    const char *extra[] = {"SAGAD_RELAY_XMIN_WARN_MS=300", NULL};
+    sg_pg_t *late = db_connect(), *pg = db_connect();
+    sgt_proc_t relay;
+    char *err, pidtext[32];
+    int64_t naive_last, naive_found, late_pid;
+    got_t got;
+
+    late_pid = query_int(late, "SELECT pg_backend_pid()");
+    snprintf(pidtext, sizeof(pidtext), "\"pid\":\"%lld\"", (long long)late_pid);
+    relay_start(&relay, extra);
+    /* T1 inserts first (smaller id and xid) and stays open. */
+    exec(late, "BEGIN", 0, NULL);
+    {
+        const char *p[] = {topic};
+        exec(late,
+             "INSERT INTO outbox (topic, key, payload) VALUES ($1, 'late', "
+             "convert_to('late', 'UTF8'))",
+             1, p);
+    }
+    for (int seq = 0; seq < 10; seq++)
+        insert_round(pg, 0, 1, 1000, seq); /* 10,000 rows commit after T1 began */
+    /* The negative control: a poller on `id > last_id` reads now... */
+    naive_last = query_int(pg, "SELECT max(id) FROM outbox");
+    sleep(1); /* the relay is held back by T1, and says so */
+    cr_expect_gt(query_int(pg, "SELECT xmin_blocked_ms FROM relay_cursors WHERE shard = 0"), 0,
+                 "the blocked time is exported");
+    cr_expect_eq(query_int(pg, "SELECT published FROM relay_cursors WHERE shard = 0"), 0,
+                 "nothing after T1 may be published while T1 runs");
+    exec(late, "COMMIT", 0, NULL);
+    {
+        char sql[128];
+        snprintf(sql, sizeof(sql), "SELECT count(*) FROM outbox WHERE id > %lld",
+                 (long long)naive_last);
+        naive_found = query_int(pg, sql);
+    }
+    cr_expect_eq(naive_found, 0, "...and never sees T1's row, whose id is below its cursor");
+    consume(&got, 10001, 120);
+    cr_expect_eq(relay_stop(&relay, SIGTERM, &err), 0);
+    cr_assert_eq(got.n, 10001, "every row, T1's included, reaches Kafka");
+    cr_expect_str_eq(got.payload[0], "late", "T1 has the oldest xid, so it goes first");
+    cr_expect(strstr(err, "long-running transaction") && strstr(err, pidtext),
+              "the warning names the blocking backend %s: %s", pidtext, err);
+    free(err);
+    got_free(&got);
+    sg_pg_destroy(late);
+    sg_pg_destroy(pg);
+}
+
+Test(relay, crash_between_ack_and_cursor_loses_nothing)
+{
+    const char *crash[] = {"SAGAD_TEST_FAILPOINT=relay.after_ack", "SAGAD_RELAY_BATCH_SIZE=20",
+                           NULL};
+    const char *normal[] = {"SAGAD_RELAY_BATCH_SIZE=20", NULL};
+    sg_pg_t *pg = db_connect();
+    sgt_proc_t relay;
+    got_t got;
+    int rc;
+
+    for (int seq = 0; seq < 5; seq++)
+        insert_round(pg, 0, 1, 10, seq); /* 50 rows */
+    relay_start(&relay, crash);
+    rc = sgt_wait(&relay, NULL, NULL);
+    cr_assert_neq(rc, 0, "the failpoint aborts the relay");
+    cr_expect_eq(query_int(pg, "SELECT count(*) FROM outbox"), 50, "the cursor did not move");
+    relay_start(&relay, normal);
+    consume(&got, 70, 20); /* wait for 50 plus room for duplicates */
+    cr_expect_eq(relay_stop(&relay, SIGTERM, NULL), 0);
+    cr_expect_leq(check_complete_ordered(&got, 10, 5), 20, "duplicates are at most one batch");
+    cr_expect_eq(query_int(pg, "SELECT count(*) FROM outbox"), 0, "published rows are removed");
+    got_free(&got);
+    sg_pg_destroy(pg);
+}
+
+Test(relay, standby_takes_over_after_kill_9)
+{
+    sg_pg_t *pg = db_connect();
+    sgt_proc_t a, b;
+    char *err_b;
+    double t0;
+    got_t got;
+
+    relay_start(&a, NULL);
+    wait_holder(pg, a.pid);
+    relay_start(&b, NULL);
+    for (int seq = 0; seq < 10; seq++)
+        insert_round(pg, 0, 1, 100, seq);
+    sleep(1);
+    cr_expect_eq(query_int(pg, "SELECT count(*) FROM relay_cursors"), 1);
+    kill(a.pid, SIGKILL);
+    sgt_wait(&a, NULL, NULL);
+    t0 = now_s();
+    for (int seq = 10; seq < 20; seq++)
+        insert_round(pg, 0, 1, 100, seq);
+    wait_holder(pg, b.pid);
+    cr_expect_lt(now_s() - t0, 10.0, "takeover within seconds");
+    consume(&got, 2000, 60);
+    cr_expect_eq(relay_stop(&b, SIGTERM, &err_b), 0);
+    check_complete_ordered(&got, 100, 20);
+    cr_expect(strstr(err_b, "took over shard") != NULL, "the standby logs its takeover");
+    free(err_b);
+    got_free(&got);
+    sg_pg_destroy(pg);
+}
+
+Test(relay, timer_fires_at_due_time_not_before)
+{
+    const char *p[] = {topic};
+    sg_pg_t *pg = db_connect();
+    sgt_proc_t relay;
+    int64_t due_ms;
+    got_t got;
+
+    relay_start(&relay, NULL);
+    exec(pg,
+         "INSERT INTO timers (due_at, topic, key, payload) VALUES (now() + interval '2 s', $1, "
+         "'t', convert_to('timer', 'UTF8'))",
+         1, p);
+    due_ms = query_int(pg, "SELECT (extract(epoch FROM due_at) * 1000)::bigint FROM timers");
+    consume(&got, 1, 30);
+    cr_expect_eq(relay_stop(&relay, SIGTERM, NULL), 0);
+    cr_assert_eq(got.n, 1);
+    cr_expect_str_eq(got.payload[0], "timer");
+    cr_expect_geq(got.ts[0], due_ms, "published at %lld, due at %lld", (long long)got.ts[0],
+                  (long long)due_ms);
+    cr_expect_lt(got.ts[0], due_ms + 2000, "and promptly after");
+    got_free(&got);
+    sg_pg_destroy(pg);
+}
+
+Test(relay, ten_thousand_timers_fire_once_with_two_active_relays)
+{
+    const char *extra[] = {"SAGAD_RELAY_SHARDS=2", NULL};
+    const char *p[] = {topic};
+    sg_pg_t *pg = db_connect();
+    sgt_proc_t a, b;
+    got_t got;
+    char *seen;
+
+    exec(pg, "UPDATE relay_settings SET shards = 2", 0, NULL);
+    relay_start(&a, extra);
+    relay_start(&b, extra);
+    exec(pg,
+         "INSERT INTO timers (due_at, topic, key, payload) SELECT now() + (i % 2000) * "
+         "interval '1 ms', $1, convert_to('k' || (i % 50), 'UTF8'), convert_to(i::text, 'UTF8') "
+         "FROM generate_series(0, 9999) AS i",
+         1, p);
+    consume(&got, 10000, 90);
+    sleep(1); /* anything extra would show up now */
+    cr_expect_eq(query_int(pg, "SELECT count(*) FROM timers"), 0);
+    cr_expect_eq(query_int(pg, "SELECT count(*) FROM relay_cursors WHERE holder IS NOT NULL"), 2,
+                 "both relays are active, one per shard");
+    cr_expect_eq(relay_stop(&a, SIGTERM, NULL), 0);
+    cr_expect_eq(relay_stop(&b, SIGTERM, NULL), 0);
+    cr_assert_eq(got.n, 10000, "got %zu messages", got.n);
+    seen = calloc(10000, 1);
+    for (size_t i = 0; i < got.n; i++) {
+        int v = atoi(got.payload[i]);
+        cr_assert(v >= 0 && v < 10000);
+        cr_expect_eq(seen[v], 0, "timer %d fired twice", v);
+        seen[v] = 1;
+    }
+    free(seen);
+    got_free(&got);
+    sg_pg_destroy(pg);
+}
+
+Test(relay, cursor_ahead_of_xids_after_restore_recovers)
+{
+    const char *p[] = {topic};
+    sg_pg_t *pg = db_connect();
+    sgt_proc_t relay;
+    got_t got;
+
+    /* What a dump/restore into a fresh cluster leaves: a cursor and waiting
+     * rows from the old cluster's far larger xids, then new rows. */
+    exec(pg, "INSERT INTO relay_cursors (shard, tx, id) VALUES (0, '900000000', 5)", 0, NULL);
+    exec(pg,
+         "INSERT INTO outbox (tx, topic, key, payload) SELECT (900000000 + i)::text::xid8, $1, "
+         "'k0', convert_to('k0:' || i, 'UTF8') FROM generate_series(0, 2) AS i",
+         1, p);
+    insert_round(pg, 0, 1, 1, 3);
+    insert_round(pg, 0, 1, 1, 4);
+    relay_start(&relay, NULL);
+    consume(&got, 5, 30);
+    cr_expect_eq(relay_stop(&relay, SIGTERM, NULL), 0);
+    check_complete_ordered(&got, 1, 5);
+    cr_expect_eq(query_int(pg, "SELECT count(*) FROM outbox"), 0, "nothing stalls");
+    got_free(&got);
+    sg_pg_destroy(pg);
+}
+
+Test(relay, status_names_holder_and_backlog)
+{
+    const char *args[] = {"status", NULL};
+    const char *env[] = {dsn_env, NULL};
+    sg_pg_t *pg = db_connect();
+    char *out, *err;
+
+    insert_round(pg, 0, 1, 7, 0);
+    cr_assert_eq(sgt_run("sagad-relay", args, env, &out, &err), 0, "%s", err);
+    cr_expect(strstr(out, "backlog") != NULL, "%s", out);
+    cr_expect(strstr(out, " 7 ") != NULL, "7 rows waiting: %s", out);
+    cr_expect(strstr(out, "FREE") != NULL, "no relay holds the shard: %s", out);
+    free(out);
+    free(err);
+    sg_pg_destroy(pg);
+}
