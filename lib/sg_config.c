@@ -499,7 +499,8 @@ static void mask_span(char *s, size_t size, size_t from, size_t to)
 
 void sg_config_mask_dsn(const char *dsn, char *out, size_t out_size)
 {
-    const char *scheme, *pw;
+    const char *scheme;
+    char *pw;
 
     snprintf(out, out_size, "%s", dsn);
     scheme = strstr(out, "://");
@@ -511,10 +512,18 @@ void sg_config_mask_dsn(const char *dsn, char *out, size_t out_size)
         if (colon)
             mask_span(out, out_size, (size_t)(colon + 1 - out), (size_t)(at - out));
     }
-    pw = strstr(out, "password=");
-    if (pw) { /* key=value form, or ?password= in a URL */
-        const char *end = pw + 9;
+    /* Every "password" keyword (also sslpassword, and ?password= in a URL),
+     * with the spaces libpq allows around '='. */
+    for (pw = strstr(out, "password"); pw; pw = strstr(pw + 1, "password")) {
+        char *val = pw + 8, *end;
 
+        while (*val == ' ')
+            val++;
+        if (*val != '=')
+            continue;
+        for (val++; *val == ' ';)
+            val++;
+        end = val;
         if (*end == '\'') {
             for (end++; *end && *end != '\''; end++)
                 if (*end == '\\' && end[1])
@@ -525,7 +534,7 @@ void sg_config_mask_dsn(const char *dsn, char *out, size_t out_size)
             while (*end && *end != ' ' && *end != '&')
                 end++;
         }
-        mask_span(out, out_size, (size_t)(pw + 9 - out), (size_t)(end - out));
+        mask_span(out, out_size, (size_t)(val - out), (size_t)(end - out));
     }
 }
 

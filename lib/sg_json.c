@@ -316,7 +316,16 @@ void sg_json_add_str(sg_json_t *obj, const char *key, const char *val)
 
 void sg_json_add_int(sg_json_t *obj, const char *key, int64_t val)
 {
-    oom_check(cJSON_AddNumberToObject(obj, key, (double)val));
+    char text[32];
+
+    /* cJSON prints doubles with 15 significant digits when that reads back
+     * "close enough", which rounds integers past 1e15: write those raw. */
+    if (val > -1000000000000000LL && val < 1000000000000000LL) {
+        oom_check(cJSON_AddNumberToObject(obj, key, (double)val));
+        return;
+    }
+    snprintf(text, sizeof(text), "%lld", (long long)val);
+    oom_check(cJSON_AddRawToObject(obj, key, text));
 }
 
 void sg_json_add_bool(sg_json_t *obj, const char *key, bool val)

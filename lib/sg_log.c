@@ -12,8 +12,8 @@ static FILE *log_stream;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
-/* A line longer than this is cut; the message field says so. */
-#define LOG_LINE_MAX 8192
+/* A longer line is cut, field values first, and stays valid JSON. */
+#define LOG_LINE_MAX 32768 /* a 4 KiB message fits even if every byte is escaped */
 
 typedef struct line_s {
     char buf[LOG_LINE_MAX];
@@ -87,30 +87,47 @@ size_t sg_log_json_escape(char *out, size_t out_size, const char *s)
     return n;
 }
 
+/* Room kept at the end of every line for the closing quote, brace and
+ * newline (and a NUL), so a cut line is still one valid JSON object. */
+#define LOG_TAIL 4
+
+static size_t room(const line_t *l)
+{
+    return l->len + LOG_TAIL < sizeof(l->buf) ? sizeof(l->buf) - LOG_TAIL - l->len : 0;
+}
+
+/* Appends a short fixed piece; callers checked the room first. */
 static void line_raw(line_t *l, const char *s)
 {
     size_t len = strlen(s);
 
-    if (l->len + len >= sizeof(l->buf))
-        len = sizeof(l->buf) - 1 - l->len;
+    if (len >= room(l))
+        return;
     memcpy(l->buf + l->len, s, len);
     l->len += len;
     l->buf[l->len] = '\0';
 }
 
+/* A field is written whole or, when the line is full, not at all; only
+ * its value may be cut. */
 static void line_str(line_t *l, const char *key, const char *val)
 {
+    if (room(l) < strlen(key) + 8)
+        return;
     line_raw(l, ",\"");
     line_raw(l, key);
     line_raw(l, "\":\"");
-    l->len += sg_log_json_escape(l->buf + l->len, sizeof(l->buf) - l->len, val);
-    line_raw(l, "\"");
+    l->len += sg_log_json_escape(l->buf + l->len, room(l), val);
+    l->buf[l->len++] = '"'; /* LOG_TAIL keeps this byte */
+    l->buf[l->len] = '\0';
 }
 
 static void line_num(line_t *l, const char *key, long long val)
 {
     char num[32];
 
+    if (room(l) < strlen(key) + 28)
+        return;
     snprintf(num, sizeof(num), "%lld", val);
     line_raw(l, ",\"");
     line_raw(l, key);
@@ -141,8 +158,6 @@ static void line_emit(line_t *l)
 {
     FILE *fp = log_stream ? log_stream : stderr;
 
-    if (l->len + 2 >= sizeof(l->buf))
-        l->len = sizeof(l->buf) - 3; /* keep room to close the object */
     l->buf[l->len++] = '}';
     l->buf[l->len++] = '\n';
     /* One fwrite under the stream lock keeps lines from threads whole. */

@@ -72,8 +72,8 @@ static void notice_receiver(void *arg, const PGresult *res)
     sg_log_kv(sev && strcmp(sev, "WARNING") == 0 ? SG_LOG_WARN : SG_LOG_DEBUG, msg, NULL);
 }
 
-/* libpq error text may name the host but never the password; trim the
- * trailing newline it always has. */
+/* libpq error text, with any password masked and the trailing newline
+ * trimmed. */
 static void conn_error(sg_err_t *err, PGconn *conn, const char *what)
 {
     char buf[400];
@@ -81,7 +81,8 @@ static void conn_error(sg_err_t *err, PGconn *conn, const char *what)
     const char *code;
     sg_errclass_t cls;
 
-    snprintf(buf, sizeof(buf), "%s", conn ? PQerrorMessage(conn) : "out of memory");
+    /* libpq quotes a malformed URI whole, password included. */
+    sg_config_mask_dsn(conn ? PQerrorMessage(conn) : "out of memory", buf, sizeof(buf));
     n = strlen(buf);
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
         buf[--n] = '\0';

@@ -362,12 +362,17 @@ static int publish_batch(outbox_relay_t *r, sg_err_t *err)
     snprintf(id, sizeof(id), "%lld", (long long)r->cur_id);
     snprintf(limit, sizeof(limit), "%lld", (long long)sg_config_int(r->cfg, "relay.batch_size"));
     if (query(r,
-              "SELECT id, tx::text, topic, key, headers::text, payload FROM outbox "
-              "WHERE shard = $1 AND (tx, id) > ($2::xid8, $3::bigint) "
-              "AND tx < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY tx, id LIMIT $4",
+              /* The text column is aliased: a bare `tx` in ORDER BY would
+               * name it and sort xids as text ('29019' < '3'). */
+              "SELECT o.id, o.tx::text AS tx_text, o.topic, o.key, o.headers::text, o.payload "
+              "FROM outbox o WHERE o.shard = $1 AND (o.tx, o.id) > ($2::xid8, $3::bigint) "
+              "AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY o.tx, o.id LIMIT $4",
               4, p, &res, err) < 0)
         return -1;
     n = sg_pg_res_rows(res);
+    if (n > 0)
+        sg_log(SG_LOG_DEBUG, NULL, "batch of %zu rows after cursor %s/%lld, first %s/%s", n,
+               r->cur_tx, (long long)r->cur_id, sg_pg_res_get(res, 0, 1), sg_pg_res_get(res, 0, 0));
     memset(&r->batch, 0, sizeof(r->batch));
     for (size_t i = 0; i < n; i++) {
         if (produce_row(r, res, i, err) < 0) {

@@ -102,11 +102,12 @@ static void wait_holder(sg_pg_t *pg, int pid)
     char sql[256];
     double deadline = now_s() + 30;
 
-    snprintf(sql, sizeof(sql),
-             "SELECT count(*) FROM relay_cursors WHERE holder LIKE '%%:%d' AND EXISTS (SELECT 1 "
-             "FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM "
-             "pg_database WHERE datname = current_database()))",
-             pid);
+    snprintf(
+        sql, sizeof(sql),
+        "SELECT count(*) FROM relay_cursors WHERE holder LIKE '%%:%d' AND EXISTS (SELECT 1 "
+        "FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM "
+        "pg_database WHERE datname = current_database()))",
+        pid);
     while (query_int(pg, sql) < 1 && now_s() < deadline)
         usleep(50000);
     cr_assert_geq(query_int(pg, sql), 1, "relay %d never became active", pid);

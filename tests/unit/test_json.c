@@ -1,0 +1,549 @@
+/* sg_json: hostile input is refused with a stable code before cJSON sees
+ * it, and typed access reports the JSON path of what is wrong.  Inputs are
+ * copied into buffers of exactly their length with no terminator, as Kafka
+ * hands them over, so the sanitizer build catches any over-read. */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sagad/sg_json.h"
+#include "unit.h"
+
+/* A malloc'd copy of len bytes with no NUL after them. */
+static char *exact(const void *bytes, size_t len)
+{
+    char *p = malloc(len ? len : 1);
+
+    cr_assert_not_null(p);
+    memcpy(p, bytes, len);
+    return p;
+}
+
+static sg_json_t *parse_bytes(const void *bytes, size_t len, const sg_json_limits_t *lim,
+                              sg_err_t *err)
+{
+    char *buf = exact(bytes, len);
+    sg_json_t *root;
+
+    sg_err_clear(err);
+    root = sg_json_parse(buf, len, lim, err);
+    free(buf);
+    return root;
+}
+
+static sg_json_t *parse_ok(const char *text)
+{
+    sg_err_t err;
+    sg_json_t *root = parse_bytes(text, strlen(text), NULL, &err);
+
+    cr_assert_not_null(root, "parse %s: %s %s", text, err.code, err.message);
+    return root;
+}
+
+/* Parsing len bytes fails with code, class poison. */
+static void expect_refused(const void *bytes, size_t len, const sg_json_limits_t *lim,
+                           const char *code)
+{
+    sg_err_t err;
+    sg_json_t *root = parse_bytes(bytes, len, lim, &err);
+
+    cr_assert_null(root, "%zu bytes accepted, expected %s", len, code);
+    cr_assert_str_eq(err.code, code, "%s", err.message);
+    cr_assert_eq(err.cls, SG_ERRCLASS_POISON, "%s: class %s", code, sg_errclass_name(err.cls));
+    cr_assert_not(err.retriable);
+}
+
+#define REFUSED_LIT(lit, code) expect_refused((lit), sizeof(lit) - 1, NULL, (code))
+
+/* ---- parsing ---- */
+
+Test(json, parses_unterminated_buffers)
+{
+    static const char *const docs[] = {"{\"a\":1}", "[1,2,3]", "\"str\"", "12345", "-1.5e3",
+                                       "true",      "null",    "{}",      "[]",    "{\"a\":[{}]}"};
+
+    for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++)
+        sg_json_destroy(parse_ok(docs[i]));
+}
+
+Test(json, prefix_of_a_longer_buffer_is_parsed_alone)
+{
+    const char *text = "{\"a\":1}GARBAGE";
+    sg_err_t err;
+    sg_json_t *root = sg_json_parse(text, 7, NULL, &err);
+    int64_t v = 0;
+
+    cr_assert_not_null(root, "%s", err.message);
+    cr_assert_eq(sg_json_get_int(root, "$", "a", true, &v, &err), 0);
+    cr_assert_eq(v, 1);
+    sg_json_destroy(root);
+}
+
+Test(json, truncated_documents_are_malformed)
+{
+    static const char *const docs[] = {"{\"a\":1", "{\"a\":\"abc", "[1,",      "tru",
+                                       "nul",      "\"\\u12",      "{\"a\"",   "[",
+                                       "-",        "\"",           "{\"a\":tr"};
+
+    for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++)
+        expect_refused(docs[i], strlen(docs[i]), NULL, "input.json.malformed");
+}
+
+Test(json, size_cap)
+{
+    sg_json_limits_t lim = {16, 64};
+    sg_err_t err;
+    sg_json_t *root;
+
+    expect_refused("[1,2,3,4,5,6,7,8,9]", 19, &lim, "input.too_large");
+    root = parse_bytes("[1,2,3,4,5,6,7,8]", 17, &lim, &err);
+    cr_assert_null(root);
+    cr_assert_str_eq(err.code, "input.too_large");
+    assert_contains(err.message, "17 bytes");
+    assert_contains(err.message, "16");
+    assert_contains(err.message, "limits.max_message_bytes");
+    root = parse_bytes("[1,2,3,4,5,6,78]", 16, &lim, &err);
+    cr_assert_not_null(root, "exactly max_bytes is allowed: %s", err.message);
+    sg_json_destroy(root);
+}
+
+Test(json, empty_input_is_malformed)
+{
+    sg_err_t err;
+
+    cr_assert_null(sg_json_parse("", 0, NULL, &err));
+    cr_assert_str_eq(err.code, "input.json.malformed");
+    cr_assert_null(sg_json_parse(NULL, 0, NULL, &err));
+    cr_assert_str_eq(err.code, "input.json.malformed");
+    cr_assert_null(sg_json_parse(NULL, 0, NULL, NULL), "NULL err is allowed");
+}
+
+Test(json, invalid_utf8_is_refused)
+{
+    REFUSED_LIT("\"\x80\"", "input.utf8.invalid");             /* lone continuation */
+    REFUSED_LIT("\"\xc0\xaf\"", "input.utf8.invalid");         /* overlong '/' */
+    REFUSED_LIT("\"\xe0\x80\xaf\"", "input.utf8.invalid");     /* overlong, 3 bytes */
+    REFUSED_LIT("\"\xf0\x80\x80\xaf\"", "input.utf8.invalid"); /* overlong, 4 bytes */
+    REFUSED_LIT("\"\xed\xa0\x80\"", "input.utf8.invalid");     /* surrogate U+D800 */
+    REFUSED_LIT("\"\xed\xbf\xbf\"", "input.utf8.invalid");     /* surrogate U+DFFF */
+    REFUSED_LIT("\"\xf4\x90\x80\x80\"", "input.utf8.invalid"); /* U+110000 */
+    REFUSED_LIT("\"\xf5\x80\x80\x80\"", "input.utf8.invalid"); /* F5 lead */
+    REFUSED_LIT("\"\xff\"", "input.utf8.invalid");
+    REFUSED_LIT("\"\xc3(\"", "input.utf8.invalid");        /* bad continuation */
+    REFUSED_LIT("\"\xc3", "input.utf8.invalid");           /* truncated 2-byte at the end */
+    REFUSED_LIT("\"\xe2\x82", "input.utf8.invalid");       /* truncated 3-byte at the end */
+    REFUSED_LIT("\"\xf0\x9f\x98", "input.utf8.invalid");   /* truncated 4-byte at the end */
+    REFUSED_LIT("{\"a\":\"x\0y\"}", "input.utf8.invalid"); /* embedded NUL */
+    REFUSED_LIT("{}\0", "input.utf8.invalid");             /* trailing NUL */
+}
+
+Test(json, valid_multibyte_text_round_trips)
+{
+    const char *text = "{\"s\":\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf\"}";
+    sg_json_t *root = parse_ok(text);
+    const char *s = NULL;
+    sg_err_t err;
+
+    cr_assert_eq(sg_json_get_str(root, "$", "s", true, &s, &err), 0);
+    cr_assert_str_eq(s, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf");
+    sg_json_destroy(root);
+}
+
+Test(json, utf8_validator_directly)
+{
+    cr_assert(sg_json_utf8_valid("", 0));
+    cr_assert(sg_json_utf8_valid("plain ascii", 11));
+    cr_assert(sg_json_utf8_valid("\xc2\x80", 2));         /* U+0080, smallest 2-byte */
+    cr_assert(sg_json_utf8_valid("\xe0\xa0\x80", 3));     /* U+0800 */
+    cr_assert(sg_json_utf8_valid("\xef\xbf\xbf", 3));     /* U+FFFF */
+    cr_assert(sg_json_utf8_valid("\xf0\x90\x80\x80", 4)); /* U+10000 */
+    cr_assert_not(sg_json_utf8_valid("\xc1\xbf", 2));     /* overlong U+007F */
+    cr_assert_not(sg_json_utf8_valid("\xe0\x9f\xbf", 3)); /* overlong U+07FF */
+    cr_assert_not(sg_json_utf8_valid("a\0b", 3));
+    /* The length bounds the check: a valid prefix of a cut sequence. */
+    cr_assert(sg_json_utf8_valid("ab\xc3\xa9", 2));
+    cr_assert_not(sg_json_utf8_valid("ab\xc3\xa9", 3));
+}
+
+static char *nested(int depth, size_t *len)
+{
+    char *buf = malloc((size_t)depth * 2);
+
+    cr_assert_not_null(buf);
+    memset(buf, '[', (size_t)depth);
+    memset(buf + depth, ']', (size_t)depth);
+    *len = (size_t)depth * 2;
+    return buf;
+}
+
+Test(json, nesting_deeper_than_the_limit_is_refused)
+{
+    size_t len;
+    char *ok = nested(64, &len), *deep;
+    sg_err_t err;
+    sg_json_t *root = sg_json_parse(ok, len, NULL, &err);
+
+    cr_assert_not_null(root, "depth 64 is the default limit: %s", err.message);
+    sg_json_destroy(root);
+    free(ok);
+
+    deep = nested(65, &len);
+    cr_assert_null(sg_json_parse(deep, len, NULL, &err));
+    cr_assert_str_eq(err.code, "input.json.too_deep");
+    cr_assert_eq(err.cls, SG_ERRCLASS_POISON);
+    assert_contains(err.message, "64");
+    assert_contains(err.message, "limits.max_json_depth");
+    free(deep);
+
+    /* Deep enough to exhaust a recursive parser's stack. */
+    deep = nested(200000, &len);
+    cr_assert_null(sg_json_parse(deep, len, &(sg_json_limits_t){1 << 20, 64}, &err));
+    cr_assert_str_eq(err.code, "input.json.too_deep");
+    free(deep);
+}
+
+Test(json, objects_count_towards_depth)
+{
+    sg_json_limits_t lim = {1024, 2};
+
+    expect_refused("{\"a\":{\"b\":[1]}}", 15, &lim, "input.json.too_deep");
+    sg_json_destroy(parse_ok("{\"a\":{\"b\":1}}"));
+}
+
+Test(json, brackets_inside_strings_do_not_count)
+{
+    sg_json_limits_t lim = {1024, 2};
+    const char *docs[] = {"[\"[[[[[[[[[[{{{{{{{{\"]", "{\"[[[[[[\":\"]]]]]]{{{{\"}",
+                          "[\"\\\"[[[[[[[[\"]", "[\"\\\\\",\"x\"]"};
+
+    for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++) {
+        sg_err_t err;
+        sg_json_t *root = parse_bytes(docs[i], strlen(docs[i]), &lim, &err);
+
+        cr_assert_not_null(root, "%s: %s %s", docs[i], err.code, err.message);
+        sg_json_destroy(root);
+    }
+}
+
+Test(json, depth_counter_directly)
+{
+    cr_assert_eq(sg_json_depth("[]", 2, 10), 1);
+    cr_assert_eq(sg_json_depth("1", 1, 10), 0);
+    cr_assert_eq(sg_json_depth("[[],[[]]]", 9, 10), 3);
+    cr_assert_eq(sg_json_depth("[[[[[[", 6, 3), 4, "stops at limit + 1");
+    cr_assert_eq(sg_json_depth("[\"[[[\"]", 7, 10), 1);
+    cr_assert_eq(sg_json_depth("[\"\\\"[[\"]", 8, 10), 1, "escaped quote stays in the string");
+}
+
+Test(json, syntax_errors_are_malformed)
+{
+    static const char *const docs[] = {"{\"a\":}", "{a:1}",     "[1,2,]", "{'a':1}", "[1 2]",
+                                       "nope",     "{\"a\" 1}", "01x",    "   "};
+
+    for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++) {
+        sg_err_t err;
+
+        cr_assert_null(parse_bytes(docs[i], strlen(docs[i]), NULL, &err), "%s accepted", docs[i]);
+        cr_assert_str_eq(err.code, "input.json.malformed", "%s: %s", docs[i], err.code);
+        assert_contains(err.message, "byte");
+    }
+}
+
+Test(json, trailing_garbage_is_malformed_with_offset)
+{
+    sg_err_t err;
+
+    cr_assert_null(parse_bytes("[1,2]x", 6, NULL, &err));
+    cr_assert_str_eq(err.code, "input.json.malformed");
+    assert_contains(err.message, "trailing data");
+    assert_contains(err.message, "byte 5");
+    cr_assert_null(parse_bytes("{\"a\":1} {\"b\":2}", 15, NULL, &err));
+    cr_assert_str_eq(err.code, "input.json.malformed");
+}
+
+Test(json, surrounding_whitespace_is_fine)
+{
+    sg_json_destroy(parse_ok("  {\"a\":1}\n\t\r "));
+    sg_json_destroy(parse_ok("[1]\n"));
+}
+
+/* ---- typed access ---- */
+
+static const char *saga_doc = "{\"name\":\"order\",\"steps\":["
+                              "{\"name\":\"reserve\",\"tool\":\"inventory\",\"timeout_ms\":500},"
+                              "{\"name\":\"charge\",\"tool\":\"payments\",\"idempotent\":true},"
+                              "{\"name\":\"ship\",\"timeout_ms\":\"soon\",\"note\":null}],"
+                              "\"meta\":{\"k\":\"v\"},\"big\":1152921504606846976,"
+                              "\"frac\":1.5,\"neg\":-42,\"max\":9007199254740992}";
+
+Test(json, missing_required_field_names_its_path)
+{
+    sg_json_t *root = parse_ok(saga_doc);
+    const sg_json_t *steps = NULL, *step;
+    char base[64], path[64];
+    const char *tool = NULL;
+    sg_err_t err;
+
+    cr_assert_eq(sg_json_get_array(root, "$", "steps", true, &steps, &err), 0);
+    cr_assert_eq(sg_json_array_size(steps), 3);
+    sg_json_path_key(base, sizeof(base), "$", "steps");
+    cr_assert_str_eq(base, "$.steps");
+    step = sg_json_array_get(steps, 2);
+    cr_assert_not_null(step);
+    sg_json_path_idx(path, sizeof(path), base, 2);
+    cr_assert_str_eq(path, "$.steps[2]");
+    cr_assert_eq(sg_json_get_str(step, path, "tool", true, &tool, &err), -1);
+    cr_assert_str_eq(err.code, "input.schema.required");
+    cr_assert_eq(err.cls, SG_ERRCLASS_PERMANENT);
+    cr_assert_not(err.retriable);
+    assert_contains(err.message, "$.steps[2].tool");
+    assert_contains(err.message, "missing");
+    cr_assert_null(tool, "out untouched on error");
+    sg_json_destroy(root);
+}
+
+Test(json, wrong_type_names_path_expected_and_actual)
+{
+    sg_json_t *root = parse_ok(saga_doc);
+    const sg_json_t *steps = NULL, *obj = NULL;
+    int64_t i = 0;
+    const char *s = NULL;
+    bool b = false;
+    sg_err_t err;
+
+    sg_json_get_array(root, "$", "steps", true, &steps, &err);
+    cr_assert_eq(
+        sg_json_get_int(sg_json_array_get(steps, 2), "$.steps[2]", "timeout_ms", true, &i, &err),
+        -1);
+    cr_assert_str_eq(err.code, "input.schema.type");
+    cr_assert_eq(err.cls, SG_ERRCLASS_PERMANENT);
+    assert_contains(err.message, "$.steps[2].timeout_ms");
+    assert_contains(err.message, "integer");
+    assert_contains(err.message, "string");
+
+    cr_assert_eq(sg_json_get_str(root, "$", "neg", true, &s, &err), -1);
+    cr_assert_str_eq(err.code, "input.schema.type");
+    assert_contains(err.message, "$.neg: must be a string, got number");
+
+    cr_assert_eq(sg_json_get_bool(root, "$", "name", true, &b, &err), -1);
+    assert_contains(err.message, "$.name: must be a boolean, got string");
+
+    cr_assert_eq(sg_json_get_object(root, "$", "steps", true, &obj, &err), -1);
+    assert_contains(err.message, "$.steps: must be an object, got array");
+
+    cr_assert_eq(sg_json_get_array(root, "$", "meta", true, &obj, &err), -1);
+    assert_contains(err.message, "$.meta: must be an array, got object");
+    sg_json_destroy(root);
+}
+
+Test(json, required_null_is_a_type_error)
+{
+    sg_json_t *root = parse_ok("{\"note\":null}");
+    const char *s = "untouched";
+    sg_err_t err;
+
+    cr_assert_eq(sg_json_get_str(root, "$", "note", true, &s, &err), -1);
+    cr_assert_str_eq(err.code, "input.schema.type");
+    assert_contains(err.message, "$.note: must be a string, got null");
+    sg_json_destroy(root);
+}
+
+Test(json, optional_absent_or_null_returns_one)
+{
+    sg_json_t *root = parse_ok(saga_doc);
+    const sg_json_t *steps = NULL, *step, *o = NULL;
+    const char *s = "untouched";
+    int64_t i = 77;
+    bool b = true;
+    sg_err_t err;
+
+    sg_err_clear(&err);
+    sg_json_get_array(root, "$", "steps", true, &steps, &err);
+    step = sg_json_array_get(steps, 2);
+    cr_assert_eq(sg_json_get_str(step, "$.steps[2]", "tool", false, &s, &err), 1);
+    cr_assert_eq(sg_json_get_str(step, "$.steps[2]", "note", false, &s, &err), 1);
+    cr_assert_str_eq(s, "untouched");
+    cr_assert_eq(sg_json_get_int(root, "$", "absent", false, &i, &err), 1);
+    cr_assert_eq(i, 77);
+    cr_assert_eq(sg_json_get_bool(step, "$.steps[2]", "idempotent", false, &b, &err), 1);
+    cr_assert(b);
+    cr_assert_eq(sg_json_get_object(root, "$", "absent", false, &o, &err), 1);
+    cr_assert_eq(sg_json_get_array(root, "$", "absent", false, &o, &err), 1);
+    cr_assert_null(o);
+    cr_assert_str_eq(err.code, "", "an absent optional field is not an error");
+    /* Present but wrong type is an error even when optional. */
+    cr_assert_eq(sg_json_get_int(step, "$.steps[2]", "timeout_ms", false, &i, &err), -1);
+    cr_assert_str_eq(err.code, "input.schema.type");
+    sg_json_destroy(root);
+}
+
+Test(json, present_fields_are_read)
+{
+    sg_json_t *root = parse_ok(saga_doc);
+    const sg_json_t *steps = NULL, *meta = NULL, *step;
+    const char *s = NULL;
+    int64_t i = 0;
+    bool b = false;
+    sg_err_t err;
+
+    cr_assert_eq(sg_json_get_str(root, "$", "name", true, &s, &err), 0);
+    cr_assert_str_eq(s, "order");
+    cr_assert_eq(sg_json_get_array(root, "$", "steps", true, &steps, &err), 0);
+    step = sg_json_array_get(steps, 0);
+    cr_assert_eq(sg_json_get_int(step, "$.steps[0]", "timeout_ms", true, &i, &err), 0);
+    cr_assert_eq(i, 500);
+    step = sg_json_array_get(steps, 1);
+    cr_assert_eq(sg_json_get_bool(step, "$.steps[1]", "idempotent", true, &b, &err), 0);
+    cr_assert(b);
+    cr_assert_eq(sg_json_get_object(root, "$", "meta", true, &meta, &err), 0);
+    cr_assert(sg_json_is_object(meta));
+    cr_assert_eq(sg_json_get_str(meta, "$.meta", "k", true, &s, &err), 0);
+    cr_assert_str_eq(s, "v");
+    cr_assert_eq(sg_json_get_int(root, "$", "neg", true, &i, &err), 0);
+    cr_assert_eq(i, -42);
+    cr_assert_eq(sg_json_get_int(root, "$", "max", true, &i, &err), 0);
+    cr_assert_eq(i, INT64_C(9007199254740992), "2^53 is the largest exact integer");
+    sg_json_destroy(root);
+}
+
+Test(json, integer_getter_rejects_fractions_and_huge_values)
+{
+    sg_json_t *root = parse_ok(saga_doc);
+    int64_t i = 7;
+    sg_err_t err;
+
+    cr_assert_eq(sg_json_get_int(root, "$", "frac", true, &i, &err), -1);
+    cr_assert_str_eq(err.code, "input.schema.type");
+    assert_contains(err.message, "$.frac");
+    assert_contains(err.message, "1.5");
+    cr_assert_eq(sg_json_get_int(root, "$", "big", true, &i, &err), -1, "2^60 loses precision");
+    cr_assert_str_eq(err.code, "input.schema.type");
+    assert_contains(err.message, "$.big");
+    cr_assert_eq(i, 7, "out untouched on error");
+    sg_json_destroy(root);
+}
+
+Test(json, getters_on_a_non_object_report_required)
+{
+    sg_json_t *root = parse_ok("[1,2]");
+    const char *s = NULL;
+    sg_err_t err;
+
+    cr_assert_eq(sg_json_get_str(root, "$", "a", true, &s, &err), -1);
+    cr_assert_str_eq(err.code, "input.schema.required");
+    assert_contains(err.message, "$.a");
+    cr_assert_eq(sg_json_get_str(root, "$", "a", false, &s, &err), 1);
+    sg_json_destroy(root);
+}
+
+Test(json, array_access_and_type_names)
+{
+    sg_json_t *root = parse_ok("[{},[],\"s\",1,true,false,null]");
+    static const char *const names[] = {"object",  "array",   "string", "number",
+                                        "boolean", "boolean", "null"};
+
+    cr_assert_eq(sg_json_array_size(root), 7);
+    for (size_t i = 0; i < 7; i++)
+        cr_assert_str_eq(sg_json_type_name(sg_json_array_get(root, i)), names[i], "item %zu", i);
+    cr_assert_null(sg_json_array_get(root, 7));
+    cr_assert_null(sg_json_array_get(root, SIZE_MAX));
+    cr_assert_eq(sg_json_array_size(NULL), 0);
+    cr_assert_eq(sg_json_array_size(sg_json_array_get(root, 0)), 0, "an object is not an array");
+    cr_assert_null(sg_json_array_get(sg_json_array_get(root, 0), 0));
+    cr_assert(sg_json_is_object(sg_json_array_get(root, 0)));
+    cr_assert_not(sg_json_is_object(sg_json_array_get(root, 1)));
+    sg_json_destroy(root);
+    sg_json_destroy(NULL);
+}
+
+Test(json, path_helpers)
+{
+    char p[32];
+
+    sg_json_path_key(p, sizeof(p), "$", "steps");
+    cr_assert_str_eq(p, "$.steps");
+    sg_json_path_idx(p, sizeof(p), "$.steps", 12);
+    cr_assert_str_eq(p, "$.steps[12]");
+    sg_json_path_key(p, 8, "$.steps", "tool");
+    cr_assert_str_eq(p, "$.steps", "truncated and terminated");
+}
+
+/* ---- building and printing ---- */
+
+Test(json, build_print_and_parse_back)
+{
+    sg_json_t *root = sg_json_new_object(), *steps = sg_json_new_array(), *step;
+    sg_json_t *back;
+    char *text;
+    const char *s = NULL;
+    int64_t i = 0;
+    bool b = false;
+    sg_err_t err;
+
+    sg_json_add_str(root, "saga_id", "s-1 \"quoted\"\n\xc3\xa9");
+    sg_json_add_int(root, "attempt", 3);
+    sg_json_add_int(root, "neg", -1700000000000); /* a timestamp in ms */
+    sg_json_add_bool(root, "ok", true);
+    for (int n = 0; n < 2; n++) {
+        step = sg_json_new_object();
+        sg_json_add_int(step, "i", n);
+        sg_json_append(steps, step);
+    }
+    sg_json_add_node(root, "steps", steps);
+    text = sg_json_print(root);
+    cr_assert_str_eq(text, "{\"saga_id\":\"s-1 \\\"quoted\\\"\\n\xc3\xa9\",\"attempt\":3,"
+                           "\"neg\":-1700000000000,\"ok\":true,"
+                           "\"steps\":[{\"i\":0},{\"i\":1}]}");
+
+    back = parse_ok(text);
+    cr_assert_eq(sg_json_get_str(back, "$", "saga_id", true, &s, &err), 0);
+    cr_assert_str_eq(s, "s-1 \"quoted\"\n\xc3\xa9");
+    cr_assert_eq(sg_json_get_int(back, "$", "neg", true, &i, &err), 0);
+    cr_assert_eq(i, -1700000000000);
+    cr_assert_eq(sg_json_get_bool(back, "$", "ok", true, &b, &err), 0);
+    cr_assert(b);
+    cr_assert_eq(sg_json_get_array(back, "$", "steps", true, (const sg_json_t **)&steps, &err), 0);
+    cr_assert_eq(sg_json_get_int(sg_json_array_get(steps, 1), "$.steps[1]", "i", true, &i, &err),
+                 0);
+    cr_assert_eq(i, 1);
+    free(text);
+    sg_json_destroy(back);
+    sg_json_destroy(root);
+}
+
+/* The getter accepts every integer within +/-2^53, so the builder must
+ * print each of them exactly: a seq or an id written by one process and
+ * read by another must not change on the way. */
+Test(json, built_integers_round_trip_up_to_2_pow_53)
+{
+    static const int64_t values[] = {0,
+                                     1,
+                                     -1,
+                                     INT32_MAX,
+                                     (int64_t)INT32_MAX + 1,
+                                     1000000000000000,
+                                     4503599627370497,
+                                     9007199254740991,
+                                     -9007199254740991,
+                                     9007199254740992};
+
+    for (size_t k = 0; k < sizeof(values) / sizeof(values[0]); k++) {
+        sg_json_t *root = sg_json_new_object(), *back;
+        char *text, want[64];
+        int64_t i = 0;
+        sg_err_t err;
+
+        sg_json_add_int(root, "n", values[k]);
+        text = sg_json_print(root);
+        snprintf(want, sizeof(want), "{\"n\":%lld}", (long long)values[k]);
+        cr_expect_str_eq(text, want);
+        back = parse_ok(text);
+        cr_assert_eq(sg_json_get_int(back, "$", "n", true, &i, &err), 0, "%s", err.message);
+        cr_expect_eq(i, values[k], "%lld came back as %lld", (long long)values[k], (long long)i);
+        free(text);
+        sg_json_destroy(back);
+        sg_json_destroy(root);
+    }
+}
