@@ -47,7 +47,7 @@ DEB_PKGS := gcc make pkg-config procps librdkafka-dev libpq-dev libcjson-dev lib
             kcat clang-format ca-certificates
 
 
-.PHONY: docs docs-check
+.PHONY: docs docs-check bench
 .PHONY: all help deps up down demo test test-unit test-integration test-asan tests \
         format format-check clean
 
@@ -60,6 +60,7 @@ help:
 	@echo "make demo       services up, migrations, and what is running"
 	@echo "make test       unit + integration tests, then again under ASan/UBSan"
 	@echo "make test-asan  only the sanitizer run"
+	@echo "make bench      relay drain rate and latency beside a plain-producer floor"
 	@echo "make format-check  check .clang-format conformance"
 
 $(BUILD)/%.o: %.c
@@ -96,6 +97,19 @@ $(INT_TEST): $(INT_SRCS:%.c=$(BUILD)/%.o) $(TEST_HELPER_OBJS) $(LIBSAGAD)
 	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(TEST_LIBS) $(LDLIBS_ALL)
 
 tests: all $(UNIT_TEST) $(INT_TEST)
+
+BENCH_RELAY := $(BUILD)/bench/bench-relay
+
+$(BUILD)/bench/%.o: tests/bench/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BENCH_RELAY): $(BUILD)/bench/bench_relay.o $(LIBSAGAD)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
+# bench: throughput and latency beside the raw floors (not a test).
+bench: deps all $(BENCH_RELAY)
+	tests/bench/run.sh
 
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \

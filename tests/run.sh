@@ -34,27 +34,9 @@ if [ $only_integration = 0 ]; then
     done
 fi
 
-started_pg=0
-started_kafka=0
-cleanup() {
-    local rc=$?
-    if [ $started_kafka = 1 ]; then deploy/local/kafka.sh stop || rc=1; fi
-    if [ $started_pg = 1 ]; then deploy/local/pg.sh stop || rc=1; fi
-    exit $rc
-}
-trap cleanup EXIT
-
-if ! deploy/local/pg.sh status >/dev/null 2>&1; then
-    started_pg=1
-    deploy/local/pg.sh start
-fi
-if ! deploy/local/kafka.sh status >/dev/null 2>&1; then
-    started_kafka=1
-    deploy/local/kafka.sh start
-fi
-SAGAD_TEST_PG_URL=$(deploy/local/pg.sh url)
-SAGAD_TEST_KAFKA=$(deploy/local/kafka.sh bootstrap)
-export SAGAD_TEST_PG_URL SAGAD_TEST_KAFKA
+# shellcheck source=tests/services.sh
+. tests/services.sh
+sagad_services_up
 
 for b in "$@"; do
     echo "== integration tests ($b)"

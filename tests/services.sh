@@ -1,0 +1,27 @@
+# Sourced by tests/run.sh and tests/bench/run.sh: bring the private
+# PostgreSQL and Kafka up if they are not running, export their addresses,
+# and on exit stop only what was started here.
+sagad_started_pg=0
+sagad_started_kafka=0
+
+sagad_services_cleanup() {
+    local rc=$?
+    if [ $sagad_started_kafka = 1 ]; then deploy/local/kafka.sh stop || rc=1; fi
+    if [ $sagad_started_pg = 1 ]; then deploy/local/pg.sh stop || rc=1; fi
+    exit $rc
+}
+
+sagad_services_up() {
+    trap sagad_services_cleanup EXIT
+    if ! deploy/local/pg.sh status >/dev/null 2>&1; then
+        sagad_started_pg=1
+        deploy/local/pg.sh start
+    fi
+    if ! deploy/local/kafka.sh status >/dev/null 2>&1; then
+        sagad_started_kafka=1
+        deploy/local/kafka.sh start
+    fi
+    SAGAD_TEST_PG_URL=$(deploy/local/pg.sh url)
+    SAGAD_TEST_KAFKA=$(deploy/local/kafka.sh bootstrap)
+    export SAGAD_TEST_PG_URL SAGAD_TEST_KAFKA
+}
