@@ -352,8 +352,10 @@ int sg_kafka_produce(sg_kafka_t *k, const char *topic, const void *key, size_t k
                           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs),
                           RD_KAFKA_V_OPAQUE(batch), RD_KAFKA_V_END);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        /* The headers are ours again when producev fails. */
-        rd_kafka_headers_destroy(hdrs);
+        /* The headers are ours again when producev fails (and
+         * rd_kafka_headers_destroy does not accept NULL). */
+        if (hdrs)
+            rd_kafka_headers_destroy(hdrs);
         return sg_kafka_err_set(err, e, false, false, false, "produce");
     }
     if (batch)

@@ -328,20 +328,24 @@ static void await_acks(outbox_relay_t *r)
 static int advance_cursor(outbox_relay_t *r, const char *tx, const char *id, size_t n,
                           sg_err_t *err)
 {
-    char shard[16], count[32];
-    const char *p[] = {shard, tx, id, count};
+    char shard[16], count[32], old_id[32];
+    const char *p[] = {shard, tx, id, count, r->cur_tx, old_id};
 
     snprintf(shard, sizeof(shard), "%d", r->shard);
     snprintf(count, sizeof(count), "%zu", n);
+    snprintf(old_id, sizeof(old_id), "%lld", (long long)r->cur_id);
     /* One statement: the cursor moves and the published rows go together,
      * on the session holding the shard lock, so a relay that lost its lock
-     * (its session died) cannot move anything. */
+     * (its session died) cannot move anything.  The delete is bounded
+     * below by the old cursor: an open range would walk every dead index
+     * entry left by earlier batches until vacuum catches up. */
     if (query(r,
-              "WITH d AS (DELETE FROM outbox WHERE shard = $1 AND (tx, id) <= ($2::xid8, "
-              "$3::bigint)) UPDATE relay_cursors SET tx = $2::xid8, id = $3::bigint, "
+              "WITH d AS (DELETE FROM outbox WHERE shard = $1 AND (tx, id) > ($5::xid8, "
+              "$6::bigint) AND (tx, id) <= ($2::xid8, $3::bigint)) "
+              "UPDATE relay_cursors SET tx = $2::xid8, id = $3::bigint, "
               "published = published + $4::bigint, heartbeat_at = now(), updated_at = now() "
               "WHERE shard = $1",
-              4, p, NULL, err) < 0)
+              6, p, NULL, err) < 0)
         return -1;
     snprintf(r->cur_tx, sizeof(r->cur_tx), "%s", tx);
     r->cur_id = strtoll(id, NULL, 10);

@@ -307,7 +307,8 @@ int main(void)
         fclose(fp);
     }
     sg_pg_destroy(pg);
-    snprintf(sql, sizeof(sql), "DROP DATABASE %s WITH (FORCE)", db);
+    /* A plain DROP (not FORCE) also makes autovacuum step aside. */
+    snprintf(sql, sizeof(sql), "DROP DATABASE %s", db);
     exec(admin, sql, 0, NULL);
     sg_pg_destroy(admin);
     return 0;

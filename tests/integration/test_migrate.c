@@ -22,28 +22,6 @@ static void teardown(void)
     sgt_db_drop(db);
 }
 
-static sg_pg_t *connect_db(void)
-{
-    sg_pg_opts_t opts = {dsn, "sagad-tests", 5000, 3, {100, 1000}, NULL};
-    sg_err_t err;
-    sg_pg_t *pg = sg_pg_connect(&opts, &err);
-
-    cr_assert_not_null(pg, "%s", err.message);
-    return pg;
-}
-
-static int64_t query_int(sg_pg_t *pg, const char *sql)
-{
-    sg_pg_res_t *res;
-    sg_err_t err;
-    int64_t v;
-
-    cr_assert_eq(sg_pg_exec(pg, sql, 0, NULL, &res, &err), 0, "%s: %s", sql, err.message);
-    v = sg_pg_res_int(res, 0, 0, -1);
-    sg_pg_res_destroy(res);
-    return v;
-}
-
 TestSuite(migrate, .init = setup, .fini = teardown);
 
 Test(migrate, concurrent_binaries_converge_on_one_version)
@@ -66,13 +44,13 @@ Test(migrate, concurrent_binaries_converge_on_one_version)
         free(out);
         free(err);
     }
-    pg = connect_db();
-    cr_expect_eq(query_int(pg, "SELECT max(version) FROM sagad_schema_migrations"), latest);
+    pg = sgt_db_connect(dsn);
+    cr_expect_eq(sgt_query_int(pg, "SELECT max(version) FROM sagad_schema_migrations"), latest);
     /* Each migration recorded exactly once: the advisory lock serialised. */
-    cr_expect_eq(query_int(pg, "SELECT count(*) FROM sagad_schema_migrations"), latest);
-    cr_expect_eq(query_int(pg, "SELECT count(*) FROM pg_tables WHERE tablename IN ('sagas', "
-                               "'steps', 'attempts', 'outbox', 'timers', 'consumer_offsets', "
-                               "'dead_letters', 'replays')"),
+    cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM sagad_schema_migrations"), latest);
+    cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM pg_tables WHERE tablename IN ('sagas', "
+                                   "'steps', 'attempts', 'outbox', 'timers', 'consumer_offsets', "
+                                   "'dead_letters', 'replays')"),
                  8);
     sg_pg_destroy(pg);
 }
@@ -93,7 +71,7 @@ Test(migrate, second_run_is_a_no_op)
 
 Test(migrate, in_process_run_reports_versions)
 {
-    sg_pg_t *pg = connect_db();
+    sg_pg_t *pg = sgt_db_connect(dsn);
     sg_err_t err;
     int from = -1, to = -1, cur = -1;
 
@@ -116,7 +94,7 @@ Test(migrate, refuses_a_newer_schema)
     sg_err_t e;
 
     cr_assert_eq(sgt_run("sagad-worker", args, env, NULL, NULL), 0);
-    pg = connect_db();
+    pg = sgt_db_connect(dsn);
     snprintf(sql, sizeof(sql),
              "INSERT INTO sagad_schema_migrations (version, name) VALUES (%d, 'future')",
              sg_migrate_latest() + 1);

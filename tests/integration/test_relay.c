@@ -20,14 +20,12 @@ static void setup(void)
 {
     sg_pg_t *pg;
     sg_err_t err;
-    sg_pg_opts_t opts = {dsn, "sagad-tests", 5000, 3, {100, 1000}, NULL};
 
     sgt_db_create(db, sizeof(db), dsn, sizeof(dsn));
     snprintf(dsn_env, sizeof(dsn_env), "SAGAD_PG_DSN=%s", dsn);
     snprintf(kafka_env, sizeof(kafka_env), "SAGAD_KAFKA_BOOTSTRAP_SERVERS=%s", sgt_kafka());
     sgt_unique(topic, sizeof(topic), "sgt_relay");
-    pg = sg_pg_connect(&opts, &err);
-    cr_assert_not_null(pg, "%s", err.message);
+    pg = sgt_db_connect(dsn);
     cr_assert_eq(sg_migrate_run(pg, NULL, NULL, &err), 0, "%s", err.message);
     sg_pg_destroy(pg);
 }
@@ -39,33 +37,11 @@ static void teardown(void)
 
 TestSuite(relay, .init = setup, .fini = teardown, .timeout = 240);
 
-static sg_pg_t *db_connect(void)
-{
-    sg_pg_opts_t opts = {dsn, "sagad-tests", 5000, 3, {100, 1000}, NULL};
-    sg_err_t err;
-    sg_pg_t *pg = sg_pg_connect(&opts, &err);
-
-    cr_assert_not_null(pg, "%s", err.message);
-    return pg;
-}
-
 static void exec(sg_pg_t *pg, const char *sql, int n, const char *const *params)
 {
     sg_err_t err;
 
     cr_assert_eq(sg_pg_exec(pg, sql, n, params, NULL, &err), 0, "%s: %s", sql, err.message);
-}
-
-static int64_t query_int(sg_pg_t *pg, const char *sql)
-{
-    sg_pg_res_t *res;
-    sg_err_t err;
-    int64_t v;
-
-    cr_assert_eq(sg_pg_exec(pg, sql, 0, NULL, &res, &err), 0, "%s: %s", sql, err.message);
-    v = sg_pg_res_int(res, 0, 0, -1);
-    sg_pg_res_destroy(res);
-    return v;
 }
 
 static double now_s(void)
@@ -108,9 +84,9 @@ static void wait_holder(sg_pg_t *pg, int pid)
         "FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM "
         "pg_database WHERE datname = current_database()))",
         pid);
-    while (query_int(pg, sql) < 1 && now_s() < deadline)
+    while (sgt_query_int(pg, sql) < 1 && now_s() < deadline)
         usleep(50000);
-    cr_assert_geq(query_int(pg, sql), 1, "relay %d never became active", pid);
+    cr_assert_geq(sgt_query_int(pg, sql), 1, "relay %d never became active", pid);
 }
 
 typedef struct got_s {
@@ -216,7 +192,7 @@ static void insert_round(sg_pg_t *pg, int first, int stride, int nkeys, int seq)
 static void *writer(void *arg)
 {
     int w = (int)(intptr_t)arg;
-    sg_pg_t *pg = db_connect();
+    sg_pg_t *pg = sgt_db_connect(dsn);
 
     /* Writer w owns keys w, w+8, ...: one transaction per round, so each
      * key's rows are inserted (and committed) in seq order. */
@@ -248,13 +224,13 @@ Test(relay, order_and_completeness_under_concurrent_writers)
 Test(relay, late_commit_is_published_and_naive_poller_loses_it)
 {
     const char *extra[] = {"SAGAD_RELAY_XMIN_WARN_MS=300", NULL};
-    sg_pg_t *late = db_connect(), *pg = db_connect();
+    sg_pg_t *late = sgt_db_connect(dsn), *pg = sgt_db_connect(dsn);
     sgt_proc_t relay;
     char *err, pidtext[32];
     int64_t naive_last, naive_found, late_pid;
     got_t got;
 
-    late_pid = query_int(late, "SELECT pg_backend_pid()");
+    late_pid = sgt_query_int(late, "SELECT pg_backend_pid()");
     snprintf(pidtext, sizeof(pidtext), "\"pid\":\"%lld\"", (long long)late_pid);
     relay_start(&relay, extra);
     /* T1 inserts first (smaller id and xid) and stays open. */
@@ -269,18 +245,18 @@ Test(relay, late_commit_is_published_and_naive_poller_loses_it)
     for (int seq = 0; seq < 10; seq++)
         insert_round(pg, 0, 1, 1000, seq); /* 10,000 rows commit after T1 began */
     /* The negative control: a poller on `id > last_id` reads now... */
-    naive_last = query_int(pg, "SELECT max(id) FROM outbox");
+    naive_last = sgt_query_int(pg, "SELECT max(id) FROM outbox");
     sleep(1); /* the relay is held back by T1, and says so */
-    cr_expect_gt(query_int(pg, "SELECT xmin_blocked_ms FROM relay_cursors WHERE shard = 0"), 0,
+    cr_expect_gt(sgt_query_int(pg, "SELECT xmin_blocked_ms FROM relay_cursors WHERE shard = 0"), 0,
                  "the blocked time is exported");
-    cr_expect_eq(query_int(pg, "SELECT published FROM relay_cursors WHERE shard = 0"), 0,
+    cr_expect_eq(sgt_query_int(pg, "SELECT published FROM relay_cursors WHERE shard = 0"), 0,
                  "nothing after T1 may be published while T1 runs");
     exec(late, "COMMIT", 0, NULL);
     {
         char sql[128];
         snprintf(sql, sizeof(sql), "SELECT count(*) FROM outbox WHERE id > %lld",
                  (long long)naive_last);
-        naive_found = query_int(pg, sql);
+        naive_found = sgt_query_int(pg, sql);
     }
     cr_expect_eq(naive_found, 0, "...and never sees T1's row, whose id is below its cursor");
     consume(&got, 10001, 120);
@@ -300,7 +276,7 @@ Test(relay, crash_between_ack_and_cursor_loses_nothing)
     const char *crash[] = {"SAGAD_TEST_FAILPOINT=relay.after_ack", "SAGAD_RELAY_BATCH_SIZE=20",
                            NULL};
     const char *normal[] = {"SAGAD_RELAY_BATCH_SIZE=20", NULL};
-    sg_pg_t *pg = db_connect();
+    sg_pg_t *pg = sgt_db_connect(dsn);
     sgt_proc_t relay;
     got_t got;
     int rc;
@@ -310,19 +286,19 @@ Test(relay, crash_between_ack_and_cursor_loses_nothing)
     relay_start(&relay, crash);
     rc = sgt_wait(&relay, NULL, NULL);
     cr_assert_neq(rc, 0, "the failpoint aborts the relay");
-    cr_expect_eq(query_int(pg, "SELECT count(*) FROM outbox"), 50, "the cursor did not move");
+    cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM outbox"), 50, "the cursor did not move");
     relay_start(&relay, normal);
     consume(&got, 70, 20); /* wait for 50 plus room for duplicates */
     cr_expect_eq(relay_stop(&relay, SIGTERM, NULL), 0);
     cr_expect_leq(check_complete_ordered(&got, 10, 5), 20, "duplicates are at most one batch");
-    cr_expect_eq(query_int(pg, "SELECT count(*) FROM outbox"), 0, "published rows are removed");
+    cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM outbox"), 0, "published rows are removed");
     got_free(&got);
     sg_pg_destroy(pg);
 }
 
 Test(relay, standby_takes_over_after_kill_9)
 {
-    sg_pg_t *pg = db_connect();
+    sg_pg_t *pg = sgt_db_connect(dsn);
     sgt_proc_t a, b;
     char *err_b;
     double t0;
@@ -334,7 +310,7 @@ Test(relay, standby_takes_over_after_kill_9)
     for (int seq = 0; seq < 10; seq++)
         insert_round(pg, 0, 1, 100, seq);
     sleep(1);
-    cr_expect_eq(query_int(pg, "SELECT count(*) FROM relay_cursors"), 1);
+    cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM relay_cursors"), 1);
     kill(a.pid, SIGKILL);
     sgt_wait(&a, NULL, NULL);
     t0 = now_s();
@@ -354,7 +330,7 @@ Test(relay, standby_takes_over_after_kill_9)
 Test(relay, timer_fires_at_due_time_not_before)
 {
     const char *p[] = {topic};
-    sg_pg_t *pg = db_connect();
+    sg_pg_t *pg = sgt_db_connect(dsn);
     sgt_proc_t relay;
     int64_t due_ms;
     got_t got;
@@ -364,7 +340,7 @@ Test(relay, timer_fires_at_due_time_not_before)
          "INSERT INTO timers (due_at, topic, key, payload) VALUES (now() + interval '2 s', $1, "
          "'t', convert_to('timer', 'UTF8'))",
          1, p);
-    due_ms = query_int(pg, "SELECT (extract(epoch FROM due_at) * 1000)::bigint FROM timers");
+    due_ms = sgt_query_int(pg, "SELECT (extract(epoch FROM due_at) * 1000)::bigint FROM timers");
     consume(&got, 1, 30);
     cr_expect_eq(relay_stop(&relay, SIGTERM, NULL), 0);
     cr_assert_eq(got.n, 1);
@@ -380,7 +356,7 @@ Test(relay, ten_thousand_timers_fire_once_with_two_active_relays)
 {
     const char *extra[] = {"SAGAD_RELAY_SHARDS=2", NULL};
     const char *p[] = {topic};
-    sg_pg_t *pg = db_connect();
+    sg_pg_t *pg = sgt_db_connect(dsn);
     sgt_proc_t a, b;
     got_t got;
     char *seen;
@@ -395,9 +371,9 @@ Test(relay, ten_thousand_timers_fire_once_with_two_active_relays)
          1, p);
     consume(&got, 10000, 90);
     sleep(1); /* anything extra would show up now */
-    cr_expect_eq(query_int(pg, "SELECT count(*) FROM timers"), 0);
-    cr_expect_eq(query_int(pg, "SELECT count(*) FROM relay_cursors WHERE holder IS NOT NULL"), 2,
-                 "both relays are active, one per shard");
+    cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM timers"), 0);
+    cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM relay_cursors WHERE holder IS NOT NULL"),
+                 2, "both relays are active, one per shard");
     cr_expect_eq(relay_stop(&a, SIGTERM, NULL), 0);
     cr_expect_eq(relay_stop(&b, SIGTERM, NULL), 0);
     cr_assert_eq(got.n, 10000, "got %zu messages", got.n);
@@ -416,7 +392,7 @@ Test(relay, ten_thousand_timers_fire_once_with_two_active_relays)
 Test(relay, cursor_ahead_of_xids_after_restore_recovers)
 {
     const char *p[] = {topic};
-    sg_pg_t *pg = db_connect();
+    sg_pg_t *pg = sgt_db_connect(dsn);
     sgt_proc_t relay;
     got_t got;
 
@@ -433,7 +409,7 @@ Test(relay, cursor_ahead_of_xids_after_restore_recovers)
     consume(&got, 5, 30);
     cr_expect_eq(relay_stop(&relay, SIGTERM, NULL), 0);
     check_complete_ordered(&got, 1, 5);
-    cr_expect_eq(query_int(pg, "SELECT count(*) FROM outbox"), 0, "nothing stalls");
+    cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM outbox"), 0, "nothing stalls");
     got_free(&got);
     sg_pg_destroy(pg);
 }
@@ -442,7 +418,7 @@ Test(relay, status_names_holder_and_backlog)
 {
     const char *args[] = {"status", NULL};
     const char *env[] = {dsn_env, NULL};
-    sg_pg_t *pg = db_connect();
+    sg_pg_t *pg = sgt_db_connect(dsn);
     char *out, *err;
 
     insert_round(pg, 0, 1, 7, 0);

@@ -20,6 +20,13 @@ void sgt_unique(char *out, size_t out_size, const char *prefix);
 void sgt_db_create(char *name, size_t name_size, char *dsn, size_t dsn_size);
 void sgt_db_drop(const char *name);
 
+/* A connection to dsn (the test fails if it cannot be made); free it with
+ * sg_pg_destroy. */
+struct sg_pg_s *sgt_db_connect(const char *dsn);
+
+/* The first cell of sql's result as an integer (-1 for NULL). */
+long long sgt_query_int(struct sg_pg_s *pg, const char *sql);
+
 typedef struct sgt_proc_s {
     int pid;
     int out_fd;

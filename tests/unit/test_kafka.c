@@ -231,3 +231,30 @@ Test(kafka, new_creates_clients_without_a_broker, .timeout = 30)
     sg_config_destroy(cfg);
     restore_log(fp, &buf);
 }
+
+/* A full local queue refuses a message at once with kafka.queue_full (the
+ * relay waits and retries on that code); without headers this once
+ * crashed in the cleanup path. */
+Test(kafka, queue_full_is_reported_not_crashed, .timeout = 30)
+{
+    const char *props[] = {"bootstrap.servers",
+                           "127.0.0.1:1",
+                           "queue.buffering.max.messages",
+                           "1",
+                           "enable.idempotence",
+                           "false",
+                           NULL};
+    char errstr[256];
+    sg_kafka_t *k = sg_kafka_new(NULL, SG_KAFKA_PRODUCER, props, errstr, sizeof(errstr));
+    sg_kafka_batch_t batch = {0};
+    sg_err_t err;
+
+    cr_assert_not_null(k, "%s", errstr);
+    cr_assert_eq(sg_kafka_produce(k, "t", "k", 1, "a", 1, NULL, 0, &batch, &err), 0, "%s",
+                 err.message);
+    cr_expect_eq(sg_kafka_produce(k, "t", "k", 1, "b", 1, NULL, 0, &batch, &err), -1);
+    cr_expect_str_eq(err.code, "kafka.queue_full");
+    cr_expect(err.retriable);
+    cr_expect_eq(batch.pending, 1, "only the accepted message is pending");
+    sg_kafka_destroy(k);
+}
