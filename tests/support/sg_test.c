@@ -124,14 +124,25 @@ void sgt_spawn(sgt_proc_t *p, const char *prog, const char *const *args, const c
     size_t n = 0, e = 0;
 
     snprintf(path, sizeof(path), "%s/%s", sgt_bin_dir(), prog);
+    cr_assert_eq(access(path, X_OK), 0, "%s not built (run make, or set SAGAD_TEST_BIN_DIR)", path);
     argv[n++] = path;
     for (; args && *args && n < 31; args++)
         argv[n++] = *args;
     argv[n] = NULL;
+    static const char *const sanitizer_vars[] = {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"};
+    static char kept[3][1024];
+
     envp[e++] = "PATH=/usr/local/bin:/usr/bin:/bin";
-    /* Sanitizer settings follow the test binary into the child. */
-    if (getenv("ASAN_OPTIONS"))
-        envp[e++] = "ASAN_OPTIONS=detect_leaks=1:halt_on_error=1";
+    /* Sanitizer settings follow the test binary into the child unchanged,
+     * so a sanitizer run behaves the same in both. */
+    for (size_t i = 0; i < 3; i++) {
+        const char *v = getenv(sanitizer_vars[i]);
+
+        if (v) {
+            snprintf(kept[i], sizeof(kept[i]), "%s=%s", sanitizer_vars[i], v);
+            envp[e++] = kept[i];
+        }
+    }
     for (; env && *env && e < 63; env++)
         envp[e++] = *env;
     envp[e] = NULL;

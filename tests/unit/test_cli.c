@@ -2,17 +2,14 @@
  * binaries run with a controlled environment, and we check exit codes,
  * stdout, stderr and that secrets never reach either. */
 #include <criterion/criterion.h>
-#include <errno.h>
-#include <poll.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sagad/sg_cli.h"
 #include "sagad/sg_version.h"
+#include "../support/sg_test.h"
 #include "unit.h"
 
 static const char *const progs[] = {"sagad-worker", "sagad-relay", "dlq-tool"};
@@ -24,33 +21,10 @@ typedef struct run_s {
     char *err;
 } run_t;
 
-typedef struct sink_s {
-    char *buf;
-    size_t len, cap;
-} sink_t;
-
-static void sink_add(sink_t *s, const char *data, size_t n)
-{
-    if (s->len + n + 1 > s->cap) {
-        s->cap = (s->len + n + 1) * 2;
-        s->buf = realloc(s->buf, s->cap);
-        cr_assert_not_null(s->buf);
-    }
-    memcpy(s->buf + s->len, data, n);
-    s->len += n;
-    s->buf[s->len] = '\0';
-}
-
 /* Every captured output, freed by free_runs() after each test, even one
  * that failed an assertion. */
 static char *captured[64];
 static int ncaptured;
-
-static void keep(char *buf)
-{
-    cr_assert_lt(ncaptured, 64);
-    captured[ncaptured++] = buf;
-}
 
 static void free_runs(void)
 {
@@ -58,105 +32,16 @@ static void free_runs(void)
         free(captured[--ncaptured]);
 }
 
-/* Reads both pipes until both close, so neither child stream can fill
- * up and block the child. */
-static void drain(int out_fd, int err_fd, sink_t *out, sink_t *err)
-{
-    struct pollfd pfd[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
-    sink_t *sinks[2] = {out, err};
-    int open_fds = 2;
-
-    sink_add(out, "", 0);
-    sink_add(err, "", 0);
-    while (open_fds > 0) {
-        cr_assert_geq(poll(pfd, 2, -1), 0, "poll: %s", strerror(errno));
-        for (int i = 0; i < 2; i++) {
-            char chunk[4096];
-            ssize_t n;
-
-            if (pfd[i].fd < 0 || !pfd[i].revents)
-                continue;
-            n = read(pfd[i].fd, chunk, sizeof(chunk));
-            if (n > 0) {
-                sink_add(sinks[i], chunk, (size_t)n);
-            } else if (n == 0 || errno != EINTR) {
-                close(pfd[i].fd);
-                pfd[i].fd = -1;
-                open_fds--;
-            }
-        }
-    }
-}
-
-/* The environment: PATH, the sanitizer options when set (so a sanitizer
- * run behaves the same in the child), and the given NAME=value strings. */
-static void build_env(char **env, size_t size, const char *const *extra)
-{
-    static const char *const pass[] = {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"};
-    static char kept[3][1024];
-    size_t n = 0;
-
-    env[n++] = "PATH=/usr/local/bin:/usr/bin:/bin";
-    for (size_t i = 0; i < 3; i++) {
-        const char *v = getenv(pass[i]);
-
-        if (v) {
-            snprintf(kept[i], sizeof(kept[i]), "%s=%s", pass[i], v);
-            env[n++] = kept[i];
-        }
-    }
-    for (; extra && *extra; extra++) {
-        cr_assert_lt(n + 1, size);
-        env[n++] = (char *)*extra;
-    }
-    env[n] = NULL;
-}
-
-/* Runs prog from $SAGAD_TEST_BIN_DIR (default "bin") with args (NULL
- * terminated) and env (NAME=value, NULL terminated). */
+/* Runs prog through the shared test helper and keeps its output for
+ * free_runs(). */
 static run_t run(const char *prog, const char *const *args, const char *const *env_extra)
 {
-    const char *dir = getenv("SAGAD_TEST_BIN_DIR");
-    char path[512], *argv[16], *env[24];
-    int out_pipe[2], err_pipe[2], wstatus, rc;
-    posix_spawn_file_actions_t fa;
-    sink_t out = {0}, err = {0};
-    pid_t pid;
-    size_t argc = 0;
     run_t r;
 
-    snprintf(path, sizeof(path), "%s/%s", dir && *dir ? dir : "bin", prog);
-    cr_assert_eq(access(path, X_OK), 0, "%s not built (run make, or set SAGAD_TEST_BIN_DIR)", path);
-    argv[argc++] = path;
-    for (; args && *args; args++) {
-        cr_assert_lt(argc + 1, 16);
-        argv[argc++] = (char *)*args;
-    }
-    argv[argc] = NULL;
-    build_env(env, 24, env_extra);
-
-    cr_assert_eq(pipe(out_pipe), 0);
-    cr_assert_eq(pipe(err_pipe), 0);
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, out_pipe[1], STDOUT_FILENO);
-    posix_spawn_file_actions_adddup2(&fa, err_pipe[1], STDERR_FILENO);
-    posix_spawn_file_actions_addclose(&fa, out_pipe[0]);
-    posix_spawn_file_actions_addclose(&fa, err_pipe[0]);
-    posix_spawn_file_actions_addclose(&fa, out_pipe[1]);
-    posix_spawn_file_actions_addclose(&fa, err_pipe[1]);
-    rc = posix_spawn(&pid, path, &fa, NULL, argv, env);
-    posix_spawn_file_actions_destroy(&fa);
-    cr_assert_eq(rc, 0, "spawn %s: %s", path, strerror(rc));
-    close(out_pipe[1]);
-    close(err_pipe[1]);
-    drain(out_pipe[0], err_pipe[0], &out, &err);
-    while (waitpid(pid, &wstatus, 0) < 0)
-        cr_assert_eq(errno, EINTR, "waitpid: %s", strerror(errno));
-    r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
-    r.out = out.buf;
-    r.err = err.buf;
-    keep(r.out);
-    keep(r.err);
+    cr_assert_lt(ncaptured + 2, 64);
+    r.status = sgt_run(prog, args, env_extra, &r.out, &r.err);
+    captured[ncaptured++] = r.out;
+    captured[ncaptured++] = r.err;
     return r;
 }
 
