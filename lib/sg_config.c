@@ -447,11 +447,12 @@ int sg_config_check(const sg_config_t *cfg, char *errstr, size_t errstr_size)
     return 0;
 }
 
-static const config_val_t *get(const sg_config_t *cfg, const char *key, sg_config_type_t type)
+/* The value of key, whose type must be one of the bits in types (1 << type). */
+static const config_val_t *get(const sg_config_t *cfg, const char *key, unsigned types)
 {
     int idx = key_index(key);
 
-    if (idx < 0 || config_table[idx].type != type) {
+    if (idx < 0 || !(types & (1u << config_table[idx].type))) {
         fprintf(stderr, "sagad: BUG: config key %s asked as the wrong type\n", key);
         abort();
     }
@@ -460,24 +461,17 @@ static const config_val_t *get(const sg_config_t *cfg, const char *key, sg_confi
 
 const char *sg_config_str(const sg_config_t *cfg, const char *key)
 {
-    int idx = key_index(key);
-
-    if (idx < 0 || config_table[idx].type == SG_CONFIG_INT ||
-        config_table[idx].type == SG_CONFIG_BOOL) {
-        fprintf(stderr, "sagad: BUG: config key %s asked as a string\n", key);
-        abort();
-    }
-    return cfg->vals[idx].text;
+    return get(cfg, key, 1u << SG_CONFIG_STR | 1u << SG_CONFIG_ENUM)->text;
 }
 
 int64_t sg_config_int(const sg_config_t *cfg, const char *key)
 {
-    return get(cfg, key, SG_CONFIG_INT)->i;
+    return get(cfg, key, 1u << SG_CONFIG_INT)->i;
 }
 
 bool sg_config_bool(const sg_config_t *cfg, const char *key)
 {
-    return get(cfg, key, SG_CONFIG_BOOL)->i != 0;
+    return get(cfg, key, 1u << SG_CONFIG_BOOL)->i != 0;
 }
 
 void sg_config_foreach_kafka(const sg_config_t *cfg,

@@ -38,7 +38,8 @@ typedef struct outbox_relay_s {
     sg_pg_t *pg;
     sg_kafka_t *producer;
     outbox_state_t state;
-    int shard; /* held shard, -1 when none */
+    int shard;           /* held shard, -1 when none */
+    char shard_text[16]; /* the same, as the text parameter the queries take */
     int nshards;
     char holder[160];
     char cur_tx[32]; /* cursor: (tx, id) of the last acknowledged row */
@@ -151,11 +152,9 @@ static int step_connect(outbox_relay_t *r, sg_err_t *err)
 
 static int load_cursor(outbox_relay_t *r, sg_err_t *err)
 {
-    char shard[16];
-    const char *p[] = {shard, r->holder};
+    const char *p[] = {r->shard_text, r->holder};
     sg_pg_res_t *res = NULL;
 
-    snprintf(shard, sizeof(shard), "%d", r->shard);
     if (query(r,
               "INSERT INTO relay_cursors (shard, holder, heartbeat_at) VALUES ($1, $2, now()) "
               "ON CONFLICT (shard) DO UPDATE SET holder = $2, heartbeat_at = now() "
@@ -172,7 +171,7 @@ static int load_cursor(outbox_relay_t *r, sg_err_t *err)
 static int step_standby(outbox_relay_t *r, sg_err_t *err)
 {
     for (int s = 0; s < r->nshards; s++) {
-        char key[32], shard[16];
+        char key[32];
         const char *p[] = {key};
         sg_pg_res_t *res = NULL;
         const char *got;
@@ -187,16 +186,20 @@ static int step_standby(outbox_relay_t *r, sg_err_t *err)
         if (!mine)
             continue;
         r->shard = s;
+        snprintf(r->shard_text, sizeof(r->shard_text), "%d", s);
         if (load_cursor(r, err) < 0)
             return -1;
-        snprintf(shard, sizeof(shard), "%d", s);
-        sg_log_kv(SG_LOG_INFO, "took over shard", "shard", shard, "cursor_tx", r->cur_tx, NULL);
+        sg_log_kv(SG_LOG_INFO, "took over shard", "shard", r->shard_text, "cursor_tx", r->cur_tx,
+                  NULL);
         return 1;
     }
     return 0;
 }
 
-/* After a dump/restore into a new cluster, transaction ids restart lower:
+/* Checked when a shard is taken: a restore into a new cluster always means
+ * a new session, so it always passes through here first.
+ *
+ * After a dump/restore into a new cluster, transaction ids restart lower:
  * the cursor (and restored rows) can be ahead of the next xid.  Nothing
  * legitimate is ever at or above pg_snapshot_xmax, so such a row or cursor
  * proves the reset.  Recovery keeps every row: restored rows, and any row
@@ -207,13 +210,11 @@ static int step_standby(outbox_relay_t *r, sg_err_t *err)
  * so nothing is published twice. */
 static int check_xid_reset(outbox_relay_t *r, sg_err_t *err)
 {
-    char shard[16];
-    const char *p[] = {shard, r->cur_tx};
+    const char *p[] = {r->shard_text, r->cur_tx};
     sg_pg_res_t *res = NULL;
     const char *ahead;
     bool reset;
 
-    snprintf(shard, sizeof(shard), "%d", r->shard);
     if (query(r,
               "SELECT $2::xid8 >= x OR EXISTS (SELECT 1 FROM outbox WHERE shard = $1 AND tx >= x) "
               "FROM (SELECT pg_snapshot_xmax(pg_current_snapshot()) AS x) s",
@@ -227,7 +228,7 @@ static int check_xid_reset(outbox_relay_t *r, sg_err_t *err)
     sg_log_kv(SG_LOG_WARN,
               "transaction ids restarted below the relay cursor (restored database?): "
               "renumbering waiting rows and restarting the cursor",
-              "shard", shard, "cursor_tx", r->cur_tx, NULL);
+              "shard", r->shard_text, "cursor_tx", r->cur_tx, NULL);
     if (sg_pg_begin(r->pg, err) < 0)
         return -1;
     if (query(r,
@@ -328,10 +329,9 @@ static void await_acks(outbox_relay_t *r)
 static int advance_cursor(outbox_relay_t *r, const char *tx, const char *id, size_t n,
                           sg_err_t *err)
 {
-    char shard[16], count[32], old_id[32];
-    const char *p[] = {shard, tx, id, count, r->cur_tx, old_id};
+    char count[32], old_id[32];
+    const char *p[] = {r->shard_text, tx, id, count, r->cur_tx, old_id};
 
-    snprintf(shard, sizeof(shard), "%d", r->shard);
     snprintf(count, sizeof(count), "%zu", n);
     snprintf(old_id, sizeof(old_id), "%lld", (long long)r->cur_id);
     /* One statement: the cursor moves and the published rows go together,
@@ -356,13 +356,12 @@ static int advance_cursor(outbox_relay_t *r, const char *tx, const char *id, siz
 /* Reads and publishes one batch.  Returns rows published, -1 on error. */
 static int publish_batch(outbox_relay_t *r, sg_err_t *err)
 {
-    char shard[16], id[32], limit[16];
-    const char *p[] = {shard, r->cur_tx, id, limit};
+    char id[32], limit[16];
+    const char *p[] = {r->shard_text, r->cur_tx, id, limit};
     sg_pg_res_t *res = NULL;
     size_t n;
     int rc = -1;
 
-    snprintf(shard, sizeof(shard), "%d", r->shard);
     snprintf(id, sizeof(id), "%lld", (long long)r->cur_id);
     snprintf(limit, sizeof(limit), "%lld", (long long)sg_config_int(r->cfg, "relay.batch_size"));
     if (query(r,
@@ -420,12 +419,10 @@ done:
  * per episode past relay.xmin_warn_ms, naming the oldest transaction. */
 static void check_blocked(outbox_relay_t *r)
 {
-    char shard[16];
-    const char *p[] = {shard};
+    const char *p[] = {r->shard_text};
     sg_pg_res_t *res = NULL;
     sg_err_t err;
 
-    snprintf(shard, sizeof(shard), "%d", r->shard);
     if (query(r,
               "SELECT coalesce((extract(epoch FROM now() - min(created_at)) * 1000)::bigint, 0) "
               "FROM outbox WHERE shard = $1 AND tx >= pg_snapshot_xmin(pg_current_snapshot())",
@@ -459,13 +456,12 @@ static void check_blocked(outbox_relay_t *r)
 
 static int heartbeat(outbox_relay_t *r, sg_err_t *err)
 {
-    char shard[16], blocked[32];
-    const char *p[] = {shard, r->holder, blocked};
+    char blocked[32];
+    const char *p[] = {r->shard_text, r->holder, blocked};
 
     if (now_ms() < r->next_heartbeat)
         return 0;
     r->next_heartbeat = now_ms() + 1000;
-    snprintf(shard, sizeof(shard), "%d", r->shard);
     snprintf(blocked, sizeof(blocked), "%lld", (long long)r->blocked_ms);
     return query(r,
                  "UPDATE relay_cursors SET holder = $2, heartbeat_at = now(), "
@@ -490,8 +486,6 @@ static int step_active(outbox_relay_t *r, sg_err_t *err)
     if (n >= limit || fired > 0 || !relay_run)
         return 0;
     check_blocked(r);
-    if (n == 0 && check_xid_reset(r, err) < 0)
-        return -1;
     if (sg_pg_wait_notify(r->pg, (int)next_timer_ms(r, poll_ms, err), err) < 0)
         return -1;
     return 0;
