@@ -309,8 +309,15 @@ Test(relay, standby_takes_over_after_kill_9)
     relay_start(&b, NULL);
     for (int seq = 0; seq < 10; seq++)
         insert_round(pg, 0, 1, 100, seq);
-    sleep(1);
-    cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM relay_cursors"), 1);
+    /* While A lives, the standby publishes nothing: A publishes the first
+     * 1,000 rows itself and still holds the shard afterwards. */
+    for (double deadline = now_s() + 30; now_s() < deadline;) {
+        if (sgt_query_int(pg, "SELECT published FROM relay_cursors WHERE shard = 0") >= 1000)
+            break;
+        usleep(50000);
+    }
+    cr_expect_eq(sgt_query_int(pg, "SELECT published FROM relay_cursors WHERE shard = 0"), 1000);
+    wait_holder(pg, a.pid);
     kill(a.pid, SIGKILL);
     sgt_wait(&a, NULL, NULL);
     t0 = now_s();
