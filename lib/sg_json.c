@@ -353,3 +353,23 @@ char *sg_json_print(const sg_json_t *node)
         abort();
     return s;
 }
+
+sg_json_t *sg_json_dup(const sg_json_t *node)
+{
+    return node ? oom_check(cJSON_Duplicate(node, 1)) : NULL;
+}
+
+const sg_json_t *sg_json_child(const sg_json_t *obj, const char *key)
+{
+    return cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
+}
+
+bool sg_json_is_null(const sg_json_t *node)
+{
+    return cJSON_IsNull(node);
+}
+
+void sg_json_add_null(sg_json_t *obj, const char *key)
+{
+    oom_check(cJSON_AddNullToObject(obj, key));
+}

@@ -150,9 +150,15 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     bool assigned = err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS;
     rd_kafka_error_t *error = NULL;
 
-    for (int i = 0; k->rebalance_fn && i < parts->cnt; i++)
-        k->rebalance_fn(k->rebalance_opaque, assigned, parts->elems[i].topic,
-                        parts->elems[i].partition);
+    /* The hook runs before the assignment takes effect, so the start offset
+     * it returns (e.g. read from PostgreSQL) is where fetching begins, and a
+     * revoked partition is drained before librdkafka lets it go. */
+    for (int i = 0; k->rebalance_fn && i < parts->cnt; i++) {
+        int64_t off = k->rebalance_fn(k->rebalance_opaque, assigned, parts->elems[i].topic,
+                                      parts->elems[i].partition);
+        if (assigned && off >= 0)
+            parts->elems[i].offset = off;
+    }
     for (int i = 0; i < parts->cnt; i++) {
         sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
 
@@ -445,6 +451,39 @@ int sg_kafka_consume(sg_kafka_t *k, int timeout_ms, sg_kafka_msg_t **msg, sg_err
     return 1;
 }
 
+int sg_kafka_pause(sg_kafka_t *k, bool pause)
+{
+    rd_kafka_topic_partition_list_t *parts = NULL;
+    rd_kafka_resp_err_t e;
+
+    if (rd_kafka_assignment(k->rk, &parts) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return -1;
+    e = pause ? rd_kafka_pause_partitions(k->rk, parts) : rd_kafka_resume_partitions(k->rk, parts);
+    rd_kafka_topic_partition_list_destroy(parts);
+    return e == RD_KAFKA_RESP_ERR_NO_ERROR ? 0 : -1;
+}
+
+int sg_kafka_wake_fd(sg_kafka_t *k, int fd)
+{
+    rd_kafka_queue_t *q = rd_kafka_queue_get_consumer(k->rk);
+
+    if (!q)
+        return -1;
+    rd_kafka_queue_io_event_enable(q, fd, "k", 1);
+    rd_kafka_queue_destroy(q);
+    return 0;
+}
+
+void sg_kafka_commit_offset(sg_kafka_t *k, const char *topic, int32_t partition, int64_t next)
+{
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+
+    rd_kafka_topic_partition_list_add(list, topic, partition)->offset = next;
+    /* Asynchronous and best effort: PostgreSQL holds the real offset. */
+    rd_kafka_commit(k->rk, list, 1);
+    rd_kafka_topic_partition_list_destroy(list);
+}
+
 int sg_kafka_assignment_count(sg_kafka_t *k)
 {
     rd_kafka_topic_partition_list_t *parts = NULL;
@@ -501,6 +540,16 @@ const void *sg_kafka_msg_header(const sg_kafka_msg_t *msg, const char *name, siz
     if (rd_kafka_header_get_last(hdrs, name, &val, len) != RD_KAFKA_RESP_ERR_NO_ERROR)
         return NULL;
     return val;
+}
+
+int sg_kafka_msg_header_at(const sg_kafka_msg_t *msg, size_t idx, const char **name,
+                           const void **value, size_t *len)
+{
+    rd_kafka_headers_t *hdrs;
+
+    if (rd_kafka_message_headers(msg, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return 0;
+    return rd_kafka_header_get_all(hdrs, idx, name, value, len) == RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
 void sg_kafka_msg_destroy(sg_kafka_msg_t *msg)

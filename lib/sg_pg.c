@@ -9,10 +9,19 @@
 
 #include "sagad/sg_log.h"
 
+#define PIPE_MAX_SLOTS 4096
+
 struct sg_pg_s {
     PGconn *conn;
     sg_pg_opts_t opts;
     sg_rng_t rng;
+    /* Pipeline in progress: statements sent, results not read yet. */
+    bool piping;
+    int nsent;
+    sg_err_t pipe_err; /* first send failure */
+    sg_pg_res_t ***slots;
+    int nslots, slots_cap;
+    int *slot_stmt; /* statement number of each slot */
 };
 
 void sg_pg_opts_from_config(sg_pg_opts_t *opts, const sg_config_t *cfg, const char *appname)
@@ -42,6 +51,7 @@ sg_errclass_t sg_pg_classify(const char *sqlstate, bool conn_bad, const char **c
         {"57014", SG_ERRCLASS_TIMEOUT, "pg.timeout"},         /* statement timeout / cancel */
         {"23", SG_ERRCLASS_PERMANENT, "pg.constraint"},
         {"22", SG_ERRCLASS_PERMANENT, "pg.data"},
+        {"SGF01", SG_ERRCLASS_PERMANENT, "pg.fenced"}, /* sagad_fence(): partition lost */
     };
     const char *dummy;
 
@@ -166,6 +176,8 @@ void sg_pg_destroy(sg_pg_t *pg)
 {
     if (!pg)
         return;
+    free(pg->slots);
+    free(pg->slot_stmt);
     PQfinish(pg->conn);
     free(pg);
 }
@@ -220,6 +232,153 @@ int sg_pg_exec(sg_pg_t *pg, const char *sql, int nparams, const char *const *par
     else
         PQclear(r);
     return 0;
+}
+
+int sg_pg_pipe_begin(sg_pg_t *pg, sg_err_t *err)
+{
+    if (PQenterPipelineMode(pg->conn) != 1)
+        return result_error(pg, NULL, err);
+    pg->piping = true;
+    pg->nsent = 0;
+    pg->nslots = 0;
+    sg_err_clear(&pg->pipe_err);
+    return 0;
+}
+
+void sg_pg_pipe_send(sg_pg_t *pg, const char *sql, int nparams, const char *const *params,
+                     sg_pg_res_t **slot)
+{
+    if (slot)
+        *slot = NULL;
+    if (pg->pipe_err.cls != SG_ERRCLASS_NONE)
+        return;
+    if (PQsendQueryParams(pg->conn, sql, nparams, NULL, params, NULL, NULL, 0) != 1) {
+        result_error(pg, NULL, &pg->pipe_err);
+        return;
+    }
+    if (slot) {
+        if (pg->nslots == pg->slots_cap) {
+            pg->slots_cap = pg->slots_cap ? pg->slots_cap * 2 : 64;
+            pg->slots = realloc(pg->slots, sizeof(*pg->slots) * (size_t)pg->slots_cap);
+            pg->slot_stmt = realloc(pg->slot_stmt, sizeof(int) * (size_t)pg->slots_cap);
+            if (!pg->slots || !pg->slot_stmt)
+                abort();
+        }
+        pg->slots[pg->nslots] = slot;
+        pg->slot_stmt[pg->nslots++] = pg->nsent;
+    }
+    pg->nsent++;
+}
+
+int sg_pg_pipe_end(sg_pg_t *pg, sg_err_t *err)
+{
+    int stmt = 0, slot = 0, rc = 0;
+    bool synced = false;
+
+    if (!pg->piping)
+        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "pg.query", "no pipeline in progress");
+    pg->piping = false;
+    if (pg->pipe_err.cls != SG_ERRCLASS_NONE) {
+        *err = pg->pipe_err;
+        rc = -1;
+    }
+    if (PQpipelineSync(pg->conn) != 1) {
+        if (rc == 0)
+            rc = result_error(pg, NULL, err);
+        goto out;
+    }
+    /* Results come in statement order, each followed by a NULL; the sync
+     * answers with PGRES_PIPELINE_SYNC.  Read everything, keep the slots. */
+    while (!synced) {
+        PGresult *r = PQgetResult(pg->conn);
+        ExecStatusType st;
+
+        if (!r) {
+            if (PQstatus(pg->conn) != CONNECTION_OK) {
+                if (rc == 0)
+                    rc = result_error(pg, NULL, err);
+                goto out;
+            }
+            stmt++;
+            continue;
+        }
+        st = PQresultStatus(r);
+        if (st == PGRES_PIPELINE_SYNC) {
+            synced = true;
+        } else if (st == PGRES_TUPLES_OK && slot < pg->nslots && pg->slot_stmt[slot] == stmt) {
+            *pg->slots[slot++] = r;
+            continue;
+        } else if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && rc == 0) {
+            /* The first failure is the cause; the statements after it
+             * report PGRES_PIPELINE_ABORTED. */
+            rc = result_error(pg, r, err);
+        }
+        if (slot < pg->nslots && pg->slot_stmt[slot] == stmt)
+            slot++;
+        PQclear(r);
+    }
+out:
+    if (PQstatus(pg->conn) == CONNECTION_OK && PQexitPipelineMode(pg->conn) != 1 && rc == 0)
+        rc = result_error(pg, NULL, err);
+    if (rc < 0)
+        for (int i = 0; i < pg->nslots; i++) {
+            PQclear((PGresult *)*pg->slots[i]);
+            *pg->slots[i] = NULL;
+        }
+    pg->nslots = 0;
+    return rc;
+}
+
+void sg_pg_array_literal(sg_pg_buf_t *buf, const char *const *items, size_t n)
+{
+    sg_pg_buf_putc(buf, '{');
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            sg_pg_buf_putc(buf, ',');
+        if (!items[i]) {
+            sg_pg_buf_puts(buf, "NULL");
+            continue;
+        }
+        sg_pg_buf_putc(buf, '"');
+        for (const char *c = items[i]; *c; c++) {
+            if (*c == '"' || *c == '\\')
+                sg_pg_buf_putc(buf, '\\');
+            sg_pg_buf_putc(buf, *c);
+        }
+        sg_pg_buf_putc(buf, '"');
+    }
+    sg_pg_buf_putc(buf, '}');
+}
+
+void sg_pg_buf_putc(sg_pg_buf_t *buf, char c)
+{
+    if (buf->len + 2 > buf->cap) {
+        buf->cap = buf->cap ? buf->cap * 2 : 256;
+        buf->data = realloc(buf->data, buf->cap);
+        if (!buf->data)
+            abort();
+    }
+    buf->data[buf->len++] = c;
+    buf->data[buf->len] = '\0';
+}
+
+void sg_pg_buf_puts(sg_pg_buf_t *buf, const char *s)
+{
+    while (*s)
+        sg_pg_buf_putc(buf, *s++);
+}
+
+void sg_pg_buf_reset(sg_pg_buf_t *buf)
+{
+    buf->len = 0;
+    if (buf->data)
+        buf->data[0] = '\0';
+}
+
+void sg_pg_buf_free(sg_pg_buf_t *buf)
+{
+    free(buf->data);
+    memset(buf, 0, sizeof(*buf));
 }
 
 int sg_pg_exec_script(sg_pg_t *pg, const char *sql, sg_err_t *err)

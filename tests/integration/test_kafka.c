@@ -117,7 +117,7 @@ typedef struct assigned_s {
     int revoked;
 } assigned_t;
 
-static void on_rebalance(void *opaque, bool assigned, const char *topic, int32_t partition)
+static int64_t on_rebalance(void *opaque, bool assigned, const char *topic, int32_t partition)
 {
     assigned_t *a = opaque;
 
@@ -127,6 +127,7 @@ static void on_rebalance(void *opaque, bool assigned, const char *topic, int32_t
         a->assigned++;
     else
         a->revoked++;
+    return -1;
 }
 
 Test(kafka, group_member_gets_every_partition, .timeout = 120)

@@ -46,9 +46,13 @@ typedef struct sg_kafka_batch_s {
     sg_err_t first_err;
 } sg_kafka_batch_t;
 
-/* Partition assignment change seen by the rebalance callback. */
-typedef void (*sg_kafka_rebalance_fn)(void *opaque, bool assigned, const char *topic,
-                                      int32_t partition);
+/* Partition assignment change seen by the rebalance callback, before it
+ * takes effect.  For an assigned partition, a return value >= 0 is the
+ * offset to start fetching at (the offset kept outside Kafka); a negative
+ * value keeps the committed offset.  Ignored for a revoked partition: the
+ * hook returns once the partition's work is drained or abandoned. */
+typedef int64_t (*sg_kafka_rebalance_fn)(void *opaque, bool assigned, const char *topic,
+                                         int32_t partition);
 
 /* The kind of a Kafka error.  Pure: the flags come from librdkafka's
  * rd_kafka_error_is_retriable/is_fatal/txn_requires_abort. */
@@ -111,6 +115,18 @@ int sg_kafka_subscribe(sg_kafka_t *k, const char *const *topics, size_t ntopics,
  * arrived in time (or only a partition EOF), -1 with err on error. */
 int sg_kafka_consume(sg_kafka_t *k, int timeout_ms, sg_kafka_msg_t **msg, sg_err_t *err);
 
+/* Pauses (or resumes) fetching of every assigned partition: flow control
+ * when the caller holds too much unfinished work. */
+int sg_kafka_pause(sg_kafka_t *k, bool pause);
+
+/* Makes librdkafka write a byte to fd whenever the consumer queue turns
+ * non-empty, so a caller can poll() on it beside its own descriptors. */
+int sg_kafka_wake_fd(sg_kafka_t *k, int fd);
+
+/* Commits next (the offset of the next message to read) for lag tools;
+ * asynchronous, best effort. */
+void sg_kafka_commit_offset(sg_kafka_t *k, const char *topic, int32_t partition, int64_t next);
+
 /* Partitions currently assigned to this consumer, -1 on error. */
 int sg_kafka_assignment_count(sg_kafka_t *k);
 
@@ -123,6 +139,9 @@ const void *sg_kafka_msg_payload(const sg_kafka_msg_t *msg, size_t *len);
 const void *sg_kafka_msg_key(const sg_kafka_msg_t *msg, size_t *len);
 /* Last header of that name, NULL when absent. */
 const void *sg_kafka_msg_header(const sg_kafka_msg_t *msg, const char *name, size_t *len);
+/* Header number idx (from 0): 1 with name/value/len set, 0 past the end. */
+int sg_kafka_msg_header_at(const sg_kafka_msg_t *msg, size_t idx, const char **name,
+                           const void **value, size_t *len);
 void sg_kafka_msg_destroy(sg_kafka_msg_t *msg);
 
 #endif

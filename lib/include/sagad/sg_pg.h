@@ -75,6 +75,39 @@ unsigned char *sg_pg_res_bytea(const sg_pg_res_t *res, size_t row, int col, size
 int64_t sg_pg_res_affected(const sg_pg_res_t *res);
 void sg_pg_res_destroy(sg_pg_res_t *res);
 
+/* Pipelining: sends many statements without waiting for each answer, so
+ * a transaction of many small statements costs one round trip.
+ *
+ *   sg_pg_pipe_begin(pg, &err);
+ *   sg_pg_pipe_send(pg, "BEGIN", 0, NULL, NULL);
+ *   sg_pg_pipe_send(pg, "SELECT ...", n, params, &res);   (res kept)
+ *   sg_pg_pipe_end(pg, &err);                              (one sync)
+ *
+ * pipe_send never fails by itself: a failure to send is reported by
+ * pipe_end.  pipe_end reads every result; a statement's rows land in its
+ * slot (NULL slot: discarded) and on failure it returns -1 with the first
+ * error, every slot NULL.  After a failure inside BEGIN..COMMIT the
+ * transaction is aborted: call sg_pg_rollback(). */
+int sg_pg_pipe_begin(sg_pg_t *pg, sg_err_t *err) __attribute__((warn_unused_result));
+void sg_pg_pipe_send(sg_pg_t *pg, const char *sql, int nparams, const char *const *params,
+                     sg_pg_res_t **slot);
+int sg_pg_pipe_end(sg_pg_t *pg, sg_err_t *err) __attribute__((warn_unused_result));
+
+/* A growable text buffer (for array literals and statement text). */
+typedef struct sg_pg_buf_s {
+    char *data;
+    size_t len, cap;
+} sg_pg_buf_t;
+void sg_pg_buf_putc(sg_pg_buf_t *buf, char c);
+void sg_pg_buf_puts(sg_pg_buf_t *buf, const char *s);
+void sg_pg_buf_reset(sg_pg_buf_t *buf);
+void sg_pg_buf_free(sg_pg_buf_t *buf);
+
+/* Appends a PostgreSQL array literal of items ({"a","b",NULL}) to buf,
+ * quoting every element; a NULL item is SQL NULL.  For = ANY($1::text[])
+ * and unnest() parameters. */
+void sg_pg_array_literal(sg_pg_buf_t *buf, const char *const *items, size_t n);
+
 /* LISTEN on channel (an identifier, not quoted by us). */
 int sg_pg_listen(sg_pg_t *pg, const char *channel, sg_err_t *err)
     __attribute__((warn_unused_result));

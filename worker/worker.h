@@ -1,0 +1,289 @@
+/* sagad-worker internals.
+ *
+ *   worker_registry.c  the tool registry file and the adapter table
+ *   worker_builtin.c   the builtin adapter (noop, echo, fail, sleep, ledger, crash)
+ *   worker_pool.c      threads that run tool calls, with per-tool limits
+ *   worker_submit.c    decoding of commands, validation of saga.start
+ *   worker_saga.c      the state machine: one decision per command, written
+ *                      as statements into the transaction of its batch
+ *   worker_loop.c      consumer loop, partitions, offsets, batches, signals
+ */
+#ifndef SAGAD_WORKER_H
+#define SAGAD_WORKER_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sagad/sg_backoff.h"
+#include "sagad/sg_cli.h"
+#include "sagad/sg_config.h"
+#include "sagad/sg_err.h"
+#include "sagad/sg_json.h"
+#include "sagad/sg_kafka.h"
+#include "sagad/sg_pg.h"
+
+/* ---- tools and adapters ------------------------------------------------ */
+
+typedef enum worker_effect_e {
+    WORKER_EFFECT_READ,
+    WORKER_EFFECT_IDEMPOTENT,
+    WORKER_EFFECT_REVERSIBLE,
+    WORKER_EFFECT_IRREVERSIBLE,
+} worker_effect_t;
+
+typedef struct worker_policy_s {
+    int max_attempts; /* 0: the config's default */
+    int64_t base_ms, cap_ms;
+} worker_policy_t;
+
+typedef struct worker_tool_s worker_tool_t;
+typedef struct worker_adapter_s worker_adapter_t;
+
+/* What a pool thread owns across calls (connections of adapters). */
+typedef struct worker_thread_s {
+    const sg_config_t *cfg;
+    sg_pg_t *pg; /* opened on first use by tools that need PostgreSQL */
+    volatile sig_atomic_t *stop; /* set: abandon calls now (second SIGTERM) */
+    struct worker_pool_s *pool; /* the pool the thread belongs to */
+} worker_thread_t;
+
+/* One tool call.  Everything is owned by the call. */
+typedef struct worker_call_s {
+    const worker_tool_t *tool;
+    char *saga_id;
+    char *step_name;
+    int step_idx;
+    bool compensate;
+    int attempt, generation;
+    char *idem_key;
+    char *traceparent;
+    sg_json_t *args;  /* object, never NULL */
+    sg_json_t *input; /* the saga's input, may be NULL */
+} worker_call_t;
+
+typedef enum worker_status_e {
+    WORKER_OK,
+    WORKER_ERROR,
+    WORKER_TIMEOUT,
+} worker_status_t;
+
+/* The normalised outcome of a call (DESIGN.md §4 envelope). */
+typedef struct worker_result_s {
+    worker_status_t status;
+    sg_err_t err;           /* class and code when status != OK */
+    char *data;             /* JSON text of the tool's answer, malloc'd, may be NULL */
+    int64_t retry_after_ms; /* earliest next attempt the downstream asked for, 0: none */
+    int64_t latency_ms;
+} worker_result_t;
+
+/* An adapter plugs a kind of tool into the worker.  prepare() checks a
+ * registry entry at load time (bad target: -1 with err naming the rule);
+ * call() runs on a pool thread and must return within the tool's timeout
+ * (plus a little); it fills out and never throws anything away silently. */
+struct worker_adapter_s {
+    const char *name;
+    int (*prepare)(worker_tool_t *tool, const sg_config_t *cfg, sg_err_t *err);
+    void (*call)(worker_thread_t *th, const worker_call_t *call, worker_result_t *out);
+    void (*release)(worker_tool_t *tool);
+};
+
+struct worker_tool_s {
+    char *name;
+    const worker_adapter_t *adapter;
+    char *target;       /* builtin name or URL; exec argv lives in target_json */
+    sg_json_t *target_json;
+    int64_t timeout_ms;
+    worker_effect_t effect;
+    char *compensation; /* default compensating tool, NULL when none */
+    worker_policy_t retry, comp_retry;
+    int concurrency; /* 0: unlimited */
+    sg_json_t *args_schema; /* NULL: any object */
+    void *state;            /* adapter's own */
+    int running;            /* calls in progress (pool lock) */
+};
+
+typedef struct worker_registry_s {
+    char *path;
+    worker_tool_t *tools;
+    size_t ntools;
+    sg_json_t *doc;
+} worker_registry_t;
+
+/* Loads and checks a registry file.  On failure returns NULL with err
+ * naming the file, the JSON path and the rule. */
+worker_registry_t *worker_registry_load(const char *path, const sg_config_t *cfg, sg_err_t *err);
+void worker_registry_destroy(worker_registry_t *reg);
+const worker_tool_t *worker_registry_find(const worker_registry_t *reg, const char *name);
+const char *worker_effect_name(worker_effect_t e);
+
+extern const worker_adapter_t worker_builtin_adapter;
+
+/* Fills res for a tool error (status error, or timeout for that class). */
+void worker_result_error(worker_result_t *out, sg_errclass_t cls, const char *code,
+                         const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void worker_result_clear(worker_result_t *out);
+
+/* ---- the call pool ----------------------------------------------------- */
+
+typedef struct worker_pool_s worker_pool_t;
+typedef void (*worker_done_fn)(void *opaque, void *job);
+
+/* threads run calls; done(opaque, job) is called on the pool thread when a
+ * call finished (the result is in the job); the caller wakes its loop. */
+worker_pool_t *worker_pool_new(int threads, const sg_config_t *cfg, volatile sig_atomic_t *stop);
+void worker_pool_destroy(worker_pool_t *pool);
+/* Queues a call.  job is opaque to the pool; call and out point into it. */
+void worker_pool_submit(worker_pool_t *pool, void *job, worker_call_t *call, worker_result_t *out);
+/* Takes the finished jobs (a NULL-terminated array the caller frees), or
+ * NULL when none. */
+void **worker_pool_take_done(worker_pool_t *pool, size_t *n);
+/* A descriptor that becomes readable when a job finished. */
+int worker_pool_fd(const worker_pool_t *pool);
+/* Drains the wake-up descriptor. */
+void worker_pool_ack(worker_pool_t *pool);
+
+/* ---- decoded commands -------------------------------------------------- */
+
+typedef enum worker_ctype_e {
+    WORKER_CMD_START,
+    WORKER_CMD_EXECUTE,
+    WORKER_CMD_COMPENSATE,
+    WORKER_CMD_POISON, /* could not be decoded: dead-lettered */
+} worker_ctype_t;
+
+#define WORKER_SAGA_ID_MAX 128
+
+/* Decodes the envelope of a command message.  Never fails: a message that
+ * cannot be decoded comes back as WORKER_CMD_POISON with err set. */
+typedef struct worker_decoded_s {
+    worker_ctype_t type;
+    sg_json_t *doc;
+    char saga_id[WORKER_SAGA_ID_MAX + 1]; /* "" when unknown */
+    int step, attempt, generation;
+    sg_err_t err;
+} worker_decoded_t;
+
+void worker_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
+                   worker_decoded_t *out);
+
+/* One problem of a rejected submission. */
+typedef void (*worker_problem_fn)(void *opaque, const char *path, const char *rule);
+
+/* Validates a saga.start document against the contract and the registry:
+ * calls fn once per problem; returns the number of problems. */
+int worker_validate_start(const sg_json_t *doc, const worker_registry_t *reg, worker_problem_fn fn,
+                          void *opaque);
+
+/* Checks args against tool's args schema; returns problems found. */
+int worker_validate_args(const worker_tool_t *tool, const sg_json_t *args, const char *base,
+                         worker_problem_fn fn, void *opaque);
+
+/* The stored definition of a valid saga.start (caller frees the text). */
+char *worker_definition(const sg_json_t *doc);
+
+/* The idempotency key of (saga, step, phase, generation): stable across
+ * retries, fresh after a replay bumps the generation. */
+void worker_idem_key(char *out, size_t out_size, const char *saga_id, int step, bool compensate,
+                     int generation);
+
+/* ---- the run ----------------------------------------------------------- */
+
+#define WORKER_MAX_STEPS 64
+
+typedef struct worker_part_s worker_part_t;
+
+typedef enum worker_cstate_e {
+    CMD_QUEUED,   /* waiting behind an earlier command of its saga */
+    CMD_READY,    /* to be decided in the next transaction */
+    CMD_CALLING,  /* attempt committed, tool call running */
+    CMD_RETURNED, /* call finished, outcome to be committed */
+    CMD_FINISHED, /* committed: the offset may pass it */
+} worker_cstate_t;
+
+/* One consumed message, from fetch to commit. */
+typedef struct worker_cmd_s {
+    struct worker_cmd_s *saga_next; /* FIFO of its saga */
+    struct worker_cmd_s *part_next; /* FIFO of its partition, offset order */
+    worker_part_t *part;
+    sg_kafka_msg_t *msg;
+    int64_t offset;
+    worker_decoded_t dec;
+    worker_cstate_t state;
+    bool finishing; /* will be FINISHED if the transaction commits */
+    bool calls;     /* decided: call the tool after the commit */
+    bool abandoned; /* its partition was lost while the call ran */
+    int64_t attempt_id;
+    sg_pg_res_t *attempt_res; /* RETURNING id of the attempt row */
+    worker_call_t call;
+    worker_result_t result;
+} worker_cmd_t;
+
+typedef struct worker_step_s {
+    int idx;
+    const char *name, *tool, *args, *comp; /* into the state result */
+    char status[24];
+    int attempts, comp_attempts;
+    char error_code[64];
+    const char *result; /* JSON text to store, NULL: unchanged */
+    bool dirty;
+} worker_step_t;
+
+/* A saga as loaded (FOR UPDATE) at the start of a transaction. */
+typedef struct worker_saga_s {
+    const char *saga_id, *name, *input, *traceparent;
+    char status[16];
+    int generation;
+    int64_t seq, retry_spent, retry_budget; /* budget -1: none */
+    bool past_deadline;
+    int nsteps;
+    worker_step_t steps[WORKER_MAX_STEPS];
+    bool dirty;
+    /* attempt rows of the command's (step, phase, generation, attempt) */
+    int64_t interrupted, finished;
+    /* saga.start of an existing saga: same definition? */
+    bool same_definition;
+} worker_saga_t;
+
+typedef struct worker_stats_s {
+    int64_t consumed, stale, started, rejected, calls, dead_letters, completed, compensated,
+        failed, retries, fenced;
+} worker_stats_t;
+
+/* The worker's shared context. */
+typedef struct worker_s {
+    const sg_config_t *cfg;
+    worker_registry_t *reg;
+    sg_pg_t *pg;
+    char worker_id[128];
+    const char *group, *topic_commands, *topic_events, *topic_dlq;
+    sg_json_limits_t limits;
+    int crash_loop_limit;
+    worker_policy_t retry, comp_retry;
+    int64_t budget_ms;
+    sg_rng_t rng;
+    worker_stats_t stats;
+} worker_t;
+
+/* Decides a READY command inside the open transaction pipeline: writes
+ * the statements of its outcome, or of its attempt row (then cmd->calls).
+ * saga is NULL when the saga does not exist (or for poison). */
+void worker_saga_decide(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga);
+
+/* Writes the outcome of a RETURNED call. */
+void worker_saga_complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga);
+
+/* Dead-letters a message that could not be stored as decided (PostgreSQL
+ * refused it): the fallback that keeps a bad message from looping. */
+void worker_saga_reject_stored(worker_t *w, worker_cmd_t *cmd, const sg_err_t *why);
+
+/* The statement loading the sagas of a batch ($1: text[] of ids). */
+extern const char worker_sql_load[];
+/* Fills saga from rows [*row, ...) of the load result with the same id. */
+void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row);
+
+int worker_cmd_run(sg_cli_t *cli, int argc, char **argv);
+int worker_cmd_check_registry(sg_cli_t *cli, int argc, char **argv);
+
+#endif

@@ -1,0 +1,204 @@
+/* The call pool: a fixed set of threads running tool calls.
+ *
+ * The main loop never blocks on a tool: it submits calls here and learns
+ * of finished ones through a pipe it polls beside the Kafka queue.  A
+ * tool's concurrency limit holds across the whole worker: a queued call
+ * whose tool is at its limit waits while later calls of other tools run. */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sagad/sg_log.h"
+#include "worker.h"
+
+typedef struct pool_job_s {
+    struct pool_job_s *next;
+    void *job;
+    worker_call_t *call;
+    worker_result_t *out;
+} pool_job_t;
+
+struct worker_pool_s {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    pool_job_t *queue, *queue_tail;
+    void **done;
+    size_t ndone, done_cap;
+    bool stopping;
+    int nthreads;
+    pthread_t *threads;
+    worker_thread_t *ctx;
+    int pipe_fd[2];
+};
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The first queued job whose tool has room; unlinked.  Lock held. */
+static pool_job_t *take_runnable(worker_pool_t *pool)
+{
+    pool_job_t *prev = NULL;
+
+    for (pool_job_t *j = pool->queue; j; prev = j, j = j->next) {
+        worker_tool_t *tool = (worker_tool_t *)j->call->tool;
+        if (tool->concurrency && tool->running >= tool->concurrency)
+            continue;
+        if (prev)
+            prev->next = j->next;
+        else
+            pool->queue = j->next;
+        if (pool->queue_tail == j)
+            pool->queue_tail = prev;
+        tool->running++;
+        return j;
+    }
+    return NULL;
+}
+
+static void *pool_main(void *arg)
+{
+    worker_thread_t *th = arg;
+    worker_pool_t *pool = th->pool;
+    pthread_mutex_lock(&pool->lock);
+    for (;;) {
+        pool_job_t *j;
+        int64_t t0;
+        char b = 1;
+
+        while (!pool->stopping && !(j = take_runnable(pool)))
+            pthread_cond_wait(&pool->cond, &pool->lock);
+        if (pool->stopping)
+            break;
+        pthread_mutex_unlock(&pool->lock);
+
+        t0 = mono_ms();
+        j->call->tool->adapter->call(th, j->call, j->out);
+        j->out->latency_ms = mono_ms() - t0;
+
+        pthread_mutex_lock(&pool->lock);
+        ((worker_tool_t *)j->call->tool)->running--;
+        if (pool->ndone == pool->done_cap) {
+            pool->done_cap = pool->done_cap ? pool->done_cap * 2 : 64;
+            pool->done = realloc(pool->done, sizeof(void *) * pool->done_cap);
+            if (!pool->done)
+                abort();
+        }
+        pool->done[pool->ndone++] = j->job;
+        free(j);
+        /* A tool slot freed up: a waiting call of that tool may run now. */
+        pthread_cond_broadcast(&pool->cond);
+        if (write(pool->pipe_fd[1], &b, 1) < 0) {
+            /* Full pipe: the loop is awake already. */
+        }
+    }
+    pthread_mutex_unlock(&pool->lock);
+    sg_pg_destroy(th->pg);
+    return NULL;
+}
+
+worker_pool_t *worker_pool_new(int threads, const sg_config_t *cfg, volatile sig_atomic_t *stop)
+{
+    worker_pool_t *pool = calloc(1, sizeof(*pool));
+
+    if (!pool || pipe(pool->pipe_fd) < 0)
+        abort();
+    fcntl(pool->pipe_fd[0], F_SETFL, O_NONBLOCK);
+    fcntl(pool->pipe_fd[1], F_SETFL, O_NONBLOCK);
+    fcntl(pool->pipe_fd[0], F_SETFD, FD_CLOEXEC);
+    fcntl(pool->pipe_fd[1], F_SETFD, FD_CLOEXEC);
+    pthread_mutex_init(&pool->lock, NULL);
+    pthread_cond_init(&pool->cond, NULL);
+    pool->nthreads = threads;
+    pool->threads = calloc((size_t)threads, sizeof(pthread_t));
+    pool->ctx = calloc((size_t)threads, sizeof(*pool->ctx));
+    if (!pool->threads || !pool->ctx)
+        abort();
+    for (int i = 0; i < threads; i++) {
+        worker_thread_t *th = &pool->ctx[i];
+        th->cfg = cfg;
+        th->stop = stop;
+        th->pool = pool;
+        if (pthread_create(&pool->threads[i], NULL, pool_main, th) != 0)
+            abort();
+    }
+    return pool;
+}
+
+void worker_pool_destroy(worker_pool_t *pool)
+{
+    if (!pool)
+        return;
+    pthread_mutex_lock(&pool->lock);
+    pool->stopping = true;
+    pthread_cond_broadcast(&pool->cond);
+    pthread_mutex_unlock(&pool->lock);
+    for (int i = 0; i < pool->nthreads; i++)
+        pthread_join(pool->threads[i], NULL);
+    while (pool->queue) {
+        pool_job_t *j = pool->queue;
+        pool->queue = j->next;
+        free(j);
+    }
+    close(pool->pipe_fd[0]);
+    close(pool->pipe_fd[1]);
+    pthread_mutex_destroy(&pool->lock);
+    pthread_cond_destroy(&pool->cond);
+    free(pool->done);
+    free(pool->threads);
+    free(pool->ctx);
+    free(pool);
+}
+
+void worker_pool_submit(worker_pool_t *pool, void *job, worker_call_t *call, worker_result_t *out)
+{
+    pool_job_t *j = calloc(1, sizeof(*j));
+
+    if (!j)
+        abort();
+    j->job = job;
+    j->call = call;
+    j->out = out;
+    pthread_mutex_lock(&pool->lock);
+    if (pool->queue_tail)
+        pool->queue_tail->next = j;
+    else
+        pool->queue = j;
+    pool->queue_tail = j;
+    pthread_cond_signal(&pool->cond);
+    pthread_mutex_unlock(&pool->lock);
+}
+
+void **worker_pool_take_done(worker_pool_t *pool, size_t *n)
+{
+    void **out = NULL;
+
+    pthread_mutex_lock(&pool->lock);
+    *n = pool->ndone;
+    if (pool->ndone) {
+        out = pool->done;
+        pool->done = NULL;
+        pool->ndone = pool->done_cap = 0;
+    }
+    pthread_mutex_unlock(&pool->lock);
+    return out;
+}
+
+int worker_pool_fd(const worker_pool_t *pool)
+{
+    return pool->pipe_fd[0];
+}
+
+void worker_pool_ack(worker_pool_t *pool)
+{
+    char buf[256];
+
+    while (read(pool->pipe_fd[0], buf, sizeof(buf)) > 0)
+        ;
+}

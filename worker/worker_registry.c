@@ -1,0 +1,348 @@
+/* The tool registry: which tools a saga may name, and how to call them.
+ *
+ * The file is checked as a whole at start-up (schemas/tool-registry.
+ * schema.json is the contract); the first problem stops the worker with
+ * the file, the JSON path and the rule, because a worker running with half
+ * a registry would reject or fail sagas for reasons nobody can see. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sagad/sg_schema.h"
+#include "worker.h"
+
+#define REGISTRY_MAX_BYTES (4 * 1024 * 1024)
+
+static const worker_adapter_t *const adapters[] = {
+    &worker_builtin_adapter,
+};
+
+static const char *const effect_names[] = {"read", "idempotent", "reversible", "irreversible"};
+
+const char *worker_effect_name(worker_effect_t e)
+{
+    return effect_names[e];
+}
+
+void worker_result_clear(worker_result_t *out)
+{
+    free(out->data);
+    memset(out, 0, sizeof(*out));
+}
+
+void worker_result_error(worker_result_t *out, sg_errclass_t cls, const char *code,
+                         const char *fmt, ...)
+{
+    va_list ap;
+    char msg[sizeof(out->err.message)];
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    out->status = cls == SG_ERRCLASS_TIMEOUT ? WORKER_TIMEOUT : WORKER_ERROR;
+    sg_err_set(&out->err, cls, code, "%s", msg);
+}
+
+/* Names are what sagas and logs refer to: keep them plain. */
+static bool name_ok(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n > 64)
+        return false;
+    for (; *s; s++)
+        if (!(*s == '.' || *s == '_' || *s == '-' || (*s >= '0' && *s <= '9') ||
+              (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
+            return false;
+    return true;
+}
+
+static int bad(sg_err_t *err, const char *file, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int bad(sg_err_t *err, const char *file, const char *path, const char *fmt, ...)
+{
+    va_list ap;
+    char rule[300];
+
+    va_start(ap, fmt);
+    vsnprintf(rule, sizeof(rule), fmt, ap);
+    va_end(ap);
+    return sg_err_set(err, SG_ERRCLASS_PERMANENT, "config.registry.invalid", "%s: %s: %s", file,
+                      path, rule);
+}
+
+/* sg_json's typed getters name the path already; add the file. */
+static int with_file(sg_err_t *err, const char *file)
+{
+    sg_err_t e = *err;
+
+    return sg_err_set(err, SG_ERRCLASS_PERMANENT, "config.registry.invalid", "%s: %s", file,
+                      e.message);
+}
+
+static int int_field(const sg_json_t *obj, const char *base, const char *key, int64_t min,
+                     int64_t max, int64_t *out, const char *file, sg_err_t *err)
+{
+    char path[256];
+    int rc = sg_json_get_int(obj, base, key, false, out, err);
+
+    if (rc < 0)
+        return with_file(err, file);
+    if (rc == 0 && (*out < min || *out > max)) {
+        sg_json_path_key(path, sizeof(path), base, key);
+        return bad(err, file, path, "must be between %lld and %lld, got %lld", (long long)min,
+                   (long long)max, (long long)*out);
+    }
+    return 0;
+}
+
+static int load_policy(const sg_json_t *tool, const char *base, const char *key,
+                       worker_policy_t *pol, const char *file, sg_err_t *err)
+{
+    static const char *const known[] = {"max_attempts", "base_ms", "cap_ms"};
+    const sg_json_t *obj = NULL;
+    char path[256];
+    int64_t v;
+    int rc = sg_json_get_object(tool, base, key, false, &obj, err);
+
+    if (rc < 0)
+        return with_file(err, file);
+    if (rc > 0)
+        return 0;
+    sg_json_path_key(path, sizeof(path), base, key);
+    for (const sg_json_t *m = sg_json_first(obj); m; m = sg_json_next(m)) {
+        size_t i;
+        for (i = 0; i < 3 && strcmp(sg_json_key(m), known[i]) != 0; i++)
+            ;
+        if (i == 3) {
+            char mpath[300];
+            sg_json_path_key(mpath, sizeof(mpath), path, sg_json_key(m));
+            return bad(err, file, mpath, "unknown field (known: max_attempts, base_ms, cap_ms)");
+        }
+    }
+    v = 0;
+    if (int_field(obj, path, "max_attempts", 1, 100, &v, file, err) < 0)
+        return -1;
+    pol->max_attempts = (int)v;
+    v = 0;
+    if (int_field(obj, path, "base_ms", 1, 3600000, &v, file, err) < 0)
+        return -1;
+    pol->base_ms = v;
+    v = 0;
+    if (int_field(obj, path, "cap_ms", 1, 86400000, &v, file, err) < 0)
+        return -1;
+    pol->cap_ms = v;
+    return 0;
+}
+
+static int load_tool(worker_tool_t *t, const sg_json_t *node, const char *name, const char *file,
+                     const sg_config_t *cfg, sg_err_t *err)
+{
+    static const char *const known[] = {"adapter", "target",     "side_effect",
+                                        "timeout_ms", "compensation", "retry",
+                                        "compensate_retry", "concurrency", "args",
+                                        "description", NULL};
+    char base[128], path[300];
+    const char *adapter = NULL, *effect = NULL, *comp = NULL;
+    const sg_json_t *args = NULL, *target;
+    int64_t v;
+    size_t i;
+
+    sg_json_path_key(base, sizeof(base), "$.tools", name);
+    t->name = strdup(name);
+    if (!name_ok(name))
+        return bad(err, file, base, "tool names are 1-64 characters of A-Z a-z 0-9 . _ -");
+    if (!sg_json_is_object(node))
+        return bad(err, file, base, "must be an object, got %s", sg_json_type_name(node));
+    for (const sg_json_t *m = sg_json_first(node); m; m = sg_json_next(m)) {
+        for (i = 0; known[i] && strcmp(sg_json_key(m), known[i]) != 0; i++)
+            ;
+        if (!known[i]) {
+            sg_json_path_key(path, sizeof(path), base, sg_json_key(m));
+            return bad(err, file, path, "unknown field");
+        }
+    }
+    if (sg_json_get_str(node, base, "adapter", true, &adapter, err) < 0 ||
+        sg_json_get_str(node, base, "side_effect", true, &effect, err) < 0 ||
+        sg_json_get_str(node, base, "compensation", false, &comp, err) < 0 ||
+        sg_json_get_object(node, base, "args", false, &args, err) < 0)
+        return with_file(err, file);
+    for (i = 0; i < sizeof(adapters) / sizeof(adapters[0]); i++)
+        if (strcmp(adapters[i]->name, adapter) == 0)
+            t->adapter = adapters[i];
+    if (!t->adapter) {
+        sg_json_path_key(path, sizeof(path), base, "adapter");
+        if (strcmp(adapter, "http") == 0 || strcmp(adapter, "exec") == 0)
+            return bad(err, file, path, "adapter \"%s\" is not available in this build yet",
+                       adapter);
+        return bad(err, file, path, "must be one of builtin, http, exec; got \"%s\"", adapter);
+    }
+    for (i = 0; i < 4 && strcmp(effect, effect_names[i]) != 0; i++)
+        ;
+    if (i == 4) {
+        sg_json_path_key(path, sizeof(path), base, "side_effect");
+        return bad(err, file, path, "must be one of read, idempotent, reversible, irreversible");
+    }
+    t->effect = (worker_effect_t)i;
+    target = sg_json_child(node, "target");
+    sg_json_path_key(path, sizeof(path), base, "target");
+    if (!target)
+        return bad(err, file, path, "required");
+    if (sg_json_string(target))
+        t->target = strdup(sg_json_string(target));
+    t->target_json = sg_json_dup(target);
+    v = 30000;
+    if (int_field(node, base, "timeout_ms", 1, 3600000, &v, file, err) < 0)
+        return -1;
+    t->timeout_ms = v;
+    v = 0;
+    if (int_field(node, base, "concurrency", 1, 10000, &v, file, err) < 0)
+        return -1;
+    t->concurrency = (int)v;
+    if (load_policy(node, base, "retry", &t->retry, file, err) < 0 ||
+        load_policy(node, base, "compensate_retry", &t->comp_retry, file, err) < 0)
+        return -1;
+    if (comp)
+        t->compensation = strdup(comp);
+    if (args) {
+        sg_json_path_key(path, sizeof(path), base, "args");
+        if (sg_schema_check(args, path, err) < 0)
+            return with_file(err, file);
+        t->args_schema = sg_json_dup(args);
+    }
+    if (t->adapter->prepare(t, cfg, err) < 0) {
+        sg_err_t e = *err;
+        return bad(err, file, path, "%s", e.message);
+    }
+    return 0;
+}
+
+static char *read_file(const char *path, size_t *len, sg_err_t *err)
+{
+    FILE *fp = fopen(path, "rb");
+    char *buf = NULL;
+    size_t n = 0;
+
+    if (!fp) {
+        sg_err_set(err, SG_ERRCLASS_PERMANENT, "config.registry.unreadable",
+                   "%s: cannot open: %s (set worker.registry to the tool registry file)", path,
+                   strerror(errno));
+        return NULL;
+    }
+    buf = malloc(REGISTRY_MAX_BYTES + 1);
+    if (!buf)
+        abort();
+    n = fread(buf, 1, REGISTRY_MAX_BYTES + 1, fp);
+    if (ferror(fp) || n > REGISTRY_MAX_BYTES) {
+        sg_err_set(err, SG_ERRCLASS_PERMANENT, "config.registry.unreadable",
+                   ferror(fp) ? "%s: read error" : "%s: larger than 4 MiB", path);
+        free(buf);
+        buf = NULL;
+    }
+    fclose(fp);
+    *len = n;
+    return buf;
+}
+
+worker_registry_t *worker_registry_load(const char *path, const sg_config_t *cfg, sg_err_t *err)
+{
+    static const sg_json_limits_t lim = {REGISTRY_MAX_BYTES, 64};
+    worker_registry_t *reg = calloc(1, sizeof(*reg));
+    const sg_json_t *tools = NULL;
+    int64_t v = 0;
+    size_t len = 0, n = 0;
+    char *text;
+
+    if (!reg)
+        abort();
+    reg->path = strdup(path);
+    text = read_file(path, &len, err);
+    if (!text)
+        goto err;
+    reg->doc = sg_json_parse(text, len, &lim, err);
+    free(text);
+    if (!reg->doc) {
+        with_file(err, path);
+        goto err;
+    }
+    if (!sg_json_is_object(reg->doc)) {
+        bad(err, path, "$", "must be an object");
+        goto err;
+    }
+    for (const sg_json_t *m = sg_json_first(reg->doc); m; m = sg_json_next(m))
+        if (strcmp(sg_json_key(m), "v") != 0 && strcmp(sg_json_key(m), "tools") != 0 &&
+            strcmp(sg_json_key(m), "description") != 0) {
+            char p[200];
+            sg_json_path_key(p, sizeof(p), "$", sg_json_key(m));
+            bad(err, path, p, "unknown field (known: v, tools, description)");
+            goto err;
+        }
+    if (sg_json_get_int(reg->doc, "$", "v", true, &v, err) < 0 ||
+        sg_json_get_object(reg->doc, "$", "tools", true, &tools, err) < 0) {
+        with_file(err, path);
+        goto err;
+    }
+    if (v != 1) {
+        bad(err, path, "$.v", "must be 1 (the registry format version)");
+        goto err;
+    }
+    for (const sg_json_t *m = sg_json_first(tools); m; m = sg_json_next(m))
+        n++;
+    if (n == 0) {
+        bad(err, path, "$.tools", "must name at least one tool");
+        goto err;
+    }
+    reg->tools = calloc(n, sizeof(*reg->tools));
+    if (!reg->tools)
+        abort();
+    for (const sg_json_t *m = sg_json_first(tools); m; m = sg_json_next(m)) {
+        worker_tool_t *t = &reg->tools[reg->ntools++];
+        if (load_tool(t, m, sg_json_key(m), path, cfg, err) < 0)
+            goto err;
+    }
+    for (size_t i = 0; i < reg->ntools; i++) {
+        worker_tool_t *t = &reg->tools[i];
+        char p[200], q[300];
+        if (t->compensation && !worker_registry_find(reg, t->compensation)) {
+            sg_json_path_key(p, sizeof(p), "$.tools", t->name);
+            sg_json_path_key(q, sizeof(q), p, "compensation");
+            bad(err, path, q, "names tool \"%s\", which is not in the registry", t->compensation);
+            goto err;
+        }
+    }
+    return reg;
+err:
+    worker_registry_destroy(reg);
+    return NULL;
+}
+
+const worker_tool_t *worker_registry_find(const worker_registry_t *reg, const char *name)
+{
+    for (size_t i = 0; i < reg->ntools; i++)
+        if (strcmp(reg->tools[i].name, name) == 0)
+            return &reg->tools[i];
+    return NULL;
+}
+
+void worker_registry_destroy(worker_registry_t *reg)
+{
+    if (!reg)
+        return;
+    for (size_t i = 0; i < reg->ntools; i++) {
+        worker_tool_t *t = &reg->tools[i];
+        if (t->adapter && t->adapter->release)
+            t->adapter->release(t);
+        free(t->name);
+        free(t->target);
+        free(t->compensation);
+        sg_json_destroy(t->target_json);
+        sg_json_destroy(t->args_schema);
+    }
+    free(reg->tools);
+    sg_json_destroy(reg->doc);
+    free(reg->path);
+    free(reg);
+}

@@ -1,0 +1,1159 @@
+/* The saga state machine (DESIGN.md §3-§5).
+ *
+ * Each function here runs inside the open transaction of a batch, with the
+ * saga row locked, and only sends statements into the pipeline: the step
+ * and saga rows, the attempt row, the events, the next command (or a timer
+ * for a retry) and dead letters.  The caller commits them together with
+ * the consumed offset, or none of them.
+ *
+ * The one place where retry / compensate / dead-letter is decided is
+ * on_failure() (forward steps) and on_comp_failure() (compensations). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "sagad/sg_log.h"
+#include "sagad/sg_version.h"
+#include "worker.h"
+
+/* Column order of worker_sql_load. */
+enum {
+    L_SAGA_ID,
+    L_NAME,
+    L_STATUS,
+    L_GEN,
+    L_SEQ,
+    L_SPENT,
+    L_BUDGET,
+    L_PAST_DEADLINE,
+    L_INPUT,
+    L_TRACEPARENT,
+    L_IDX,
+    L_STEP_NAME,
+    L_TOOL,
+    L_ARGS,
+    L_COMP,
+    L_STEP_STATUS,
+    L_ATTEMPTS,
+    L_COMP_ATTEMPTS,
+};
+
+const char worker_sql_load[] =
+    "SELECT s.saga_id, s.name, s.status, s.generation, s.seq, s.retry_spent_ms, "
+    "coalesce(s.retry_budget_ms, -1), coalesce(s.deadline < now(), false), s.input::text, "
+    "s.traceparent, st.idx, st.name, st.tool, st.args::text, st.compensate::text, st.status, "
+    "st.attempts, st.comp_attempts "
+    "FROM sagas s JOIN steps st USING (saga_id) WHERE s.saga_id = ANY($1::text[]) "
+    "ORDER BY s.saga_id, st.idx FOR UPDATE OF s";
+
+void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row)
+{
+    size_t r = *row;
+    const char *id = sg_pg_res_get(res, r, L_SAGA_ID);
+
+    memset(saga, 0, sizeof(*saga));
+    saga->saga_id = id;
+    saga->name = sg_pg_res_get(res, r, L_NAME);
+    snprintf(saga->status, sizeof(saga->status), "%s", sg_pg_res_get(res, r, L_STATUS));
+    saga->generation = (int)sg_pg_res_int(res, r, L_GEN, 1);
+    saga->seq = sg_pg_res_int(res, r, L_SEQ, 0);
+    saga->retry_spent = sg_pg_res_int(res, r, L_SPENT, 0);
+    saga->retry_budget = sg_pg_res_int(res, r, L_BUDGET, -1);
+    saga->past_deadline = strcmp(sg_pg_res_get(res, r, L_PAST_DEADLINE), "t") == 0;
+    saga->input = sg_pg_res_get(res, r, L_INPUT);
+    saga->traceparent = sg_pg_res_get(res, r, L_TRACEPARENT);
+    for (; r < sg_pg_res_rows(res) && strcmp(sg_pg_res_get(res, r, L_SAGA_ID), id) == 0; r++) {
+        worker_step_t *st;
+        int idx = (int)sg_pg_res_int(res, r, L_IDX, -1);
+        if (idx < 0 || idx >= WORKER_MAX_STEPS)
+            continue;
+        st = &saga->steps[idx];
+        st->idx = idx;
+        st->name = sg_pg_res_get(res, r, L_STEP_NAME);
+        st->tool = sg_pg_res_get(res, r, L_TOOL);
+        st->args = sg_pg_res_get(res, r, L_ARGS);
+        st->comp = sg_pg_res_get(res, r, L_COMP);
+        snprintf(st->status, sizeof(st->status), "%s", sg_pg_res_get(res, r, L_STEP_STATUS));
+        st->attempts = (int)sg_pg_res_int(res, r, L_ATTEMPTS, 0);
+        st->comp_attempts = (int)sg_pg_res_int(res, r, L_COMP_ATTEMPTS, 0);
+        if (idx + 1 > saga->nsteps)
+            saga->nsteps = idx + 1;
+    }
+    *row = r;
+}
+
+/* ---- small helpers ----------------------------------------------------- */
+
+static void send(worker_t *w, const char *sql, int n, const char *const *params)
+{
+    sg_pg_pipe_send(w->pg, sql, n, params, NULL);
+}
+
+static void iso_time(char *out, size_t size, int64_t plus_ms)
+{
+    struct timeval tv;
+    struct tm tm;
+    time_t t;
+    int64_t ms;
+
+    gettimeofday(&tv, NULL);
+    ms = (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000 + plus_ms;
+    t = (time_t)(ms / 1000);
+    gmtime_r(&t, &tm);
+    snprintf(out, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+}
+
+static char *base64(const void *data, size_t len)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *p = data;
+    char *out = malloc(4 * ((len + 2) / 3) + 1), *o = out;
+
+    if (!out)
+        abort();
+    for (size_t i = 0; i < len; i += 3) {
+        unsigned v = (unsigned)p[i] << 16 | (i + 1 < len ? (unsigned)p[i + 1] << 8 : 0) |
+                     (i + 2 < len ? p[i + 2] : 0);
+        *o++ = tab[v >> 18 & 63];
+        *o++ = tab[v >> 12 & 63];
+        *o++ = i + 1 < len ? tab[v >> 6 & 63] : '=';
+        *o++ = i + 2 < len ? tab[v & 63] : '=';
+    }
+    *o = '\0';
+    return out;
+}
+
+static char *headers_json(const char *type, const char *traceparent)
+{
+    sg_json_t *h = sg_json_new_object();
+    char *text;
+
+    sg_json_add_str(h, "sagad-type", type);
+    if (traceparent)
+        sg_json_add_str(h, "traceparent", traceparent);
+    text = sg_json_print(h);
+    sg_json_destroy(h);
+    return text;
+}
+
+/* Queues a message for Kafka: into the outbox now, or as a timer. */
+static void emit(worker_t *w, const char *topic, const char *key, const char *type,
+                 const char *traceparent, const char *payload, int64_t delay_ms)
+{
+    char *headers = headers_json(type, traceparent), delay[24];
+
+    if (delay_ms > 0) {
+        const char *params[] = {delay, topic, key, headers, payload};
+        snprintf(delay, sizeof(delay), "%lld", (long long)delay_ms);
+        send(w,
+             "INSERT INTO timers (due_at, topic, key, headers, payload) VALUES "
+             "(now() + $1::bigint * interval '1 millisecond', $2, convert_to($3, 'UTF8'), "
+             "$4::jsonb, convert_to($5, 'UTF8'))",
+             5, params);
+    } else {
+        const char *params[] = {topic, key, headers, payload};
+        send(w,
+             "INSERT INTO outbox (topic, key, headers, payload) VALUES "
+             "($1, convert_to($2, 'UTF8'), $3::jsonb, convert_to($4, 'UTF8'))",
+             4, params);
+    }
+    free(headers);
+}
+
+/* A new event of the saga: v, type, id, saga_id, seq, time, then body's
+ * members.  Takes body. */
+static void event(worker_t *w, worker_saga_t *saga, const char *type, sg_json_t *body)
+{
+    sg_json_t *ev = sg_json_new_object();
+    char id[WORKER_SAGA_ID_MAX + 32], now[40];
+    char *text;
+
+    saga->seq++;
+    saga->dirty = true;
+    snprintf(id, sizeof(id), "evt:%s:%lld", saga->saga_id, (long long)saga->seq);
+    iso_time(now, sizeof(now), 0);
+    sg_json_add_int(ev, "v", 1);
+    sg_json_add_str(ev, "type", type);
+    sg_json_add_str(ev, "id", id);
+    sg_json_add_str(ev, "saga_id", saga->saga_id);
+    sg_json_add_int(ev, "seq", saga->seq);
+    sg_json_add_str(ev, "time", now);
+    for (const sg_json_t *m = body ? sg_json_first(body) : NULL; m; m = sg_json_next(m))
+        sg_json_add_node(ev, sg_json_key(m), sg_json_dup(m));
+    sg_json_destroy(body);
+    text = sg_json_print(ev);
+    emit(w, w->topic_events, saga->saga_id, type, saga->traceparent, text, 0);
+    free(text);
+    sg_json_destroy(ev);
+}
+
+static sg_json_t *step_body(const worker_step_t *st)
+{
+    sg_json_t *b = sg_json_new_object();
+
+    sg_json_add_int(b, "step", st->idx);
+    sg_json_add_str(b, "step_name", st->name);
+    return b;
+}
+
+static void add_error(sg_json_t *b, const sg_err_t *err)
+{
+    sg_json_add_str(b, "error_code", err->code);
+    sg_json_add_str(b, "error_class", sg_errclass_name(err->cls));
+    sg_json_add_str(b, "message", err->message);
+}
+
+/* step.execute / step.compensate for (step, attempt), now or later. */
+static void command(worker_t *w, worker_saga_t *saga, int step, bool compensate, int attempt,
+                    int64_t delay_ms)
+{
+    sg_json_t *c = sg_json_new_object();
+    const char *type = compensate ? "step.compensate" : "step.execute";
+    char id[WORKER_SAGA_ID_MAX + 64];
+    char *text;
+
+    snprintf(id, sizeof(id), "cmd:%s:%d:%s:g%d:a%d", saga->saga_id, step, compensate ? "c" : "f",
+             saga->generation, attempt);
+    sg_json_add_int(c, "v", 1);
+    sg_json_add_str(c, "type", type);
+    sg_json_add_str(c, "id", id);
+    sg_json_add_str(c, "saga_id", saga->saga_id);
+    sg_json_add_int(c, "step", step);
+    sg_json_add_int(c, "attempt", attempt);
+    sg_json_add_int(c, "generation", saga->generation);
+    text = sg_json_print(c);
+    emit(w, w->topic_commands, saga->saga_id, type, saga->traceparent, text, delay_ms);
+    free(text);
+    sg_json_destroy(c);
+}
+
+static char *msg_headers_json(const sg_kafka_msg_t *msg)
+{
+    sg_json_t *h = sg_json_new_object();
+    const char *name;
+    const void *val;
+    size_t len;
+    char *text;
+
+    for (size_t i = 0; msg && sg_kafka_msg_header_at(msg, i, &name, &val, &len); i++) {
+        if (!val) {
+            sg_json_add_null(h, name);
+        } else if (sg_json_utf8_valid(val, len)) {
+            char *s = strndup(val, len);
+            sg_json_add_str(h, name, s);
+            free(s);
+        } else {
+            char *b = base64(val, len), *s = malloc(strlen(b) + 8);
+            if (!s)
+                abort();
+            sprintf(s, "base64:%s", b);
+            sg_json_add_str(h, name, s);
+            free(b);
+            free(s);
+        }
+    }
+    text = sg_json_print(h);
+    sg_json_destroy(h);
+    return text;
+}
+
+/* Writes a dead letter (ledger row + DLQ message, one statement) for cmd's
+ * message.  step < 0 when no step is concerned.  The trail is every
+ * attempt row of (saga, step, phase, generation), read in the same
+ * transaction, so it includes the attempt finished just before. */
+static void dead_letter(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, int step,
+                        bool compensate, const sg_err_t *err)
+{
+    static const char sql[] =
+        "WITH t AS (SELECT count(*) AS n, "
+        "  coalesce(jsonb_agg(jsonb_build_object('attempt', a.attempt, 'started_at', a.started_at, "
+        "    'finished_at', a.finished_at, 'status', a.status, 'error_code', a.error_code, "
+        "    'error_class', a.error_class, 'message', a.envelope->>'message', 'latency_ms', "
+        "    a.latency_ms, 'worker_id', a.worker_id) ORDER BY a.id), '[]') AS trail, "
+        "  min(a.started_at) AS first_at, max(coalesce(a.finished_at, a.started_at)) AS last_at "
+        "  FROM attempts a WHERE a.saga_id = $4 AND a.step_idx = $6::int AND a.phase = $9 "
+        "  AND a.generation = $19::int), "
+        "dl AS (INSERT INTO dead_letters (error_code, error_class, message, saga_id, saga_name, "
+        "  step_idx, step_name, tool, phase, attempts, trail, original_topic, original_partition, "
+        "  original_offset, original_key, original_timestamp, original_headers, payload, "
+        "  first_failure_at, last_failure_at, worker_id, sagad_version) "
+        "  SELECT $1, $2, $3, $4, $5, $6::int, $7, $8, $9, t.n, t.trail, $10, $11::int, "
+        "  $12::bigint, decode($13, 'base64'), to_timestamp($14::bigint / 1000.0), $15::jsonb, "
+        "  decode($16, 'base64'), coalesce(t.first_at, now()), greatest(t.last_at, now()), "
+        "  $17, $18 FROM t RETURNING *) "
+        "INSERT INTO outbox (topic, key, headers, payload) "
+        "SELECT $20, convert_to(dl.saga_id, 'UTF8'), jsonb_strip_nulls(jsonb_build_object("
+        "  'sagad-type', 'dead_letter', 'sagad-error-code', dl.error_code, "
+        "  'sagad-error-class', dl.error_class, 'sagad-saga-id', dl.saga_id, "
+        "  'sagad-original-topic', dl.original_topic, 'sagad-dead-letter-id', dl.id::text, "
+        "  'sagad-step', dl.step_name, 'sagad-phase', dl.phase, 'traceparent', $21::text)), "
+        "  convert_to(sagad_dead_letter_record(dl.*::dead_letters)::text, 'UTF8') FROM dl";
+    const worker_step_t *st = saga && step >= 0 ? &saga->steps[step] : NULL;
+    const char *tool = NULL;
+    char sidx[16], part[16], off[24], ts[24], gen[16];
+    const void *key = NULL, *payload = NULL;
+    size_t key_len = 0, len = 0;
+    char *key64 = NULL, *payload64, *headers;
+    const sg_json_t *comp = NULL;
+    sg_json_t *compdoc = NULL;
+
+    if (st) {
+        tool = st->tool;
+        if (compensate && st->comp) {
+            compdoc = sg_json_parse(st->comp, strlen(st->comp), NULL, NULL);
+            comp = compdoc;
+            if (comp)
+                sg_json_get_str(comp, "$", "tool", false, &tool, NULL);
+        }
+    }
+    snprintf(sidx, sizeof(sidx), "%d", step);
+    snprintf(gen, sizeof(gen), "%d", saga ? saga->generation : cmd->dec.generation);
+    snprintf(part, sizeof(part), "%d", (int)sg_kafka_msg_partition(cmd->msg));
+    snprintf(off, sizeof(off), "%lld", (long long)cmd->offset);
+    snprintf(ts, sizeof(ts), "%lld", (long long)sg_kafka_msg_timestamp(cmd->msg));
+    key = sg_kafka_msg_key(cmd->msg, &key_len);
+    if (key)
+        key64 = base64(key, key_len);
+    payload = sg_kafka_msg_payload(cmd->msg, &len);
+    payload64 = base64(payload ? payload : "", payload ? len : 0);
+    headers = msg_headers_json(cmd->msg);
+    {
+        const char *params[] = {err->code,
+                                sg_errclass_name(err->cls),
+                                err->message,
+                                saga ? saga->saga_id : (cmd->dec.saga_id[0] ? cmd->dec.saga_id : NULL),
+                                saga ? saga->name : NULL,
+                                st ? sidx : NULL,
+                                st ? st->name : NULL,
+                                tool,
+                                st ? (compensate ? "compensate" : "forward") : NULL,
+                                sg_kafka_msg_topic(cmd->msg),
+                                part,
+                                off,
+                                key64,
+                                sg_kafka_msg_timestamp(cmd->msg) >= 0 ? ts : NULL,
+                                headers,
+                                payload64,
+                                w->worker_id,
+                                SAGAD_VERSION,
+                                gen,
+                                w->topic_dlq,
+                                saga ? saga->traceparent : NULL};
+        send(w, sql, 21, params);
+    }
+    w->stats.dead_letters++;
+    sg_json_destroy(compdoc);
+    free(key64);
+    free(payload64);
+    free(headers);
+    {
+        sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+        ctx.saga_id = saga ? saga->saga_id : NULL;
+        ctx.step = st ? st->name : NULL;
+        ctx.error_code = err->code;
+        ctx.topic = sg_kafka_msg_topic(cmd->msg);
+        ctx.partition = sg_kafka_msg_partition(cmd->msg);
+        ctx.offset = cmd->offset;
+        sg_log(SG_LOG_WARN, &ctx, "dead-lettered: %s", err->message);
+    }
+    if (saga) {
+        sg_json_t *b = st ? step_body(st) : sg_json_new_object();
+        add_error(b, err);
+        event(w, saga, "saga.dead_lettered", b);
+    }
+}
+
+static void set_step(worker_step_t *st, const char *status)
+{
+    snprintf(st->status, sizeof(st->status), "%s", status);
+    st->dirty = true;
+}
+
+static void set_saga(worker_saga_t *saga, const char *status)
+{
+    snprintf(saga->status, sizeof(saga->status), "%s", status);
+    saga->dirty = true;
+}
+
+static sg_json_t *run_health(const worker_saga_t *saga)
+{
+    sg_json_t *h = sg_json_new_object(), *block = NULL;
+    int ok = 0, failed = 0, comp = 0, skipped = 0;
+
+    for (int i = 0; i < saga->nsteps; i++) {
+        const worker_step_t *st = &saga->steps[i];
+        if (strcmp(st->status, "succeeded") == 0) {
+            ok++;
+        } else if (strcmp(st->status, "compensated") == 0) {
+            comp++;
+        } else if (strcmp(st->status, "skipped") == 0) {
+            skipped++;
+        } else if (strcmp(st->status, "failed") == 0 ||
+                   strcmp(st->status, "compensation_failed") == 0) {
+            failed++;
+            if (!block || strcmp(st->status, "compensation_failed") == 0) {
+                sg_json_destroy(block);
+                block = step_body(st);
+                sg_json_add_str(block, "status", st->status);
+                if (st->error_code[0])
+                    sg_json_add_str(block, "error_code", st->error_code);
+            }
+        }
+    }
+    sg_json_add_int(h, "steps_total", saga->nsteps);
+    sg_json_add_int(h, "ok", ok);
+    sg_json_add_int(h, "failed", failed);
+    sg_json_add_int(h, "compensated", comp);
+    sg_json_add_int(h, "skipped", skipped);
+    if (block)
+        sg_json_add_node(h, "blocking_failure", block);
+    else
+        sg_json_add_null(h, "blocking_failure");
+    return h;
+}
+
+static void terminal(worker_t *w, worker_saga_t *saga, const char *status)
+{
+    sg_json_t *b = sg_json_new_object();
+    char type[32];
+
+    set_saga(saga, status);
+    sg_json_add_str(b, "status", status);
+    sg_json_add_node(b, "run_health", run_health(saga));
+    snprintf(type, sizeof(type), "saga.%s", status);
+    event(w, saga, type, b);
+    if (strcmp(status, "completed") == 0)
+        w->stats.completed++;
+    else if (strcmp(status, "compensated") == 0)
+        w->stats.compensated++;
+    else
+        w->stats.failed++;
+}
+
+/* Writes the dirty step rows and the saga row. */
+static void flush(worker_t *w, worker_saga_t *saga)
+{
+    char idx[16], att[16], catt[16], seq[24], spent[24];
+
+    for (int i = 0; i < saga->nsteps; i++) {
+        worker_step_t *st = &saga->steps[i];
+        if (!st->dirty)
+            continue;
+        snprintf(idx, sizeof(idx), "%d", i);
+        snprintf(att, sizeof(att), "%d", st->attempts);
+        snprintf(catt, sizeof(catt), "%d", st->comp_attempts);
+        {
+            const char *params[] = {saga->saga_id, idx, st->status, att, catt,
+                                    st->result, st->error_code[0] ? st->error_code : NULL};
+            send(w,
+                 "UPDATE steps SET status = $3, attempts = $4::int, comp_attempts = $5::int, "
+                 "result = coalesce($6::jsonb, result), error_code = coalesce($7, error_code), "
+                 "updated_at = now() WHERE saga_id = $1 AND idx = $2::int",
+                 7, params);
+        }
+        st->dirty = false;
+        st->result = NULL;
+    }
+    if (!saga->dirty)
+        return;
+    snprintf(seq, sizeof(seq), "%lld", (long long)saga->seq);
+    snprintf(spent, sizeof(spent), "%lld", (long long)saga->retry_spent);
+    {
+        const char *params[] = {saga->saga_id, saga->status, seq, spent};
+        send(w,
+             "UPDATE sagas SET status = $2, seq = $3::bigint, retry_spent_ms = $4::bigint, "
+             "version = version + 1, updated_at = now() WHERE saga_id = $1",
+             4, params);
+    }
+    saga->dirty = false;
+}
+
+/* ---- compensation ------------------------------------------------------ */
+
+/* Starts the compensation of the highest succeeded step at or below from,
+ * skipping steps that have none; all done: the saga is compensated. */
+static void next_compensation(worker_t *w, worker_saga_t *saga, int from)
+{
+    for (int j = from; j >= 0; j--) {
+        worker_step_t *st = &saga->steps[j];
+        if (strcmp(st->status, "succeeded") != 0)
+            continue;
+        if (st->comp && strcmp(st->comp, "null") != 0) {
+            set_step(st, "compensating");
+            st->comp_attempts = 0;
+            command(w, saga, j, true, 1, 0);
+            return;
+        }
+        set_step(st, "skipped");
+    }
+    terminal(w, saga, "compensated");
+}
+
+static void begin_compensation(worker_t *w, worker_saga_t *saga, int failed_step,
+                               const sg_err_t *err)
+{
+    sg_json_t *b = step_body(&saga->steps[failed_step]);
+
+    set_saga(saga, "compensating");
+    add_error(b, err);
+    event(w, saga, "saga.compensating", b);
+    for (int j = failed_step + 1; j < saga->nsteps; j++)
+        if (strcmp(saga->steps[j].status, "pending") == 0)
+            set_step(&saga->steps[j], "skipped");
+    next_compensation(w, saga, failed_step - 1);
+}
+
+static void fail_step(worker_t *w, worker_saga_t *saga, worker_step_t *st, int attempt,
+                      const sg_err_t *err)
+{
+    sg_json_t *b = step_body(st);
+
+    set_step(st, "failed");
+    snprintf(st->error_code, sizeof(st->error_code), "%s", err->code);
+    sg_json_add_int(b, "attempt", attempt);
+    add_error(b, err);
+    event(w, saga, "step.failed", b);
+}
+
+static void comp_failed(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, worker_step_t *st,
+                        const sg_err_t *err)
+{
+    sg_json_t *b = step_body(st);
+
+    set_step(st, "compensation_failed");
+    snprintf(st->error_code, sizeof(st->error_code), "%s", err->code);
+    add_error(b, err);
+    event(w, saga, "step.compensation_failed", b);
+    terminal(w, saga, "failed");
+    dead_letter(w, cmd, saga, st->idx, true, err);
+}
+
+/* ---- decisions --------------------------------------------------------- */
+
+static void stale(worker_t *w, worker_cmd_t *cmd, const char *why)
+{
+    sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+
+    w->stats.stale++;
+    ctx.saga_id = cmd->dec.saga_id;
+    ctx.attempt = cmd->dec.attempt;
+    ctx.partition = cmd->part ? sg_kafka_msg_partition(cmd->msg) : -1;
+    ctx.offset = cmd->offset;
+    sg_log(SG_LOG_INFO, &ctx, "duplicate or stale command acknowledged without effect: %s", why);
+}
+
+typedef struct problem_list_s {
+    sg_json_t *arr;
+    char text[400];
+    int n;
+} problem_list_t;
+
+static void collect_problem(void *opaque, const char *path, const char *rule)
+{
+    problem_list_t *pl = opaque;
+    sg_json_t *p = sg_json_new_object();
+    size_t len = strlen(pl->text);
+
+    sg_json_add_str(p, "path", path);
+    sg_json_add_str(p, "rule", rule);
+    sg_json_append(pl->arr, p);
+    if (pl->n++ < 3)
+        snprintf(pl->text + len, sizeof(pl->text) - len, "%s%s: %s", len ? "; " : "", path, rule);
+}
+
+/* saga.rejected (seq 0: the saga does not exist, or is another one) and a
+ * dead letter so the submission can be fixed and replayed. */
+static void reject(worker_t *w, worker_cmd_t *cmd, problem_list_t *pl, const char *code)
+{
+    worker_saga_t fake;
+    sg_json_t *ev = sg_json_new_object();
+    const char *name = NULL, *sub_id = NULL;
+    char id[WORKER_SAGA_ID_MAX + 64], now[40];
+    sg_err_t err;
+    char *text;
+
+    memset(&fake, 0, sizeof(fake));
+    sg_json_get_str(cmd->dec.doc, "$", "name", false, &name, NULL);
+    sg_json_get_str(cmd->dec.doc, "$", "id", false, &sub_id, NULL);
+    snprintf(id, sizeof(id), "evt:%s:rejected:%d:%lld", cmd->dec.saga_id,
+             (int)sg_kafka_msg_partition(cmd->msg), (long long)cmd->offset);
+    iso_time(now, sizeof(now), 0);
+    sg_json_add_int(ev, "v", 1);
+    sg_json_add_str(ev, "type", "saga.rejected");
+    sg_json_add_str(ev, "id", id);
+    sg_json_add_str(ev, "saga_id", cmd->dec.saga_id);
+    sg_json_add_int(ev, "seq", 0);
+    sg_json_add_str(ev, "time", now);
+    if (sub_id)
+        sg_json_add_str(ev, "submission_id", sub_id);
+    sg_json_add_str(ev, "error_code", code);
+    sg_json_add_str(ev, "error_class", "permanent");
+    sg_json_add_str(ev, "message", pl->text);
+    sg_json_add_node(ev, "problems", pl->arr);
+    pl->arr = NULL;
+    text = sg_json_print(ev);
+    emit(w, w->topic_events, cmd->dec.saga_id, "saga.rejected", NULL, text, 0);
+    free(text);
+    sg_json_destroy(ev);
+    w->stats.rejected++;
+    sg_err_set(&err, SG_ERRCLASS_PERMANENT, code, "saga.start rejected: %d problem(s): %s", pl->n,
+               pl->text);
+    (void)name;
+    dead_letter(w, cmd, NULL, -1, false, &err);
+}
+
+static char *effective_steps(const sg_json_t *doc, const worker_registry_t *reg)
+{
+    const sg_json_t *steps = sg_json_child(doc, "steps");
+    sg_json_t *out = sg_json_new_array();
+    char *text;
+
+    for (size_t i = 0; i < sg_json_array_size(steps); i++) {
+        const sg_json_t *st = sg_json_array_get(steps, i), *comp = sg_json_child(st, "compensate");
+        const sg_json_t *args = sg_json_child(st, "args");
+        const char *name = sg_json_string(sg_json_child(st, "name"));
+        const char *tool = sg_json_string(sg_json_child(st, "tool"));
+        const worker_tool_t *t = worker_registry_find(reg, tool);
+        sg_json_t *e = sg_json_new_object();
+
+        sg_json_add_str(e, "name", name);
+        sg_json_add_str(e, "tool", tool);
+        sg_json_add_node(e, "args", args ? sg_json_dup(args) : sg_json_new_object());
+        if (comp && !sg_json_is_null(comp)) {
+            sg_json_t *c = sg_json_dup(comp);
+            if (!sg_json_child(c, "args"))
+                sg_json_add_node(c, "args", args ? sg_json_dup(args) : sg_json_new_object());
+            sg_json_add_node(e, "compensate", c);
+        } else if (t && t->compensation) {
+            /* The registry's compensating tool, called with the step's args. */
+            sg_json_t *c = sg_json_new_object();
+            sg_json_add_str(c, "tool", t->compensation);
+            sg_json_add_node(c, "args", args ? sg_json_dup(args) : sg_json_new_object());
+            sg_json_add_node(e, "compensate", c);
+        } else {
+            sg_json_add_null(e, "compensate");
+        }
+        sg_json_append(out, e);
+    }
+    text = sg_json_print(out);
+    sg_json_destroy(out);
+    return text;
+}
+
+static void random_traceparent(worker_t *w, char *out, size_t size)
+{
+    uint64_t a = sg_rng_upto(&w->rng, UINT64_MAX), b = sg_rng_upto(&w->rng, UINT64_MAX),
+             c = sg_rng_upto(&w->rng, UINT64_MAX);
+
+    snprintf(out, size, "00-%016llx%016llx-%016llx-01", (unsigned long long)a,
+             (unsigned long long)(b | 1), (unsigned long long)(c | 1));
+}
+
+static void decide_start(worker_t *w, worker_cmd_t *cmd, worker_saga_t *existing)
+{
+    problem_list_t pl = {sg_json_new_array(), "", 0};
+    worker_saga_t saga;
+    char *def, *steps, tp[64] = "";
+    const char *name = NULL, *deadline = NULL;
+    const sg_json_t *input, *meta, *budget;
+    char *input_text = NULL, *meta_text = NULL, budget_text[24];
+    const void *h;
+    size_t hlen;
+
+    if (existing) {
+        if (existing->same_definition) {
+            sg_json_destroy(pl.arr);
+            stale(w, cmd, "saga.start of an existing saga with the same definition");
+            return;
+        }
+        collect_problem(&pl, "$.saga_id",
+                        "unique: this saga_id is already used with a different definition");
+        reject(w, cmd, &pl, "input.saga.conflict");
+        sg_json_destroy(pl.arr);
+        return;
+    }
+    if (worker_validate_start(cmd->dec.doc, w->reg, collect_problem, &pl) > 0) {
+        reject(w, cmd, &pl, "input.schema.invalid");
+        sg_json_destroy(pl.arr);
+        return;
+    }
+    sg_json_destroy(pl.arr);
+
+    def = worker_definition(cmd->dec.doc);
+    steps = effective_steps(cmd->dec.doc, w->reg);
+    sg_json_get_str(cmd->dec.doc, "$", "name", true, &name, NULL);
+    sg_json_get_str(cmd->dec.doc, "$", "deadline", false, &deadline, NULL);
+    if ((input = sg_json_child(cmd->dec.doc, "input")))
+        input_text = sg_json_print(input);
+    if ((meta = sg_json_child(cmd->dec.doc, "metadata")))
+        meta_text = sg_json_print(meta);
+    budget = sg_json_child(cmd->dec.doc, "retry_budget_ms");
+    if (budget) {
+        int64_t v = 0;
+        sg_json_get_int(cmd->dec.doc, "$", "retry_budget_ms", true, &v, NULL);
+        snprintf(budget_text, sizeof(budget_text), "%lld", (long long)v);
+    }
+    h = sg_kafka_msg_header(cmd->msg, "traceparent", &hlen);
+    if (h && hlen == 55 && sg_json_utf8_valid(h, hlen))
+        snprintf(tp, sizeof(tp), "%.*s", (int)hlen, (const char *)h);
+    else
+        random_traceparent(w, tp, sizeof(tp));
+    {
+        const char *params[] = {cmd->dec.saga_id, name,     def,  input_text,
+                                meta_text,        deadline, budget ? budget_text : NULL,
+                                tp,               steps};
+        send(w,
+             "WITH s AS (INSERT INTO sagas (saga_id, name, definition, input, metadata, deadline, "
+             "retry_budget_ms, traceparent) VALUES ($1, $2, $3::jsonb, $4::jsonb, $5::jsonb, "
+             "$6::timestamptz, $7::bigint, $8) RETURNING saga_id) "
+             "INSERT INTO steps (saga_id, idx, name, tool, args, compensate) "
+             "SELECT s.saga_id, (e.ord - 1)::int, e.v->>'name', e.v->>'tool', e.v->'args', "
+             "nullif(e.v->'compensate', 'null'::jsonb) "
+             "FROM s, jsonb_array_elements($9::jsonb) WITH ORDINALITY AS e(v, ord)",
+             9, params);
+    }
+    /* A fresh saga, as the rows just written say. */
+    memset(&saga, 0, sizeof(saga));
+    saga.saga_id = cmd->dec.saga_id;
+    saga.name = name;
+    saga.traceparent = tp;
+    saga.generation = 1;
+    snprintf(saga.status, sizeof(saga.status), "running");
+    {
+        sg_json_t *b = sg_json_new_object();
+        sg_json_add_str(b, "name", name);
+        sg_json_add_int(b, "steps", (int64_t)sg_json_array_size(sg_json_child(cmd->dec.doc, "steps")));
+        event(w, &saga, "saga.accepted", b);
+    }
+    command(w, &saga, 0, false, 1, 0);
+    saga.dirty = true;
+    flush(w, &saga);
+    w->stats.started++;
+    free(def);
+    free(steps);
+    free(input_text);
+    free(meta_text);
+}
+
+/* Fills cmd->call for step st of saga; false (err set) when the call cannot
+ * be made: unknown tool, bad args. */
+static bool prepare_call(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, worker_step_t *st,
+                         bool compensate, sg_err_t *err)
+{
+    const char *tool_name = st->tool, *args_text = st->args;
+    sg_json_t *comp = NULL, *args = NULL;
+    const worker_tool_t *tool;
+    problem_list_t pl = {NULL, "", 0};
+    char key[256];
+
+    if (compensate) {
+        comp = st->comp ? sg_json_parse(st->comp, strlen(st->comp), NULL, NULL) : NULL;
+        tool_name = comp ? sg_json_string(sg_json_child(comp, "tool")) : NULL;
+        args = comp && sg_json_child(comp, "args") ? sg_json_dup(sg_json_child(comp, "args"))
+                                                   : NULL;
+    } else if (args_text) {
+        args = sg_json_parse(args_text, strlen(args_text), NULL, NULL);
+    }
+    if (!args)
+        args = sg_json_new_object();
+    tool = tool_name ? worker_registry_find(w->reg, tool_name) : NULL;
+    if (!tool) {
+        sg_err_set(err, SG_ERRCLASS_PERMANENT, "tool.unknown",
+                   "tool \"%s\" is not in the tool registry %s", tool_name ? tool_name : "(none)",
+                   w->reg->path);
+        goto fail;
+    }
+    pl.arr = sg_json_new_array();
+    if (worker_validate_args(tool, args, "$.args", collect_problem, &pl) > 0) {
+        sg_err_set(err, SG_ERRCLASS_PERMANENT, "tool.args.invalid", "args of tool %s: %s",
+                   tool->name, pl.text);
+        goto fail;
+    }
+    sg_json_destroy(pl.arr);
+    sg_json_destroy(comp);
+    worker_idem_key(key, sizeof(key), saga->saga_id, st->idx, compensate, saga->generation);
+    cmd->call.tool = tool;
+    cmd->call.saga_id = strdup(saga->saga_id);
+    cmd->call.step_name = strdup(st->name);
+    cmd->call.step_idx = st->idx;
+    cmd->call.compensate = compensate;
+    cmd->call.attempt = cmd->dec.attempt;
+    cmd->call.generation = saga->generation;
+    cmd->call.idem_key = strdup(key);
+    cmd->call.traceparent = saga->traceparent ? strdup(saga->traceparent) : NULL;
+    cmd->call.args = args;
+    cmd->call.input = saga->input ? sg_json_parse(saga->input, strlen(saga->input), NULL, NULL)
+                                  : NULL;
+    return true;
+fail:
+    sg_json_destroy(pl.arr);
+    sg_json_destroy(comp);
+    sg_json_destroy(args);
+    return false;
+}
+
+/* Marks the unfinished attempt rows of the command as interrupted (a
+ * worker died or lost the partition while they ran). */
+static void mark_interrupted(worker_t *w, worker_cmd_t *cmd, bool compensate)
+{
+    char step[16], gen[16], att[16];
+    const char *params[] = {cmd->dec.saga_id, step, compensate ? "compensate" : "forward", gen,
+                            att};
+
+    snprintf(step, sizeof(step), "%d", cmd->dec.step);
+    snprintf(gen, sizeof(gen), "%d", cmd->dec.generation);
+    snprintf(att, sizeof(att), "%d", cmd->dec.attempt);
+    send(w,
+         "UPDATE attempts SET finished_at = now(), status = 'error', "
+         "error_code = 'runtime.interrupted', error_class = 'transient', "
+         "envelope = jsonb_build_object('status', 'error', 'error_code', 'runtime.interrupted', "
+         "'class', 'transient', 'retriable', true, 'message', "
+         "'the attempt started but never finished: the worker died or lost the partition') "
+         "WHERE saga_id = $1 AND step_idx = $2::int AND phase = $3 AND generation = $4::int "
+         "AND attempt = $5::int AND finished_at IS NULL",
+         5, params);
+}
+
+static void decide_step(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
+{
+    bool comp = cmd->dec.type == WORKER_CMD_COMPENSATE;
+    worker_step_t *st;
+    int *attempts;
+    sg_err_t err;
+    char key[256], step[16], gen[16], att[16];
+
+    if (!saga) {
+        sg_err_set(&err, SG_ERRCLASS_POISON, "input.saga.unknown",
+                   "%s for saga %s, which does not exist", comp ? "step.compensate" : "step.execute",
+                   cmd->dec.saga_id);
+        dead_letter(w, cmd, NULL, -1, false, &err);
+        return;
+    }
+    if (cmd->dec.generation != saga->generation) {
+        stale(w, cmd, "generation is not the saga's current one");
+        return;
+    }
+    if (cmd->dec.step >= saga->nsteps) {
+        sg_err_set(&err, SG_ERRCLASS_POISON, "input.schema.invalid",
+                   "$.step: %d is past the last step of saga %s (%d steps)", cmd->dec.step,
+                   saga->saga_id, saga->nsteps);
+        dead_letter(w, cmd, saga, -1, false, &err);
+        flush(w, saga);
+        return;
+    }
+    st = &saga->steps[cmd->dec.step];
+    attempts = comp ? &st->comp_attempts : &st->attempts;
+    if (strcmp(saga->status, comp ? "compensating" : "running") != 0 ||
+        (comp ? strcmp(st->status, "compensating") != 0
+              : strcmp(st->status, "pending") != 0 && strcmp(st->status, "running") != 0)) {
+        stale(w, cmd, "the step is not waiting for this command");
+        return;
+    }
+    if (cmd->dec.attempt == *attempts && *attempts > 0) {
+        /* This attempt was started before: a duplicate of a finished one,
+         * or the trace of a crash. */
+        if (saga->finished > 0 || saga->interrupted == 0) {
+            stale(w, cmd, "this attempt already ran");
+            return;
+        }
+        mark_interrupted(w, cmd, comp);
+        if (saga->interrupted >= w->crash_loop_limit) {
+            sg_err_set(&err, SG_ERRCLASS_POISON, "runtime.crash_loop",
+                       "attempt %d of step %s (%s) was interrupted %lld times: not run again",
+                       cmd->dec.attempt, st->name, comp ? "compensate" : "forward",
+                       (long long)saga->interrupted);
+            if (comp) {
+                comp_failed(w, cmd, saga, st, &err);
+            } else {
+                fail_step(w, saga, st, cmd->dec.attempt, &err);
+                dead_letter(w, cmd, saga, st->idx, false, &err);
+                begin_compensation(w, saga, st->idx, &err);
+            }
+            flush(w, saga);
+            return;
+        }
+    } else if (cmd->dec.attempt != *attempts + 1) {
+        stale(w, cmd, "attempt number is not the next one");
+        return;
+    }
+    if (!comp && saga->past_deadline) {
+        sg_err_set(&err, SG_ERRCLASS_PERMANENT, "runtime.deadline_exceeded",
+                   "the saga's deadline passed before step %s ran", st->name);
+        fail_step(w, saga, st, cmd->dec.attempt, &err);
+        begin_compensation(w, saga, st->idx, &err);
+        flush(w, saga);
+        return;
+    }
+    if (!prepare_call(w, cmd, saga, st, comp, &err)) {
+        if (comp) {
+            comp_failed(w, cmd, saga, st, &err);
+        } else {
+            fail_step(w, saga, st, cmd->dec.attempt, &err);
+            if (strcmp(err.code, "tool.unknown") == 0)
+                dead_letter(w, cmd, saga, st->idx, false, &err);
+            begin_compensation(w, saga, st->idx, &err);
+        }
+        flush(w, saga);
+        return;
+    }
+    /* The attempt row is committed before the call: a crash leaves it
+     * unfinished, which is how crash loops are detected. */
+    *attempts = cmd->dec.attempt;
+    if (!comp)
+        set_step(st, "running");
+    st->dirty = true;
+    worker_idem_key(key, sizeof(key), saga->saga_id, st->idx, comp, saga->generation);
+    snprintf(step, sizeof(step), "%d", st->idx);
+    snprintf(gen, sizeof(gen), "%d", saga->generation);
+    snprintf(att, sizeof(att), "%d", cmd->dec.attempt);
+    {
+        const char *params[] = {saga->saga_id, step, comp ? "compensate" : "forward", gen,
+                                att,           key,  w->worker_id};
+        sg_pg_pipe_send(w->pg,
+                        "INSERT INTO attempts (saga_id, step_idx, phase, generation, attempt, "
+                        "idempotency_key, worker_id) VALUES ($1, $2::int, $3, $4::int, $5::int, "
+                        "$6, $7) RETURNING id",
+                        7, params, &cmd->attempt_res);
+    }
+    {
+        const char *params[] = {saga->saga_id, step, key};
+        send(w, "UPDATE steps SET idempotency_key = $3 WHERE saga_id = $1 AND idx = $2::int", 3,
+             params);
+    }
+    flush(w, saga);
+    cmd->calls = true;
+}
+
+void worker_saga_decide(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
+{
+    switch (cmd->dec.type) {
+    case WORKER_CMD_POISON:
+        dead_letter(w, cmd, NULL, -1, false, &cmd->dec.err);
+        break;
+    case WORKER_CMD_START:
+        decide_start(w, cmd, saga);
+        break;
+    case WORKER_CMD_EXECUTE:
+    case WORKER_CMD_COMPENSATE:
+        decide_step(w, cmd, saga);
+        break;
+    }
+}
+
+void worker_saga_reject_stored(worker_t *w, worker_cmd_t *cmd, const sg_err_t *why)
+{
+    sg_err_t err;
+
+    sg_err_set(&err, SG_ERRCLASS_POISON, "runtime.pg.rejected",
+               "PostgreSQL refused to store the outcome of this message: %s", why->message);
+    dead_letter(w, cmd, NULL, -1, false, &err);
+}
+
+/* ---- outcomes ---------------------------------------------------------- */
+
+static void finish_attempt(worker_t *w, worker_cmd_t *cmd)
+{
+    worker_result_t *r = &cmd->result;
+    sg_json_t *env = sg_json_new_object(), *meta = sg_json_new_object(), *data = NULL;
+    static const char *const status_names[] = {"ok", "error", "timeout"};
+    char id[24], lat[24];
+    char *text;
+
+    sg_json_add_str(env, "status", status_names[r->status]);
+    if (r->status != WORKER_OK) {
+        sg_json_add_str(env, "error_code", r->err.code);
+        sg_json_add_str(env, "class", sg_errclass_name(r->err.cls));
+        sg_json_add_bool(env, "retriable", r->err.retriable);
+        sg_json_add_str(env, "message", r->err.message);
+    } else {
+        sg_json_add_null(env, "error_code");
+        sg_json_add_null(env, "class");
+        sg_json_add_bool(env, "retriable", false);
+        sg_json_add_null(env, "message");
+    }
+    if (r->data && !(data = sg_json_parse(r->data, strlen(r->data), &w->limits, NULL))) {
+        /* Not JSON: kept as a string. */
+        data = sg_json_new_object();
+        sg_json_add_str(data, "text", r->data);
+    }
+    if (data)
+        sg_json_add_node(env, "data", data);
+    else
+        sg_json_add_null(env, "data");
+    sg_json_add_str(meta, "tool", cmd->call.tool->name);
+    sg_json_add_int(meta, "attempt", cmd->call.attempt);
+    sg_json_add_int(meta, "latency_ms", r->latency_ms);
+    sg_json_add_str(meta, "idempotency_key", cmd->call.idem_key);
+    if (r->retry_after_ms)
+        sg_json_add_int(meta, "retry_after_ms", r->retry_after_ms);
+    sg_json_add_node(env, "metadata", meta);
+    text = sg_json_print(env);
+    snprintf(id, sizeof(id), "%lld", (long long)cmd->attempt_id);
+    snprintf(lat, sizeof(lat), "%lld", (long long)r->latency_ms);
+    {
+        const char *params[] = {id,
+                                status_names[r->status],
+                                r->status == WORKER_OK ? NULL : r->err.code,
+                                r->status == WORKER_OK ? NULL : sg_errclass_name(r->err.cls),
+                                lat,
+                                text};
+        send(w,
+             "UPDATE attempts SET finished_at = now(), status = $2, error_code = $3, "
+             "error_class = $4, latency_ms = $5::bigint, envelope = $6::jsonb WHERE id = $1::bigint",
+             6, params);
+    }
+    free(text);
+    sg_json_destroy(env);
+}
+
+static bool retriable(const sg_err_t *err)
+{
+    return err->cls == SG_ERRCLASS_TRANSIENT || err->cls == SG_ERRCLASS_THROTTLED ||
+           err->cls == SG_ERRCLASS_TIMEOUT;
+}
+
+/* A retry of (step, phase) after attempt: the timer, the event and the
+ * budget.  Returns false (err set to why) when no retry is left. */
+static bool schedule_retry(worker_t *w, worker_saga_t *saga, worker_step_t *st, bool comp,
+                           int attempt, const worker_result_t *r, sg_err_t *why)
+{
+    const worker_tool_t *tool = worker_registry_find(w->reg, comp ? "" : st->tool);
+    const worker_policy_t *def = comp ? &w->comp_retry : &w->retry;
+    const worker_policy_t *own = tool ? (comp ? &tool->comp_retry : &tool->retry) : NULL;
+    sg_backoff_t b;
+    int max;
+    uint64_t delay;
+    int64_t budget = saga->retry_budget >= 0 ? saga->retry_budget : w->budget_ms;
+    sg_json_t *body;
+    char at[40];
+
+    if (comp) /* the compensating tool's own policy */
+        tool = worker_registry_find(w->reg, "");
+    max = own && own->max_attempts ? own->max_attempts : def->max_attempts;
+    b.base_ms = (uint64_t)(own && own->base_ms ? own->base_ms : def->base_ms);
+    b.cap_ms = (uint64_t)(own && own->cap_ms ? own->cap_ms : def->cap_ms);
+    if (attempt >= max) {
+        sg_err_set(why, SG_ERRCLASS_POISON,
+                   comp ? "runtime.compensation_exhausted" : "runtime.budget.attempts_exhausted",
+                   "%s of step %s failed %d times (limit %d); last error %s: %s",
+                   comp ? "compensation" : "attempt", st->name, attempt, max, r->err.code,
+                   r->err.message);
+        return false;
+    }
+    delay = sg_backoff_delay_ms(&b, (unsigned)(attempt - 1), (uint64_t)r->retry_after_ms, &w->rng);
+    if (!comp && budget > 0 && saga->retry_spent + (int64_t)delay > budget) {
+        sg_err_set(why, SG_ERRCLASS_POISON, "runtime.budget.retry_exhausted",
+                   "the saga's retry budget of %lld ms is spent (%lld ms used, next wait %llu "
+                   "ms); last error %s: %s",
+                   (long long)budget, (long long)saga->retry_spent, (unsigned long long)delay,
+                   r->err.code, r->err.message);
+        return false;
+    }
+    if (!comp)
+        saga->retry_spent += (int64_t)delay;
+    saga->dirty = true;
+    command(w, saga, st->idx, comp, attempt + 1, delay > 0 ? (int64_t)delay : 0);
+    body = step_body(st);
+    sg_json_add_str(body, "phase", comp ? "compensate" : "forward");
+    sg_json_add_int(body, "attempt", attempt + 1);
+    sg_json_add_int(body, "delay_ms", (int64_t)delay);
+    iso_time(at, sizeof(at), (int64_t)delay);
+    sg_json_add_str(body, "retry_at", at);
+    add_error(body, &r->err);
+    event(w, saga, "step.retry_scheduled", body);
+    w->stats.retries++;
+    return true;
+}
+
+static void on_failure(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, worker_step_t *st)
+{
+    const worker_result_t *r = &cmd->result;
+    sg_err_t why;
+
+    if (retriable(&r->err)) {
+        if (schedule_retry(w, saga, st, false, cmd->dec.attempt, r, &why))
+            return;
+        fail_step(w, saga, st, cmd->dec.attempt, &why);
+        dead_letter(w, cmd, saga, st->idx, false, &why);
+        begin_compensation(w, saga, st->idx, &why);
+        return;
+    }
+    fail_step(w, saga, st, cmd->dec.attempt, &r->err);
+    if (r->err.cls == SG_ERRCLASS_POISON)
+        dead_letter(w, cmd, saga, st->idx, false, &r->err);
+    begin_compensation(w, saga, st->idx, &r->err);
+}
+
+static void on_comp_failure(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga,
+                            worker_step_t *st)
+{
+    const worker_result_t *r = &cmd->result;
+    sg_err_t why;
+
+    if (retriable(&r->err)) {
+        if (schedule_retry(w, saga, st, true, cmd->dec.attempt, r, &why))
+            return;
+        comp_failed(w, cmd, saga, st, &why);
+        return;
+    }
+    comp_failed(w, cmd, saga, st, &r->err);
+}
+
+void worker_saga_complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
+{
+    bool comp = cmd->dec.type == WORKER_CMD_COMPENSATE;
+    worker_step_t *st;
+    sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+
+    finish_attempt(w, cmd);
+    w->stats.calls++;
+    ctx.saga_id = cmd->dec.saga_id;
+    ctx.step = cmd->call.step_name;
+    ctx.attempt = cmd->dec.attempt;
+    if (cmd->result.status != WORKER_OK) {
+        ctx.error_code = cmd->result.err.code;
+        sg_log(SG_LOG_INFO, &ctx, "%s call failed (%s): %s", comp ? "compensation" : "step",
+               sg_errclass_name(cmd->result.err.cls), cmd->result.err.message);
+    } else {
+        sg_log(SG_LOG_DEBUG, &ctx, "%s call succeeded in %lld ms", comp ? "compensation" : "step",
+               (long long)cmd->result.latency_ms);
+    }
+    if (!saga || saga->generation != cmd->dec.generation || cmd->dec.step >= saga->nsteps) {
+        stale(w, cmd, "the saga moved on while the call ran");
+        return;
+    }
+    st = &saga->steps[cmd->dec.step];
+    if ((comp ? st->comp_attempts : st->attempts) != cmd->dec.attempt ||
+        strcmp(st->status, comp ? "compensating" : "running") != 0) {
+        stale(w, cmd, "the step moved on while the call ran");
+        return;
+    }
+    if (comp) {
+        if (cmd->result.status == WORKER_OK) {
+            set_step(st, "compensated");
+            event(w, saga, "step.compensated", step_body(st));
+            next_compensation(w, saga, st->idx - 1);
+        } else {
+            on_comp_failure(w, cmd, saga, st);
+        }
+    } else if (cmd->result.status == WORKER_OK) {
+        sg_json_t *b = step_body(st);
+        set_step(st, "succeeded");
+        st->result = cmd->result.data ? cmd->result.data : "null";
+        if (cmd->result.data && !sg_json_utf8_valid(st->result, strlen(st->result)))
+            st->result = "null";
+        sg_json_add_int(b, "attempt", cmd->dec.attempt);
+        event(w, saga, "step.succeeded", b);
+        if (st->idx + 1 < saga->nsteps)
+            command(w, saga, st->idx + 1, false, 1, 0);
+        else
+            terminal(w, saga, "completed");
+    } else {
+        on_failure(w, cmd, saga, st);
+    }
+    flush(w, saga);
+}

@@ -1,0 +1,376 @@
+/* Decoding of command messages and validation of saga.start.
+ *
+ * schemas/saga-start.schema.json is the contract; this file checks the
+ * same rules (tests run both over the same fixtures) plus the ones JSON
+ * Schema cannot say: unique step names, registered tools, args valid for
+ * their tool, compensation for reversible steps, irreversible steps last.
+ * Every problem is reported, each with its JSON path and rule. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sagad/sg_schema.h"
+#include "worker.h"
+
+#define MAX_STEPS 64
+
+static bool id_char(char c)
+{
+    return c == '.' || c == '_' || c == '-' || c == ':' || (c >= '0' && c <= '9') ||
+           (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static bool saga_id_ok(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n > WORKER_SAGA_ID_MAX)
+        return false;
+    for (; *s; s++)
+        if (!id_char(*s))
+            return false;
+    return true;
+}
+
+static bool step_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n > 64)
+        return false;
+    for (; *s; s++)
+        if (*s == ':' || !id_char(*s))
+            return false;
+    return true;
+}
+
+void worker_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
+                   worker_decoded_t *out)
+{
+    const char *type = NULL, *saga_id = NULL;
+    int64_t v = 0, step = 0, attempt = 0, gen = 0;
+    sg_err_t *err = &out->err;
+
+    memset(out, 0, sizeof(*out));
+    out->type = WORKER_CMD_POISON;
+    out->doc = sg_json_parse(payload, len, lim, err);
+    if (!out->doc)
+        return;
+    if (!sg_json_is_object(out->doc)) {
+        sg_err_set(err, SG_ERRCLASS_POISON, "input.schema.type", "$: must be an object, got %s",
+                   sg_json_type_name(out->doc));
+        return;
+    }
+    if (sg_json_get_int(out->doc, "$", "v", true, &v, err) < 0 ||
+        sg_json_get_str(out->doc, "$", "type", true, &type, err) < 0 ||
+        sg_json_get_str(out->doc, "$", "saga_id", true, &saga_id, err) < 0)
+        goto poison;
+    if (v != 1) {
+        sg_err_set(err, SG_ERRCLASS_POISON, "input.schema.invalid",
+                   "$.v: must be 1 (message format version), got %lld", (long long)v);
+        return;
+    }
+    if (!saga_id_ok(saga_id)) {
+        sg_err_set(err, SG_ERRCLASS_POISON, "input.schema.invalid",
+                   "$.saga_id: must be 1-128 characters of A-Z a-z 0-9 . _ : -");
+        return;
+    }
+    snprintf(out->saga_id, sizeof(out->saga_id), "%s", saga_id);
+    if (strcmp(type, "saga.start") == 0) {
+        out->type = WORKER_CMD_START;
+        return;
+    }
+    if (strcmp(type, "step.execute") != 0 && strcmp(type, "step.compensate") != 0) {
+        sg_err_set(err, SG_ERRCLASS_POISON, "input.message.unknown_type",
+                   "$.type: \"%.64s\" is not a command (saga.start, step.execute, "
+                   "step.compensate)",
+                   type);
+        return;
+    }
+    if (sg_json_get_int(out->doc, "$", "step", true, &step, err) < 0 ||
+        sg_json_get_int(out->doc, "$", "attempt", true, &attempt, err) < 0 ||
+        sg_json_get_int(out->doc, "$", "generation", true, &gen, err) < 0)
+        goto poison;
+    if (step < 0 || step >= MAX_STEPS || attempt < 1 || attempt > 1000000 || gen < 1 ||
+        gen > 1000000) {
+        sg_err_set(err, SG_ERRCLASS_POISON, "input.schema.invalid",
+                   "$: step must be 0-%d, attempt and generation 1-1000000", MAX_STEPS - 1);
+        return;
+    }
+    out->type = type[5] == 'e' ? WORKER_CMD_EXECUTE : WORKER_CMD_COMPENSATE;
+    out->step = (int)step;
+    out->attempt = (int)attempt;
+    out->generation = (int)gen;
+    return;
+poison:
+    err->cls = SG_ERRCLASS_POISON;
+    err->retriable = false;
+}
+
+/* ---- saga.start validation --------------------------------------------- */
+
+typedef struct problems_s {
+    worker_problem_fn fn;
+    void *opaque;
+    int n;
+} problems_t;
+
+static void problem(problems_t *p, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void problem(problems_t *p, const char *path, const char *fmt, ...)
+{
+    char rule[300];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(rule, sizeof(rule), fmt, ap);
+    va_end(ap);
+    p->n++;
+    if (p->fn)
+        p->fn(p->opaque, path, rule);
+}
+
+static void schema_problem(void *opaque, const char *path, const char *rule)
+{
+    problem(opaque, path, "%s", rule);
+}
+
+int worker_validate_args(const worker_tool_t *tool, const sg_json_t *args, const char *base,
+                         worker_problem_fn fn, void *opaque)
+{
+    problems_t p = {fn, opaque, 0};
+
+    if (args && !sg_json_is_object(args)) {
+        problem(&p, base, "type: expected object");
+        return p.n;
+    }
+    if (tool->args_schema) {
+        sg_json_t *empty = args ? NULL : sg_json_new_object();
+        sg_schema_validate(tool->args_schema, args ? args : empty, base, schema_problem, &p);
+        sg_json_destroy(empty);
+    }
+    return p.n;
+}
+
+/* A string member: checks presence, type and length; NULL when wrong. */
+static const char *str_member(const sg_json_t *obj, const char *base, const char *key,
+                              bool required, size_t maxlen, problems_t *p)
+{
+    const sg_json_t *node = sg_json_child(obj, key);
+    char path[256];
+    const char *s;
+
+    sg_json_path_key(path, sizeof(path), base, key);
+    if (!node) {
+        if (required)
+            problem(p, path, "required");
+        return NULL;
+    }
+    s = sg_json_string(node);
+    if (!s) {
+        problem(p, path, "type: expected string, got %s", sg_json_type_name(node));
+        return NULL;
+    }
+    if (strlen(s) == 0 || strlen(s) > maxlen) {
+        problem(p, path, "length: 1 to %zu characters", maxlen);
+        return NULL;
+    }
+    return s;
+}
+
+static bool only_keys(const sg_json_t *obj, const char *base, const char *const *known,
+                      problems_t *p)
+{
+    bool ok = true;
+
+    for (const sg_json_t *m = sg_json_first(obj); m; m = sg_json_next(m)) {
+        size_t i;
+        for (i = 0; known[i] && strcmp(known[i], sg_json_key(m)) != 0; i++)
+            ;
+        if (!known[i]) {
+            char path[300];
+            sg_json_path_key(path, sizeof(path), base, sg_json_key(m));
+            problem(p, path, "additionalProperties: not allowed");
+            ok = false;
+        }
+    }
+    return ok;
+}
+
+/* RFC 3339 date-time: 2026-11-21T10:00:00Z, fraction and offset allowed. */
+static bool datetime_ok(const char *s)
+{
+    int y, mo, d, h, mi, sec, n = 0;
+
+    if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6 || n != 19)
+        return false;
+    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
+        return false;
+    s += n;
+    if (*s == '.') {
+        if (!(s[1] >= '0' && s[1] <= '9'))
+            return false;
+        for (s++; *s >= '0' && *s <= '9'; s++)
+            ;
+    }
+    if ((*s == 'Z' || *s == 'z') && s[1] == '\0')
+        return true;
+    return (*s == '+' || *s == '-') && s[1] >= '0' && s[1] <= '9' && s[2] >= '0' &&
+           s[2] <= '9' && s[3] == ':' && s[4] >= '0' && s[4] <= '9' && s[5] >= '0' &&
+           s[5] <= '9' && s[6] == '\0';
+}
+
+static void check_call(const sg_json_t *obj, const char *base, const worker_registry_t *reg,
+                       const worker_tool_t **tool_out, problems_t *p)
+{
+    const char *tool_name = str_member(obj, base, "tool", true, 64, p);
+    const sg_json_t *args = sg_json_child(obj, "args");
+    const worker_tool_t *tool = NULL;
+    char path[300];
+
+    *tool_out = NULL;
+    if (tool_name) {
+        tool = worker_registry_find(reg, tool_name);
+        sg_json_path_key(path, sizeof(path), base, "tool");
+        if (!tool)
+            problem(p, path, "unknown tool \"%s\" (not in the tool registry)", tool_name);
+    }
+    sg_json_path_key(path, sizeof(path), base, "args");
+    if (args && !sg_json_is_object(args))
+        problem(p, path, "type: expected object, got %s", sg_json_type_name(args));
+    else if (tool)
+        worker_validate_args(tool, args, path, p->fn ? schema_problem : NULL, p);
+    *tool_out = tool;
+}
+
+int worker_validate_start(const sg_json_t *doc, const worker_registry_t *reg, worker_problem_fn fn,
+                          void *opaque)
+{
+    static const char *const top_keys[] = {"v",        "type",            "id",       "saga_id",
+                                           "name",     "steps",           "input",    "deadline",
+                                           "retry_budget_ms", "metadata", NULL};
+    static const char *const step_keys[] = {"name", "tool", "args", "compensate", NULL};
+    static const char *const comp_keys[] = {"tool", "args", NULL};
+    problems_t p = {fn, opaque, 0};
+    const sg_json_t *steps = sg_json_child(doc, "steps"), *node;
+    const char *names[MAX_STEPS];
+    worker_effect_t effects[MAX_STEPS];
+    size_t nsteps;
+    int last_reversible = -1;
+
+    only_keys(doc, "$", top_keys, &p);
+    str_member(doc, "$", "id", true, 128, &p);
+    str_member(doc, "$", "name", true, 128, &p);
+    if ((node = sg_json_child(doc, "deadline"))) {
+        if (!sg_json_string(node) || !datetime_ok(sg_json_string(node)))
+            problem(&p, "$.deadline", "format: RFC 3339 date-time (2026-11-21T10:00:00Z)");
+    }
+    if ((node = sg_json_child(doc, "retry_budget_ms"))) {
+        int64_t v;
+        if (sg_json_get_int(doc, "$", "retry_budget_ms", true, &v, NULL) < 0)
+            problem(&p, "$.retry_budget_ms", "type: expected integer");
+        else if (v < 0 || v > 86400000)
+            problem(&p, "$.retry_budget_ms", "range: 0 to 86400000");
+    }
+    if ((node = sg_json_child(doc, "metadata")) && !sg_json_is_object(node))
+        problem(&p, "$.metadata", "type: expected object, got %s", sg_json_type_name(node));
+    if (!steps) {
+        problem(&p, "$.steps", "required");
+        return p.n;
+    }
+    if (strcmp(sg_json_type_name(steps), "array") != 0) {
+        problem(&p, "$.steps", "type: expected array, got %s", sg_json_type_name(steps));
+        return p.n;
+    }
+    if (sg_json_array_size(steps) == 0) {
+        problem(&p, "$.steps", "minItems: at least one step");
+        return p.n;
+    }
+    nsteps = sg_json_array_size(steps);
+    if (nsteps > MAX_STEPS) {
+        problem(&p, "$.steps", "maxItems: at most %d steps", MAX_STEPS);
+        return p.n;
+    }
+    for (size_t i = 0; i < nsteps; i++) {
+        const sg_json_t *st = sg_json_array_get(steps, i), *comp;
+        const worker_tool_t *tool = NULL, *ctool = NULL;
+        char base[64], path[128];
+
+        names[i] = NULL;
+        effects[i] = WORKER_EFFECT_READ;
+        sg_json_path_idx(base, sizeof(base), "$.steps", i);
+        if (!sg_json_is_object(st)) {
+            problem(&p, base, "type: expected object, got %s", sg_json_type_name(st));
+            continue;
+        }
+        only_keys(st, base, step_keys, &p);
+        names[i] = str_member(st, base, "name", true, 64, &p);
+        sg_json_path_key(path, sizeof(path), base, "name");
+        if (names[i] && !step_name_ok(names[i])) {
+            problem(&p, path, "pattern: 1-64 characters of A-Z a-z 0-9 . _ -");
+            names[i] = NULL;
+        }
+        for (size_t j = 0; names[i] && j < i; j++)
+            if (names[j] && strcmp(names[i], names[j]) == 0)
+                problem(&p, path, "unique: step name \"%s\" is used by $.steps[%zu] too", names[i],
+                        j);
+        check_call(st, base, reg, &tool, &p);
+        comp = sg_json_child(st, "compensate");
+        sg_json_path_key(path, sizeof(path), base, "compensate");
+        if (comp && !sg_json_is_null(comp)) {
+            if (!sg_json_is_object(comp)) {
+                problem(&p, path, "type: expected object or null, got %s", sg_json_type_name(comp));
+            } else {
+                only_keys(comp, path, comp_keys, &p);
+                check_call(comp, path, reg, &ctool, &p);
+            }
+        }
+        if (!tool)
+            continue;
+        effects[i] = tool->effect;
+        if (tool->effect == WORKER_EFFECT_REVERSIBLE) {
+            if ((!comp || sg_json_is_null(comp)) && !tool->compensation)
+                problem(&p, path,
+                        "required: tool \"%s\" is reversible, so the step must name its "
+                        "compensation",
+                        tool->name);
+            last_reversible = (int)i;
+        }
+    }
+    for (size_t i = 0; i < nsteps; i++) {
+        char path[64];
+        if (effects[i] != WORKER_EFFECT_IRREVERSIBLE || (int)i > last_reversible)
+            continue;
+        sg_json_path_idx(path, sizeof(path), "$.steps", i);
+        problem(&p, path,
+                "order: an irreversible step must come after every reversible step ($.steps[%d] "
+                "is reversible)",
+                last_reversible);
+    }
+    return p.n;
+}
+
+char *worker_definition(const sg_json_t *doc)
+{
+    static const char *const keys[] = {"name", "steps", "input", "deadline", "retry_budget_ms",
+                                       "metadata"};
+    sg_json_t *def = sg_json_new_object();
+    char *text;
+
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        const sg_json_t *node = sg_json_child(doc, keys[i]);
+        if (node)
+            sg_json_add_node(def, keys[i], sg_json_dup(node));
+    }
+    text = sg_json_print(def);
+    sg_json_destroy(def);
+    return text;
+}
+
+void worker_idem_key(char *out, size_t out_size, const char *saga_id, int step, bool compensate,
+                     int generation)
+{
+    snprintf(out, out_size, "%s:%d:%s:g%d", saga_id, step, compensate ? "c" : "f", generation);
+}
