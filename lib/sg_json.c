@@ -170,6 +170,34 @@ bool sg_json_is_object(const sg_json_t *node)
     return cJSON_IsObject(node);
 }
 
+bool sg_json_is_array(const sg_json_t *node)
+{
+    return cJSON_IsArray(node);
+}
+
+const sg_json_t *sg_json_member(const sg_json_t *obj, const char *key)
+{
+    if (!cJSON_IsObject(obj) || !key)
+        return NULL;
+    return cJSON_GetObjectItemCaseSensitive(obj, key);
+}
+
+bool sg_json_number(const sg_json_t *node, double *out)
+{
+    if (!cJSON_IsNumber(node))
+        return false;
+    *out = node->valuedouble;
+    return true;
+}
+
+bool sg_json_equal(const sg_json_t *a, const sg_json_t *b)
+{
+    /* Recursion is bounded by the parse depth limit.  cJSON compares
+     * numbers with a relative tolerance of DBL_EPSILON, i.e. as doubles
+     * that differ only in the last bit of rounding. */
+    return a && b && cJSON_Compare(a, b, 1);
+}
+
 /* Looks up key and checks its type with is_type.  Returns the node, or
  * NULL with *rc set to 1 (absent, optional) or -1 (err set). */
 static const cJSON *field(const sg_json_t *obj, const char *base, const char *key, bool required,

@@ -458,6 +458,91 @@ Test(json, array_access_and_type_names)
     sg_json_destroy(NULL);
 }
 
+Test(json, member_finds_any_type_and_only_in_objects)
+{
+    sg_json_t *root = parse_ok("{\"a\":1,\"n\":null,\"A\":\"upper\",\"o\":{\"x\":[]}}");
+    sg_json_t *arr = parse_ok("[{\"a\":1}]");
+
+    cr_assert_str_eq(sg_json_type_name(sg_json_member(root, "a")), "number");
+    cr_assert_str_eq(sg_json_type_name(sg_json_member(root, "n")), "null",
+                     "a null member is present, not absent");
+    cr_assert_str_eq(sg_json_string(sg_json_member(root, "A")), "upper", "case-sensitive");
+    cr_assert(sg_json_is_array(sg_json_member(sg_json_member(root, "o"), "x")));
+    cr_assert_null(sg_json_member(root, "absent"));
+    cr_assert_null(sg_json_member(root, "x"), "only direct members");
+    cr_assert_null(sg_json_member(arr, "a"), "an array has no members");
+    cr_assert_null(sg_json_member(NULL, "a"));
+    cr_assert_null(sg_json_member(root, NULL));
+    sg_json_destroy(arr);
+    sg_json_destroy(root);
+}
+
+Test(json, number_value_and_array_test)
+{
+    sg_json_t *root = parse_ok("[-2.5,0,1e3,\"7\",true,null,[],{}]");
+    double x = 42;
+
+    cr_assert(sg_json_number(sg_json_array_get(root, 0), &x));
+    cr_assert_eq(x, -2.5);
+    cr_assert(sg_json_number(sg_json_array_get(root, 1), &x));
+    cr_assert_eq(x, 0);
+    cr_assert(sg_json_number(sg_json_array_get(root, 2), &x));
+    cr_assert_eq(x, 1000);
+    for (size_t i = 3; i < 8; i++)
+        cr_assert_not(sg_json_number(sg_json_array_get(root, i), &x), "item %zu", i);
+    cr_assert_eq(x, 1000, "out untouched for non-numbers");
+    cr_assert_not(sg_json_number(NULL, &x));
+    cr_assert(sg_json_is_array(root));
+    cr_assert(sg_json_is_array(sg_json_array_get(root, 6)));
+    cr_assert_not(sg_json_is_array(sg_json_array_get(root, 7)));
+    cr_assert_not(sg_json_is_array(sg_json_array_get(root, 3)));
+    cr_assert_not(sg_json_is_array(NULL));
+    sg_json_destroy(root);
+}
+
+Test(json, equal_compares_by_value)
+{
+    static const struct {
+        const char *a, *b;
+        bool same;
+    } cases[] = {
+        {"1", "1.0", true},
+        {"100", "1e2", true},
+        {"1", "2", false},
+        {"1", "\"1\"", false},
+        {"\"abc\"", "\"abc\"", true},
+        {"\"abc\"", "\"ABC\"", false},
+        {"\"\\u00e9\"", "\"\xc3\xa9\"", true},
+        {"true", "true", true},
+        {"true", "false", false},
+        {"null", "null", true},
+        {"null", "false", false},
+        {"0", "false", false},
+        {"[1,2]", "[1,2]", true},
+        {"[1,2]", "[2,1]", false},
+        {"[1,2]", "[1,2,3]", false},
+        {"[]", "{}", false},
+        {"{\"a\":1,\"b\":[true]}", "{\"b\":[true],\"a\":1.0}", true},
+        {"{\"a\":1}", "{\"a\":1,\"b\":2}", false},
+        {"{\"a\":1,\"b\":2}", "{\"a\":1}", false},
+        {"{\"a\":{\"b\":null}}", "{\"a\":{\"b\":0}}", false},
+        {"{\"a\":1}", "{\"A\":1}", false},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        sg_json_t *a = parse_ok(cases[i].a), *b = parse_ok(cases[i].b);
+
+        cr_expect_eq(sg_json_equal(a, b), cases[i].same, "%s vs %s", cases[i].a, cases[i].b);
+        cr_expect_eq(sg_json_equal(b, a), cases[i].same, "%s vs %s", cases[i].b, cases[i].a);
+        cr_expect(sg_json_equal(a, a));
+        cr_expect_not(sg_json_equal(a, NULL));
+        cr_expect_not(sg_json_equal(NULL, a));
+        sg_json_destroy(b);
+        sg_json_destroy(a);
+    }
+    cr_assert_not(sg_json_equal(NULL, NULL), "NULL equals nothing");
+}
+
 Test(json, path_helpers)
 {
     char p[32];

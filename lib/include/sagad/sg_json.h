@@ -77,9 +77,25 @@ const sg_json_t *sg_json_next(const sg_json_t *node);
 const char *sg_json_key(const sg_json_t *node);
 const char *sg_json_string(const sg_json_t *node);
 
+/* The member named key of object obj, whatever its type (a null member is
+ * returned, not treated as absent); NULL when obj is not an object or has
+ * no such member.  The match is case-sensitive. */
+const sg_json_t *sg_json_member(const sg_json_t *obj, const char *key);
+
+/* When node is a number, stores its value in *out and returns true; for
+ * any other node returns false and leaves *out untouched. */
+bool sg_json_number(const sg_json_t *node, double *out);
+
+/* True when a and b hold the same JSON value: same type, numbers equal as
+ * doubles up to the last bit of rounding (1 == 1.0), strings byte for
+ * byte, arrays item by item in order, objects with the same members in
+ * any order.  NULL equals nothing. */
+bool sg_json_equal(const sg_json_t *a, const sg_json_t *b);
+
 /* Type tests and names ("object", "array", "string", "number", "boolean",
  * "null"). */
 bool sg_json_is_object(const sg_json_t *node);
+bool sg_json_is_array(const sg_json_t *node);
 const char *sg_json_type_name(const sg_json_t *node);
 
 /* Building.  sg_json_new_object() aborts on OOM; add functions copy their
