@@ -44,10 +44,10 @@ TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/support/*.c))
 # Debian packages the build, the tests and the local services need.
 DEB_PKGS := gcc make pkg-config procps librdkafka-dev libpq-dev libcjson-dev libcriterion-dev \
             libcurl4-openssl-dev libmicrohttpd-dev postgresql openjdk-17-jre-headless maven \
-            kcat clang-format ca-certificates
+            kcat clang-format ca-certificates python3-jsonschema
 
 
-.PHONY: docs docs-check bench
+.PHONY: docs docs-check bench schemas-check
 .PHONY: all help deps up down demo test test-unit test-integration test-asan tests \
         format format-check clean
 
@@ -62,6 +62,7 @@ help:
 	@echo "make test-asan  only the sanitizer run"
 	@echo "make bench      relay drain rate and latency beside a plain-producer floor"
 	@echo "make format-check  check .clang-format conformance"
+	@echo "make schemas-check schemas/, their fixtures and the error-code registry vs the C sources"
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -155,6 +156,12 @@ docs: $(BINDIR)/sagad-worker
 docs-check: $(BINDIR)/sagad-worker
 	@$(BINDIR)/sagad-worker --config-reference | diff -u docs/CONFIGURATION.md - \
 	  || { echo "docs/CONFIGURATION.md is stale: run make docs"; exit 1; }
+
+# The JSON contracts, checked by an independent validator (Python
+# jsonschema): schemas, fixtures, and every error code in the C sources
+# registered in schemas/error_codes.json.
+schemas-check:
+	python3 tests/schemas/check.py
 
 FORMAT_SRCS = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 
