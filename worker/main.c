@@ -1,7 +1,15 @@
-/* sagad-worker: consumes step commands and records their outcomes. */
-#include "sagad/sg_cli.h"
+/* sagad-worker: runs saga steps from Kafka with outcomes stored in
+ * PostgreSQL.  The logic lives in worker_*.c. */
+#include <stdio.h>
+
+#include "worker.h"
 
 static const sg_cli_cmd_t worker_cmds[] = {
+    {"run", worker_cmd_run, "", "consume step commands and run sagas until SIGTERM"},
+    {"check-registry", worker_cmd_check_registry, "[FILE]",
+     "check a tool registry file (default: worker.registry) and list its tools"},
+    {"topics", worker_cmd_topics, "[--partitions N]",
+     "create the commands, events and dead-letter topics when missing (default 6 partitions)"},
     {"migrate", sg_cli_cmd_migrate, "", "apply the database migrations and exit"},
 };
 
@@ -9,8 +17,9 @@ int main(int argc, char **argv)
 {
     static const sg_cli_app_t app = {
         "sagad-worker", "worker",
-        "Consumes saga commands from Kafka and records each outcome in PostgreSQL.", worker_cmds,
-        sizeof(worker_cmds) / sizeof(worker_cmds[0])};
+        "Runs saga steps: consumes commands, calls tools, stores outcomes, offsets and the "
+        "messages they cause in one PostgreSQL transaction.",
+        worker_cmds, sizeof(worker_cmds) / sizeof(worker_cmds[0])};
 
     return sg_cli_main(&app, argc, argv);
 }

@@ -285,5 +285,6 @@ void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row);
 
 int worker_cmd_run(sg_cli_t *cli, int argc, char **argv);
 int worker_cmd_check_registry(sg_cli_t *cli, int argc, char **argv);
+int worker_cmd_topics(sg_cli_t *cli, int argc, char **argv);
 
 #endif

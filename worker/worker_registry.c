@@ -291,11 +291,7 @@ worker_registry_t *worker_registry_load(const char *path, const sg_config_t *cfg
     }
     for (const sg_json_t *m = sg_json_first(tools); m; m = sg_json_next(m))
         n++;
-    if (n == 0) {
-        bad(err, path, "$.tools", "must name at least one tool");
-        goto err;
-    }
-    reg->tools = calloc(n, sizeof(*reg->tools));
+    reg->tools = calloc(n ? n : 1, sizeof(*reg->tools));
     if (!reg->tools)
         abort();
     for (const sg_json_t *m = sg_json_first(tools); m; m = sg_json_next(m)) {
@@ -345,4 +341,32 @@ void worker_registry_destroy(worker_registry_t *reg)
     sg_json_destroy(reg->doc);
     free(reg->path);
     free(reg);
+}
+
+int worker_cmd_check_registry(sg_cli_t *cli, int argc, char **argv)
+{
+    const char *path = argc > 1 ? argv[1] : sg_config_str(cli->cfg, "worker.registry");
+    worker_registry_t *reg;
+    sg_err_t err;
+
+    if (argc > 2 || !*path) {
+        fprintf(stderr, "usage: %s check-registry [FILE] (or set worker.registry)\n", cli->prog);
+        return SG_EXIT_USAGE;
+    }
+    reg = worker_registry_load(path, cli->cfg, &err);
+    if (!reg) {
+        fprintf(stderr, "%s: %s\n", cli->prog, err.message);
+        return SG_EXIT_USAGE;
+    }
+    printf("%-24s %-8s %-14s %-10s %s\n", "TOOL", "ADAPTER", "SIDE_EFFECT", "TIMEOUT", "COMPENSATION");
+    for (size_t i = 0; i < reg->ntools; i++) {
+        const worker_tool_t *t = &reg->tools[i];
+        char timeout[24];
+        snprintf(timeout, sizeof(timeout), "%lldms", (long long)t->timeout_ms);
+        printf("%-24s %-8s %-14s %-10s %s\n", t->name, t->adapter->name,
+               worker_effect_name(t->effect), timeout, t->compensation ? t->compensation : "-");
+    }
+    fprintf(stderr, "%s: %s: %zu tools, ok\n", cli->prog, path, reg->ntools);
+    worker_registry_destroy(reg);
+    return SG_EXIT_OK;
 }

@@ -148,7 +148,10 @@ int worker_validate_args(const worker_tool_t *tool, const sg_json_t *args, const
     }
     if (tool->args_schema) {
         sg_json_t *empty = args ? NULL : sg_json_new_object();
-        sg_schema_validate(tool->args_schema, args ? args : empty, base, schema_problem, &p);
+        int found =
+            sg_schema_validate(tool->args_schema, args ? args : empty, base, schema_problem, &p);
+        if (found > p.n) /* past the report cap */
+            p.n = found;
         sg_json_destroy(empty);
     }
     return p.n;

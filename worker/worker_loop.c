@@ -1,0 +1,1112 @@
+/* The worker loop: fetch, decide in batches, call, commit.
+ *
+ * One thread owns Kafka and PostgreSQL.  Each turn it
+ *   1. takes what Kafka has (up to worker.max_in_flight held commands),
+ *   2. takes the calls the pool finished,
+ *   3. runs ONE transaction over a batch of both: the saga rows are locked,
+ *      each command is decided (worker_saga.c), and the offsets of the
+ *      touched partitions move over their contiguous finished prefix
+ *      through sagad_fence(), which refuses a worker that lost the
+ *      partition (owner epoch);
+ *   4. hands the calls decided in that transaction to the pool, and
+ *   5. sleeps in poll() until Kafka or the pool has something.
+ *
+ * A saga has at most one command in progress; its later commands wait in
+ * its queue, so a slow step holds back its own saga only.  The offset
+ * PostgreSQL keeps is the first unfinished offset of the partition, which
+ * is where the next owner starts. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sagad/sg_log.h"
+#include "sagad/sg_migrate.h"
+#include "worker.h"
+
+#define SAGA_BUCKETS 16384
+#define WORKER_SCHEMA_VERSION 3
+
+struct worker_part_s {
+    int32_t partition;
+    int64_t epoch;
+    int64_t next_fetch; /* offset after the last one taken from Kafka */
+    int64_t stored;     /* offset kept in PostgreSQL */
+    worker_cmd_t *head, *tail;
+    bool touched; /* has a command in the current transaction */
+    int64_t watermark;
+};
+
+typedef struct saga_slot_s {
+    struct saga_slot_s *next;
+    worker_cmd_t *head, *tail;
+    char id[];
+} saga_slot_t;
+
+typedef struct vec_s {
+    worker_cmd_t **v;
+    size_t n, cap;
+} vec_t;
+
+typedef struct loop_s {
+    worker_t w;
+    sg_pg_opts_t pgopts;
+    sg_kafka_t *consumer;
+    worker_pool_t *pool;
+    worker_part_t **parts;
+    size_t nparts;
+    saga_slot_t *sagas[SAGA_BUCKETS];
+    vec_t ready;    /* READY, in arrival order */
+    vec_t returned; /* RETURNED, from the pool */
+    vec_t graveyard; /* abandoned, freed at the end of the turn */
+    size_t held;    /* commands held (not FINISHED, not freed) */
+    size_t calling;
+    bool paused;
+    int kafka_pipe[2];
+    int max_in_flight, batch_size;
+    int64_t drain_ms;
+    unsigned pg_failures;
+    uint64_t next_report;
+} loop_t;
+
+static volatile sig_atomic_t worker_run = 1;
+static volatile sig_atomic_t worker_stop_now = 0;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    if (!worker_run)
+        worker_stop_now = 1;
+    worker_run = 0;
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void vec_push(vec_t *vec, worker_cmd_t *cmd)
+{
+    if (vec->n == vec->cap) {
+        vec->cap = vec->cap ? vec->cap * 2 : 256;
+        vec->v = realloc(vec->v, sizeof(*vec->v) * vec->cap);
+        if (!vec->v)
+            abort();
+    }
+    vec->v[vec->n++] = cmd;
+}
+
+static void vec_remove(vec_t *vec, const worker_cmd_t *cmd)
+{
+    for (size_t i = 0; i < vec->n; i++)
+        if (vec->v[i] == cmd) {
+            memmove(&vec->v[i], &vec->v[i + 1], sizeof(*vec->v) * (vec->n - i - 1));
+            vec->n--;
+            return;
+        }
+}
+
+/* ---- per-saga queues ---------------------------------------------------- */
+
+static unsigned hash(const char *s)
+{
+    unsigned h = 2166136261u;
+
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h % SAGA_BUCKETS;
+}
+
+static saga_slot_t *saga_slot(loop_t *L, const char *id, bool create)
+{
+    saga_slot_t **pp = &L->sagas[hash(id)], *s;
+
+    for (s = *pp; s; s = s->next)
+        if (strcmp(s->id, id) == 0)
+            return s;
+    if (!create)
+        return NULL;
+    s = calloc(1, sizeof(*s) + strlen(id) + 1);
+    if (!s)
+        abort();
+    strcpy(s->id, id);
+    s->next = *pp;
+    *pp = s;
+    return s;
+}
+
+static void saga_slot_free(loop_t *L, saga_slot_t *slot)
+{
+    saga_slot_t **pp = &L->sagas[hash(slot->id)];
+
+    while (*pp != slot)
+        pp = &(*pp)->next;
+    *pp = slot->next;
+    free(slot);
+}
+
+/* Queues cmd behind its saga; READY when it is the saga's only one. */
+static void saga_enqueue(loop_t *L, worker_cmd_t *cmd)
+{
+    saga_slot_t *slot;
+
+    if (!cmd->dec.saga_id[0]) {
+        cmd->state = CMD_READY;
+        vec_push(&L->ready, cmd);
+        return;
+    }
+    slot = saga_slot(L, cmd->dec.saga_id, true);
+    if (slot->tail) {
+        slot->tail->saga_next = cmd;
+        slot->tail = cmd;
+        cmd->state = CMD_QUEUED;
+        return;
+    }
+    slot->head = slot->tail = cmd;
+    cmd->state = CMD_READY;
+    vec_push(&L->ready, cmd);
+}
+
+/* Removes cmd from its saga's queue; the next one becomes READY. */
+static void saga_dequeue(loop_t *L, worker_cmd_t *cmd)
+{
+    saga_slot_t *slot;
+    worker_cmd_t **pp;
+
+    if (!cmd->dec.saga_id[0] || !(slot = saga_slot(L, cmd->dec.saga_id, false)))
+        return;
+    for (pp = &slot->head; *pp && *pp != cmd; pp = &(*pp)->saga_next)
+        ;
+    if (!*pp)
+        return;
+    *pp = cmd->saga_next;
+    if (slot->tail == cmd) {
+        slot->tail = NULL;
+        for (worker_cmd_t *c = slot->head; c; c = c->saga_next)
+            slot->tail = c;
+    }
+    cmd->saga_next = NULL;
+    if (!slot->head) {
+        saga_slot_free(L, slot);
+        return;
+    }
+    if (slot->head->state == CMD_QUEUED) {
+        slot->head->state = CMD_READY;
+        vec_push(&L->ready, slot->head);
+    }
+}
+
+/* ---- commands and partitions -------------------------------------------- */
+
+static void call_free(worker_call_t *call)
+{
+    free(call->saga_id);
+    free(call->step_name);
+    free(call->idem_key);
+    free(call->traceparent);
+    sg_json_destroy(call->args);
+    sg_json_destroy(call->input);
+    memset(call, 0, sizeof(*call));
+}
+
+static void cmd_free(loop_t *L, worker_cmd_t *cmd)
+{
+    sg_kafka_msg_destroy(cmd->msg);
+    sg_json_destroy(cmd->dec.doc);
+    sg_pg_res_destroy(cmd->attempt_res);
+    call_free(&cmd->call);
+    worker_result_clear(&cmd->result);
+    free(cmd);
+    L->held--;
+}
+
+static worker_part_t *part_find(loop_t *L, int32_t partition)
+{
+    for (size_t i = 0; i < L->nparts; i++)
+        if (L->parts[i]->partition == partition)
+            return L->parts[i];
+    return NULL;
+}
+
+/* First unfinished offset of the partition: where a restart must begin. */
+static int64_t part_watermark(const worker_part_t *p)
+{
+    for (const worker_cmd_t *c = p->head; c; c = c->part_next)
+        if (c->state != CMD_FINISHED && !c->finishing)
+            return c->offset;
+    return p->next_fetch;
+}
+
+/* Frees the finished prefix of the partition's FIFO. */
+static void part_pop_finished(loop_t *L, worker_part_t *p)
+{
+    while (p->head && p->head->state == CMD_FINISHED) {
+        worker_cmd_t *c = p->head;
+        p->head = c->part_next;
+        if (!p->head)
+            p->tail = NULL;
+        cmd_free(L, c);
+    }
+}
+
+/* Drops every command of a partition this worker no longer owns: nothing
+ * of it may commit.  Calls still running are freed when they return. */
+static void part_abandon(loop_t *L, worker_part_t *p, const char *why)
+{
+    size_t n = 0;
+
+    while (p->head) {
+        worker_cmd_t *c = p->head;
+        p->head = c->part_next;
+        if (c->state != CMD_FINISHED) {
+            n++;
+            saga_dequeue(L, c);
+            vec_remove(&L->ready, c);
+            vec_remove(&L->returned, c);
+        }
+        c->abandoned = true;
+        c->part = NULL;
+        /* A running call is freed when it returns; the rest at the end of
+         * the turn (a batch in progress may still point at them). */
+        if (c->state != CMD_CALLING)
+            vec_push(&L->graveyard, c);
+    }
+    p->tail = NULL;
+    if (n) {
+        sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+        ctx.topic = L->w.topic_commands;
+        ctx.partition = p->partition;
+        sg_log(SG_LOG_WARN, &ctx,
+               "abandoned %zu unfinished commands (%s); the partition's next owner redoes them",
+               n, why);
+    }
+}
+
+static void part_remove(loop_t *L, worker_part_t *p)
+{
+    for (size_t i = 0; i < L->nparts; i++)
+        if (L->parts[i] == p) {
+            L->parts[i] = L->parts[--L->nparts];
+            break;
+        }
+    free(p);
+}
+
+/* ---- PostgreSQL --------------------------------------------------------- */
+
+static void pg_backoff(loop_t *L)
+{
+    sg_backoff_t b = {200, 5000};
+    uint64_t ms = sg_backoff_delay_ms(&b, L->pg_failures < 10 ? L->pg_failures : 10, 0, &L->w.rng);
+    uint64_t end = now_ms() + ms;
+
+    while (now_ms() < end && !worker_stop_now) {
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* After a failure: reconnect when the session is gone. */
+static void pg_recover(loop_t *L, const sg_err_t *err)
+{
+    sg_err_t e;
+
+    if (L->pg_failures++ == 0)
+        sg_log_kv(SG_LOG_WARN, "PostgreSQL transaction failed; retrying with backoff", "error",
+                  err->message, "error_code", err->code, NULL);
+    pg_backoff(L);
+    if (!sg_pg_ok(L->w.pg) && sg_pg_reconnect(L->w.pg, &e) < 0)
+        sg_log_kv(SG_LOG_WARN, "PostgreSQL reconnect failed", "error", e.message, NULL);
+}
+
+static int64_t take_partition(loop_t *L, int32_t partition)
+{
+    char pstr[16];
+    const char *params[] = {L->w.group, L->w.topic_commands, pstr, L->w.worker_id};
+    sg_pg_res_t *res = NULL;
+    worker_part_t *p;
+    sg_err_t err;
+
+    snprintf(pstr, sizeof(pstr), "%d", (int)partition);
+    while (sg_pg_exec(L->w.pg,
+                      "INSERT INTO consumer_offsets (group_id, topic, partition, next_offset, "
+                      "owner_epoch, owner) VALUES ($1, $2, $3::int, 0, 1, $4) "
+                      "ON CONFLICT (group_id, topic, partition) DO UPDATE SET "
+                      "owner_epoch = consumer_offsets.owner_epoch + 1, owner = EXCLUDED.owner, "
+                      "updated_at = now() RETURNING next_offset, owner_epoch",
+                      4, params, &res, &err) < 0) {
+        if (!worker_run)
+            return -1;
+        pg_recover(L, &err);
+    }
+    L->pg_failures = 0;
+    if ((p = part_find(L, partition))) /* a stale one: start over */
+        part_abandon(L, p, "assigned again");
+    else {
+        p = calloc(1, sizeof(*p));
+        if (!p)
+            abort();
+        L->parts = realloc(L->parts, sizeof(*L->parts) * (L->nparts + 1));
+        if (!L->parts)
+            abort();
+        L->parts[L->nparts++] = p;
+    }
+    p->partition = partition;
+    p->next_fetch = p->stored = sg_pg_res_int(res, 0, 0, 0);
+    p->epoch = sg_pg_res_int(res, 0, 1, 0);
+    sg_pg_res_destroy(res);
+    {
+        sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+        ctx.topic = L->w.topic_commands;
+        ctx.partition = partition;
+        ctx.offset = p->next_fetch;
+        sg_log(SG_LOG_INFO, &ctx, "partition taken with owner epoch %lld; fetching from the offset "
+                                  "kept in PostgreSQL",
+               (long long)p->epoch);
+    }
+    return p->next_fetch;
+}
+
+/* ---- transactions ------------------------------------------------------- */
+
+static int cmp_saga(const void *a, const void *b)
+{
+    return strcmp(((const worker_saga_t *)a)->saga_id, ((const worker_saga_t *)b)->saga_id);
+}
+
+static worker_saga_t *find_saga(worker_saga_t *sagas, size_t n, const char *id)
+{
+    worker_saga_t key;
+
+    key.saga_id = id;
+    return id[0] ? bsearch(&key, sagas, n, sizeof(*sagas), cmp_saga) : NULL;
+}
+
+static void array_param(sg_pg_buf_t *buf, const char **items, size_t n)
+{
+    sg_pg_buf_reset(buf);
+    sg_pg_array_literal(buf, items, n);
+}
+
+/* Round trip 1: BEGIN, the saga rows (locked), the attempt rows of step
+ * commands (crash detection), the definitions of resubmitted sagas. */
+static int load_state(loop_t *L, worker_cmd_t **batch, size_t n, sg_pg_res_t **load,
+                      sg_pg_res_t **counts, sg_pg_res_t **conflicts, sg_err_t *err)
+{
+    const char **ids = calloc(n + 1, sizeof(char *)), **cs = calloc(n + 1, sizeof(char *));
+    const char **ci = calloc(n + 1, sizeof(char *)), **cp = calloc(n + 1, sizeof(char *));
+    const char **cg = calloc(n + 1, sizeof(char *)), **ca = calloc(n + 1, sizeof(char *));
+    const char **ss = calloc(n + 1, sizeof(char *)), **sd = calloc(n + 1, sizeof(char *));
+    char(*nums)[3][16] = calloc(n + 1, sizeof(*nums));
+    char **defs = calloc(n + 1, sizeof(char *));
+    sg_pg_buf_t b1 = {0}, b2 = {0}, b3 = {0}, b4 = {0}, b5 = {0}, b6 = {0}, b7 = {0}, b8 = {0};
+    size_t nids = 0, nc = 0, ns = 0;
+    int rc;
+
+    if (!ids || !cs || !ci || !cp || !cg || !ca || !ss || !sd || !nums || !defs)
+        abort();
+    for (size_t i = 0; i < n; i++) {
+        worker_cmd_t *c = batch[i];
+        if (!c->dec.saga_id[0] || c->dec.type == WORKER_CMD_POISON)
+            continue;
+        ids[nids++] = c->dec.saga_id;
+        if (c->state == CMD_READY &&
+            (c->dec.type == WORKER_CMD_EXECUTE || c->dec.type == WORKER_CMD_COMPENSATE)) {
+            cs[nc] = c->dec.saga_id;
+            snprintf(nums[nc][0], 16, "%d", c->dec.step);
+            snprintf(nums[nc][1], 16, "%d", c->dec.generation);
+            snprintf(nums[nc][2], 16, "%d", c->dec.attempt);
+            ci[nc] = nums[nc][0];
+            cp[nc] = c->dec.type == WORKER_CMD_COMPENSATE ? "compensate" : "forward";
+            cg[nc] = nums[nc][1];
+            ca[nc] = nums[nc][2];
+            nc++;
+        } else if (c->state == CMD_READY && c->dec.type == WORKER_CMD_START) {
+            ss[ns] = c->dec.saga_id;
+            defs[ns] = worker_definition(c->dec.doc);
+            sd[ns] = defs[ns];
+            ns++;
+        }
+    }
+    if (sg_pg_pipe_begin(L->w.pg, err) < 0) {
+        rc = -1;
+        goto out;
+    }
+    sg_pg_pipe_send(L->w.pg, "BEGIN", 0, NULL, NULL);
+    array_param(&b1, ids, nids);
+    {
+        const char *p[] = {b1.data};
+        sg_pg_pipe_send(L->w.pg, worker_sql_load, 1, p, load);
+    }
+    if (nc) {
+        array_param(&b2, cs, nc);
+        array_param(&b3, ci, nc);
+        array_param(&b4, cp, nc);
+        array_param(&b5, cg, nc);
+        array_param(&b6, ca, nc);
+        {
+            const char *p[] = {b2.data, b3.data, b4.data, b5.data, b6.data};
+            sg_pg_pipe_send(
+                L->w.pg,
+                "SELECT u.saga_id, count(*) FILTER (WHERE a.finished_at IS NULL OR "
+                "a.error_code = 'runtime.interrupted'), count(*) FILTER (WHERE a.finished_at IS "
+                "NOT NULL AND a.error_code IS DISTINCT FROM 'runtime.interrupted') "
+                "FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::int[]) "
+                "AS u(saga_id, step, phase, gen, attempt) JOIN attempts a ON a.saga_id = u.saga_id "
+                "AND a.step_idx = u.step AND a.phase = u.phase AND a.generation = u.gen AND "
+                "a.attempt = u.attempt GROUP BY u.saga_id",
+                5, p, counts);
+        }
+    }
+    if (ns) {
+        array_param(&b7, ss, ns);
+        array_param(&b8, sd, ns);
+        {
+            const char *p[] = {b7.data, b8.data};
+            sg_pg_pipe_send(L->w.pg,
+                            "SELECT s.saga_id, s.definition = u.def FROM unnest($1::text[], "
+                            "$2::jsonb[]) AS u(id, def) JOIN sagas s ON s.saga_id = u.id",
+                            2, p, conflicts);
+        }
+    }
+    rc = sg_pg_pipe_end(L->w.pg, err);
+out:
+    for (size_t i = 0; i < ns; i++)
+        free(defs[i]);
+    free(defs);
+    free(ids);
+    free(cs);
+    free(ci);
+    free(cp);
+    free(cg);
+    free(ca);
+    free(ss);
+    free(sd);
+    free(nums);
+    sg_pg_buf_free(&b1);
+    sg_pg_buf_free(&b2);
+    sg_pg_buf_free(&b3);
+    sg_pg_buf_free(&b4);
+    sg_pg_buf_free(&b5);
+    sg_pg_buf_free(&b6);
+    sg_pg_buf_free(&b7);
+    sg_pg_buf_free(&b8);
+    return rc;
+}
+
+/* Undoes the in-memory effects of a transaction that did not commit. */
+static void undo_batch(worker_cmd_t **batch, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        worker_cmd_t *c = batch[i];
+        c->finishing = false;
+        if (c->calls) {
+            c->calls = false;
+            call_free(&c->call);
+        }
+        sg_pg_res_destroy(c->attempt_res);
+        c->attempt_res = NULL;
+    }
+}
+
+/* One transaction over batch.  Returns 0 when committed, -1 with err. */
+static int run_txn(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
+{
+    sg_pg_res_t *load = NULL, *counts = NULL, *conflicts = NULL;
+    worker_saga_t *sagas = NULL;
+    size_t nsagas = 0, row = 0;
+    int rc = -1;
+
+    if (load_state(L, batch, n, &load, &counts, &conflicts, err) < 0)
+        goto fail;
+    sagas = calloc(n + 1, sizeof(*sagas));
+    if (!sagas)
+        abort();
+    while (row < sg_pg_res_rows(load))
+        worker_saga_load(&sagas[nsagas++], load, &row);
+    qsort(sagas, nsagas, sizeof(*sagas), cmp_saga);
+    for (size_t r = 0; r < sg_pg_res_rows(counts); r++) {
+        worker_saga_t *s = find_saga(sagas, nsagas, sg_pg_res_get(counts, r, 0));
+        if (s) {
+            s->interrupted = sg_pg_res_int(counts, r, 1, 0);
+            s->finished = sg_pg_res_int(counts, r, 2, 0);
+        }
+    }
+    for (size_t r = 0; r < sg_pg_res_rows(conflicts); r++) {
+        worker_saga_t *s = find_saga(sagas, nsagas, sg_pg_res_get(conflicts, r, 0));
+        if (s)
+            s->same_definition = strcmp(sg_pg_res_get(conflicts, r, 1), "t") == 0;
+    }
+
+    /* Round trip 2: every decision's statements, the fences, COMMIT. */
+    if (sg_pg_pipe_begin(L->w.pg, err) < 0)
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        worker_cmd_t *c = batch[i];
+        worker_saga_t *s = c->dec.type == WORKER_CMD_POISON
+                               ? NULL
+                               : find_saga(sagas, nsagas, c->dec.saga_id);
+        c->part->touched = true;
+        if (c->state == CMD_READY) {
+            worker_saga_decide(&L->w, c, s);
+            c->finishing = !c->calls;
+        } else {
+            worker_saga_complete(&L->w, c, s);
+            c->finishing = true;
+        }
+    }
+    for (size_t i = 0; i < L->nparts; i++) {
+        worker_part_t *p = L->parts[i];
+        char part[16], epoch[24], next[24];
+        const char *params[] = {L->w.group, L->w.topic_commands, part, epoch, next};
+        if (!p->touched)
+            continue;
+        p->watermark = part_watermark(p);
+        snprintf(part, sizeof(part), "%d", (int)p->partition);
+        snprintf(epoch, sizeof(epoch), "%lld", (long long)p->epoch);
+        snprintf(next, sizeof(next), "%lld", (long long)p->watermark);
+        sg_pg_pipe_send(L->w.pg, "SELECT sagad_fence($1, $2, $3::int, $4::bigint, $5::bigint)", 5,
+                        params, NULL);
+    }
+    sg_pg_pipe_send(L->w.pg, "COMMIT", 0, NULL, NULL);
+    if (sg_pg_pipe_end(L->w.pg, err) < 0)
+        goto fail;
+    rc = 0;
+    goto out;
+fail:
+    sg_pg_rollback(L->w.pg);
+    undo_batch(batch, n);
+out:
+    for (size_t i = 0; i < L->nparts; i++)
+        L->parts[i]->touched = false;
+    free(sagas);
+    sg_pg_res_destroy(load);
+    sg_pg_res_destroy(counts);
+    sg_pg_res_destroy(conflicts);
+    return rc;
+}
+
+/* After a commit: finished commands release their saga and the offset
+ * moves; decided calls go to the pool. */
+static void after_commit(loop_t *L, worker_cmd_t **batch, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        worker_cmd_t *c = batch[i];
+        if (c->calls) {
+            c->calls = false;
+            c->attempt_id = sg_pg_res_int(c->attempt_res, 0, 0, 0);
+            sg_pg_res_destroy(c->attempt_res);
+            c->attempt_res = NULL;
+            c->state = CMD_CALLING;
+            L->calling++;
+            worker_pool_submit(L->pool, c, &c->call, &c->result);
+            continue;
+        }
+        c->finishing = false;
+        c->state = CMD_FINISHED;
+        saga_dequeue(L, c);
+    }
+    for (size_t i = 0; i < L->nparts; i++) {
+        worker_part_t *p = L->parts[i];
+        int64_t wm = part_watermark(p);
+        part_pop_finished(L, p);
+        if (wm > p->stored) {
+            p->stored = wm;
+            sg_kafka_commit_offset(L->consumer, L->w.topic_commands, p->partition, wm);
+        }
+    }
+}
+
+/* Which partitions did another worker take?  Those are abandoned. */
+static void check_fences(loop_t *L)
+{
+    const char *params[] = {L->w.group, L->w.topic_commands};
+    sg_pg_res_t *res = NULL;
+    sg_err_t err;
+
+    if (sg_pg_exec(L->w.pg,
+                   "SELECT partition, owner_epoch FROM consumer_offsets WHERE group_id = $1 AND "
+                   "topic = $2",
+                   2, params, &res, &err) < 0)
+        return;
+    for (size_t r = 0; r < sg_pg_res_rows(res); r++) {
+        worker_part_t *p = part_find(L, (int32_t)sg_pg_res_int(res, r, 0, -1));
+        if (p && sg_pg_res_int(res, r, 1, 0) != p->epoch) {
+            L->w.stats.fenced++;
+            part_abandon(L, p, "fenced: another worker owns the partition now");
+            part_remove(L, p);
+        }
+    }
+    sg_pg_res_destroy(res);
+}
+
+/* A command PostgreSQL refuses on its own: its outcome becomes a dead
+ * letter (or, for a call's outcome, a permanent failure of the step). */
+static void poison_single(loop_t *L, worker_cmd_t *c, const sg_err_t *why)
+{
+    sg_err_t err;
+
+    if (c->state == CMD_RETURNED && strcmp(c->result.err.code, "runtime.pg.rejected") != 0) {
+        worker_result_clear(&c->result);
+        worker_result_error(&c->result, SG_ERRCLASS_POISON, "runtime.pg.rejected",
+                            "the tool's answer could not be stored: %s", why->message);
+        if (run_txn(L, &c, 1, &err) == 0) {
+            after_commit(L, &c, 1);
+            return;
+        }
+    }
+    if (sg_pg_pipe_begin(L->w.pg, &err) < 0)
+        return;
+    sg_pg_pipe_send(L->w.pg, "BEGIN", 0, NULL, NULL);
+    worker_saga_reject_stored(&L->w, c, why);
+    c->finishing = true;
+    {
+        worker_part_t *p = c->part;
+        char part[16], epoch[24], next[24];
+        const char *params[] = {L->w.group, L->w.topic_commands, part, epoch, next};
+        snprintf(part, sizeof(part), "%d", (int)p->partition);
+        snprintf(epoch, sizeof(epoch), "%lld", (long long)p->epoch);
+        snprintf(next, sizeof(next), "%lld", (long long)part_watermark(p));
+        sg_pg_pipe_send(L->w.pg, "SELECT sagad_fence($1, $2, $3::int, $4::bigint, $5::bigint)", 5,
+                        params, NULL);
+    }
+    sg_pg_pipe_send(L->w.pg, "COMMIT", 0, NULL, NULL);
+    if (sg_pg_pipe_end(L->w.pg, &err) < 0) {
+        sg_pg_rollback(L->w.pg);
+        c->finishing = false;
+        sg_log_kv(SG_LOG_ERROR, "could not even dead-letter a message; will retry", "error",
+                  err.message, NULL);
+        return;
+    }
+    after_commit(L, &c, 1);
+}
+
+/* Runs the batch; on failure splits it so one bad command cannot hold up
+ * the others, and sorts out lost partitions and lost connections. */
+static void process(loop_t *L, worker_cmd_t **batch, size_t n)
+{
+    sg_err_t err;
+
+    if (run_txn(L, batch, n, &err) == 0) {
+        L->pg_failures = 0;
+        after_commit(L, batch, n);
+        return;
+    }
+    if (strcmp(err.code, "pg.fenced") == 0) {
+        sg_log_kv(SG_LOG_WARN, "fenced: a partition was taken over", "error", err.message, NULL);
+        check_fences(L);
+        return; /* the rest is retried next turn */
+    }
+    if (err.cls != SG_ERRCLASS_PERMANENT || !sg_pg_ok(L->w.pg)) {
+        pg_recover(L, &err);
+        return;
+    }
+    if (n > 1) {
+        for (size_t i = 0; i < n; i++)
+            if (!batch[i]->abandoned)
+                process(L, &batch[i], 1);
+        return;
+    }
+    sg_log_kv(SG_LOG_WARN, "PostgreSQL refused a command's outcome", "error", err.message, NULL);
+    poison_single(L, batch[0], &err);
+}
+
+/* ---- Kafka -------------------------------------------------------------- */
+
+static int64_t on_rebalance(void *opaque, bool assigned, const char *topic, int32_t partition);
+
+static void intake(loop_t *L)
+{
+    sg_kafka_msg_t *msg;
+    sg_err_t err;
+    char drain[64];
+
+    while (read(L->kafka_pipe[0], drain, sizeof(drain)) > 0)
+        ;
+    while ((int)L->held < L->max_in_flight) {
+        int rc = sg_kafka_consume(L->consumer, 0, &msg, &err);
+        worker_part_t *p;
+        worker_cmd_t *cmd;
+        const void *payload;
+        size_t len;
+
+        if (rc == 0)
+            break;
+        if (rc < 0) {
+            sg_log_kv(SG_LOG_WARN, "Kafka consume error", "error", err.message, "error_code",
+                      err.code, NULL);
+            break;
+        }
+        p = part_find(L, sg_kafka_msg_partition(msg));
+        if (!p || sg_kafka_msg_offset(msg) < p->next_fetch) {
+            /* Not ours (any more), or already taken. */
+            sg_kafka_msg_destroy(msg);
+            continue;
+        }
+        cmd = calloc(1, sizeof(*cmd));
+        if (!cmd)
+            abort();
+        L->held++;
+        L->w.stats.consumed++;
+        cmd->msg = msg;
+        cmd->part = p;
+        cmd->offset = sg_kafka_msg_offset(msg);
+        p->next_fetch = cmd->offset + 1;
+        if (p->tail)
+            p->tail->part_next = cmd;
+        else
+            p->head = cmd;
+        p->tail = cmd;
+        payload = sg_kafka_msg_payload(msg, &len);
+        worker_decode(payload ? payload : "", payload ? len : 0, &L->w.limits, &cmd->dec);
+        saga_enqueue(L, cmd);
+    }
+    if (!L->paused && (int)L->held >= L->max_in_flight) {
+        L->paused = sg_kafka_pause(L->consumer, true) == 0;
+    } else if (L->paused && (int)L->held < L->max_in_flight * 3 / 4) {
+        L->paused = !(sg_kafka_pause(L->consumer, false) == 0);
+    }
+}
+
+static void take_returned(loop_t *L)
+{
+    size_t n = 0;
+    void **done;
+
+    worker_pool_ack(L->pool); /* first, so a call finishing now wakes us again */
+    done = worker_pool_take_done(L->pool, &n);
+
+    for (size_t i = 0; i < n; i++) {
+        worker_cmd_t *c = done[i];
+        L->calling--;
+        if (c->abandoned) {
+            cmd_free(L, c);
+            continue;
+        }
+        c->state = CMD_RETURNED;
+        vec_push(&L->returned, c);
+    }
+    free(done);
+}
+
+static void bury(loop_t *L)
+{
+    for (size_t i = 0; i < L->graveyard.n; i++)
+        cmd_free(L, L->graveyard.v[i]);
+    L->graveyard.n = 0;
+}
+
+/* One turn: a batch of returned calls and ready commands. */
+static bool turn(loop_t *L)
+{
+    worker_cmd_t **batch;
+    size_t n = 0, nr, nd;
+
+    take_returned(L);
+    if (L->ready.n == 0 && L->returned.n == 0) {
+        bury(L);
+        return false;
+    }
+    batch = malloc(sizeof(*batch) * (size_t)L->batch_size);
+    if (!batch)
+        abort();
+    nr = L->returned.n < (size_t)L->batch_size ? L->returned.n : (size_t)L->batch_size;
+    for (size_t i = 0; i < nr; i++)
+        batch[n++] = L->returned.v[i];
+    nd = L->ready.n < (size_t)L->batch_size - n ? L->ready.n : (size_t)L->batch_size - n;
+    for (size_t i = 0; i < nd; i++)
+        batch[n++] = L->ready.v[i];
+    memmove(L->returned.v, L->returned.v + nr, sizeof(void *) * (L->returned.n - nr));
+    L->returned.n -= nr;
+    memmove(L->ready.v, L->ready.v + nd, sizeof(void *) * (L->ready.n - nd));
+    L->ready.n -= nd;
+    process(L, batch, n);
+    /* What did not commit goes back to the front, in order. */
+    {
+        vec_t keep_r = {0}, keep_d = {0};
+        for (size_t i = 0; i < n; i++) {
+            worker_cmd_t *c = batch[i];
+            if (c->abandoned)
+                continue;
+            if (c->state == CMD_RETURNED && !c->abandoned)
+                vec_push(&keep_r, c);
+            else if (c->state == CMD_READY && !c->abandoned)
+                vec_push(&keep_d, c);
+        }
+        for (size_t i = 0; i < L->returned.n; i++)
+            vec_push(&keep_r, L->returned.v[i]);
+        for (size_t i = 0; i < L->ready.n; i++)
+            vec_push(&keep_d, L->ready.v[i]);
+        free(L->returned.v);
+        free(L->ready.v);
+        L->returned = keep_r;
+        L->ready = keep_d;
+    }
+    free(batch);
+    bury(L);
+    return true;
+}
+
+static void wait_events(loop_t *L, int timeout_ms)
+{
+    struct pollfd fds[2] = {{L->kafka_pipe[0], POLLIN, 0}, {worker_pool_fd(L->pool), POLLIN, 0}};
+
+    if (poll(fds, 2, timeout_ms) < 0 && errno != EINTR)
+        sg_log_kv(SG_LOG_WARN, "poll failed", "error", strerror(errno), NULL);
+}
+
+/* Lets running calls of partition p (all when p is NULL) finish and
+ * commits their outcomes, for up to the drain timeout. */
+static void drain(loop_t *L, worker_part_t *p)
+{
+    uint64_t end = now_ms() + (uint64_t)L->drain_ms;
+
+    for (;;) {
+        size_t busy = 0;
+        for (size_t i = 0; i < L->nparts; i++)
+            for (worker_cmd_t *c = L->parts[i]->head; c; c = c->part_next)
+                if ((!p || L->parts[i] == p) &&
+                    (c->state == CMD_CALLING || c->state == CMD_RETURNED))
+                    busy++;
+        if (busy == 0 || now_ms() >= end || worker_stop_now)
+            return;
+        if (!turn(L))
+            wait_events(L, 50);
+    }
+}
+
+static int64_t on_rebalance(void *opaque, bool assigned, const char *topic, int32_t partition)
+{
+    loop_t *L = opaque;
+    worker_part_t *p;
+
+    (void)topic;
+    if (assigned)
+        return take_partition(L, partition);
+    if (!(p = part_find(L, partition)))
+        return -1;
+    /* Finish what can be finished while the partition is still ours; the
+     * fence refuses the commits if it is not. */
+    drain(L, p);
+    if ((p = part_find(L, partition))) {
+        part_abandon(L, p, "partition revoked");
+        part_remove(L, p);
+    }
+    return -1;
+}
+
+/* ---- start and stop ----------------------------------------------------- */
+
+static void report(loop_t *L, bool force)
+{
+    const worker_stats_t *s = &L->w.stats;
+    char line[512];
+
+    if (!force && now_ms() < L->next_report)
+        return;
+    L->next_report = now_ms() + 10000;
+    snprintf(line, sizeof(line),
+             "consumed=%lld started=%lld rejected=%lld calls=%lld retries=%lld completed=%lld "
+             "compensated=%lld failed=%lld dead_letters=%lld stale=%lld held=%zu calling=%zu "
+             "partitions=%zu",
+             (long long)s->consumed, (long long)s->started, (long long)s->rejected,
+             (long long)s->calls, (long long)s->retries, (long long)s->completed,
+             (long long)s->compensated, (long long)s->failed, (long long)s->dead_letters,
+             (long long)s->stale, L->held, L->calling, L->nparts);
+    sg_log_kv(SG_LOG_INFO, "progress", "counters", line, NULL);
+}
+
+static int setup(loop_t *L, sg_cli_t *cli)
+{
+    const sg_config_t *cfg = cli->cfg;
+    const char *regpath = sg_config_str(cfg, "worker.registry");
+    char errstr[512], host[64] = "worker";
+    const char *topics[1];
+    sg_err_t err;
+    int version;
+
+    L->w.cfg = cfg;
+    L->w.group = sg_config_str(cfg, "worker.group_id");
+    L->w.topic_commands = sg_config_str(cfg, "topic.commands");
+    L->w.topic_events = sg_config_str(cfg, "topic.events");
+    L->w.topic_dlq = sg_config_str(cfg, "topic.dlq");
+    L->w.limits.max_bytes = (size_t)sg_config_int(cfg, "limits.max_message_bytes");
+    L->w.limits.max_depth = (int)sg_config_int(cfg, "limits.max_json_depth");
+    L->w.crash_loop_limit = (int)sg_config_int(cfg, "worker.crash_loop_limit");
+    L->w.retry.max_attempts = (int)sg_config_int(cfg, "retry.max_attempts");
+    L->w.retry.base_ms = sg_config_int(cfg, "retry.base_ms");
+    L->w.retry.cap_ms = sg_config_int(cfg, "retry.cap_ms");
+    L->w.comp_retry.max_attempts = (int)sg_config_int(cfg, "retry.compensate_max_attempts");
+    L->w.comp_retry.base_ms = sg_config_int(cfg, "retry.base_ms");
+    L->w.comp_retry.cap_ms = sg_config_int(cfg, "retry.compensate_cap_ms");
+    L->w.budget_ms = sg_config_int(cfg, "retry.budget_ms");
+    L->max_in_flight = (int)sg_config_int(cfg, "worker.max_in_flight");
+    L->batch_size = (int)sg_config_int(cfg, "worker.batch_size");
+    L->drain_ms = sg_config_int(cfg, "worker.drain_timeout_ms");
+    sg_rng_seed(&L->w.rng, 0);
+    gethostname(host, sizeof(host) - 1);
+    if (strcmp(sg_config_str(cfg, "worker.id"), "auto") != 0)
+        snprintf(L->w.worker_id, sizeof(L->w.worker_id), "%s", sg_config_str(cfg, "worker.id"));
+    else
+        snprintf(L->w.worker_id, sizeof(L->w.worker_id), "%s-%d", host, (int)getpid());
+
+    L->w.reg = worker_registry_load(regpath, cfg, &err);
+    if (!L->w.reg) {
+        fprintf(stderr, "%s: bad tool registry: %s\n", cli->prog, err.message);
+        return SG_EXIT_USAGE;
+    }
+    sg_pg_opts_from_config(&L->pgopts, cfg, "sagad-worker");
+    L->pgopts.run = &worker_run;
+    L->w.pg = sg_pg_connect(&L->pgopts, &err);
+    if (!L->w.pg) {
+        fprintf(stderr, "%s: PostgreSQL: %s\n", cli->prog, err.message);
+        return err.cls == SG_ERRCLASS_PERMANENT ? SG_EXIT_FAIL : SG_EXIT_INFRA;
+    }
+    if (sg_migrate_current(L->w.pg, &version, &err) < 0) {
+        fprintf(stderr, "%s: %s\n", cli->prog, err.message);
+        return SG_EXIT_INFRA;
+    }
+    if (version < WORKER_SCHEMA_VERSION) {
+        fprintf(stderr,
+                "%s: database schema is at version %d, the worker needs %d: run `%s migrate`\n",
+                cli->prog, version, WORKER_SCHEMA_VERSION, cli->prog);
+        return SG_EXIT_FAIL;
+    }
+    {
+        const char *props[] = {"group.id", L->w.group, "client.id", L->w.worker_id, NULL};
+        L->consumer = sg_kafka_new(cfg, SG_KAFKA_CONSUMER, props, errstr, sizeof(errstr));
+    }
+    if (!L->consumer) {
+        fprintf(stderr, "%s: Kafka: %s\n", cli->prog, errstr);
+        return SG_EXIT_USAGE;
+    }
+    if (pipe(L->kafka_pipe) < 0)
+        abort();
+    for (int i = 0; i < 2; i++) {
+        fcntl(L->kafka_pipe[i], F_SETFL, O_NONBLOCK);
+        fcntl(L->kafka_pipe[i], F_SETFD, FD_CLOEXEC);
+    }
+    sg_kafka_wake_fd(L->consumer, L->kafka_pipe[1]);
+    sg_kafka_set_rebalance_hook(L->consumer, on_rebalance, L);
+    topics[0] = L->w.topic_commands;
+    if (sg_kafka_subscribe(L->consumer, topics, 1, &err) < 0) {
+        fprintf(stderr, "%s: Kafka subscribe: %s\n", cli->prog, err.message);
+        return SG_EXIT_INFRA;
+    }
+    L->pool = worker_pool_new((int)sg_config_int(cfg, "worker.threads"), cfg, &worker_stop_now);
+    return SG_EXIT_OK;
+}
+
+static void teardown(loop_t *L)
+{
+    /* Close the consumer first: leaving the group revokes the partitions
+     * through on_rebalance while the pool and PostgreSQL still work. */
+    L->drain_ms = 0; /* drained already */
+    sg_kafka_destroy(L->consumer);
+    L->consumer = NULL;
+    worker_pool_destroy(L->pool);
+    L->pool = NULL;
+    while (L->nparts) {
+        part_abandon(L, L->parts[0], "shutting down");
+        part_remove(L, L->parts[0]);
+    }
+    bury(L);
+    free(L->graveyard.v);
+    free(L->parts);
+    free(L->ready.v);
+    free(L->returned.v);
+    for (size_t i = 0; i < SAGA_BUCKETS; i++)
+        while (L->sagas[i])
+            saga_slot_free(L, L->sagas[i]);
+    sg_pg_destroy(L->w.pg);
+    worker_registry_destroy(L->w.reg);
+    if (L->kafka_pipe[0] > 0) {
+        close(L->kafka_pipe[0]);
+        close(L->kafka_pipe[1]);
+    }
+}
+
+int worker_cmd_run(sg_cli_t *cli, int argc, char **argv)
+{
+    loop_t *L = calloc(1, sizeof(*L));
+    struct sigaction sa;
+    int rc;
+
+    (void)argv;
+    if (!L)
+        abort();
+    if (argc > 1) {
+        fprintf(stderr, "%s run: takes no arguments\n", cli->prog);
+        free(L);
+        return SG_EXIT_USAGE;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    rc = setup(L, cli);
+    if (rc == SG_EXIT_OK) {
+        sg_log_kv(SG_LOG_INFO, "worker running", "worker_id", L->w.worker_id, "group", L->w.group,
+                  "topic", L->w.topic_commands, "registry", L->w.reg->path, NULL);
+        while (worker_run) {
+            intake(L);
+            if (!turn(L))
+                wait_events(L, 100);
+            report(L, false);
+        }
+        sg_log_kv(SG_LOG_INFO, "stopping: finishing running calls", NULL);
+        drain(L, NULL);
+        report(L, true);
+    }
+    teardown(L);
+    free(L);
+    if (worker_stop_now)
+        return SG_EXIT_FAIL;
+    return rc;
+}
+
+int worker_cmd_topics(sg_cli_t *cli, int argc, char **argv)
+{
+    const char *names[] = {sg_config_str(cli->cfg, "topic.commands"),
+                           sg_config_str(cli->cfg, "topic.events"),
+                           sg_config_str(cli->cfg, "topic.dlq")};
+    long partitions = 6;
+    char errstr[512], *end;
+    sg_kafka_t *k;
+    sg_err_t err;
+    int rc = SG_EXIT_OK;
+
+    if (argc == 3 && strcmp(argv[1], "--partitions") == 0) {
+        partitions = strtol(argv[2], &end, 10);
+        if (*end || partitions < 1 || partitions > 10000) {
+            fprintf(stderr, "%s topics: --partitions must be 1-10000\n", cli->prog);
+            return SG_EXIT_USAGE;
+        }
+    } else if (argc != 1) {
+        fprintf(stderr, "usage: %s topics [--partitions N]\n", cli->prog);
+        return SG_EXIT_USAGE;
+    }
+    k = sg_kafka_new(cli->cfg, SG_KAFKA_PRODUCER, NULL, errstr, sizeof(errstr));
+    if (!k) {
+        fprintf(stderr, "%s: Kafka: %s\n", cli->prog, errstr);
+        return SG_EXIT_USAGE;
+    }
+    for (size_t i = 0; i < 3; i++) {
+        if (sg_kafka_create_topic(k, names[i], (int)partitions, 30000, &err) < 0) {
+            fprintf(stderr, "%s: topic %s: %s\n", cli->prog, names[i], err.message);
+            rc = SG_EXIT_INFRA;
+            continue;
+        }
+        printf("%s\n", names[i]);
+    }
+    sg_kafka_destroy(k);
+    return rc;
+}
