@@ -44,9 +44,9 @@ typedef struct worker_adapter_s worker_adapter_t;
 /* What a pool thread owns across calls (connections of adapters). */
 typedef struct worker_thread_s {
     const sg_config_t *cfg;
-    sg_pg_t *pg; /* opened on first use by tools that need PostgreSQL */
+    sg_pg_t *pg;                 /* opened on first use by tools that need PostgreSQL */
     volatile sig_atomic_t *stop; /* set: abandon calls now (second SIGTERM) */
-    struct worker_pool_s *pool; /* the pool the thread belongs to */
+    struct worker_pool_s *pool;  /* the pool the thread belongs to */
 } worker_thread_t;
 
 /* One tool call.  Everything is owned by the call. */
@@ -92,13 +92,13 @@ struct worker_adapter_s {
 struct worker_tool_s {
     char *name;
     const worker_adapter_t *adapter;
-    char *target;       /* builtin name or URL; exec argv lives in target_json */
+    char *target; /* builtin name or URL; exec argv lives in target_json */
     sg_json_t *target_json;
     int64_t timeout_ms;
     worker_effect_t effect;
     char *compensation; /* default compensating tool, NULL when none */
     worker_policy_t retry, comp_retry;
-    int concurrency; /* 0: unlimited */
+    int concurrency;        /* 0: unlimited */
     sg_json_t *args_schema; /* NULL: any object */
     void *state;            /* adapter's own */
     int running;            /* calls in progress (pool lock) */
@@ -121,8 +121,8 @@ const char *worker_effect_name(worker_effect_t e);
 extern const worker_adapter_t worker_builtin_adapter;
 
 /* Fills res for a tool error (status error, or timeout for that class). */
-void worker_result_error(worker_result_t *out, sg_errclass_t cls, const char *code,
-                         const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void worker_result_error(worker_result_t *out, sg_errclass_t cls, const char *code, const char *fmt,
+                         ...) __attribute__((format(printf, 4, 5)));
 void worker_result_clear(worker_result_t *out);
 
 /* ---- the call pool ----------------------------------------------------- */
@@ -247,8 +247,8 @@ typedef struct worker_saga_s {
 } worker_saga_t;
 
 typedef struct worker_stats_s {
-    int64_t consumed, stale, started, rejected, calls, dead_letters, completed, compensated,
-        failed, retries, fenced;
+    int64_t consumed, stale, started, rejected, calls, dead_letters, completed, compensated, failed,
+        retries, fenced;
 } worker_stats_t;
 
 /* The worker's shared context. */

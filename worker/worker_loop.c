@@ -28,7 +28,7 @@
 #include "sagad/sg_migrate.h"
 #include "worker.h"
 
-#define SAGA_BUCKETS 16384
+#define SAGA_BUCKETS          16384
 #define WORKER_SCHEMA_VERSION 3
 
 struct worker_part_s {
@@ -60,10 +60,10 @@ typedef struct loop_s {
     worker_part_t **parts;
     size_t nparts;
     saga_slot_t *sagas[SAGA_BUCKETS];
-    vec_t ready;    /* READY, in arrival order */
-    vec_t returned; /* RETURNED, from the pool */
+    vec_t ready;     /* READY, in arrival order */
+    vec_t returned;  /* RETURNED, from the pool */
     vec_t graveyard; /* abandoned, freed at the end of the turn */
-    size_t held;    /* commands held (not FINISHED, not freed) */
+    size_t held;     /* commands held (not FINISHED, not freed) */
     size_t calling;
     bool paused;
     int kafka_pipe[2];
@@ -284,8 +284,8 @@ static void part_abandon(loop_t *L, worker_part_t *p, const char *why)
         ctx.topic = L->w.topic_commands;
         ctx.partition = p->partition;
         sg_log(SG_LOG_WARN, &ctx,
-               "abandoned %zu unfinished commands (%s); the partition's next owner redoes them",
-               n, why);
+               "abandoned %zu unfinished commands (%s); the partition's next owner redoes them", n,
+               why);
     }
 }
 
@@ -367,8 +367,9 @@ static int64_t take_partition(loop_t *L, int32_t partition)
         ctx.topic = L->w.topic_commands;
         ctx.partition = partition;
         ctx.offset = p->next_fetch;
-        sg_log(SG_LOG_INFO, &ctx, "partition taken with owner epoch %lld; fetching from the offset "
-                                  "kept in PostgreSQL",
+        sg_log(SG_LOG_INFO, &ctx,
+               "partition taken with owner epoch %lld; fetching from the offset "
+               "kept in PostgreSQL",
                (long long)p->epoch);
     }
     return p->next_fetch;
@@ -550,9 +551,8 @@ static int run_txn(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
         goto fail;
     for (size_t i = 0; i < n; i++) {
         worker_cmd_t *c = batch[i];
-        worker_saga_t *s = c->dec.type == WORKER_CMD_POISON
-                               ? NULL
-                               : find_saga(sagas, nsagas, c->dec.saga_id);
+        worker_saga_t *s =
+            c->dec.type == WORKER_CMD_POISON ? NULL : find_saga(sagas, nsagas, c->dec.saga_id);
         c->part->touched = true;
         if (c->state == CMD_READY) {
             worker_saga_decide(&L->w, c, s);

@@ -32,8 +32,8 @@ void worker_result_clear(worker_result_t *out)
     memset(out, 0, sizeof(*out));
 }
 
-void worker_result_error(worker_result_t *out, sg_errclass_t cls, const char *code,
-                         const char *fmt, ...)
+void worker_result_error(worker_result_t *out, sg_errclass_t cls, const char *code, const char *fmt,
+                         ...)
 {
     va_list ap;
     char msg[sizeof(out->err.message)];
@@ -141,10 +141,10 @@ static int load_policy(const sg_json_t *tool, const char *base, const char *key,
 static int load_tool(worker_tool_t *t, const sg_json_t *node, const char *name, const char *file,
                      const sg_config_t *cfg, sg_err_t *err)
 {
-    static const char *const known[] = {"adapter", "target",     "side_effect",
-                                        "timeout_ms", "compensation", "retry",
-                                        "compensate_retry", "concurrency", "args",
-                                        "description", NULL};
+    static const char *const known[] = {
+        "adapter", "target",           "side_effect", "timeout_ms", "compensation",
+        "retry",   "compensate_retry", "concurrency", "args",       "description",
+        NULL};
     char base[128], path[300];
     const char *adapter = NULL, *effect = NULL, *comp = NULL;
     const sg_json_t *args = NULL, *target;
@@ -205,6 +205,10 @@ static int load_tool(worker_tool_t *t, const sg_json_t *node, const char *name, 
     if (load_policy(node, base, "retry", &t->retry, file, err) < 0 ||
         load_policy(node, base, "compensate_retry", &t->comp_retry, file, err) < 0)
         return -1;
+    if (comp && t->effect == WORKER_EFFECT_IRREVERSIBLE) {
+        sg_json_path_key(path, sizeof(path), base, "compensation");
+        return bad(err, file, path, "an irreversible tool cannot be undone: no compensation");
+    }
     if (comp)
         t->compensation = strdup(comp);
     if (args) {
@@ -358,7 +362,8 @@ int worker_cmd_check_registry(sg_cli_t *cli, int argc, char **argv)
         fprintf(stderr, "%s: %s\n", cli->prog, err.message);
         return SG_EXIT_USAGE;
     }
-    printf("%-24s %-8s %-14s %-10s %s\n", "TOOL", "ADAPTER", "SIDE_EFFECT", "TIMEOUT", "COMPENSATION");
+    printf("%-24s %-8s %-14s %-10s %s\n", "TOOL", "ADAPTER", "SIDE_EFFECT", "TIMEOUT",
+           "COMPENSATION");
     for (size_t i = 0; i < reg->ntools; i++) {
         const worker_tool_t *t = &reg->tools[i];
         char timeout[24];

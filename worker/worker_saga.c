@@ -325,7 +325,8 @@ static void dead_letter(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, int
         const char *params[] = {err->code,
                                 sg_errclass_name(err->cls),
                                 err->message,
-                                saga ? saga->saga_id : (cmd->dec.saga_id[0] ? cmd->dec.saga_id : NULL),
+                                saga ? saga->saga_id
+                                     : (cmd->dec.saga_id[0] ? cmd->dec.saga_id : NULL),
                                 saga ? saga->name : NULL,
                                 st ? sidx : NULL,
                                 st ? st->name : NULL,
@@ -447,8 +448,13 @@ static void flush(worker_t *w, worker_saga_t *saga)
         snprintf(att, sizeof(att), "%d", st->attempts);
         snprintf(catt, sizeof(catt), "%d", st->comp_attempts);
         {
-            const char *params[] = {saga->saga_id, idx, st->status, att, catt,
-                                    st->result, st->error_code[0] ? st->error_code : NULL};
+            const char *params[] = {saga->saga_id,
+                                    idx,
+                                    st->status,
+                                    att,
+                                    catt,
+                                    st->result,
+                                    st->error_code[0] ? st->error_code : NULL};
             send(w,
                  "UPDATE steps SET status = $3, attempts = $4::int, comp_attempts = $5::int, "
                  "result = coalesce($6::jsonb, result), error_code = coalesce($7, error_code), "
@@ -703,9 +709,15 @@ static void decide_start(worker_t *w, worker_cmd_t *cmd, worker_saga_t *existing
     else
         random_traceparent(w, tp, sizeof(tp));
     {
-        const char *params[] = {cmd->dec.saga_id, name,     def,  input_text,
-                                meta_text,        deadline, budget ? budget_text : NULL,
-                                tp,               steps};
+        const char *params[] = {cmd->dec.saga_id,
+                                name,
+                                def,
+                                input_text,
+                                meta_text,
+                                deadline,
+                                budget ? budget_text : NULL,
+                                tp,
+                                steps};
         send(w,
              "WITH s AS (INSERT INTO sagas (saga_id, name, definition, input, metadata, deadline, "
              "retry_budget_ms, traceparent) VALUES ($1, $2, $3::jsonb, $4::jsonb, $5::jsonb, "
@@ -726,7 +738,8 @@ static void decide_start(worker_t *w, worker_cmd_t *cmd, worker_saga_t *existing
     {
         sg_json_t *b = sg_json_new_object();
         sg_json_add_str(b, "name", name);
-        sg_json_add_int(b, "steps", (int64_t)sg_json_array_size(sg_json_child(cmd->dec.doc, "steps")));
+        sg_json_add_int(b, "steps",
+                        (int64_t)sg_json_array_size(sg_json_child(cmd->dec.doc, "steps")));
         event(w, &saga, "saga.accepted", b);
     }
     command(w, &saga, 0, false, 1, 0);
@@ -753,8 +766,8 @@ static bool prepare_call(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, wo
     if (compensate) {
         comp = st->comp ? sg_json_parse(st->comp, strlen(st->comp), NULL, NULL) : NULL;
         tool_name = comp ? sg_json_string(sg_json_child(comp, "tool")) : NULL;
-        args = comp && sg_json_child(comp, "args") ? sg_json_dup(sg_json_child(comp, "args"))
-                                                   : NULL;
+        args =
+            comp && sg_json_child(comp, "args") ? sg_json_dup(sg_json_child(comp, "args")) : NULL;
     } else if (args_text) {
         args = sg_json_parse(args_text, strlen(args_text), NULL, NULL);
     }
@@ -786,8 +799,8 @@ static bool prepare_call(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, wo
     cmd->call.idem_key = strdup(key);
     cmd->call.traceparent = saga->traceparent ? strdup(saga->traceparent) : NULL;
     cmd->call.args = args;
-    cmd->call.input = saga->input ? sg_json_parse(saga->input, strlen(saga->input), NULL, NULL)
-                                  : NULL;
+    cmd->call.input =
+        saga->input ? sg_json_parse(saga->input, strlen(saga->input), NULL, NULL) : NULL;
     return true;
 fail:
     sg_json_destroy(pl.arr);
@@ -809,9 +822,9 @@ static void mark_interrupted(worker_t *w, worker_cmd_t *cmd, bool compensate)
     snprintf(att, sizeof(att), "%d", cmd->dec.attempt);
     send(w,
          "UPDATE attempts SET finished_at = now(), status = 'error', "
-         "error_code = 'runtime.interrupted', error_class = 'transient', "
+         "error_code = 'runtime.interrupted', error_class = 'timeout', "
          "envelope = jsonb_build_object('status', 'error', 'error_code', 'runtime.interrupted', "
-         "'class', 'transient', 'retriable', true, 'message', "
+         "'class', 'timeout', 'retriable', true, 'message', "
          "'the attempt started but never finished: the worker died or lost the partition') "
          "WHERE saga_id = $1 AND step_idx = $2::int AND phase = $3 AND generation = $4::int "
          "AND attempt = $5::int AND finished_at IS NULL",
@@ -828,8 +841,8 @@ static void decide_step(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
 
     if (!saga) {
         sg_err_set(&err, SG_ERRCLASS_POISON, "input.saga.unknown",
-                   "%s for saga %s, which does not exist", comp ? "step.compensate" : "step.execute",
-                   cmd->dec.saga_id);
+                   "%s for saga %s, which does not exist",
+                   comp ? "step.compensate" : "step.execute", cmd->dec.saga_id);
         dead_letter(w, cmd, NULL, -1, false, &err);
         return;
     }
@@ -838,7 +851,7 @@ static void decide_step(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
         return;
     }
     if (cmd->dec.step >= saga->nsteps) {
-        sg_err_set(&err, SG_ERRCLASS_POISON, "input.schema.invalid",
+        sg_err_set(&err, SG_ERRCLASS_PERMANENT, "input.schema.invalid",
                    "$.step: %d is past the last step of saga %s (%d steps)", cmd->dec.step,
                    saga->saga_id, saga->nsteps);
         dead_letter(w, cmd, saga, -1, false, &err);
@@ -911,8 +924,8 @@ static void decide_step(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
     snprintf(gen, sizeof(gen), "%d", saga->generation);
     snprintf(att, sizeof(att), "%d", cmd->dec.attempt);
     {
-        const char *params[] = {saga->saga_id, step, comp ? "compensate" : "forward", gen,
-                                att,           key,  w->worker_id};
+        const char *params[] = {saga->saga_id, step, comp ? "compensate" : "forward", gen, att, key,
+                                w->worker_id};
         sg_pg_pipe_send(w->pg,
                         "INSERT INTO attempts (saga_id, step_idx, phase, generation, attempt, "
                         "idempotency_key, worker_id) VALUES ($1, $2::int, $3, $4::int, $5::int, "
@@ -1001,10 +1014,11 @@ static void finish_attempt(worker_t *w, worker_cmd_t *cmd)
                                 r->status == WORKER_OK ? NULL : sg_errclass_name(r->err.cls),
                                 lat,
                                 text};
-        send(w,
-             "UPDATE attempts SET finished_at = now(), status = $2, error_code = $3, "
-             "error_class = $4, latency_ms = $5::bigint, envelope = $6::jsonb WHERE id = $1::bigint",
-             6, params);
+        send(
+            w,
+            "UPDATE attempts SET finished_at = now(), status = $2, error_code = $3, "
+            "error_class = $4, latency_ms = $5::bigint, envelope = $6::jsonb WHERE id = $1::bigint",
+            6, params);
     }
     free(text);
     sg_json_destroy(env);
@@ -1088,8 +1102,7 @@ static void on_failure(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, work
     begin_compensation(w, saga, st->idx, &r->err);
 }
 
-static void on_comp_failure(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga,
-                            worker_step_t *st)
+static void on_comp_failure(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, worker_step_t *st)
 {
     const worker_result_t *r = &cmd->result;
     sg_err_t why;

@@ -45,6 +45,17 @@ static bool step_name_ok(const char *s)
     return true;
 }
 
+/* Length in Unicode code points (the input is valid UTF-8). */
+static size_t cp_len(const char *s)
+{
+    size_t n = 0;
+
+    for (; *s; s++)
+        if (((unsigned char)*s & 0xC0) != 0x80)
+            n++;
+    return n;
+}
+
 void worker_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
                    worker_decoded_t *out)
 {
@@ -58,7 +69,7 @@ void worker_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
     if (!out->doc)
         return;
     if (!sg_json_is_object(out->doc)) {
-        sg_err_set(err, SG_ERRCLASS_POISON, "input.schema.type", "$: must be an object, got %s",
+        sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.type", "$: must be an object, got %s",
                    sg_json_type_name(out->doc));
         return;
     }
@@ -67,12 +78,12 @@ void worker_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
         sg_json_get_str(out->doc, "$", "saga_id", true, &saga_id, err) < 0)
         goto poison;
     if (v != 1) {
-        sg_err_set(err, SG_ERRCLASS_POISON, "input.schema.invalid",
+        sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.invalid",
                    "$.v: must be 1 (message format version), got %lld", (long long)v);
         return;
     }
     if (!saga_id_ok(saga_id)) {
-        sg_err_set(err, SG_ERRCLASS_POISON, "input.schema.invalid",
+        sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.invalid",
                    "$.saga_id: must be 1-128 characters of A-Z a-z 0-9 . _ : -");
         return;
     }
@@ -88,13 +99,36 @@ void worker_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
                    type);
         return;
     }
+    {
+        static const char *const known[] = {"v",    "type",    "id",        "saga_id",
+                                            "step", "attempt", "generation"};
+        const char *id = NULL;
+        for (const sg_json_t *m = sg_json_first(out->doc); m; m = sg_json_next(m)) {
+            size_t i;
+            for (i = 0; i < 7 && strcmp(sg_json_key(m), known[i]) != 0; i++)
+                ;
+            if (i == 7) {
+                sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.invalid",
+                           "$.%.64s: additionalProperties: not allowed in a step command",
+                           sg_json_key(m));
+                return;
+            }
+        }
+        if (sg_json_get_str(out->doc, "$", "id", true, &id, err) < 0)
+            return;
+        if (!*id || cp_len(id) > 128) {
+            sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.invalid",
+                       "$.id: length: 1 to 128 characters");
+            return;
+        }
+    }
     if (sg_json_get_int(out->doc, "$", "step", true, &step, err) < 0 ||
         sg_json_get_int(out->doc, "$", "attempt", true, &attempt, err) < 0 ||
         sg_json_get_int(out->doc, "$", "generation", true, &gen, err) < 0)
         goto poison;
     if (step < 0 || step >= MAX_STEPS || attempt < 1 || attempt > 1000000 || gen < 1 ||
         gen > 1000000) {
-        sg_err_set(err, SG_ERRCLASS_POISON, "input.schema.invalid",
+        sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.invalid",
                    "$: step must be 0-%d, attempt and generation 1-1000000", MAX_STEPS - 1);
         return;
     }
@@ -104,8 +138,9 @@ void worker_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
     out->generation = (int)gen;
     return;
 poison:
-    err->cls = SG_ERRCLASS_POISON;
-    err->retriable = false;
+    /* The getters' class (permanent) stays: the loop dead-letters every
+     * undecodable command whatever its class. */
+    return;
 }
 
 /* ---- saga.start validation --------------------------------------------- */
@@ -176,7 +211,7 @@ static const char *str_member(const sg_json_t *obj, const char *base, const char
         problem(p, path, "type: expected string, got %s", sg_json_type_name(node));
         return NULL;
     }
-    if (strlen(s) == 0 || strlen(s) > maxlen) {
+    if (cp_len(s) == 0 || cp_len(s) > maxlen) {
         problem(p, path, "length: 1 to %zu characters", maxlen);
         return NULL;
     }
@@ -207,9 +242,17 @@ static bool datetime_ok(const char *s)
 {
     int y, mo, d, h, mi, sec, n = 0;
 
-    if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6 || n != 19)
+    if (strlen(s) < 20 || (s[10] != 'T' && s[10] != 't'))
         return false;
-    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
+    if (sscanf(s, "%4d-%2d-%2d%*1[Tt]%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6 ||
+        n != 19)
+        return false;
+    static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || h > 23 || mi > 59 || sec > 60)
+        return false;
+    if (mo == 2 && d == 29 && !(y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)))
+        return false;
+    if (sec == 60 && !(h == 23 && mi == 59)) /* leap seconds end a UTC day */
         return false;
     s += n;
     if (*s == '.') {
@@ -220,9 +263,8 @@ static bool datetime_ok(const char *s)
     }
     if ((*s == 'Z' || *s == 'z') && s[1] == '\0')
         return true;
-    return (*s == '+' || *s == '-') && s[1] >= '0' && s[1] <= '9' && s[2] >= '0' &&
-           s[2] <= '9' && s[3] == ':' && s[4] >= '0' && s[4] <= '9' && s[5] >= '0' &&
-           s[5] <= '9' && s[6] == '\0';
+    return (*s == '+' || *s == '-') && s[1] >= '0' && s[1] <= '9' && s[2] >= '0' && s[2] <= '9' &&
+           s[3] == ':' && s[4] >= '0' && s[4] <= '9' && s[5] >= '0' && s[5] <= '9' && s[6] == '\0';
 }
 
 static void check_call(const sg_json_t *obj, const char *base, const worker_registry_t *reg,
@@ -251,9 +293,10 @@ static void check_call(const sg_json_t *obj, const char *base, const worker_regi
 int worker_validate_start(const sg_json_t *doc, const worker_registry_t *reg, worker_problem_fn fn,
                           void *opaque)
 {
-    static const char *const top_keys[] = {"v",        "type",            "id",       "saga_id",
-                                           "name",     "steps",           "input",    "deadline",
-                                           "retry_budget_ms", "metadata", NULL};
+    static const char *const top_keys[] = {"v",        "type",     "id",
+                                           "saga_id",  "name",     "steps",
+                                           "input",    "deadline", "retry_budget_ms",
+                                           "metadata", NULL};
     static const char *const step_keys[] = {"name", "tool", "args", "compensate", NULL};
     static const char *const comp_keys[] = {"tool", "args", NULL};
     problems_t p = {fn, opaque, 0};
@@ -357,8 +400,8 @@ int worker_validate_start(const sg_json_t *doc, const worker_registry_t *reg, wo
 
 char *worker_definition(const sg_json_t *doc)
 {
-    static const char *const keys[] = {"name", "steps", "input", "deadline", "retry_budget_ms",
-                                       "metadata"};
+    static const char *const keys[] = {"name",     "steps",           "input",
+                                       "deadline", "retry_budget_ms", "metadata"};
     sg_json_t *def = sg_json_new_object();
     char *text;
 
