@@ -48,7 +48,7 @@ DEB_PKGS := gcc make pkg-config procps librdkafka-dev libpq-dev libcjson-dev lib
 
 
 .PHONY: docs docs-check bench schemas-check
-.PHONY: all help deps up down demo test test-unit test-integration test-asan tests \
+.PHONY: all help deps up down demo demo-stop test test-unit test-integration test-asan tests \
         format format-check clean
 
 all: $(LIBSAGAD) $(PROGS)
@@ -57,7 +57,8 @@ help:
 	@echo "make            build build/libsagad.a and bin/{sagad-worker,sagad-relay,dlq-tool}"
 	@echo "make deps       install the Debian packages needed (no-op when present)"
 	@echo "make up / down  start / stop the private PostgreSQL and Kafka under .run/"
-	@echo "make demo       services up, migrations, and what is running"
+	@echo "make demo       services, relay and worker up; three example sagas run end to end"
+	@echo "make demo-stop  stop the demo's relay and worker"
 	@echo "make test       unit + integration tests, then again under ASan/UBSan"
 	@echo "make test-asan  only the sanitizer run"
 	@echo "make bench      relay drain rate and latency beside a plain-producer floor"
@@ -126,6 +127,7 @@ up:
 	deploy/local/kafka.sh start
 
 down:
+	examples/demo.sh stop
 	deploy/local/kafka.sh stop
 	deploy/local/pg.sh stop
 
@@ -148,6 +150,9 @@ test-asan:
 
 demo: deps all
 	examples/demo.sh
+
+demo-stop:
+	examples/demo.sh stop
 
 # The config reference is generated from the config table; docs-check
 # fails when the committed copy is stale.

@@ -1,9 +1,40 @@
 #!/usr/bin/env bash
-# make demo: brings up the private PostgreSQL and Kafka, applies the
-# migrations with the real binary, runs sagad-relay on a few outbox rows and
-# a timer, and shows what is running.  The worker and relay join this demo as they are built.
+# make demo: the whole path on local defaults.
+#
+#   1. private PostgreSQL and Kafka up (deploy/local), migrations, topics;
+#   2. sagad-relay and sagad-worker started in the background with the
+#      example tool registry (examples/tools.json);
+#   3. three example sagas submitted to Kafka: one completes, one fails at
+#      its third step and is compensated in reverse order, one is malformed
+#      and is rejected and dead-lettered;
+#   4. each saga's timeline printed from the events topic.
+#
+# The relay and worker keep running afterwards; `make demo-stop` (or
+# `examples/demo.sh stop`) stops them, `make down` stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+run=.run/demo
+mkdir -p "$run"
+
+stop_bg() {
+    local f pid
+    for f in "$run"/worker.pid "$run"/relay.pid; do
+        [ -f "$f" ] || continue
+        pid=$(cat "$f")
+        if kill -0 "$pid" 2>/dev/null; then
+            kill -TERM "$pid"
+            for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+            echo "stopped $(basename "$f" .pid) (pid $pid)"
+        fi
+        rm -f "$f"
+    done
+}
+
+if [ "${1:-}" = stop ]; then
+    stop_bg
+    exit 0
+fi
 
 deploy/local/pg.sh start
 deploy/local/kafka.sh start
@@ -11,42 +42,86 @@ deploy/local/kafka.sh start
 SAGAD_PG_DSN=$(deploy/local/pg.sh url)
 bootstrap=$(deploy/local/kafka.sh bootstrap)
 export SAGAD_PG_DSN SAGAD_KAFKA_BOOTSTRAP_SERVERS=$bootstrap
+export SAGAD_WORKER_REGISTRY=examples/tools.json
 
 echo
-echo "== migrations"
+echo "== migrations and topics"
 bin/sagad-worker migrate
+bin/sagad-worker topics --partitions 3
+bin/sagad-worker check-registry >/dev/null
 
 echo
-echo "== relay: outbox rows and a timer reach Kafka in commit order"
-topic=sagad.demo.$(date +%s)
-bin/sagad-relay run 2>.run/demo-relay.log &
-relay=$!
-trap 'kill $relay 2>/dev/null || true' EXIT
-psql -q "$SAGAD_PG_DSN" <<SQL
-INSERT INTO timers (due_at, topic, key, payload)
-    VALUES (now() + interval '2 seconds', '$topic', 'saga-1', convert_to('{"demo":"timer, due 2 s later"}', 'UTF8'));
-BEGIN;
-INSERT INTO outbox (topic, key, payload) VALUES ('$topic', 'saga-1', convert_to('{"demo":"first commit"}', 'UTF8'));
-COMMIT;
-INSERT INTO outbox (topic, key, payload) VALUES ('$topic', 'saga-2', convert_to('{"demo":"second commit"}', 'UTF8'));
-SQL
-sleep 3
-kcat -b "$bootstrap" -C -t "$topic" -e -q -f '  offset %o key %k: %s\n'
+echo "== relay and worker in the background (logs: $run/relay.log, $run/worker.log)"
+stop_bg
+bin/sagad-relay run >>"$run/relay.log" 2>&1 &
+echo $! >"$run/relay.pid"
+bin/sagad-worker run >>"$run/worker.log" 2>&1 &
+echo $! >"$run/worker.pid"
+echo "relay pid $(cat "$run/relay.pid"), worker pid $(cat "$run/worker.pid")"
+
+# Unique saga ids per run, so the demo can be run again and again.
+suffix=$(date +%s)
+ids=()
 echo
-bin/sagad-relay status
-kill -TERM $relay
-wait $relay || true
-trap - EXIT
+echo "== submitting the example sagas"
+for f in examples/sagas/checkout-ok.json examples/sagas/checkout-fails.json \
+    examples/sagas/malformed.json; do
+    id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["saga_id"])' "$f")-$suffix
+    ids+=("$id")
+    python3 -c 'import json,sys
+d = json.load(open(sys.argv[1])); d["saga_id"] = sys.argv[2]; d["id"] = "sub-" + sys.argv[2]
+print(json.dumps(d, separators=(",", ":")))' "$f" "$id" |
+        kcat -b "$bootstrap" -P -t sagad.commands -k "$id"
+    echo "  $f -> saga $id"
+done
 
 echo
-echo "== effective worker config (secrets masked)"
-bin/sagad-worker --print-config
+echo "== waiting for the outcomes"
+deadline=$((SECONDS + 60))
+for id in "${ids[@]}"; do
+    while :; do
+        state=$(psql "$SAGAD_PG_DSN" -Atc "SELECT coalesce((SELECT status FROM sagas WHERE saga_id = '$id'),
+                  (SELECT 'rejected' FROM dead_letters WHERE saga_id = '$id' LIMIT 1), 'pending')")
+        case $state in completed | compensated | failed | rejected) break ;; esac
+        if [ $SECONDS -ge $deadline ]; then
+            echo "demo: saga $id still $state after 60 s; see $run/worker.log" >&2
+            exit 1
+        fi
+        sleep 0.5
+    done
+    echo "  $id: $state"
+done
+sleep 1 # the relay publishes the last events
 
 echo
-echo "== what is running"
-deploy/local/pg.sh status
-deploy/local/kafka.sh status
-echo "tables:"
-psql "$SAGAD_PG_DSN" -Atc "SELECT '  ' || tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1"
-echo
-echo "Stop everything with: make down"
+echo "== timelines, from the sagad.events topic"
+kcat -b "$bootstrap" -C -t sagad.events -e -q -f '%k\t%s\n' |
+    python3 -c '
+import json, sys
+ids = sys.argv[1:]
+events = {i: [] for i in ids}
+for line in sys.stdin:
+    key, _, body = line.rstrip("\n").partition("\t")
+    if key in events:
+        events[key].append(json.loads(body))
+for i in ids:
+    print("saga", i)
+    for e in sorted(events[i], key=lambda e: e["seq"]):
+        what = e.get("step_name", "")
+        extra = e.get("error_code", "")
+        if e["type"] == "saga.rejected":
+            extra = "; ".join(p["path"] + ": " + p["rule"] for p in e["problems"])
+        if "run_health" in e:
+            h = e["run_health"]
+            extra = "ok=%d failed=%d compensated=%d skipped=%d" % (
+                h["ok"], h["failed"], h["compensated"], h["skipped"])
+        print("  %3d  %-24s %-8s %s" % (e["seq"], e["type"], what, extra))
+    print()
+' "${ids[@]}"
+
+echo "== dead letters of this run"
+psql "$SAGAD_PG_DSN" -c "SELECT id, error_code, saga_id, left(message, 70) AS message
+    FROM dead_letters WHERE saga_id LIKE '%-$suffix' ORDER BY id"
+
+echo "The relay and the worker are still running."
+echo "Stop them with: make demo-stop    (and PostgreSQL + Kafka with: make down)"
