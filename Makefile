@@ -107,11 +107,16 @@ $(BUILD)/bench/%.o: tests/bench/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
-$(BENCH_RELAY): $(BUILD)/bench/bench_relay.o $(LIBSAGAD)
+BENCH_WORKER := $(BUILD)/bench/bench-worker
+
+$(BENCH_RELAY): $(BUILD)/bench/bench_relay.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
+$(BENCH_WORKER): $(BUILD)/bench/bench_worker.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
 # bench: throughput and latency beside the raw floors (not a test).
-bench: deps all $(BENCH_RELAY)
+bench: deps all $(BENCH_RELAY) $(BENCH_WORKER)
 	tests/bench/run.sh
 
 deps:

@@ -21,73 +21,11 @@
 #include "sagad/sg_kafka.h"
 #include "sagad/sg_migrate.h"
 #include "sagad/sg_pg.h"
+#include "bench_util.h"
 
 #define PAYLOAD 200
 
-static const char *pg_url, *kafka;
 static char dsn[512], topic[128];
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void die(const char *what, const char *why)
-{
-    fprintf(stderr, "bench-relay: %s: %s\n", what, why);
-    exit(1);
-}
-
-static sg_pg_t *bench_connect(const char *url)
-{
-    sg_pg_opts_t opts = {url, "sagad-bench", 5000, 5, {100, 1000}, NULL};
-    sg_err_t err;
-    sg_pg_t *pg = sg_pg_connect(&opts, &err);
-
-    if (!pg)
-        die("connect", err.message);
-    return pg;
-}
-
-static void exec(sg_pg_t *pg, const char *sql, int n, const char *const *p)
-{
-    sg_err_t err;
-
-    if (sg_pg_exec(pg, sql, n, p, NULL, &err) < 0)
-        die(sql, err.message);
-}
-
-static int64_t query_int(sg_pg_t *pg, const char *sql)
-{
-    sg_pg_res_t *res;
-    sg_err_t err;
-    int64_t v;
-
-    if (sg_pg_exec(pg, sql, 0, NULL, &res, &err) < 0)
-        die(sql, err.message);
-    v = sg_pg_res_int(res, 0, 0, -1);
-    sg_pg_res_destroy(res);
-    return v;
-}
-
-static sg_kafka_t *kclient(sg_kafka_role_t role, const char *const *extra)
-{
-    const char *props[12] = {"bootstrap.servers", kafka};
-    char errstr[256];
-    size_t n = 2;
-    sg_kafka_t *k;
-
-    for (; extra && *extra; extra++)
-        props[n++] = *extra;
-    props[n] = NULL;
-    k = sg_kafka_new(NULL, role, props, errstr, sizeof(errstr));
-    if (!k)
-        die("kafka", errstr);
-    return k;
-}
 
 static double bench_floor(long n)
 {
@@ -119,30 +57,17 @@ static double bench_floor(long n)
 
 static pid_t relay_start(void)
 {
-    char bin[600], dsn_env[600], kafka_env[300];
-    pid_t pid;
+    static char dsn_env[600], kafka_env[300];
+    static char *env[] = {dsn_env, kafka_env, "SAGAD_LOG_LEVEL=warn", NULL};
 
-    snprintf(bin, sizeof(bin), "%s/sagad-relay",
-             getenv("SAGAD_BENCH_BIN_DIR") ? getenv("SAGAD_BENCH_BIN_DIR") : "bin");
     snprintf(dsn_env, sizeof(dsn_env), "SAGAD_PG_DSN=%s", dsn);
     snprintf(kafka_env, sizeof(kafka_env), "SAGAD_KAFKA_BOOTSTRAP_SERVERS=%s", kafka);
-    pid = fork();
-    if (pid == 0) {
-        char *const argv[] = {bin, "run", NULL};
-        char *const envp[] = {dsn_env, kafka_env, "SAGAD_LOG_LEVEL=warn", NULL};
-
-        execve(bin, argv, envp);
-        _exit(127);
-    }
-    return pid;
+    return bench_spawn("sagad-relay", env);
 }
 
 static void relay_stop(pid_t pid)
 {
-    int status;
-
-    kill(pid, SIGTERM);
-    waitpid(pid, &status, 0);
+    bench_stop(pid);
 }
 
 static double bench_drain(sg_pg_t *pg, long n)
@@ -208,13 +133,6 @@ static void *consumer(void *arg)
     return NULL;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return x < y ? -1 : x > y;
-}
-
 /* rate rows/s for secs seconds, 10 rows per transaction. */
 static void bench_latency(sg_pg_t *pg, int rate, int secs, double *p50, double *p99)
 {
@@ -256,25 +174,15 @@ static void bench_latency(sg_pg_t *pg, int rate, int secs, double *p50, double *
 int main(void)
 {
     long n = getenv("SAGAD_BENCH_ROWS") ? atol(getenv("SAGAD_BENCH_ROWS")) : 1000000;
-    char db[64], sql[160];
+    char db[64];
     double floor_rate, drain_rate, p50, p99;
-    sg_pg_t *admin, *pg;
+    sg_pg_t *pg;
     sg_err_t err;
     FILE *fp;
 
-    pg_url = getenv("SAGAD_TEST_PG_URL");
-    kafka = getenv("SAGAD_TEST_KAFKA");
-    if (!pg_url || !kafka)
-        die("environment", "run through `make bench`, which starts PostgreSQL and Kafka");
-    snprintf(db, sizeof(db), "bench_%d", (int)getpid());
+    bench_name = "bench-relay";
+    pg = bench_setup_db(db, sizeof(db), dsn, sizeof(dsn));
     snprintf(topic, sizeof(topic), "bench_relay_%d", (int)getpid());
-    admin = bench_connect(pg_url);
-    snprintf(sql, sizeof(sql), "CREATE DATABASE %s", db);
-    exec(admin, sql, 0, NULL);
-    snprintf(dsn, sizeof(dsn), "%.*s/%s", (int)(strrchr(pg_url, '/') - pg_url), pg_url, db);
-    pg = bench_connect(dsn);
-    if (sg_migrate_run(pg, NULL, NULL, &err) < 0)
-        die("migrate", err.message);
     {
         sg_kafka_t *k = kclient(SG_KAFKA_PRODUCER, NULL);
         if (sg_kafka_create_topic(k, topic, 1, 30000, &err) < 0)
@@ -307,9 +215,6 @@ int main(void)
         fclose(fp);
     }
     sg_pg_destroy(pg);
-    /* A plain DROP (not FORCE) also makes autovacuum step aside. */
-    snprintf(sql, sizeof(sql), "DROP DATABASE %s", db);
-    exec(admin, sql, 0, NULL);
-    sg_pg_destroy(admin);
+    bench_drop_db(db);
     return 0;
 }

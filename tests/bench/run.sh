@@ -8,3 +8,4 @@ cd "$(dirname "$0")/../.."
 . tests/services.sh
 sagad_services_up
 build/bench/bench-relay
+build/bench/bench-worker

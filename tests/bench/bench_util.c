@@ -1,0 +1,140 @@
+#include "bench_util.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sagad/sg_migrate.h"
+
+const char *bench_name = "bench";
+const char *pg_url, *kafka;
+
+double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void die(const char *what, const char *why)
+{
+    fprintf(stderr, "%s: %s: %s\n", bench_name, what, why);
+    exit(1);
+}
+
+sg_pg_t *bench_connect(const char *url)
+{
+    sg_pg_opts_t opts = {url, "sagad-bench", 5000, 5, {100, 1000}, NULL};
+    sg_err_t err;
+    sg_pg_t *pg = sg_pg_connect(&opts, &err);
+
+    if (!pg)
+        die("connect", err.message);
+    return pg;
+}
+
+void exec(sg_pg_t *pg, const char *sql, int n, const char *const *p)
+{
+    sg_err_t err;
+
+    if (sg_pg_exec(pg, sql, n, p, NULL, &err) < 0)
+        die(sql, err.message);
+}
+
+int64_t query_int(sg_pg_t *pg, const char *sql)
+{
+    sg_pg_res_t *res;
+    sg_err_t err;
+    int64_t v;
+
+    if (sg_pg_exec(pg, sql, 0, NULL, &res, &err) < 0)
+        die(sql, err.message);
+    v = sg_pg_res_int(res, 0, 0, -1);
+    sg_pg_res_destroy(res);
+    return v;
+}
+
+sg_kafka_t *kclient(sg_kafka_role_t role, const char *const *extra)
+{
+    const char *props[16] = {"bootstrap.servers", kafka};
+    char errstr[256];
+    size_t n = 2;
+    sg_kafka_t *k;
+
+    for (; extra && *extra && n < 14; extra++)
+        props[n++] = *extra;
+    props[n] = NULL;
+    k = sg_kafka_new(NULL, role, props, errstr, sizeof(errstr));
+    if (!k)
+        die("kafka", errstr);
+    return k;
+}
+
+sg_pg_t *bench_setup_db(char *db, size_t db_size, char *dsn, size_t dsn_size)
+{
+    char sql[160];
+    sg_pg_t *admin, *pg;
+    sg_err_t err;
+
+    pg_url = getenv("SAGAD_TEST_PG_URL");
+    kafka = getenv("SAGAD_TEST_KAFKA");
+    if (!pg_url || !kafka)
+        die("environment", "run through `make bench`, which starts PostgreSQL and Kafka");
+    snprintf(db, db_size, "bench_%d", (int)getpid());
+    admin = bench_connect(pg_url);
+    snprintf(sql, sizeof(sql), "CREATE DATABASE %s", db);
+    exec(admin, sql, 0, NULL);
+    sg_pg_destroy(admin);
+    snprintf(dsn, dsn_size, "%.*s/%s", (int)(strrchr(pg_url, '/') - pg_url), pg_url, db);
+    pg = bench_connect(dsn);
+    if (sg_migrate_run(pg, NULL, NULL, &err) < 0)
+        die("migrate", err.message);
+    return pg;
+}
+
+void bench_drop_db(const char *db)
+{
+    sg_pg_t *admin = bench_connect(pg_url);
+    char sql[160];
+
+    /* A plain DROP (not FORCE) also makes autovacuum step aside. */
+    snprintf(sql, sizeof(sql), "DROP DATABASE %s", db);
+    exec(admin, sql, 0, NULL);
+    sg_pg_destroy(admin);
+}
+
+pid_t bench_spawn(const char *prog, char *const *env)
+{
+    char bin[600];
+    pid_t pid;
+
+    snprintf(bin, sizeof(bin), "%s/%s",
+             getenv("SAGAD_BENCH_BIN_DIR") ? getenv("SAGAD_BENCH_BIN_DIR") : "bin", prog);
+    pid = fork();
+    if (pid == 0) {
+        char *const argv[] = {bin, "run", NULL};
+        execve(bin, argv, env);
+        _exit(127);
+    }
+    return pid;
+}
+
+void bench_stop(pid_t pid)
+{
+    int status;
+
+    kill(pid, SIGTERM);
+    waitpid(pid, &status, 0);
+}
+
+int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return x < y ? -1 : x > y;
+}

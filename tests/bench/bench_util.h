@@ -1,0 +1,30 @@
+/* Helpers shared by the benchmarks (tests/bench/bench_*.c). */
+#ifndef SAGAD_BENCH_UTIL_H
+#define SAGAD_BENCH_UTIL_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sagad/sg_kafka.h"
+#include "sagad/sg_pg.h"
+
+extern const char *bench_name;     /* prefix of error messages */
+extern const char *pg_url, *kafka; /* from SAGAD_TEST_PG_URL / SAGAD_TEST_KAFKA */
+
+double now_s(void);
+void die(const char *what, const char *why) __attribute__((noreturn));
+sg_pg_t *bench_connect(const char *url);
+void exec(sg_pg_t *pg, const char *sql, int n, const char *const *p);
+int64_t query_int(sg_pg_t *pg, const char *sql);
+/* A client of the benchmark's broker; extra: NULL-terminated k/v pairs. */
+sg_kafka_t *kclient(sg_kafka_role_t role, const char *const *extra);
+/* Reads the environment, creates a fresh database (name in db, DSN in
+ * dsn) with the migrations applied. */
+sg_pg_t *bench_setup_db(char *db, size_t db_size, char *dsn, size_t dsn_size);
+void bench_drop_db(const char *db);
+/* Starts bin/<prog> run with env (NULL-terminated "K=V" strings). */
+pid_t bench_spawn(const char *prog, char *const *env);
+void bench_stop(pid_t pid);
+int cmp_double(const void *a, const void *b);
+
+#endif

@@ -1,0 +1,403 @@
+/* make bench: sagad-worker throughput, latency and memory beside floors.
+ *
+ * Everything runs on this host: PostgreSQL (synchronous_commit=on), Kafka,
+ * sagad-relay and one sagad-worker.  Sagas have 3 `noop` steps.
+ *   1. floor: a plain librdkafka consumer reading saga.start messages of
+ *      the same shape, msg/s;
+ *   2. floor: the worker's statements per step (lock the saga, attempt row,
+ *      outcome, events, next command, offset fence) run through PostgreSQL
+ *      in pipelined batches, with no Kafka at all, steps/s;
+ *   3. throughput: a backlog of sagas submitted, then timed until every one
+ *      completed, steps/s;
+ *   4. latency: sagas offered at 1,000 steps/s; saga.start produced to
+ *      saga.completed consumed, p50/p99;
+ *   5. the worker's peak RSS (VmHWM).
+ * Prints a table and writes bench/results/worker.json.  Not a test. */
+#define _GNU_SOURCE /* memmem */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench_util.h"
+
+#define STEPS 3
+
+static char dsn[512], cmd_topic[128], ev_topic[128], dlq_topic[128], group[128], regpath[256];
+
+static void write_registry(void)
+{
+    FILE *fp;
+
+    snprintf(regpath, sizeof(regpath), "/tmp/sagad-bench-tools-%d.json", (int)getpid());
+    fp = fopen(regpath, "w");
+    if (!fp)
+        die("registry", regpath);
+    fputs("{\"v\":1,\"tools\":{\"noop\":{\"adapter\":\"builtin\",\"target\":\"noop\","
+          "\"side_effect\":\"read\"}}}\n",
+          fp);
+    fclose(fp);
+}
+
+static int start_json(char *out, size_t size, const char *saga_id)
+{
+    return snprintf(out, size,
+                    "{\"v\":1,\"type\":\"saga.start\",\"id\":\"sub-%s\",\"saga_id\":\"%s\","
+                    "\"name\":\"bench\",\"steps\":[{\"name\":\"a\",\"tool\":\"noop\"},"
+                    "{\"name\":\"b\",\"tool\":\"noop\"},{\"name\":\"c\",\"tool\":\"noop\"}]}",
+                    saga_id, saga_id);
+}
+
+/* Produces sagas prefix-0..n-1; rate per second (0: as fast as possible);
+ * sent[i] gets the produce time. */
+static void produce(const char *topic, const char *prefix, int n, double rate, double *sent)
+{
+    const char *extra[] = {"linger.ms", "1", NULL};
+    sg_kafka_t *p = kclient(SG_KAFKA_PRODUCER, extra);
+    double t0 = now_s();
+    sg_err_t err;
+
+    for (int i = 0; i < n; i++) {
+        char id[64], json[512];
+        int len;
+        snprintf(id, sizeof(id), "%s-%d", prefix, i);
+        len = start_json(json, sizeof(json), id);
+        if (rate > 0)
+            while (now_s() < t0 + i / rate)
+                usleep(200);
+        if (sent)
+            sent[i] = now_s();
+        while (sg_kafka_produce(p, topic, id, strlen(id), json, (size_t)len, NULL, 0, NULL, &err) <
+               0)
+            sg_kafka_poll(p, 10);
+        sg_kafka_poll(p, 0);
+    }
+    if (sg_kafka_flush(p, 60000, &err) < 0)
+        die("flush", err.message);
+    sg_kafka_destroy(p);
+}
+
+static double floor_consume(int n)
+{
+    char topic[160], g[160];
+    const char *extra[] = {"group.id", g, NULL};
+    const char *topics[] = {topic};
+    sg_kafka_t *c;
+    sg_err_t err;
+    double t0 = 0;
+    int got = 0;
+
+    snprintf(topic, sizeof(topic), "%s_floor", cmd_topic);
+    snprintf(g, sizeof(g), "%s_floor", group);
+    {
+        sg_kafka_t *k = kclient(SG_KAFKA_PRODUCER, NULL);
+        if (sg_kafka_create_topic(k, topic, 3, 30000, &err) < 0)
+            die("create topic", err.message);
+        sg_kafka_destroy(k);
+    }
+    produce(topic, "floor", n, 0, NULL);
+    c = kclient(SG_KAFKA_CONSUMER, extra);
+    if (sg_kafka_subscribe(c, topics, 1, &err) < 0)
+        die("subscribe", err.message);
+    while (got < n) {
+        sg_kafka_msg_t *msg;
+        if (sg_kafka_consume(c, 1000, &msg, &err) != 1)
+            continue;
+        if (got++ == 0)
+            t0 = now_s();
+        sg_kafka_msg_destroy(msg);
+    }
+    t0 = now_s() - t0;
+    sg_kafka_destroy(c);
+    return n / t0;
+}
+
+/* The statements the worker runs per step, batched and pipelined as the
+ * worker batches them, without Kafka. */
+static double floor_sql(sg_pg_t *pg, int nsagas)
+{
+    const int batch = 64;
+    sg_err_t err;
+    double t0;
+    char count[24];
+    const char *p1[] = {count};
+
+    snprintf(count, sizeof(count), "%d", nsagas);
+    exec(pg,
+         "INSERT INTO consumer_offsets (group_id, topic, partition, next_offset, owner_epoch) "
+         "VALUES ('floor', 'floor', 0, 0, 1)",
+         0, NULL);
+    exec(pg,
+         "WITH s AS (INSERT INTO sagas (saga_id, name, definition) SELECT 'f-' || g, 'bench', "
+         "'{}' FROM generate_series(1, $1::int) g RETURNING saga_id) "
+         "INSERT INTO steps (saga_id, idx, name, tool, args) SELECT saga_id, i, 's' || i, 'noop', "
+         "'{}' FROM s, generate_series(0, 2) i",
+         1, p1);
+    t0 = now_s();
+    for (int step = 0; step < STEPS; step++) {
+        for (int b = 1; b <= nsagas; b += batch) {
+            for (int phase = 0; phase < 2; phase++) {
+                sg_pg_res_t *res = NULL;
+                char idx[8], off[24];
+                snprintf(idx, sizeof(idx), "%d", step);
+                snprintf(off, sizeof(off), "%d", b);
+                if (sg_pg_pipe_begin(pg, &err) < 0)
+                    die("pipeline", err.message);
+                sg_pg_pipe_send(pg, "BEGIN", 0, NULL, NULL);
+                {
+                    char lo[16], hi[16];
+                    const char *p[] = {lo, hi};
+                    snprintf(lo, sizeof(lo), "%d", b);
+                    snprintf(hi, sizeof(hi), "%d", b + batch - 1);
+                    sg_pg_pipe_send(pg,
+                                    "SELECT s.*, st.* FROM sagas s JOIN steps st USING (saga_id) "
+                                    "WHERE s.saga_id = ANY(SELECT 'f-' || g FROM "
+                                    "generate_series($1::int, $2::int) g) FOR UPDATE OF s",
+                                    2, p, &res);
+                }
+                for (int i = b; i < b + batch && i <= nsagas; i++) {
+                    char id[32];
+                    const char *p[] = {id, idx};
+                    snprintf(id, sizeof(id), "f-%d", i);
+                    if (phase == 0) {
+                        sg_pg_pipe_send(pg,
+                                        "INSERT INTO attempts (saga_id, step_idx, phase, "
+                                        "generation, attempt, idempotency_key) VALUES ($1, "
+                                        "$2::int, 'forward', 1, 1, $1) RETURNING id",
+                                        2, p, NULL);
+                        sg_pg_pipe_send(pg,
+                                        "UPDATE steps SET status = 'running', attempts = 1 "
+                                        "WHERE saga_id = $1 AND idx = $2::int",
+                                        2, p, NULL);
+                    } else {
+                        sg_pg_pipe_send(pg,
+                                        "UPDATE attempts SET finished_at = now(), status = 'ok', "
+                                        "envelope = '{}' WHERE saga_id = $1 AND step_idx = "
+                                        "$2::int AND finished_at IS NULL",
+                                        2, p, NULL);
+                        sg_pg_pipe_send(pg,
+                                        "UPDATE steps SET status = 'succeeded', result = 'null' "
+                                        "WHERE saga_id = $1 AND idx = $2::int",
+                                        2, p, NULL);
+                        sg_pg_pipe_send(pg,
+                                        "UPDATE sagas SET seq = seq + 2, version = version + 1 "
+                                        "WHERE saga_id = $1",
+                                        1, p, NULL);
+                        for (int k = 0; k < 2; k++)
+                            sg_pg_pipe_send(pg,
+                                            "INSERT INTO outbox (topic, key, headers, payload) "
+                                            "VALUES ('floor', convert_to($1, 'UTF8'), "
+                                            "'{\"sagad-type\":\"x\"}', convert_to($1 || "
+                                            "repeat('x', 150), 'UTF8'))",
+                                            1, p, NULL);
+                    }
+                }
+                {
+                    const char *p[] = {off};
+                    sg_pg_pipe_send(pg, "SELECT sagad_fence('floor', 'floor', 0, 1, $1::bigint)", 1,
+                                    p, NULL);
+                }
+                sg_pg_pipe_send(pg, "COMMIT", 0, NULL, NULL);
+                if (sg_pg_pipe_end(pg, &err) < 0)
+                    die("floor transaction", err.message);
+                sg_pg_res_destroy(res);
+            }
+        }
+    }
+    return nsagas * STEPS / (now_s() - t0);
+}
+
+static pid_t start(const char *prog)
+{
+    static char e[12][600];
+    static char *env[13];
+
+    snprintf(e[0], sizeof(e[0]), "SAGAD_PG_DSN=%s", dsn);
+    snprintf(e[1], sizeof(e[1]), "SAGAD_KAFKA_BOOTSTRAP_SERVERS=%s", kafka);
+    snprintf(e[2], sizeof(e[2]), "SAGAD_LOG_LEVEL=warn");
+    snprintf(e[3], sizeof(e[3]), "SAGAD_WORKER_REGISTRY=%s", regpath);
+    snprintf(e[4], sizeof(e[4]), "SAGAD_TOPIC_COMMANDS=%s", cmd_topic);
+    snprintf(e[5], sizeof(e[5]), "SAGAD_TOPIC_EVENTS=%s", ev_topic);
+    snprintf(e[6], sizeof(e[6]), "SAGAD_TOPIC_DLQ=%s", dlq_topic);
+    snprintf(e[7], sizeof(e[7]), "SAGAD_WORKER_GROUP_ID=%s", group);
+    for (int i = 0; i < 8; i++)
+        env[i] = e[i];
+    env[8] = NULL;
+    return bench_spawn(prog, env);
+}
+
+static int64_t completed(sg_pg_t *pg, const char *prefix)
+{
+    char like[64], sql[200];
+
+    snprintf(like, sizeof(like), "%s-%%", prefix);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM sagas WHERE status = 'completed' AND saga_id LIKE '%s'", like);
+    return query_int(pg, sql);
+}
+
+static double throughput(sg_pg_t *pg, int n)
+{
+    double t0 = now_s();
+
+    produce(cmd_topic, "tp", n, 0, NULL);
+    while (completed(pg, "tp") < n) {
+        if (now_s() - t0 > 600)
+            die("throughput", "sagas did not complete within 10 minutes");
+        usleep(20000);
+    }
+    return n * STEPS / (now_s() - t0);
+}
+
+typedef struct lat_s {
+    double *sent, *ms;
+    int n, want;
+    volatile int stop;
+} lat_t;
+
+static void *lat_consumer(void *arg)
+{
+    lat_t *lat = arg;
+    char g[160];
+    const char *extra[] = {"group.id", g, "fetch.wait.max.ms", "1", NULL};
+    const char *topics[] = {ev_topic};
+    sg_kafka_t *c;
+    sg_err_t err;
+
+    snprintf(g, sizeof(g), "%s_lat", group);
+    c = kclient(SG_KAFKA_CONSUMER, extra);
+    if (sg_kafka_subscribe(c, topics, 1, &err) < 0)
+        die("subscribe", err.message);
+    while (!lat->stop && lat->n < lat->want) {
+        sg_kafka_msg_t *msg;
+        const char *data, *p;
+        size_t len;
+        int i;
+        if (sg_kafka_consume(c, 100, &msg, &err) != 1)
+            continue;
+        data = sg_kafka_msg_payload(msg, &len);
+        if (memmem(data, len, "\"saga.completed\"", 16) &&
+            (p = memmem(data, len, "\"saga_id\":\"lat-", 15)) && sscanf(p + 15, "%d", &i) == 1 &&
+            i >= 0 && i < lat->want && lat->sent[i] > 0)
+            lat->ms[lat->n++] = (now_s() - lat->sent[i]) * 1000.0;
+        sg_kafka_msg_destroy(msg);
+    }
+    sg_kafka_destroy(c);
+    return NULL;
+}
+
+static void latency(double steps_per_s, int secs, double *p50, double *p99, int *n)
+{
+    int want = (int)(steps_per_s / STEPS * secs);
+    lat_t lat = {calloc((size_t)want, sizeof(double)), calloc((size_t)want, sizeof(double)), 0,
+                 want, 0};
+    pthread_t th;
+    double t0;
+
+    pthread_create(&th, NULL, lat_consumer, &lat);
+    sleep(3); /* the consumer joins its group */
+    produce(cmd_topic, "lat", want, steps_per_s / STEPS, lat.sent);
+    t0 = now_s();
+    while (lat.n < want && now_s() - t0 < 30)
+        usleep(50000);
+    lat.stop = 1;
+    pthread_join(th, NULL);
+    qsort(lat.ms, (size_t)lat.n, sizeof(double), cmp_double);
+    *n = lat.n;
+    *p50 = lat.n ? lat.ms[lat.n / 2] : -1;
+    *p99 = lat.n ? lat.ms[(int)(lat.n * 0.99)] : -1;
+    free(lat.sent);
+    free(lat.ms);
+}
+
+static long peak_rss_kb(pid_t pid)
+{
+    char path[64], line[256];
+    long kb = -1;
+    FILE *fp;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    if (!(fp = fopen(path, "r")))
+        return -1;
+    while (fgets(line, sizeof(line), fp))
+        if (sscanf(line, "VmHWM: %ld kB", &kb) == 1)
+            break;
+    fclose(fp);
+    return kb;
+}
+
+int main(void)
+{
+    int n = getenv("SAGAD_BENCH_SAGAS") ? atoi(getenv("SAGAD_BENCH_SAGAS")) : 5000;
+    double floor_kafka, floor_pg, rate, p50, p99;
+    int nlat;
+    long rss;
+    char db[64];
+    pid_t relay, worker;
+    sg_pg_t *pg;
+    sg_err_t err;
+    FILE *fp;
+
+    bench_name = "bench-worker";
+    pg = bench_setup_db(db, sizeof(db), dsn, sizeof(dsn));
+    snprintf(cmd_topic, sizeof(cmd_topic), "bench_cmd_%d", (int)getpid());
+    snprintf(ev_topic, sizeof(ev_topic), "bench_ev_%d", (int)getpid());
+    snprintf(dlq_topic, sizeof(dlq_topic), "bench_dlq_%d", (int)getpid());
+    snprintf(group, sizeof(group), "bench_worker_%d", (int)getpid());
+    write_registry();
+    {
+        sg_kafka_t *k = kclient(SG_KAFKA_PRODUCER, NULL);
+        const char *topics[] = {cmd_topic, ev_topic, dlq_topic};
+        for (int i = 0; i < 3; i++)
+            if (sg_kafka_create_topic(k, topics[i], 3, 30000, &err) < 0)
+                die("create topic", err.message);
+        sg_kafka_destroy(k);
+    }
+
+    fprintf(stderr, "bench-worker: floors (%d messages, %d sagas of SQL)...\n", n, n);
+    floor_kafka = floor_consume(n);
+    floor_pg = floor_sql(pg, n);
+    exec(pg, "TRUNCATE outbox", 0, NULL);
+
+    relay = start("sagad-relay");
+    worker = start("sagad-worker");
+    sleep(4); /* the worker joins the group, the relay takes its shard */
+    fprintf(stderr, "bench-worker: throughput, a backlog of %d sagas of %d noop steps...\n", n,
+            STEPS);
+    rate = throughput(pg, n);
+    fprintf(stderr, "bench-worker: latency at 1000 steps/s for 10 s...\n");
+    latency(1000, 10, &p50, &p99, &nlat);
+    rss = peak_rss_kb(worker);
+    bench_stop(worker);
+    bench_stop(relay);
+
+    printf("\nsagad-worker benchmark (%d sagas of %d noop steps; PostgreSQL, Kafka, relay and "
+           "worker on this host)\n",
+           n, STEPS);
+    printf("  %-52s %10.0f msg/s\n", "floor: plain librdkafka consumer, same messages",
+           floor_kafka);
+    printf("  %-52s %10.0f steps/s\n", "floor: the worker's SQL per step, no Kafka", floor_pg);
+    printf("  %-52s %10.0f steps/s  (%.0f%% of the SQL floor; target >= 5000)\n",
+           "worker: backlog of 3-step sagas", rate, 100.0 * rate / floor_pg);
+    printf("  %-52s %10.1f ms  (%d sagas)\n", "worker: saga.start -> saga.completed p50", p50,
+           nlat);
+    printf("  %-52s %10.1f ms  (target p99 <= 50)\n", "worker: saga.start -> saga.completed p99",
+           p99);
+    printf("  %-52s %10.1f MB  (target <= 64)\n", "worker: peak RSS", rss / 1024.0);
+
+    if (system("mkdir -p bench/results") == 0 && (fp = fopen("bench/results/worker.json", "w"))) {
+        fprintf(fp,
+                "{\"sagas\": %d, \"steps_per_saga\": %d, \"floor_consume_msgs_per_s\": %.0f, "
+                "\"floor_sql_steps_per_s\": %.0f, \"worker_steps_per_s\": %.0f, "
+                "\"latency_offered_steps_per_s\": 1000, \"start_to_completed_p50_ms\": %.2f, "
+                "\"start_to_completed_p99_ms\": %.2f, \"latency_samples\": %d, "
+                "\"worker_peak_rss_kb\": %ld, \"time\": %.0f}\n",
+                n, STEPS, floor_kafka, floor_pg, rate, p50, p99, nlat, rss, now_s());
+        fclose(fp);
+    }
+    unlink(regpath);
+    sg_pg_destroy(pg);
+    bench_drop_db(db);
+    return 0;
+}
