@@ -823,9 +823,13 @@ static bool turn(loop_t *L)
     nd = L->ready.n < (size_t)L->batch_size - n ? L->ready.n : (size_t)L->batch_size - n;
     for (size_t i = 0; i < nd; i++)
         batch[n++] = L->ready.v[i];
-    memmove(L->returned.v, L->returned.v + nr, sizeof(void *) * (L->returned.n - nr));
+    /* An empty vector may have no array yet: memmove(NULL, ...) is
+     * undefined even for 0 bytes (UBSan stops the worker on it). */
+    if (nr)
+        memmove(L->returned.v, L->returned.v + nr, sizeof(void *) * (L->returned.n - nr));
     L->returned.n -= nr;
-    memmove(L->ready.v, L->ready.v + nd, sizeof(void *) * (L->ready.n - nd));
+    if (nd)
+        memmove(L->ready.v, L->ready.v + nd, sizeof(void *) * (L->ready.n - nd));
     L->ready.n -= nd;
     process(L, batch, n);
     /* What did not commit goes back to the front, in order. */
