@@ -62,7 +62,7 @@ typedef struct loop_s {
     saga_slot_t *sagas[SAGA_BUCKETS];
     vec_t ready;     /* READY, in arrival order */
     vec_t returned;  /* RETURNED, from the pool */
-    vec_t graveyard; /* abandoned, freed at the end of the turn */
+    vec_t graveyard; /* abandoned or finished, freed at the end of the turn */
     size_t held;     /* commands held (not FINISHED, not freed) */
     size_t calling;
     bool paused;
@@ -244,7 +244,9 @@ static int64_t part_watermark(const worker_part_t *p)
     return p->next_fetch;
 }
 
-/* Frees the finished prefix of the partition's FIFO. */
+/* Unlinks the finished prefix of the partition's FIFO.  The commands are
+ * freed at the end of the turn, not here: the batch that finished them
+ * (turn(), process()) still reads them after the commit. */
 static void part_pop_finished(loop_t *L, worker_part_t *p)
 {
     while (p->head && p->head->state == CMD_FINISHED) {
@@ -252,7 +254,8 @@ static void part_pop_finished(loop_t *L, worker_part_t *p)
         p->head = c->part_next;
         if (!p->head)
             p->tail = NULL;
-        cmd_free(L, c);
+        c->part_next = NULL;
+        vec_push(&L->graveyard, c);
     }
 }
 
@@ -823,9 +826,13 @@ static bool turn(loop_t *L)
     nd = L->ready.n < (size_t)L->batch_size - n ? L->ready.n : (size_t)L->batch_size - n;
     for (size_t i = 0; i < nd; i++)
         batch[n++] = L->ready.v[i];
-    memmove(L->returned.v, L->returned.v + nr, sizeof(void *) * (L->returned.n - nr));
+    /* An empty vector may have no array yet: memmove(NULL, ...) is
+     * undefined even for 0 bytes (UBSan stops the worker on it). */
+    if (nr)
+        memmove(L->returned.v, L->returned.v + nr, sizeof(void *) * (L->returned.n - nr));
     L->returned.n -= nr;
-    memmove(L->ready.v, L->ready.v + nd, sizeof(void *) * (L->ready.n - nd));
+    if (nd)
+        memmove(L->ready.v, L->ready.v + nd, sizeof(void *) * (L->ready.n - nd));
     L->ready.n -= nd;
     process(L, batch, n);
     /* What did not commit goes back to the front, in order. */

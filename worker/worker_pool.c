@@ -68,7 +68,7 @@ static void *pool_main(void *arg)
     worker_pool_t *pool = th->pool;
     pthread_mutex_lock(&pool->lock);
     for (;;) {
-        pool_job_t *j;
+        pool_job_t *j = NULL;
         int64_t t0;
         char b = 1;
 

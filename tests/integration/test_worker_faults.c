@@ -1,0 +1,546 @@
+/* sagad-worker under faults: SIGKILL at random points, a stopped worker
+ * whose partitions were taken over (a zombie), and a SIGTERM while a call
+ * runs.  Each test runs the real worker and relay on its own database,
+ * topics and consumer group, and judges by the rows PostgreSQL holds. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../support/sg_test.h"
+#include "sagad/sg_backoff.h"
+#include "sagad/sg_kafka.h"
+#include "sagad/sg_migrate.h"
+#include "sagad/sg_pg.h"
+
+#define MAX_PARTS 8
+#define MAX_PROCS 16
+/* One bound for every test: Criterion 2.4.1 leaks a timer entry (and the
+ * ASan run fails on it) when tests with different timeouts finish out of
+ * deadline order. */
+#define WF_TIMEOUT_S 180
+
+/* A running sagad process; a thread drains its output so it never blocks
+ * on a full pipe, and reaps it. */
+typedef struct proc_s {
+    sgt_proc_t p;
+    pthread_t reaper;
+    atomic_bool done;
+    bool joined;
+    int rc;
+    char *out, *err;
+} proc_t;
+
+/* The test's own database, topics and group, and the environment every
+ * process of the test starts with. */
+static struct fixture_s {
+    char db[128], dsn[512], topic[128], events[128], dlq[128], group[128];
+    int partitions;
+    char env_text[8][700];
+    const char *env[9];
+    sg_pg_t *pg;
+    /* Every process a test starts: a failed assertion leaves the test
+     * early, and fixture_fini still stops and reaps them. */
+    proc_t procs[MAX_PROCS];
+    int nprocs;
+} fx;
+
+/* consumer_offsets.next_offset as last seen, per partition. */
+typedef struct offsets_s {
+    long long last[MAX_PARTS];
+    long samples;
+} offsets_t;
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+static void fixture_init(int partitions)
+{
+    char topics_out[256];
+    const char *args[] = {"topics", "--partitions", topics_out, NULL};
+    sg_err_t err;
+    char *out = NULL, *errtext = NULL;
+    int n = 0, rc;
+
+    fx.partitions = partitions;
+    sgt_db_create(fx.db, sizeof(fx.db), fx.dsn, sizeof(fx.dsn));
+    sgt_unique(fx.topic, sizeof(fx.topic), "sgt_wf_cmd");
+    sgt_unique(fx.events, sizeof(fx.events), "sgt_wf_evt");
+    sgt_unique(fx.dlq, sizeof(fx.dlq), "sgt_wf_dlq");
+    sgt_unique(fx.group, sizeof(fx.group), "sgt_wf_group");
+    snprintf(fx.env_text[n++], sizeof(fx.env_text[0]), "SAGAD_PG_DSN=%s", fx.dsn);
+    snprintf(fx.env_text[n++], sizeof(fx.env_text[0]), "SAGAD_KAFKA_BOOTSTRAP_SERVERS=%s",
+             sgt_kafka());
+    snprintf(fx.env_text[n++], sizeof(fx.env_text[0]), "SAGAD_TOPIC_COMMANDS=%s", fx.topic);
+    snprintf(fx.env_text[n++], sizeof(fx.env_text[0]), "SAGAD_TOPIC_EVENTS=%s", fx.events);
+    snprintf(fx.env_text[n++], sizeof(fx.env_text[0]), "SAGAD_TOPIC_DLQ=%s", fx.dlq);
+    snprintf(fx.env_text[n++], sizeof(fx.env_text[0]), "SAGAD_WORKER_GROUP_ID=%s", fx.group);
+    snprintf(fx.env_text[n++], sizeof(fx.env_text[0]), "SAGAD_WORKER_REGISTRY=examples/tools.json");
+    snprintf(fx.env_text[n++], sizeof(fx.env_text[0]), "SAGAD_LOG_LEVEL=info");
+    for (int i = 0; i < n; i++)
+        fx.env[i] = fx.env_text[i];
+    fx.env[n] = NULL;
+    fx.pg = sgt_db_connect(fx.dsn);
+    cr_assert_eq(sg_migrate_run(fx.pg, NULL, NULL, &err), 0, "%s", err.message);
+    snprintf(topics_out, sizeof(topics_out), "%d", partitions);
+    rc = sgt_run("sagad-worker", args, fx.env, &out, &errtext);
+    cr_assert_eq(rc, 0, "sagad-worker topics: %s", errtext);
+    free(out);
+    free(errtext);
+}
+
+static int proc_join(proc_t *pr, double timeout_s);
+
+static void fixture_fini(void)
+{
+    for (int i = 0; i < fx.nprocs; i++) {
+        proc_t *pr = &fx.procs[i];
+        if (!pr->joined)
+            proc_join(pr, 0);
+        free(pr->out);
+        free(pr->err);
+    }
+    sg_pg_destroy(fx.pg);
+    fx.pg = NULL;
+    if (fx.db[0])
+        sgt_db_drop(fx.db);
+}
+
+TestSuite(worker_faults, .fini = fixture_fini);
+
+/* ---- processes ---------------------------------------------------------- */
+
+static void *proc_reap(void *arg)
+{
+    proc_t *pr = arg;
+
+    pr->rc = sgt_wait(&pr->p, &pr->out, &pr->err);
+    atomic_store(&pr->done, true);
+    return NULL;
+}
+
+/* Starts prog run with the fixture's environment plus extra
+ * (NULL-terminated).  The process belongs to the fixture. */
+static proc_t *proc_start(const char *prog, const char *const *extra)
+{
+    const char *args[] = {"run", NULL};
+    const char *env[32];
+    size_t n = 0;
+    proc_t *pr;
+
+    cr_assert_lt(fx.nprocs, MAX_PROCS, "too many processes for one test");
+    pr = &fx.procs[fx.nprocs++];
+    for (const char *const *e = fx.env; *e; e++)
+        env[n++] = *e;
+    for (; extra && *extra && n < 31; extra++)
+        env[n++] = *extra;
+    env[n] = NULL;
+    sgt_spawn(&pr->p, prog, args, env);
+    cr_assert_eq(pthread_create(&pr->reaper, NULL, proc_reap, pr), 0);
+    return pr;
+}
+
+static void proc_signal(proc_t *pr, int sig)
+{
+    if (!atomic_load(&pr->done))
+        kill(pr->p.pid, sig);
+}
+
+/* Waits up to timeout_s for the process to exit; past that it is killed
+ * and -1 is returned.  Otherwise its exit code (128+signal if killed). */
+static int proc_join(proc_t *pr, double timeout_s)
+{
+    double deadline = now_s() + timeout_s;
+    bool late = false;
+
+    while (!atomic_load(&pr->done)) {
+        if (now_s() > deadline && !late) {
+            late = true;
+            kill(pr->p.pid, SIGKILL);
+        }
+        sleep_ms(20);
+    }
+    pthread_join(pr->reaper, NULL);
+    pr->joined = true;
+    return late ? -1 : pr->rc;
+}
+
+/* For a failure message: the end of the process's log, which is complete
+ * only once it exited, so a running process is stopped first. */
+static const char *proc_log(proc_t *pr)
+{
+    size_t len;
+
+    if (!pr->joined)
+        proc_join(pr, 0);
+    len = pr->err ? strlen(pr->err) : 0;
+    return !pr->err ? "(none)" : len > 3000 ? pr->err + len - 3000 : pr->err;
+}
+
+/* ---- data ----------------------------------------------------------------- */
+
+/* Produces one saga.start per id, keyed by saga id, as a producer would. */
+static void submit_sagas(const char *prefix, int first, int count, const char *steps_json)
+{
+    const char *props[] = {"bootstrap.servers", sgt_kafka(), NULL};
+    char errstr[256], id[64], payload[2048];
+    sg_kafka_t *k = sg_kafka_new(NULL, SG_KAFKA_PRODUCER, props, errstr, sizeof(errstr));
+    sg_err_t err;
+
+    cr_assert_not_null(k, "%s", errstr);
+    for (int i = first; i < first + count; i++) {
+        int len;
+
+        snprintf(id, sizeof(id), "%s-%04d", prefix, i);
+        len = snprintf(payload, sizeof(payload),
+                       "{\"v\":1,\"type\":\"saga.start\",\"id\":\"sub-%s\",\"saga_id\":\"%s\","
+                       "\"name\":\"%s\",\"input\":{\"n\":%d},\"steps\":%s}",
+                       id, id, prefix, i, steps_json);
+        cr_assert_eq(sg_kafka_produce(k, fx.topic, id, strlen(id), payload, (size_t)len, NULL, 0,
+                                      NULL, &err),
+                     0, "%s", err.message);
+        sg_kafka_poll(k, 0);
+    }
+    cr_assert_eq(sg_kafka_flush(k, 30000, &err), 0, "%s", err.message);
+    sg_kafka_destroy(k);
+}
+
+static long long query_int(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static long long query_int(const char *fmt, ...)
+{
+    char sql[2048];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof(sql), fmt, ap);
+    va_end(ap);
+    return sgt_query_int(fx.pg, sql);
+}
+
+/* Checks that no partition's stored offset went backwards since the last
+ * sample. */
+static void offsets_sample(offsets_t *o)
+{
+    const char *params[] = {fx.group, fx.topic};
+    sg_pg_res_t *res;
+    sg_err_t err;
+
+    cr_assert_eq(sg_pg_exec(fx.pg,
+                            "SELECT partition, next_offset FROM consumer_offsets WHERE "
+                            "group_id = $1 AND topic = $2",
+                            2, params, &res, &err),
+                 0, "%s", err.message);
+    for (size_t r = 0; r < sg_pg_res_rows(res); r++) {
+        int part = (int)sg_pg_res_int(res, r, 0, -1);
+        long long next = (long long)sg_pg_res_int(res, r, 1, -1);
+
+        cr_assert(part >= 0 && part < MAX_PARTS);
+        cr_assert_geq(next, o->last[part],
+                      "partition %d: stored offset moved back from %lld to %lld", part,
+                      o->last[part], next);
+        o->last[part] = next;
+    }
+    sg_pg_res_destroy(res);
+    o->samples++;
+}
+
+/* Polls sql (one integer) every 100 ms until it reaches want or timeout_s
+ * passes, sampling the offsets in between when o is given.  Returns the
+ * last value. */
+static long long wait_for(const char *sql, long long want, double timeout_s, offsets_t *o)
+{
+    double deadline = now_s() + timeout_s;
+    long long v;
+
+    while ((v = sgt_query_int(fx.pg, sql)) < want && now_s() < deadline) {
+        if (o)
+            offsets_sample(o);
+        sleep_ms(100);
+    }
+    return v;
+}
+
+/* Sleeps ms, sampling the offsets every ~100 ms. */
+static void sleep_sampling(long ms, offsets_t *o)
+{
+    double end = now_s() + (double)ms / 1000.0;
+
+    while (now_s() < end) {
+        double left = end - now_s();
+
+        offsets_sample(o);
+        sleep_ms(left > 0.1 ? 100 : (long)(left * 1000) + 1);
+    }
+}
+
+/* ---- 1. crash safety under load ----------------------------------------- */
+
+#define CRASH_SAGAS 500
+#define CRASH_STEPS 3
+#define CRASH_KILLS 10
+
+static const char ledger_steps[] = "[{\"name\":\"a\",\"tool\":\"ledger\",\"args\":{\"s\":0}},"
+                                   "{\"name\":\"b\",\"tool\":\"ledger\",\"args\":{\"s\":1}},"
+                                   "{\"name\":\"c\",\"tool\":\"ledger\",\"args\":{\"s\":2}}]";
+
+static uint64_t test_seed(void)
+{
+    const char *s = getenv("SAGAD_TEST_SEED");
+    struct timespec ts;
+
+    if (s && *s)
+        return strtoull(s, NULL, 10);
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ((uint64_t)ts.tv_sec * 1000003u) ^ (uint64_t)ts.tv_nsec ^ (uint64_t)getpid();
+}
+
+Test(worker_faults, sigkill_at_random_points_loses_nothing_and_doubles_nothing,
+     .timeout = WF_TIMEOUT_S)
+{
+    char instance[200], id[64], done_sql[256];
+    /* Static membership: a restarted worker takes its partitions back at
+     * once instead of waiting for the killed one's session to expire.  The
+     * crash-loop limit sits above the number of kills, so no command can
+     * be dead-lettered for being interrupted by this test. */
+    const char *extra[] = {instance, id, "SAGAD_KAFKA_SESSION_TIMEOUT_MS=6000",
+                           "SAGAD_WORKER_CRASH_LOOP_LIMIT=20", NULL};
+    uint64_t seed = test_seed();
+    sg_rng_t rng;
+    offsets_t offsets = {{0}, 0};
+    proc_t *relay, *worker;
+    long long completed, calls, effects, interrupted;
+    double t0 = now_s();
+
+    sg_rng_seed(&rng, seed);
+    fprintf(
+        stderr,
+        "worker_faults: kill schedule seed %llu (SAGAD_TEST_SEED=%llu replays the kill delays)\n",
+        (unsigned long long)seed, (unsigned long long)seed);
+    fixture_init(3);
+    snprintf(instance, sizeof(instance), "SAGAD_KAFKA_GROUP_INSTANCE_ID=%s-w", fx.group);
+    snprintf(done_sql, sizeof(done_sql),
+             "SELECT count(*) FROM sagas WHERE status IN ('completed', 'compensated', 'failed')");
+    relay = proc_start("sagad-relay", NULL);
+    submit_sagas("crash", 0, CRASH_SAGAS, ledger_steps);
+    for (int kill_no = 0; kill_no < CRASH_KILLS; kill_no++) {
+        long delay = 300 + (long)sg_rng_upto(&rng, 1200);
+        int rc;
+
+        snprintf(id, sizeof(id), "SAGAD_WORKER_ID=crash-%d", kill_no);
+        worker = proc_start("sagad-worker", extra);
+        sleep_sampling(delay, &offsets);
+        proc_signal(worker, SIGKILL);
+        rc = proc_join(worker, 10);
+        cr_assert_eq(rc, 128 + SIGKILL, "kill %d after %ld ms: exit %d, %s", kill_no, delay, rc,
+                     proc_log(worker));
+    }
+    fprintf(stderr, "worker_faults: %lld of %d sagas terminal after %d kills\n",
+            sgt_query_int(fx.pg, done_sql), CRASH_SAGAS, CRASH_KILLS);
+
+    snprintf(id, sizeof(id), "SAGAD_WORKER_ID=crash-last");
+    worker = proc_start("sagad-worker", extra);
+    /* It takes every partition (and is past start-up, so it has its
+     * SIGTERM handler) before it is judged. */
+    if (wait_for("SELECT count(*) FROM consumer_offsets WHERE owner = 'crash-last'", 3, 30,
+                 &offsets) != 3)
+        cr_assert_fail("the last worker did not take the partitions: %s", proc_log(worker));
+    completed = wait_for(done_sql, CRASH_SAGAS, 120, &offsets);
+    proc_signal(worker, SIGTERM);
+    cr_expect_eq(proc_join(worker, 40), 0, "the last worker exits 0 on SIGTERM: %s",
+                 proc_log(worker));
+    proc_signal(relay, SIGTERM);
+    cr_expect_eq(proc_join(relay, 30), 0, "the relay exits 0 on SIGTERM");
+    offsets_sample(&offsets);
+    cr_assert_eq(completed, CRASH_SAGAS, "only %lld of %d sagas finished; last worker: %s",
+                 completed, CRASH_SAGAS, proc_log(worker));
+
+    cr_expect_eq(query_int("SELECT count(*) FROM sagas WHERE status = 'completed'"), CRASH_SAGAS,
+                 "every saga completed");
+    cr_expect_eq(query_int("SELECT count(*) FROM steps WHERE status <> 'succeeded'"), 0,
+                 "every step succeeded");
+    cr_expect_eq(query_int("SELECT count(*) FROM dead_letters"), 0, "nothing was dead-lettered");
+    cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger"), CRASH_SAGAS * CRASH_STEPS,
+                 "one effect per (saga, step)");
+    cr_expect_eq(query_int("SELECT count(*) FROM generate_series(0, %d) AS n, generate_series(0, "
+                           "%d) AS s WHERE NOT EXISTS (SELECT 1 FROM builtin_ledger WHERE key = "
+                           "format('crash-%%s:%%s:f:g1', lpad(n::text, 4, '0'), s))",
+                           CRASH_SAGAS - 1, CRASH_STEPS - 1),
+                 0, "every expected key <saga>:<step>:f:g1 has its effect");
+    cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger WHERE key !~ '^crash-[0-9]{4}:[0-2]"
+                           ":f:g1$'"),
+                 0, "no key of another phase or generation");
+    for (int p = 0; p < fx.partitions; p++)
+        cr_expect_gt(offsets.last[p], 0, "partition %d was consumed", p);
+    cr_expect_gt(offsets.samples, 50, "the offsets were watched throughout");
+
+    calls = query_int("SELECT sum(calls) FROM builtin_ledger");
+    effects = query_int("SELECT count(*) FROM builtin_ledger");
+    interrupted = query_int("SELECT count(*) FROM attempts WHERE error_code = "
+                            "'runtime.interrupted'");
+    fprintf(stderr,
+            "worker_faults: seed %llu: %d kills, ledger calls %lld for %lld effects (%lld "
+            "absorbed retries), %lld interrupted attempts, most interruptions of one attempt "
+            "%lld, %ld offset samples, %.1f s\n",
+            (unsigned long long)seed, CRASH_KILLS, calls, effects, calls - effects, interrupted,
+            query_int("SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM attempts WHERE "
+                      "error_code = 'runtime.interrupted' GROUP BY saga_id, step_idx, attempt) x"),
+            offsets.samples, now_s() - t0);
+    cr_expect_geq(calls, effects);
+}
+
+/* ---- 2. a zombie cannot commit ------------------------------------------ */
+
+#define ZOMBIE_SAGAS 6
+
+static const char slow_steps[] = "[{\"name\":\"slow\",\"tool\":\"sleep\",\"args\":{\"ms\":4000}},"
+                                 "{\"name\":\"effect\",\"tool\":\"ledger\",\"args\":{}}]";
+
+/* A worker named id with a short session, so a stopped one is expelled
+ * from the group within seconds. */
+static proc_t *start_named_worker(const char *id)
+{
+    char id_env[128];
+    const char *extra[] = {id_env, "SAGAD_KAFKA_SESSION_TIMEOUT_MS=6000",
+                           "SAGAD_KAFKA_HEARTBEAT_INTERVAL_MS=1000", NULL};
+
+    snprintf(id_env, sizeof(id_env), "SAGAD_WORKER_ID=%s", id);
+    return proc_start("sagad-worker", extra);
+}
+
+Test(worker_faults, stopped_worker_past_its_session_is_fenced_after_takeover,
+     .timeout = WF_TIMEOUT_S)
+{
+    proc_t *relay, *zombie, *taker;
+    long long epochs_before, v;
+    int rc_zombie, rc_taker;
+
+    fixture_init(3);
+    relay = proc_start("sagad-relay", NULL);
+    zombie = start_named_worker("zombie");
+    submit_sagas("zombie", 0, ZOMBIE_SAGAS, slow_steps);
+    /* Every saga's slow call is running in the first worker... */
+    v = wait_for("SELECT count(*) FROM attempts WHERE worker_id = 'zombie' AND step_idx = 0 AND "
+                 "finished_at IS NULL",
+                 ZOMBIE_SAGAS, 30, NULL);
+    if (v != ZOMBIE_SAGAS)
+        cr_assert_fail("the first worker started %lld of %d calls: %s", v, ZOMBIE_SAGAS,
+                       proc_log(zombie));
+    /* ...when it stops answering: no heartbeats, no commits. */
+    proc_signal(zombie, SIGSTOP);
+    epochs_before = query_int("SELECT sum(owner_epoch) FROM consumer_offsets");
+    taker = start_named_worker("taker");
+
+    /* The broker expels the stopped member; the second worker takes every
+     * partition (a new owner epoch each) and redoes the interrupted calls. */
+    v = wait_for("SELECT count(*) FROM consumer_offsets WHERE owner = 'taker'", 3, 45, NULL);
+    if (v != 3)
+        cr_assert_fail("the second worker took %lld of 3 partitions: %s", v, proc_log(taker));
+    cr_expect_geq(query_int("SELECT sum(owner_epoch) FROM consumer_offsets"), epochs_before + 3,
+                  "every takeover bumps the owner epoch");
+    v = wait_for("SELECT count(*) FROM sagas WHERE status = 'completed'", ZOMBIE_SAGAS, 45, NULL);
+    cr_assert_eq(v, ZOMBIE_SAGAS, "the second worker completed %lld of %d sagas", v, ZOMBIE_SAGAS);
+
+    /* The zombie wakes up with its calls still running: when they return,
+     * their outcomes must not land.  It rejoins the group and owns a
+     * partition again once it has given up the old ones. */
+    proc_signal(zombie, SIGCONT);
+    v = wait_for("SELECT count(*) FROM consumer_offsets WHERE owner = 'zombie'", 1, 60, NULL);
+    cr_expect_geq(v, 1, "the first worker rejoins after it was fenced");
+    /* Both keep working afterwards. */
+    submit_sagas("after", 0, ZOMBIE_SAGAS,
+                 "[{\"name\":\"effect\",\"tool\":\"ledger\",\"args\":{}}]");
+    v = wait_for("SELECT count(*) FROM sagas WHERE status = 'completed'", 2 * ZOMBIE_SAGAS, 45,
+                 NULL);
+    cr_expect_eq(v, 2 * ZOMBIE_SAGAS, "sagas submitted after the takeover complete");
+
+    proc_signal(zombie, SIGTERM);
+    proc_signal(taker, SIGTERM);
+    rc_zombie = proc_join(zombie, 40);
+    rc_taker = proc_join(taker, 40);
+    proc_signal(relay, SIGTERM);
+    cr_expect_eq(proc_join(relay, 30), 0, "the relay exits 0");
+    cr_expect_eq(rc_zombie, 0, "the fenced worker exits 0 on SIGTERM: %s", proc_log(zombie));
+    cr_expect_eq(rc_taker, 0, "the second worker exits 0 on SIGTERM: %s", proc_log(taker));
+
+    cr_expect_eq(query_int("SELECT count(*) FROM attempts WHERE worker_id = 'zombie' AND saga_id "
+                           "LIKE 'zombie-%%'"),
+                 ZOMBIE_SAGAS, "the zombie started one call per saga, no more");
+    cr_expect_eq(
+        query_int("SELECT count(*) FROM attempts WHERE worker_id = 'zombie' AND saga_id "
+                  "LIKE 'zombie-%%' AND (status IS DISTINCT FROM 'error' OR error_code IS DISTINCT "
+                  "FROM 'runtime.interrupted')"),
+        0, "the zombie's calls stay interrupted: none of their outcomes was stored");
+    cr_expect_eq(query_int("SELECT count(*) FROM attempts WHERE step_idx = 0 AND status = 'ok' "
+                           "AND saga_id LIKE 'zombie-%%'"),
+                 ZOMBIE_SAGAS, "one stored outcome per slow step");
+    cr_expect_eq(query_int("SELECT count(*) FROM attempts WHERE step_idx = 0 AND status = 'ok' "
+                           "AND saga_id LIKE 'zombie-%%' AND worker_id = 'taker'"),
+                 ZOMBIE_SAGAS, "...all of them the second worker's");
+    cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger"), 2 * ZOMBIE_SAGAS,
+                 "one effect per saga");
+    cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger WHERE calls <> 1"), 0,
+                 "and the effect step ran once: the zombie never moved a saga on");
+    cr_expect_eq(query_int("SELECT count(*) FROM steps WHERE status <> 'succeeded'"), 0);
+    cr_expect_eq(query_int("SELECT count(*) FROM dead_letters"), 0);
+    cr_expect(strstr(zombie->err, "abandoned") &&
+                  (strstr(zombie->err, "fenced") || strstr(zombie->err, "revoked")),
+              "the zombie says it gave its commands up: %s", proc_log(zombie));
+}
+
+/* ---- 3. SIGTERM drains the running call ---------------------------------- */
+
+Test(worker_faults, sigterm_lets_the_running_call_finish_and_commits_it, .timeout = WF_TIMEOUT_S)
+{
+    const char *extra[] = {"SAGAD_WORKER_DRAIN_TIMEOUT_MS=10000", NULL};
+    proc_t *relay, *worker;
+    double t0, took;
+    long long v;
+    int rc;
+
+    fixture_init(1);
+    relay = proc_start("sagad-relay", NULL);
+    worker = proc_start("sagad-worker", extra);
+    submit_sagas("drain", 0, 1, "[{\"name\":\"slow\",\"tool\":\"sleep\",\"args\":{\"ms\":1500}}]");
+    v = wait_for("SELECT count(*) FROM attempts WHERE finished_at IS NULL", 1, 30, NULL);
+    if (v != 1)
+        cr_assert_fail("the call never started: %s", proc_log(worker));
+    t0 = now_s();
+    proc_signal(worker, SIGTERM);
+    rc = proc_join(worker, 15);
+    took = now_s() - t0;
+    proc_signal(relay, SIGTERM);
+    cr_expect_eq(proc_join(relay, 30), 0, "the relay exits 0");
+
+    cr_expect_eq(rc, 0, "SIGTERM exits 0: %s", proc_log(worker));
+    cr_expect_lt(took, 10.0, "within the drain timeout (took %.1f s)", took);
+    cr_expect_eq(query_int("SELECT count(*) FROM attempts WHERE status = 'ok' AND latency_ms >= "
+                           "1500"),
+                 1, "the call ran to its end and its outcome was stored");
+    cr_expect_eq(query_int("SELECT count(*) FROM attempts"), 1, "once");
+    cr_expect_eq(query_int("SELECT count(*) FROM steps WHERE status = 'succeeded'"), 1);
+    cr_expect_eq(query_int("SELECT count(*) FROM sagas WHERE status = 'completed'"), 1);
+    /* Offsets 0 (saga.start) and 1 (step.execute) are both behind the
+     * stored offset: a restart would not redo the step. */
+    cr_expect_eq(query_int("SELECT next_offset FROM consumer_offsets"), 2,
+                 "the stored offset moved past the step's command");
+}
