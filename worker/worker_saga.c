@@ -39,13 +39,14 @@ enum {
     L_STEP_STATUS,
     L_ATTEMPTS,
     L_COMP_ATTEMPTS,
+    L_ERROR_CODE,
 };
 
 const char worker_sql_load[] =
     "SELECT s.saga_id, s.name, s.status, s.generation, s.seq, s.retry_spent_ms, "
     "coalesce(s.retry_budget_ms, -1), coalesce(s.deadline < now(), false), s.input::text, "
     "s.traceparent, st.idx, st.name, st.tool, st.args::text, st.compensate::text, st.status, "
-    "st.attempts, st.comp_attempts "
+    "st.attempts, st.comp_attempts, st.error_code "
     "FROM sagas s JOIN steps st USING (saga_id) WHERE s.saga_id = ANY($1::text[]) "
     "ORDER BY s.saga_id, st.idx FOR UPDATE OF s";
 
@@ -79,6 +80,10 @@ void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row)
         snprintf(st->status, sizeof(st->status), "%s", sg_pg_res_get(res, r, L_STEP_STATUS));
         st->attempts = (int)sg_pg_res_int(res, r, L_ATTEMPTS, 0);
         st->comp_attempts = (int)sg_pg_res_int(res, r, L_COMP_ATTEMPTS, 0);
+        /* run_health's blocking_failure names the code of a step that
+         * failed in an earlier transaction. */
+        snprintf(st->error_code, sizeof(st->error_code), "%s",
+                 sg_pg_res_get(res, r, L_ERROR_CODE) ? sg_pg_res_get(res, r, L_ERROR_CODE) : "");
         if (idx + 1 > saga->nsteps)
             saga->nsteps = idx + 1;
     }
