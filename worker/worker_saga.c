@@ -1038,9 +1038,13 @@ static bool retriable(const sg_err_t *err)
 /* A retry of (step, phase) after attempt: the timer, the event and the
  * budget.  Returns false (err set to why) when no retry is left. */
 static bool schedule_retry(worker_t *w, worker_saga_t *saga, worker_step_t *st, bool comp,
-                           int attempt, const worker_result_t *r, sg_err_t *why)
+                           const worker_cmd_t *cmd, sg_err_t *why)
 {
-    const worker_tool_t *tool = worker_registry_find(w->reg, comp ? "" : st->tool);
+    const worker_result_t *r = &cmd->result;
+    int attempt = cmd->dec.attempt;
+    /* The policy of the tool that was called: its retry, or its
+     * compensate_retry when it ran as a compensation. */
+    const worker_tool_t *tool = cmd->call.tool;
     const worker_policy_t *def = comp ? &w->comp_retry : &w->retry;
     const worker_policy_t *own = tool ? (comp ? &tool->comp_retry : &tool->retry) : NULL;
     sg_backoff_t b;
@@ -1050,8 +1054,6 @@ static bool schedule_retry(worker_t *w, worker_saga_t *saga, worker_step_t *st, 
     sg_json_t *body;
     char at[40];
 
-    if (comp) /* the compensating tool's own policy */
-        tool = worker_registry_find(w->reg, "");
     max = own && own->max_attempts ? own->max_attempts : def->max_attempts;
     b.base_ms = (uint64_t)(own && own->base_ms ? own->base_ms : def->base_ms);
     b.cap_ms = (uint64_t)(own && own->cap_ms ? own->cap_ms : def->cap_ms);
@@ -1094,7 +1096,7 @@ static void on_failure(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, work
     sg_err_t why;
 
     if (retriable(&r->err)) {
-        if (schedule_retry(w, saga, st, false, cmd->dec.attempt, r, &why))
+        if (schedule_retry(w, saga, st, false, cmd, &why))
             return;
         fail_step(w, saga, st, cmd->dec.attempt, &why);
         dead_letter(w, cmd, saga, st->idx, false, &why);
@@ -1113,7 +1115,7 @@ static void on_comp_failure(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga,
     sg_err_t why;
 
     if (retriable(&r->err)) {
-        if (schedule_retry(w, saga, st, true, cmd->dec.attempt, r, &why))
+        if (schedule_retry(w, saga, st, true, cmd, &why))
             return;
         comp_failed(w, cmd, saga, st, &why);
         return;
