@@ -539,8 +539,9 @@ static void comp_failed(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, wor
     snprintf(st->error_code, sizeof(st->error_code), "%s", err->code);
     add_error(b, err);
     event(w, saga, "step.compensation_failed", b);
-    terminal(w, saga, "failed");
+    /* The terminal event is the saga's last: consumers stop reading there. */
     dead_letter(w, cmd, saga, st->idx, true, err);
+    terminal(w, saga, "failed");
 }
 
 /* ---- decisions --------------------------------------------------------- */
