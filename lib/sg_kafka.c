@@ -14,6 +14,7 @@ struct sg_kafka_s {
     volatile int fatal;
     sg_kafka_rebalance_fn rebalance_fn;
     void *rebalance_opaque;
+    bool coop; /* the group's rebalance protocol at its last rebalance */
 };
 
 /* Errors librdkafka does not flag retriable on every path but that heal by
@@ -146,10 +147,15 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
     sg_kafka_t *k = opaque;
-    bool coop = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
-    bool assigned = err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS;
+    const char *protocol = rd_kafka_rebalance_protocol(rk);
+    bool coop, assigned = err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS;
     rd_kafka_error_t *error = NULL;
 
+    /* NULL "on error", which happens in the revoke of a closing consumer:
+     * the partitions go back under the protocol they were assigned with. */
+    if (protocol)
+        k->coop = strcmp(protocol, "COOPERATIVE") == 0;
+    coop = k->coop;
     /* The hook runs before the assignment takes effect, so the start offset
      * it returns (e.g. read from PostgreSQL) is where fetching begins, and a
      * revoked partition is drained before librdkafka lets it go. */
