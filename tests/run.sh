@@ -20,6 +20,7 @@ fi
 # Sanitizer builds: fail on the first report, with stacks.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:halt_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp}
 # Criterion: bound every test so a hang fails instead of eating CI's time.
 criterion_args=(--timeout 240)
 
