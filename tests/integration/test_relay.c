@@ -246,7 +246,13 @@ Test(relay, late_commit_is_published_and_naive_poller_loses_it)
         insert_round(pg, 0, 1, 1000, seq); /* 10,000 rows commit after T1 began */
     /* The negative control: a poller on `id > last_id` reads now... */
     naive_last = sgt_query_int(pg, "SELECT max(id) FROM outbox");
-    sleep(1); /* the relay is held back by T1, and says so */
+    /* The relay is held back by T1, and says so at its next heartbeat
+     * (every second): wait for it, bounded. */
+    for (int i = 0; i < 50; i++) {
+        if (sgt_query_int(pg, "SELECT xmin_blocked_ms FROM relay_cursors WHERE shard = 0") > 0)
+            break;
+        usleep(100000);
+    }
     cr_expect_gt(sgt_query_int(pg, "SELECT xmin_blocked_ms FROM relay_cursors WHERE shard = 0"), 0,
                  "the blocked time is exported");
     cr_expect_eq(sgt_query_int(pg, "SELECT published FROM relay_cursors WHERE shard = 0"), 0,
