@@ -48,7 +48,7 @@ DEB_PKGS := gcc make pkg-config procps librdkafka-dev libpq-dev libcjson-dev lib
 
 
 .PHONY: docs docs-check bench
-.PHONY: all help deps up down demo test test-unit test-integration test-asan tests \
+.PHONY: all help deps up down demo test test-unit test-integration test-asan test-faults tests \
         format format-check clean
 
 all: $(LIBSAGAD) $(PROGS)
@@ -58,8 +58,9 @@ help:
 	@echo "make deps       install the Debian packages needed (no-op when present)"
 	@echo "make up / down  start / stop the private PostgreSQL and Kafka under .run/"
 	@echo "make demo       services up, migrations, and what is running"
-	@echo "make test       unit + integration tests, then again under ASan/UBSan"
+	@echo "make test       unit + integration tests, then again under ASan/UBSan, then the fault suite"
 	@echo "make test-asan  only the sanitizer run"
+	@echo "make test-faults  relay under broker and PostgreSQL restarts (private services)"
 	@echo "make bench      relay drain rate and latency beside a plain-producer floor"
 	@echo "make format-check  check .clang-format conformance"
 
@@ -129,10 +130,11 @@ down:
 
 # test: unit tests, integration tests against the local services (started
 # if needed and stopped again only if this run started them), then the
-# same tests built with AddressSanitizer and UBSan.
+# same tests built with AddressSanitizer and UBSan, then the fault suite.
 test: deps tests docs-check
 	$(MAKE) --no-print-directory BUILD=build/asan BINDIR=build/asan/bin SAN=1 tests
 	tests/run.sh $(BUILD) build/asan
+	tests/faults/run.sh
 
 test-unit: tests
 	$(UNIT_TEST)
@@ -143,6 +145,11 @@ test-integration: tests
 test-asan:
 	$(MAKE) --no-print-directory BUILD=build/asan BINDIR=build/asan/bin SAN=1 tests
 	tests/run.sh build/asan
+
+# test-faults: stops and starts a broker and a database under a running
+# relay, so it runs serially on its own private Kafka and PostgreSQL.
+test-faults: all
+	tests/faults/run.sh
 
 demo: deps all
 	examples/demo.sh
