@@ -48,7 +48,7 @@ DEB_PKGS := gcc make pkg-config procps librdkafka-dev libpq-dev libcjson-dev lib
 
 
 .PHONY: docs docs-check bench schemas-check
-.PHONY: all help deps up down demo demo-stop test test-unit test-integration test-asan tests \
+.PHONY: all help deps up down demo demo-stop test test-unit test-integration test-asan test-faults tests \
         format format-check clean
 
 all: $(LIBSAGAD) $(PROGS)
@@ -59,8 +59,9 @@ help:
 	@echo "make up / down  start / stop the private PostgreSQL and Kafka under .run/"
 	@echo "make demo       services, relay and worker up; three example sagas run end to end"
 	@echo "make demo-stop  stop the demo's relay and worker"
-	@echo "make test       unit + integration tests, then again under ASan/UBSan"
+	@echo "make test       unit + integration tests, then again under ASan/UBSan, then the fault suite"
 	@echo "make test-asan  only the sanitizer run"
+	@echo "make test-faults  relay under broker and PostgreSQL restarts (private services)"
 	@echo "make bench      relay drain rate and latency beside a plain-producer floor"
 	@echo "make format-check  check .clang-format conformance"
 	@echo "make schemas-check schemas/, their fixtures and the error-code registry vs the C sources"
@@ -138,10 +139,11 @@ down:
 
 # test: unit tests, integration tests against the local services (started
 # if needed and stopped again only if this run started them), then the
-# same tests built with AddressSanitizer and UBSan.
+# same tests built with AddressSanitizer and UBSan, then the fault suite.
 test: deps tests docs-check schemas-check
 	$(MAKE) --no-print-directory BUILD=build/asan BINDIR=build/asan/bin SAN=1 tests
 	tests/run.sh $(BUILD) build/asan
+	tests/faults/run.sh
 
 test-unit: tests
 	$(UNIT_TEST)
@@ -152,6 +154,11 @@ test-integration: tests
 test-asan:
 	$(MAKE) --no-print-directory BUILD=build/asan BINDIR=build/asan/bin SAN=1 tests
 	tests/run.sh build/asan
+
+# test-faults: stops and starts a broker and a database under a running
+# relay, so it runs serially on its own private Kafka and PostgreSQL.
+test-faults: all
+	tests/faults/run.sh
 
 demo: deps all
 	examples/demo.sh

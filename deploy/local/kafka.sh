@@ -6,9 +6,15 @@
 #
 # The broker jars come from Maven Central (deploy/local/kafka/pom.xml), since
 # the Apache download site is not reachable from our machines. Everything it
-# writes lives under <repo>/.run/kafka. It listens on 127.0.0.1 only:
-# ${SAGAD_LOCAL_KAFKA_PORT:-19092} for clients and
+# writes lives under ${SAGAD_LOCAL_KAFKA_DIR:-<repo>/.run/kafka}. It listens on
+# 127.0.0.1 only: ${SAGAD_LOCAL_KAFKA_PORT:-19092} for clients and
 # ${SAGAD_LOCAL_KAFKA_CONTROLLER_PORT:-19093} for the KRaft controller.
+#
+# A second, private broker (tests/faults/run.sh stops and starts its own) is
+# one with its own directory and ports; pass the same three variables to
+# every command of that instance:
+#   SAGAD_LOCAL_KAFKA_DIR=.run/faults/kafka SAGAD_LOCAL_KAFKA_PORT=29092 \
+#   SAGAD_LOCAL_KAFKA_CONTROLLER_PORT=29093 deploy/local/kafka.sh start
 set -euo pipefail
 
 usage() {
@@ -26,7 +32,13 @@ esac
 script_dir=$(dirname "$(realpath "${BASH_SOURCE[0]}")")
 repo=$(realpath "$script_dir/../..")
 pom="$script_dir/kafka/pom.xml"
-run_dir="$repo/.run/kafka"
+# Made absolute here, so a relative SAGAD_LOCAL_KAFKA_DIR names the same
+# broker (the pid check matches its server.properties path) from any cwd.
+if [[ -n ${SAGAD_LOCAL_KAFKA_DIR:-} ]]; then
+    run_dir=$(realpath -ms -- "$SAGAD_LOCAL_KAFKA_DIR")
+else
+    run_dir="$repo/.run/kafka"
+fi
 libs="$run_dir/libs"
 data="$run_dir/data"
 logs="$run_dir/logs"

@@ -3,10 +3,16 @@
 #
 #   deploy/local/pg.sh start|stop|status|url
 #
-# The cluster lives under <repo>/.run/pg (or, when the postgres user cannot
-# reach the repo, under /var/tmp/sagad-pg-<hash> with .run/pg a symlink to it).
-# It listens on 127.0.0.1:${SAGAD_LOCAL_PG_PORT:-54329} only and keeps fsync and
+# The cluster lives under ${SAGAD_LOCAL_PG_DIR:-<repo>/.run/pg} (or, when the
+# postgres user cannot reach that directory, under /var/tmp/sagad-pg-<hash>
+# with the directory's path a symlink to it). It listens on
+# 127.0.0.1:${SAGAD_LOCAL_PG_PORT:-54329} only and keeps fsync and
 # synchronous_commit on, because sagad's numbers must be for the durable case.
+#
+# A second, private cluster (tests/faults/run.sh stops and starts its own) is
+# one with its own directory and port; pass both variables to every command
+# of that instance:
+#   SAGAD_LOCAL_PG_DIR=.run/faults/pg SAGAD_LOCAL_PG_PORT=54339 deploy/local/pg.sh start
 set -euo pipefail
 
 usage() {
@@ -23,8 +29,20 @@ esac
 
 script_dir=$(dirname "$(realpath "${BASH_SOURCE[0]}")")
 repo=$(realpath "$script_dir/../..")
-run_dir="$repo/.run"
-link="$run_dir/pg"
+# link: where the cluster directory (or the symlink to it) is; run_dir: its
+# parent, which holds the start/stop lock <name>.lock. Made absolute before
+# the cd below, so a relative SAGAD_LOCAL_PG_DIR works from any cwd; -s
+# keeps a symlink to the /var/tmp fallback a symlink.
+if [[ -n ${SAGAD_LOCAL_PG_DIR:-} ]]; then
+    link=$(realpath -ms -- "$SAGAD_LOCAL_PG_DIR")
+    run_dir=$(dirname "$link")
+    hash_key=$link
+else
+    run_dir="$repo/.run"
+    link="$run_dir/pg"
+    hash_key=$repo
+fi
+lock_file="$run_dir/${link##*/}.lock"
 
 port=${SAGAD_LOCAL_PG_PORT:-54329}
 if ! [[ $port =~ ^[0-9]+$ ]] || ((port < 1 || port > 65535)); then
@@ -53,13 +71,14 @@ die() {
     exit 1
 }
 
-# Short, stable per-checkout id so two clones never share a fallback cluster.
-repo_hash() {
-    printf '%s' "$repo" | sha256sum | cut -c1-10
+# Short, stable id per checkout (per directory for a private cluster) so two
+# clones or two instances never share a fallback cluster.
+dir_hash() {
+    printf '%s' "$hash_key" | sha256sum | cut -c1-10
 }
 
 fallback_dir() {
-    echo "/var/tmp/sagad-pg-$(repo_hash)"
+    echo "/var/tmp/sagad-pg-$(dir_hash)"
 }
 
 # A process counts as alive only if it exists and is not a zombie: in
@@ -292,8 +311,8 @@ do_url() {
 # Serialise start/stop so two concurrent callers cannot both initdb or start.
 lock() {
     mkdir -p "$run_dir"
-    exec 9>"$run_dir/pg.lock"
-    flock -w 120 9 || die "timed out waiting for $run_dir/pg.lock"
+    exec 9>"$lock_file"
+    flock -w 120 9 || die "timed out waiting for $lock_file"
 }
 
 case "$cmd" in
