@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sagad/sg_log.h"
 #include "sagad/sg_migrate.h"
@@ -145,4 +146,34 @@ int sg_cli_cmd_migrate(sg_cli_t *cli, int argc, char **argv)
         printf("schema migrated from version %d to %d\n", from, to);
     sg_pg_destroy(pg);
     return SG_EXIT_OK;
+}
+
+volatile sig_atomic_t sg_cli_running = 1;
+volatile sig_atomic_t sg_cli_stop_now = 0;
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    if (!sg_cli_running)
+        sg_cli_stop_now = 1;
+    sg_cli_running = 0;
+}
+
+void sg_cli_trap_signals(void)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+uint64_t sg_cli_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }

@@ -56,29 +56,10 @@ typedef struct outbox_relay_s {
     int exit_code;
 } outbox_relay_t;
 
-static volatile sig_atomic_t relay_run = 1;
-static volatile sig_atomic_t relay_hard_stop = 0;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    if (!relay_run)
-        relay_hard_stop = 1;
-    relay_run = 0;
-}
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Sleeps up to ms, waking early when a stop is requested. */
 static void nap(uint64_t ms)
 {
-    for (uint64_t end = now_ms() + ms; relay_run && now_ms() < end;) {
+    for (uint64_t end = sg_cli_now_ms() + ms; sg_cli_running && sg_cli_now_ms() < end;) {
         struct timespec ts = {0, 20 * 1000000L};
         nanosleep(&ts, NULL);
     }
@@ -106,7 +87,7 @@ static void fail(outbox_relay_t *r, const char *what, const sg_err_t *err)
      * stop, and let the supervisor (Kubernetes) show the crash loop. */
     if (r->state == RELAY_CONNECTING && err->cls == SG_ERRCLASS_PERMANENT) {
         r->exit_code = SG_EXIT_FAIL;
-        relay_run = 0;
+        sg_cli_running = 0;
     }
     if (!sg_pg_ok(r->pg)) {
         sg_pg_destroy(r->pg);
@@ -322,7 +303,7 @@ static int produce_row(outbox_relay_t *r, const sg_pg_res_t *res, size_t row, sg
  * not cut this short (the batch is finished first); a second one does. */
 static void await_acks(outbox_relay_t *r)
 {
-    while (r->batch.pending > 0 && !relay_hard_stop)
+    while (r->batch.pending > 0 && !sg_cli_stop_now)
         sg_kafka_poll(r->producer, 50);
 }
 
@@ -459,9 +440,9 @@ static int heartbeat(outbox_relay_t *r, sg_err_t *err)
     char blocked[32];
     const char *p[] = {r->shard_text, r->holder, blocked};
 
-    if (now_ms() < r->next_heartbeat)
+    if (sg_cli_now_ms() < r->next_heartbeat)
         return 0;
-    r->next_heartbeat = now_ms() + 1000;
+    r->next_heartbeat = sg_cli_now_ms() + 1000;
     snprintf(blocked, sizeof(blocked), "%lld", (long long)r->blocked_ms);
     return query(r,
                  "UPDATE relay_cursors SET holder = $2, heartbeat_at = now(), "
@@ -483,7 +464,7 @@ static int step_active(outbox_relay_t *r, sg_err_t *err)
     r->failures = 0;
     if (heartbeat(r, err) < 0)
         return -1;
-    if (n >= limit || fired > 0 || !relay_run)
+    if (n >= limit || fired > 0 || !sg_cli_running)
         return 0;
     check_blocked(r);
     if (sg_pg_wait_notify(r->pg, (int)next_timer_ms(r, poll_ms, err), err) < 0)
@@ -511,7 +492,7 @@ static void run_loop(outbox_relay_t *r)
     sg_err_t err;
     int rc;
 
-    while (relay_run) {
+    while (sg_cli_running) {
         sg_err_clear(&err);
         switch (r->state) {
         case RELAY_CONNECTING:
@@ -572,7 +553,7 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
     snprintf(r.holder, sizeof(r.holder), "%s:%d", host, (int)getpid());
     sg_pg_opts_from_config(&r.pgopts, cli->cfg, "sagad-relay");
     r.pgopts.connect_attempts = 1; /* the state machine retries forever */
-    r.pgopts.run = &relay_run;
+    r.pgopts.run = &sg_cli_running;
     snprintf(timeout, sizeof(timeout), "%lld",
              (long long)sg_config_int(cli->cfg, "relay.delivery_timeout_ms"));
     r.producer = sg_kafka_new(cli->cfg, SG_KAFKA_PRODUCER, props, errstr, sizeof(errstr));
@@ -580,13 +561,12 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
         fprintf(stderr, "%s: %s\n", cli->prog, errstr);
         return SG_EXIT_USAGE;
     }
-    signal(SIGTERM, on_signal);
-    signal(SIGINT, on_signal);
+    sg_cli_trap_signals();
     sg_log_kv(SG_LOG_INFO, "relay starting", "holder", r.holder, NULL);
     run_loop(&r);
     release(&r);
     sg_pg_destroy(r.pg);
-    if (!relay_hard_stop)
+    if (!sg_cli_stop_now)
         sg_kafka_flush(r.producer, 10000, NULL);
     sg_kafka_destroy(r.producer);
     sg_log_kv(SG_LOG_INFO, "relay stopped", NULL);

@@ -73,25 +73,6 @@ typedef struct loop_s {
     uint64_t next_report;
 } loop_t;
 
-static volatile sig_atomic_t worker_run = 1;
-static volatile sig_atomic_t worker_stop_now = 0;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    if (!worker_run)
-        worker_stop_now = 1;
-    worker_run = 0;
-}
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void vec_push(vec_t *vec, worker_cmd_t *cmd)
 {
     if (vec->n == vec->cap) {
@@ -308,9 +289,9 @@ static void pg_backoff(loop_t *L)
 {
     sg_backoff_t b = {200, 5000};
     uint64_t ms = sg_backoff_delay_ms(&b, L->pg_failures < 10 ? L->pg_failures : 10, 0, &L->w.rng);
-    uint64_t end = now_ms() + ms;
+    uint64_t end = sg_cli_now_ms() + ms;
 
-    while (now_ms() < end && !worker_stop_now) {
+    while (sg_cli_now_ms() < end && !sg_cli_stop_now) {
         struct timespec ts = {0, 20 * 1000000L};
         nanosleep(&ts, NULL);
     }
@@ -345,7 +326,7 @@ static int64_t take_partition(loop_t *L, int32_t partition)
                       "owner_epoch = consumer_offsets.owner_epoch + 1, owner = EXCLUDED.owner, "
                       "updated_at = now() RETURNING next_offset, owner_epoch",
                       4, params, &res, &err) < 0) {
-        if (!worker_run)
+        if (!sg_cli_running)
             return -1;
         pg_recover(L, &err);
     }
@@ -873,7 +854,7 @@ static void wait_events(loop_t *L, int timeout_ms)
  * commits their outcomes, for up to the drain timeout. */
 static void drain(loop_t *L, worker_part_t *p)
 {
-    uint64_t end = now_ms() + (uint64_t)L->drain_ms;
+    uint64_t end = sg_cli_now_ms() + (uint64_t)L->drain_ms;
 
     for (;;) {
         size_t busy = 0;
@@ -882,7 +863,7 @@ static void drain(loop_t *L, worker_part_t *p)
                 if ((!p || L->parts[i] == p) &&
                     (c->state == CMD_CALLING || c->state == CMD_RETURNED))
                     busy++;
-        if (busy == 0 || now_ms() >= end || worker_stop_now)
+        if (busy == 0 || sg_cli_now_ms() >= end || sg_cli_stop_now)
             return;
         if (!turn(L))
             wait_events(L, 50);
@@ -916,9 +897,9 @@ static void report(loop_t *L, bool force)
     const worker_stats_t *s = &L->w.stats;
     char line[512];
 
-    if (!force && now_ms() < L->next_report)
+    if (!force && sg_cli_now_ms() < L->next_report)
         return;
-    L->next_report = now_ms() + 10000;
+    L->next_report = sg_cli_now_ms() + 10000;
     snprintf(line, sizeof(line),
              "consumed=%lld started=%lld rejected=%lld calls=%lld retries=%lld completed=%lld "
              "compensated=%lld failed=%lld dead_letters=%lld stale=%lld held=%zu calling=%zu "
@@ -970,7 +951,7 @@ static int setup(loop_t *L, sg_cli_t *cli)
         return SG_EXIT_USAGE;
     }
     sg_pg_opts_from_config(&L->pgopts, cfg, "sagad-worker");
-    L->pgopts.run = &worker_run;
+    L->pgopts.run = &sg_cli_running;
     L->w.pg = sg_pg_connect(&L->pgopts, &err);
     if (!L->w.pg) {
         fprintf(stderr, "%s: PostgreSQL: %s\n", cli->prog, err.message);
@@ -1007,7 +988,7 @@ static int setup(loop_t *L, sg_cli_t *cli)
         fprintf(stderr, "%s: Kafka subscribe: %s\n", cli->prog, err.message);
         return SG_EXIT_INFRA;
     }
-    L->pool = worker_pool_new((int)sg_config_int(cfg, "worker.threads"), cfg, &worker_stop_now);
+    L->pool = worker_pool_new((int)sg_config_int(cfg, "worker.threads"), cfg, &sg_cli_stop_now);
     return SG_EXIT_OK;
 }
 
@@ -1043,7 +1024,6 @@ static void teardown(loop_t *L)
 int worker_cmd_run(sg_cli_t *cli, int argc, char **argv)
 {
     loop_t *L = calloc(1, sizeof(*L));
-    struct sigaction sa;
     int rc;
 
     (void)argv;
@@ -1054,16 +1034,12 @@ int worker_cmd_run(sg_cli_t *cli, int argc, char **argv)
         free(L);
         return SG_EXIT_USAGE;
     }
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    sg_cli_trap_signals();
     rc = setup(L, cli);
     if (rc == SG_EXIT_OK) {
         sg_log_kv(SG_LOG_INFO, "worker running", "worker_id", L->w.worker_id, "group", L->w.group,
                   "topic", L->w.topic_commands, "registry", L->w.reg->path, NULL);
-        while (worker_run) {
+        while (sg_cli_running) {
             intake(L);
             if (!turn(L))
                 wait_events(L, 100);
@@ -1075,7 +1051,7 @@ int worker_cmd_run(sg_cli_t *cli, int argc, char **argv)
     }
     teardown(L);
     free(L);
-    if (worker_stop_now)
+    if (sg_cli_stop_now)
         return SG_EXIT_FAIL;
     return rc;
 }

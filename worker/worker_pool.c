@@ -33,14 +33,6 @@ struct worker_pool_s {
     int pipe_fd[2];
 };
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The first queued job whose tool has room; unlinked.  Lock held. */
 static pool_job_t *take_runnable(worker_pool_t *pool)
 {
@@ -78,9 +70,9 @@ static void *pool_main(void *arg)
             break;
         pthread_mutex_unlock(&pool->lock);
 
-        t0 = mono_ms();
+        t0 = (int64_t)sg_cli_now_ms();
         j->call->tool->adapter->call(th, j->call, j->out);
-        j->out->latency_ms = mono_ms() - t0;
+        j->out->latency_ms = (int64_t)sg_cli_now_ms() - t0;
 
         pthread_mutex_lock(&pool->lock);
         ((worker_tool_t *)j->call->tool)->running--;

@@ -7,8 +7,10 @@
 #ifndef SAGAD_CLI_H
 #define SAGAD_CLI_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "sagad/sg_config.h"
 
@@ -43,6 +45,17 @@ typedef struct sg_cli_app_s {
 /* Parses argv, loads the config and runs the chosen command.  Returns the
  * process exit code. */
 int sg_cli_main(const sg_cli_app_t *app, int argc, char **argv);
+
+/* Lifecycle of the long-running `run` commands.  sg_cli_trap_signals()
+ * makes the first SIGTERM/SIGINT clear sg_cli_running (stop taking work,
+ * drain, exit 0) and the second also set sg_cli_stop_now (abandon what is
+ * in flight, exit now); SIGPIPE is ignored. */
+extern volatile sig_atomic_t sg_cli_running;
+extern volatile sig_atomic_t sg_cli_stop_now;
+void sg_cli_trap_signals(void);
+
+/* Milliseconds on a monotonic clock, for deadlines and latencies. */
+uint64_t sg_cli_now_ms(void);
 
 /* The `migrate` command every binary offers. */
 int sg_cli_cmd_migrate(sg_cli_t *cli, int argc, char **argv);
