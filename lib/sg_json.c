@@ -387,11 +387,6 @@ sg_json_t *sg_json_dup(const sg_json_t *node)
     return node ? oom_check(cJSON_Duplicate(node, 1)) : NULL;
 }
 
-const sg_json_t *sg_json_child(const sg_json_t *obj, const char *key)
-{
-    return cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
-}
-
 bool sg_json_is_null(const sg_json_t *node)
 {
     return cJSON_IsNull(node);

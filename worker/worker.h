@@ -168,6 +168,10 @@ typedef struct worker_decoded_s {
 void worker_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
                    worker_decoded_t *out);
 
+/* Tool and step names: 1-64 characters of A-Z a-z 0-9 . _ - (they end up
+ * in idempotency keys, paths and logs). */
+bool worker_name_ok(const char *s);
+
 /* One problem of a rejected submission. */
 typedef void (*worker_problem_fn)(void *opaque, const char *path, const char *rule);
 

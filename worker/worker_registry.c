@@ -45,20 +45,6 @@ void worker_result_error(worker_result_t *out, sg_errclass_t cls, const char *co
     sg_err_set(&out->err, cls, code, "%s", msg);
 }
 
-/* Names are what sagas and logs refer to: keep them plain. */
-static bool name_ok(const char *s)
-{
-    size_t n = strlen(s);
-
-    if (n == 0 || n > 64)
-        return false;
-    for (; *s; s++)
-        if (!(*s == '.' || *s == '_' || *s == '-' || (*s >= '0' && *s <= '9') ||
-              (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
-            return false;
-    return true;
-}
-
 static int bad(sg_err_t *err, const char *file, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
@@ -153,7 +139,7 @@ static int load_tool(worker_tool_t *t, const sg_json_t *node, const char *name, 
 
     sg_json_path_key(base, sizeof(base), "$.tools", name);
     t->name = strdup(name);
-    if (!name_ok(name))
+    if (!worker_name_ok(name))
         return bad(err, file, base, "tool names are 1-64 characters of A-Z a-z 0-9 . _ -");
     if (!sg_json_is_object(node))
         return bad(err, file, base, "must be an object, got %s", sg_json_type_name(node));
@@ -187,7 +173,7 @@ static int load_tool(worker_tool_t *t, const sg_json_t *node, const char *name, 
         return bad(err, file, path, "must be one of read, idempotent, reversible, irreversible");
     }
     t->effect = (worker_effect_t)i;
-    target = sg_json_child(node, "target");
+    target = sg_json_member(node, "target");
     sg_json_path_key(path, sizeof(path), base, "target");
     if (!target)
         return bad(err, file, path, "required");

@@ -620,15 +620,15 @@ static void reject(worker_t *w, worker_cmd_t *cmd, problem_list_t *pl, const cha
 
 static char *effective_steps(const sg_json_t *doc, const worker_registry_t *reg)
 {
-    const sg_json_t *steps = sg_json_child(doc, "steps");
+    const sg_json_t *steps = sg_json_member(doc, "steps");
     sg_json_t *out = sg_json_new_array();
     char *text;
 
     for (size_t i = 0; i < sg_json_array_size(steps); i++) {
-        const sg_json_t *st = sg_json_array_get(steps, i), *comp = sg_json_child(st, "compensate");
-        const sg_json_t *args = sg_json_child(st, "args");
-        const char *name = sg_json_string(sg_json_child(st, "name"));
-        const char *tool = sg_json_string(sg_json_child(st, "tool"));
+        const sg_json_t *st = sg_json_array_get(steps, i), *comp = sg_json_member(st, "compensate");
+        const sg_json_t *args = sg_json_member(st, "args");
+        const char *name = sg_json_string(sg_json_member(st, "name"));
+        const char *tool = sg_json_string(sg_json_member(st, "tool"));
         const worker_tool_t *t = worker_registry_find(reg, tool);
         sg_json_t *e = sg_json_new_object();
 
@@ -637,7 +637,7 @@ static char *effective_steps(const sg_json_t *doc, const worker_registry_t *reg)
         sg_json_add_node(e, "args", args ? sg_json_dup(args) : sg_json_new_object());
         if (comp && !sg_json_is_null(comp)) {
             sg_json_t *c = sg_json_dup(comp);
-            if (!sg_json_child(c, "args"))
+            if (!sg_json_member(c, "args"))
                 sg_json_add_node(c, "args", args ? sg_json_dup(args) : sg_json_new_object());
             sg_json_add_node(e, "compensate", c);
         } else if (t && t->compensation) {
@@ -699,11 +699,11 @@ static void decide_start(worker_t *w, worker_cmd_t *cmd, worker_saga_t *existing
     steps = effective_steps(cmd->dec.doc, w->reg);
     sg_json_get_str(cmd->dec.doc, "$", "name", true, &name, NULL);
     sg_json_get_str(cmd->dec.doc, "$", "deadline", false, &deadline, NULL);
-    if ((input = sg_json_child(cmd->dec.doc, "input")))
+    if ((input = sg_json_member(cmd->dec.doc, "input")))
         input_text = sg_json_print(input);
-    if ((meta = sg_json_child(cmd->dec.doc, "metadata")))
+    if ((meta = sg_json_member(cmd->dec.doc, "metadata")))
         meta_text = sg_json_print(meta);
-    budget = sg_json_child(cmd->dec.doc, "retry_budget_ms");
+    budget = sg_json_member(cmd->dec.doc, "retry_budget_ms");
     if (budget) {
         int64_t v = 0;
         sg_json_get_int(cmd->dec.doc, "$", "retry_budget_ms", true, &v, NULL);
@@ -745,7 +745,7 @@ static void decide_start(worker_t *w, worker_cmd_t *cmd, worker_saga_t *existing
         sg_json_t *b = sg_json_new_object();
         sg_json_add_str(b, "name", name);
         sg_json_add_int(b, "steps",
-                        (int64_t)sg_json_array_size(sg_json_child(cmd->dec.doc, "steps")));
+                        (int64_t)sg_json_array_size(sg_json_member(cmd->dec.doc, "steps")));
         event(w, &saga, "saga.accepted", b);
     }
     command(w, &saga, 0, false, 1, 0);
@@ -771,9 +771,9 @@ static bool prepare_call(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, wo
 
     if (compensate) {
         comp = st->comp ? sg_json_parse(st->comp, strlen(st->comp), NULL, NULL) : NULL;
-        tool_name = comp ? sg_json_string(sg_json_child(comp, "tool")) : NULL;
+        tool_name = comp ? sg_json_string(sg_json_member(comp, "tool")) : NULL;
         args =
-            comp && sg_json_child(comp, "args") ? sg_json_dup(sg_json_child(comp, "args")) : NULL;
+            comp && sg_json_member(comp, "args") ? sg_json_dup(sg_json_member(comp, "args")) : NULL;
     } else if (args_text) {
         args = sg_json_parse(args_text, strlen(args_text), NULL, NULL);
     }

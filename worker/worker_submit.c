@@ -33,7 +33,7 @@ static bool saga_id_ok(const char *s)
     return true;
 }
 
-static bool step_name_ok(const char *s)
+bool worker_name_ok(const char *s)
 {
     size_t n = strlen(s);
 
@@ -196,7 +196,7 @@ int worker_validate_args(const worker_tool_t *tool, const sg_json_t *args, const
 static const char *str_member(const sg_json_t *obj, const char *base, const char *key,
                               bool required, size_t maxlen, problems_t *p)
 {
-    const sg_json_t *node = sg_json_child(obj, key);
+    const sg_json_t *node = sg_json_member(obj, key);
     char path[256];
     const char *s;
 
@@ -271,7 +271,7 @@ static void check_call(const sg_json_t *obj, const char *base, const worker_regi
                        const worker_tool_t **tool_out, problems_t *p)
 {
     const char *tool_name = str_member(obj, base, "tool", true, 64, p);
-    const sg_json_t *args = sg_json_child(obj, "args");
+    const sg_json_t *args = sg_json_member(obj, "args");
     const worker_tool_t *tool = NULL;
     char path[300];
 
@@ -300,7 +300,7 @@ int worker_validate_start(const sg_json_t *doc, const worker_registry_t *reg, wo
     static const char *const step_keys[] = {"name", "tool", "args", "compensate", NULL};
     static const char *const comp_keys[] = {"tool", "args", NULL};
     problems_t p = {fn, opaque, 0};
-    const sg_json_t *steps = sg_json_child(doc, "steps"), *node;
+    const sg_json_t *steps = sg_json_member(doc, "steps"), *node;
     const char *names[MAX_STEPS];
     worker_effect_t effects[MAX_STEPS];
     size_t nsteps;
@@ -309,24 +309,24 @@ int worker_validate_start(const sg_json_t *doc, const worker_registry_t *reg, wo
     only_keys(doc, "$", top_keys, &p);
     str_member(doc, "$", "id", true, 128, &p);
     str_member(doc, "$", "name", true, 128, &p);
-    if ((node = sg_json_child(doc, "deadline"))) {
+    if ((node = sg_json_member(doc, "deadline"))) {
         if (!sg_json_string(node) || !datetime_ok(sg_json_string(node)))
             problem(&p, "$.deadline", "format: RFC 3339 date-time (2026-11-21T10:00:00Z)");
     }
-    if ((node = sg_json_child(doc, "retry_budget_ms"))) {
+    if ((node = sg_json_member(doc, "retry_budget_ms"))) {
         int64_t v;
         if (sg_json_get_int(doc, "$", "retry_budget_ms", true, &v, NULL) < 0)
             problem(&p, "$.retry_budget_ms", "type: expected integer");
         else if (v < 0 || v > 86400000)
             problem(&p, "$.retry_budget_ms", "range: 0 to 86400000");
     }
-    if ((node = sg_json_child(doc, "metadata")) && !sg_json_is_object(node))
+    if ((node = sg_json_member(doc, "metadata")) && !sg_json_is_object(node))
         problem(&p, "$.metadata", "type: expected object, got %s", sg_json_type_name(node));
     if (!steps) {
         problem(&p, "$.steps", "required");
         return p.n;
     }
-    if (strcmp(sg_json_type_name(steps), "array") != 0) {
+    if (!sg_json_is_array(steps)) {
         problem(&p, "$.steps", "type: expected array, got %s", sg_json_type_name(steps));
         return p.n;
     }
@@ -354,7 +354,7 @@ int worker_validate_start(const sg_json_t *doc, const worker_registry_t *reg, wo
         only_keys(st, base, step_keys, &p);
         names[i] = str_member(st, base, "name", true, 64, &p);
         sg_json_path_key(path, sizeof(path), base, "name");
-        if (names[i] && !step_name_ok(names[i])) {
+        if (names[i] && !worker_name_ok(names[i])) {
             problem(&p, path, "pattern: 1-64 characters of A-Z a-z 0-9 . _ -");
             names[i] = NULL;
         }
@@ -363,7 +363,7 @@ int worker_validate_start(const sg_json_t *doc, const worker_registry_t *reg, wo
                 problem(&p, path, "unique: step name \"%s\" is used by $.steps[%zu] too", names[i],
                         j);
         check_call(st, base, reg, &tool, &p);
-        comp = sg_json_child(st, "compensate");
+        comp = sg_json_member(st, "compensate");
         sg_json_path_key(path, sizeof(path), base, "compensate");
         if (comp && !sg_json_is_null(comp)) {
             if (!sg_json_is_object(comp)) {
@@ -406,7 +406,7 @@ char *worker_definition(const sg_json_t *doc)
     char *text;
 
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-        const sg_json_t *node = sg_json_child(doc, keys[i]);
+        const sg_json_t *node = sg_json_member(doc, keys[i]);
         if (node)
             sg_json_add_node(def, keys[i], sg_json_dup(node));
     }

@@ -204,7 +204,7 @@ static void reader_wait_count(reader_t *r, size_t want)
 
 static const char *jstr(const sg_json_t *doc, const char *key)
 {
-    const char *s = sg_json_string(sg_json_child(doc, key));
+    const char *s = sg_json_string(sg_json_member(doc, key));
 
     return s ? s : "";
 }
@@ -538,7 +538,7 @@ static size_t expect_events(const char *saga_id, const sg_json_t **out, ...)
 
 static const sg_json_t *run_health(const sg_json_t *ev)
 {
-    const sg_json_t *h = sg_json_child(ev, "run_health");
+    const sg_json_t *h = sg_json_member(ev, "run_health");
 
     cr_assert_not_null(h, "terminal event %s without run_health", jstr(ev, "type"));
     return h;
@@ -619,7 +619,7 @@ Test(worker, permanent_failure_compensates_in_reverse_order, .timeout = 120)
     cr_expect_eq(jint(h, "ok"), 0);
     cr_expect_eq(jint(h, "failed"), 1);
     cr_expect_eq(jint(h, "compensated"), 3);
-    block = sg_json_child(h, "blocking_failure");
+    block = sg_json_member(h, "blocking_failure");
     cr_assert_not_null(block, "blocking_failure names the failed step");
     cr_expect_eq(jint(block, "step"), 3);
     cr_expect_str_eq(jstr(block, "step_name"), "ship");
@@ -734,8 +734,8 @@ Test(worker, retry_exhaustion_dead_letters_and_compensates, .timeout = 120)
     cr_expect_str_eq(jstr(rec, "saga_id"), "exhaust-1");
     cr_expect_str_eq(jstr(rec, "step_name"), "call");
     cr_expect_eq(jint(rec, "attempts"), 3);
-    cr_expect_eq(sg_json_array_size(sg_json_child(rec, "trail")), 3);
-    cr_expect_str_eq(jstr(sg_json_child(rec, "original"), "topic"), T.topic_cmd);
+    cr_expect_eq(sg_json_array_size(sg_json_member(rec, "trail")), 3);
+    cr_expect_str_eq(jstr(sg_json_member(rec, "original"), "topic"), T.topic_cmd);
 
     cr_expect_str_eq(q_text(text, sizeof(text),
                             "SELECT string_agg(status || ':' || coalesce(error_code, '-'), ',' "
@@ -772,7 +772,7 @@ Test(worker, compensation_exhaustion_fails_saga_and_stops, .timeout = 120)
     n = saga_events("compfail-1", evs, 32);
     last = evs[n - 1];
     cr_expect_str_eq(jstr(last, "type"), "saga.failed", "the terminal event is the saga's last");
-    block = sg_json_child(run_health(last), "blocking_failure");
+    block = sg_json_member(run_health(last), "blocking_failure");
     cr_assert_not_null(block);
     cr_expect_str_eq(jstr(block, "step_name"), "second");
     cr_expect_str_eq(jstr(block, "status"), "compensation_failed");
@@ -884,7 +884,7 @@ Test(worker, invalid_submissions_rejected_and_dead_lettered, .timeout = 120)
         ev = event_find(s->saga_id, "saga.rejected")->doc;
         cr_expect_str_eq(jstr(ev, "error_code"), s->code);
         cr_expect_eq(jint(ev, "seq"), 0, "a rejection is not part of any saga's sequence");
-        problems = sg_json_child(ev, "problems");
+        problems = sg_json_member(ev, "problems");
         cr_assert_gt(sg_json_array_size(problems), 0, "%s: problems[] is empty", s->saga_id);
         for (size_t j = 0; j < sg_json_array_size(problems); j++) {
             const sg_json_t *p = sg_json_array_get(problems, j);
@@ -939,7 +939,7 @@ Test(worker, duplicate_submission_is_idempotent_and_conflict_rejected, .timeout 
     expect_events("dup-1", NULL, "saga.accepted", "step.succeeded", "step.succeeded",
                   "saga.completed", NULL);
     cr_expect_str_eq(jstr(rej, "error_code"), "input.saga.conflict");
-    problems = sg_json_child(rej, "problems");
+    problems = sg_json_member(rej, "problems");
     cr_expect_str_eq(jstr(sg_json_array_get(problems, 0), "path"), "$.saga_id");
     cr_expect_eq(q_int("SELECT count(*) FROM sagas"), 1);
     cr_expect_eq(q_int("SELECT (args->>'n')::int FROM steps WHERE idx = 0"), 1,

@@ -110,9 +110,6 @@ void sg_json_append(sg_json_t *arr, sg_json_t *child);
 
 /* Deep copy (the caller destroys it); NULL for NULL. */
 sg_json_t *sg_json_dup(const sg_json_t *node);
-/* Member key of an object (case-sensitive), NULL when absent or not an
- * object. */
-const sg_json_t *sg_json_child(const sg_json_t *obj, const char *key);
 bool sg_json_is_null(const sg_json_t *node);
 void sg_json_add_null(sg_json_t *obj, const char *key);
 
