@@ -230,7 +230,8 @@ typedef struct worker_step_s {
     char status[24];
     int attempts, comp_attempts;
     char error_code[64];
-    const char *result; /* JSON text to store, NULL: unchanged */
+    const char *result;   /* JSON text to store, NULL: unchanged */
+    const char *idem_key; /* idempotency key to store, NULL: unchanged */
     bool dirty;
 } worker_step_t;
 
@@ -277,10 +278,6 @@ void worker_saga_decide(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga);
 
 /* Writes the outcome of a RETURNED call. */
 void worker_saga_complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga);
-
-/* Dead-letters a message that could not be stored as decided (PostgreSQL
- * refused it): the fallback that keeps a bad message from looping. */
-void worker_saga_reject_stored(worker_t *w, worker_cmd_t *cmd, const sg_err_t *why);
 
 /* The statement loading the sagas of a batch ($1: text[] of ids). */
 extern const char worker_sql_load[];

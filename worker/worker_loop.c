@@ -38,7 +38,6 @@ struct worker_part_s {
     int64_t stored;     /* offset kept in PostgreSQL */
     worker_cmd_t *head, *tail;
     bool touched; /* has a command in the current transaction */
-    int64_t watermark;
 };
 
 typedef struct saga_slot_s {
@@ -391,7 +390,7 @@ static int load_state(loop_t *L, worker_cmd_t **batch, size_t n, sg_pg_res_t **l
     const char **ss = calloc(n + 1, sizeof(char *)), **sd = calloc(n + 1, sizeof(char *));
     char(*nums)[3][16] = calloc(n + 1, sizeof(*nums));
     char **defs = calloc(n + 1, sizeof(char *));
-    sg_pg_buf_t b1 = {0}, b2 = {0}, b3 = {0}, b4 = {0}, b5 = {0}, b6 = {0}, b7 = {0}, b8 = {0};
+    sg_pg_buf_t b[8] = {{0}};
     size_t nids = 0, nc = 0, ns = 0;
     int rc;
 
@@ -425,19 +424,19 @@ static int load_state(loop_t *L, worker_cmd_t **batch, size_t n, sg_pg_res_t **l
         goto out;
     }
     sg_pg_pipe_send(L->w.pg, "BEGIN", 0, NULL, NULL);
-    array_param(&b1, ids, nids);
+    array_param(&b[0], ids, nids);
     {
-        const char *p[] = {b1.data};
+        const char *p[] = {b[0].data};
         sg_pg_pipe_send(L->w.pg, worker_sql_load, 1, p, load);
     }
     if (nc) {
-        array_param(&b2, cs, nc);
-        array_param(&b3, ci, nc);
-        array_param(&b4, cp, nc);
-        array_param(&b5, cg, nc);
-        array_param(&b6, ca, nc);
+        array_param(&b[1], cs, nc);
+        array_param(&b[2], ci, nc);
+        array_param(&b[3], cp, nc);
+        array_param(&b[4], cg, nc);
+        array_param(&b[5], ca, nc);
         {
-            const char *p[] = {b2.data, b3.data, b4.data, b5.data, b6.data};
+            const char *p[] = {b[1].data, b[2].data, b[3].data, b[4].data, b[5].data};
             sg_pg_pipe_send(
                 L->w.pg,
                 "SELECT u.saga_id, count(*) FILTER (WHERE a.finished_at IS NULL OR "
@@ -451,10 +450,10 @@ static int load_state(loop_t *L, worker_cmd_t **batch, size_t n, sg_pg_res_t **l
         }
     }
     if (ns) {
-        array_param(&b7, ss, ns);
-        array_param(&b8, sd, ns);
+        array_param(&b[6], ss, ns);
+        array_param(&b[7], sd, ns);
         {
-            const char *p[] = {b7.data, b8.data};
+            const char *p[] = {b[6].data, b[7].data};
             sg_pg_pipe_send(L->w.pg,
                             "SELECT s.saga_id, s.definition = u.def FROM unnest($1::text[], "
                             "$2::jsonb[]) AS u(id, def) JOIN sagas s ON s.saga_id = u.id",
@@ -475,14 +474,8 @@ out:
     free(ss);
     free(sd);
     free(nums);
-    sg_pg_buf_free(&b1);
-    sg_pg_buf_free(&b2);
-    sg_pg_buf_free(&b3);
-    sg_pg_buf_free(&b4);
-    sg_pg_buf_free(&b5);
-    sg_pg_buf_free(&b6);
-    sg_pg_buf_free(&b7);
-    sg_pg_buf_free(&b8);
+    for (size_t i = 0; i < 8; i++)
+        sg_pg_buf_free(&b[i]);
     return rc;
 }
 
@@ -552,10 +545,9 @@ static int run_txn(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
         const char *params[] = {L->w.group, L->w.topic_commands, part, epoch, next};
         if (!p->touched)
             continue;
-        p->watermark = part_watermark(p);
         snprintf(part, sizeof(part), "%d", (int)p->partition);
         snprintf(epoch, sizeof(epoch), "%lld", (long long)p->epoch);
-        snprintf(next, sizeof(next), "%lld", (long long)p->watermark);
+        snprintf(next, sizeof(next), "%lld", (long long)part_watermark(p));
         sg_pg_pipe_send(L->w.pg, "SELECT sagad_fence($1, $2, $3::int, $4::bigint, $5::bigint)", 5,
                         params, NULL);
     }
@@ -646,25 +638,13 @@ static void poison_single(loop_t *L, worker_cmd_t *c, const sg_err_t *why)
             return;
         }
     }
-    if (sg_pg_pipe_begin(L->w.pg, &err) < 0)
-        return;
-    sg_pg_pipe_send(L->w.pg, "BEGIN", 0, NULL, NULL);
-    worker_saga_reject_stored(&L->w, c, why);
-    c->finishing = true;
-    {
-        worker_part_t *p = c->part;
-        char part[16], epoch[24], next[24];
-        const char *params[] = {L->w.group, L->w.topic_commands, part, epoch, next};
-        snprintf(part, sizeof(part), "%d", (int)p->partition);
-        snprintf(epoch, sizeof(epoch), "%lld", (long long)p->epoch);
-        snprintf(next, sizeof(next), "%lld", (long long)part_watermark(p));
-        sg_pg_pipe_send(L->w.pg, "SELECT sagad_fence($1, $2, $3::int, $4::bigint, $5::bigint)", 5,
-                        params, NULL);
-    }
-    sg_pg_pipe_send(L->w.pg, "COMMIT", 0, NULL, NULL);
-    if (sg_pg_pipe_end(L->w.pg, &err) < 0) {
-        sg_pg_rollback(L->w.pg);
-        c->finishing = false;
+    /* Last resort: decided again as poison, the message itself becomes a
+     * dead letter, through the same transaction path as any other. */
+    c->state = CMD_READY;
+    c->dec.type = WORKER_CMD_POISON;
+    sg_err_set(&c->dec.err, SG_ERRCLASS_POISON, "runtime.pg.rejected",
+               "PostgreSQL refused to store the outcome of this message: %s", why->message);
+    if (run_txn(L, &c, 1, &err) < 0) {
         sg_log_kv(SG_LOG_ERROR, "could not even dead-letter a message; will retry", "error",
                   err.message, NULL);
         return;

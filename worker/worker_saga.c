@@ -459,15 +459,18 @@ static void flush(worker_t *w, worker_saga_t *saga)
                                     att,
                                     catt,
                                     st->result,
-                                    st->error_code[0] ? st->error_code : NULL};
+                                    st->error_code[0] ? st->error_code : NULL,
+                                    st->idem_key};
             send(w,
                  "UPDATE steps SET status = $3, attempts = $4::int, comp_attempts = $5::int, "
                  "result = coalesce($6::jsonb, result), error_code = coalesce($7, error_code), "
-                 "updated_at = now() WHERE saga_id = $1 AND idx = $2::int",
-                 7, params);
+                 "idempotency_key = coalesce($8, idempotency_key), updated_at = now() "
+                 "WHERE saga_id = $1 AND idx = $2::int",
+                 8, params);
         }
         st->dirty = false;
         st->result = NULL;
+        st->idem_key = NULL;
     }
     if (!saga->dirty)
         return;
@@ -555,7 +558,7 @@ static void stale(worker_t *w, worker_cmd_t *cmd, const char *why)
     ctx.attempt = cmd->dec.attempt;
     ctx.partition = cmd->part ? sg_kafka_msg_partition(cmd->msg) : -1;
     ctx.offset = cmd->offset;
-    sg_log(SG_LOG_INFO, &ctx, "duplicate or stale command acknowledged without effect: %s", why);
+    sg_log(SG_LOG_INFO, &ctx, "duplicate or stale command, no effect: %s", why);
 }
 
 typedef struct problem_list_s {
@@ -581,15 +584,12 @@ static void collect_problem(void *opaque, const char *path, const char *rule)
  * dead letter so the submission can be fixed and replayed. */
 static void reject(worker_t *w, worker_cmd_t *cmd, problem_list_t *pl, const char *code)
 {
-    worker_saga_t fake;
     sg_json_t *ev = sg_json_new_object();
-    const char *name = NULL, *sub_id = NULL;
+    const char *sub_id = NULL;
     char id[WORKER_SAGA_ID_MAX + 64], now[40];
     sg_err_t err;
     char *text;
 
-    memset(&fake, 0, sizeof(fake));
-    sg_json_get_str(cmd->dec.doc, "$", "name", false, &name, NULL);
     sg_json_get_str(cmd->dec.doc, "$", "id", false, &sub_id, NULL);
     snprintf(id, sizeof(id), "evt:%s:rejected:%d:%lld", cmd->dec.saga_id,
              (int)sg_kafka_msg_partition(cmd->msg), (long long)cmd->offset);
@@ -614,7 +614,6 @@ static void reject(worker_t *w, worker_cmd_t *cmd, problem_list_t *pl, const cha
     w->stats.rejected++;
     sg_err_set(&err, SG_ERRCLASS_PERMANENT, code, "saga.start rejected: %d problem(s): %s", pl->n,
                pl->text);
-    (void)name;
     dead_letter(w, cmd, NULL, -1, false, &err);
 }
 
@@ -843,7 +842,7 @@ static void decide_step(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
     worker_step_t *st;
     int *attempts;
     sg_err_t err;
-    char key[256], step[16], gen[16], att[16];
+    char step[16], gen[16], att[16];
 
     if (!saga) {
         sg_err_set(&err, SG_ERRCLASS_POISON, "input.saga.unknown",
@@ -925,23 +924,19 @@ static void decide_step(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
     if (!comp)
         set_step(st, "running");
     st->dirty = true;
-    worker_idem_key(key, sizeof(key), saga->saga_id, st->idx, comp, saga->generation);
+    st->idem_key = cmd->call.idem_key; /* from prepare_call */
     snprintf(step, sizeof(step), "%d", st->idx);
     snprintf(gen, sizeof(gen), "%d", saga->generation);
     snprintf(att, sizeof(att), "%d", cmd->dec.attempt);
     {
-        const char *params[] = {saga->saga_id, step, comp ? "compensate" : "forward", gen, att, key,
+        const char *params[] = {saga->saga_id, step, comp ? "compensate" : "forward",
+                                gen,           att,  cmd->call.idem_key,
                                 w->worker_id};
         sg_pg_pipe_send(w->pg,
                         "INSERT INTO attempts (saga_id, step_idx, phase, generation, attempt, "
                         "idempotency_key, worker_id) VALUES ($1, $2::int, $3, $4::int, $5::int, "
                         "$6, $7) RETURNING id",
                         7, params, &cmd->attempt_res);
-    }
-    {
-        const char *params[] = {saga->saga_id, step, key};
-        send(w, "UPDATE steps SET idempotency_key = $3 WHERE saga_id = $1 AND idx = $2::int", 3,
-             params);
     }
     flush(w, saga);
     cmd->calls = true;
@@ -961,15 +956,6 @@ void worker_saga_decide(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
         decide_step(w, cmd, saga);
         break;
     }
-}
-
-void worker_saga_reject_stored(worker_t *w, worker_cmd_t *cmd, const sg_err_t *why)
-{
-    sg_err_t err;
-
-    sg_err_set(&err, SG_ERRCLASS_POISON, "runtime.pg.rejected",
-               "PostgreSQL refused to store the outcome of this message: %s", why->message);
-    dead_letter(w, cmd, NULL, -1, false, &err);
 }
 
 /* ---- outcomes ---------------------------------------------------------- */

@@ -996,7 +996,7 @@ Test(worker, replayed_step_command_has_no_effect, .timeout = 120)
                  "nothing more was published");
     cr_expect_eq(saga_events("replay-1", evs, 16), 4, "no new events");
     cr_expect_str_eq(q_text((char[32]){0}, 32, "SELECT status FROM sagas"), "completed");
-    cr_expect(strstr(T.worker.err, "duplicate or stale command acknowledged without effect"),
+    cr_expect(strstr(T.worker.err, "duplicate or stale command, no effect"),
               "the worker logs the duplicate: %s", proc_tail(&T.worker));
     reader_close(&cmds);
 }
