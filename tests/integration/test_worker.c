@@ -44,57 +44,18 @@
     "\"properties\": {\"sku\": {\"type\": \"string\", \"minLength\": 1}, \"qty\": {\"type\": "     \
     "\"integer\", \"minimum\": 1}}}}"
 
-/* ---- a spawned binary, its output drained by a thread ------------------- */
+/* ---- spawned binaries (tests/support: sgt_bg_*) ---------------------------- */
 
-typedef struct proc_s {
-    sgt_proc_t p;
-    pthread_t waiter;
-    atomic_bool exited;
-    bool running; /* started and not joined yet */
-    int rc;
-    char *err; /* stderr, once joined */
-} proc_t;
+typedef sgt_bg_t proc_t;
 
-static void *proc_wait_thread(void *arg)
-{
-    proc_t *pr = arg;
+static const char *const run_args[] = {"run", NULL};
 
-    /* Reading all the time keeps a chatty child from blocking on a full
-     * pipe; the exit code is there once the child is gone. */
-    pr->rc = sgt_wait(&pr->p, NULL, &pr->err);
-    atomic_store(&pr->exited, true);
-    return NULL;
-}
-
-static void proc_start(proc_t *pr, const char *prog, const char *const *env)
-{
-    const char *args[] = {"run", NULL};
-
-    free(pr->err);
-    memset(pr, 0, sizeof(*pr));
-    sgt_spawn(&pr->p, prog, args, env);
-    cr_assert_eq(pthread_create(&pr->waiter, NULL, proc_wait_thread, pr), 0);
-    pr->running = true;
-}
-
-/* Waits for the process to end (sig: sent first, 0: none); its exit code. */
+/* Sends sig (0: none), then waits for the exit; its exit code. */
 static int proc_join(proc_t *pr, int sig)
 {
-    if (!pr->running)
-        return pr->rc;
     if (sig)
-        kill(pr->p.pid, sig);
-    pthread_join(pr->waiter, NULL);
-    pr->running = false;
-    return pr->rc;
-}
-
-/* The end of the captured stderr, for failure messages. */
-static const char *proc_tail(const proc_t *pr)
-{
-    size_t n = pr->err ? strlen(pr->err) : 0;
-
-    return n > 3000 ? pr->err + n - 3000 : (pr->err ? pr->err : "");
+        sgt_bg_signal(pr, sig);
+    return sgt_bg_join(pr, -1);
 }
 
 /* ---- messages read from a topic ------------------------------------------ */
@@ -114,14 +75,6 @@ typedef struct reader_s {
     msg_t *v;
     size_t n, cap;
 } reader_t;
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void reader_open(reader_t *r, const char *topic)
 {
@@ -151,11 +104,11 @@ static void reader_close(reader_t *r)
 /* Appends what arrives within ms. */
 static void reader_poll(reader_t *r, int ms)
 {
-    double end = now_s() + ms / 1000.0;
+    double end = sgt_now_s() + ms / 1000.0;
     sg_kafka_msg_t *msg;
     sg_err_t err;
 
-    while (now_s() < end) {
+    while (sgt_now_s() < end) {
         msg_t *m;
         const char *data, *key, *code;
         size_t len, klen, clen;
@@ -193,9 +146,9 @@ static void expect_worker_alive(void);
 
 static void reader_wait_count(reader_t *r, size_t want)
 {
-    double deadline = now_s() + WAIT_S;
+    double deadline = sgt_now_s() + WAIT_S;
 
-    while (r->n < want && now_s() < deadline) {
+    while (r->n < want && sgt_now_s() < deadline) {
         expect_worker_alive();
         reader_poll(r, 200);
     }
@@ -291,8 +244,8 @@ static void teardown(void)
     /* Normally stopped by the test already; this is for a failed one. */
     proc_join(&T.worker, SIGTERM);
     proc_join(&T.relay, SIGTERM);
-    free(T.worker.err);
-    free(T.relay.err);
+    sgt_bg_free(&T.worker);
+    sgt_bg_free(&T.relay);
     reader_close(&T.events);
     sg_kafka_destroy(T.producer);
     sg_pg_destroy(T.pg);
@@ -324,8 +277,8 @@ static void pair_start(const char *extra_tools, int partitions, const char *cons
     T.producer = sg_kafka_new(NULL, SG_KAFKA_PRODUCER, props, errstr, sizeof(errstr));
     cr_assert_not_null(T.producer, "%s", errstr);
     reader_open(&T.events, T.topic_ev);
-    proc_start(&T.relay, "sagad-relay", T.env);
-    proc_start(&T.worker, "sagad-worker", T.env);
+    sgt_bg_start(&T.relay, "sagad-relay", run_args, T.env);
+    sgt_bg_start(&T.worker, "sagad-worker", run_args, T.env);
 }
 
 /* SIGTERM to both: each drains and exits 0.  The worker's stderr stays in
@@ -334,9 +287,9 @@ static void pair_stop(void)
 {
     int rc = proc_join(&T.worker, SIGTERM);
 
-    cr_expect_eq(rc, 0, "the worker exits 0 on SIGTERM, got %d: %s", rc, proc_tail(&T.worker));
+    cr_expect_eq(rc, 0, "the worker exits 0 on SIGTERM, got %d: %s", rc, sgt_bg_tail(&T.worker));
     rc = proc_join(&T.relay, SIGTERM);
-    cr_expect_eq(rc, 0, "the relay exits 0 on SIGTERM, got %d: %s", rc, proc_tail(&T.relay));
+    cr_expect_eq(rc, 0, "the relay exits 0 on SIGTERM, got %d: %s", rc, sgt_bg_tail(&T.relay));
 }
 
 /* Fails at once, with its log, when the worker died under a test that
@@ -345,10 +298,10 @@ static void expect_worker_alive(void)
 {
     int rc;
 
-    if (!T.worker.running || !atomic_load(&T.worker.exited))
+    if (!(T.worker.started && !T.worker.joined) || !sgt_bg_done(&T.worker))
         return;
     rc = proc_join(&T.worker, 0);
-    cr_assert_fail("the worker exited %d: %s", rc, proc_tail(&T.worker));
+    cr_assert_fail("the worker exited %d: %s", rc, sgt_bg_tail(&T.worker));
 }
 
 /* ---- producing ----------------------------------------------------------- */
@@ -389,18 +342,7 @@ static void vsql(char *out, size_t size, const char *fmt, va_list ap)
 
 /* The first cell as an integer (-1 for NULL).  Test-made ids only are
  * formatted into statements. */
-static long long q_int(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static long long q_int(const char *fmt, ...)
-{
-    char sql[2048];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsql(sql, sizeof(sql), fmt, ap);
-    va_end(ap);
-    return sgt_query_int(T.pg, sql);
-}
+#define q_int(...) sgt_query_intf(T.pg, __VA_ARGS__)
 
 /* The first cell as text into out ("(null)" for NULL, "" for no row). */
 static const char *q_text(char *out, size_t size, const char *fmt, ...)
@@ -435,7 +377,7 @@ static bool terminal_status(const char *status)
  * ends in another terminal status, or when the deadline passes. */
 static void wait_status(const char *saga_id, const char *status)
 {
-    double deadline = now_s() + WAIT_S;
+    double deadline = sgt_now_s() + WAIT_S;
     char now[32];
 
     for (;;) {
@@ -444,8 +386,8 @@ static void wait_status(const char *saga_id, const char *status)
             return;
         cr_assert(!terminal_status(now), "saga %s ended %s, expected %s", saga_id, now, status);
         expect_worker_alive();
-        cr_assert_lt(now_s(), deadline, "saga %s is still \"%s\", expected %s; worker log: %s",
-                     saga_id, now, status, proc_tail(&T.worker));
+        cr_assert_lt(sgt_now_s(), deadline, "saga %s is still \"%s\", expected %s; worker log: %s",
+                     saga_id, now, status, sgt_bg_tail(&T.worker));
         usleep(50000);
     }
 }
@@ -453,15 +395,15 @@ static void wait_status(const char *saga_id, const char *status)
 /* Polls until the query's integer is want. */
 static void wait_int(long long want, const char *sql)
 {
-    double deadline = now_s() + WAIT_S;
+    double deadline = sgt_now_s() + WAIT_S;
     long long v;
 
-    while ((v = sgt_query_int(T.pg, sql)) != want && now_s() < deadline) {
+    while ((v = sgt_query_int(T.pg, sql)) != want && sgt_now_s() < deadline) {
         expect_worker_alive();
         usleep(50000);
     }
     cr_assert_eq(v, want, "%s: %lld, expected %lld; worker log: %s", sql, v, want,
-                 proc_tail(&T.worker));
+                 sgt_bg_tail(&T.worker));
 }
 
 /* ---- events -------------------------------------------------------------- */
@@ -479,10 +421,10 @@ static const msg_t *event_find(const char *saga_id, const char *type)
 /* Reads the events topic until saga_id's event of that type arrived. */
 static const sg_json_t *event_wait(const char *saga_id, const char *type)
 {
-    double deadline = now_s() + WAIT_S;
+    double deadline = sgt_now_s() + WAIT_S;
     const msg_t *m;
 
-    while (!(m = event_find(saga_id, type)) && now_s() < deadline) {
+    while (!(m = event_find(saga_id, type)) && sgt_now_s() < deadline) {
         expect_worker_alive();
         reader_poll(&T.events, 200);
     }
@@ -997,7 +939,7 @@ Test(worker, replayed_step_command_has_no_effect, .timeout = 120)
     cr_expect_eq(saga_events("replay-1", evs, 16), 4, "no new events");
     cr_expect_str_eq(q_text((char[32]){0}, 32, "SELECT status FROM sagas"), "completed");
     cr_expect(strstr(T.worker.err, "duplicate or stale command, no effect"),
-              "the worker logs the duplicate: %s", proc_tail(&T.worker));
+              "the worker logs the duplicate: %s", sgt_bg_tail(&T.worker));
     reader_close(&cmds);
 }
 
@@ -1049,7 +991,7 @@ Test(worker, crash_loop_dead_letters_after_limit, .timeout = 180)
     const char *env[4] = {"SAGAD_WORKER_TEST_ALLOW_CRASH=true", limit_env, instance_env, NULL};
     const sg_json_t *evs[32], *dl;
     int starts = 0, crashes = 0;
-    double deadline = now_s() + 2 * WAIT_S;
+    double deadline = sgt_now_s() + 2 * WAIT_S;
     size_t n;
 
     /* A static member rejoins at once after a crash instead of waiting for
@@ -1070,20 +1012,20 @@ Test(worker, crash_loop_dead_letters_after_limit, .timeout = 180)
         q_text(status, sizeof(status), "SELECT status FROM sagas WHERE saga_id = 'crashy'");
         if (terminal_status(status))
             break;
-        if (!atomic_load(&T.worker.exited)) {
-            cr_assert_lt(now_s(), deadline, "saga crashy is still %s after %d crashes: %s", status,
-                         crashes, proc_tail(&T.worker));
+        if (!sgt_bg_done(&T.worker)) {
+            cr_assert_lt(sgt_now_s(), deadline, "saga crashy is still %s after %d crashes: %s",
+                         status, crashes, sgt_bg_tail(&T.worker));
             usleep(50000);
             continue;
         }
         rc = proc_join(&T.worker, 0);
         cr_assert_eq(rc, 128 + SIGABRT, "the crash tool aborts the worker; got %d: %s", rc,
-                     proc_tail(&T.worker));
+                     sgt_bg_tail(&T.worker));
         cr_expect(strstr(T.worker.err, "builtin crash: aborting the worker as asked"),
                   "the worker says why it aborts");
         crashes++;
         cr_assert_lt(starts, limit + 2, "still crashing after %d starts", starts);
-        proc_start(&T.worker, "sagad-worker", T.env);
+        sgt_bg_start(&T.worker, "sagad-worker", run_args, T.env);
         starts++;
     }
     wait_status("crashy", "compensated");

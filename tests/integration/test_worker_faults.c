@@ -29,14 +29,7 @@
 
 /* A running sagad process; a thread drains its output so it never blocks
  * on a full pipe, and reaps it. */
-typedef struct proc_s {
-    sgt_proc_t p;
-    pthread_t reaper;
-    atomic_bool done;
-    bool joined;
-    int rc;
-    char *out, *err;
-} proc_t;
+typedef sgt_bg_t proc_t;
 
 /* The test's own database, topics and group, and the environment every
  * process of the test starts with. */
@@ -57,14 +50,6 @@ typedef struct offsets_s {
     long long last[MAX_PARTS];
     long samples;
 } offsets_t;
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void sleep_ms(long ms)
 {
@@ -108,16 +93,12 @@ static void fixture_init(int partitions)
     free(errtext);
 }
 
-static int proc_join(proc_t *pr, double timeout_s);
-
 static void fixture_fini(void)
 {
     for (int i = 0; i < fx.nprocs; i++) {
         proc_t *pr = &fx.procs[i];
-        if (!pr->joined)
-            proc_join(pr, 0);
-        free(pr->out);
-        free(pr->err);
+        sgt_bg_join(pr, 0); /* kills what still runs */
+        sgt_bg_free(pr);
     }
     sg_pg_destroy(fx.pg);
     fx.pg = NULL;
@@ -128,15 +109,6 @@ static void fixture_fini(void)
 TestSuite(worker_faults, .fini = fixture_fini);
 
 /* ---- processes ---------------------------------------------------------- */
-
-static void *proc_reap(void *arg)
-{
-    proc_t *pr = arg;
-
-    pr->rc = sgt_wait(&pr->p, &pr->out, &pr->err);
-    atomic_store(&pr->done, true);
-    return NULL;
-}
 
 /* Starts prog run with the fixture's environment plus extra
  * (NULL-terminated).  The process belongs to the fixture. */
@@ -154,46 +126,16 @@ static proc_t *proc_start(const char *prog, const char *const *extra)
     for (; extra && *extra && n < 31; extra++)
         env[n++] = *extra;
     env[n] = NULL;
-    sgt_spawn(&pr->p, prog, args, env);
-    cr_assert_eq(pthread_create(&pr->reaper, NULL, proc_reap, pr), 0);
+    sgt_bg_start(pr, prog, args, env);
     return pr;
-}
-
-static void proc_signal(proc_t *pr, int sig)
-{
-    if (!atomic_load(&pr->done))
-        kill(pr->p.pid, sig);
-}
-
-/* Waits up to timeout_s for the process to exit; past that it is killed
- * and -1 is returned.  Otherwise its exit code (128+signal if killed). */
-static int proc_join(proc_t *pr, double timeout_s)
-{
-    double deadline = now_s() + timeout_s;
-    bool late = false;
-
-    while (!atomic_load(&pr->done)) {
-        if (now_s() > deadline && !late) {
-            late = true;
-            kill(pr->p.pid, SIGKILL);
-        }
-        sleep_ms(20);
-    }
-    pthread_join(pr->reaper, NULL);
-    pr->joined = true;
-    return late ? -1 : pr->rc;
 }
 
 /* For a failure message: the end of the process's log, which is complete
  * only once it exited, so a running process is stopped first. */
 static const char *proc_log(proc_t *pr)
 {
-    size_t len;
-
-    if (!pr->joined)
-        proc_join(pr, 0);
-    len = pr->err ? strlen(pr->err) : 0;
-    return !pr->err ? "(none)" : len > 3000 ? pr->err + len - 3000 : pr->err;
+    sgt_bg_join(pr, 0);
+    return sgt_bg_tail(pr);
 }
 
 /* ---- data ----------------------------------------------------------------- */
@@ -224,18 +166,7 @@ static void submit_sagas(const char *prefix, int first, int count, const char *s
     sg_kafka_destroy(k);
 }
 
-static long long query_int(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static long long query_int(const char *fmt, ...)
-{
-    char sql[2048];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(sql, sizeof(sql), fmt, ap);
-    va_end(ap);
-    return sgt_query_int(fx.pg, sql);
-}
+#define query_int(...) sgt_query_intf(fx.pg, __VA_ARGS__)
 
 /* Checks that no partition's stored offset went backwards since the last
  * sample. */
@@ -269,10 +200,10 @@ static void offsets_sample(offsets_t *o)
  * last value. */
 static long long wait_for(const char *sql, long long want, double timeout_s, offsets_t *o)
 {
-    double deadline = now_s() + timeout_s;
+    double deadline = sgt_now_s() + timeout_s;
     long long v;
 
-    while ((v = sgt_query_int(fx.pg, sql)) < want && now_s() < deadline) {
+    while ((v = sgt_query_int(fx.pg, sql)) < want && sgt_now_s() < deadline) {
         if (o)
             offsets_sample(o);
         sleep_ms(100);
@@ -283,10 +214,10 @@ static long long wait_for(const char *sql, long long want, double timeout_s, off
 /* Sleeps ms, sampling the offsets every ~100 ms. */
 static void sleep_sampling(long ms, offsets_t *o)
 {
-    double end = now_s() + (double)ms / 1000.0;
+    double end = sgt_now_s() + (double)ms / 1000.0;
 
-    while (now_s() < end) {
-        double left = end - now_s();
+    while (sgt_now_s() < end) {
+        double left = end - sgt_now_s();
 
         offsets_sample(o);
         sleep_ms(left > 0.1 ? 100 : (long)(left * 1000) + 1);
@@ -329,7 +260,7 @@ Test(worker_faults, sigkill_at_random_points_loses_nothing_and_doubles_nothing,
     offsets_t offsets = {{0}, 0};
     proc_t *relay, *worker;
     long long completed, calls, effects, interrupted;
-    double t0 = now_s();
+    double t0 = sgt_now_s();
 
     sg_rng_seed(&rng, seed);
     fprintf(
@@ -349,8 +280,8 @@ Test(worker_faults, sigkill_at_random_points_loses_nothing_and_doubles_nothing,
         snprintf(id, sizeof(id), "SAGAD_WORKER_ID=crash-%d", kill_no);
         worker = proc_start("sagad-worker", extra);
         sleep_sampling(delay, &offsets);
-        proc_signal(worker, SIGKILL);
-        rc = proc_join(worker, 10);
+        sgt_bg_signal(worker, SIGKILL);
+        rc = sgt_bg_join(worker, 10);
         cr_assert_eq(rc, 128 + SIGKILL, "kill %d after %ld ms: exit %d, %s", kill_no, delay, rc,
                      proc_log(worker));
     }
@@ -365,11 +296,11 @@ Test(worker_faults, sigkill_at_random_points_loses_nothing_and_doubles_nothing,
                  &offsets) != 3)
         cr_assert_fail("the last worker did not take the partitions: %s", proc_log(worker));
     completed = wait_for(done_sql, CRASH_SAGAS, 120, &offsets);
-    proc_signal(worker, SIGTERM);
-    cr_expect_eq(proc_join(worker, 40), 0, "the last worker exits 0 on SIGTERM: %s",
+    sgt_bg_signal(worker, SIGTERM);
+    cr_expect_eq(sgt_bg_join(worker, 40), 0, "the last worker exits 0 on SIGTERM: %s",
                  proc_log(worker));
-    proc_signal(relay, SIGTERM);
-    cr_expect_eq(proc_join(relay, 30), 0, "the relay exits 0 on SIGTERM");
+    sgt_bg_signal(relay, SIGTERM);
+    cr_expect_eq(sgt_bg_join(relay, 30), 0, "the relay exits 0 on SIGTERM");
     offsets_sample(&offsets);
     cr_assert_eq(completed, CRASH_SAGAS, "only %lld of %d sagas finished; last worker: %s",
                  completed, CRASH_SAGAS, proc_log(worker));
@@ -404,7 +335,7 @@ Test(worker_faults, sigkill_at_random_points_loses_nothing_and_doubles_nothing,
             (unsigned long long)seed, CRASH_KILLS, calls, effects, calls - effects, interrupted,
             query_int("SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM attempts WHERE "
                       "error_code = 'runtime.interrupted' GROUP BY saga_id, step_idx, attempt) x"),
-            offsets.samples, now_s() - t0);
+            offsets.samples, sgt_now_s() - t0);
     cr_expect_geq(calls, effects);
 }
 
@@ -446,7 +377,7 @@ Test(worker_faults, stopped_worker_past_its_session_is_fenced_after_takeover,
         cr_assert_fail("the first worker started %lld of %d calls: %s", v, ZOMBIE_SAGAS,
                        proc_log(zombie));
     /* ...when it stops answering: no heartbeats, no commits. */
-    proc_signal(zombie, SIGSTOP);
+    sgt_bg_signal(zombie, SIGSTOP);
     epochs_before = query_int("SELECT sum(owner_epoch) FROM consumer_offsets");
     taker = start_named_worker("taker");
 
@@ -463,7 +394,7 @@ Test(worker_faults, stopped_worker_past_its_session_is_fenced_after_takeover,
     /* The zombie wakes up with its calls still running: when they return,
      * their outcomes must not land.  It rejoins the group and owns a
      * partition again once it has given up the old ones. */
-    proc_signal(zombie, SIGCONT);
+    sgt_bg_signal(zombie, SIGCONT);
     v = wait_for("SELECT count(*) FROM consumer_offsets WHERE owner = 'zombie'", 1, 60, NULL);
     cr_expect_geq(v, 1, "the first worker rejoins after it was fenced");
     /* Both keep working afterwards. */
@@ -473,12 +404,12 @@ Test(worker_faults, stopped_worker_past_its_session_is_fenced_after_takeover,
                  NULL);
     cr_expect_eq(v, 2 * ZOMBIE_SAGAS, "sagas submitted after the takeover complete");
 
-    proc_signal(zombie, SIGTERM);
-    proc_signal(taker, SIGTERM);
-    rc_zombie = proc_join(zombie, 40);
-    rc_taker = proc_join(taker, 40);
-    proc_signal(relay, SIGTERM);
-    cr_expect_eq(proc_join(relay, 30), 0, "the relay exits 0");
+    sgt_bg_signal(zombie, SIGTERM);
+    sgt_bg_signal(taker, SIGTERM);
+    rc_zombie = sgt_bg_join(zombie, 40);
+    rc_taker = sgt_bg_join(taker, 40);
+    sgt_bg_signal(relay, SIGTERM);
+    cr_expect_eq(sgt_bg_join(relay, 30), 0, "the relay exits 0");
     cr_expect_eq(rc_zombie, 0, "the fenced worker exits 0 on SIGTERM: %s", proc_log(zombie));
     cr_expect_eq(rc_taker, 0, "the second worker exits 0 on SIGTERM: %s", proc_log(taker));
 
@@ -524,12 +455,12 @@ Test(worker_faults, sigterm_lets_the_running_call_finish_and_commits_it, .timeou
     v = wait_for("SELECT count(*) FROM attempts WHERE finished_at IS NULL", 1, 30, NULL);
     if (v != 1)
         cr_assert_fail("the call never started: %s", proc_log(worker));
-    t0 = now_s();
-    proc_signal(worker, SIGTERM);
-    rc = proc_join(worker, 15);
-    took = now_s() - t0;
-    proc_signal(relay, SIGTERM);
-    cr_expect_eq(proc_join(relay, 30), 0, "the relay exits 0");
+    t0 = sgt_now_s();
+    sgt_bg_signal(worker, SIGTERM);
+    rc = sgt_bg_join(worker, 15);
+    took = sgt_now_s() - t0;
+    sgt_bg_signal(relay, SIGTERM);
+    cr_expect_eq(sgt_bg_join(relay, 30), 0, "the relay exits 0");
 
     cr_expect_eq(rc, 0, "SIGTERM exits 0: %s", proc_log(worker));
     cr_expect_lt(took, 10.0, "within the drain timeout (took %.1f s)", took);

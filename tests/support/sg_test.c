@@ -2,6 +2,8 @@
 
 #include <criterion/criterion.h>
 #include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,4 +230,91 @@ int sgt_run(const char *prog, const char *const *args, const char *const *env, c
 
     sgt_spawn(&p, prog, args, env);
     return sgt_wait(&p, out, err);
+}
+
+static void *bg_reap(void *arg)
+{
+    sgt_bg_t *bg = arg;
+
+    bg->rc = sgt_wait(&bg->p, &bg->out, &bg->err);
+    atomic_store(&bg->done, true);
+    return NULL;
+}
+
+void sgt_bg_start(sgt_bg_t *bg, const char *prog, const char *const *args, const char *const *env)
+{
+    sgt_bg_free(bg); /* a restart: the previous run's output */
+    memset(bg, 0, sizeof(*bg));
+    sgt_spawn(&bg->p, prog, args, env);
+    cr_assert_eq(pthread_create(&bg->reaper, NULL, bg_reap, bg), 0);
+    bg->started = true;
+}
+
+bool sgt_bg_done(sgt_bg_t *bg)
+{
+    return atomic_load(&bg->done);
+}
+
+void sgt_bg_signal(sgt_bg_t *bg, int sig)
+{
+    if (bg->started && !atomic_load(&bg->done))
+        kill(bg->p.pid, sig);
+}
+
+int sgt_bg_join(sgt_bg_t *bg, double timeout_s)
+{
+    double deadline = sgt_now_s() + timeout_s;
+    bool late = false;
+
+    if (!bg->started)
+        return -1;
+    if (bg->joined)
+        return bg->rc;
+    while (timeout_s >= 0 && !atomic_load(&bg->done)) {
+        if (sgt_now_s() > deadline && !late) {
+            late = true;
+            kill(bg->p.pid, SIGKILL);
+        }
+        usleep(20000);
+    }
+    pthread_join(bg->reaper, NULL);
+    bg->joined = true;
+    return late ? -1 : bg->rc;
+}
+
+const char *sgt_bg_tail(const sgt_bg_t *bg)
+{
+    size_t n = bg->err ? strlen(bg->err) : 0;
+
+    if (!bg->err)
+        return "(no output captured yet)";
+    return n > 3000 ? bg->err + n - 3000 : bg->err;
+}
+
+void sgt_bg_free(sgt_bg_t *bg)
+{
+    free(bg->out);
+    free(bg->err);
+    bg->out = bg->err = NULL;
+}
+
+double sgt_now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+long long sgt_query_intf(struct sg_pg_s *pg, const char *fmt, ...)
+{
+    char sql[4096];
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(sql, sizeof(sql), fmt, ap);
+    va_end(ap);
+    cr_assert(n > 0 && (size_t)n < sizeof(sql), "statement too long");
+    return sgt_query_int(pg, sql);
 }

@@ -2,6 +2,9 @@
 #ifndef SAGAD_TEST_H
 #define SAGAD_TEST_H
 
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 /* The URL of the local PostgreSQL (SAGAD_TEST_PG_URL) or Kafka bootstrap
@@ -44,5 +47,39 @@ int sgt_wait(sgt_proc_t *p, char **out, char **err);
 /* sgt_spawn + sgt_wait. */
 int sgt_run(const char *prog, const char *const *args, const char *const *env, char **out,
             char **err);
+
+/* A process left running in the background while the test goes on.  A
+ * thread drains its output all the time (a chatty child never blocks on a
+ * full pipe) and reaps it. */
+typedef struct sgt_bg_s {
+    sgt_proc_t p;
+    pthread_t reaper;
+    atomic_bool done; /* exited and reaped */
+    bool started, joined;
+    int rc;
+    char *out, *err; /* complete once joined */
+} sgt_bg_t;
+
+/* Starts bin_dir/prog with args and env as sgt_spawn does.  bg is zeroed,
+ * or joined (a restart). */
+void sgt_bg_start(sgt_bg_t *bg, const char *prog, const char *const *args, const char *const *env);
+bool sgt_bg_done(sgt_bg_t *bg);
+/* Sends sig unless the process is gone already. */
+void sgt_bg_signal(sgt_bg_t *bg, int sig);
+/* Waits for the exit: its code (128+signal when killed).  timeout_s < 0
+ * waits for ever; past a timeout the process is killed and -1 returned.
+ * Joining a joined process returns its code again. */
+int sgt_bg_join(sgt_bg_t *bg, double timeout_s);
+/* The end of its stderr, for failure messages. */
+const char *sgt_bg_tail(const sgt_bg_t *bg);
+/* Frees the captured output (the process must be joined). */
+void sgt_bg_free(sgt_bg_t *bg);
+
+/* Seconds on a monotonic clock. */
+double sgt_now_s(void);
+
+/* sgt_query_int with a printf-style statement (test-made values only). */
+long long sgt_query_intf(struct sg_pg_s *pg, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 #endif
