@@ -143,6 +143,34 @@ static worker_registry_t *fixture_registry(const char *dir)
     return reg;
 }
 
+/* The JSON path the fixture's EXPECT line names (its JSON Pointer
+ * "#/steps/0/args" as "$.steps[0].args"); false when it has no line. */
+static bool expected_path(const char *dir, const char *name, char *out, size_t size)
+{
+    char file[600], line[512], fname[200], keyword[64], pointer[200];
+    bool found = false;
+    FILE *fp;
+
+    snprintf(file, sizeof(file), "%s/invalid/EXPECT", dir);
+    fp = fopen(file, "r");
+    cr_assert_not_null(fp, "no %s", file);
+    while (!found && fgets(line, sizeof(line), fp))
+        found = line[0] != ';' && sscanf(line, "%199s %63s %199s", fname, keyword, pointer) == 3 &&
+                strcmp(fname, name) == 0;
+    fclose(fp);
+    if (!found)
+        return false;
+    snprintf(out, size, "$");
+    for (char *tok = strtok(pointer + 1, "/"); tok; tok = strtok(NULL, "/")) {
+        size_t len = strlen(out);
+        if (tok[strspn(tok, "0123456789")] == '\0')
+            snprintf(out + len, size - len, "[%s]", tok);
+        else
+            snprintf(out + len, size - len, ".%s", tok);
+    }
+    return true;
+}
+
 static void each_fixture(const char *dir, bool valid, const worker_registry_t *reg)
 {
     char path[512], file[800];
@@ -166,8 +194,16 @@ static void each_fixture(const char *dir, bool valid, const worker_registry_t *r
         if (valid)
             cr_expect_eq(n, 0, "%s is valid by the JSON Schema but the worker refuses it:\n%s",
                          file, seen.all);
-        else
+        else {
+            char want[256];
             cr_expect_gt(n, 0, "%s is invalid by the JSON Schema but the worker accepts it", file);
+            /* Refused for the right reason: a problem at the path the
+             * independent validator names. */
+            cr_assert(expected_path(dir, e->d_name, want, sizeof(want)), "%s: no EXPECT line",
+                      file);
+            cr_expect(strstr(seen.all, want) != NULL, "%s: expected a problem at %s, got:\n%s",
+                      file, want, seen.all);
+        }
         free(buf);
         count++;
     }
