@@ -64,6 +64,11 @@ static const sg_config_key_t config_table[] = {
      "they are abandoned (redelivered, same idempotency key)."},
     {"worker.test_allow_crash", SG_CONFIG_BOOL, "false", 0, 0, NULL, 0,
      "Tests only: allow the builtin `crash` tool, which aborts the worker process."},
+    {"breaker.failure_threshold", SG_CONFIG_INT, "5", 1, 100000, NULL, 0,
+     "Consecutive transient failures of one tool that open its circuit (calls then fail fast "
+     "with tool.circuit_open until the cool-down ends)."},
+    {"breaker.cooldown_ms", SG_CONFIG_INT, "30000", 100, 86400000, NULL, 0,
+     "How long an open circuit stays open before one probe call is let through."},
     {"relay.shards", SG_CONFIG_INT, "1", 1, 256, NULL, 0,
      "Outbox shards; must match relay_settings.shards in the database (set while empty)."},
     {"relay.batch_size", SG_CONFIG_INT, "1000", 1, 100000, NULL, 0,
@@ -79,6 +84,12 @@ static const sg_config_key_t config_table[] = {
     {"relay.xmin_warn_ms", SG_CONFIG_INT, "10000", 100, 86400000, NULL, 0,
      "Warn, naming the blocking backend, once a running transaction holds the relay back this "
      "long."},
+    {"http.bind", SG_CONFIG_STR, "127.0.0.1", 0, 0, NULL, 0,
+     "Address the /metrics, /healthz and /readyz endpoint listens on (0.0.0.0 in a pod)."},
+    {"http.port", SG_CONFIG_INT, "9400", 0, 65535, NULL, 0,
+     "Port of the /metrics, /healthz and /readyz endpoint; 0 picks a free port (logged)."},
+    {"health.stall_ms", SG_CONFIG_INT, "30000", 100, 3600000, NULL, 0,
+     "/healthz fails once the main loop has not turned for this long."},
 };
 
 #define CONFIG_NKEYS (sizeof(config_table) / sizeof(config_table[0]))
