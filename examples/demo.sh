@@ -39,9 +39,14 @@ fi
 deploy/local/pg.sh start
 deploy/local/kafka.sh start
 
-SAGAD_PG_DSN=$(deploy/local/pg.sh url)
+# Local defaults; a pre-set SAGAD_PG_DSN, SAGAD_TOPIC_* or
+# SAGAD_WORKER_GROUP_ID runs the demo against another database, topics and
+# group (for running two demos side by side on one machine).
+SAGAD_PG_DSN=${SAGAD_PG_DSN:-$(deploy/local/pg.sh url)}
 bootstrap=$(deploy/local/kafka.sh bootstrap)
 export SAGAD_PG_DSN SAGAD_KAFKA_BOOTSTRAP_SERVERS=$bootstrap
+topic_commands=${SAGAD_TOPIC_COMMANDS:-sagad.commands}
+topic_events=${SAGAD_TOPIC_EVENTS:-sagad.events}
 export SAGAD_WORKER_REGISTRY=examples/tools.json
 
 echo
@@ -71,7 +76,7 @@ for f in examples/sagas/checkout-ok.json examples/sagas/checkout-fails.json \
     python3 -c 'import json,sys
 d = json.load(open(sys.argv[1])); d["saga_id"] = sys.argv[2]; d["id"] = "sub-" + sys.argv[2]
 print(json.dumps(d, separators=(",", ":")))' "$f" "$id" |
-        kcat -b "$bootstrap" -P -t sagad.commands -k "$id"
+        kcat -b "$bootstrap" -P -t "$topic_commands" -k "$id"
     echo "  $f -> saga $id"
 done
 
@@ -94,8 +99,8 @@ done
 sleep 1 # the relay publishes the last events
 
 echo
-echo "== timelines, from the sagad.events topic"
-kcat -b "$bootstrap" -C -t sagad.events -e -q -f '%k\t%s\n' |
+echo "== timelines, from the $topic_events topic"
+kcat -b "$bootstrap" -C -t "$topic_events" -e -q -f '%k\t%s\n' |
     python3 -c '
 import json, sys
 ids = sys.argv[1:]
