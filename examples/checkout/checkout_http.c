@@ -38,8 +38,8 @@ static char *xstrndup(const char *s, size_t n)
     return d;
 }
 
-/* Text safe to put in JSON: valid UTF-8 as is, else every byte outside
- * printable ASCII becomes '?'. */
+/* Text safe to put in JSON (cJSON writes bytes through as they are): valid
+ * UTF-8 as is, else every non-ASCII byte becomes '?'.  Stops at a NUL. */
 static char *text_or_lossy(const char *s, size_t len)
 {
     char *d = xstrndup(s, len);
