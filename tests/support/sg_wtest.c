@@ -196,7 +196,6 @@ void sgw_teardown(void)
     rmdir(sgw.dir);
 }
 
-
 /* Writes the registry (SGW_BASE_TOOLS plus extra_tools, members of "tools"),
  * creates the topics, and starts a relay and a worker; extra_env entries
  * ("KEY=value", NULL-terminated) are added to both. */
@@ -251,8 +250,8 @@ void sgw_produce(const char *topic, const char *key, const void *payload, size_t
 {
     sg_err_t err;
 
-    cr_assert_eq(sg_kafka_produce(sgw.producer, topic, key, key ? strlen(key) : 0, payload, len, NULL,
-                                  0, NULL, &err),
+    cr_assert_eq(sg_kafka_produce(sgw.producer, topic, key, key ? strlen(key) : 0, payload, len,
+                                  NULL, 0, NULL, &err),
                  0, "%s", err.message);
     cr_assert_eq(sg_kafka_flush(sgw.producer, 30000, &err), 0, "%s", err.message);
 }
@@ -346,7 +345,8 @@ const sgw_msg_t *sgw_event_find(const char *saga_id, const char *type)
 {
     for (size_t i = 0; i < sgw.events.n; i++) {
         const sg_json_t *ev = sgw.events.v[i].doc;
-        if (strcmp(sgw_jstr(ev, "saga_id"), saga_id) == 0 && strcmp(sgw_jstr(ev, "type"), type) == 0)
+        if (strcmp(sgw_jstr(ev, "saga_id"), saga_id) == 0 &&
+            strcmp(sgw_jstr(ev, "type"), type) == 0)
             return &sgw.events.v[i];
     }
     return NULL;
@@ -403,9 +403,10 @@ size_t sgw_expect_events(const char *saga_id, const sg_json_t **out, ...)
     }
     cr_assert_eq(n, nw, "saga %s: %zu events, expected %zu: %s", saga_id, n, nw, got);
     for (size_t i = 0; i < n; i++) {
-        cr_assert_str_eq(sgw_jstr(evs[i], "type"), want[i], "saga %s event %zu: %s", saga_id, i, got);
-        cr_assert_eq(sgw_jint(evs[i], "seq"), (long long)i + 1, "saga %s seq out of order: %s", saga_id,
-                     got);
+        cr_assert_str_eq(sgw_jstr(evs[i], "type"), want[i], "saga %s event %zu: %s", saga_id, i,
+                         got);
+        cr_assert_eq(sgw_jint(evs[i], "seq"), (long long)i + 1, "saga %s seq out of order: %s",
+                     saga_id, got);
         if (out)
             out[i] = evs[i];
     }

@@ -21,7 +21,7 @@
 #define SGW_WAIT_S 60.0 /* longest wait for anything a test expects to happen */
 
 /* Tools every test's registry has; a test may add its own. */
-#define SGW_BASE_TOOLS                                                                                 \
+#define SGW_BASE_TOOLS                                                                             \
     "\"noop\": {\"adapter\": \"builtin\", \"target\": \"noop\", \"side_effect\": \"read\"},"       \
     "\"echo\": {\"adapter\": \"builtin\", \"target\": \"echo\", \"side_effect\": "                 \
     "\"idempotent\"},"                                                                             \
