@@ -633,6 +633,7 @@ Test(dead_letters, hold_timer_starts_the_compensation)
     sgw_pair_start(FLAKY_TOOL, 1, env);
     submit_held("ht-1");
     sgw_wait_status("ht-1", "compensated");
+    sgw_event_wait("ht-1", "saga.compensated");
     sgw_pair_stop();
 
     sgw_expect_events("ht-1", NULL, "saga.accepted", "step.succeeded", "step.retry_scheduled",
