@@ -77,14 +77,33 @@ static void member_text(char *out, size_t size, const sg_json_t *doc, const char
  * full check runs in tests/schemas/check.py over the fixtures). */
 static void expect_record_shape(const sg_json_t *rec)
 {
-    static const char *const required[] = {
-        "v",          "type",           "id",          "status",         "error_code",
-        "error_class", "message",       "saga_id",     "saga_name",      "step",
-        "step_name",  "tool",           "phase",       "attempts",       "trail",
-        "original",   "first_failure_at", "last_failure_at", "worker_id", "sagad_version",
-        "created_at", "payload",        "payload_base64", "payload_bytes", "payload_sha256",
-        "payload_omitted"};
-    static const char *const original[] = {"topic",     "partition", "offset", "key",
+    static const char *const required[] = {"v",
+                                           "type",
+                                           "id",
+                                           "status",
+                                           "error_code",
+                                           "error_class",
+                                           "message",
+                                           "saga_id",
+                                           "saga_name",
+                                           "step",
+                                           "step_name",
+                                           "tool",
+                                           "phase",
+                                           "attempts",
+                                           "trail",
+                                           "original",
+                                           "first_failure_at",
+                                           "last_failure_at",
+                                           "worker_id",
+                                           "sagad_version",
+                                           "created_at",
+                                           "payload",
+                                           "payload_base64",
+                                           "payload_bytes",
+                                           "payload_sha256",
+                                           "payload_omitted"};
+    static const char *const original[] = {"topic",      "partition", "offset", "key",
                                            "key_base64", "timestamp", "headers"};
     const sg_json_t *orig = sg_json_member(rec, "original");
 
@@ -99,8 +118,8 @@ static void expect_record_shape(const sg_json_t *rec)
     cr_expect_str_eq(sgw_jstr(rec, "status"), "pending");
     cr_expect_str_neq(sgw_jstr(rec, "worker_id"), "");
     cr_expect_str_neq(sgw_jstr(rec, "sagad_version"), "");
-    cr_expect_eq(sg_json_array_size(sg_json_member(rec, "trail")), (size_t)sgw_jint(rec, "attempts"),
-                 "attempts counts the trail");
+    cr_expect_eq(sg_json_array_size(sg_json_member(rec, "trail")),
+                 (size_t)sgw_jint(rec, "attempts"), "attempts counts the trail");
 }
 
 /* The headers repeat the record: filterable without parsing the payload. */
@@ -153,9 +172,8 @@ static const char *ledger_row(char *out, size_t size, long long id)
 /* The same fields from the topic's record, in ledger_row's order. */
 static void record_row(char *out, size_t size, const sg_json_t *rec)
 {
-    static const char *const keys[] = {"error_code", "error_class", "saga_id", "saga_name",
-                                       "step",       "step_name",   "tool",    "phase",
-                                       "attempts"};
+    static const char *const keys[] = {"error_code", "error_class", "saga_id", "saga_name", "step",
+                                       "step_name",  "tool",        "phase",   "attempts"};
     const sg_json_t *orig = sg_json_member(rec, "original");
     char v[256];
     size_t len = 0;
@@ -223,8 +241,8 @@ static void expect_trail(const sg_json_t *rec, const char *saga_id, int step, co
         size_t len = strlen(got);
         member_text(lat, sizeof(lat), a, "latency_ms");
         snprintf(got + len, sizeof(got) - len, "%s%lld=%s/%s/%s/%s", i ? "," : "",
-                 sgw_jint(a, "attempt"), sgw_jstr(a, "error_code"), sgw_jstr(a, "error_class"),
-                 lat, sgw_jstr(a, "message")[0] ? "msg" : "no-msg");
+                 sgw_jint(a, "attempt"), sgw_jstr(a, "error_code"), sgw_jstr(a, "error_class"), lat,
+                 sgw_jstr(a, "message")[0] ? "msg" : "no-msg");
         cr_expect_str_neq(sgw_jstr(a, "started_at"), "", "each attempt has its time");
     }
     sgw_q_text(want, sizeof(want),
@@ -233,7 +251,8 @@ static void expect_trail(const sg_json_t *rec, const char *saga_id, int step, co
                "<> '' THEN 'msg' ELSE 'no-msg' END, ',' ORDER BY id), '') FROM attempts WHERE "
                "saga_id = '%s' AND step_idx = %d AND phase = '%s'",
                saga_id, step, phase);
-    cr_expect_str_eq(got, want, "the trail is every attempt with its code, class, latency, message");
+    cr_expect_str_eq(got, want,
+                     "the trail is every attempt with its code, class, latency, message");
     cr_expect(strcmp(sgw_jstr(rec, "first_failure_at"), sgw_jstr(rec, "last_failure_at")) <= 0,
               "first failure %s is not after the last %s", sgw_jstr(rec, "first_failure_at"),
               sgw_jstr(rec, "last_failure_at"));
@@ -313,9 +332,9 @@ static const sgw_msg_t *dead_letter_input(sgw_reader_t *dlq, const char *code, c
     sgw_wait_int(1, "SELECT sum(next_offset) FROM consumer_offsets");
     sgw_pair_stop();
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters"), 1);
-    cr_expect_str_eq(sgw_jstr(sg_json_member(sg_json_member(m->doc, "original"), "headers"),
-                              "x-origin"),
-                     "checkout-service", "the original headers are kept");
+    cr_expect_str_eq(
+        sgw_jstr(sg_json_member(sg_json_member(m->doc, "original"), "headers"), "x-origin"),
+        "checkout-service", "the original headers are kept");
     cr_expect_str_eq(sgw_jstr(sg_json_member(m->doc, "original"), "key"), "in-1");
     cr_expect_str_neq(sgw_jstr(sg_json_member(m->doc, "original"), "timestamp"), "");
     return m;
@@ -325,8 +344,8 @@ Test(dead_letters, undecodable_json)
 {
     static const char payload[] = "{\"v\": 1, \"type\": \"saga.start\", \"saga_id\": \"x\", ";
     sgw_reader_t dlq;
-    const sgw_msg_t *m = dead_letter_input(&dlq, "input.json.malformed", payload,
-                                           strlen(payload), NULL);
+    const sgw_msg_t *m =
+        dead_letter_input(&dlq, "input.json.malformed", payload, strlen(payload), NULL);
 
     expect_dead_letter(m, "input.json.malformed|poison|-|-|-|-|-|-|0|0|t|0|0|pending", payload,
                        strlen(payload));
@@ -345,11 +364,11 @@ Test(dead_letters, non_utf8_payload_survives_byte_for_byte)
 
     expect_dead_letter(m, "input.utf8.invalid|poison|-|-|-|-|-|-|0|0|t|0|0|pending", payload, len);
     cr_expect(sg_json_is_null(sg_json_member(m->doc, "payload")), "not given as text");
-    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
-                                "SELECT encode(payload, 'hex') FROM dead_letters"),
-                     "7b2276223a20312c202274797065223a2022736167612e7374617274222c2022736167615f"
-                     "6964223a2022fffe222c20226e616d65223a2022636166e9222c20227a223a2022800001227d",
-                     "the ledger holds the exact bytes, NUL included");
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text), "SELECT encode(payload, 'hex') FROM dead_letters"),
+        "7b2276223a20312c202274797065223a2022736167612e7374617274222c2022736167615f"
+        "6964223a2022fffe222c20226e616d65223a2022636166e9222c20227a223a2022800001227d",
+        "the ledger holds the exact bytes, NUL included");
     sgw_reader_close(&dlq);
 }
 
@@ -459,14 +478,14 @@ Test(dead_letters, crash_loop)
     /* The trace two crashes leave: attempt 1 started twice (once already
      * marked interrupted), never finished. */
     insert_saga("cl-1", "noop");
-    script(                    "BEGIN; UPDATE steps SET status = 'running', attempts = 1 WHERE "
-                               "saga_id = 'cl-1' AND idx = 1; INSERT INTO attempts (saga_id, "
-                               "step_idx, phase, generation, attempt, idempotency_key, worker_id, "
-                               "finished_at, status, error_code, error_class, envelope) VALUES "
-                               "('cl-1', 1, 'forward', 1, 1, 'cl-1:1:f:g1', 'gone-1', now(), "
-                               "'error', 'runtime.interrupted', 'timeout', "
-                               "'{\"message\": \"interrupted\"}'), ('cl-1', 1, 'forward', 1, 1, "
-                               "'cl-1:1:f:g1', 'gone-2', NULL, NULL, NULL, NULL, NULL); COMMIT");
+    script("BEGIN; UPDATE steps SET status = 'running', attempts = 1 WHERE "
+           "saga_id = 'cl-1' AND idx = 1; INSERT INTO attempts (saga_id, "
+           "step_idx, phase, generation, attempt, idempotency_key, worker_id, "
+           "finished_at, status, error_code, error_class, envelope) VALUES "
+           "('cl-1', 1, 'forward', 1, 1, 'cl-1:1:f:g1', 'gone-1', now(), "
+           "'error', 'runtime.interrupted', 'timeout', "
+           "'{\"message\": \"interrupted\"}'), ('cl-1', 1, 'forward', 1, 1, "
+           "'cl-1:1:f:g1', 'gone-2', NULL, NULL, NULL, NULL, NULL); COMMIT");
     produce_command("cl-1", "step.execute", 1, 1, 1);
     m = dlq_wait(&dlq, "runtime.crash_loop");
     sgw_wait_status("cl-1", "compensated");
@@ -511,11 +530,12 @@ Test(dead_letters, retry_budget_exhausted)
     sgw_pair_start(NULL, 1, NULL);
     sgw_reader_open(&dlq, sgw.topic_dlq);
     /* Retry-After 5 s against a 1 s budget: no retry fits. */
-    snprintf(sub, sizeof(sub),
-             "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-rb\", \"saga_id\": \"rb-1\", "
-             "\"name\": \"budgeted\", \"retry_budget_ms\": 1000, \"steps\": [{\"name\": \"call\", "
-             "\"tool\": \"fail\", \"args\": {\"class\": \"throttled\", \"code\": \"tool.http.429\", "
-             "\"retry_after_ms\": 5000}}]}");
+    snprintf(
+        sub, sizeof(sub),
+        "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-rb\", \"saga_id\": \"rb-1\", "
+        "\"name\": \"budgeted\", \"retry_budget_ms\": 1000, \"steps\": [{\"name\": \"call\", "
+        "\"tool\": \"fail\", \"args\": {\"class\": \"throttled\", \"code\": \"tool.http.429\", "
+        "\"retry_after_ms\": 5000}}]}");
     sgw_produce(sgw.topic_cmd, "rb-1", sub, strlen(sub));
     m = dlq_wait(&dlq, "runtime.budget.retry_exhausted");
     sgw_wait_status("rb-1", "compensated");
@@ -562,11 +582,11 @@ Test(dead_letters, outcome_postgresql_refuses)
 
     /* A data error on storing the step's answer, as a value PostgreSQL
      * cannot take would raise. */
-    script(                      "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                      "IF NEW.result->>'refuse' = 'yes' THEN RAISE EXCEPTION 'value refused' "
-                      "USING ERRCODE = '22023'; END IF; RETURN NEW; END $$; "
-                      "CREATE TRIGGER refuse BEFORE UPDATE ON steps FOR EACH ROW "
-                      "EXECUTE FUNCTION refuse()");
+    script("CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+           "IF NEW.result->>'refuse' = 'yes' THEN RAISE EXCEPTION 'value refused' "
+           "USING ERRCODE = '22023'; END IF; RETURN NEW; END $$; "
+           "CREATE TRIGGER refuse BEFORE UPDATE ON steps FOR EACH ROW "
+           "EXECUTE FUNCTION refuse()");
     sgw_pair_start(NULL, 1, NULL);
     sgw_reader_open(&dlq, sgw.topic_dlq);
     sgw_submit("pr-1", "[{\"name\": \"hold\", \"tool\": \"ledger.reversible\"},"
@@ -609,9 +629,9 @@ static void expect_held(const char *saga_id)
                                 "saga_id = '%s'",
                                 saga_id),
                      "succeeded,failed,pending");
-    cr_expect_eq(sgw_q_int("SELECT count(*) FROM builtin_ledger WHERE key LIKE '%s:%%:c:%%'",
-                           saga_id),
-                 0, "nothing is compensated while held");
+    cr_expect_eq(
+        sgw_q_int("SELECT count(*) FROM builtin_ledger WHERE key LIKE '%s:%%:c:%%'", saga_id), 0,
+        "nothing is compensated while held");
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE saga_id = '%s' AND phase = "
                            "'compensate'",
                            saga_id),
@@ -637,8 +657,8 @@ Test(dead_letters, hold_timer_starts_the_compensation)
     sgw_pair_stop();
 
     sgw_expect_events("ht-1", NULL, "saga.accepted", "step.succeeded", "step.retry_scheduled",
-                      "step.failed", "saga.dead_lettered", "saga.compensating",
-                      "step.compensated", "saga.compensated", NULL);
+                      "step.failed", "saga.dead_lettered", "saga.compensating", "step.compensated",
+                      "saga.compensated", NULL);
     cr_expect_eq(sgw_q_int("SELECT calls FROM builtin_ledger WHERE key = 'ht-1:0:c:g1'"), 1);
     /* The relay fires a timer when it is due, never before: the
      * compensation began at least the hold after the dead letter. */
