@@ -3,13 +3,13 @@
  * topic (with headers plain Kafka tools can filter on), in the transaction
  * that moves the offset past the message or ends the step; and the `held`
  * saga of worker.dead_letter_hold_ms, its release and its replay under a
- * new generation.  Real worker, relay, PostgreSQL and Kafka (sg_wtest.h). */
+ * new generation.  Real worker, relay, PostgreSQL and Kafka (tests/support/sg_worker_env.h). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../support/sg_wtest.h"
+#include "../support/sg_worker_env.h"
 
 TestSuite(dead_letters, .init = sgw_setup, .fini = sgw_teardown, .timeout = 120);
 

@@ -16,13 +16,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../support/sg_wtest.h"
+#include "../support/sg_test.h"
+#include "../support/sg_worker_env.h"
 #include "sagad/sg_json.h"
 #include "sagad/sg_kafka.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_pg.h"
 
 TestSuite(worker, .init = sgw_setup, .fini = sgw_teardown, .timeout = 120);
+
+/* ---- the tests ----------------------------------------------------------- */
 
 Test(worker, happy_path_three_steps_complete_in_order, .timeout = 120)
 {
@@ -395,13 +398,12 @@ Test(worker, invalid_submissions_rejected_and_dead_lettered, .timeout = 120)
               "a non-UTF-8 payload is not given as text");
     cr_expect_str_eq(
         sgw_jstr(utf8->doc, "payload_base64"),
-        sgw_q_text(
-            text, sizeof(text),
-            "SELECT translate(encode(payload, 'base64'), E'\\n', '') FROM dead_letters WHERE "
-            "error_code = "
-            "'input.utf8.invalid' AND payload = convert_to('{\"v\": 1, \"type\": "
-            "\"saga.start\", \"saga_id\": \"y\", \"name\": \"', 'UTF8') || "
-            "'\\xc328'::bytea || convert_to('\"}', 'UTF8')"),
+        sgw_q_text(text, sizeof(text),
+                   "SELECT translate(encode(payload, 'base64'), E'\\n', '') FROM dead_letters "
+                   "WHERE error_code = "
+                   "'input.utf8.invalid' AND payload = convert_to('{\"v\": 1, \"type\": "
+                   "\"saga.start\", \"saga_id\": \"y\", \"name\": \"', 'UTF8') || "
+                   "'\\xc328'::bytea || convert_to('\"}', 'UTF8')"),
         "the original bytes, untouched, as base64");
     sgw_reader_close(&dlq);
 }

@@ -1,15 +1,20 @@
-/* The end-to-end harness of the worker suites (sg_wtest.h). */
-#include "sg_wtest.h"
-
+/* The world of a sagad-worker end-to-end test: see sg_worker_env.h. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sagad/sg_log.h"
+#include "sg_worker_env.h"
+
+sgw_world_t sgw;
 
 /* ---- spawned binaries (tests/support: sgt_bg_*) ---------------------------- */
 
@@ -128,8 +133,6 @@ long long sgw_jint(const sg_json_t *doc, const char *key)
 }
 
 /* ---- the test's world ---------------------------------------------------- */
-
-sgw_world_t sgw;
 
 void sgw_env_add(const char *fmt, ...)
 {
@@ -420,5 +423,3 @@ const sg_json_t *sgw_run_health(const sg_json_t *ev)
     cr_assert_not_null(h, "terminal event %s without run_health", sgw_jstr(ev, "type"));
     return h;
 }
-
-/* ---- the tests ----------------------------------------------------------- */
