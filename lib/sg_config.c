@@ -59,6 +59,9 @@ static const sg_config_key_t config_table[] = {
      "Most commands decided or finished in one PostgreSQL transaction."},
     {"worker.crash_loop_limit", SG_CONFIG_INT, "3", 1, 1000, NULL, 0,
      "Interrupted attempts of one command before it is dead-lettered (runtime.crash_loop)."},
+    {"worker.dead_letter_hold_ms", SG_CONFIG_INT, "0", 0, 604800000, NULL, 0,
+     "How long a saga whose forward step was dead-lettered stays `held` (nothing compensated, "
+     "so dlq-tool can replay the step) before its compensation starts (0: at once)."},
     {"worker.drain_timeout_ms", SG_CONFIG_INT, "30000", 0, 3600000, NULL, 0,
      "On SIGTERM or a revoked partition, how long running tool calls may finish before "
      "they are abandoned (redelivered, same idempotency key)."},

@@ -150,7 +150,8 @@ typedef enum worker_ctype_e {
     WORKER_CMD_START,
     WORKER_CMD_EXECUTE,
     WORKER_CMD_COMPENSATE,
-    WORKER_CMD_POISON, /* could not be decoded: dead-lettered */
+    WORKER_CMD_RELEASE, /* saga.release: a held saga's hold ended */
+    WORKER_CMD_POISON,  /* could not be decoded: dead-lettered */
 } worker_ctype_t;
 
 #define WORKER_SAGA_ID_MAX 128
@@ -253,7 +254,7 @@ typedef struct worker_saga_s {
 
 typedef struct worker_stats_s {
     int64_t consumed, stale, started, rejected, calls, dead_letters, completed, compensated, failed,
-        retries, fenced;
+        retries, fenced, held;
 } worker_stats_t;
 
 /* The worker's shared context. */
@@ -265,6 +266,7 @@ typedef struct worker_s {
     const char *group, *topic_commands, *topic_events, *topic_dlq;
     sg_json_limits_t limits;
     int crash_loop_limit;
+    int64_t hold_ms; /* worker.dead_letter_hold_ms */
     worker_policy_t retry, comp_retry;
     int64_t budget_ms;
     sg_rng_t rng;

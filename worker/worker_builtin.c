@@ -4,7 +4,9 @@
  *   noop    succeeds with no data
  *   echo    succeeds with its args as data
  *   fail    fails with args.class (default permanent) and args.code (default
- *           tool.builtin.fail); with args.times = N only attempts 1..N fail;
+ *           tool.builtin.fail); with args.times = N only attempts 1..N fail,
+ *           with args.generations = N only generations 1..N (a downstream
+ *           fixed before an operator's replay);
  *           args.retry_after_ms plays a downstream's Retry-After
  *   sleep   sleeps args.ms (a timeout when that exceeds the tool's timeout)
  *   ledger  applies one effect per idempotency key in builtin_ledger and
@@ -66,15 +68,17 @@ static void nap_ms(int64_t ms, volatile sig_atomic_t *stop)
 static void call_fail(const worker_call_t *call, worker_result_t *out)
 {
     const char *cls_name = "permanent", *code = "tool.builtin.fail", *message = NULL;
-    int64_t times = -1, retry_after = 0;
+    int64_t times = -1, generations = -1, retry_after = 0;
     sg_errclass_t cls;
 
     sg_json_get_str(call->args, "$", "class", false, &cls_name, NULL);
     sg_json_get_str(call->args, "$", "code", false, &code, NULL);
     sg_json_get_str(call->args, "$", "message", false, &message, NULL);
     sg_json_get_int(call->args, "$", "times", false, &times, NULL);
+    sg_json_get_int(call->args, "$", "generations", false, &generations, NULL);
     sg_json_get_int(call->args, "$", "retry_after_ms", false, &retry_after, NULL);
-    if (times >= 0 && call->attempt > times) {
+    if ((times >= 0 && call->attempt > times) ||
+        (generations >= 0 && call->generation > generations)) {
         char buf[64];
         snprintf(buf, sizeof(buf), "{\"attempt\":%d}", call->attempt);
         out->data = strdup(buf);

@@ -29,7 +29,7 @@
 #include "worker.h"
 
 #define SAGA_BUCKETS          16384
-#define WORKER_SCHEMA_VERSION 3
+#define WORKER_SCHEMA_VERSION 5 /* 0005: the held status */
 
 struct worker_part_s {
     int32_t partition;
@@ -882,12 +882,12 @@ static void report(loop_t *L, bool force)
     L->next_report = sg_cli_now_ms() + 10000;
     snprintf(line, sizeof(line),
              "consumed=%lld started=%lld rejected=%lld calls=%lld retries=%lld completed=%lld "
-             "compensated=%lld failed=%lld dead_letters=%lld stale=%lld held=%zu calling=%zu "
-             "partitions=%zu",
+             "compensated=%lld failed=%lld dead_letters=%lld held_sagas=%lld stale=%lld held=%zu "
+             "calling=%zu partitions=%zu",
              (long long)s->consumed, (long long)s->started, (long long)s->rejected,
              (long long)s->calls, (long long)s->retries, (long long)s->completed,
              (long long)s->compensated, (long long)s->failed, (long long)s->dead_letters,
-             (long long)s->stale, L->held, L->calling, L->nparts);
+             (long long)s->held, (long long)s->stale, L->held, L->calling, L->nparts);
     sg_log_kv(SG_LOG_INFO, "progress", "counters", line, NULL);
 }
 
@@ -908,6 +908,7 @@ static int setup(loop_t *L, sg_cli_t *cli)
     L->w.limits.max_bytes = (size_t)sg_config_int(cfg, "limits.max_message_bytes");
     L->w.limits.max_depth = (int)sg_config_int(cfg, "limits.max_json_depth");
     L->w.crash_loop_limit = (int)sg_config_int(cfg, "worker.crash_loop_limit");
+    L->w.hold_ms = sg_config_int(cfg, "worker.dead_letter_hold_ms");
     L->w.retry.max_attempts = (int)sg_config_int(cfg, "retry.max_attempts");
     L->w.retry.base_ms = sg_config_int(cfg, "retry.base_ms");
     L->w.retry.cap_ms = sg_config_int(cfg, "retry.cap_ms");

@@ -48,6 +48,7 @@ void sgw_reader_close(sgw_reader_t *r)
 {
     for (size_t i = 0; i < r->n; i++) {
         sg_json_destroy(r->v[i].doc);
+        sg_json_destroy(r->v[i].headers);
         free(r->v[i].raw);
     }
     free(r->v);
@@ -65,7 +66,9 @@ void sgw_reader_poll(sgw_reader_t *r, int ms)
     while (sgt_now_s() < end) {
         sgw_msg_t *m;
         const char *data, *key, *code;
-        size_t len, klen, clen;
+        size_t len, klen, clen, hlen;
+        const char *hname;
+        const void *hval;
 
         if (sg_kafka_consume(r->c, 50, &msg, &err) != 1)
             continue;
@@ -90,6 +93,12 @@ void sgw_reader_poll(sgw_reader_t *r, int ms)
             snprintf(m->key, sizeof(m->key), "%.*s", (int)klen, key);
         if ((code = sg_kafka_msg_header(msg, "sagad-error-code", &clen)))
             snprintf(m->code, sizeof(m->code), "%.*s", (int)clen, code);
+        m->headers = sg_json_new_object();
+        for (size_t i = 0; sg_kafka_msg_header_at(msg, i, &hname, &hval, &hlen); i++) {
+            char *v = hval ? strndup(hval, hlen) : NULL;
+            sg_json_add_str(m->headers, hname, v ? v : "");
+            free(v);
+        }
         m->partition = sg_kafka_msg_partition(msg);
         m->offset = sg_kafka_msg_offset(msg);
         sg_kafka_msg_destroy(msg);

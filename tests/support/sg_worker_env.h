@@ -44,7 +44,8 @@ typedef struct sgw_msg_s {
     char *raw;      /* the payload's bytes, NUL added */
     size_t len;
     char key[160];
-    char code[96]; /* sagad-error-code header, "" when absent */
+    char code[96];      /* sagad-error-code header, "" when absent */
+    sg_json_t *headers; /* every header, name -> value as text */
     int32_t partition;
     int64_t offset;
 } sgw_msg_t;

@@ -242,9 +242,10 @@ Test(submit, step_command_fixtures_decode_as_the_schema_says)
             snprintf(file, sizeof(file), "%s/%s", path, e->d_name);
             buf = slurp(file, &len);
             worker_decode(buf, len, &lim, &dec);
-            ok = dec.type == WORKER_CMD_EXECUTE || dec.type == WORKER_CMD_COMPENSATE;
+            ok = dec.type == WORKER_CMD_EXECUTE || dec.type == WORKER_CMD_COMPENSATE ||
+                 dec.type == WORKER_CMD_RELEASE;
             cr_expect_eq(ok, k == 0, "%s: worker decodes it as %s", file,
-                         ok ? "a step command" : dec.err.message);
+                         ok ? "a command" : dec.err.message);
             sg_json_destroy(dec.doc);
             free(buf);
         }
