@@ -208,10 +208,14 @@ static double floor_sql(sg_pg_t *pg, int nsagas)
     return nsagas * STEPS / (now_s() - t0);
 }
 
+/* The relay's and worker's environment: the bench's own settings, then
+ * SAGAD_BENCH_ENV (space-separated KEY=VALUE pairs, e.g.
+ * "SAGAD_WORKER_BATCH_SIZE=64 SAGAD_KAFKA_LINGER_MS=1") for tuning runs. */
 static pid_t start(const char *prog)
 {
-    static char e[12][600];
-    static char *env[13];
+    static char e[8][600], extra[2048];
+    static char *env[8 + 32 + 1];
+    int n = 8;
 
     snprintf(e[0], sizeof(e[0]), "SAGAD_PG_DSN=%s", dsn);
     snprintf(e[1], sizeof(e[1]), "SAGAD_KAFKA_BOOTSTRAP_SERVERS=%s", kafka);
@@ -223,7 +227,12 @@ static pid_t start(const char *prog)
     snprintf(e[7], sizeof(e[7]), "SAGAD_WORKER_GROUP_ID=%s", group);
     for (int i = 0; i < 8; i++)
         env[i] = e[i];
-    env[8] = NULL;
+    if (getenv("SAGAD_BENCH_ENV")) {
+        snprintf(extra, sizeof(extra), "%s", getenv("SAGAD_BENCH_ENV"));
+        for (char *t = strtok(extra, " "); t && n < 8 + 32; t = strtok(NULL, " "))
+            env[n++] = t;
+    }
+    env[n] = NULL;
     return bench_spawn(prog, env);
 }
 
