@@ -7,7 +7,7 @@ CC       ?= gcc
 BUILD    ?= build
 BINDIR   ?= bin
 SAN      ?=
-PKGS     := rdkafka libpq libcjson
+PKGS     := rdkafka libpq libcjson libcurl
 TEST_PKGS := criterion
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
