@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sagad/sg_log.h"
 #include "sagad/sg_schema.h"
 #include "worker.h"
 
@@ -62,7 +61,6 @@ void worker_result_data(worker_result_t *out, const char *buf, size_t len, size_
     sg_json_limits_t lim = {max, 64};
     sg_json_t *doc;
     char *text;
-    size_t cap;
 
     free(out->data);
     out->data = NULL;
@@ -77,14 +75,11 @@ void worker_result_data(worker_result_t *out, const char *buf, size_t len, size_
         return;
     /* Text that is not JSON is kept as one JSON string. */
     text = strndup(buf, len);
-    cap = len * 6 + 3;
-    out->data = malloc(cap);
-    if (!text || !out->data)
+    if (!text)
         abort();
-    out->data[0] = '"';
-    len = 1 + sg_log_json_escape(out->data + 1, cap - 2, text);
-    out->data[len++] = '"';
-    out->data[len] = '\0';
+    doc = sg_json_new_str(text);
+    out->data = sg_json_print(doc);
+    sg_json_destroy(doc);
     free(text);
 }
 
