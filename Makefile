@@ -48,7 +48,7 @@ TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/support/*.c))
 # Debian packages the build, the tests and the local services need.
 DEB_PKGS := gcc make pkg-config procps librdkafka-dev libpq-dev libcjson-dev libcriterion-dev \
             libcurl4-openssl-dev libmicrohttpd-dev postgresql openjdk-17-jre-headless maven \
-            kcat clang-format ca-certificates python3-jsonschema
+            kcat curl clang-format ca-certificates python3-jsonschema
 
 
 .PHONY: docs docs-check bench schemas-check
