@@ -183,6 +183,9 @@ const char *worker_breaker_state_name(worker_breaker_state_t s);
 void worker_result_error(worker_result_t *out, sg_errclass_t cls, const char *code, const char *fmt,
                          ...) __attribute__((format(printf, 4, 5)));
 void worker_result_clear(worker_result_t *out);
+/* The request document of a call, as the http adapter sends it and the
+ * exec adapter writes it to stdin (docs/ADAPTERS.md); caller frees. */
+char *worker_request_json(const worker_call_t *call);
 /* Sets out->data from a tool's answer buf[0..len): the JSON text when it
  * is JSON (at most max bytes), else one JSON string holding the text;
  * nothing when empty or not UTF-8. */

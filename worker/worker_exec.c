@@ -108,27 +108,6 @@ static int exec_prepare(worker_tool_t *tool, const sg_json_t *node, const char *
 
 /* ---- one call ---------------------------------------------------------- */
 
-static char *request_json(const worker_call_t *call)
-{
-    sg_json_t *b = sg_json_new_object();
-    char *text;
-
-    sg_json_add_str(b, "saga_id", call->saga_id);
-    sg_json_add_str(b, "step", call->step_name);
-    sg_json_add_int(b, "step_index", call->step_idx);
-    sg_json_add_str(b, "phase", call->compensate ? "compensate" : "forward");
-    sg_json_add_int(b, "attempt", call->attempt);
-    sg_json_add_str(b, "idempotency_key", call->idem_key);
-    sg_json_add_node(b, "args", sg_json_dup(call->args));
-    if (call->input)
-        sg_json_add_node(b, "input", sg_json_dup(call->input));
-    else
-        sg_json_add_null(b, "input");
-    text = sg_json_print(b);
-    sg_json_destroy(b);
-    return text;
-}
-
 /* The child's whole environment, in buf (strings) and env (pointers). */
 static void child_env(const worker_call_t *call, char buf[EXEC_ENV_MAX][320],
                       char *env[EXEC_ENV_MAX + 1])
@@ -348,7 +327,7 @@ static void exec_call(worker_thread_t *th, const worker_call_t *call, worker_res
     int64_t deadline = (int64_t)sg_cli_now_ms() + call->tool->timeout_ms;
     char envbuf[EXEC_ENV_MAX][320], *env[EXEC_ENV_MAX + 1];
     exec_io_t io = {.out_max = (size_t)call->tool->max_response_bytes};
-    char *in = request_json(call);
+    char *in = worker_request_json(call);
     int fds[3], status = 0, rc;
     pid_t pid;
 

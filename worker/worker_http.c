@@ -387,27 +387,6 @@ static int64_t retry_after_ms(const char *v)
     return ms < 0 ? 0 : ms > RETRY_AFTER_MAX_MS ? RETRY_AFTER_MAX_MS : ms;
 }
 
-static char *request_body(const worker_call_t *call)
-{
-    sg_json_t *b = sg_json_new_object();
-    char *text;
-
-    sg_json_add_str(b, "saga_id", call->saga_id);
-    sg_json_add_str(b, "step", call->step_name);
-    sg_json_add_int(b, "step_index", call->step_idx);
-    sg_json_add_str(b, "phase", call->compensate ? "compensate" : "forward");
-    sg_json_add_int(b, "attempt", call->attempt);
-    sg_json_add_str(b, "idempotency_key", call->idem_key);
-    sg_json_add_node(b, "args", sg_json_dup(call->args));
-    if (call->input)
-        sg_json_add_node(b, "input", sg_json_dup(call->input));
-    else
-        sg_json_add_null(b, "input");
-    text = sg_json_print(b);
-    sg_json_destroy(b);
-    return text;
-}
-
 static struct curl_slist *add_header(struct curl_slist *list, const char *name, const char *value)
 {
     char line[512];
@@ -722,7 +701,7 @@ static void http_start(worker_thread_t *th, worker_pending_t *p, const worker_ca
     x->call = call;
     x->out = out;
     x->max = (size_t)call->tool->max_response_bytes;
-    x->body = request_body(call);
+    x->body = worker_request_json(call);
     x->headers = request_headers(call->tool->state, call);
     x->easy = make_easy(x, call->tool);
     if (!x->easy) {

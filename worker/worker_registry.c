@@ -56,6 +56,27 @@ void worker_result_error(worker_result_t *out, sg_errclass_t cls, const char *co
     sg_err_set(&out->err, cls, code, "%s", msg);
 }
 
+char *worker_request_json(const worker_call_t *call)
+{
+    sg_json_t *b = sg_json_new_object();
+    char *text;
+
+    sg_json_add_str(b, "saga_id", call->saga_id);
+    sg_json_add_str(b, "step", call->step_name);
+    sg_json_add_int(b, "step_index", call->step_idx);
+    sg_json_add_str(b, "phase", call->compensate ? "compensate" : "forward");
+    sg_json_add_int(b, "attempt", call->attempt);
+    sg_json_add_str(b, "idempotency_key", call->idem_key);
+    sg_json_add_node(b, "args", sg_json_dup(call->args));
+    if (call->input)
+        sg_json_add_node(b, "input", sg_json_dup(call->input));
+    else
+        sg_json_add_null(b, "input");
+    text = sg_json_print(b);
+    sg_json_destroy(b);
+    return text;
+}
+
 void worker_result_data(worker_result_t *out, const char *buf, size_t len, size_t max)
 {
     sg_json_limits_t lim = {max, 64};

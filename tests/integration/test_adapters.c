@@ -322,16 +322,10 @@ Test(http, the_circuit_opens_stops_calls_and_closes_after_the_cooldown)
     };
     const sg_json_t *reqs;
     sg_json_t *doc;
-    char tool[512], text[1024];
+    char text[1024];
     const char *at;
 
-    sgw_checkout_start(&svc, faults, base, sizeof(base));
-    snprintf(tool, sizeof(tool), tool_fmt, base);
-    {
-        char *tools = checkout_tools(tool);
-        sgw_pair_start(tools, 1, NULL);
-        free(tools);
-    }
+    start_all(faults, tool_fmt, NULL);
     sgw_submit("brk-1", "[{\"name\": \"book\", \"tool\": \"co.flaky\"}]");
     sgw_wait_status("brk-1", "completed");
     sgw_pair_stop();
@@ -373,7 +367,7 @@ Test(http, header_secrets_from_env_reach_the_server_but_not_logs_or_tables)
         "${env:SGT_PAYMENT_TOKEN}\", \"X-Client\": \"sagad-test\"}, \"retry\": {\"base_ms\": "
         "10, \"cap_ms\": 20}}";
     static const char *const faults[] = {"--fault", "/payment/charge=503x1", NULL};
-    char secret[96], secret_env[160], tool[512], want[128], path[256];
+    char secret[96], secret_env[160], want[128], path[256];
     const char *env[] = {secret_env, "SAGAD_LOG_LEVEL=debug", NULL};
     const char *check[] = {"check-registry", path, NULL};
     const sg_json_t *reqs;
@@ -384,13 +378,7 @@ Test(http, header_secrets_from_env_reach_the_server_but_not_logs_or_tables)
 
     sgt_unique(secret, sizeof(secret), "sk_live");
     snprintf(secret_env, sizeof(secret_env), "SGT_PAYMENT_TOKEN=%s", secret);
-    sgw_checkout_start(&svc, faults, base, sizeof(base));
-    snprintf(tool, sizeof(tool), tool_fmt, base);
-    {
-        char *tools = checkout_tools(tool);
-        sgw_pair_start(tools, 1, env);
-        free(tools);
-    }
+    start_all(faults, tool_fmt, env);
     sgw_submit("sec-1", "[{\"name\": \"pay\", \"tool\": \"co.secret\"}]");
     sgw_wait_status("sec-1", "completed");
     sgw_pair_stop();
