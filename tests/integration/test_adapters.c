@@ -75,13 +75,16 @@ static char *checkout_tools(const char *extra)
     return checkout_tools_with(NULL, extra);
 }
 
-/* checkout-svc with args, then relay and worker with its tools + extra. */
-static void start_all(const char *const *svc_args, const char *extra_tools, const char *const *env)
+/* checkout-svc with args, then relay and worker with its tools and the
+ * extra ones (extra_fmt: members of "tools", with %s for the base URL). */
+static void start_all(const char *const *svc_args, const char *extra_fmt, const char *const *env)
 {
-    char *tools;
+    char *tools, extra[2048];
 
     sgw_checkout_start(&svc, svc_args, base, sizeof(base));
-    tools = checkout_tools(extra_tools);
+    if (extra_fmt)
+        snprintf(extra, sizeof(extra), extra_fmt, base);
+    tools = checkout_tools(extra_fmt ? extra : NULL);
     sgw_pair_start(tools, 1, env);
     free(tools);
 }
