@@ -7,8 +7,8 @@ CC       ?= gcc
 BUILD    ?= build
 BINDIR   ?= bin
 SAN      ?=
-PKGS     := rdkafka libpq libcjson
-TEST_PKGS := criterion libcurl
+PKGS     := rdkafka libpq libcjson libcurl
+TEST_PKGS := criterion
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -48,7 +48,7 @@ TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/support/*.c))
 # Debian packages the build, the tests and the local services need.
 DEB_PKGS := gcc make pkg-config procps librdkafka-dev libpq-dev libcjson-dev libcriterion-dev \
             libcurl4-openssl-dev libmicrohttpd-dev postgresql openjdk-17-jre-headless maven \
-            kcat clang-format ca-certificates python3-jsonschema
+            kcat curl clang-format ca-certificates python3-jsonschema
 
 
 .PHONY: docs docs-check bench schemas-check
@@ -61,12 +61,12 @@ help:
 	@echo "make            build build/libsagad.a and bin/{sagad-worker,sagad-relay,dlq-tool,checkout-svc}"
 	@echo "make deps       install the Debian packages needed (no-op when present)"
 	@echo "make up / down  start / stop the private PostgreSQL and Kafka under .run/"
-	@echo "make demo       services, relay and worker up; three example sagas run end to end"
-	@echo "make demo-stop  stop the demo's relay and worker"
+	@echo "make demo       services, checkout-svc, relay and worker up; three example sagas run end to end"
+	@echo "make demo-stop  stop the demo's checkout-svc, relay and worker"
 	@echo "make test       unit + integration tests, then again under ASan/UBSan, then the fault suite"
 	@echo "make test-asan  only the sanitizer run"
 	@echo "make test-faults  relay under broker and PostgreSQL restarts (private services)"
-	@echo "make bench      relay drain rate and latency beside a plain-producer floor"
+	@echo "make bench      relay, worker and http-tool figures beside their raw floors"
 	@echo "make format-check  check .clang-format conformance"
 	@echo "make schemas-check schemas/, their fixtures and the error-code registry vs the C sources"
 
@@ -123,8 +123,13 @@ $(BENCH_RELAY): $(BUILD)/bench/bench_relay.o $(BUILD)/bench/bench_util.o $(LIBSA
 $(BENCH_WORKER): $(BUILD)/bench/bench_worker.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
+BENCH_HTTP := $(BUILD)/bench/bench-http
+
+$(BENCH_HTTP): $(BUILD)/bench/bench_http.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
 # bench: throughput and latency beside the raw floors (not a test).
-bench: deps all $(BENCH_RELAY) $(BENCH_WORKER)
+bench: deps all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_HTTP)
 	tests/bench/run.sh
 
 deps:

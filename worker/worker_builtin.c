@@ -32,24 +32,30 @@ typedef enum builtin_e {
 
 static const char *const builtin_names[] = {"noop", "echo", "fail", "sleep", "ledger", "crash"};
 
-static int builtin_prepare(worker_tool_t *tool, const sg_config_t *cfg, sg_err_t *err)
+static int builtin_prepare(worker_tool_t *tool, const sg_json_t *node, const char *base,
+                           const sg_config_t *cfg, sg_err_t *err)
 {
+    char path[300];
     size_t i;
 
+    (void)node;
+    sg_json_path_key(path, sizeof(path), base, "target");
     if (!tool->target)
         return sg_err_set(err, SG_ERRCLASS_PERMANENT, "config.registry.invalid",
-                          "a builtin target is a string naming the builtin");
+                          "%s: a builtin target is a string naming the builtin", path);
     for (i = 0; i < sizeof(builtin_names) / sizeof(builtin_names[0]); i++)
         if (strcmp(tool->target, builtin_names[i]) == 0)
             break;
     if (i == sizeof(builtin_names) / sizeof(builtin_names[0]))
         return sg_err_set(err, SG_ERRCLASS_PERMANENT, "config.registry.invalid",
-                          "unknown builtin \"%s\" (known: noop, echo, fail, sleep, ledger, crash)",
-                          tool->target);
+                          "%s: unknown builtin \"%s\" (known: noop, echo, fail, sleep, ledger, "
+                          "crash)",
+                          path, tool->target);
     if (i == B_CRASH && !sg_config_bool(cfg, "worker.test_allow_crash"))
         return sg_err_set(err, SG_ERRCLASS_PERMANENT, "tool.crash.refused",
-                          "builtin \"crash\" aborts the worker: it is refused unless "
-                          "worker.test_allow_crash=true (tests only)");
+                          "%s: builtin \"crash\" aborts the worker: it is refused unless "
+                          "worker.test_allow_crash=true (tests only)",
+                          path);
     tool->state = (void *)(uintptr_t)i;
     return 0;
 }
@@ -160,4 +166,5 @@ static void builtin_call(worker_thread_t *th, const worker_call_t *call, worker_
     }
 }
 
-const worker_adapter_t worker_builtin_adapter = {"builtin", builtin_prepare, builtin_call, NULL};
+const worker_adapter_t worker_builtin_adapter = {
+    .name = "builtin", .prepare = builtin_prepare, .call = builtin_call};

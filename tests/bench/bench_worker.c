@@ -49,33 +49,9 @@ static int start_json(char *out, size_t size, const char *saga_id)
                     saga_id, saga_id);
 }
 
-/* Produces sagas prefix-0..n-1; rate per second (0: as fast as possible);
- * sent[i] gets the produce time. */
 static void produce(const char *topic, const char *prefix, int n, double rate, double *sent)
 {
-    const char *extra[] = {"linger.ms", "1", NULL};
-    sg_kafka_t *p = kclient(SG_KAFKA_PRODUCER, extra);
-    double t0 = now_s();
-    sg_err_t err;
-
-    for (int i = 0; i < n; i++) {
-        char id[64], json[512];
-        int len;
-        snprintf(id, sizeof(id), "%s-%d", prefix, i);
-        len = start_json(json, sizeof(json), id);
-        if (rate > 0)
-            while (now_s() < t0 + i / rate)
-                usleep(200);
-        if (sent)
-            sent[i] = now_s();
-        while (sg_kafka_produce(p, topic, id, strlen(id), json, (size_t)len, NULL, 0, NULL, &err) <
-               0)
-            sg_kafka_poll(p, 10);
-        sg_kafka_poll(p, 0);
-    }
-    if (sg_kafka_flush(p, 60000, &err) < 0)
-        die("flush", err.message);
-    sg_kafka_destroy(p);
+    bench_produce(topic, prefix, n, rate, sent, start_json);
 }
 
 static double floor_consume(int n)

@@ -134,4 +134,14 @@ size_t sgw_saga_events(const char *saga_id, const sg_json_t **out, size_t max);
 size_t sgw_expect_events(const char *saga_id, const sg_json_t **out, ...);
 const sg_json_t *sgw_run_health(const sg_json_t *ev);
 
+/* checkout-svc (examples/checkout) on a free port with args (e.g.
+ * "--fault", SPEC, ...; NULL-terminated); its base URL into base. */
+void sgw_checkout_start(sgt_bg_t *svc, const char *const *args, char *base, size_t base_size);
+/* SIGTERM; it must exit 0. */
+void sgw_checkout_stop(sgt_bg_t *svc);
+/* The service's request log (GET /_admin/requests?path=path): the
+ * "requests" array, oldest first, in a document the caller destroys
+ * (*doc). */
+const sg_json_t *sgw_checkout_requests(const char *base, const char *path, sg_json_t **doc);
+
 #endif
