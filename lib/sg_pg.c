@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "sagad/sg_log.h"
+#include "sagad/sg_mask.h"
 
 #define PIPE_MAX_SLOTS 4096
 
@@ -92,7 +93,7 @@ static void conn_error(sg_err_t *err, PGconn *conn, const char *what)
     sg_errclass_t cls;
 
     /* libpq quotes a malformed URI whole, password included. */
-    sg_config_mask_dsn(conn ? PQerrorMessage(conn) : "out of memory", buf, sizeof(buf));
+    sg_mask(conn ? PQerrorMessage(conn) : "out of memory", buf, sizeof(buf));
     n = strlen(buf);
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
         buf[--n] = '\0';
