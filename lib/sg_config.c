@@ -477,7 +477,8 @@ static int load_env(sg_config_t *cfg, char *const *envp, bool (*only)(const char
             return -1;
         }
         snprintf(origin, sizeof(origin), "env %s", name);
-        if ((!only || only(key)) && sg_config_set(cfg, key, eq + 1, origin, errstr, errstr_size) < 0)
+        if ((!only || only(key)) &&
+            sg_config_set(cfg, key, eq + 1, origin, errstr, errstr_size) < 0)
             return -1;
     }
     return 0;

@@ -136,8 +136,7 @@ bool sg_health_ready(char *out, size_t out_size)
             continue;
         ready = false;
         if (n < out_size)
-            n += (size_t)snprintf(out + n, out_size - n, "%s: %s\n", check_names[i],
-                                  checks[i].why);
+            n += (size_t)snprintf(out + n, out_size - n, "%s: %s\n", check_names[i], checks[i].why);
     }
     pthread_mutex_unlock(&health_mu);
     sg_metric_set(SG_M_READY, NULL, ready);

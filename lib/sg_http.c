@@ -11,6 +11,7 @@
 #include "sagad/sg_health.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_metrics.h"
+#include "sagad/sg_version.h"
 
 struct sg_http_s {
     struct MHD_Daemon *d;
@@ -83,8 +84,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 }
 
 /* Fills addr from text; returns its length, 0 when not an IP address. */
-static socklen_t parse_addr(const char *host, int port, struct sockaddr_storage *addr,
-                            bool *ipv6)
+static socklen_t parse_addr(const char *host, int port, struct sockaddr_storage *addr, bool *ipv6)
 {
     struct sockaddr_in *v4 = (struct sockaddr_in *)addr;
     struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)addr;
@@ -105,7 +105,8 @@ static socklen_t parse_addr(const char *host, int port, struct sockaddr_storage 
     return 0;
 }
 
-sg_http_t *sg_http_start(const sg_config_t *cfg, char *errstr, size_t errstr_size)
+sg_http_t *sg_http_start(const sg_config_t *cfg, unsigned served_by, unsigned required_checks,
+                         char *errstr, size_t errstr_size)
 {
     const char *host = sg_config_str(cfg, "http.bind");
     int port = (int)sg_config_int(cfg, "http.port");
@@ -122,17 +123,19 @@ sg_http_t *sg_http_start(const sg_config_t *cfg, char *errstr, size_t errstr_siz
                  host);
         return NULL;
     }
+    sg_metrics_init(served_by);
+    sg_metric_set(SG_M_BUILD_INFO, SG_LABELS(SAGAD_VERSION), 1);
+    sg_health_init(required_checks);
     http = calloc(1, sizeof(*http));
     if (!http)
         abort();
     http->stall_ms = sg_config_int(cfg, "health.stall_ms");
     errno = 0;
-    http->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
-                                   (ipv6 ? MHD_USE_IPv6 : 0),
-                               (uint16_t)port, NULL, NULL, handle, http, MHD_OPTION_SOCK_ADDR,
-                               (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_TIMEOUT,
-                               (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
-                               MHD_OPTION_END);
+    http->d =
+        MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | (ipv6 ? MHD_USE_IPv6 : 0),
+                         (uint16_t)port, NULL, NULL, handle, http, MHD_OPTION_SOCK_ADDR,
+                         (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+                         MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_END);
     if (!http->d) {
         snprintf(errstr, errstr_size, "http: cannot listen on %s%s%s:%d (http.bind, http.port): %s",
                  ipv6 ? "[" : "", host, ipv6 ? "]" : "", port,

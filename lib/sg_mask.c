@@ -18,8 +18,8 @@ static atomic_size_t nsecrets;
 static pthread_mutex_t secrets_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* Keywords whose value is a secret, matched case-insensitively. */
-static const char *const secret_words[] = {"password", "passwd", "secret", "token", "key.pem",
-                                           "apikey",   "api_key"};
+static const char *const secret_words[] = {"password", "passwd", "secret", "token",
+                                           "key.pem",  "apikey", "api_key"};
 
 void sg_mask_add_secret(const char *value)
 {

@@ -13,7 +13,7 @@
 
 /* Tool calls take milliseconds (builtins) to minutes (slow HTTP APIs). */
 static const double duration_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                                          1,     2.5,  5,     10,   30,  60,  300};
+                                          1,     2.5,  5,     10,   30,  60,   300};
 /* Commit to acknowledged publish: a few ms when idle, seconds under load
  * or behind a long transaction. */
 static const double publish_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -24,83 +24,236 @@ static const double publish_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.
 /* The catalog.  Label values are bounded sets (tool names of the registry,
  * error codes of schemas/error_codes.json, partitions); never saga ids. */
 static const sg_metric_def_t catalog[SG_M__COUNT] = {
-    [SG_M_BUILD_INFO] = {"sagad_build_info", SG_METRIC_GAUGE, {"version"}, NULL, 0, 4, W | R,
+    [SG_M_BUILD_INFO] = {"sagad_build_info",
+                         SG_METRIC_GAUGE,
+                         {"version"},
+                         NULL,
+                         0,
+                         4,
+                         W | R,
                          "Always 1; the version label is the sagad version of this process."},
-    [SG_M_PG_CONNECTED] = {"sagad_pg_connected", SG_METRIC_GAUGE, {NULL}, NULL, 0, 1, W | R,
+    [SG_M_PG_CONNECTED] = {"sagad_pg_connected",
+                           SG_METRIC_GAUGE,
+                           {NULL},
+                           NULL,
+                           0,
+                           1,
+                           W | R,
                            "1 while the PostgreSQL session is usable, 0 while it is lost."},
-    [SG_M_KAFKA_CONNECTED] = {"sagad_kafka_connected", SG_METRIC_GAUGE, {NULL}, NULL, 0, 1, W | R,
+    [SG_M_KAFKA_CONNECTED] = {"sagad_kafka_connected",
+                              SG_METRIC_GAUGE,
+                              {NULL},
+                              NULL,
+                              0,
+                              1,
+                              W | R,
                               "1 when a Kafka broker answered the last metadata probe, else 0."},
-    [SG_M_READY] = {"sagad_ready", SG_METRIC_GAUGE, {NULL}, NULL, 0, 1, W | R,
+    [SG_M_READY] = {"sagad_ready",
+                    SG_METRIC_GAUGE,
+                    {NULL},
+                    NULL,
+                    0,
+                    1,
+                    W | R,
                     "1 when /readyz answers 200 (the last readiness evaluation), else 0."},
-    [SG_M_LABEL_OVERFLOW] = {"sagad_metrics_label_overflow_total", SG_METRIC_COUNTER, {"metric"},
-                             NULL, 0, SG_M__COUNT, W | R,
+    [SG_M_LABEL_OVERFLOW] = {"sagad_metrics_label_overflow_total",
+                             SG_METRIC_COUNTER,
+                             {"metric"},
+                             NULL,
+                             0,
+                             SG_M__COUNT,
+                             W | R,
                              "Updates counted under the label value _other because the metric "
                              "reached its bound of label combinations."},
-    [SG_M_COMMANDS_CONSUMED] = {"sagad_commands_consumed_total", SG_METRIC_COUNTER,
-                                {"type", "outcome"}, NULL, 0, 32, W,
+    [SG_M_COMMANDS_CONSUMED] = {"sagad_commands_consumed_total",
+                                SG_METRIC_COUNTER,
+                                {"type", "outcome"},
+                                NULL,
+                                0,
+                                32,
+                                W,
                                 "Commands decided, by type (saga.start, step.execute, "
                                 "step.compensate, undecodable) and outcome (started, rejected, "
                                 "called, ignored, failed, dead_lettered); counted once committed."},
-    [SG_M_DUPLICATES_IGNORED] = {"sagad_duplicates_ignored_total", SG_METRIC_COUNTER, {"phase"},
-                                 NULL, 0, 2, W,
+    [SG_M_DUPLICATES_IGNORED] = {"sagad_duplicates_ignored_total",
+                                 SG_METRIC_COUNTER,
+                                 {"phase"},
+                                 NULL,
+                                 0,
+                                 2,
+                                 W,
                                  "Duplicate or stale messages acknowledged without effect: a "
                                  "command (phase=command) or a call outcome the saga moved past "
                                  "(phase=outcome)."},
-    [SG_M_SAGAS_STARTED] = {"sagad_sagas_started_total", SG_METRIC_COUNTER, {NULL}, NULL, 0, 1, W,
+    [SG_M_SAGAS_STARTED] = {"sagad_sagas_started_total",
+                            SG_METRIC_COUNTER,
+                            {NULL},
+                            NULL,
+                            0,
+                            1,
+                            W,
                             "Sagas accepted (saga.start stored)."},
-    [SG_M_SAGAS_FINISHED] = {"sagad_sagas_finished_total", SG_METRIC_COUNTER, {"status"}, NULL, 0,
-                             3, W, "Sagas that reached a terminal status: completed, compensated "
-                                   "or failed (failed needs an operator)."},
-    [SG_M_STEPS] = {"sagad_steps_total", SG_METRIC_COUNTER, {"tool", "outcome"}, NULL, 0, 1024, W,
+    [SG_M_SAGAS_FINISHED] = {"sagad_sagas_finished_total",
+                             SG_METRIC_COUNTER,
+                             {"status"},
+                             NULL,
+                             0,
+                             3,
+                             W,
+                             "Sagas that reached a terminal status: completed, compensated "
+                             "or failed (failed needs an operator)."},
+    [SG_M_STEPS] = {"sagad_steps_total",
+                    SG_METRIC_COUNTER,
+                    {"tool", "outcome"},
+                    NULL,
+                    0,
+                    1024,
+                    W,
                     "Forward step calls finished, by tool and outcome: ok or the error class "
                     "(transient, throttled, timeout, permanent, poison)."},
-    [SG_M_STEP_DURATION] = {"sagad_step_duration_seconds", SG_METRIC_HISTOGRAM, {"tool"},
-                            duration_buckets, NB(duration_buckets), 256, W,
+    [SG_M_STEP_DURATION] = {"sagad_step_duration_seconds",
+                            SG_METRIC_HISTOGRAM,
+                            {"tool"},
+                            duration_buckets,
+                            NB(duration_buckets),
+                            256,
+                            W,
                             "Latency of tool calls (steps and compensations), by tool."},
-    [SG_M_RETRIES_SCHEDULED] = {"sagad_retries_scheduled_total", SG_METRIC_COUNTER,
-                                {"error_code"}, NULL, 0, 64, W,
+    [SG_M_RETRIES_SCHEDULED] = {"sagad_retries_scheduled_total",
+                                SG_METRIC_COUNTER,
+                                {"error_code"},
+                                NULL,
+                                0,
+                                64,
+                                W,
                                 "Retries scheduled (a timer row), by the error code that caused "
                                 "them."},
-    [SG_M_COMPENSATIONS] = {"sagad_compensations_total", SG_METRIC_COUNTER, {"outcome"}, NULL, 0,
-                            3, W,
+    [SG_M_COMPENSATIONS] = {"sagad_compensations_total",
+                            SG_METRIC_COUNTER,
+                            {"outcome"},
+                            NULL,
+                            0,
+                            3,
+                            W,
                             "Compensation attempts by outcome: ok, retry (scheduled again) or "
                             "failed (exhausted or permanent: the saga fails)."},
-    [SG_M_DEAD_LETTERS] = {"sagad_dead_letters_total", SG_METRIC_COUNTER, {"error_code"}, NULL, 0,
-                           64, W, "Dead letters written, by error code."},
-    [SG_M_STEPS_IN_FLIGHT] = {"sagad_steps_in_flight", SG_METRIC_GAUGE, {NULL}, NULL, 0, 1, W,
+    [SG_M_DEAD_LETTERS] = {"sagad_dead_letters_total",
+                           SG_METRIC_COUNTER,
+                           {"error_code"},
+                           NULL,
+                           0,
+                           64,
+                           W,
+                           "Dead letters written, by error code."},
+    [SG_M_STEPS_IN_FLIGHT] = {"sagad_steps_in_flight",
+                              SG_METRIC_GAUGE,
+                              {NULL},
+                              NULL,
+                              0,
+                              1,
+                              W,
                               "Tool calls running now."},
-    [SG_M_COMMANDS_HELD] = {"sagad_commands_held", SG_METRIC_GAUGE, {NULL}, NULL, 0, 1, W,
+    [SG_M_COMMANDS_HELD] = {"sagad_commands_held",
+                            SG_METRIC_GAUGE,
+                            {NULL},
+                            NULL,
+                            0,
+                            1,
+                            W,
                             "Commands taken from Kafka and not finished (running, or queued "
                             "behind their saga); fetching pauses at worker.max_in_flight."},
-    [SG_M_PARTITIONS_ASSIGNED] = {"sagad_partitions_assigned", SG_METRIC_GAUGE, {NULL}, NULL, 0,
-                                  1, W, "Partitions of the commands topic this worker owns."},
-    [SG_M_CONSUMER_LAG] = {"sagad_consumer_lag", SG_METRIC_GAUGE, {"partition"}, NULL, 0, 1024, W,
+    [SG_M_PARTITIONS_ASSIGNED] = {"sagad_partitions_assigned",
+                                  SG_METRIC_GAUGE,
+                                  {NULL},
+                                  NULL,
+                                  0,
+                                  1,
+                                  W,
+                                  "Partitions of the commands topic this worker owns."},
+    [SG_M_CONSUMER_LAG] = {"sagad_consumer_lag",
+                           SG_METRIC_GAUGE,
+                           {"partition"},
+                           NULL,
+                           0,
+                           1024,
+                           W,
                            "Messages of an owned partition not finished yet: high watermark "
                            "minus the offset stored in PostgreSQL."},
-    [SG_M_CIRCUIT_STATE] = {"sagad_circuit_state", SG_METRIC_GAUGE, {"tool"}, NULL, 0, 256, W,
+    [SG_M_CIRCUIT_STATE] = {"sagad_circuit_state",
+                            SG_METRIC_GAUGE,
+                            {"tool"},
+                            NULL,
+                            0,
+                            256,
+                            W,
                             "Circuit breaker of a tool: 0 closed, 1 half-open (probing), 2 open "
                             "(calls fail fast with tool.circuit_open)."},
-    [SG_M_RELAY_STATE] = {"sagad_relay_state", SG_METRIC_GAUGE, {"state"}, NULL, 0, 4, R,
+    [SG_M_RELAY_STATE] = {"sagad_relay_state",
+                          SG_METRIC_GAUGE,
+                          {"state"},
+                          NULL,
+                          0,
+                          4,
+                          R,
                           "1 for the relay's current state (connecting, standby, active, "
                           "backoff), 0 for the others."},
-    [SG_M_OUTBOX_PUBLISHED] = {"sagad_outbox_published_total", SG_METRIC_COUNTER, {NULL}, NULL, 0,
-                               1, R, "Outbox rows published and acknowledged (cursor moved)."},
-    [SG_M_OUTBOX_BACKLOG] = {"sagad_outbox_backlog", SG_METRIC_GAUGE, {"shard"}, NULL, 0, 256, R,
+    [SG_M_OUTBOX_PUBLISHED] = {"sagad_outbox_published_total",
+                               SG_METRIC_COUNTER,
+                               {NULL},
+                               NULL,
+                               0,
+                               1,
+                               R,
+                               "Outbox rows published and acknowledged (cursor moved)."},
+    [SG_M_OUTBOX_BACKLOG] = {"sagad_outbox_backlog",
+                             SG_METRIC_GAUGE,
+                             {"shard"},
+                             NULL,
+                             0,
+                             256,
+                             R,
                              "Outbox rows waiting in the shard this relay holds."},
-    [SG_M_OUTBOX_OLDEST_AGE] = {"sagad_outbox_oldest_age_seconds", SG_METRIC_GAUGE, {"shard"},
-                                NULL, 0, 256, R,
+    [SG_M_OUTBOX_OLDEST_AGE] = {"sagad_outbox_oldest_age_seconds",
+                                SG_METRIC_GAUGE,
+                                {"shard"},
+                                NULL,
+                                0,
+                                256,
+                                R,
                                 "Age of the next row to publish in the held shard (0 when "
                                 "empty)."},
-    [SG_M_OUTBOX_PUBLISH_LATENCY] = {"sagad_outbox_publish_latency_seconds", SG_METRIC_HISTOGRAM,
-                                     {NULL}, publish_buckets, NB(publish_buckets), 1, R,
+    [SG_M_OUTBOX_PUBLISH_LATENCY] = {"sagad_outbox_publish_latency_seconds",
+                                     SG_METRIC_HISTOGRAM,
+                                     {NULL},
+                                     publish_buckets,
+                                     NB(publish_buckets),
+                                     1,
+                                     R,
                                      "From a row's insert to its acknowledged publish."},
-    [SG_M_OUTBOX_XMIN_BLOCKED] = {"sagad_outbox_xmin_blocked_seconds", SG_METRIC_GAUGE, {"shard"},
-                                  NULL, 0, 256, R,
+    [SG_M_OUTBOX_XMIN_BLOCKED] = {"sagad_outbox_xmin_blocked_seconds",
+                                  SG_METRIC_GAUGE,
+                                  {"shard"},
+                                  NULL,
+                                  0,
+                                  256,
+                                  R,
                                   "How long committed rows have waited behind a running "
                                   "transaction (the xmin horizon); 0 when none wait."},
-    [SG_M_TIMERS_DUE] = {"sagad_timers_due", SG_METRIC_GAUGE, {NULL}, NULL, 0, 1, R,
+    [SG_M_TIMERS_DUE] = {"sagad_timers_due",
+                         SG_METRIC_GAUGE,
+                         {NULL},
+                         NULL,
+                         0,
+                         1,
+                         R,
                          "Timer rows (retries) due and not fired yet."},
-    [SG_M_TIMERS_FIRED] = {"sagad_timers_fired_total", SG_METRIC_COUNTER, {NULL}, NULL, 0, 1, R,
+    [SG_M_TIMERS_FIRED] = {"sagad_timers_fired_total",
+                           SG_METRIC_COUNTER,
+                           {NULL},
+                           NULL,
+                           0,
+                           1,
+                           R,
                            "Timer rows moved into the outbox."},
 };
 
@@ -110,8 +263,8 @@ static const sg_metric_def_t catalog[SG_M__COUNT] = {
 typedef struct series_s {
     atomic_bool present; /* rendered (a hidden gauge is not) */
     char *labels[SG_METRIC_MAX_LABELS];
-    _Atomic uint64_t count; /* counter value */
-    _Atomic double value;   /* gauge value, histogram sum */
+    _Atomic uint64_t count;    /* counter value */
+    _Atomic double value;      /* gauge value, histogram sum */
     _Atomic uint64_t *buckets; /* histogram: per bucket, the last one past every bound */
 } series_t;
 
@@ -148,6 +301,8 @@ static void metrics_alloc(void)
     }
 }
 
+static series_t *series_get(sg_metric_id_t id, const char *const *labels);
+
 static void series_fill(series_t *s, const sg_metric_def_t *d, size_t nlabels,
                         const char *const *labels)
 {
@@ -171,7 +326,7 @@ void sg_metrics_init(unsigned served_by)
         /* A metric without labels has its one series from the start, so
          * it renders 0 before its first update. */
         if (metrics[i].enabled && metrics[i].nlabels == 0)
-            sg_metric_add((sg_metric_id_t)i, NULL, 0);
+            atomic_store(&series_get((sg_metric_id_t)i, NULL)->present, true);
     }
 }
 
@@ -413,8 +568,7 @@ static void render_histogram(buf_t *b, const metric_t *m, const sg_metric_def_t 
     buf_printf(b, " %llu\n", (unsigned long long)cum);
 }
 
-static void render_series(buf_t *b, const metric_t *m, const sg_metric_def_t *d,
-                          const series_t *s)
+static void render_series(buf_t *b, const metric_t *m, const sg_metric_def_t *d, const series_t *s)
 {
     if (!atomic_load(&s->present))
         return;

@@ -22,9 +22,9 @@
 #define SG_EXIT_INFRA   4 /* PostgreSQL or Kafka unreachable or failing */
 
 typedef struct sg_cli_s {
-    const char *prog;      /* e.g. "sagad-worker" */
-    const char *component; /* log component, e.g. "worker" */
-    sg_config_t *cfg;      /* loaded and checked before a command runs */
+    const char *prog;        /* e.g. "sagad-worker" */
+    const char *component;   /* log component, e.g. "worker" */
+    sg_config_t *cfg;        /* loaded and checked before a command runs */
     const char *config_path; /* --config or SAGAD_CONFIG, NULL when none */
 } sg_cli_t;
 

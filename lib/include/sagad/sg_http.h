@@ -18,11 +18,13 @@
 
 typedef struct sg_http_s sg_http_t;
 
-/* Listens on http.bind:http.port (port 0: a free port) and logs
+/* Turns on the metrics of served_by (SG_METRICS_*) and the readiness
+ * checks of required_checks (SG_CHECK_BIT()s), then listens on
+ * http.bind:http.port (port 0: a free port) and logs
  * {"msg":"http endpoint listening","addr":"HOST:PORT"}.  Returns NULL with
  * errstr naming the address on failure (bad address, port in use). */
-sg_http_t *sg_http_start(const sg_config_t *cfg, char *errstr, size_t errstr_size)
-    __attribute__((warn_unused_result));
+sg_http_t *sg_http_start(const sg_config_t *cfg, unsigned served_by, unsigned required_checks,
+                         char *errstr, size_t errstr_size) __attribute__((warn_unused_result));
 
 /* The port actually bound. */
 int sg_http_port(const sg_http_t *http);
