@@ -250,9 +250,9 @@ static void setup(void)
     /* The worker gets the URL form, the relay the key=value form. */
     env_add(true, false, "SAGAD_PG_DSN=%s?sslpassword=%s", T.dsn, DSN_SECRET);
     slash = strrchr(T.dsn, '/');
-    cr_assert_eq(sscanf(sgt_pg_url(), "postgresql://%63[^:]:%63[^@]@%63[^:]:%15[^/]", user, pw,
-                        host, port),
-                 4, "SAGAD_TEST_PG_URL is not postgresql://user:password@host:port/db");
+    cr_assert_eq(
+        sscanf(sgt_pg_url(), "postgresql://%63[^:]:%63[^@]@%63[^:]:%15[^/]", user, pw, host, port),
+        4, "SAGAD_TEST_PG_URL is not postgresql://user:password@host:port/db");
     snprintf(kv, sizeof(kv), "host=%s port=%s dbname=%s user=%s password=%s sslpassword=%s", host,
              port, slash + 1, user, pw, KV_SECRET);
     env_add(false, true, "SAGAD_PG_DSN=%s", kv);
@@ -339,8 +339,7 @@ static char *get(int port, const char *path, int want)
     char *body = NULL;
     int status = sgt_http_get(port, path, &body);
 
-    cr_assert_eq(status, want, "GET %s: %d, expected %d: %s", path, status, want,
-                 body ? body : "");
+    cr_assert_eq(status, want, "GET %s: %d, expected %d: %s", path, status, want, body ? body : "");
     return body;
 }
 
@@ -352,8 +351,8 @@ static char *get_until(int port, const char *path, int want)
     int status;
 
     while ((status = sgt_http_get(port, path, &body)) != want) {
-        cr_assert_lt(sgt_now_s(), deadline, "GET %s: still %d, expected %d: %s", path, status,
-                     want, body ? body : "");
+        cr_assert_lt(sgt_now_s(), deadline, "GET %s: still %d, expected %d: %s", path, status, want,
+                     body ? body : "");
         free(body);
         body = NULL;
         usleep(100000);
@@ -392,7 +391,8 @@ Test(ops, endpoints_answer_and_counters_move_after_a_saga)
     cr_assert_eq(sgt_prom_get(&w, "sagad_sagas_finished_total", "status=\"completed\"", 0), 0);
     sgt_prom_free(&w);
 
-    submit("ops-1", "[{\"name\": \"a\", \"tool\": \"noop\"}, {\"name\": \"b\", \"tool\": \"noop\"}]");
+    submit("ops-1",
+           "[{\"name\": \"a\", \"tool\": \"noop\"}, {\"name\": \"b\", \"tool\": \"noop\"}]");
     wait_saga("ops-1", "completed");
     scrape(wport, &w);
     cr_assert_eq(sgt_prom_get(&w, "sagad_sagas_finished_total", "status=\"completed\"", 0), 1);
@@ -488,8 +488,8 @@ Test(ops, secrets_never_reach_logs_and_sighup_reloads_log_level)
     snprintf(bad_uri, sizeof(bad_uri), "SAGAD_PG_DSN=postgresql://u:%s@[::1/db", DSN_SECRET);
     cr_assert_neq(sgt_run("sagad-worker", migrate, env, &out, &err), 0);
     for (size_t i = 0; i < 4; i++) {
-        cr_assert(!strstr(out, secrets[i]) && !strstr(err, secrets[i]), "%s in: %s%s",
-                  secrets[i], out, err);
+        cr_assert(!strstr(out, secrets[i]) && !strstr(err, secrets[i]), "%s in: %s%s", secrets[i],
+                  out, err);
     }
     free(out);
     free(err);
@@ -505,8 +505,7 @@ Test(ops, secrets_never_reach_logs_and_sighup_reloads_log_level)
     fclose(fp);
     snprintf(envreg, sizeof(envreg), "SAGAD_WORKER_REGISTRY=%s", bad_reg);
     sgt_run("sagad-worker", check, env2, &out, &err);
-    cr_assert(!strstr(out, TOKEN_SECRET) && !strstr(err, TOKEN_SECRET), "token in: %s%s", out,
-              err);
+    cr_assert(!strstr(out, TOKEN_SECRET) && !strstr(err, TOKEN_SECRET), "token in: %s%s", out, err);
     free(out);
     free(err);
     unlink(bad_reg);

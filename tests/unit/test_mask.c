@@ -64,12 +64,11 @@ Test(mask, config_registers_its_secrets)
     sg_config_t *cfg = sg_config_new();
     char errstr[256], out[256];
 
-    cr_assert_eq(sg_config_set(cfg, "pg.dsn", "postgresql://u:pgS3cret@h/db", "t", errstr,
-                               sizeof(errstr)),
-                 0);
-    cr_assert_eq(sg_config_set(cfg, "kafka.sasl.password", "kafkaS3cret", "t", errstr,
-                               sizeof(errstr)),
-                 0);
+    cr_assert_eq(
+        sg_config_set(cfg, "pg.dsn", "postgresql://u:pgS3cret@h/db", "t", errstr, sizeof(errstr)),
+        0);
+    cr_assert_eq(
+        sg_config_set(cfg, "kafka.sasl.password", "kafkaS3cret", "t", errstr, sizeof(errstr)), 0);
     sg_mask("values pgS3cret kafkaS3cret", out, sizeof(out));
     cr_assert_str_eq(out, "values **** ****");
     sg_config_destroy(cfg);

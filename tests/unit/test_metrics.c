@@ -45,11 +45,11 @@ Test(metrics, exposition_is_valid_and_declares_every_metric_of_the_binary)
     cr_assert_eq(sgt_prom_get(&prom, "sagad_step_duration_seconds_bucket",
                               "tool=\"charge\",le=\"0.025\"", -1),
                  1);
-    cr_assert_eq(sgt_prom_get(&prom, "sagad_step_duration_seconds_bucket",
-                              "tool=\"charge\",le=\"5\"", -1),
-                 1);
-    cr_assert_float_eq(sgt_prom_get(&prom, "sagad_step_duration_seconds_sum", "tool=\"charge\"", -1),
-                       7.02, 1e-9);
+    cr_assert_eq(
+        sgt_prom_get(&prom, "sagad_step_duration_seconds_bucket", "tool=\"charge\",le=\"5\"", -1),
+        1);
+    cr_assert_float_eq(
+        sgt_prom_get(&prom, "sagad_step_duration_seconds_sum", "tool=\"charge\"", -1), 7.02, 1e-9);
     cr_assert_eq(sgt_prom_get(&prom, "sagad_consumer_lag", "partition=\"3\"", -1), 12);
     /* A metric without labels is there before its first update. */
     cr_assert_eq(sgt_prom_get(&prom, "sagad_sagas_started_total", "", -1), 0);
@@ -142,16 +142,16 @@ Test(metrics, hidden_gauge_leaves_the_exposition_until_set_again)
 Test(metrics, strict_parser_refuses_invalid_expositions)
 {
     static const char *const bad[] = {
-        "x 1\n",                                            /* no TYPE */
-        "# TYPE x counter\nx 1",                            /* no final newline */
-        "# TYPE x counter\nx{a=\"1} 1\n",                   /* unterminated value */
-        "# TYPE x counter\nx{a=\"\\q\"} 1\n",               /* bad escape */
-        "# TYPE x counter\nx{1a=\"v\"} 1\n",                /* bad label name */
-        "# TYPE x counter\nx one\n",                        /* bad value */
-        "# TYPE x counter\nx -1\n",                         /* negative counter */
-        "# TYPE x counter\nx 1\nx 2\n",                     /* duplicate series */
-        "# TYPE x gauge\n# TYPE x gauge\nx 1\n",            /* second TYPE */
-        "# comment\n",                                      /* other comment */
+        "x 1\n",                                 /* no TYPE */
+        "# TYPE x counter\nx 1",                 /* no final newline */
+        "# TYPE x counter\nx{a=\"1} 1\n",        /* unterminated value */
+        "# TYPE x counter\nx{a=\"\\q\"} 1\n",    /* bad escape */
+        "# TYPE x counter\nx{1a=\"v\"} 1\n",     /* bad label name */
+        "# TYPE x counter\nx one\n",             /* bad value */
+        "# TYPE x counter\nx -1\n",              /* negative counter */
+        "# TYPE x counter\nx 1\nx 2\n",          /* duplicate series */
+        "# TYPE x gauge\n# TYPE x gauge\nx 1\n", /* second TYPE */
+        "# comment\n",                           /* other comment */
         "# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n",
         "# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\nh_sum 1\nh_count 3\n",
         "# TYPE h histogram\nh_bucket 1\nh_sum 1\nh_count 1\n", /* bucket without le */
