@@ -43,6 +43,10 @@ static void set_locked(sg_check_t check, bool ok, const char *why)
 {
     checks[check].ok = ok;
     snprintf(checks[check].why, sizeof(checks[check].why), "%s", ok ? "" : why);
+    /* One line per check: libpq's messages span several. */
+    for (char *c = checks[check].why; *c; c++)
+        if (*c == '\n' || *c == '\t' || *c == '\r')
+            *c = ' ';
     if (check == SG_CHECK_PG)
         sg_metric_set(SG_M_PG_CONNECTED, NULL, ok);
     else if (check == SG_CHECK_KAFKA)
