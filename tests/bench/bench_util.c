@@ -118,7 +118,15 @@ pid_t bench_spawn(const char *prog, char *const *env)
     pid = fork();
     if (pid == 0) {
         char *const argv[] = {bin, "run", NULL};
-        execve(bin, argv, env);
+        char *envp[64], port[] = "SAGAD_HTTP_PORT=0";
+        size_t n = 0;
+
+        /* A free port each: benchmarks run a worker and a relay at once. */
+        envp[n++] = port;
+        for (; env && *env && n < 63; env++)
+            envp[n++] = *env;
+        envp[n] = NULL;
+        execve(bin, argv, envp);
         _exit(127);
     }
     return pid;
