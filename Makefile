@@ -7,7 +7,7 @@ CC       ?= gcc
 BUILD    ?= build
 BINDIR   ?= bin
 SAN      ?=
-PKGS     := rdkafka libpq libcjson libcurl
+PKGS     := rdkafka libpq libcjson libcurl libmicrohttpd
 TEST_PKGS := criterion
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -180,12 +180,16 @@ demo-stop:
 
 # The config reference is generated from the config table; docs-check
 # fails when the committed copy is stale.
+# So is the metrics reference, from the metrics catalog.
 docs: $(BINDIR)/sagad-worker
 	$(BINDIR)/sagad-worker --config-reference > docs/CONFIGURATION.md
+	$(BINDIR)/sagad-worker --metrics-reference > docs/METRICS.md
 
 docs-check: $(BINDIR)/sagad-worker
 	@$(BINDIR)/sagad-worker --config-reference | diff -u docs/CONFIGURATION.md - \
 	  || { echo "docs/CONFIGURATION.md is stale: run make docs"; exit 1; }
+	@$(BINDIR)/sagad-worker --metrics-reference | diff -u docs/METRICS.md - \
+	  || { echo "docs/METRICS.md is stale: run make docs"; exit 1; }
 
 # The JSON contracts, checked by an independent validator (Python
 # jsonschema): schemas, fixtures, and every error code in the C sources

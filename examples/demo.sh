@@ -82,9 +82,12 @@ grep -q listening "$run/checkout.out" || { echo "demo: checkout-svc did not star
 
 echo
 echo "== relay and worker in the background (logs: $run/relay.log, $run/worker.log)"
-bin/sagad-relay run >>"$run/relay.log" 2>&1 &
+# Each serves /metrics, /healthz, /readyz on a free port (two demos, or a
+# worker beside a relay, would collide on 9400): see the logs' "http
+# endpoint listening" lines.
+SAGAD_HTTP_PORT=${SAGAD_HTTP_PORT:-0} bin/sagad-relay run >>"$run/relay.log" 2>&1 &
 echo $! >"$run/relay.pid"
-bin/sagad-worker run >>"$run/worker.log" 2>&1 &
+SAGAD_HTTP_PORT=${SAGAD_HTTP_PORT:-0} bin/sagad-worker run >>"$run/worker.log" 2>&1 &
 echo $! >"$run/worker.pid"
 echo "relay pid $(cat "$run/relay.pid"), worker pid $(cat "$run/worker.pid")"
 

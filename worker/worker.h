@@ -25,6 +25,7 @@
 #include "sagad/sg_err.h"
 #include "sagad/sg_json.h"
 #include "sagad/sg_kafka.h"
+#include "sagad/sg_metrics.h"
 #include "sagad/sg_pg.h"
 
 /* ---- tools and adapters ------------------------------------------------ */
@@ -339,6 +340,9 @@ typedef struct worker_s {
     int64_t budget_ms;
     sg_rng_t rng;
     worker_stats_t stats;
+    /* Metrics of the open transaction, applied when it commits. */
+    sg_metrics_batch_t metrics;
+    const char *decided; /* outcome of the command being decided, NULL: by default */
 } worker_t;
 
 /* Decides a READY command inside the open transaction pipeline: writes

@@ -37,7 +37,9 @@
 #include <time.h>
 
 #include "sagad/sg_log.h"
+#include "sagad/sg_mask.h"
 #include "sagad/sg_version.h"
+#include "sagad/sg_mask.h"
 #include "worker.h"
 
 #define RETRY_AFTER_MAX_MS (24LL * 3600 * 1000)
@@ -161,6 +163,9 @@ static char *resolve_value(const char *in, const char *path, sg_err_t *err)
                        "%s: environment variable %s is not set", path, name);
             goto err;
         }
+        /* Whatever a variable holds is treated as a secret: masked in every
+         * log line and error from now on. */
+        sg_mask_add_secret(val);
         append(&out, &len, val, strlen(val));
         p = end + 1;
     }

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "sagad/sg_mask.h"
 #include "sagad/sg_schema.h"
 #include "worker.h"
 
@@ -354,6 +356,28 @@ static char *read_file(const char *path, size_t *len, sg_err_t *err)
     return buf;
 }
 
+/* Header tokens and other credentials of the registry (any string under a
+ * secret-like key, e.g. headers.Authorization, or a Bearer/Basic value)
+ * are registered for masking before anything can echo them. */
+static void register_secrets(const sg_json_t *node, const char *key)
+{
+    const char *s = sg_json_string(node);
+
+    if (s) {
+        if ((key && (sg_mask_key_is_secret(key) || strcasecmp(key, "authorization") == 0 ||
+                     strcasecmp(key, "cookie") == 0)) ||
+            strncasecmp(s, "bearer ", 7) == 0 || strncasecmp(s, "basic ", 6) == 0) {
+            const char *sp = strchr(s, ' ');
+            sg_mask_add_secret(s);
+            if (sp && (strncasecmp(s, "bearer ", 7) == 0 || strncasecmp(s, "basic ", 6) == 0))
+                sg_mask_add_secret(sp + 1);
+        }
+        return;
+    }
+    for (const sg_json_t *c = sg_json_first(node); c; c = sg_json_next(c))
+        register_secrets(c, sg_json_key(c) ? sg_json_key(c) : key);
+}
+
 worker_registry_t *worker_registry_load(const char *path, const sg_config_t *cfg, sg_err_t *err)
 {
     static const sg_json_limits_t lim = {REGISTRY_MAX_BYTES, 64};
@@ -375,6 +399,7 @@ worker_registry_t *worker_registry_load(const char *path, const sg_config_t *cfg
         with_file(err, path);
         goto err;
     }
+    register_secrets(reg->doc, NULL);
     if (!sg_json_is_object(reg->doc)) {
         bad(err, path, "$", "must be an object");
         goto err;

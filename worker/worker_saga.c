@@ -367,6 +367,8 @@ static void dead_letter(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, int
         send(w, sql, 22, params);
     }
     w->stats.dead_letters++;
+    w->decided = "dead_lettered";
+    sg_metrics_batch_inc(&w->metrics, SG_M_DEAD_LETTERS, SG_LABELS(err->code));
     sg_json_destroy(compdoc);
     free(key64);
     free(payload64);
@@ -449,6 +451,7 @@ static void terminal(worker_t *w, worker_saga_t *saga, const char *status)
     sg_json_add_node(b, "run_health", run_health(saga));
     snprintf(type, sizeof(type), "saga.%s", status);
     event(w, saga, type, b);
+    sg_metrics_batch_inc(&w->metrics, SG_M_SAGAS_FINISHED, SG_LABELS(status));
     if (strcmp(status, "completed") == 0)
         w->stats.completed++;
     else if (strcmp(status, "compensated") == 0)
@@ -556,6 +559,7 @@ static void comp_failed(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, wor
     sg_json_t *b = step_body(st);
 
     set_step(st, "compensation_failed");
+    sg_metrics_batch_inc(&w->metrics, SG_M_COMPENSATIONS, SG_LABELS("failed"));
     snprintf(st->error_code, sizeof(st->error_code), "%s", err->code);
     add_error(b, err);
     event(w, saga, "step.compensation_failed", b);
@@ -606,7 +610,11 @@ static void stale(worker_t *w, worker_cmd_t *cmd, const char *why)
     sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
 
     w->stats.stale++;
+    w->decided = "ignored";
+    sg_metrics_batch_inc(&w->metrics, SG_M_DUPLICATES_IGNORED,
+                         SG_LABELS(cmd->state == CMD_RETURNED ? "outcome" : "command"));
     ctx.saga_id = cmd->dec.saga_id;
+    ctx.step = cmd->call.step_name;
     ctx.attempt = cmd->dec.attempt;
     ctx.partition = cmd->part ? sg_kafka_msg_partition(cmd->msg) : -1;
     ctx.offset = cmd->offset;
@@ -667,6 +675,7 @@ static void reject(worker_t *w, worker_cmd_t *cmd, problem_list_t *pl, const cha
     sg_err_set(&err, SG_ERRCLASS_PERMANENT, code, "saga.start rejected: %d problem(s): %s", pl->n,
                pl->text);
     dead_letter(w, cmd, NULL, -1, false, &err, NULL);
+    w->decided = "rejected";
 }
 
 static char *effective_steps(const sg_json_t *doc, const worker_registry_t *reg)
@@ -803,6 +812,7 @@ static void decide_start(worker_t *w, worker_cmd_t *cmd, worker_saga_t *existing
     saga.dirty = true;
     flush(w, &saga);
     w->stats.started++;
+    sg_metrics_batch_inc(&w->metrics, SG_M_SAGAS_STARTED, NULL);
     free(def);
     free(steps);
     free(input_text);
@@ -1032,6 +1042,11 @@ static void decide_release(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
 
 void worker_saga_decide(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
 {
+    static const char *const types[] = {"saga.start", "step.execute", "step.compensate",
+                                        "undecodable"};
+    const char *outcome;
+
+    w->decided = NULL;
     switch (cmd->dec.type) {
     case WORKER_CMD_POISON:
         dead_letter(w, cmd, NULL, -1, false, &cmd->dec.err, NULL);
@@ -1047,6 +1062,14 @@ void worker_saga_decide(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
         decide_step(w, cmd, saga);
         break;
     }
+    /* Nothing said otherwise: a saga.start was stored, a step failed
+     * before any call (deadline, bad arguments). */
+    outcome = cmd->calls                          ? "called"
+              : w->decided                        ? w->decided
+              : cmd->dec.type == WORKER_CMD_START ? "started"
+                                                  : "failed";
+    sg_metrics_batch_inc(&w->metrics, SG_M_COMMANDS_CONSUMED,
+                         SG_LABELS(types[cmd->dec.type], outcome));
 }
 
 /* ---- outcomes ---------------------------------------------------------- */
@@ -1155,6 +1178,9 @@ static bool schedule_retry(worker_t *w, worker_saga_t *saga, worker_step_t *st, 
     if (!comp)
         saga->retry_spent += (int64_t)delay;
     saga->dirty = true;
+    sg_metrics_batch_inc(&w->metrics, SG_M_RETRIES_SCHEDULED, SG_LABELS(r->err.code));
+    if (comp)
+        sg_metrics_batch_inc(&w->metrics, SG_M_COMPENSATIONS, SG_LABELS("retry"));
     command(w, saga, st->idx, comp, attempt + 1, delay > 0 ? (int64_t)delay : 0);
     body = step_body(st);
     sg_json_add_str(body, "phase", comp ? "compensate" : "forward");
@@ -1201,6 +1227,24 @@ static void on_comp_failure(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga,
     comp_failed(w, cmd, saga, st, &r->err);
 }
 
+/* The call's metrics, whatever the saga does with its outcome. */
+static void count_call(worker_t *w, const worker_cmd_t *cmd)
+{
+    const char *tool = cmd->call.tool->name;
+    const worker_result_t *r = &cmd->result;
+
+    sg_metrics_batch_observe(&w->metrics, SG_M_STEP_DURATION, SG_LABELS(tool),
+                             (double)r->latency_ms / 1000.0);
+    if (cmd->dec.type == WORKER_CMD_COMPENSATE) {
+        if (r->status == WORKER_OK)
+            sg_metrics_batch_inc(&w->metrics, SG_M_COMPENSATIONS, SG_LABELS("ok"));
+        return;
+    }
+    sg_metrics_batch_inc(
+        &w->metrics, SG_M_STEPS,
+        SG_LABELS(tool, r->status == WORKER_OK ? "ok" : sg_errclass_name(r->err.cls)));
+}
+
 void worker_saga_complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
 {
     bool comp = cmd->dec.type == WORKER_CMD_COMPENSATE;
@@ -1209,6 +1253,7 @@ void worker_saga_complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
 
     finish_attempt(w, cmd);
     w->stats.calls++;
+    count_call(w, cmd);
     ctx.saga_id = cmd->dec.saga_id;
     ctx.step = cmd->call.step_name;
     ctx.attempt = cmd->dec.attempt;

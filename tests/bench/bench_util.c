@@ -126,9 +126,18 @@ pid_t bench_spawn_argv(const char *prog, char *const *args, char *const *env, in
         die("pipe", prog);
     pid = fork();
     if (pid == 0) {
+        char *envp[64], port[] = "SAGAD_HTTP_PORT=0";
+        size_t k = 0;
+
+        /* A free port each (benchmarks run a worker and a relay at once)
+         * unless env sets one: the first occurrence of a name wins. */
+        for (; env && *env && k < 62; env++)
+            envp[k++] = *env;
+        envp[k++] = port;
+        envp[k] = NULL;
         if (out_fd)
             dup2(fds[1], 1);
-        execve(bin, argv, env);
+        execve(bin, argv, envp);
         _exit(127);
     }
     if (out_fd) {

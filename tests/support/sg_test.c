@@ -136,6 +136,9 @@ void sgt_spawn(sgt_proc_t *p, const char *prog, const char *const *args, const c
     static char kept[3][1024];
 
     envp[e++] = "PATH=/usr/local/bin:/usr/bin:/bin";
+    /* Tests run many binaries at once: each endpoint on a free port (it
+     * logs it), unless the test's env sets one (a later entry wins). */
+    envp[e++] = "SAGAD_HTTP_PORT=0";
     /* Sanitizer settings follow the test binary into the child unchanged,
      * so a sanitizer run behaves the same in both. */
     for (size_t i = 0; i < 3; i++) {
