@@ -83,7 +83,14 @@ $(LIBSAGAD): $(LIB_OBJS)
 
 $(BINDIR)/sagad-worker: $(WORKER_OBJS) $(LIBSAGAD)
 $(BINDIR)/sagad-relay: $(RELAY_OBJS) $(LIBSAGAD)
-$(BINDIR)/dlq-tool: $(DLQ_OBJS) $(LIBSAGAD)
+# dlq-tool checks edited submissions with the worker's own rules: it links
+# the worker's modules (an archive, so only what it uses is pulled in).
+WORKER_LIB := $(BUILD)/libworker.a
+$(WORKER_LIB): $(filter-out %/main.o,$(WORKER_OBJS))
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BINDIR)/dlq-tool: $(DLQ_OBJS) $(WORKER_LIB) $(LIBSAGAD)
 $(PROGS):
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS_ALL)
