@@ -263,8 +263,9 @@ static int edit(dlq_t *d, const char *id)
         dlq_warn(d, "no dead letter %s", id);
         rc = SG_EXIT_FAIL;
     } else if (sg_pg_res_get(res, 0, 0)) {
-        dlq_warn(d, "dead letter %s is a step's (step %s): its command is rebuilt by replay, "
-                    "so there is no payload to edit; fix the tool or registry and replay",
+        dlq_warn(d,
+                 "dead letter %s is a step's (step %s): its command is rebuilt by replay, "
+                 "so there is no payload to edit; fix the tool or registry and replay",
                  id, sg_pg_res_get(res, 0, 0));
         rc = SG_EXIT_REFUSED;
     } else {

@@ -22,8 +22,8 @@
 
 int dlq_cmd_list(sg_cli_t *cli, int argc, char **argv)
 {
-    static const char *const header[] = {"ID",    "STATUS", "CREATED (UTC)", "CODE",    "CLASS",
-                                         "SAGA",  "STEP",   "TOOL",          "ATTEMPTS", "MESSAGE"};
+    static const char *const header[] = {"ID",   "STATUS", "CREATED (UTC)", "CODE",     "CLASS",
+                                         "SAGA", "STEP",   "TOOL",          "ATTEMPTS", "MESSAGE"};
     dlq_t d;
     dlq_filter_t f;
     sg_pg_res_t *res = NULL;

@@ -13,8 +13,20 @@
 
 #include "dlq.h"
 
-enum { R_OUTCOME, R_ACTION, R_SAGA, R_STATUS, R_GEN, R_STEP, R_KEY, R_REPLAY, R_REV, R_TOPIC,
-       R_DETAIL, R_JSON };
+enum {
+    R_OUTCOME,
+    R_ACTION,
+    R_SAGA,
+    R_STATUS,
+    R_GEN,
+    R_STEP,
+    R_KEY,
+    R_REPLAY,
+    R_REV,
+    R_TOPIC,
+    R_DETAIL,
+    R_JSON
+};
 
 static const char replay_sql[] =
     "SELECT r.*, (jsonb_build_object('id', $1::bigint) || to_jsonb(r))::text "
@@ -66,8 +78,8 @@ static void report(replay_run_t *run, const char *id, const sg_pg_res_t *res)
         run->replayed++;
         if (!run->json) {
             const char *key = sg_pg_res_get(res, 0, R_KEY);
-            printf("replayed %s (replay %s): %s%s%s\n", id, sg_pg_res_get(res, 0, R_REPLAY),
-                   detail, key ? "; new key " : "", key ? key : "");
+            printf("replayed %s (replay %s): %s%s%s\n", id, sg_pg_res_get(res, 0, R_REPLAY), detail,
+                   key ? "; new key " : "", key ? key : "");
         }
     } else if (strcmp(outcome, "would_replay") == 0) {
         run->would++;
@@ -116,8 +128,8 @@ static int select_ids(dlq_t *d, long limit, char ***ids, size_t *n)
     if (dlq_filter_build(d, &f, "pending") < 0)
         return SG_EXIT_USAGE;
     snprintf(lim, sizeof(lim), "%ld", limit);
-    snprintf(sql, sizeof(sql), "SELECT d.id FROM dead_letters d%s ORDER BY d.id LIMIT $%d",
-             f.where, dlq_filter_param(&f, lim));
+    snprintf(sql, sizeof(sql), "SELECT d.id FROM dead_letters d%s ORDER BY d.id LIMIT $%d", f.where,
+             dlq_filter_param(&f, lim));
     if ((rc = dlq_query(d, sql, f.n, f.params, &res)))
         return rc;
     *n = sg_pg_res_rows(res);

@@ -28,9 +28,34 @@ static const char show_json_sql[] =
     ")::text FROM dead_letters d WHERE d.id = $1::bigint";
 
 enum {
-    H_ID, H_STATUS, H_CREATED, H_CODE, H_CLASS, H_MESSAGE, H_SAGA, H_SAGA_NAME, H_STEP, H_TOOL,
-    H_PHASE, H_ATTEMPTS, H_FIRST, H_LAST, H_TOPIC, H_PART, H_OFFSET, H_KEY, H_TS, H_HEADERS,
-    H_WORKER, H_VERSION, H_RESOLVED, H_PAYLOAD, H_PAYLOAD64, H_REVISION, H_SAGA_NOW, H_NCOLS
+    H_ID,
+    H_STATUS,
+    H_CREATED,
+    H_CODE,
+    H_CLASS,
+    H_MESSAGE,
+    H_SAGA,
+    H_SAGA_NAME,
+    H_STEP,
+    H_TOOL,
+    H_PHASE,
+    H_ATTEMPTS,
+    H_FIRST,
+    H_LAST,
+    H_TOPIC,
+    H_PART,
+    H_OFFSET,
+    H_KEY,
+    H_TS,
+    H_HEADERS,
+    H_WORKER,
+    H_VERSION,
+    H_RESOLVED,
+    H_PAYLOAD,
+    H_PAYLOAD64,
+    H_REVISION,
+    H_SAGA_NOW,
+    H_NCOLS
 };
 
 static const char show_head_sql[] =
@@ -115,7 +140,7 @@ static int section(dlq_t *d, const char *id, const char *title, const char *sql,
 
 static int show_human(dlq_t *d, const char *id)
 {
-    static const char *const trail_h[] = {"ATTEMPT", "STARTED", "STATUS", "CLASS",
+    static const char *const trail_h[] = {"ATTEMPT", "STARTED",    "STATUS", "CLASS",
                                           "CODE",    "LATENCY_MS", "MESSAGE"};
     static const char *const steps_h[] = {"STEP",     "NAME",          "TOOL", "STATUS",
                                           "ATTEMPTS", "COMP_ATTEMPTS", "KEY",  "ERROR"};
@@ -125,14 +150,14 @@ static int show_human(dlq_t *d, const char *id)
         const char *label;
         int col;
     } fields[] = {
-        {"status", H_STATUS},        {"created", H_CREATED},     {"error", H_CODE},
-        {"class", H_CLASS},          {"message", H_MESSAGE},     {"saga", H_SAGA},
-        {"saga name", H_SAGA_NAME},  {"step", H_STEP},           {"tool", H_TOOL},
-        {"phase", H_PHASE},          {"attempts", H_ATTEMPTS},   {"first failure", H_FIRST},
-        {"last failure", H_LAST},    {"topic", H_TOPIC},         {"partition", H_PART},
-        {"offset", H_OFFSET},        {"key", H_KEY},             {"timestamp", H_TS},
-        {"headers", H_HEADERS},      {"worker", H_WORKER},       {"sagad version", H_VERSION},
-        {"resolved", H_RESOLVED},    {"saga now", H_SAGA_NOW},
+        {"status", H_STATUS},       {"created", H_CREATED},   {"error", H_CODE},
+        {"class", H_CLASS},         {"message", H_MESSAGE},   {"saga", H_SAGA},
+        {"saga name", H_SAGA_NAME}, {"step", H_STEP},         {"tool", H_TOOL},
+        {"phase", H_PHASE},         {"attempts", H_ATTEMPTS}, {"first failure", H_FIRST},
+        {"last failure", H_LAST},   {"topic", H_TOPIC},       {"partition", H_PART},
+        {"offset", H_OFFSET},       {"key", H_KEY},           {"timestamp", H_TS},
+        {"headers", H_HEADERS},     {"worker", H_WORKER},     {"sagad version", H_VERSION},
+        {"resolved", H_RESOLVED},   {"saga now", H_SAGA_NOW},
     };
     sg_pg_res_t *res;
     int rc = dlq_query(d, show_head_sql, 1, &id, &res);

@@ -86,8 +86,8 @@ static void prometheus(const stats_t *s)
 
 static void human(const stats_t *s)
 {
-    static const char *const code_h[] = {"CODE", "CLASS", "PENDING", "REPLAYED", "DISCARDED",
-                                         "TOTAL"};
+    static const char *const code_h[] = {"CODE",     "CLASS",     "PENDING",
+                                         "REPLAYED", "DISCARDED", "TOTAL"};
     static const char *const age_h[] = {"PENDING AGE", "COUNT"};
     static const char *const rep_h[] = {"REPLAY OUTCOME", "COUNT"};
     const sg_pg_res_t *sum = s->summary;
@@ -135,8 +135,7 @@ static void json(const stats_t *s)
         sg_json_add_int(ages, sg_pg_res_get(s->by_age, r, 0), sg_pg_res_int(s->by_age, r, 1, 0));
     sg_json_add_node(o, "pending_by_age", ages);
     for (size_t r = 0; r < sg_pg_res_rows(s->replays); r++)
-        sg_json_add_int(reps, sg_pg_res_get(s->replays, r, 0),
-                        sg_pg_res_int(s->replays, r, 1, 0));
+        sg_json_add_int(reps, sg_pg_res_get(s->replays, r, 0), sg_pg_res_int(s->replays, r, 1, 0));
     sg_json_add_node(o, "replays_by_outcome", reps);
     text = sg_json_print(o);
     printf("%s\n", text);

@@ -44,8 +44,8 @@ int dlq_cmd_tail(sg_cli_t *cli, int argc, char **argv)
 {
     dlq_t d;
     char group[96], errstr[512];
-    const char *props[] = {"group.id", group, "auto.offset.reset", "latest",
-                           "enable.auto.commit", "false", NULL};
+    const char *props[] = {"group.id", group, "auto.offset.reset", "latest", "enable.auto.commit",
+                           "false",    NULL};
     const char *topic;
     sg_kafka_t *k;
     sg_err_t err;

@@ -92,11 +92,20 @@ static bool parse_age(const char *s, char *out, size_t out_size)
     if (end == s || n < 0 || strlen(end) != 1)
         return false;
     switch (*end) {
-    case 's': mult = 1; break;
-    case 'm': mult = 60; break;
-    case 'h': mult = 3600; break;
-    case 'd': mult = 86400; break;
-    default: return false;
+    case 's':
+        mult = 1;
+        break;
+    case 'm':
+        mult = 60;
+        break;
+    case 'h':
+        mult = 3600;
+        break;
+    case 'd':
+        mult = 86400;
+        break;
+    default:
+        return false;
     }
     snprintf(out, out_size, "%ld seconds", n * mult);
     return true;
