@@ -116,6 +116,7 @@ $(BUILD)/bench/%.o: tests/bench/%.c
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 BENCH_WORKER := $(BUILD)/bench/bench-worker
+BENCH_DLQ := $(BUILD)/bench/bench-dlq
 
 $(BENCH_RELAY): $(BUILD)/bench/bench_relay.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
@@ -123,8 +124,11 @@ $(BENCH_RELAY): $(BUILD)/bench/bench_relay.o $(BUILD)/bench/bench_util.o $(LIBSA
 $(BENCH_WORKER): $(BUILD)/bench/bench_worker.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
+$(BENCH_DLQ): $(BUILD)/bench/bench_dlq.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
 # bench: throughput and latency beside the raw floors (not a test).
-bench: deps all $(BENCH_RELAY) $(BENCH_WORKER)
+bench: deps all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_DLQ)
 	tests/bench/run.sh
 
 deps:

@@ -124,6 +124,31 @@ pid_t bench_spawn(const char *prog, char *const *env)
     return pid;
 }
 
+int bench_run(const char *prog, char *const *args, char *const *env)
+{
+    char bin[600];
+    char *argv[32];
+    int status, n = 0;
+    pid_t pid;
+
+    snprintf(bin, sizeof(bin), "%s/%s",
+             getenv("SAGAD_BENCH_BIN_DIR") ? getenv("SAGAD_BENCH_BIN_DIR") : "bin", prog);
+    argv[n++] = bin;
+    for (; args && *args && n < 31; args++)
+        argv[n++] = *args;
+    argv[n] = NULL;
+    pid = fork();
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stdout))
+            _exit(127);
+        execve(bin, argv, env);
+        _exit(127);
+    }
+    if (pid < 0 || waitpid(pid, &status, 0) < 0)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 void bench_stop(pid_t pid)
 {
     int status;

@@ -25,6 +25,9 @@ void bench_drop_db(const char *db);
 /* Starts bin/<prog> run with env (NULL-terminated "K=V" strings). */
 pid_t bench_spawn(const char *prog, char *const *env);
 void bench_stop(pid_t pid);
+/* Runs bin/<prog> args... (NULL-terminated) with env, stdout discarded;
+ * its exit code. */
+int bench_run(const char *prog, char *const *args, char *const *env);
 int cmp_double(const void *a, const void *b);
 
 #endif

@@ -120,9 +120,9 @@ Test(dlq, replay_of_held_saga_resumes_at_failed_step_under_new_key)
     pair_stop();
     simulate_hold("held-1", 2);
     snprintf(id, sizeof(id), "%lld", dead_letter_of("held-1"));
-    cr_expect_str_eq(q_text(text, sizeof(text), "SELECT error_code FROM dead_letters WHERE id = %s",
-                            id),
-                     "runtime.budget.attempts_exhausted");
+    cr_expect_str_eq(
+        q_text(text, sizeof(text), "SELECT error_code FROM dead_letters WHERE id = %s", id),
+        "runtime.budget.attempts_exhausted");
 
     restart_with_tools(FLAKY_FIXED);
     cr_assert_eq(dlq(ARGS("replay", id, "--reason", "flaky is fixed", "--operator", "alice")), 0,
@@ -346,11 +346,25 @@ Test(dlq, compensation_exhausted_entry_replays_the_compensation)
 
 Test(dlq, discard_hides_entry_from_pending_and_json_has_documented_fields)
 {
-    static const char *const fields[] = {
-        "id",       "status",         "created_at", "error_code",       "error_class",
-        "message",  "saga_id",        "saga_name",  "step",             "step_name",
-        "tool",     "phase",          "attempts",   "original_topic",   "first_failure_at",
-        "last_failure_at", "resolved_at", "revisions", "replays"};
+    static const char *const fields[] = {"id",
+                                         "status",
+                                         "created_at",
+                                         "error_code",
+                                         "error_class",
+                                         "message",
+                                         "saga_id",
+                                         "saga_name",
+                                         "step",
+                                         "step_name",
+                                         "tool",
+                                         "phase",
+                                         "attempts",
+                                         "original_topic",
+                                         "first_failure_at",
+                                         "last_failure_at",
+                                         "resolved_at",
+                                         "revisions",
+                                         "replays"};
     char id[32];
     sg_json_t *doc;
     char *nl;
@@ -415,10 +429,10 @@ Test(dlq, killed_mid_bulk_replay_leaves_each_entry_whole_or_untouched)
     pair_stop(); /* no relay: the outbox rows of the replays stay to be checked */
 
     memset(&tool, 0, sizeof(tool));
-    sgt_bg_start(&tool, "dlq-tool",
-                 ARGS("replay", "--status", "pending", "--reason", "bulk", "--yes", "--rate",
-                      "10/s"),
-                 T.env);
+    sgt_bg_start(
+        &tool, "dlq-tool",
+        ARGS("replay", "--status", "pending", "--reason", "bulk", "--yes", "--rate", "10/s"),
+        T.env);
     {
         double deadline = sgt_now_s() + WAIT_S;
         while (q_int("SELECT count(*) FROM replays") < 5 && sgt_now_s() < deadline &&
@@ -452,8 +466,8 @@ Test(dlq, killed_mid_bulk_replay_leaves_each_entry_whole_or_untouched)
 
 Test(dlq, every_subcommand_has_generated_help_and_usage_errors_exit_2)
 {
-    static const char *const cmds[] = {"list",    "show", "stats", "replay",
-                                       "edit",    "discard", "saga", "tail"};
+    static const char *const cmds[] = {"list", "show",    "stats", "replay",
+                                       "edit", "discard", "saga",  "tail"};
 
     for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
         cr_expect_eq(dlq(ARGS(cmds[i], "--help")), 0, "%s --help", cmds[i]);
