@@ -16,7 +16,7 @@
 #include "sagad/sg_pg.h"
 #include "bench_util.h"
 
-#define REPLAY_N 10000
+#define REPLAY_N  10000
 #define LIST_ROWS 1000000
 #define LIST_RUNS 7
 
@@ -74,8 +74,8 @@ static double floor_replay_sql(sg_pg_t *pg, long n)
 
 static double tool_replay(sg_pg_t *pg, long n)
 {
-    char *const args[] = {"replay", "--code", "bench.tool", "--yes", "--reason", "bench",
-                          "--operator", "bench", NULL};
+    char *const args[] = {"replay", "--code",     "bench.tool", "--yes", "--reason",
+                          "bench",  "--operator", "bench",      NULL};
     char *const env[] = {dsn_env, "SAGAD_LOG_LEVEL=warn", NULL};
     double t0;
     int rc;
@@ -110,14 +110,15 @@ static void list_bench(sg_pg_t *pg, double *tool_ms, double *floor_ms)
     sg_err_t err;
 
     snprintf(count, sizeof(count), "%d", LIST_ROWS);
-    exec(pg,
-         "INSERT INTO dead_letters (error_code, error_class, message, saga_id, saga_name, step_idx, "
-         "step_name, tool, phase, attempts, original_topic, payload, created_at) "
-         "SELECT 'code.' || (g % 20), 'transient', 'downstream said no', 's-' || g, 'checkout', "
-         "g % 4, 'step', 'tool.' || (g % 7), 'forward', 5, 'sagad.commands', "
-         "convert_to('{}', 'UTF8'), now() - (($1::int - g) * interval '1 second') "
-         "FROM generate_series(1, $1::int) g",
-         1, p);
+    exec(
+        pg,
+        "INSERT INTO dead_letters (error_code, error_class, message, saga_id, saga_name, step_idx, "
+        "step_name, tool, phase, attempts, original_topic, payload, created_at) "
+        "SELECT 'code.' || (g % 20), 'transient', 'downstream said no', 's-' || g, 'checkout', "
+        "g % 4, 'step', 'tool.' || (g % 7), 'forward', 5, 'sagad.commands', "
+        "convert_to('{}', 'UTF8'), now() - (($1::int - g) * interval '1 second') "
+        "FROM generate_series(1, $1::int) g",
+        1, p);
     exec(pg, "ANALYZE dead_letters", 0, NULL);
     for (int i = 0; i < LIST_RUNS; i++) {
         double t0 = now_s();
