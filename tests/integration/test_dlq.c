@@ -252,10 +252,15 @@ Test(dlq, filtered_bulk_replay_replays_exactly_the_matches_within_the_rate)
     cr_expect_eq(q_int("SELECT count(*) FROM dead_letters WHERE status = 'pending' AND "
                        "error_code = 'input.schema.invalid'"),
                  3);
-    /* 4 entries at 5/s: the first and the last are at least 3/5 s apart */
-    cr_expect_geq(q_int("SELECT (extract(epoch FROM max(created_at) - min(created_at)) * 1000)"
-                        "::bigint FROM replays"),
-                  600, "replays were paced by --rate");
+    /* 4 entries at 5/s are sent at least 3/5 s apart.  A row's created_at
+     * is when the server started its transaction, which may lag the send
+     * by a scheduling delay, most for the first; one interval of slack
+     * keeps the bound true (without pacing the span is a few ms). */
+    {
+        long long span = q_int("SELECT (extract(epoch FROM max(created_at) - min(created_at)) * "
+                               "1000)::bigint FROM replays");
+        cr_expect_geq(span, 400, "replays were paced by --rate: %lld ms apart; %s", span, R.err);
+    }
     cr_expect_eq(q_int("SELECT count(*) FROM outbox WHERE headers->>'sagad-replay-of' IS NOT "
                        "NULL AND headers->>'sagad-replay-id' IS NOT NULL AND convert_from(payload, "
                        "'UTF8') = '{\"broken'"),
