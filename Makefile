@@ -7,7 +7,7 @@ CC       ?= gcc
 BUILD    ?= build
 BINDIR   ?= bin
 SAN      ?=
-PKGS     := rdkafka libpq libcjson
+PKGS     := rdkafka libpq libcjson libcurl libmicrohttpd
 TEST_PKGS := criterion
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -30,10 +30,14 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/sg_migrations.o
 LIBSAGAD := $(BUILD)/libsagad.a
 MIGRATIONS := $(sort $(wildcard schemas/sql/*.sql))
 
-PROGS := $(BINDIR)/sagad-worker $(BINDIR)/sagad-relay $(BINDIR)/dlq-tool
+PROGS := $(BINDIR)/sagad-worker $(BINDIR)/sagad-relay $(BINDIR)/dlq-tool $(BINDIR)/checkout-svc
 WORKER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard worker/*.c))
 RELAY_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard outbox/*.c))
 DLQ_OBJS    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard dlq-tool/*.c))
+# The example downstream service of the tests, the demo and the benchmark.
+CHECKOUT_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard examples/checkout/*.c))
+MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
+MHD_LIBS   := $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
 
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 INT_SRCS  := $(wildcard tests/integration/*.c)
@@ -44,7 +48,7 @@ TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/support/*.c))
 # Debian packages the build, the tests and the local services need.
 DEB_PKGS := gcc make pkg-config procps librdkafka-dev libpq-dev libcjson-dev libcriterion-dev \
             libcurl4-openssl-dev libmicrohttpd-dev postgresql openjdk-17-jre-headless maven \
-            kcat clang-format ca-certificates python3-jsonschema
+            kcat curl clang-format ca-certificates python3-jsonschema
 
 
 .PHONY: docs docs-check bench schemas-check
@@ -54,21 +58,21 @@ DEB_PKGS := gcc make pkg-config procps librdkafka-dev libpq-dev libcjson-dev lib
 all: $(LIBSAGAD) $(PROGS)
 
 help:
-	@echo "make            build build/libsagad.a and bin/{sagad-worker,sagad-relay,dlq-tool}"
+	@echo "make            build build/libsagad.a and bin/{sagad-worker,sagad-relay,dlq-tool,checkout-svc}"
 	@echo "make deps       install the Debian packages needed (no-op when present)"
 	@echo "make up / down  start / stop the private PostgreSQL and Kafka under .run/"
-	@echo "make demo       services, relay and worker up; three example sagas run end to end"
-	@echo "make demo-stop  stop the demo's relay and worker"
+	@echo "make demo       services, checkout-svc, relay and worker up; three example sagas run end to end"
+	@echo "make demo-stop  stop the demo's checkout-svc, relay and worker"
 	@echo "make test       unit + integration tests, then again under ASan/UBSan, then the fault suite"
 	@echo "make test-asan  only the sanitizer run"
 	@echo "make test-faults  relay under broker and PostgreSQL restarts (private services)"
-	@echo "make bench      relay drain rate and latency beside a plain-producer floor"
+	@echo "make bench      relay, worker and http-tool figures beside their raw floors"
 	@echo "make format-check  check .clang-format conformance"
 	@echo "make schemas-check schemas/, their fixtures and the error-code registry vs the C sources"
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+	$(CC) $(ALL_CFLAGS) $(EXTRA_CFLAGS) -c -o $@ $<
 
 $(BUILD)/gen/sg_migrations.c: $(MIGRATIONS) schemas/embed-sql.sh
 	@mkdir -p $(dir $@)
@@ -91,9 +95,12 @@ $(WORKER_LIB): $(filter-out %/main.o,$(WORKER_OBJS))
 	ar rcs $@ $^
 
 $(BINDIR)/dlq-tool: $(DLQ_OBJS) $(WORKER_LIB) $(LIBSAGAD)
+$(BINDIR)/checkout-svc: $(CHECKOUT_OBJS) $(LIBSAGAD)
+$(CHECKOUT_OBJS): EXTRA_CFLAGS := $(MHD_CFLAGS)
+$(BINDIR)/checkout-svc: EXTRA_LIBS := $(MHD_LIBS)
 $(PROGS):
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS_ALL)
+	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(EXTRA_LIBS) $(LDLIBS_ALL)
 
 # Criterion runners: one binary per kind, linking the real library.
 $(BUILD)/tests/%.o: tests/%.c
@@ -127,8 +134,13 @@ $(BENCH_WORKER): $(BUILD)/bench/bench_worker.o $(BUILD)/bench/bench_util.o $(LIB
 $(BENCH_DLQ): $(BUILD)/bench/bench_dlq.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
+BENCH_HTTP := $(BUILD)/bench/bench-http
+
+$(BENCH_HTTP): $(BUILD)/bench/bench_http.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
 # bench: throughput and latency beside the raw floors (not a test).
-bench: deps all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_DLQ)
+bench: deps all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_HTTP) $(BENCH_DLQ)
 	tests/bench/run.sh
 
 deps:
@@ -179,12 +191,16 @@ demo-stop:
 
 # The config reference is generated from the config table; docs-check
 # fails when the committed copy is stale.
+# So is the metrics reference, from the metrics catalog.
 docs: $(BINDIR)/sagad-worker
 	$(BINDIR)/sagad-worker --config-reference > docs/CONFIGURATION.md
+	$(BINDIR)/sagad-worker --metrics-reference > docs/METRICS.md
 
 docs-check: $(BINDIR)/sagad-worker
 	@$(BINDIR)/sagad-worker --config-reference | diff -u docs/CONFIGURATION.md - \
 	  || { echo "docs/CONFIGURATION.md is stale: run make docs"; exit 1; }
+	@$(BINDIR)/sagad-worker --metrics-reference | diff -u docs/METRICS.md - \
+	  || { echo "docs/METRICS.md is stale: run make docs"; exit 1; }
 
 # The JSON contracts, checked by an independent validator (Python
 # jsonschema): schemas, fixtures, and every error code in the C sources

@@ -56,13 +56,8 @@ static int set_path(sg_json_t *doc, const char *path, const char *value, char *w
 
     if (p[0] == '$')
         p += p[1] == '.' ? 2 : 1;
-    if (!(val = sg_json_parse(value, strlen(value), NULL, NULL))) {
-        /* not JSON: the text itself, as a string */
-        sg_json_t *tmp = sg_json_new_object();
-        sg_json_add_str(tmp, "v", value);
-        val = sg_json_dup(sg_json_member(tmp, "v"));
-        sg_json_destroy(tmp);
-    }
+    if (!(val = sg_json_parse(value, strlen(value), NULL, NULL)))
+        val = sg_json_new_str(value); /* not JSON: the text itself, as a string */
     for (;;) {
         const char *next = path_token(p, name, sizeof(name), &idx);
         bool last;

@@ -16,10 +16,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../support/sg_test.h"
+#include "../support/sg_worker_env.h"
+#include "sagad/sg_json.h"
+#include "sagad/sg_kafka.h"
 #include "sagad/sg_log.h"
-#include "world.h"
+#include "sagad/sg_pg.h"
 
-TestSuite(worker, .init = world_setup, .fini = world_teardown, .timeout = 120);
+TestSuite(worker, .init = sgw_setup, .fini = sgw_teardown, .timeout = 120);
 
 /* ---- the tests ----------------------------------------------------------- */
 
@@ -28,43 +32,47 @@ Test(worker, happy_path_three_steps_complete_in_order, .timeout = 120)
     const sg_json_t *ev[8], *h;
     char text[256];
 
-    pair_start(NULL, 1, NULL);
-    submit("happy-1", "[{\"name\": \"reserve\", \"tool\": \"ledger\", \"args\": {\"sku\": \"B7\"}},"
-                      " {\"name\": \"pack\", \"tool\": \"echo\", \"args\": {\"box\": \"small\"}},"
-                      " {\"name\": \"notify\", \"tool\": \"noop\"}]");
-    wait_status("happy-1", "completed");
-    event_wait("happy-1", "saga.completed");
-    pair_stop();
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_submit("happy-1",
+               "[{\"name\": \"reserve\", \"tool\": \"ledger\", \"args\": {\"sku\": \"B7\"}},"
+               " {\"name\": \"pack\", \"tool\": \"echo\", \"args\": {\"box\": \"small\"}},"
+               " {\"name\": \"notify\", \"tool\": \"noop\"}]");
+    sgw_wait_status("happy-1", "completed");
+    sgw_event_wait("happy-1", "saga.completed");
+    sgw_pair_stop();
 
-    expect_events("happy-1", ev, "saga.accepted", "step.succeeded", "step.succeeded",
-                  "step.succeeded", "saga.completed", NULL);
+    sgw_expect_events("happy-1", ev, "saga.accepted", "step.succeeded", "step.succeeded",
+                      "step.succeeded", "saga.completed", NULL);
     for (int i = 0; i < 3; i++)
-        cr_expect_eq(jint(ev[1 + i], "step"), i, "step.succeeded in step order");
-    cr_expect_str_eq(jstr(ev[1], "step_name"), "reserve");
-    h = run_health(ev[4]);
-    cr_expect_eq(jint(h, "ok"), 3);
-    cr_expect_eq(jint(h, "failed"), 0);
-    cr_expect_eq(jint(h, "compensated"), 0);
+        cr_expect_eq(sgw_jint(ev[1 + i], "step"), i, "step.succeeded in step order");
+    cr_expect_str_eq(sgw_jstr(ev[1], "step_name"), "reserve");
+    h = sgw_run_health(ev[4]);
+    cr_expect_eq(sgw_jint(h, "ok"), 3);
+    cr_expect_eq(sgw_jint(h, "failed"), 0);
+    cr_expect_eq(sgw_jint(h, "compensated"), 0);
     cr_expect(sg_json_member(h, "blocking_failure") &&
                   sg_json_is_null(sg_json_member(h, "blocking_failure")),
               "blocking_failure is null");
 
-    cr_expect_eq(q_int("SELECT count(*) FROM steps WHERE saga_id = 'happy-1' AND status = "
-                       "'succeeded' AND attempts = 1"),
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM steps WHERE saga_id = 'happy-1' AND status = "
+                           "'succeeded' AND attempts = 1"),
                  3);
-    cr_expect_str_eq(q_text(text, sizeof(text), "SELECT result->>'box' FROM steps WHERE idx = 1"),
-                     "small", "the tool's answer is stored with the step");
-    cr_expect_eq(q_int("SELECT count(*) FROM attempts WHERE status = 'ok' AND idempotency_key = "
-                       "saga_id || ':' || step_idx || ':f:g1'"),
-                 3, "one attempt per step, keyed <saga>:<step>:f:g1");
-    cr_expect_eq(q_int("SELECT calls FROM builtin_ledger WHERE key = 'happy-1:0:f:g1'"), 1);
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text), "SELECT result->>'box' FROM steps WHERE idx = 1"), "small",
+        "the tool's answer is stored with the step");
+    cr_expect_eq(
+        sgw_q_int("SELECT count(*) FROM attempts WHERE status = 'ok' AND idempotency_key = "
+                  "saga_id || ':' || step_idx || ':f:g1'"),
+        3, "one attempt per step, keyed <saga>:<step>:f:g1");
+    cr_expect_eq(sgw_q_int("SELECT calls FROM builtin_ledger WHERE key = 'happy-1:0:f:g1'"), 1);
     /* saga.start and three step.execute consumed, in the same transactions
      * as their outcomes. */
-    cr_expect_eq(q_int("SELECT sum(next_offset) FROM consumer_offsets WHERE group_id = '%s' AND "
-                       "topic = '%s'",
-                       T.group, T.topic_cmd),
-                 4);
-    cr_expect_eq(q_int("SELECT count(*) FROM dead_letters"), 0);
+    cr_expect_eq(
+        sgw_q_int("SELECT sum(next_offset) FROM consumer_offsets WHERE group_id = '%s' AND "
+                  "topic = '%s'",
+                  sgw.group, sgw.topic_cmd),
+        4);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters"), 0);
 }
 
 Test(worker, permanent_failure_compensates_in_reverse_order, .timeout = 120)
@@ -72,49 +80,49 @@ Test(worker, permanent_failure_compensates_in_reverse_order, .timeout = 120)
     const sg_json_t *ev[16], *h, *block;
     char text[512];
 
-    pair_start(NULL, 2, NULL);
-    submit("perm-1",
-           "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
-           " {\"name\": \"charge\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 2}},"
-           " {\"name\": \"book\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 3}},"
-           " {\"name\": \"ship\", \"tool\": \"fail\", \"args\": {\"class\": \"permanent\", "
-           "\"code\": \"carrier.refused\", \"message\": \"address rejected\"}}]");
-    wait_status("perm-1", "compensated");
-    event_wait("perm-1", "saga.compensated");
-    pair_stop();
+    sgw_pair_start(NULL, 2, NULL);
+    sgw_submit("perm-1",
+               "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
+               " {\"name\": \"charge\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 2}},"
+               " {\"name\": \"book\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 3}},"
+               " {\"name\": \"ship\", \"tool\": \"fail\", \"args\": {\"class\": \"permanent\", "
+               "\"code\": \"carrier.refused\", \"message\": \"address rejected\"}}]");
+    sgw_wait_status("perm-1", "compensated");
+    sgw_event_wait("perm-1", "saga.compensated");
+    sgw_pair_stop();
 
-    expect_events("perm-1", ev, "saga.accepted", "step.succeeded", "step.succeeded",
-                  "step.succeeded", "step.failed", "saga.compensating", "step.compensated",
-                  "step.compensated", "step.compensated", "saga.compensated", NULL);
-    cr_expect_eq(jint(ev[4], "step"), 3);
-    cr_expect_str_eq(jstr(ev[4], "error_code"), "carrier.refused");
-    cr_expect_str_eq(jstr(ev[4], "error_class"), "permanent");
-    cr_expect_str_eq(jstr(ev[4], "message"), "address rejected");
+    sgw_expect_events("perm-1", ev, "saga.accepted", "step.succeeded", "step.succeeded",
+                      "step.succeeded", "step.failed", "saga.compensating", "step.compensated",
+                      "step.compensated", "step.compensated", "saga.compensated", NULL);
+    cr_expect_eq(sgw_jint(ev[4], "step"), 3);
+    cr_expect_str_eq(sgw_jstr(ev[4], "error_code"), "carrier.refused");
+    cr_expect_str_eq(sgw_jstr(ev[4], "error_class"), "permanent");
+    cr_expect_str_eq(sgw_jstr(ev[4], "message"), "address rejected");
     for (int i = 0; i < 3; i++)
-        cr_expect_eq(jint(ev[6 + i], "step"), 2 - i, "compensations run in reverse order");
-    h = run_health(ev[9]);
-    cr_expect_eq(jint(h, "ok"), 0);
-    cr_expect_eq(jint(h, "failed"), 1);
-    cr_expect_eq(jint(h, "compensated"), 3);
+        cr_expect_eq(sgw_jint(ev[6 + i], "step"), 2 - i, "compensations run in reverse order");
+    h = sgw_run_health(ev[9]);
+    cr_expect_eq(sgw_jint(h, "ok"), 0);
+    cr_expect_eq(sgw_jint(h, "failed"), 1);
+    cr_expect_eq(sgw_jint(h, "compensated"), 3);
     block = sg_json_member(h, "blocking_failure");
     cr_assert_not_null(block, "blocking_failure names the failed step");
-    cr_expect_eq(jint(block, "step"), 3);
-    cr_expect_str_eq(jstr(block, "step_name"), "ship");
-    cr_expect_str_eq(jstr(block, "error_code"), "carrier.refused");
+    cr_expect_eq(sgw_jint(block, "step"), 3);
+    cr_expect_str_eq(sgw_jstr(block, "step_name"), "ship");
+    cr_expect_str_eq(sgw_jstr(block, "error_code"), "carrier.refused");
 
     /* The compensations' effects, keyed by phase c, in the order made. */
-    cr_expect_str_eq(q_text(text, sizeof(text),
-                            "SELECT string_agg(key, ',' ORDER BY first_at, last_at) FROM "
-                            "builtin_ledger WHERE key LIKE '%%:c:g1'"),
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(key, ',' ORDER BY first_at, last_at) FROM "
+                                "builtin_ledger WHERE key LIKE '%%:c:g1'"),
                      "perm-1:2:c:g1,perm-1:1:c:g1,perm-1:0:c:g1");
-    cr_expect_eq(q_int("SELECT count(*) FROM builtin_ledger WHERE calls = 1"), 6,
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM builtin_ledger WHERE calls = 1"), 6,
                  "three effects and three compensations, once each");
     cr_expect_str_eq(
-        q_text(text, sizeof(text), "SELECT string_agg(status, ',' ORDER BY idx) FROM steps"),
+        sgw_q_text(text, sizeof(text), "SELECT string_agg(status, ',' ORDER BY idx) FROM steps"),
         "compensated,compensated,compensated,failed");
-    cr_expect_str_eq(q_text(text, sizeof(text), "SELECT error_code FROM steps WHERE idx = 3"),
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text), "SELECT error_code FROM steps WHERE idx = 3"),
                      "carrier.refused");
-    cr_expect_eq(q_int("SELECT count(*) FROM dead_letters"), 0,
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters"), 0,
                  "a permanent step failure compensates; nothing to dead-letter");
 }
 
@@ -125,42 +133,43 @@ Test(worker, transient_failures_retry_with_same_key_and_bounded_backoff, .timeou
     long long spent = 0;
     char text[256];
 
-    pair_start(NULL, 1, env);
-    submit("flaky-1", "[{\"name\": \"call\", \"tool\": \"fail\", \"args\": {\"class\": "
-                      "\"transient\", \"code\": \"tool.http.503\", \"times\": 2}},"
-                      " {\"name\": \"after\", \"tool\": \"noop\"}]");
-    wait_status("flaky-1", "completed");
-    event_wait("flaky-1", "saga.completed");
-    pair_stop();
+    sgw_pair_start(NULL, 1, env);
+    sgw_submit("flaky-1", "[{\"name\": \"call\", \"tool\": \"fail\", \"args\": {\"class\": "
+                          "\"transient\", \"code\": \"tool.http.503\", \"times\": 2}},"
+                          " {\"name\": \"after\", \"tool\": \"noop\"}]");
+    sgw_wait_status("flaky-1", "completed");
+    sgw_event_wait("flaky-1", "saga.completed");
+    sgw_pair_stop();
 
-    expect_events("flaky-1", ev, "saga.accepted", "step.retry_scheduled", "step.retry_scheduled",
-                  "step.succeeded", "step.succeeded", "saga.completed", NULL);
+    sgw_expect_events("flaky-1", ev, "saga.accepted", "step.retry_scheduled",
+                      "step.retry_scheduled", "step.succeeded", "step.succeeded", "saga.completed",
+                      NULL);
     for (int i = 1; i <= 2; i++) {
         /* Retry i follows failed attempt i: random(0, min(cap, base * 2^(i-1))). */
         long long bound = 40LL << (i - 1) < 60 ? 40LL << (i - 1) : 60;
-        long long delay = jint(ev[i], "delay_ms");
-        cr_expect_eq(jint(ev[i], "attempt"), i + 1, "the retry is attempt %d", i + 1);
+        long long delay = sgw_jint(ev[i], "delay_ms");
+        cr_expect_eq(sgw_jint(ev[i], "attempt"), i + 1, "the retry is attempt %d", i + 1);
         cr_expect(delay >= 0 && delay <= bound, "retry %d: delay_ms %lld not in [0, %lld]", i,
                   delay, bound);
-        cr_expect_str_eq(jstr(ev[i], "error_code"), "tool.http.503");
-        cr_expect_str_eq(jstr(ev[i], "phase"), "forward");
+        cr_expect_str_eq(sgw_jstr(ev[i], "error_code"), "tool.http.503");
+        cr_expect_str_eq(sgw_jstr(ev[i], "phase"), "forward");
         spent += delay;
     }
-    cr_expect_eq(jint(ev[3], "step"), 0);
-    cr_expect_eq(jint(ev[3], "attempt"), 3, "the third attempt succeeded");
+    cr_expect_eq(sgw_jint(ev[3], "step"), 0);
+    cr_expect_eq(sgw_jint(ev[3], "attempt"), 3, "the third attempt succeeded");
 
-    cr_expect_eq(q_int("SELECT count(*) FROM attempts WHERE step_idx = 0"), 3);
-    cr_expect_str_eq(q_text(text, sizeof(text),
-                            "SELECT string_agg(DISTINCT idempotency_key, ',') FROM attempts "
-                            "WHERE step_idx = 0"),
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx = 0"), 3);
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(DISTINCT idempotency_key, ',') FROM attempts "
+                                "WHERE step_idx = 0"),
                      "flaky-1:0:f:g1", "every attempt carries the same idempotency key");
-    cr_expect_str_eq(q_text(text, sizeof(text),
-                            "SELECT string_agg(attempt || '=' || status || ':' || "
-                            "coalesce(error_code, '-'), ',' ORDER BY attempt) FROM attempts "
-                            "WHERE step_idx = 0"),
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(attempt || '=' || status || ':' || "
+                                "coalesce(error_code, '-'), ',' ORDER BY attempt) FROM attempts "
+                                "WHERE step_idx = 0"),
                      "1=error:tool.http.503,2=error:tool.http.503,3=ok:-");
-    cr_expect_eq(q_int("SELECT attempts FROM steps WHERE idx = 0 AND status = 'succeeded'"), 3);
-    cr_expect_eq(q_int("SELECT retry_spent_ms FROM sagas"), spent,
+    cr_expect_eq(sgw_q_int("SELECT attempts FROM steps WHERE idx = 0 AND status = 'succeeded'"), 3);
+    cr_expect_eq(sgw_q_int("SELECT retry_spent_ms FROM sagas"), spent,
                  "the retry budget is charged the delays announced");
 }
 
@@ -170,57 +179,58 @@ Test(worker, retry_exhaustion_dead_letters_and_compensates, .timeout = 120)
         "\"flaky\": {\"adapter\": \"builtin\", \"target\": \"fail\", \"side_effect\": "
         "\"idempotent\", \"retry\": {\"max_attempts\": 3, \"base_ms\": 10, \"cap_ms\": 20}}";
     const sg_json_t *ev[16], *rec;
-    reader_t dlq;
+    sgw_reader_t dlq;
     char text[512];
 
-    pair_start(tools, 3, NULL);
-    reader_open(&dlq, T.topic_dlq);
-    submit("exhaust-1", "[{\"name\": \"hold\", \"tool\": \"ledger.reversible\"},"
-                        " {\"name\": \"call\", \"tool\": \"flaky\", \"args\": {\"class\": "
-                        "\"transient\", \"code\": \"tool.http.503\", \"message\": \"down\"}}]");
-    wait_status("exhaust-1", "compensated");
-    event_wait("exhaust-1", "saga.compensated");
-    reader_wait_count(&dlq, 1);
-    pair_stop();
+    sgw_pair_start(tools, 3, NULL);
+    sgw_reader_open(&dlq, sgw.topic_dlq);
+    sgw_submit("exhaust-1", "[{\"name\": \"hold\", \"tool\": \"ledger.reversible\"},"
+                            " {\"name\": \"call\", \"tool\": \"flaky\", \"args\": {\"class\": "
+                            "\"transient\", \"code\": \"tool.http.503\", \"message\": \"down\"}}]");
+    sgw_wait_status("exhaust-1", "compensated");
+    sgw_event_wait("exhaust-1", "saga.compensated");
+    sgw_reader_wait_count(&dlq, 1);
+    sgw_pair_stop();
 
-    expect_events("exhaust-1", ev, "saga.accepted", "step.succeeded", "step.retry_scheduled",
-                  "step.retry_scheduled", "step.failed", "saga.dead_lettered", "saga.compensating",
-                  "step.compensated", "saga.compensated", NULL);
-    cr_expect_str_eq(jstr(ev[4], "error_code"), "runtime.budget.attempts_exhausted");
-    cr_expect_str_eq(jstr(ev[5], "error_code"), "runtime.budget.attempts_exhausted");
-    cr_expect_eq(jint(ev[7], "step"), 0);
+    sgw_expect_events("exhaust-1", ev, "saga.accepted", "step.succeeded", "step.retry_scheduled",
+                      "step.retry_scheduled", "step.failed", "saga.dead_lettered",
+                      "saga.compensating", "step.compensated", "saga.compensated", NULL);
+    cr_expect_str_eq(sgw_jstr(ev[4], "error_code"), "runtime.budget.attempts_exhausted");
+    cr_expect_str_eq(sgw_jstr(ev[5], "error_code"), "runtime.budget.attempts_exhausted");
+    cr_expect_eq(sgw_jint(ev[7], "step"), 0);
 
-    cr_assert_eq(q_int("SELECT count(*) FROM dead_letters"), 1);
-    cr_expect_str_eq(q_text(text, sizeof(text),
-                            "SELECT concat_ws('|', error_code, saga_id, step_name, tool, phase, "
-                            "attempts, jsonb_array_length(trail), status) FROM dead_letters"),
-                     "runtime.budget.attempts_exhausted|exhaust-1|call|flaky|forward|3|3|pending");
-    cr_expect_str_eq(q_text(text, sizeof(text),
-                            "SELECT string_agg((e->>'attempt') || ':' || (e->>'error_code'), ',' "
-                            "ORDER BY ord) FROM dead_letters, jsonb_array_elements(trail) WITH "
-                            "ORDINALITY AS t(e, ord)"),
-                     "1:tool.http.503,2:tool.http.503,3:tool.http.503",
-                     "the trail holds every attempt's error");
+    cr_assert_eq(sgw_q_int("SELECT count(*) FROM dead_letters"), 1);
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text),
+                   "SELECT concat_ws('|', error_code, saga_id, step_name, tool, phase, "
+                   "attempts, jsonb_array_length(trail), status) FROM dead_letters"),
+        "runtime.budget.attempts_exhausted|exhaust-1|call|flaky|forward|3|3|pending");
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text),
+                   "SELECT string_agg((e->>'attempt') || ':' || (e->>'error_code'), ',' "
+                   "ORDER BY ord) FROM dead_letters, jsonb_array_elements(trail) WITH "
+                   "ORDINALITY AS t(e, ord)"),
+        "1:tool.http.503,2:tool.http.503,3:tool.http.503", "the trail holds every attempt's error");
 
     cr_expect_str_eq(dlq.v[0].code, "runtime.budget.attempts_exhausted",
                      "the DLQ message carries the sagad-error-code header");
     cr_expect_str_eq(dlq.v[0].key, "exhaust-1");
     rec = dlq.v[0].doc;
     cr_assert_not_null(rec, "the DLQ message is JSON");
-    cr_expect_str_eq(jstr(rec, "error_code"), "runtime.budget.attempts_exhausted");
-    cr_expect_str_eq(jstr(rec, "saga_id"), "exhaust-1");
-    cr_expect_str_eq(jstr(rec, "step_name"), "call");
-    cr_expect_eq(jint(rec, "attempts"), 3);
+    cr_expect_str_eq(sgw_jstr(rec, "error_code"), "runtime.budget.attempts_exhausted");
+    cr_expect_str_eq(sgw_jstr(rec, "saga_id"), "exhaust-1");
+    cr_expect_str_eq(sgw_jstr(rec, "step_name"), "call");
+    cr_expect_eq(sgw_jint(rec, "attempts"), 3);
     cr_expect_eq(sg_json_array_size(sg_json_member(rec, "trail")), 3);
-    cr_expect_str_eq(jstr(sg_json_member(rec, "original"), "topic"), T.topic_cmd);
+    cr_expect_str_eq(sgw_jstr(sg_json_member(rec, "original"), "topic"), sgw.topic_cmd);
 
-    cr_expect_str_eq(q_text(text, sizeof(text),
-                            "SELECT string_agg(status || ':' || coalesce(error_code, '-'), ',' "
-                            "ORDER BY idx) FROM steps"),
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(status || ':' || coalesce(error_code, '-'), ',' "
+                                "ORDER BY idx) FROM steps"),
                      "compensated:-,failed:runtime.budget.attempts_exhausted");
-    cr_expect_eq(q_int("SELECT calls FROM builtin_ledger WHERE key = 'exhaust-1:0:c:g1'"), 1,
+    cr_expect_eq(sgw_q_int("SELECT calls FROM builtin_ledger WHERE key = 'exhaust-1:0:c:g1'"), 1,
                  "the earlier step was compensated once");
-    reader_close(&dlq);
+    sgw_reader_close(&dlq);
 }
 
 Test(worker, compensation_exhaustion_fails_saga_and_stops, .timeout = 120)
@@ -235,44 +245,47 @@ Test(worker, compensation_exhaustion_fails_saga_and_stops, .timeout = 120)
     size_t n;
     char text[512];
 
-    pair_start(tools, 1, NULL);
-    submit("compfail-1",
-           "[{\"name\": \"first\", \"tool\": \"ledger.reversible\"},"
-           " {\"name\": \"second\", \"tool\": \"hold\", \"args\": {\"class\": \"transient\", "
-           "\"code\": \"tool.http.503\", \"message\": \"release endpoint down\"}},"
-           " {\"name\": \"third\", \"tool\": \"fail\", \"args\": {\"code\": \"card.declined\"}}]");
-    wait_status("compfail-1", "failed");
-    event_wait("compfail-1", "saga.failed");
-    event_wait("compfail-1", "saga.dead_lettered");
-    pair_stop();
+    sgw_pair_start(tools, 1, NULL);
+    sgw_submit(
+        "compfail-1",
+        "[{\"name\": \"first\", \"tool\": \"ledger.reversible\"},"
+        " {\"name\": \"second\", \"tool\": \"hold\", \"args\": {\"class\": \"transient\", "
+        "\"code\": \"tool.http.503\", \"message\": \"release endpoint down\"}},"
+        " {\"name\": \"third\", \"tool\": \"fail\", \"args\": {\"code\": \"card.declined\"}}]");
+    sgw_wait_status("compfail-1", "failed");
+    sgw_event_wait("compfail-1", "saga.failed");
+    sgw_event_wait("compfail-1", "saga.dead_lettered");
+    sgw_pair_stop();
 
-    n = saga_events("compfail-1", evs, 32);
+    n = sgw_saga_events("compfail-1", evs, 32);
     last = evs[n - 1];
-    cr_expect_str_eq(jstr(last, "type"), "saga.failed", "the terminal event is the saga's last");
-    block = sg_json_member(run_health(last), "blocking_failure");
+    cr_expect_str_eq(sgw_jstr(last, "type"), "saga.failed",
+                     "the terminal event is the saga's last");
+    block = sg_json_member(sgw_run_health(last), "blocking_failure");
     cr_assert_not_null(block);
-    cr_expect_str_eq(jstr(block, "step_name"), "second");
-    cr_expect_str_eq(jstr(block, "status"), "compensation_failed");
-    cr_expect_str_eq(jstr(block, "error_code"), "runtime.compensation_exhausted");
-    cr_expect_eq(jint(event_wait("compfail-1", "step.compensation_failed"), "step"), 1);
-    cr_expect_null(event_find("compfail-1", "step.compensated"),
+    cr_expect_str_eq(sgw_jstr(block, "step_name"), "second");
+    cr_expect_str_eq(sgw_jstr(block, "status"), "compensation_failed");
+    cr_expect_str_eq(sgw_jstr(block, "error_code"), "runtime.compensation_exhausted");
+    cr_expect_eq(sgw_jint(sgw_event_wait("compfail-1", "step.compensation_failed"), "step"), 1);
+    cr_expect_null(sgw_event_find("compfail-1", "step.compensated"),
                    "no compensation after the one that failed");
 
     cr_expect_str_eq(
-        q_text(text, sizeof(text), "SELECT string_agg(status, ',' ORDER BY idx) FROM steps"),
+        sgw_q_text(text, sizeof(text), "SELECT string_agg(status, ',' ORDER BY idx) FROM steps"),
         "succeeded,compensation_failed,failed");
-    cr_expect_eq(q_int("SELECT count(*) FROM builtin_ledger WHERE key = 'compfail-1:0:c:g1'"), 0,
-                 "the lower step's compensation never ran");
-    cr_expect_str_eq(q_text(text, sizeof(text),
-                            "SELECT count(*) || ':' || string_agg(DISTINCT idempotency_key, ',') "
-                            "FROM attempts WHERE phase = 'compensate'"),
-                     "2:compfail-1:1:c:g1",
-                     "the compensation tool's own compensate_retry: 2 attempts, one key");
-    cr_assert_eq(q_int("SELECT count(*) FROM dead_letters"), 1);
-    cr_expect_str_eq(q_text(text, sizeof(text),
-                            "SELECT concat_ws('|', error_code, step_name, tool, phase, attempts) "
-                            "FROM dead_letters"),
-                     "runtime.compensation_exhausted|second|release.flaky|compensate|2");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM builtin_ledger WHERE key = 'compfail-1:0:c:g1'"),
+                 0, "the lower step's compensation never ran");
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text),
+                   "SELECT count(*) || ':' || string_agg(DISTINCT idempotency_key, ',') "
+                   "FROM attempts WHERE phase = 'compensate'"),
+        "2:compfail-1:1:c:g1", "the compensation tool's own compensate_retry: 2 attempts, one key");
+    cr_assert_eq(sgw_q_int("SELECT count(*) FROM dead_letters"), 1);
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text),
+                   "SELECT concat_ws('|', error_code, step_name, tool, phase, attempts) "
+                   "FROM dead_letters"),
+        "runtime.compensation_exhausted|second|release.flaky|compensate|2");
 }
 
 /* One bad submission: its saga_id (NULL: undecodable), the payload, and
@@ -320,53 +333,53 @@ Test(worker, invalid_submissions_rejected_and_dead_lettered, .timeout = 120)
     };
     const size_t nsubs = sizeof(subs) / sizeof(subs[0]);
     char big[5000], text[512];
-    reader_t dlq;
-    const msg_t *utf8 = NULL;
+    sgw_reader_t dlq;
+    const sgw_msg_t *utf8 = NULL;
 
     /* Valid JSON, valid UTF-8, but past limits.max_message_bytes. */
     snprintf(big, sizeof(big),
              START("too-large", "[{\"name\": \"a\", \"tool\": \"noop\", "
                                 "\"args\": {\"pad\": \"%4500s\"}}]"),
              "");
-    pair_start(tools, 2, env);
-    reader_open(&dlq, T.topic_dlq);
+    sgw_pair_start(tools, 2, env);
+    sgw_reader_open(&dlq, sgw.topic_dlq);
     for (size_t i = 0; i < nsubs; i++) {
         const char *p = subs[i].payload ? subs[i].payload : big;
-        produce(T.topic_cmd, subs[i].saga_id, p, strlen(p));
+        sgw_produce(sgw.topic_cmd, subs[i].saga_id, p, strlen(p));
     }
-    wait_int((long long)nsubs, "SELECT count(*) FROM dead_letters");
+    sgw_wait_int((long long)nsubs, "SELECT count(*) FROM dead_letters");
     for (size_t i = 0; i < nsubs; i++)
         if (subs[i].saga_id)
-            event_wait(subs[i].saga_id, "saga.rejected");
-    reader_wait_count(&dlq, nsubs);
-    pair_stop();
+            sgw_event_wait(subs[i].saga_id, "saga.rejected");
+    sgw_reader_wait_count(&dlq, nsubs);
+    sgw_pair_stop();
 
-    cr_expect_eq(q_int("SELECT count(*) FROM sagas"), 0, "no saga was created");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM sagas"), 0, "no saga was created");
     for (size_t i = 0; i < nsubs; i++) {
         const bad_sub_t *s = &subs[i];
         const sg_json_t *ev, *problems;
         bool found = false;
 
         if (!s->saga_id) {
-            cr_expect_eq(q_int("SELECT count(*) FROM dead_letters WHERE error_code = '%s' AND "
-                               "saga_id IS NULL AND payload IS NOT NULL",
-                               s->code),
+            cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters WHERE error_code = '%s' AND "
+                                   "saga_id IS NULL AND payload IS NOT NULL",
+                                   s->code),
                          1, "one dead letter %s", s->code);
             continue;
         }
-        cr_expect_eq(q_int("SELECT count(*) FROM dead_letters WHERE saga_id = '%s' AND "
-                           "error_code = '%s'",
-                           s->saga_id, s->code),
+        cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters WHERE saga_id = '%s' AND "
+                               "error_code = '%s'",
+                               s->saga_id, s->code),
                      1, "%s: one dead letter %s", s->saga_id, s->code);
-        ev = event_find(s->saga_id, "saga.rejected")->doc;
-        cr_expect_str_eq(jstr(ev, "error_code"), s->code);
-        cr_expect_eq(jint(ev, "seq"), 0, "a rejection is not part of any saga's sequence");
+        ev = sgw_event_find(s->saga_id, "saga.rejected")->doc;
+        cr_expect_str_eq(sgw_jstr(ev, "error_code"), s->code);
+        cr_expect_eq(sgw_jint(ev, "seq"), 0, "a rejection is not part of any saga's sequence");
         problems = sg_json_member(ev, "problems");
         cr_assert_gt(sg_json_array_size(problems), 0, "%s: problems[] is empty", s->saga_id);
         for (size_t j = 0; j < sg_json_array_size(problems); j++) {
             const sg_json_t *p = sg_json_array_get(problems, j);
-            if (strcmp(jstr(p, "path"), s->path) == 0 &&
-                strncmp(jstr(p, "rule"), s->rule, strlen(s->rule)) == 0)
+            if (strcmp(sgw_jstr(p, "path"), s->path) == 0 &&
+                strncmp(sgw_jstr(p, "rule"), s->rule, strlen(s->rule)) == 0)
                 found = true;
         }
         {
@@ -383,14 +396,16 @@ Test(worker, invalid_submissions_rejected_and_dead_lettered, .timeout = 120)
     cr_assert_not_null(utf8, "the non-UTF-8 submission reached the DLQ topic");
     cr_expect(sg_json_is_null(sg_json_member(utf8->doc, "payload")),
               "a non-UTF-8 payload is not given as text");
-    cr_expect_str_eq(jstr(utf8->doc, "payload_base64"),
-                     q_text(text, sizeof(text),
-                            "SELECT encode(payload, 'base64') FROM dead_letters WHERE error_code = "
-                            "'input.utf8.invalid' AND payload = convert_to('{\"v\": 1, \"type\": "
-                            "\"saga.start\", \"saga_id\": \"y\", \"name\": \"', 'UTF8') || "
-                            "'\\xc328'::bytea || convert_to('\"}', 'UTF8')"),
-                     "the original bytes, untouched, as base64");
-    reader_close(&dlq);
+    cr_expect_str_eq(
+        sgw_jstr(utf8->doc, "payload_base64"),
+        sgw_q_text(text, sizeof(text),
+                   "SELECT translate(encode(payload, 'base64'), E'\\n', '') FROM dead_letters "
+                   "WHERE error_code = "
+                   "'input.utf8.invalid' AND payload = convert_to('{\"v\": 1, \"type\": "
+                   "\"saga.start\", \"saga_id\": \"y\", \"name\": \"', 'UTF8') || "
+                   "'\\xc328'::bytea || convert_to('\"}', 'UTF8')"),
+        "the original bytes, untouched, as base64");
+    sgw_reader_close(&dlq);
 }
 
 Test(worker, duplicate_submission_is_idempotent_and_conflict_rejected, .timeout = 120)
@@ -401,81 +416,84 @@ Test(worker, duplicate_submission_is_idempotent_and_conflict_rejected, .timeout 
                                 " {\"name\": \"b\", \"tool\": \"noop\"}]";
     const sg_json_t *rej, *problems;
 
-    pair_start(NULL, 2, NULL);
-    submit("dup-1", steps);
-    submit("dup-1", steps);
-    submit("dup-1", other);
-    wait_status("dup-1", "completed");
-    event_wait("dup-1", "saga.completed");
-    rej = event_wait("dup-1", "saga.rejected");
-    wait_int(1, "SELECT count(*) FROM dead_letters");
+    sgw_pair_start(NULL, 2, NULL);
+    sgw_submit("dup-1", steps);
+    sgw_submit("dup-1", steps);
+    sgw_submit("dup-1", other);
+    sgw_wait_status("dup-1", "completed");
+    sgw_event_wait("dup-1", "saga.completed");
+    rej = sgw_event_wait("dup-1", "saga.rejected");
+    sgw_wait_int(1, "SELECT count(*) FROM dead_letters");
     /* The commands topic: 3 submissions and 2 step.execute, all consumed. */
-    wait_int(5, "SELECT sum(next_offset) FROM consumer_offsets");
-    pair_stop();
+    sgw_wait_int(5, "SELECT sum(next_offset) FROM consumer_offsets");
+    sgw_pair_stop();
 
-    expect_events("dup-1", NULL, "saga.accepted", "step.succeeded", "step.succeeded",
-                  "saga.completed", NULL);
-    cr_expect_str_eq(jstr(rej, "error_code"), "input.saga.conflict");
+    sgw_expect_events("dup-1", NULL, "saga.accepted", "step.succeeded", "step.succeeded",
+                      "saga.completed", NULL);
+    cr_expect_str_eq(sgw_jstr(rej, "error_code"), "input.saga.conflict");
     problems = sg_json_member(rej, "problems");
-    cr_expect_str_eq(jstr(sg_json_array_get(problems, 0), "path"), "$.saga_id");
-    cr_expect_eq(q_int("SELECT count(*) FROM sagas"), 1);
-    cr_expect_eq(q_int("SELECT (args->>'n')::int FROM steps WHERE idx = 0"), 1,
+    cr_expect_str_eq(sgw_jstr(sg_json_array_get(problems, 0), "path"), "$.saga_id");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM sagas"), 1);
+    cr_expect_eq(sgw_q_int("SELECT (args->>'n')::int FROM steps WHERE idx = 0"), 1,
                  "the first definition stands");
-    cr_expect_eq(q_int("SELECT count(*) FROM attempts"), 2, "each step ran once");
-    cr_expect_eq(q_int("SELECT calls FROM builtin_ledger WHERE key = 'dup-1:0:f:g1'"), 1);
-    cr_expect_eq(q_int("SELECT count(*) FROM dead_letters WHERE saga_id = 'dup-1' AND error_code "
-                       "= 'input.saga.conflict'"),
-                 1);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts"), 2, "each step ran once");
+    cr_expect_eq(sgw_q_int("SELECT calls FROM builtin_ledger WHERE key = 'dup-1:0:f:g1'"), 1);
+    cr_expect_eq(
+        sgw_q_int("SELECT count(*) FROM dead_letters WHERE saga_id = 'dup-1' AND error_code "
+                  "= 'input.saga.conflict'"),
+        1);
 }
 
 Test(worker, replayed_step_command_has_no_effect, .timeout = 120)
 {
     const sg_json_t *evs[16];
-    reader_t cmds;
-    const msg_t *exec = NULL;
+    sgw_reader_t cmds;
+    const sgw_msg_t *exec = NULL;
     long long attempts, keys, calls, seq, published;
 
-    pair_start(NULL, 1, NULL);
-    submit("replay-1", "[{\"name\": \"a\", \"tool\": \"ledger\"},"
-                       " {\"name\": \"b\", \"tool\": \"ledger\"}]");
-    wait_status("replay-1", "completed");
-    event_wait("replay-1", "saga.completed");
-    wait_int(0, "SELECT count(*) FROM outbox");
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_submit("replay-1", "[{\"name\": \"a\", \"tool\": \"ledger\"},"
+                           " {\"name\": \"b\", \"tool\": \"ledger\"}]");
+    sgw_wait_status("replay-1", "completed");
+    sgw_event_wait("replay-1", "saga.completed");
+    sgw_wait_int(0, "SELECT count(*) FROM outbox");
 
-    reader_open(&cmds, T.topic_cmd);
-    reader_wait_count(&cmds, 3);
+    sgw_reader_open(&cmds, sgw.topic_cmd);
+    sgw_reader_wait_count(&cmds, 3);
     for (size_t i = 0; i < cmds.n; i++)
-        if (strcmp(jstr(cmds.v[i].doc, "type"), "step.execute") == 0 &&
-            jint(cmds.v[i].doc, "step") == 0)
+        if (strcmp(sgw_jstr(cmds.v[i].doc, "type"), "step.execute") == 0 &&
+            sgw_jint(cmds.v[i].doc, "step") == 0)
             exec = &cmds.v[i];
     cr_assert_not_null(exec, "step 0's step.execute is on the commands topic");
-    attempts = q_int("SELECT count(*) FROM attempts");
-    keys = q_int("SELECT count(*) FROM builtin_ledger");
-    calls = q_int("SELECT sum(calls) FROM builtin_ledger");
-    seq = q_int("SELECT seq FROM sagas");
-    published = q_int("SELECT sum(published) FROM relay_cursors");
+    attempts = sgw_q_int("SELECT count(*) FROM attempts");
+    keys = sgw_q_int("SELECT count(*) FROM builtin_ledger");
+    calls = sgw_q_int("SELECT sum(calls) FROM builtin_ledger");
+    seq = sgw_q_int("SELECT seq FROM sagas");
+    published = sgw_q_int("SELECT sum(published) FROM relay_cursors");
 
     /* The same command twice more, as a producer retry or a replay of the
      * topic would deliver it. */
-    produce(T.topic_cmd, exec->key, exec->raw, exec->len);
-    produce(T.topic_cmd, exec->key, exec->raw, exec->len);
-    wait_int(5, "SELECT sum(next_offset) FROM consumer_offsets");
+    sgw_produce(sgw.topic_cmd, exec->key, exec->raw, exec->len);
+    sgw_produce(sgw.topic_cmd, exec->key, exec->raw, exec->len);
+    sgw_wait_int(5, "SELECT sum(next_offset) FROM consumer_offsets");
     /* The transactions that consumed them wrote nothing to send. */
-    cr_expect_eq(q_int("SELECT count(*) FROM outbox") + q_int("SELECT count(*) FROM timers"), 0);
-    reader_poll(&T.events, 1000);
-    pair_stop();
+    cr_expect_eq(
+        sgw_q_int("SELECT count(*) FROM outbox") + sgw_q_int("SELECT count(*) FROM timers"), 0);
+    sgw_reader_poll(&sgw.events, 1000);
+    sgw_pair_stop();
 
-    cr_expect_eq(q_int("SELECT count(*) FROM attempts"), attempts, "the step did not run again");
-    cr_expect_eq(q_int("SELECT count(*) FROM builtin_ledger"), keys, "no new effect");
-    cr_expect_eq(q_int("SELECT sum(calls) FROM builtin_ledger"), calls, "no new call");
-    cr_expect_eq(q_int("SELECT seq FROM sagas"), seq);
-    cr_expect_eq(q_int("SELECT sum(published) FROM relay_cursors"), published,
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts"), attempts,
+                 "the step did not run again");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM builtin_ledger"), keys, "no new effect");
+    cr_expect_eq(sgw_q_int("SELECT sum(calls) FROM builtin_ledger"), calls, "no new call");
+    cr_expect_eq(sgw_q_int("SELECT seq FROM sagas"), seq);
+    cr_expect_eq(sgw_q_int("SELECT sum(published) FROM relay_cursors"), published,
                  "nothing more was published");
-    cr_expect_eq(saga_events("replay-1", evs, 16), 4, "no new events");
-    cr_expect_str_eq(q_text((char[32]){0}, 32, "SELECT status FROM sagas"), "completed");
-    cr_expect(strstr(T.worker.err, "duplicate or stale command, no effect"),
-              "the worker logs the duplicate: %s", sgt_bg_tail(&T.worker));
-    reader_close(&cmds);
+    cr_expect_eq(sgw_saga_events("replay-1", evs, 16), 4, "no new events");
+    cr_expect_str_eq(sgw_q_text((char[32]){0}, 32, "SELECT status FROM sagas"), "completed");
+    cr_expect(strstr(sgw.worker.err, "duplicate or stale command, no effect"),
+              "the worker logs the duplicate: %s", sgt_bg_tail(&sgw.worker));
+    sgw_reader_close(&cmds);
 }
 
 #define FAST_SAGAS 100
@@ -486,23 +504,23 @@ Test(worker, slow_step_does_not_block_its_partition, .timeout = 120)
     char id[32];
     size_t slow_at = 0, fast_before = 0;
 
-    pair_start(NULL, 1, env);
-    submit("slow", "[{\"name\": \"nap\", \"tool\": \"sleep\", \"args\": {\"ms\": 2000}}]");
+    sgw_pair_start(NULL, 1, env);
+    sgw_submit("slow", "[{\"name\": \"nap\", \"tool\": \"sleep\", \"args\": {\"ms\": 2000}}]");
     for (int i = 0; i < FAST_SAGAS; i++) {
         snprintf(id, sizeof(id), "fast-%03d", i);
-        submit(id, "[{\"name\": \"only\", \"tool\": \"noop\"}]");
+        sgw_submit(id, "[{\"name\": \"only\", \"tool\": \"noop\"}]");
     }
-    wait_status("slow", "completed");
-    event_wait("slow", "saga.completed");
-    wait_int(FAST_SAGAS + 1, "SELECT count(*) FROM sagas WHERE status = 'completed'");
-    pair_stop();
+    sgw_wait_status("slow", "completed");
+    sgw_event_wait("slow", "saga.completed");
+    sgw_wait_int(FAST_SAGAS + 1, "SELECT count(*) FROM sagas WHERE status = 'completed'");
+    sgw_pair_stop();
 
     /* One partition: the events topic has the completions in commit order. */
-    for (size_t i = 0; i < T.events.n; i++) {
-        const sg_json_t *ev = T.events.v[i].doc;
-        if (strcmp(jstr(ev, "type"), "saga.completed") != 0)
+    for (size_t i = 0; i < sgw.events.n; i++) {
+        const sg_json_t *ev = sgw.events.v[i].doc;
+        if (strcmp(sgw_jstr(ev, "type"), "saga.completed") != 0)
             continue;
-        if (strcmp(jstr(ev, "saga_id"), "slow") == 0) {
+        if (strcmp(sgw_jstr(ev, "saga_id"), "slow") == 0) {
             slow_at = i;
             break;
         }
@@ -512,9 +530,10 @@ Test(worker, slow_step_does_not_block_its_partition, .timeout = 120)
                  "all %d one-step sagas completed before the sleeping one; %zu did", FAST_SAGAS,
                  fast_before);
     cr_expect_gt(slow_at, 0);
-    cr_expect_eq(q_int("SELECT count(*) FROM sagas WHERE saga_id LIKE 'fast-%%' AND updated_at <= "
-                       "(SELECT updated_at FROM sagas WHERE saga_id = 'slow')"),
-                 FAST_SAGAS);
+    cr_expect_eq(
+        sgw_q_int("SELECT count(*) FROM sagas WHERE saga_id LIKE 'fast-%%' AND updated_at <= "
+                  "(SELECT updated_at FROM sagas WHERE saga_id = 'slow')"),
+        FAST_SAGAS);
 }
 
 Test(worker, crash_loop_dead_letters_after_limit, .timeout = 180)
@@ -526,7 +545,7 @@ Test(worker, crash_loop_dead_letters_after_limit, .timeout = 180)
     const char *env[4] = {"SAGAD_WORKER_TEST_ALLOW_CRASH=true", limit_env, instance_env, NULL};
     const sg_json_t *evs[32], *dl;
     int starts = 0, crashes = 0;
-    double deadline = sgt_now_s() + 2 * WAIT_S;
+    double deadline = sgt_now_s() + 2 * SGW_WAIT_S;
     size_t n;
 
     /* A static member rejoins at once after a crash instead of waiting for
@@ -534,58 +553,59 @@ Test(worker, crash_loop_dead_letters_after_limit, .timeout = 180)
     sgt_unique(instance, sizeof(instance), "sgt_instance");
     snprintf(limit_env, sizeof(limit_env), "SAGAD_WORKER_CRASH_LOOP_LIMIT=%d", limit);
     snprintf(instance_env, sizeof(instance_env), "SAGAD_KAFKA_GROUP_INSTANCE_ID=%s", instance);
-    pair_start(tools, 2, env);
+    sgw_pair_start(tools, 2, env);
     starts = 1;
-    submit("crashy", "[{\"name\": \"hold\", \"tool\": \"ledger.reversible\"},"
-                     " {\"name\": \"boom\", \"tool\": \"crash\"}]");
-    submit("bystander", "[{\"name\": \"a\", \"tool\": \"noop\"}, {\"name\": \"b\", \"tool\": "
-                        "\"noop\"}]");
+    sgw_submit("crashy", "[{\"name\": \"hold\", \"tool\": \"ledger.reversible\"},"
+                         " {\"name\": \"boom\", \"tool\": \"crash\"}]");
+    sgw_submit("bystander", "[{\"name\": \"a\", \"tool\": \"noop\"}, {\"name\": \"b\", \"tool\": "
+                            "\"noop\"}]");
     for (;;) {
         char status[32];
         int rc;
 
-        q_text(status, sizeof(status), "SELECT status FROM sagas WHERE saga_id = 'crashy'");
-        if (terminal_status(status))
+        sgw_q_text(status, sizeof(status), "SELECT status FROM sagas WHERE saga_id = 'crashy'");
+        if (sgw_terminal_status(status))
             break;
-        if (!sgt_bg_done(&T.worker)) {
+        if (!sgt_bg_done(&sgw.worker)) {
             cr_assert_lt(sgt_now_s(), deadline, "saga crashy is still %s after %d crashes: %s",
-                         status, crashes, sgt_bg_tail(&T.worker));
+                         status, crashes, sgt_bg_tail(&sgw.worker));
             usleep(50000);
             continue;
         }
-        rc = proc_join(&T.worker, 0);
+        rc = sgw_proc_join(&sgw.worker, 0);
         cr_assert_eq(rc, 128 + SIGABRT, "the crash tool aborts the worker; got %d: %s", rc,
-                     sgt_bg_tail(&T.worker));
-        cr_expect(strstr(T.worker.err, "builtin crash: aborting the worker as asked"),
+                     sgt_bg_tail(&sgw.worker));
+        cr_expect(strstr(sgw.worker.err, "builtin crash: aborting the worker as asked"),
                   "the worker says why it aborts");
         crashes++;
         cr_assert_lt(starts, limit + 2, "still crashing after %d starts", starts);
-        sgt_bg_start(&T.worker, "sagad-worker", run_args, T.env);
+        sgt_bg_start(&sgw.worker, "sagad-worker", sgw_run_args, sgw.env);
         starts++;
     }
-    wait_status("crashy", "compensated");
-    wait_status("bystander", "completed");
-    event_wait("crashy", "saga.compensated");
-    pair_stop();
+    sgw_wait_status("crashy", "compensated");
+    sgw_wait_status("bystander", "completed");
+    sgw_event_wait("crashy", "saga.compensated");
+    sgw_pair_stop();
 
     cr_expect_eq(crashes, limit, "the crashing attempt ran crash_loop_limit times, then no more");
-    n = saga_events("crashy", evs, 32);
-    cr_expect_str_eq(jstr(evs[n - 1], "type"), "saga.compensated");
-    dl = event_find("crashy", "saga.dead_lettered")->doc;
-    cr_expect_str_eq(jstr(dl, "error_code"), "runtime.crash_loop");
-    cr_expect_str_eq(jstr(dl, "step_name"), "boom");
-    cr_expect_str_eq(q_text(text, sizeof(text),
-                            "SELECT concat_ws('|', error_code, saga_id, step_name, phase, "
-                            "attempts) FROM dead_letters"),
+    n = sgw_saga_events("crashy", evs, 32);
+    cr_expect_str_eq(sgw_jstr(evs[n - 1], "type"), "saga.compensated");
+    dl = sgw_event_find("crashy", "saga.dead_lettered")->doc;
+    cr_expect_str_eq(sgw_jstr(dl, "error_code"), "runtime.crash_loop");
+    cr_expect_str_eq(sgw_jstr(dl, "step_name"), "boom");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT concat_ws('|', error_code, saga_id, step_name, phase, "
+                                "attempts) FROM dead_letters"),
                      "runtime.crash_loop|crashy|boom|forward|2");
-    cr_expect_eq(q_int("SELECT count(*) FROM attempts WHERE saga_id = 'crashy' AND step_idx = 1 "
-                       "AND error_code = 'runtime.interrupted'"),
-                 limit, "each interrupted run is in the trail");
-    cr_expect_str_eq(q_text(text, sizeof(text),
-                            "SELECT string_agg(status || ':' || coalesce(error_code, '-'), ',' "
-                            "ORDER BY idx) FROM steps WHERE saga_id = 'crashy'"),
+    cr_expect_eq(
+        sgw_q_int("SELECT count(*) FROM attempts WHERE saga_id = 'crashy' AND step_idx = 1 "
+                  "AND error_code = 'runtime.interrupted'"),
+        limit, "each interrupted run is in the trail");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(status || ':' || coalesce(error_code, '-'), ',' "
+                                "ORDER BY idx) FROM steps WHERE saga_id = 'crashy'"),
                      "compensated:-,failed:runtime.crash_loop");
-    cr_expect_eq(q_int("SELECT calls FROM builtin_ledger WHERE key = 'crashy:0:c:g1'"), 1);
-    expect_events("bystander", NULL, "saga.accepted", "step.succeeded", "step.succeeded",
-                  "saga.completed", NULL);
+    cr_expect_eq(sgw_q_int("SELECT calls FROM builtin_ledger WHERE key = 'crashy:0:c:g1'"), 1);
+    sgw_expect_events("bystander", NULL, "saga.accepted", "step.succeeded", "step.succeeded",
+                      "saga.completed", NULL);
 }

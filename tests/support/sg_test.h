@@ -63,6 +63,13 @@ typedef struct sgt_bg_s {
 /* Starts bin_dir/prog with args and env as sgt_spawn does.  bg is zeroed,
  * or joined (a restart). */
 void sgt_bg_start(sgt_bg_t *bg, const char *prog, const char *const *args, const char *const *env);
+/* sgt_bg_start that also waits up to timeout_s for the first line of the
+ * process's stdout (an "I am listening on ..." line) and returns it
+ * without the newline in line (truncated to line_size).  Returns false
+ * when the process exited or stayed silent; the rest of stdout goes to
+ * bg->out as usual. */
+bool sgt_bg_start_line(sgt_bg_t *bg, const char *prog, const char *const *args,
+                       const char *const *env, char *line, size_t line_size, double timeout_s);
 bool sgt_bg_done(sgt_bg_t *bg);
 /* Sends sig unless the process is gone already. */
 void sgt_bg_signal(sgt_bg_t *bg, int sig);
@@ -81,5 +88,9 @@ double sgt_now_s(void);
 /* sgt_query_int with a printf-style statement (test-made values only). */
 long long sgt_query_intf(struct sg_pg_s *pg, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* One HTTP request (JSON body or NULL); the response body (malloc'd,
+ * caller frees) and its status.  The test fails when no answer comes. */
+char *sgt_http(const char *method, const char *url, const char *body, long *status);
 
 #endif

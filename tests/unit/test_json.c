@@ -650,3 +650,20 @@ Test(json, set_replaces_or_adds_and_set_at_appends_only_at_the_end)
     free(text);
     sg_json_destroy(root);
 }
+
+/* A string can be a document of its own (a logged request body that is
+ * not JSON) and a child of an object afterwards. */
+Test(json, string_root_prints_escaped_and_can_be_adopted)
+{
+    sg_json_t *s = sg_json_new_str("a \"b\"\n"), *obj = sg_json_new_object();
+    char *text = sg_json_print(s);
+
+    cr_assert_str_eq(text, "\"a \\\"b\\\"\\n\"");
+    cr_assert_str_eq(sg_json_string(s), "a \"b\"\n");
+    free(text);
+    sg_json_add_node(obj, "body", s);
+    text = sg_json_print(obj);
+    cr_assert_str_eq(text, "{\"body\":\"a \\\"b\\\"\\n\"}");
+    free(text);
+    sg_json_destroy(obj);
+}
