@@ -3,8 +3,14 @@
  * The work of one entry is sagad_dlq_replay() (schemas/sql/0006): one
  * statement, so one transaction, so an entry is either fully replayed
  * (replays row, entry marked, new generation, command in the outbox) or
- * untouched, even when dlq-tool is killed in the middle of a bulk run. */
+ * untouched, even when dlq-tool is killed in the middle of a bulk run.
+ *
+ * A bulk run replays --parallel entries at a time, each on a connection of
+ * its own: every entry's commit waits for its WAL flush, and concurrent
+ * commits share flushes, so this is what makes a large replay fast.  Lines
+ * are printed as entries finish, so their order can differ from the IDs'. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,12 +38,22 @@ static const char replay_sql[] =
     "SELECT r.*, (jsonb_build_object('id', $1::bigint) || to_jsonb(r))::text "
     "FROM sagad_dlq_replay($1::bigint, $2, $3, $4::boolean, $5::boolean, $6) r";
 
+#define PARALLEL_DEFAULT 4
+#define PARALLEL_MAX     32
+
 typedef struct replay_run_s {
     dlq_t *d;
     const char *operator_name, *reason;
     bool dry_run, force, json;
     double rate; /* entries per second, 0: unbounded */
+    long parallel;
     long replayed, would, refused, missing;
+    /* The bulk run, shared by its threads under lock. */
+    pthread_mutex_t lock;
+    char **ids;
+    size_t n, next, done;
+    uint64_t t0;
+    int rc;
 } replay_run_t;
 
 /* "N/s", "N/m" or "N" (per second). */
@@ -97,7 +113,8 @@ static void report(replay_run_t *run, const char *id, const sg_pg_res_t *res)
     }
 }
 
-static int replay_one(replay_run_t *run, const char *id)
+/* Replays one entry on pg; the caller holds no lock. */
+static int replay_one(replay_run_t *run, sg_pg_t *pg, const char *id)
 {
     const char *params[] = {id,
                             run->operator_name,
@@ -106,12 +123,20 @@ static int replay_one(replay_run_t *run, const char *id)
                             run->dry_run ? "false" : "true",
                             sg_config_str(run->d->cli->cfg, "topic.commands")};
     sg_pg_res_t *res;
-    int rc = dlq_query(run->d, replay_sql, 6, params, &res);
+    sg_err_t err;
+    int rc = SG_EXIT_OK;
 
-    if (rc)
+    if (sg_pg_exec(pg, replay_sql, 6, params, &res, &err) < 0) {
+        pthread_mutex_lock(&run->lock);
+        rc = dlq_pg_fail(run->d, "query failed", &err);
+        pthread_mutex_unlock(&run->lock);
         return rc;
+    }
+    pthread_mutex_lock(&run->lock);
     report(run, id, res);
     fflush(stdout);
+    run->done++;
+    pthread_mutex_unlock(&run->lock);
     sg_pg_res_destroy(res);
     return SG_EXIT_OK;
 }
@@ -162,22 +187,92 @@ static bool confirmed(dlq_t *d, size_t n)
     return true;
 }
 
+/* Takes the next entry and replays it, until none are left, a stop
+ * signal came, or an entry failed (the others in flight still finish).
+ * Entry i starts no earlier than its --rate slot. */
+static void replay_on(replay_run_t *run, sg_pg_t *pg)
+{
+    for (;;) {
+        size_t i;
+        pthread_mutex_lock(&run->lock);
+        if (run->rc != SG_EXIT_OK || !sg_cli_running || run->next >= run->n) {
+            pthread_mutex_unlock(&run->lock);
+            return;
+        }
+        i = run->next++;
+        pthread_mutex_unlock(&run->lock);
+        if (run->rate > 0)
+            sleep_until_ms(run->t0 + (uint64_t)llround((double)i * 1000.0 / run->rate));
+        if (!sg_cli_running)
+            return;
+        {
+            int rc = replay_one(run, pg, run->ids[i]);
+            if (rc) {
+                pthread_mutex_lock(&run->lock);
+                if (run->rc == SG_EXIT_OK)
+                    run->rc = rc;
+                pthread_mutex_unlock(&run->lock);
+                return;
+            }
+        }
+    }
+}
+
+typedef struct replay_thread_s {
+    replay_run_t *run;
+    sg_pg_t *pg;
+    pthread_t tid;
+} replay_thread_t;
+
+static void *replay_thread(void *arg)
+{
+    replay_thread_t *t = arg;
+
+    replay_on(t->run, t->pg);
+    return NULL;
+}
+
 static int replay_all(replay_run_t *run, char **ids, size_t n)
 {
-    uint64_t t0 = sg_cli_now_ms();
-    int rc = SG_EXIT_OK;
-    size_t i;
+    size_t nthreads = n < (size_t)run->parallel ? n : (size_t)run->parallel, started = 0;
+    replay_thread_t *threads = calloc(nthreads, sizeof(*threads));
+    sg_pg_opts_t opts;
 
+    if (!threads)
+        abort();
     sg_cli_trap_signals();
-    for (i = 0; i < n && sg_cli_running; i++) {
-        if (run->rate > 0)
-            sleep_until_ms(t0 + (uint64_t)llround((double)i * 1000.0 / run->rate));
-        if ((rc = replay_one(run, ids[i])))
+    pthread_mutex_init(&run->lock, NULL);
+    run->ids = ids;
+    run->n = n;
+    run->t0 = sg_cli_now_ms();
+    /* The command's own connection runs in this thread; the others get
+     * one each.  One that cannot connect only means fewer at a time. */
+    sg_pg_opts_from_config(&opts, run->d->cli->cfg, "dlq-tool");
+    opts.connect_attempts = 3;
+    for (size_t i = 1; i < nthreads; i++) {
+        sg_err_t err;
+        threads[i].run = run;
+        if (!(threads[i].pg = sg_pg_connect(&opts, &err))) {
+            dlq_warn(run->d, "replaying with %zu connections: %s", i, err.message);
             break;
+        }
+        if (pthread_create(&threads[i].tid, NULL, replay_thread, &threads[i]) != 0) {
+            sg_pg_destroy(threads[i].pg);
+            threads[i].pg = NULL;
+            break;
+        }
+        started = i;
     }
-    if (i < n)
-        dlq_warn(run->d, "stopped after %zu of %zu entries; the rest are untouched", i, n);
-    return rc;
+    replay_on(run, run->d->pg);
+    for (size_t i = 1; i <= started; i++) {
+        pthread_join(threads[i].tid, NULL);
+        sg_pg_destroy(threads[i].pg);
+    }
+    free(threads);
+    pthread_mutex_destroy(&run->lock);
+    if (run->done < n)
+        dlq_warn(run->d, "stopped after %zu of %zu entries; the rest are untouched", run->done, n);
+    return run->rc;
 }
 
 int dlq_cmd_replay(sg_cli_t *cli, int argc, char **argv)
@@ -207,7 +302,8 @@ int dlq_cmd_replay(sg_cli_t *cli, int argc, char **argv)
         dlq_warn(&d, "--reason is required: say why (it is kept in the replays ledger)");
         return dlq_close(&d, SG_EXIT_USAGE);
     }
-    if (dlq_opt_long(&d, "--limit", 1000000000L, 1000000000L, &limit) < 0)
+    if (dlq_opt_long(&d, "--limit", 1000000000L, 1000000000L, &limit) < 0 ||
+        dlq_opt_long(&d, "--parallel", PARALLEL_DEFAULT, PARALLEL_MAX, &run.parallel) < 0)
         return dlq_close(&d, SG_EXIT_USAGE);
     if (d.args.npos > 0) {
         dlq_filter_t f;

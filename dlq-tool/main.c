@@ -40,6 +40,8 @@ static const sg_cli_opt_t replay_opts[] = {
     {"--dry-run", NULL, "print what would happen; change nothing"},
     {"--rate", "N/s", "at most N entries per second (also N/m)"},
     {"--limit", "N", "at most N entries"},
+    {"--parallel", "N",
+     "entries replayed at once, each on its own connection (default 4, at most 32)"},
     {"--yes", NULL, "no confirmation for a bulk replay (required when not at a terminal)"},
     {"--force", NULL, "replay an entry already replayed or discarded again"},
     {"--json", NULL, "one JSON object per entry"},
