@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "sagad/sg_cli.h"
+#include "sagad/sg_kafka.h"
 #include "sagad/sg_metrics.h"
 
 static const char *const check_names[SG_CHECK__COUNT] = {"postgresql", "schema", "kafka", "group",
@@ -145,4 +146,14 @@ bool sg_health_ready(char *out, size_t out_size)
     pthread_mutex_unlock(&health_mu);
     sg_metric_set(SG_M_READY, NULL, ready);
     return ready;
+}
+
+bool sg_health_kafka_probe(void *opaque, char *why, size_t why_size)
+{
+    sg_err_t err;
+
+    if (sg_kafka_broker_count(opaque, 1000, &err) > 0)
+        return true;
+    snprintf(why, why_size, "no broker answered a metadata request: %s", err.message);
+    return false;
 }

@@ -308,17 +308,6 @@ static uint64_t next_timer_ms(outbox_relay_t *r, uint64_t cap, sg_err_t *err)
     return (uint64_t)ms < cap ? (uint64_t)ms : cap;
 }
 
-/* Kafka reachability for /readyz, probed from the endpoint's thread. */
-static bool kafka_probe(void *opaque, char *why, size_t why_size)
-{
-    sg_err_t err;
-
-    if (sg_kafka_broker_count(opaque, 1000, &err) > 0)
-        return true;
-    snprintf(why, why_size, "no broker answered a metadata request: %s", err.message);
-    return false;
-}
-
 /* Queues one row for Kafka.  Headers are a JSON object of strings. */
 static int produce_row(outbox_relay_t *r, const sg_pg_res_t *res, size_t row, sg_err_t *err)
 {
@@ -668,7 +657,7 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
         sg_kafka_destroy(r.producer);
         return SG_EXIT_USAGE;
     }
-    sg_health_set_probe(SG_CHECK_KAFKA, kafka_probe, r.producer, 2000);
+    sg_health_set_probe(SG_CHECK_KAFKA, sg_health_kafka_probe, r.producer, 2000);
     export_state(&r);
     sg_log_kv(SG_LOG_INFO, "relay starting", "holder", r.holder, NULL);
     run_loop(&r);

@@ -969,18 +969,6 @@ static int64_t on_rebalance(void *opaque, bool assigned, const char *topic, int3
 
 /* ---- health and metrics ------------------------------------------------- */
 
-/* Kafka reachability for /readyz, probed from the endpoint's thread (the
- * handle is thread-safe) so the loop never waits on it. */
-static bool kafka_probe(void *opaque, char *why, size_t why_size)
-{
-    sg_err_t err;
-
-    if (sg_kafka_broker_count(opaque, 1000, &err) > 0)
-        return true;
-    snprintf(why, why_size, "no broker answered a metadata request: %s", err.message);
-    return false;
-}
-
 static void schema_state(int version)
 {
     sg_health_set(SG_CHECK_SCHEMA, version >= WORKER_SCHEMA_VERSION,
@@ -1147,7 +1135,7 @@ static int setup(loop_t *L, sg_cli_t *cli)
         fcntl(L->kafka_pipe[i], F_SETFD, FD_CLOEXEC);
     }
     sg_kafka_wake_fd(L->consumer, L->kafka_pipe[1]);
-    sg_health_set_probe(SG_CHECK_KAFKA, kafka_probe, L->consumer, 2000);
+    sg_health_set_probe(SG_CHECK_KAFKA, sg_health_kafka_probe, L->consumer, 2000);
     sg_kafka_set_rebalance_hook(L->consumer, on_rebalance, L);
     topics[0] = L->w.topic_commands;
     if (sg_kafka_subscribe(L->consumer, topics, 1, &err) < 0) {

@@ -41,6 +41,11 @@ void sg_health_set(sg_check_t check, bool ok, const char *fmt, ...)
  * result is older than every_ms.  fn returns true when the check passes and
  * otherwise writes why into why. */
 typedef bool (*sg_health_probe_fn)(void *opaque, char *why, size_t why_size);
+
+/* A probe for SG_CHECK_KAFKA: opaque is an sg_kafka_t (thread-safe, so it
+ * may be asked from the endpoint's thread); passes when a broker answers
+ * a metadata request within a second. */
+bool sg_health_kafka_probe(void *opaque, char *why, size_t why_size);
 void sg_health_set_probe(sg_check_t check, sg_health_probe_fn fn, void *opaque, int every_ms);
 /* Forgets the probe (before its opaque goes away). */
 void sg_health_clear_probe(sg_check_t check);
