@@ -166,14 +166,20 @@ demo: deps all
 demo-stop:
 	examples/demo.sh stop
 
-# The config reference is generated from the config table; docs-check
-# fails when the committed copy is stale.
+# The config reference and the sample config file are generated from the
+# config table; docs-check fails when a committed copy is stale.
+CONFIG_DOCS := docs/CONFIGURATION.md:--config-reference deploy/sagad.sample.conf:--config-sample
+
 docs: $(BINDIR)/sagad-worker
-	$(BINDIR)/sagad-worker --config-reference > docs/CONFIGURATION.md
+	@for d in $(CONFIG_DOCS); do \
+	  $(BINDIR)/sagad-worker $${d#*:} > $${d%%:*} && echo "wrote $${d%%:*}" || exit 1; \
+	done
 
 docs-check: $(BINDIR)/sagad-worker
-	@$(BINDIR)/sagad-worker --config-reference | diff -u docs/CONFIGURATION.md - \
-	  || { echo "docs/CONFIGURATION.md is stale: run make docs"; exit 1; }
+	@for d in $(CONFIG_DOCS); do \
+	  $(BINDIR)/sagad-worker $${d#*:} | diff -u $${d%%:*} - \
+	    || { echo "$${d%%:*} is stale: run make docs"; exit 1; }; \
+	done
 
 # The JSON contracts, checked by an independent validator (Python
 # jsonschema): schemas, fixtures, and every error code in the C sources
