@@ -41,14 +41,17 @@ UNIT_TEST := $(BUILD)/tests/unit-tests
 INT_TEST  := $(BUILD)/tests/integration-tests
 TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/support/*.c))
 
-# Debian packages the build, the tests and the local services need.
-DEB_PKGS := gcc make pkg-config procps librdkafka-dev libpq-dev libcjson-dev libcriterion-dev \
-            libcurl4-openssl-dev libmicrohttpd-dev postgresql openjdk-17-jre-headless maven \
-            kcat clang-format ca-certificates python3-jsonschema
+# Debian packages the build needs (also all the image's builder stage
+# installs, deploy/Dockerfile: make deps-build), then those the tests and
+# the local services need.
+BUILD_DEB_PKGS := gcc make pkg-config librdkafka-dev libpq-dev libcjson-dev \
+                  libcurl4-openssl-dev libmicrohttpd-dev
+DEB_PKGS := $(BUILD_DEB_PKGS) procps libcriterion-dev postgresql openjdk-17-jre-headless maven \
+            kcat clang-format ca-certificates python3-jsonschema python3-venv
 
 
-.PHONY: docs docs-check bench schemas-check
-.PHONY: all help deps up down demo demo-stop test test-unit test-integration test-asan test-faults tests \
+.PHONY: docs docs-check bench schemas-check image-check k8s-check
+.PHONY: all help deps deps-build up down demo demo-stop test test-unit test-integration test-asan test-faults tests \
         format format-check clean
 
 all: $(LIBSAGAD) $(PROGS)
@@ -65,6 +68,9 @@ help:
 	@echo "make bench      relay drain rate and latency beside a plain-producer floor"
 	@echo "make format-check  check .clang-format conformance"
 	@echo "make schemas-check schemas/, their fixtures and the error-code registry vs the C sources"
+	@echo "make docs       regenerate docs/CONFIGURATION.md and deploy/sagad.sample.conf from the config table"
+	@echo "make image-check  deploy/Dockerfile's runtime packages cover what the binaries load"
+	@echo "make k8s-check  render deploy/k8s and validate it offline (schemas, config, probes, security)"
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -120,7 +126,8 @@ $(BENCH_WORKER): $(BUILD)/bench/bench_worker.o $(BUILD)/bench/bench_util.o $(LIB
 bench: deps all $(BENCH_RELAY) $(BENCH_WORKER)
 	tests/bench/run.sh
 
-deps:
+deps-build: DEB_PKGS := $(BUILD_DEB_PKGS)
+deps deps-build:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -z "$$missing" ]; then echo "deps: all Debian packages present"; exit 0; fi; \
 	sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
@@ -140,7 +147,7 @@ down:
 # test: unit tests, integration tests against the local services (started
 # if needed and stopped again only if this run started them), then the
 # same tests built with AddressSanitizer and UBSan, then the fault suite.
-test: deps tests docs-check schemas-check
+test: deps tests docs-check schemas-check image-check k8s-check
 	$(MAKE) --no-print-directory BUILD=build/asan BINDIR=build/asan/bin SAN=1 tests
 	tests/run.sh $(BUILD) build/asan
 	tests/faults/run.sh
@@ -186,6 +193,17 @@ docs-check: $(BINDIR)/sagad-worker
 # registered in schemas/error_codes.json.
 schemas-check:
 	python3 tests/schemas/check.py
+
+# image-check: deploy/Dockerfile's runtime packages cover every library the
+# built binaries load (ldd + dpkg -S), without a container engine.
+image-check: all
+	tests/deploy/run.sh $(BINDIR)
+
+# k8s-check: render deploy/k8s with kustomize and validate it offline (API
+# schemas, config keys, probes, grace period, security context); installs
+# its pinned tools into build/tools and tests/k8s/node_modules first.
+k8s-check: all
+	tests/k8s/run.sh $(BINDIR)
 
 FORMAT_SRCS = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 
