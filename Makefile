@@ -8,7 +8,7 @@ BUILD    ?= build
 BINDIR   ?= bin
 SAN      ?=
 PKGS     := rdkafka libpq libcjson
-TEST_PKGS := criterion
+TEST_PKGS := criterion libcurl
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -30,10 +30,14 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/sg_migrations.o
 LIBSAGAD := $(BUILD)/libsagad.a
 MIGRATIONS := $(sort $(wildcard schemas/sql/*.sql))
 
-PROGS := $(BINDIR)/sagad-worker $(BINDIR)/sagad-relay $(BINDIR)/dlq-tool
+PROGS := $(BINDIR)/sagad-worker $(BINDIR)/sagad-relay $(BINDIR)/dlq-tool $(BINDIR)/checkout-svc
 WORKER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard worker/*.c))
 RELAY_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard outbox/*.c))
 DLQ_OBJS    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard dlq-tool/*.c))
+# The example downstream service of the tests, the demo and the benchmark.
+CHECKOUT_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard examples/checkout/*.c))
+MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
+MHD_LIBS   := $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
 
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 INT_SRCS  := $(wildcard tests/integration/*.c)
@@ -57,7 +61,7 @@ DEB_PKGS := $(BUILD_DEB_PKGS) procps libcriterion-dev postgresql openjdk-17-jre-
 all: $(LIBSAGAD) $(PROGS)
 
 help:
-	@echo "make            build build/libsagad.a and bin/{sagad-worker,sagad-relay,dlq-tool}"
+	@echo "make            build build/libsagad.a and bin/{sagad-worker,sagad-relay,dlq-tool,checkout-svc}"
 	@echo "make deps       install the Debian packages needed (no-op when present)"
 	@echo "make up / down  start / stop the private PostgreSQL and Kafka under .run/"
 	@echo "make demo       services, relay and worker up; three example sagas run end to end"
@@ -74,7 +78,7 @@ help:
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+	$(CC) $(ALL_CFLAGS) $(EXTRA_CFLAGS) -c -o $@ $<
 
 $(BUILD)/gen/sg_migrations.c: $(MIGRATIONS) schemas/embed-sql.sh
 	@mkdir -p $(dir $@)
@@ -90,9 +94,12 @@ $(LIBSAGAD): $(LIB_OBJS)
 $(BINDIR)/sagad-worker: $(WORKER_OBJS) $(LIBSAGAD)
 $(BINDIR)/sagad-relay: $(RELAY_OBJS) $(LIBSAGAD)
 $(BINDIR)/dlq-tool: $(DLQ_OBJS) $(LIBSAGAD)
+$(BINDIR)/checkout-svc: $(CHECKOUT_OBJS) $(LIBSAGAD)
+$(CHECKOUT_OBJS): EXTRA_CFLAGS := $(MHD_CFLAGS)
+$(BINDIR)/checkout-svc: EXTRA_LIBS := $(MHD_LIBS)
 $(PROGS):
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS_ALL)
+	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(EXTRA_LIBS) $(LDLIBS_ALL)
 
 # Criterion runners: one binary per kind, linking the real library.
 $(BUILD)/tests/%.o: tests/%.c

@@ -337,6 +337,11 @@ sg_json_t *sg_json_new_array(void)
     return oom_check(cJSON_CreateArray());
 }
 
+sg_json_t *sg_json_new_str(const char *val)
+{
+    return oom_check(cJSON_CreateString(val));
+}
+
 void sg_json_add_str(sg_json_t *obj, const char *key, const char *val)
 {
     oom_check(cJSON_AddStringToObject(obj, key, val));

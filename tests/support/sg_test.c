@@ -241,13 +241,52 @@ static void *bg_reap(void *arg)
     return NULL;
 }
 
-void sgt_bg_start(sgt_bg_t *bg, const char *prog, const char *const *args, const char *const *env)
+static void bg_spawn(sgt_bg_t *bg, const char *prog, const char *const *args,
+                     const char *const *env)
 {
     sgt_bg_free(bg); /* a restart: the previous run's output */
     memset(bg, 0, sizeof(*bg));
     sgt_spawn(&bg->p, prog, args, env);
+}
+
+static void bg_reap_from_now(sgt_bg_t *bg)
+{
     cr_assert_eq(pthread_create(&bg->reaper, NULL, bg_reap, bg), 0);
     bg->started = true;
+}
+
+void sgt_bg_start(sgt_bg_t *bg, const char *prog, const char *const *args, const char *const *env)
+{
+    bg_spawn(bg, prog, args, env);
+    bg_reap_from_now(bg);
+}
+
+bool sgt_bg_start_line(sgt_bg_t *bg, const char *prog, const char *const *args,
+                       const char *const *env, char *line, size_t line_size, double timeout_s)
+{
+    double deadline = sgt_now_s() + timeout_s;
+    size_t n = 0;
+    bool got = false;
+
+    bg_spawn(bg, prog, args, env);
+    /* Byte by byte, so nothing after the line is taken from the reaper. */
+    while (!got && sgt_now_s() < deadline) {
+        struct pollfd pfd = {bg->p.out_fd, POLLIN, 0};
+        char c;
+
+        if (poll(&pfd, 1, 100) <= 0)
+            continue;
+        if (read(bg->p.out_fd, &c, 1) != 1)
+            break; /* exited before the line */
+        if (c == '\n')
+            got = true;
+        else if (n + 1 < line_size)
+            line[n++] = c;
+    }
+    if (line_size > 0)
+        line[n] = '\0';
+    bg_reap_from_now(bg);
+    return got;
 }
 
 bool sgt_bg_done(sgt_bg_t *bg)

@@ -63,6 +63,13 @@ typedef struct sgt_bg_s {
 /* Starts bin_dir/prog with args and env as sgt_spawn does.  bg is zeroed,
  * or joined (a restart). */
 void sgt_bg_start(sgt_bg_t *bg, const char *prog, const char *const *args, const char *const *env);
+/* sgt_bg_start that also waits up to timeout_s for the first line of the
+ * process's stdout (an "I am listening on ..." line) and returns it
+ * without the newline in line (truncated to line_size).  Returns false
+ * when the process exited or stayed silent; the rest of stdout goes to
+ * bg->out as usual. */
+bool sgt_bg_start_line(sgt_bg_t *bg, const char *prog, const char *const *args,
+                       const char *const *env, char *line, size_t line_size, double timeout_s);
 bool sgt_bg_done(sgt_bg_t *bg);
 /* Sends sig unless the process is gone already. */
 void sgt_bg_signal(sgt_bg_t *bg, int sig);

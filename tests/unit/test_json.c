@@ -632,3 +632,20 @@ Test(json, built_integers_round_trip_up_to_2_pow_53)
         sg_json_destroy(root);
     }
 }
+
+/* A string can be a document of its own (a logged request body that is
+ * not JSON) and a child of an object afterwards. */
+Test(json, string_root_prints_escaped_and_can_be_adopted)
+{
+    sg_json_t *s = sg_json_new_str("a \"b\"\n"), *obj = sg_json_new_object();
+    char *text = sg_json_print(s);
+
+    cr_assert_str_eq(text, "\"a \\\"b\\\"\\n\"");
+    cr_assert_str_eq(sg_json_string(s), "a \"b\"\n");
+    free(text);
+    sg_json_add_node(obj, "body", s);
+    text = sg_json_print(obj);
+    cr_assert_str_eq(text, "{\"body\":\"a \\\"b\\\"\\n\"}");
+    free(text);
+    sg_json_destroy(obj);
+}

@@ -102,6 +102,8 @@ const char *sg_json_type_name(const sg_json_t *node);
  * arguments; sg_json_add_node takes ownership of child. */
 sg_json_t *sg_json_new_object(void);
 sg_json_t *sg_json_new_array(void);
+/* A string node (val copied), to stand alone or be added as a child. */
+sg_json_t *sg_json_new_str(const char *val);
 void sg_json_add_str(sg_json_t *obj, const char *key, const char *val);
 void sg_json_add_int(sg_json_t *obj, const char *key, int64_t val);
 void sg_json_add_bool(sg_json_t *obj, const char *key, bool val);

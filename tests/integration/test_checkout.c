@@ -1,0 +1,581 @@
+/* checkout-svc, the example downstream service, tested as a user sees it:
+ * the real binary on a free port, called over HTTP with libcurl. */
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "../support/sg_test.h"
+#include "sagad/sg_json.h"
+
+static sgt_bg_t svc;
+static char base[128]; /* http://127.0.0.1:PORT */
+
+static void start(const char *const *args)
+{
+    static const char *const env[] = {NULL};
+    static const char prefix[] = "checkout-svc listening on ";
+    char line[256];
+
+    cr_assert_eq(curl_global_init(CURL_GLOBAL_DEFAULT), CURLE_OK);
+    cr_assert(sgt_bg_start_line(&svc, "checkout-svc", args, env, line, sizeof(line), 30),
+              "checkout-svc printed no line: %s", sgt_bg_tail(&svc));
+    cr_assert_eq(strncmp(line, prefix, strlen(prefix)), 0, "unexpected first line: %s", line);
+    cr_assert_eq(strncmp(line + strlen(prefix), "http://127.0.0.1:", 17), 0, "%s", line);
+    snprintf(base, sizeof(base), "%s", line + strlen(prefix));
+}
+
+static void start_plain(void)
+{
+    static const char *const args[] = {"--listen", "127.0.0.1:0", NULL};
+
+    start(args);
+}
+
+/* Every test ends with SIGTERM, which must stop the service with exit 0. */
+static void stop(void)
+{
+    int rc;
+
+    if (!svc.started)
+        return;
+    sgt_bg_signal(&svc, SIGTERM);
+    rc = sgt_bg_join(&svc, 60);
+    cr_expect_eq(rc, 0, "checkout-svc exited %d after SIGTERM: %s", rc, sgt_bg_tail(&svc));
+    sgt_bg_free(&svc);
+    memset(&svc, 0, sizeof(svc));
+    curl_global_cleanup();
+}
+
+/* --- a small HTTP client -------------------------------------------------- */
+
+typedef struct res_s {
+    long status;
+    char *body;
+    size_t len;
+    char *headers; /* the raw header block */
+    size_t hlen;
+} res_t;
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    char **buf = ((char ***)userdata)[0];
+    size_t *len = ((size_t **)userdata)[1], n = size * nmemb;
+
+    *buf = realloc(*buf, *len + n + 1);
+    cr_assert_not_null(*buf);
+    memcpy(*buf + *len, ptr, n);
+    *len += n;
+    (*buf)[*len] = '\0';
+    return n;
+}
+
+/* method url [headers...] body: the response (free with res_free). */
+static res_t http(const char *method, const char *path, const char *const *headers,
+                  const char *body)
+{
+    res_t r = {0, calloc(1, 1), 0, calloc(1, 1), 0};
+    void *bsink[2] = {&r.body, &r.len}, *hsink[2] = {&r.headers, &r.hlen};
+    struct curl_slist *hl = NULL;
+    char url[512];
+    CURL *c = curl_easy_init();
+    CURLcode rc;
+
+    cr_assert_not_null(c);
+    snprintf(url, sizeof(url), "%s%s", base, path);
+    for (; headers && *headers; headers++)
+        hl = curl_slist_append(hl, *headers);
+    hl = curl_slist_append(hl, "Expect:"); /* no 100-continue round trip */
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+    if (body)
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, bsink);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, hsink);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+    rc = curl_easy_perform(c);
+    cr_assert_eq(rc, CURLE_OK, "%s %s: %s", method, url, curl_easy_strerror(rc));
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(c);
+    return r;
+}
+
+static void res_free(res_t *r)
+{
+    free(r->body);
+    free(r->headers);
+}
+
+/* The value of header name in r (static buffer), or NULL. */
+static const char *header(const res_t *r, const char *name)
+{
+    static char value[512];
+    size_t nl = strlen(name);
+
+    for (const char *line = r->headers; line && *line;) {
+        const char *eol = strstr(line, "\r\n");
+        size_t len = eol ? (size_t)(eol - line) : strlen(line);
+
+        if (len > nl && strncasecmp(line, name, nl) == 0 && line[nl] == ':') {
+            const char *v = line + nl + 1;
+
+            while (*v == ' ')
+                v++;
+            snprintf(value, sizeof(value), "%.*s", (int)(line + len - v), v);
+            return value;
+        }
+        line = eol ? eol + 2 : NULL;
+    }
+    return NULL;
+}
+
+static sg_json_t *json_of(const res_t *r)
+{
+    sg_json_limits_t lim = {64u << 20, 64};
+    sg_err_t err;
+    sg_json_t *doc = sg_json_parse(r->body, r->len, &lim, &err);
+
+    cr_assert_not_null(doc, "response is not JSON (%s): %.300s", err.message, r->body);
+    return doc;
+}
+
+static const char *str_at(const sg_json_t *obj, const char *key)
+{
+    const char *s = sg_json_string(sg_json_member(obj, key));
+
+    cr_assert_not_null(s, "no string \"%s\"", key);
+    return s;
+}
+
+static int64_t int_at(const sg_json_t *obj, const char *key)
+{
+    double d = -1;
+
+    cr_assert(sg_json_number(sg_json_member(obj, key), &d), "no number \"%s\"", key);
+    return (int64_t)d;
+}
+
+/* POST path with Idempotency-Key key (none when NULL). */
+static res_t post(const char *path, const char *key, const char *body)
+{
+    char kh[300];
+    const char *h[] = {kh, "Content-Type: application/json", NULL};
+
+    snprintf(kh, sizeof(kh), "Idempotency-Key: %s", key ? key : "");
+    return http("POST", path, key ? h : h + 1, body);
+}
+
+/* stats[group][path] */
+static int64_t counter(const char *group, const char *path)
+{
+    res_t r = http("GET", "/_admin/stats", NULL, NULL);
+    sg_json_t *doc = json_of(&r);
+    int64_t n = int_at(sg_json_member(doc, group), path);
+
+    cr_assert_eq(r.status, 200);
+    sg_json_destroy(doc);
+    res_free(&r);
+    return n;
+}
+
+static void expect_error(const res_t *r, long status, const char *code, bool retriable)
+{
+    sg_json_t *doc = json_of(r);
+    bool b = !retriable;
+
+    cr_expect_eq(r->status, status, "status %ld, want %ld: %s", r->status, status, r->body);
+    cr_expect_str_eq(str_at(doc, "error_code"), code);
+    cr_expect(sg_json_get_bool(doc, "$", "retriable", true, &b, NULL) == 0 && b == retriable,
+              "retriable must be %d: %s", retriable, r->body);
+    cr_expect_not_null(sg_json_string(sg_json_member(doc, "message")), "%s", r->body);
+    sg_json_destroy(doc);
+}
+
+TestSuite(checkout, .fini = stop, .timeout = 120);
+
+/* --- dedup ---------------------------------------------------------------- */
+
+Test(checkout, same_key_replays_the_stored_response_and_counts_one_effect)
+{
+    res_t a, b, c;
+    sg_json_t *doc, *args;
+
+    start_plain();
+    a = post("/payment/charge", "order-1", "{\"args\":{\"amount_cents\":1250}}");
+    cr_assert_eq(a.status, 201, "%s", a.body);
+    cr_expect_null(header(&a, "Idempotent-Replayed"), "a fresh answer is no replay");
+    cr_expect_str_eq(header(&a, "Content-Type"), "application/json");
+    doc = json_of(&a);
+    cr_expect_str_eq(str_at(doc, "path"), "/payment/charge");
+    cr_expect_str_eq(str_at(doc, "idempotency_key"), "order-1");
+    cr_expect_eq(strncmp(str_at(doc, "id"), "pay_", 4), 0, "%s", a.body);
+    args = sg_json_parse("{\"amount_cents\":1250}", 21, NULL, NULL);
+    cr_expect(sg_json_equal(sg_json_member(doc, "echo"), args), "echo: %s", a.body);
+    sg_json_destroy(args);
+    sg_json_destroy(doc);
+
+    b = post("/payment/charge", "order-1", "{\"args\":{\"amount_cents\":1250}}");
+    cr_expect_eq(b.status, 201);
+    cr_expect_str_eq(b.body, a.body, "the replay must be byte for byte the stored body");
+    cr_expect_str_eq(header(&b, "Idempotent-Replayed"), "true");
+
+    c = post("/payment/charge", "order-2", "{\"args\":{\"amount_cents\":1250}}");
+    cr_expect_eq(c.status, 201);
+    cr_expect_str_neq(c.body, a.body, "another key is another payment");
+    cr_expect_null(header(&c, "Idempotent-Replayed"));
+
+    cr_expect_eq(counter("effects", "/payment/charge"), 2);
+    cr_expect_eq(counter("requests", "/payment/charge"), 3);
+    cr_expect_eq(counter("keys", "/payment/charge"), 2);
+    /* The key is per path: the same key on another endpoint is new work. */
+    res_free(&c);
+    c = post("/payment/refund", "order-1", "{}");
+    cr_expect_eq(c.status, 200, "%s", c.body);
+    cr_expect_null(header(&c, "Idempotent-Replayed"));
+    cr_expect_eq(counter("effects", "/payment/refund"), 1);
+    res_free(&a);
+    res_free(&b);
+    res_free(&c);
+}
+
+typedef struct racer_s {
+    res_t res;
+} racer_t;
+
+static void *race(void *arg)
+{
+    racer_t *r = arg;
+
+    r->res = post("/inventory/reserve", "same-key", "{\"args\":{\"sku\":\"A\",\"qty\":1}}");
+    return NULL;
+}
+
+/* Concurrent requests under one key (each held by --delay-ms, so they are
+ * in flight together) make one effect and all see the same answer. */
+Test(checkout, concurrent_requests_under_one_key_make_one_effect)
+{
+    static const char *const args[] = {"--listen", "127.0.0.1:0", "--delay-ms", "100", NULL};
+    racer_t r[16];
+    pthread_t t[16];
+    int replayed = 0;
+
+    start(args);
+    for (int i = 0; i < 16; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, race, &r[i]), 0);
+    for (int i = 0; i < 16; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < 16; i++) {
+        cr_expect_eq(r[i].res.status, 201, "%s", r[i].res.body);
+        cr_expect_str_eq(r[i].res.body, r[0].res.body);
+        replayed += header(&r[i].res, "Idempotent-Replayed") != NULL;
+    }
+    for (int i = 0; i < 16; i++)
+        res_free(&r[i].res);
+    cr_expect_eq(replayed, 15, "all but the first are replays");
+    cr_expect_eq(counter("effects", "/inventory/reserve"), 1);
+}
+
+Test(checkout, missing_idempotency_key_is_400_and_no_effect)
+{
+    res_t r;
+
+    start_plain();
+    r = post("/shipping/book", NULL, "{\"args\":{}}");
+    expect_error(&r, 400, "missing_idempotency_key", false);
+    res_free(&r);
+    cr_expect_eq(counter("effects", "/shipping/book"), 0);
+    cr_expect_eq(counter("keys", "/shipping/book"), 0);
+    cr_expect_eq(counter("requests", "/shipping/book"), 1);
+}
+
+/* --- faults --------------------------------------------------------------- */
+
+Test(checkout, fault_503x2_fails_twice_then_succeeds_and_the_success_is_replayed)
+{
+    static const char *const args[] = {"--listen", "127.0.0.1:0", "--fault", "/shipping/book=503x2",
+                                       NULL};
+    res_t r[4];
+
+    start(args);
+    for (int i = 0; i < 4; i++)
+        r[i] = post("/shipping/book", "ship-1", "{\"args\":{\"order\":\"o-1\"}}");
+    expect_error(&r[0], 503, "injected_503", true);
+    expect_error(&r[1], 503, "injected_503", true);
+    cr_expect_eq(r[2].status, 201, "%s", r[2].body);
+    cr_expect_null(header(&r[2], "Idempotent-Replayed"));
+    cr_expect_eq(r[3].status, 201);
+    cr_expect_str_eq(r[3].body, r[2].body);
+    cr_expect_str_eq(header(&r[3], "Idempotent-Replayed"), "true");
+    cr_expect_eq(counter("effects", "/shipping/book"), 1);
+    for (int i = 0; i < 4; i++)
+        res_free(&r[i]);
+}
+
+Test(checkout, retry_after_is_passed_through_verbatim)
+{
+    static const char *const args[] = {
+        "--listen", "127.0.0.1:0", "--fault",
+        "/payment/charge=429x1,retry_after=Wed, 21 Oct 2015 07:28:00 GMT", NULL};
+    res_t r;
+
+    start(args);
+    r = post("/payment/charge", "k", "{}");
+    expect_error(&r, 429, "injected_429", true);
+    cr_expect_str_eq(header(&r, "Retry-After"), "Wed, 21 Oct 2015 07:28:00 GMT");
+    res_free(&r);
+    /* Not stored: the retry under the same key is new work. */
+    r = post("/payment/charge", "k", "{}");
+    cr_expect_eq(r.status, 201, "%s", r.body);
+    cr_expect_null(header(&r, "Retry-After"));
+    cr_expect_null(header(&r, "Idempotent-Replayed"));
+    res_free(&r);
+
+    r = http("POST", "/_admin/faults", NULL,
+             "{\"path\":\"/payment/charge\",\"status\":503,\"times\":1,\"retry_after\":\"7\"}");
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    res_free(&r);
+    r = post("/payment/charge", "k2", "{}");
+    expect_error(&r, 503, "injected_503", true);
+    cr_expect_str_eq(header(&r, "Retry-After"), "7");
+    res_free(&r);
+}
+
+/* A few MiB (the real oversized test uses 50): exactly that many bytes,
+ * one JSON string. */
+Test(checkout, body_bytes_answers_exactly_that_many_bytes)
+{
+    static const char *const args[] = {"--listen", "127.0.0.1:0", "--fault",
+                                       "/email/send=200x1,body_bytes=3145733", NULL};
+    res_t r;
+    size_t bad = 0;
+
+    start(args);
+    r = post("/email/send", "mail-1", "{}");
+    cr_assert_eq(r.status, 200);
+    cr_assert_eq(r.len, 3145733, "got %zu bytes", r.len);
+    cr_expect_eq(r.body[0], '"');
+    cr_expect_eq(r.body[r.len - 1], '"');
+    for (size_t i = 1; i + 1 < r.len; i++)
+        bad += r.body[i] != 'x';
+    cr_expect_eq(bad, 0, "%zu bytes are not 'x'", bad);
+    cr_expect_eq(counter("effects", "/email/send"), 0, "a streamed fault is no effect");
+    res_free(&r);
+}
+
+Test(checkout, admin_faults_are_added_listed_and_cleared)
+{
+    res_t r;
+    sg_json_t *doc;
+
+    start_plain();
+    r = http("POST", "/_admin/faults", NULL, "{\"path\":\"/email/send\",\"status\":400}");
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    res_free(&r);
+    r = http("GET", "/_admin/faults", NULL, NULL);
+    doc = json_of(&r);
+    cr_expect_eq(sg_json_array_size(sg_json_member(doc, "faults")), 1, "%s", r.body);
+    sg_json_destroy(doc);
+    res_free(&r);
+
+    /* For ever (times absent), whatever the key; a 400 is final, so the
+     * key keeps its answer even after the fault is gone. */
+    for (int i = 0; i < 3; i++) {
+        char key[16];
+
+        snprintf(key, sizeof(key), "mail-%d", i);
+        r = post("/email/send", key, "{}");
+        expect_error(&r, 400, "injected_400", false);
+        res_free(&r);
+    }
+    r = http("DELETE", "/_admin/faults", NULL, NULL);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    res_free(&r);
+    r = post("/email/send", "mail-new", "{}");
+    cr_expect_eq(r.status, 201, "%s", r.body);
+    res_free(&r);
+    r = post("/email/send", "mail-0", "{}");
+    expect_error(&r, 400, "injected_400", false);
+    cr_expect_str_eq(header(&r, "Idempotent-Replayed"), "true");
+    res_free(&r);
+
+    r = http("POST", "/_admin/faults", NULL, "{\"path\":\"/email/send\",\"status\":\"x\"}");
+    expect_error(&r, 400, "invalid_fault", false);
+    cr_expect(strstr(r.body, "$.status") != NULL, "the error names the field: %s", r.body);
+    res_free(&r);
+    r = http("POST", "/_admin/faults", NULL, "{\"path\":\"/nowhere\",\"status\":500}");
+    expect_error(&r, 400, "invalid_fault", false);
+    cr_expect(strstr(r.body, "$.path") != NULL, "%s", r.body);
+    res_free(&r);
+}
+
+/* --- admin: the request log, stats and reset ------------------------------ */
+
+Test(checkout, request_log_has_lowercased_headers_and_the_parsed_body)
+{
+    const char *h[] = {"Idempotency-Key: res-1", "Authorization: Bearer s3cr3t",
+                       "X-Trace-Thing: Mixed Case Value", "Content-Type: application/json", NULL};
+    const sg_json_t *e, *hdrs, *body;
+    sg_json_t *doc;
+    res_t r;
+
+    start_plain();
+    r = http("POST", "/inventory/reserve", h, "{\"args\":{\"sku\":\"A-1\",\"qty\":2}}");
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    res_free(&r);
+    r = post("/email/send", "mail-1", "not json at all");
+    res_free(&r);
+
+    r = http("GET", "/_admin/requests?path=/inventory/reserve", NULL, NULL);
+    cr_assert_eq(r.status, 200);
+    doc = json_of(&r);
+    cr_assert_eq(sg_json_array_size(sg_json_member(doc, "requests")), 1, "%s", r.body);
+    e = sg_json_array_get(sg_json_member(doc, "requests"), 0);
+    cr_expect_eq(int_at(e, "seq"), 1);
+    cr_expect_gt(int_at(e, "time_ms"), 1600000000000LL);
+    cr_expect_str_eq(str_at(e, "method"), "POST");
+    cr_expect_str_eq(str_at(e, "path"), "/inventory/reserve");
+    cr_expect_str_eq(str_at(e, "idempotency_key"), "res-1");
+    cr_expect_eq(int_at(e, "status"), 201);
+    hdrs = sg_json_member(e, "headers");
+    cr_expect_str_eq(str_at(hdrs, "authorization"), "Bearer s3cr3t");
+    cr_expect_str_eq(str_at(hdrs, "x-trace-thing"), "Mixed Case Value");
+    cr_expect_str_eq(str_at(hdrs, "idempotency-key"), "res-1");
+    cr_expect_null(sg_json_member(hdrs, "Authorization"), "names are lowercased");
+    body = sg_json_member(sg_json_member(e, "body"), "args");
+    cr_expect_str_eq(str_at(body, "sku"), "A-1");
+    cr_expect_eq(int_at(body, "qty"), 2);
+    sg_json_destroy(doc);
+    res_free(&r);
+
+    /* Unfiltered: both, oldest first; a body that is not JSON is text. */
+    r = http("GET", "/_admin/requests", NULL, NULL);
+    doc = json_of(&r);
+    cr_assert_eq(sg_json_array_size(sg_json_member(doc, "requests")), 2, "%s", r.body);
+    e = sg_json_array_get(sg_json_member(doc, "requests"), 1);
+    cr_expect_str_eq(str_at(e, "path"), "/email/send");
+    cr_expect_str_eq(sg_json_string(sg_json_member(e, "body")), "not json at all");
+    cr_expect_eq(int_at(e, "status"), 400, "%s", r.body);
+    sg_json_destroy(doc);
+    res_free(&r);
+}
+
+Test(checkout, stats_count_requests_effects_and_keys_and_reset_clears_them)
+{
+    res_t r;
+
+    start_plain();
+    for (int i = 0; i < 3; i++) {
+        r = post("/inventory/reserve", i < 2 ? "a" : "b", "{}");
+        res_free(&r);
+    }
+    r = post("/inventory/release", "a", "{}");
+    res_free(&r);
+    cr_expect_eq(counter("requests", "/inventory/reserve"), 3);
+    cr_expect_eq(counter("effects", "/inventory/reserve"), 2);
+    cr_expect_eq(counter("keys", "/inventory/reserve"), 2);
+    cr_expect_eq(counter("requests", "/inventory/release"), 1);
+    cr_expect_eq(counter("effects", "/inventory/release"), 1);
+    cr_expect_eq(counter("requests", "/shipping/cancel"), 0, "every path is listed");
+
+    r = http("POST", "/_admin/reset", NULL, "");
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    res_free(&r);
+    cr_expect_eq(counter("requests", "/inventory/reserve"), 0);
+    cr_expect_eq(counter("effects", "/inventory/reserve"), 0);
+    cr_expect_eq(counter("keys", "/inventory/reserve"), 0);
+    r = http("GET", "/_admin/requests", NULL, NULL);
+    cr_expect_str_eq(r.body, "{\"requests\":[]}");
+    res_free(&r);
+    /* Stored responses are gone too: key "a" is new work again. */
+    r = post("/inventory/reserve", "a", "{}");
+    cr_expect_eq(r.status, 201);
+    cr_expect_null(header(&r, "Idempotent-Replayed"));
+    res_free(&r);
+}
+
+Test(checkout, unknown_path_is_404_and_wrong_method_405)
+{
+    res_t r;
+
+    start_plain();
+    r = post("/payment/steal", "k", "{}");
+    expect_error(&r, 404, "not_found", false);
+    res_free(&r);
+    r = http("GET", "/payment/charge", NULL, NULL);
+    expect_error(&r, 405, "method_not_allowed", false);
+    cr_expect_str_eq(header(&r, "Allow"), "POST");
+    res_free(&r);
+    r = http("DELETE", "/_admin/stats", NULL, NULL);
+    expect_error(&r, 405, "method_not_allowed", false);
+    cr_expect_str_eq(header(&r, "Allow"), "GET");
+    res_free(&r);
+}
+
+/* --- lifecycle ------------------------------------------------------------ */
+
+static void *hang(void *arg)
+{
+    res_t *r = arg;
+
+    *r = post("/inventory/reserve", "hung", "{}");
+    return NULL;
+}
+
+/* SIGTERM with a request hanging in a 60 s injected delay: the sleeper
+ * is woken, answered 503, and the service exits 0 (checked in stop()). */
+Test(checkout, sigterm_during_a_hanging_request_exits_0)
+{
+    static const char *const args[] = {"--listen", "127.0.0.1:0", "--fault",
+                                       "/inventory/reserve=200,delay_ms=60000", NULL};
+    pthread_t t;
+    res_t r, hung;
+    bool arrived = false;
+
+    start(args);
+    cr_assert_eq(pthread_create(&t, NULL, hang, &hung), 0);
+    /* Wait until the service has the request (status still null). */
+    for (int i = 0; i < 500 && !arrived; i++) {
+        r = http("GET", "/_admin/requests", NULL, NULL);
+        arrived = strstr(r.body, "\"status\":null") != NULL;
+        res_free(&r);
+        if (!arrived)
+            usleep(20000);
+    }
+    cr_assert(arrived, "the hanging request never arrived");
+    sgt_bg_signal(&svc, SIGTERM);
+    cr_expect_eq(sgt_bg_join(&svc, 30), 0, "%s", sgt_bg_tail(&svc));
+    pthread_join(t, NULL);
+    expect_error(&hung, 503, "shutting_down", true);
+    res_free(&hung);
+}
+
+Test(checkout, help_and_bad_usage)
+{
+    static const char *const help[] = {"--help", NULL};
+    static const char *const bad_fault[] = {"--fault", "/shipping/book=5x", NULL};
+    static const char *const bad_path[] = {"--fault", "/nowhere=500", NULL};
+    char *out = NULL, *err = NULL;
+
+    cr_expect_eq(sgt_run("checkout-svc", help, NULL, &out, &err), 0);
+    cr_expect(strstr(out, "--fault SPEC") && strstr(out, "/_admin/requests"), "%s", out);
+    free(out);
+    free(err);
+    cr_expect_eq(sgt_run("checkout-svc", bad_fault, NULL, &out, &err), 2);
+    cr_expect(strstr(err, "times:") != NULL, "the error names the part: %s", err);
+    cr_expect_str_eq(out, "", "nothing on stdout but the listening line");
+    free(out);
+    free(err);
+    cr_expect_eq(sgt_run("checkout-svc", bad_path, NULL, &out, &err), 2);
+    cr_expect(strstr(err, "unknown path \"/nowhere\"") != NULL, "%s", err);
+    free(out);
+    free(err);
+}

@@ -1,0 +1,136 @@
+/* The world of a sagad-worker end-to-end test, shared by the suites that
+ * run the real worker and relay binaries (test_worker.c, test_adapters.c):
+ * per test its own database, topics, consumer group and tool registry;
+ * sagas go in as saga.start messages on the commands topic, and what a
+ * producer relies on is read back from the events topic and the tables.
+ *
+ * A suite uses it as TestSuite(x, .init = sgw_setup, .fini = sgw_teardown). */
+#ifndef SAGAD_WORKER_ENV_H
+#define SAGAD_WORKER_ENV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sagad/sg_json.h"
+#include "sagad/sg_kafka.h"
+#include "sagad/sg_pg.h"
+#include "sg_test.h"
+
+#define SGW_WAIT_S 60.0 /* longest wait for anything a test expects to happen */
+
+/* Tools every test's registry has; a test may add its own. */
+#define SGW_BASE_TOOLS                                                                             \
+    "\"noop\": {\"adapter\": \"builtin\", \"target\": \"noop\", \"side_effect\": \"read\"},"       \
+    "\"echo\": {\"adapter\": \"builtin\", \"target\": \"echo\", \"side_effect\": "                 \
+    "\"idempotent\"},"                                                                             \
+    "\"ledger\": {\"adapter\": \"builtin\", \"target\": \"ledger\", \"side_effect\": "             \
+    "\"idempotent\"},"                                                                             \
+    "\"ledger.reversible\": {\"adapter\": \"builtin\", \"target\": \"ledger\", \"side_effect\": "  \
+    "\"reversible\", \"compensation\": \"ledger\"},"                                               \
+    "\"fail\": {\"adapter\": \"builtin\", \"target\": \"fail\", \"side_effect\": "                 \
+    "\"idempotent\"},"                                                                             \
+    "\"sleep\": {\"adapter\": \"builtin\", \"target\": \"sleep\", \"side_effect\": \"read\", "     \
+    "\"timeout_ms\": 10000},"                                                                      \
+    "\"email.send\": {\"adapter\": \"builtin\", \"target\": \"noop\", \"side_effect\": "           \
+    "\"irreversible\"},"                                                                           \
+    "\"inventory.reserve\": {\"adapter\": \"builtin\", \"target\": \"echo\", \"side_effect\": "    \
+    "\"idempotent\", \"args\": {\"type\": \"object\", \"required\": [\"sku\", \"qty\"], "          \
+    "\"properties\": {\"sku\": {\"type\": \"string\", \"minLength\": 1}, \"qty\": {\"type\": "     \
+    "\"integer\", \"minimum\": 1}}}}"
+
+typedef struct sgw_msg_s {
+    sg_json_t *doc; /* NULL when the payload is not JSON */
+    char *raw;      /* the payload's bytes, NUL added */
+    size_t len;
+    char key[160];
+    char code[96]; /* sagad-error-code header, "" when absent */
+    int32_t partition;
+    int64_t offset;
+} sgw_msg_t;
+
+typedef struct sgw_reader_s {
+    sg_kafka_t *c;
+    sgw_msg_t *v;
+    size_t n, cap;
+} sgw_reader_t;
+
+#define SGW_MAX_ENV 32
+
+typedef struct sgw_world_s {
+    char db[128], dsn[512], dir[64], registry[128];
+    char topic_cmd[128], topic_ev[128], topic_dlq[128], group[128];
+    char envbuf[SGW_MAX_ENV][640];
+    const char *env[SGW_MAX_ENV + 1];
+    size_t nenv;
+    sgt_bg_t worker, relay;
+    sg_pg_t *pg;
+    sg_kafka_t *producer;
+    sgw_reader_t events;
+} sgw_world_t;
+
+extern sgw_world_t sgw;
+
+/* The first cell as an integer (-1 for NULL).  Test-made ids only are
+ * formatted into statements. */
+#define sgw_q_int(...) sgt_query_intf(sgw.pg, __VA_ARGS__)
+
+extern const char *const sgw_run_args[]; /* {"run", NULL} */
+
+/* Fresh database (migrated), topic and group names, registry path, the
+ * environment every process of the test gets; and the reverse. */
+void sgw_setup(void);
+void sgw_teardown(void);
+
+/* Adds "KEY=value" to the environment of processes started later. */
+void sgw_env_add(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Runs `sagad-worker args...` to completion; the test fails unless it exits 0. */
+void sgw_worker_cli(const char *const *args);
+
+/* Writes the registry (SGW_BASE_TOOLS plus extra_tools, members of
+ * "tools"), creates the topics, starts a relay and a worker; extra_env
+ * ("KEY=value", NULL-terminated) is added to both. */
+void sgw_pair_start(const char *extra_tools, int partitions, const char *const *extra_env);
+/* SIGTERM to both; each must exit 0.  The worker's stderr stays in
+ * sgw.worker.err. */
+void sgw_pair_stop(void);
+/* Sends sig (0: none), then waits for the exit; its exit code. */
+int sgw_proc_join(sgt_bg_t *pr, int sig);
+/* Fails at once, with its log, when the worker died. */
+void sgw_expect_worker_alive(void);
+
+void sgw_produce(const char *topic, const char *key, const void *payload, size_t len);
+/* Submits saga.start for saga_id with steps (a JSON array's text). */
+void sgw_submit(const char *saga_id, const char *steps);
+
+/* A consumer of one topic from its start; messages pile up in r->v. */
+void sgw_reader_open(sgw_reader_t *r, const char *topic);
+void sgw_reader_close(sgw_reader_t *r);
+/* Appends what arrives within ms. */
+void sgw_reader_poll(sgw_reader_t *r, int ms);
+void sgw_reader_wait_count(sgw_reader_t *r, size_t want);
+
+/* Members of a JSON object: "" / -1 when absent. */
+const char *sgw_jstr(const sg_json_t *doc, const char *key);
+long long sgw_jint(const sg_json_t *doc, const char *key);
+
+/* The first cell as text into out ("(null)" for NULL, "" for no row). */
+const char *sgw_q_text(char *out, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+bool sgw_terminal_status(const char *status);
+/* Polls until saga_id has status; fails when it ends in another. */
+void sgw_wait_status(const char *saga_id, const char *status);
+/* Polls until the query's integer is want. */
+void sgw_wait_int(long long want, const char *sql);
+
+const sgw_msg_t *sgw_event_find(const char *saga_id, const char *type);
+/* Reads the events topic until saga_id's event of that type arrived. */
+const sg_json_t *sgw_event_wait(const char *saga_id, const char *type);
+/* The saga's own events (seq > 0), in topic order. */
+size_t sgw_saga_events(const char *saga_id, const sg_json_t **out, size_t max);
+/* Asserts the saga's events are exactly the given types (NULL-terminated)
+ * with seq 1..N in that order; returns them through out (max 64). */
+size_t sgw_expect_events(const char *saga_id, const sg_json_t **out, ...);
+const sg_json_t *sgw_run_health(const sg_json_t *ev);
+
+#endif
