@@ -7,7 +7,8 @@
 #   `dpkg -S`) to a package of the runtime stage's RUNTIME_PKGS, to one of
 #   their Depends/Pre-Depends (what apt installs with them), or to the
 #   libc/libgcc base every Debian image has;
-# - the binaries the runtime stage copies are exactly the Makefile's;
+# - the binaries the runtime stage copies are exactly the Makefile's
+#   SAGAD_PROGS;
 # - the runtime stage installs no compiler or -dev package and its USER is
 #   numeric and not root.
 # Each failure names what is wrong; the exit code is 1 if anything is.
@@ -84,7 +85,7 @@ owner_of() {
 }
 
 declare -A owner_cache=()
-progs=$(sed -n 's/^PROGS := //p' Makefile)
+progs=$(sed -n 's/^SAGAD_PROGS := //p' Makefile)
 for prog in $progs; do
     bin=$bindir/$(basename "$prog")
     [ -x "$bin" ] || { fail "$bin is not built (make all)"; continue; }
