@@ -14,7 +14,8 @@ struct sg_kafka_s {
     volatile int fatal;
     sg_kafka_rebalance_fn rebalance_fn;
     void *rebalance_opaque;
-    bool coop; /* the group's rebalance protocol at its last rebalance */
+    bool coop;   /* the group's rebalance protocol at its last rebalance */
+    bool closed; /* a consumer that left its group (sg_kafka_close) */
 };
 
 /* Errors librdkafka does not flag retriable on every path but that heal by
@@ -282,12 +283,19 @@ err:
     return NULL;
 }
 
+void sg_kafka_close(sg_kafka_t *k)
+{
+    if (!k || k->role != SG_KAFKA_CONSUMER || k->closed)
+        return;
+    rd_kafka_consumer_close(k->rk);
+    k->closed = true;
+}
+
 void sg_kafka_destroy(sg_kafka_t *k)
 {
     if (!k)
         return;
-    if (k->role == SG_KAFKA_CONSUMER)
-        rd_kafka_consumer_close(k->rk);
+    sg_kafka_close(k);
     rd_kafka_destroy(k->rk);
     free(k);
 }
