@@ -11,6 +11,27 @@
 
 #define PIPE_MAX_SLOTS 4096
 
+/* Statements sent through a pipeline are prepared once per connection and
+ * then executed by name: the parse and plan of the same few statements,
+ * run for every saga step, is most of PostgreSQL's work for them.  The
+ * cache is keyed by the SQL text and bounded; past the bound a statement
+ * is sent unnamed as before, so SQL built at run time cannot grow it. */
+#define STMT_CACHE_SLOTS 512 /* power of two, twice STMT_CACHE_MAX */
+#define STMT_CACHE_MAX   256
+
+typedef enum stmt_state_e {
+    STMT_NONE,    /* not prepared on this connection */
+    STMT_PENDING, /* Prepare sent in the pipeline in progress */
+    STMT_READY,
+} stmt_state_t;
+
+typedef struct stmt_s {
+    char *sql; /* NULL: free slot */
+    int nparams;
+    stmt_state_t state;
+    char name[16];
+} stmt_t;
+
 struct sg_pg_s {
     PGconn *conn;
     sg_pg_opts_t opts;
@@ -22,6 +43,12 @@ struct sg_pg_s {
     sg_pg_res_t ***slots;
     int nslots, slots_cap;
     int *slot_stmt; /* statement number of each slot */
+    stmt_t stmts[STMT_CACHE_SLOTS];
+    int nstmts;
+    /* Prepares sent in the pipeline in progress: statement number and
+     * cache entry, in send order. */
+    int *prep_stmt, *prep_entry;
+    int nprep, prep_cap;
 };
 
 void sg_pg_opts_from_config(sg_pg_opts_t *opts, const sg_config_t *cfg, const char *appname)
@@ -172,10 +199,21 @@ sg_pg_t *sg_pg_connect(const sg_pg_opts_t *opts, sg_err_t *err)
     return pg;
 }
 
+/* A new session has none of the old one's prepared statements. */
+static void stmts_forget(sg_pg_t *pg)
+{
+    for (int i = 0; i < STMT_CACHE_SLOTS; i++)
+        pg->stmts[i].state = STMT_NONE;
+}
+
 void sg_pg_destroy(sg_pg_t *pg)
 {
     if (!pg)
         return;
+    for (int i = 0; i < STMT_CACHE_SLOTS; i++)
+        free(pg->stmts[i].sql);
+    free(pg->prep_stmt);
+    free(pg->prep_entry);
     free(pg->slots);
     free(pg->slot_stmt);
     PQfinish(pg->conn);
@@ -190,6 +228,7 @@ bool sg_pg_ok(const sg_pg_t *pg)
 int sg_pg_reconnect(sg_pg_t *pg, sg_err_t *err)
 {
     PQfinish(pg->conn);
+    stmts_forget(pg);
     pg->conn = connect_retry(&pg->opts, &pg->rng, err);
     return pg->conn ? 0 : -1;
 }
@@ -241,18 +280,78 @@ int sg_pg_pipe_begin(sg_pg_t *pg, sg_err_t *err)
     pg->piping = true;
     pg->nsent = 0;
     pg->nslots = 0;
+    pg->nprep = 0;
     sg_err_clear(&pg->pipe_err);
     return 0;
+}
+
+/* The cache entry of sql, added when there is room; NULL when full. */
+static stmt_t *stmt_lookup(sg_pg_t *pg, const char *sql, int nparams, int *index)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+
+    for (const unsigned char *c = (const unsigned char *)sql; *c; c++)
+        h = (h ^ *c) * 16777619u;
+    for (uint32_t i = h & (STMT_CACHE_SLOTS - 1);; i = (i + 1) & (STMT_CACHE_SLOTS - 1)) {
+        stmt_t *e = &pg->stmts[i];
+        if (e->sql && e->nparams == nparams && strcmp(e->sql, sql) == 0) {
+            *index = (int)i;
+            return e;
+        }
+        if (!e->sql) {
+            if (pg->nstmts >= STMT_CACHE_MAX)
+                return NULL;
+            e->sql = strdup(sql);
+            if (!e->sql)
+                abort();
+            e->nparams = nparams;
+            e->state = STMT_NONE;
+            snprintf(e->name, sizeof(e->name), "sg_%d", pg->nstmts++);
+            *index = (int)i;
+            return e;
+        }
+    }
+}
+
+/* Sends sql as a named prepared statement (preparing it first when this
+ * session has not); 1 sent, 0 not cacheable, -1 send failure. */
+static int send_prepared(sg_pg_t *pg, const char *sql, int nparams, const char *const *params)
+{
+    int index;
+    stmt_t *e = stmt_lookup(pg, sql, nparams, &index);
+
+    if (!e)
+        return 0;
+    if (e->state == STMT_NONE) {
+        if (PQsendPrepare(pg->conn, e->name, sql, nparams, NULL) != 1)
+            return -1;
+        if (pg->nprep == pg->prep_cap) {
+            pg->prep_cap = pg->prep_cap ? pg->prep_cap * 2 : 16;
+            pg->prep_stmt = realloc(pg->prep_stmt, sizeof(int) * (size_t)pg->prep_cap);
+            pg->prep_entry = realloc(pg->prep_entry, sizeof(int) * (size_t)pg->prep_cap);
+            if (!pg->prep_stmt || !pg->prep_entry)
+                abort();
+        }
+        pg->prep_stmt[pg->nprep] = pg->nsent++;
+        pg->prep_entry[pg->nprep++] = index;
+        e->state = STMT_PENDING;
+    }
+    return PQsendQueryPrepared(pg->conn, e->name, nparams, params, NULL, NULL, 0) == 1 ? 1 : -1;
 }
 
 void sg_pg_pipe_send(sg_pg_t *pg, const char *sql, int nparams, const char *const *params,
                      sg_pg_res_t **slot)
 {
+    int sent;
+
     if (slot)
         *slot = NULL;
     if (pg->pipe_err.cls != SG_ERRCLASS_NONE)
         return;
-    if (PQsendQueryParams(pg->conn, sql, nparams, NULL, params, NULL, NULL, 0) != 1) {
+    sent = send_prepared(pg, sql, nparams, params);
+    if (sent == 0)
+        sent = PQsendQueryParams(pg->conn, sql, nparams, NULL, params, NULL, NULL, 0) == 1 ? 1 : -1;
+    if (sent < 0) {
         result_error(pg, NULL, &pg->pipe_err);
         return;
     }
@@ -270,9 +369,23 @@ void sg_pg_pipe_send(sg_pg_t *pg, const char *sql, int nparams, const char *cons
     pg->nsent++;
 }
 
+/* Settles the prepares of the pipeline that just ended: a prepare whose
+ * result was not read OK (aborted by an earlier failure, or the session
+ * lost) is sent again next time. */
+static void prep_settle(sg_pg_t *pg, const bool *ok)
+{
+    for (int i = 0; i < pg->nprep; i++) {
+        stmt_t *e = &pg->stmts[pg->prep_entry[i]];
+        if (e->state == STMT_PENDING)
+            e->state = ok[i] ? STMT_READY : STMT_NONE;
+    }
+    pg->nprep = 0;
+}
+
 int sg_pg_pipe_end(sg_pg_t *pg, sg_err_t *err)
 {
-    int stmt = 0, slot = 0, rc = 0;
+    int stmt = 0, slot = 0, rc = 0, prep = 0;
+    bool prep_ok[STMT_CACHE_MAX]; /* a pipeline prepares each entry at most once */
     bool synced = false;
 
     if (!pg->piping)
@@ -303,6 +416,13 @@ int sg_pg_pipe_end(sg_pg_t *pg, sg_err_t *err)
             continue;
         }
         st = PQresultStatus(r);
+        if (prep < pg->nprep && pg->prep_stmt[prep] == stmt) {
+            prep_ok[prep++] = st == PGRES_COMMAND_OK;
+            if (st != PGRES_COMMAND_OK && rc == 0)
+                rc = result_error(pg, r, err);
+            PQclear(r);
+            continue;
+        }
         if (st == PGRES_PIPELINE_SYNC) {
             synced = true;
         } else if (st == PGRES_TUPLES_OK && slot < pg->nslots && pg->slot_stmt[slot] == stmt) {
@@ -318,6 +438,11 @@ int sg_pg_pipe_end(sg_pg_t *pg, sg_err_t *err)
         PQclear(r);
     }
 out:
+    for (int i = prep; i < pg->nprep; i++)
+        prep_ok[i] = false;
+    prep_settle(pg, prep_ok);
+    if (PQstatus(pg->conn) != CONNECTION_OK)
+        stmts_forget(pg);
     if (PQstatus(pg->conn) == CONNECTION_OK && PQexitPipelineMode(pg->conn) != 1 && rc == 0)
         rc = result_error(pg, NULL, err);
     if (rc < 0)

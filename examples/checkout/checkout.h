@@ -26,8 +26,14 @@
 #define CHECKOUT_RETRY_AFTER_MAX 128
 
 /* The business endpoints, in a fixed order: index i of every per-path
- * array means checkout_paths[i]. */
-extern const char *const checkout_paths[CHECKOUT_NPATHS];
+ * array means checkout_endpoints[i]. */
+typedef struct checkout_endpoint_s {
+    const char *path;
+    const char *id_prefix; /* of the ids its successes hand out */
+    int status;            /* of a success: 201 creates, 200 undoes */
+} checkout_endpoint_t;
+
+extern const checkout_endpoint_t checkout_endpoints[CHECKOUT_NPATHS];
 
 /* Index of a business path, -1 for any other path. */
 int checkout_path_index(const char *path);
@@ -145,7 +151,7 @@ typedef struct checkout_server_s {
 } checkout_server_t;
 
 /* Starts listening on addr (IPv4 or IPv6).  Returns the daemon, or NULL
- * (the reason is logged). */
+ * (libmicrohttpd's reason is logged). */
 struct sockaddr;
 struct MHD_Daemon;
 struct MHD_Daemon *checkout_http_start(checkout_server_t *srv, const struct sockaddr *addr);

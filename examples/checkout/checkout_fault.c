@@ -7,15 +7,17 @@
 
 #include "checkout.h"
 
-const char *const checkout_paths[CHECKOUT_NPATHS] = {
-    "/inventory/reserve", "/inventory/release", "/payment/charge", "/payment/refund",
-    "/shipping/book",     "/shipping/cancel",   "/email/send",
+const checkout_endpoint_t checkout_endpoints[CHECKOUT_NPATHS] = {
+    {"/inventory/reserve", "inv", 201}, {"/inventory/release", "rel", 200},
+    {"/payment/charge", "pay", 201},    {"/payment/refund", "ref", 200},
+    {"/shipping/book", "shp", 201},     {"/shipping/cancel", "cnl", 200},
+    {"/email/send", "eml", 201},
 };
 
 int checkout_path_index(const char *path)
 {
     for (int i = 0; i < CHECKOUT_NPATHS; i++)
-        if (strcmp(path, checkout_paths[i]) == 0)
+        if (strcmp(path, checkout_endpoints[i].path) == 0)
             return i;
     return -1;
 }
@@ -31,7 +33,7 @@ static int path_error(const char *where, const char *path, char *errstr, size_t 
     for (int i = 0; i < CHECKOUT_NPATHS; i++) {
         size_t n = strlen(errstr);
 
-        snprintf(errstr + n, errstr_size - n, "%s %s", i ? "," : "", checkout_paths[i]);
+        snprintf(errstr + n, errstr_size - n, "%s %s", i ? "," : "", checkout_endpoints[i].path);
     }
     return -1;
 }
@@ -231,7 +233,7 @@ sg_json_t *checkout_fault_to_json(int path_idx, const checkout_fault_t *f)
 {
     sg_json_t *o = sg_json_new_object();
 
-    sg_json_add_str(o, "path", checkout_paths[path_idx]);
+    sg_json_add_str(o, "path", checkout_endpoints[path_idx].path);
     sg_json_add_int(o, "status", f->status);
     sg_json_add_int(o, "times", f->times);
     if (f->retry_after[0])

@@ -38,8 +38,8 @@ static char *xstrndup(const char *s, size_t n)
     return d;
 }
 
-/* Text safe to put in JSON: valid UTF-8 as is, else every byte outside
- * printable ASCII becomes '?'. */
+/* Text safe to put in JSON (cJSON writes bytes through as they are): valid
+ * UTF-8 as is, else every non-ASCII byte becomes '?'.  Stops at a NUL. */
 static char *text_or_lossy(const char *s, size_t len)
 {
     char *d = xstrndup(s, len);
@@ -251,12 +251,6 @@ static uint64_t log_request(checkout_server_t *srv, struct MHD_Connection *conn,
 
 /* --- business endpoints --------------------------------------------------- */
 
-/* Creating calls answer 201, their compensations 200. */
-static int success_status(int path_idx)
-{
-    return path_idx == 0 || path_idx == 2 || path_idx == 4 || path_idx == 6 ? 201 : 200;
-}
-
 static void do_work(checkout_server_t *srv, int idx, const char *key, int status, const req_t *req,
                     checkout_reply_t *reply)
 {
@@ -337,8 +331,9 @@ static void business(checkout_server_t *srv, struct MHD_Connection *conn, int id
         reply->body = error_body("shutting_down", true, "the service is stopping");
     } else if (!key || !*key) {
         reply->status = 400;
-        reply->body = error_body("missing_idempotency_key", false,
-                                 "POST %s needs an Idempotency-Key header", checkout_paths[idx]);
+        reply->body =
+            error_body("missing_idempotency_key", false, "POST %s needs an Idempotency-Key header",
+                       checkout_endpoints[idx].path);
     } else if (!key_ok(key)) {
         reply->status = 400;
         reply->body = error_body("invalid_idempotency_key", false,
@@ -357,7 +352,7 @@ static void business(checkout_server_t *srv, struct MHD_Connection *conn, int id
             do_fault(srv, idx, key, &fault, req, reply);
             break;
         case CHECKOUT_ADMIT_GO:
-            do_work(srv, idx, key, success_status(idx), req, reply);
+            do_work(srv, idx, key, checkout_endpoints[idx].status, req, reply);
             break;
         }
     }
@@ -495,7 +490,7 @@ static mhd_result_t client_request(checkout_server_t *srv, struct MHD_Connection
         allow = "POST";
         reply.status = 405;
         reply.body = error_body("method_not_allowed", false, "%s takes POST, not %s",
-                                checkout_paths[idx], method);
+                                checkout_endpoints[idx].path, method);
     } else {
         business(srv, conn, idx, req, &reply);
     }
@@ -596,7 +591,5 @@ struct MHD_Daemon *checkout_http_start(checkout_server_t *srv, const struct sock
         /* An idle keep-alive connection holds a thread: close
          * it after two minutes of silence. */
         MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_CONNECTION_LIMIT, 2000u, MHD_OPTION_END);
-    if (!d)
-        sg_log_error("cannot start the HTTP server (address in use, or no permission?)");
     return d;
 }

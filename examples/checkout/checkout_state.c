@@ -58,9 +58,6 @@ struct checkout_state_s {
     size_t fifo_head, fifo_count, store_bytes;
 };
 
-static const char *const id_prefix[CHECKOUT_NPATHS] = {"inv", "rel", "pay", "ref",
-                                                       "shp", "cnl", "eml"};
-
 checkout_state_t *checkout_state_new(void)
 {
     checkout_state_t *st = calloc(1, sizeof(*st));
@@ -265,7 +262,7 @@ static sg_json_t *per_path_json(const uint64_t *counts)
     sg_json_t *o = sg_json_new_object();
 
     for (int i = 0; i < CHECKOUT_NPATHS; i++)
-        sg_json_add_int(o, checkout_paths[i], (int64_t)counts[i]);
+        sg_json_add_int(o, checkout_endpoints[i].path, (int64_t)counts[i]);
     return o;
 }
 
@@ -397,10 +394,11 @@ static char *success_body(checkout_state_t *st, int path_idx, const char *key,
     char id[32];
     char *text;
 
-    snprintf(id, sizeof(id), "%s_%06llu", id_prefix[path_idx], (unsigned long long)++st->last_id);
+    snprintf(id, sizeof(id), "%s_%06llu", checkout_endpoints[path_idx].id_prefix,
+             (unsigned long long)++st->last_id);
     sg_json_add_bool(o, "ok", true);
     sg_json_add_str(o, "id", id);
-    sg_json_add_str(o, "path", checkout_paths[path_idx]);
+    sg_json_add_str(o, "path", checkout_endpoints[path_idx].path);
     sg_json_add_str(o, "idempotency_key", key);
     if (args)
         sg_json_add_node(o, "echo", sg_json_dup(args));

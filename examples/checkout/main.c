@@ -88,12 +88,14 @@ static int parse_listen(const char *arg, struct sockaddr_storage *ss, char *errs
     return 0;
 }
 
-static int parse_args(int argc, char **argv, struct sockaddr_storage *ss, checkout_server_t *srv)
+static int parse_args(int argc, char **argv, struct sockaddr_storage *ss, const char **listen_arg,
+                      checkout_server_t *srv)
 {
     char errstr[512];
     int i;
 
-    if (parse_listen("127.0.0.1:8088", ss, errstr, sizeof(errstr)) < 0)
+    *listen_arg = "127.0.0.1:8088";
+    if (parse_listen(*listen_arg, ss, errstr, sizeof(errstr)) < 0)
         return -1;
     for (i = 1; i < argc; i++) {
         const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -115,6 +117,7 @@ static int parse_args(int argc, char **argv, struct sockaddr_storage *ss, checko
         if (strcmp(opt, "--listen") == 0) {
             if (parse_listen(val, ss, errstr, sizeof(errstr)) < 0)
                 goto bad;
+            *listen_arg = val;
         } else if (strcmp(opt, "--delay-ms") == 0) {
             char *end;
 
@@ -165,6 +168,7 @@ static void announce(struct MHD_Daemon *d)
 int main(int argc, char **argv)
 {
     checkout_server_t srv = {NULL, 0};
+    const char *listen_arg = NULL;
     struct sockaddr_storage ss;
     struct MHD_Daemon *d;
     MHD_socket listen_fd;
@@ -177,7 +181,7 @@ int main(int argc, char **argv)
         return SG_EXIT_FAIL;
     }
     memset(&ss, 0, sizeof(ss));
-    if ((rc = parse_args(argc, argv, &ss, &srv)) != 0) {
+    if ((rc = parse_args(argc, argv, &ss, &listen_arg, &srv)) != 0) {
         checkout_state_destroy(srv.st);
         return rc > 0 ? SG_EXIT_OK : SG_EXIT_USAGE;
     }
@@ -190,6 +194,8 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN);
     if (!(d = checkout_http_start(&srv, (struct sockaddr *)&ss))) {
+        fprintf(stderr, PROG ": cannot listen on %s (in use, or not an address of this host?)\n",
+                listen_arg);
         checkout_state_destroy(srv.st);
         return SG_EXIT_FAIL;
     }

@@ -109,3 +109,101 @@ Test(pg, closed_port_is_transient_after_bounded_attempts)
     cr_expect_eq(err.cls, SG_ERRCLASS_TRANSIENT);
     cr_expect_str_eq(err.code, "pg.connection");
 }
+
+/* Runs one pipeline: "SELECT $1::int + 1" with x, then extra (may be NULL);
+ * returns pipe_end's code and the first statement's answer in *out. */
+static int pipe_once(sg_pg_t *pg, const char *x, const char *extra, long long *out, sg_err_t *err)
+{
+    const char *params[] = {x};
+    sg_pg_res_t *res;
+    int rc;
+
+    *out = -1;
+    if (sg_pg_pipe_begin(pg, err) < 0)
+        return -1;
+    sg_pg_pipe_send(pg, "SELECT $1::int + 1", 1, params, &res);
+    if (extra)
+        sg_pg_pipe_send(pg, extra, 0, NULL, NULL);
+    rc = sg_pg_pipe_end(pg, err);
+    if (rc == 0)
+        *out = sg_pg_res_int(res, 0, 0, -1);
+    sg_pg_res_destroy(res);
+    return rc;
+}
+
+static long long prepared_count(sg_pg_t *pg, const char *like)
+{
+    const char *params[] = {like};
+    sg_pg_res_t *res;
+    sg_err_t err;
+    long long n;
+
+    cr_assert_eq(sg_pg_exec(pg,
+                            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE $1",
+                            1, params, &res, &err),
+                 0, "%s", err.message);
+    n = sg_pg_res_int(res, 0, 0, -1);
+    sg_pg_res_destroy(res);
+    return n;
+}
+
+/* Pipelined statements are prepared once per session and reused; the
+ * answers stay right across reuse, an aborted pipeline and a reconnect. */
+Test(pg, pipeline_prepares_once_and_survives_abort_and_reconnect)
+{
+    sg_err_t err;
+    sg_pg_t *pg = connect_url(sgt_pg_url(), 3, &err);
+    long long v;
+
+    cr_assert_not_null(pg, "%s", err.message);
+    for (int i = 0; i < 3; i++) {
+        char x[8];
+        snprintf(x, sizeof(x), "%d", 10 * i);
+        cr_assert_eq(pipe_once(pg, x, NULL, &v, &err), 0, "%s", err.message);
+        cr_expect_eq(v, 10 * i + 1);
+    }
+    cr_expect_eq(prepared_count(pg, "SELECT $1::int + 1"), 1, "one prepared statement, reused");
+
+    /* A failing statement after a new one: the pipeline fails with the
+     * cause, and both statements work again in the next pipeline. */
+    cr_expect_eq(pipe_once(pg, "1", "SELECT 'x'::int /* new */", &v, &err), -1);
+    cr_expect_str_eq(err.code, "pg.data", "%s", err.message);
+    cr_assert_eq(sg_pg_pipe_begin(pg, &err), 0);
+    sg_pg_pipe_send(pg, "SELECT 'x'::int /* new */", 0, NULL, NULL);
+    sg_pg_pipe_send(pg, "SELECT 2 /* after the failure */", 0, NULL, NULL);
+    cr_expect_eq(sg_pg_pipe_end(pg, &err), -1, "the first failure is reported");
+    cr_expect_str_eq(err.code, "pg.data");
+    cr_assert_eq(pipe_once(pg, "5", "SELECT 2 /* after the failure */", &v, &err), 0, "%s",
+                 err.message);
+    cr_expect_eq(v, 6);
+
+    /* A new session has no prepared statements: they are prepared again. */
+    cr_assert_eq(sg_pg_reconnect(pg, &err), 0, "%s", err.message);
+    cr_expect_eq(prepared_count(pg, "%"), 0);
+    cr_assert_eq(pipe_once(pg, "7", NULL, &v, &err), 0, "%s", err.message);
+    cr_expect_eq(v, 8);
+    cr_expect_eq(prepared_count(pg, "SELECT $1::int + 1"), 1);
+    sg_pg_destroy(pg);
+}
+
+/* SQL built at run time cannot grow the cache without bound: past it,
+ * statements are still run, unnamed. */
+Test(pg, pipeline_cache_is_bounded)
+{
+    sg_err_t err;
+    sg_pg_t *pg = connect_url(sgt_pg_url(), 3, &err);
+
+    cr_assert_not_null(pg, "%s", err.message);
+    for (int i = 0; i < 300; i++) {
+        char sql[64];
+        sg_pg_res_t *res;
+        snprintf(sql, sizeof(sql), "SELECT %d", i);
+        cr_assert_eq(sg_pg_pipe_begin(pg, &err), 0);
+        sg_pg_pipe_send(pg, sql, 0, NULL, &res);
+        cr_assert_eq(sg_pg_pipe_end(pg, &err), 0, "%s", err.message);
+        cr_expect_eq(sg_pg_res_int(res, 0, 0, -1), i);
+        sg_pg_res_destroy(res);
+    }
+    cr_expect_eq(prepared_count(pg, "SELECT %"), 256);
+    sg_pg_destroy(pg);
+}
