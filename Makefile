@@ -69,7 +69,7 @@ help:
 	@echo "make up / down  start / stop the private PostgreSQL and Kafka under .run/"
 	@echo "make demo       services, relay and worker up; three example sagas run end to end"
 	@echo "make demo-stop  stop the demo's relay and worker"
-	@echo "make test       unit + integration tests, then again under ASan/UBSan, then the fault suite"
+	@echo "make test       unit + integration tests, then again under ASan/UBSan, the docs, schema, image and k8s checks, then the fault suite"
 	@echo "make test-asan  only the sanitizer run"
 	@echo "make test-faults  relay under broker and PostgreSQL restarts (private services)"
 	@echo "make bench      relay drain rate and latency beside a plain-producer floor"
