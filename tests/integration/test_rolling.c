@@ -25,8 +25,8 @@
  * timeout plus room. */
 #define WORKER_GRACE_S  15 /* worker.drain_timeout_ms 10 s + 5 s */
 #define ABANDON_GRACE_S 16 /* drain 0.3 s + the sleep tool's timeout 10 s + 5 s */
-#define RELAY_GRACE_S      40
-#define ROLL_TIMEOUT_S     240
+#define RELAY_GRACE_S   40
+#define ROLL_TIMEOUT_S  240
 
 TestSuite(rolling, .init = sgw_setup, .fini = sgw_teardown, .timeout = ROLL_TIMEOUT_S);
 
@@ -66,8 +66,8 @@ static void *load_run(void *arg)
                        "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-%s\", \"saga_id\": "
                        "\"%s\", \"name\": \"rolling\", \"steps\": %s}",
                        id, id, steps);
-        if (sg_kafka_produce(l->producer, sgw.topic_cmd, id, strlen(id), msg, (size_t)len, NULL,
-                             0, NULL, &err) < 0)
+        if (sg_kafka_produce(l->producer, sgw.topic_cmd, id, strlen(id), msg, (size_t)len, NULL, 0,
+                             NULL, &err) < 0)
             atomic_fetch_add(&l->failed, 1);
         sg_kafka_poll(l->producer, 0);
         atomic_fetch_add(&l->submitted, 1);
