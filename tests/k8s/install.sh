@@ -22,7 +22,7 @@ need() {
 
 # The module version the binary was built from (`kustomize version` says
 # "(devel)" for a go-installed build).
-built=$(go version -m "$tools/bin/kustomize" 2>/dev/null | awk '$1 == "mod" {print $3}')
+built=$(go version -m "$tools/bin/kustomize" 2>/dev/null | awk '$1 == "mod" {print $3}' || true)
 if [ "$built" != "$KUSTOMIZE_VERSION" ]; then
     need go "the Go toolchain builds kustomize from the Go module proxy"
     echo "k8s-check: installing kustomize $KUSTOMIZE_VERSION"
