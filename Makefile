@@ -7,8 +7,8 @@ CC       ?= gcc
 BUILD    ?= build
 BINDIR   ?= bin
 SAN      ?=
-PKGS     := rdkafka libpq libcjson
-TEST_PKGS := criterion libcurl
+PKGS     := rdkafka libpq libcjson libcurl libmicrohttpd
+TEST_PKGS := criterion
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -54,7 +54,7 @@ TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/support/*.c))
 BUILD_DEB_PKGS := gcc make pkg-config librdkafka-dev libpq-dev libcjson-dev \
                   libcurl4-openssl-dev libmicrohttpd-dev
 DEB_PKGS := $(BUILD_DEB_PKGS) procps libcriterion-dev postgresql openjdk-17-jre-headless maven \
-            kcat clang-format ca-certificates python3-jsonschema python3-venv
+            kcat curl clang-format ca-certificates python3-jsonschema python3-venv
 
 
 .PHONY: docs docs-check bench schemas-check image-check k8s-check
@@ -67,15 +67,15 @@ help:
 	@echo "make            build build/libsagad.a and bin/{sagad-worker,sagad-relay,dlq-tool,checkout-svc}"
 	@echo "make deps       install the Debian packages needed (no-op when present)"
 	@echo "make up / down  start / stop the private PostgreSQL and Kafka under .run/"
-	@echo "make demo       services, relay and worker up; three example sagas run end to end"
-	@echo "make demo-stop  stop the demo's relay and worker"
+	@echo "make demo       services, checkout-svc, relay and worker up; three example sagas run end to end"
+	@echo "make demo-stop  stop the demo's checkout-svc, relay and worker"
 	@echo "make test       unit + integration tests, then again under ASan/UBSan, the docs, schema, image and k8s checks, then the fault suite"
 	@echo "make test-asan  only the sanitizer run"
 	@echo "make test-faults  relay under broker and PostgreSQL restarts (private services)"
-	@echo "make bench      relay drain rate and latency beside a plain-producer floor"
+	@echo "make bench      relay, worker and http-tool figures beside their raw floors"
 	@echo "make format-check  check .clang-format conformance"
 	@echo "make schemas-check schemas/, their fixtures and the error-code registry vs the C sources"
-	@echo "make docs       regenerate docs/CONFIGURATION.md and deploy/sagad.sample.conf from the config table"
+	@echo "make docs       regenerate docs/CONFIGURATION.md, deploy/sagad.sample.conf and docs/METRICS.md"
 	@echo "make image-check  deploy/Dockerfile's runtime packages cover what the binaries load"
 	@echo "make k8s-check  render deploy/k8s and validate it offline (schemas, config, probes, security)"
 
@@ -132,8 +132,13 @@ $(BENCH_RELAY): $(BUILD)/bench/bench_relay.o $(BUILD)/bench/bench_util.o $(LIBSA
 $(BENCH_WORKER): $(BUILD)/bench/bench_worker.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
+BENCH_HTTP := $(BUILD)/bench/bench-http
+
+$(BENCH_HTTP): $(BUILD)/bench/bench_http.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
 # bench: throughput and latency beside the raw floors (not a test).
-bench: deps all $(BENCH_RELAY) $(BENCH_WORKER)
+bench: deps all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_HTTP)
 	tests/bench/run.sh
 
 deps-build: DEB_PKGS := $(BUILD_DEB_PKGS)
@@ -183,17 +188,19 @@ demo: deps all
 demo-stop:
 	examples/demo.sh stop
 
-# The config reference and the sample config file are generated from the
-# config table; docs-check fails when a committed copy is stale.
-CONFIG_DOCS := docs/CONFIGURATION.md:--config-reference deploy/sagad.sample.conf:--config-sample
+# The config reference, the sample config file and the metrics reference
+# are generated from the config table and the metrics catalog; docs-check
+# fails when a committed copy is stale.
+GEN_DOCS := docs/CONFIGURATION.md:--config-reference deploy/sagad.sample.conf:--config-sample \
+            docs/METRICS.md:--metrics-reference
 
 docs: $(BINDIR)/sagad-worker
-	@for d in $(CONFIG_DOCS); do \
+	@for d in $(GEN_DOCS); do \
 	  $(BINDIR)/sagad-worker $${d#*:} > $${d%%:*} && echo "wrote $${d%%:*}" || exit 1; \
 	done
 
 docs-check: $(BINDIR)/sagad-worker
-	@for d in $(CONFIG_DOCS); do \
+	@for d in $(GEN_DOCS); do \
 	  $(BINDIR)/sagad-worker $${d#*:} | diff -u $${d%%:*} - \
 	    || { echo "$${d%%:*} is stale: run make docs"; exit 1; }; \
 	done

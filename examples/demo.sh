@@ -2,15 +2,23 @@
 # make demo: the whole path on local defaults.
 #
 #   1. private PostgreSQL and Kafka up (deploy/local), migrations, topics;
-#   2. sagad-relay and sagad-worker started in the background with the
-#      example tool registry (examples/tools.json);
-#   3. three example sagas submitted to Kafka: one completes, one fails at
-#      its third step and is compensated in reverse order, one is malformed
-#      and is rejected and dead-lettered;
-#   4. each saga's timeline printed from the events topic.
+#   2. the example downstream checkout-svc (examples/checkout) started in
+#      the background with faults switched on: shipping answers 503 twice,
+#      payment answers 429 with Retry-After: 1 once;
+#   3. sagad-relay and sagad-worker started in the background with the
+#      checkout tool registry (examples/checkout/tools.json: http tools);
+#   4. three example sagas submitted to Kafka: one completes despite the
+#      faults (retried with the same Idempotency-Key); then email is made
+#      to answer 400 and the next one is compensated in reverse order; one
+#      is malformed and is rejected and dead-lettered;
+#   5. each saga's timeline printed from the events topic, and what
+#      checkout-svc saw.
 #
-# The relay and worker keep running afterwards; `make demo-stop` (or
-# `examples/demo.sh stop`) stops them, `make down` stops everything.
+# checkout-svc, the relay and the worker keep running afterwards; `make
+# demo-stop` (or `examples/demo.sh stop`) stops them, `make down` stops
+# everything.  DEMO_CHECKOUT_PORT (default 8088) moves checkout-svc
+# to another port, beside SAGAD_PG_DSN, SAGAD_TOPIC_* and
+# SAGAD_WORKER_GROUP_ID (two demos side by side on one machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,7 +27,7 @@ mkdir -p "$run"
 
 stop_bg() {
     local f pid
-    for f in "$run"/worker.pid "$run"/relay.pid; do
+    for f in "$run"/worker.pid "$run"/relay.pid "$run"/checkout.pid; do
         [ -f "$f" ] || continue
         pid=$(cat "$f")
         if kill -0 "$pid" 2>/dev/null; then
@@ -47,7 +55,15 @@ bootstrap=$(deploy/local/kafka.sh bootstrap)
 export SAGAD_PG_DSN SAGAD_KAFKA_BOOTSTRAP_SERVERS=$bootstrap
 topic_commands=${SAGAD_TOPIC_COMMANDS:-sagad.commands}
 topic_events=${SAGAD_TOPIC_EVENTS:-sagad.events}
-export SAGAD_WORKER_REGISTRY=examples/tools.json
+checkout_port=${DEMO_CHECKOUT_PORT:-8088}
+checkout=http://127.0.0.1:$checkout_port
+# The registry names 127.0.0.1:8088; another port gets a rewritten copy.
+if [ "$checkout_port" = 8088 ]; then
+    export SAGAD_WORKER_REGISTRY=examples/checkout/tools.json
+else
+    sed "s|http://127.0.0.1:8088/|$checkout/|" examples/checkout/tools.json >"$run/tools.json"
+    export SAGAD_WORKER_REGISTRY=$run/tools.json
+fi
 
 echo
 echo "== migrations and topics"
@@ -56,21 +72,31 @@ bin/sagad-worker topics --partitions 3
 bin/sagad-worker check-registry >/dev/null
 
 echo
-echo "== relay and worker in the background (logs: $run/relay.log, $run/worker.log)"
+echo "== checkout-svc on $checkout (log: $run/checkout.log): shipping 503 twice, payment 429 once"
 stop_bg
-bin/sagad-relay run >>"$run/relay.log" 2>&1 &
+bin/checkout-svc --listen "127.0.0.1:$checkout_port" --fault /shipping/book=503x2 \
+    --fault /payment/charge=429x1,retry_after=1 >"$run/checkout.out" 2>>"$run/checkout.log" &
+echo $! >"$run/checkout.pid"
+for _ in $(seq 1 100); do grep -q listening "$run/checkout.out" 2>/dev/null && break; sleep 0.1; done
+grep -q listening "$run/checkout.out" || { echo "demo: checkout-svc did not start; see $run/checkout.log" >&2; exit 1; }
+
+echo
+echo "== relay and worker in the background (logs: $run/relay.log, $run/worker.log)"
+# Each serves /metrics, /healthz, /readyz on a free port (two demos, or a
+# worker beside a relay, would collide on 9400): see the logs' "http
+# endpoint listening" lines.
+SAGAD_HTTP_PORT=${SAGAD_HTTP_PORT:-0} bin/sagad-relay run >>"$run/relay.log" 2>&1 &
 echo $! >"$run/relay.pid"
-bin/sagad-worker run >>"$run/worker.log" 2>&1 &
+SAGAD_HTTP_PORT=${SAGAD_HTTP_PORT:-0} bin/sagad-worker run >>"$run/worker.log" 2>&1 &
 echo $! >"$run/worker.pid"
 echo "relay pid $(cat "$run/relay.pid"), worker pid $(cat "$run/worker.pid")"
 
 # Unique saga ids per run, so the demo can be run again and again.
 suffix=$(date +%s)
 ids=()
-echo
-echo "== submitting the example sagas"
-for f in examples/sagas/checkout-ok.json examples/sagas/checkout-fails.json \
-    examples/sagas/malformed.json; do
+
+submit() { # FILE: submits it under a fresh saga id, appended to ids
+    local f=$1 id
     id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["saga_id"])' "$f")-$suffix
     ids+=("$id")
     python3 -c 'import json,sys
@@ -78,23 +104,41 @@ d = json.load(open(sys.argv[1])); d["saga_id"] = sys.argv[2]; d["id"] = "sub-" +
 print(json.dumps(d, separators=(",", ":")))' "$f" "$id" |
         kcat -b "$bootstrap" -P -t "$topic_commands" -k "$id"
     echo "  $f -> saga $id"
-done
+}
 
-echo
-echo "== waiting for the outcomes"
-deadline=$((SECONDS + 60))
-for id in "${ids[@]}"; do
+saga_state() { # ID: its status, "rejected" or "pending"
+    psql "$SAGAD_PG_DSN" -Atc "SELECT coalesce((SELECT status FROM sagas WHERE saga_id = '$1'),
+        (SELECT 'rejected' FROM dead_letters WHERE saga_id = '$1' LIMIT 1), 'pending')"
+}
+
+wait_terminal() { # ID
+    local deadline=$((SECONDS + 60)) state
     while :; do
-        state=$(psql "$SAGAD_PG_DSN" -Atc "SELECT coalesce((SELECT status FROM sagas WHERE saga_id = '$id'),
-                  (SELECT 'rejected' FROM dead_letters WHERE saga_id = '$id' LIMIT 1), 'pending')")
+        state=$(saga_state "$1")
         case $state in completed | compensated | failed | rejected) break ;; esac
         if [ $SECONDS -ge $deadline ]; then
-            echo "demo: saga $id still $state after 60 s; see $run/worker.log" >&2
+            echo "demo: saga $1 still $state after 60 s; see $run/worker.log" >&2
             exit 1
         fi
         sleep 0.5
     done
-    echo "  $id: $state"
+    echo "  $1: $state"
+}
+
+echo
+echo "== submitting the example sagas"
+submit examples/sagas/checkout-ok.json
+wait_terminal "${ids[0]}"
+echo "  (email now answers 400)"
+curl -fsS -X POST "$checkout/_admin/faults" \
+    -d '{"path": "/email/send", "status": 400}' >/dev/null
+submit examples/sagas/checkout-fails.json
+submit examples/sagas/malformed.json
+
+echo
+echo "== waiting for the outcomes"
+for id in "${ids[@]:1}"; do
+    wait_terminal "$id"
 done
 sleep 1 # the relay publishes the last events
 
@@ -124,9 +168,20 @@ for i in ids:
     print()
 ' "${ids[@]}"
 
+echo "== what checkout-svc saw (method path status Idempotency-Key), from $checkout/_admin/requests"
+curl -fsS "$checkout/_admin/requests" | python3 -c '
+import json, sys
+ids = sys.argv[1:]
+for r in json.load(sys.stdin)["requests"]:
+    if any((r.get("idempotency_key") or "").startswith(i + ":") for i in ids):
+        print("  %4d  %-4s %-20s %d  %s" % (r["seq"], r["method"], r["path"], r["status"],
+                                          r["idempotency_key"]))
+' "${ids[@]}"
+echo
+
 echo "== dead letters of this run"
 psql "$SAGAD_PG_DSN" -c "SELECT id, error_code, saga_id, left(message, 70) AS message
     FROM dead_letters WHERE saga_id LIKE '%-$suffix' ORDER BY id"
 
-echo "The relay and the worker are still running."
+echo "checkout-svc, the relay and the worker are still running."
 echo "Stop them with: make demo-stop    (and PostgreSQL + Kafka with: make down)"

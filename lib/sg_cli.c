@@ -6,6 +6,8 @@
 #include <time.h>
 
 #include "sagad/sg_log.h"
+#include "sagad/sg_mask.h"
+#include "sagad/sg_metrics.h"
 #include "sagad/sg_migrate.h"
 #include "sagad/sg_pg.h"
 #include "sagad/sg_version.h"
@@ -27,6 +29,7 @@ static void usage(const sg_cli_app_t *app, FILE *out)
                  "  --print-config    print the effective config, secrets masked, and exit\n"
                  "  --config-reference  print the Markdown reference of every config key\n"
                  "  --config-sample   print a sample config file of every key at its default\n"
+                 "  --metrics-reference print the Markdown reference of every metric\n"
                  "  --help            this text\n"
                  "  --version         print the version\n"
                  "\nEvery key can be set in the environment: pg.dsn is SAGAD_PG_DSN, "
@@ -63,7 +66,7 @@ int sg_cli_main(const sg_cli_app_t *app, int argc, char **argv)
     const char *config_path = getenv("SAGAD_CONFIG");
     bool print_config = false;
     const sg_cli_cmd_t *cmd;
-    sg_cli_t cli = {app->prog, app->component, NULL};
+    sg_cli_t cli = {app->prog, app->component, NULL, NULL};
     sg_log_level_t level;
     char errstr[1024];
     int i, rc;
@@ -82,6 +85,9 @@ int sg_cli_main(const sg_cli_app_t *app, int argc, char **argv)
         } else if (strcmp(argv[i], "--config-sample") == 0) {
             sg_config_write_sample(stdout);
             return SG_EXIT_OK;
+        } else if (strcmp(argv[i], "--metrics-reference") == 0) {
+            sg_metrics_write_reference(stdout);
+            return SG_EXIT_OK;
         } else if (strcmp(argv[i], "--print-config") == 0) {
             print_config = true;
         } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
@@ -99,9 +105,13 @@ int sg_cli_main(const sg_cli_app_t *app, int argc, char **argv)
             usage(app, stderr);
         return SG_EXIT_USAGE;
     }
+    cli.config_path = config_path;
     cli.cfg = load_config(config_path, errstr, sizeof(errstr));
     if (!cli.cfg) {
-        fprintf(stderr, "%s: %s\n", app->prog, errstr);
+        char masked[1024];
+
+        sg_mask(errstr, masked, sizeof(masked));
+        fprintf(stderr, "%s: %s\n", app->prog, masked);
         return SG_EXIT_USAGE;
     }
     if (print_config) {
@@ -154,6 +164,36 @@ int sg_cli_cmd_migrate(sg_cli_t *cli, int argc, char **argv)
 
 volatile sig_atomic_t sg_cli_running = 1;
 volatile sig_atomic_t sg_cli_stop_now = 0;
+volatile sig_atomic_t sg_cli_reload_requested = 0;
+
+static void on_hup(int sig)
+{
+    (void)sig;
+    sg_cli_reload_requested = 1;
+}
+
+void sg_cli_reload(sg_cli_t *cli)
+{
+    sg_config_t *fresh;
+    sg_log_level_t level, old = sg_log_level;
+    char errstr[1024];
+
+    if (!sg_cli_reload_requested)
+        return;
+    sg_cli_reload_requested = 0;
+    fresh = sg_config_new();
+    if (sg_config_load_reloadable(fresh, cli->config_path, environ, errstr, sizeof(errstr)) < 0) {
+        sg_log_kv(SG_LOG_WARN, "SIGHUP: config not reloaded, keeping the current values", "error",
+                  errstr, NULL);
+    } else if (sg_log_level_parse(sg_config_str(fresh, "log.level"), &level) == 0) {
+        /* Logged at the higher of the two levels, so the line is seen. */
+        sg_log_level = level > old ? level : old;
+        sg_log_kv(SG_LOG_WARN, level == old ? "SIGHUP: log level unchanged" : "log level changed",
+                  "from", sg_log_level_name(old), "to", sg_log_level_name(level), NULL);
+        sg_log_level = level;
+    }
+    sg_config_destroy(fresh);
+}
 
 static void on_stop_signal(int sig)
 {
@@ -171,6 +211,8 @@ void sg_cli_trap_signals(void)
     sa.sa_handler = on_stop_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sa.sa_handler = on_hup;
+    sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 }
 

@@ -6,13 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sagad/sg_mask.h"
+
 #define MiB (1024 * 1024)
 
 /* The one table.  docs/CONFIGURATION.md and the sample config are generated
  * from it; keep docs to one line. */
 static const sg_config_key_t config_table[] = {
-    {"log.level", SG_CONFIG_ENUM, "info", 0, 0, "error|warn|info|debug", 0,
-     "Lowest level written to the JSON log on stderr."},
+    {"log.level", SG_CONFIG_ENUM, "info", 0, 0, "error|warn|info|debug", SG_CONFIG_RELOADABLE,
+     "Lowest level written to the JSON log on stderr (re-read on SIGHUP by worker and relay)."},
     {"pg.dsn", SG_CONFIG_STR, NULL, 0, 0, NULL, SG_CONFIG_SECRET,
      "PostgreSQL connection string, URL or key=value form (required; password masked)."},
     {"pg.connect_timeout_ms", SG_CONFIG_INT, "5000", 1, 600000, NULL, 0,
@@ -59,6 +61,9 @@ static const sg_config_key_t config_table[] = {
      "Most commands decided or finished in one PostgreSQL transaction."},
     {"worker.crash_loop_limit", SG_CONFIG_INT, "3", 1, 1000, NULL, 0,
      "Interrupted attempts of one command before it is dead-lettered (runtime.crash_loop)."},
+    {"worker.dead_letter_hold_ms", SG_CONFIG_INT, "0", 0, 604800000, NULL, 0,
+     "How long a saga whose forward step was dead-lettered stays `held` (nothing compensated, "
+     "so dlq-tool can replay the step) before its compensation starts (0: at once)."},
     {"worker.drain_timeout_ms", SG_CONFIG_INT, "30000", 0, 3600000, NULL, 0,
      "On SIGTERM or a revoked partition, how long running tool calls may finish before "
      "they are abandoned (redelivered, same idempotency key)."},
@@ -263,12 +268,6 @@ void sg_config_destroy(sg_config_t *cfg)
     free(cfg);
 }
 
-static bool is_secret_kafka_key(const char *key)
-{
-    return strstr(key, "password") || strstr(key, "secret") || strstr(key, "key.pem") ||
-           strstr(key, "token");
-}
-
 static void kafka_set(sg_config_t *cfg, const char *key, const char *value, const char *origin)
 {
     kafka_kv_t **pp = &cfg->kafka;
@@ -302,6 +301,8 @@ int sg_config_set(sg_config_t *cfg, const char *key, const char *value, const ch
                      key, origin);
             return -1;
         }
+        if (sg_mask_key_is_secret(key + 6))
+            sg_mask_add_secret(value);
         kafka_set(cfg, key + 6, value, origin);
         return 0;
     }
@@ -318,6 +319,10 @@ int sg_config_set(sg_config_t *cfg, const char *key, const char *value, const ch
                  secret ? "****" : value, origin, rule);
         return -1;
     }
+    if (strcmp(key, "pg.dsn") == 0)
+        sg_mask_add_dsn(value);
+    else if (config_table[idx].flags & SG_CONFIG_SECRET)
+        sg_mask_add_secret(value);
     val_store(&cfg->vals[idx], value, iv, origin);
     return 0;
 }
@@ -359,7 +364,16 @@ static int parse_line(char *line, char **key, char **value)
     return **key ? 1 : -1;
 }
 
-int sg_config_load_file(sg_config_t *cfg, const char *path, char *errstr, size_t errstr_size)
+/* Keys a reload applies: the reloadable ones of the table. */
+static bool reloadable(const char *key)
+{
+    int idx = key_index(key);
+
+    return idx >= 0 && (config_table[idx].flags & SG_CONFIG_RELOADABLE);
+}
+
+static int load_file(sg_config_t *cfg, const char *path, bool (*only)(const char *key),
+                     char *errstr, size_t errstr_size)
 {
     char line[4096], origin[512];
     int lineno = 0, rc = 0;
@@ -385,12 +399,17 @@ int sg_config_load_file(sg_config_t *cfg, const char *path, char *errstr, size_t
         if (kind < 0) {
             snprintf(errstr, errstr_size, "config: %s: expected `key = value`", origin);
             rc = -1;
-        } else if (kind > 0) {
+        } else if (kind > 0 && (!only || only(key))) {
             rc = sg_config_set(cfg, key, value, origin, errstr, errstr_size);
         }
     }
     fclose(fp);
     return rc;
+}
+
+int sg_config_load_file(sg_config_t *cfg, const char *path, char *errstr, size_t errstr_size)
+{
+    return load_file(cfg, path, NULL, errstr, errstr_size);
 }
 
 void sg_config_env_name(const char *key, char *out, size_t out_size)
@@ -437,7 +456,8 @@ static int env_key(const char *name, char *key, size_t key_size)
     return -1;
 }
 
-int sg_config_load_env(sg_config_t *cfg, char *const *envp, char *errstr, size_t errstr_size)
+static int load_env(sg_config_t *cfg, char *const *envp, bool (*only)(const char *key),
+                    char *errstr, size_t errstr_size)
 {
     for (; envp && *envp; envp++) {
         const char *eq = strchr(*envp, '=');
@@ -460,10 +480,24 @@ int sg_config_load_env(sg_config_t *cfg, char *const *envp, char *errstr, size_t
             return -1;
         }
         snprintf(origin, sizeof(origin), "env %s", name);
-        if (sg_config_set(cfg, key, eq + 1, origin, errstr, errstr_size) < 0)
+        if ((!only || only(key)) &&
+            sg_config_set(cfg, key, eq + 1, origin, errstr, errstr_size) < 0)
             return -1;
     }
     return 0;
+}
+
+int sg_config_load_env(sg_config_t *cfg, char *const *envp, char *errstr, size_t errstr_size)
+{
+    return load_env(cfg, envp, NULL, errstr, errstr_size);
+}
+
+int sg_config_load_reloadable(sg_config_t *cfg, const char *path, char *const *envp, char *errstr,
+                              size_t errstr_size)
+{
+    if (path && load_file(cfg, path, reloadable, errstr, errstr_size) < 0)
+        return -1;
+    return load_env(cfg, envp, reloadable, errstr, errstr_size);
 }
 
 int sg_config_check(const sg_config_t *cfg, char *errstr, size_t errstr_size)
@@ -516,56 +550,6 @@ void sg_config_foreach_kafka(const sg_config_t *cfg,
         fn(opaque, kv->key, kv->value);
 }
 
-/* Replaces s[from, to) with "****" in place; s has room for size bytes. */
-static void mask_span(char *s, size_t size, size_t from, size_t to)
-{
-    char tail[1024];
-
-    snprintf(tail, sizeof(tail), "%s", s + to);
-    snprintf(s + from, size - from, "****%s", tail);
-}
-
-void sg_config_mask_dsn(const char *dsn, char *out, size_t out_size)
-{
-    const char *scheme;
-    char *pw;
-
-    snprintf(out, out_size, "%s", dsn);
-    scheme = strstr(out, "://");
-    if (scheme) { /* postgresql://user:secret@host */
-        const char *user = scheme + 3;
-        const char *at = strchr(user, '@');
-        const char *colon = at ? memchr(user, ':', (size_t)(at - user)) : NULL;
-
-        if (colon)
-            mask_span(out, out_size, (size_t)(colon + 1 - out), (size_t)(at - out));
-    }
-    /* Every "password" keyword (also sslpassword, and ?password= in a URL),
-     * with the spaces libpq allows around '='. */
-    for (pw = strstr(out, "password"); pw; pw = strstr(pw + 1, "password")) {
-        char *val = pw + 8, *end;
-
-        while (*val == ' ')
-            val++;
-        if (*val != '=')
-            continue;
-        for (val++; *val == ' ';)
-            val++;
-        end = val;
-        if (*end == '\'') {
-            for (end++; *end && *end != '\''; end++)
-                if (*end == '\\' && end[1])
-                    end++;
-            if (*end)
-                end++;
-        } else {
-            while (*end && *end != ' ' && *end != '&')
-                end++;
-        }
-        mask_span(out, out_size, (size_t)(val - out), (size_t)(end - out));
-    }
-}
-
 void sg_config_print(const sg_config_t *cfg, FILE *out)
 {
     char masked[1024];
@@ -577,16 +561,16 @@ void sg_config_print(const sg_config_t *cfg, FILE *out)
 
         if (v->text && (k->flags & SG_CONFIG_SECRET)) {
             if (strcmp(k->key, "pg.dsn") == 0)
-                sg_config_mask_dsn(v->text, masked, sizeof(masked));
+                sg_mask(v->text, masked, sizeof(masked));
             else
-                snprintf(masked, sizeof(masked), "****");
+                snprintf(masked, sizeof(masked), SG_MASK);
             shown = masked;
         }
         fprintf(out, "%s = %s  # %s\n", k->key, shown, v->origin ? v->origin : "required");
     }
     for (const kafka_kv_t *kv = cfg->kafka; kv; kv = kv->next)
         fprintf(out, "kafka.%s = %s  # %s\n", kv->key,
-                is_secret_kafka_key(kv->key) ? "****" : kv->value, kv->origin);
+                sg_mask_key_is_secret(kv->key) ? SG_MASK : kv->value, kv->origin);
 }
 
 static const char *type_name(const sg_config_key_t *k)

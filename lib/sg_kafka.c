@@ -14,8 +14,9 @@ struct sg_kafka_s {
     volatile int fatal;
     sg_kafka_rebalance_fn rebalance_fn;
     void *rebalance_opaque;
-    bool coop;   /* the group's rebalance protocol at its last rebalance */
-    bool closed; /* a consumer that left its group (sg_kafka_close) */
+    bool coop;           /* the group's rebalance protocol at its last rebalance */
+    bool closed;         /* a consumer that left its group (sg_kafka_close) */
+    volatile int joined; /* a consumer got its first assignment (maybe empty) */
 };
 
 /* Errors librdkafka does not flag retriable on every path but that heal by
@@ -182,6 +183,8 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     if (error) {
         sg_log_kv(SG_LOG_ERROR, "rebalance failed", "error", rd_kafka_error_string(error), NULL);
         rd_kafka_error_destroy(error);
+    } else if (assigned) {
+        k->joined = 1;
     }
 }
 
@@ -496,6 +499,21 @@ void sg_kafka_commit_offset(sg_kafka_t *k, const char *topic, int32_t partition,
     /* Asynchronous and best effort: PostgreSQL holds the real offset. */
     rd_kafka_commit(k->rk, list, 1);
     rd_kafka_topic_partition_list_destroy(list);
+}
+
+bool sg_kafka_group_joined(const sg_kafka_t *k)
+{
+    return k->joined != 0;
+}
+
+int64_t sg_kafka_high_watermark(sg_kafka_t *k, const char *topic, int32_t partition)
+{
+    int64_t low = -1, high = -1;
+
+    if (rd_kafka_get_watermark_offsets(k->rk, topic, partition, &low, &high) !=
+        RD_KAFKA_RESP_ERR_NO_ERROR)
+        return -1;
+    return high;
 }
 
 int sg_kafka_assignment_count(sg_kafka_t *k)

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "sagad/sg_mask.h"
+
 volatile sg_log_level_t sg_log_level = SG_LOG_INFO;
 
 static char log_component[32] = "sagad";
@@ -13,7 +15,8 @@ static FILE *log_stream;
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
 /* A longer line is cut, field values first, and stays valid JSON. */
-#define LOG_LINE_MAX 32768 /* a 4 KiB message fits even if every byte is escaped */
+#define LOG_LINE_MAX  32768 /* a 4 KiB message fits even if every byte is escaped */
+#define LOG_VALUE_MAX 4608  /* a 4 KiB message after masking (a mask may be longer) */
 
 typedef struct line_s {
     char buf[LOG_LINE_MAX];
@@ -109,15 +112,19 @@ static void line_raw(line_t *l, const char *s)
 }
 
 /* A field is written whole or, when the line is full, not at all; only
- * its value may be cut. */
+ * its value may be cut.  Every value passes through sg_mask(): no secret
+ * reaches the log, whoever wrote the message. */
 static void line_str(line_t *l, const char *key, const char *val)
 {
+    char masked[LOG_VALUE_MAX];
+
     if (room(l) < strlen(key) + 8)
         return;
+    sg_mask(val, masked, sizeof(masked));
     line_raw(l, ",\"");
     line_raw(l, key);
     line_raw(l, "\":\"");
-    l->len += sg_log_json_escape(l->buf + l->len, room(l), val);
+    l->len += sg_log_json_escape(l->buf + l->len, room(l), masked);
     l->buf[l->len++] = '"'; /* LOG_TAIL keeps this byte */
     l->buf[l->len] = '\0';
 }

@@ -7,7 +7,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "sagad/sg_health.h"
 #include "sagad/sg_log.h"
+#include "sagad/sg_mask.h"
 
 #define PIPE_MAX_SLOTS 4096
 
@@ -119,7 +121,7 @@ static void conn_error(sg_err_t *err, PGconn *conn, const char *what)
     sg_errclass_t cls;
 
     /* libpq quotes a malformed URI whole, password included. */
-    sg_config_mask_dsn(conn ? PQerrorMessage(conn) : "out of memory", buf, sizeof(buf));
+    sg_mask(conn ? PQerrorMessage(conn) : "out of memory", buf, sizeof(buf));
     n = strlen(buf);
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
         buf[--n] = '\0';
@@ -178,8 +180,10 @@ static PGconn *connect_retry(const sg_pg_opts_t *opts, sg_rng_t *rng, sg_err_t *
         delay = sg_backoff_delay_ms(&opts->retry, (unsigned)attempt, 0, rng);
         sg_log_kv(SG_LOG_WARN, "PostgreSQL not reachable, retrying", "error",
                   err ? err->message : "", NULL);
-        for (uint64_t slept = 0; slept < delay && (!opts->run || *opts->run); slept += 50)
+        for (uint64_t slept = 0; slept < delay && (!opts->run || *opts->run); slept += 50) {
+            sg_health_beat(); /* waiting out a backoff is not a stall */
             sleep_ms(delay - slept < 50 ? delay - slept : 50);
+        }
     }
 }
 

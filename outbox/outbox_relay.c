@@ -17,11 +17,16 @@
 #include <unistd.h>
 
 #include "outbox.h"
+#include "sagad/sg_health.h"
+#include "sagad/sg_http.h"
 #include "sagad/sg_json.h"
 #include "sagad/sg_kafka.h"
 #include "sagad/sg_log.h"
+#include "sagad/sg_metrics.h"
 #include "sagad/sg_migrate.h"
 #include "sagad/sg_pg.h"
+
+#define STATS_MS 5000 /* backlog, oldest row and due timers are counted this often */
 
 typedef enum outbox_state_e {
     RELAY_CONNECTING,
@@ -54,6 +59,8 @@ typedef struct outbox_relay_s {
     uint64_t next_heartbeat;
     bool failpoint_after_ack;
     int exit_code;
+    sg_cli_t *cli;
+    uint64_t next_stats;
 } outbox_relay_t;
 
 /* Sleeps up to ms, waking early when a stop is requested. */
@@ -61,8 +68,21 @@ static void nap(uint64_t ms)
 {
     for (uint64_t end = sg_cli_now_ms() + ms; sg_cli_running && sg_cli_now_ms() < end;) {
         struct timespec ts = {0, 20 * 1000000L};
+        sg_health_beat();
         nanosleep(&ts, NULL);
     }
+}
+
+/* sagad_relay_state and the lock check of /readyz: known while standby or
+ * active, and in a backoff that kept the session (and so the lock). */
+static void export_state(const outbox_relay_t *r)
+{
+    for (int i = RELAY_CONNECTING; i <= RELAY_BACKOFF; i++)
+        sg_metric_set(SG_M_RELAY_STATE, SG_LABELS(state_names[i]), i == (int)r->state);
+    sg_health_set(SG_CHECK_LOCK,
+                  r->state == RELAY_STANDBY || r->state == RELAY_ACTIVE ||
+                      (r->state == RELAY_BACKOFF && r->pg),
+                  "relay is %s: shard lock state not known", state_names[r->state]);
 }
 
 static void set_state(outbox_relay_t *r, outbox_state_t st, const char *why)
@@ -72,6 +92,19 @@ static void set_state(outbox_relay_t *r, outbox_state_t st, const char *why)
     sg_log_kv(SG_LOG_INFO, "relay state change", "from", state_names[r->state], "to",
               state_names[st], "why", why, NULL);
     r->state = st;
+    export_state(r);
+}
+
+/* The gauges of a held shard leave the exposition with the shard. */
+static void hide_shard(const outbox_relay_t *r)
+{
+    const char *const *l = SG_LABELS(r->shard_text);
+
+    if (r->shard < 0)
+        return;
+    sg_metric_hide(SG_M_OUTBOX_BACKLOG, l);
+    sg_metric_hide(SG_M_OUTBOX_OLDEST_AGE, l);
+    sg_metric_hide(SG_M_OUTBOX_XMIN_BLOCKED, l);
 }
 
 /* Logs the error and moves to BACKOFF; a broken session also loses its
@@ -90,6 +123,8 @@ static void fail(outbox_relay_t *r, const char *what, const sg_err_t *err)
         sg_cli_running = 0;
     }
     if (!sg_pg_ok(r->pg)) {
+        sg_health_set(SG_CHECK_PG, false, "%s", err->message);
+        hide_shard(r);
         sg_pg_destroy(r->pg);
         r->pg = NULL;
         r->shard = -1;
@@ -114,6 +149,10 @@ static int step_connect(outbox_relay_t *r, sg_err_t *err)
         return -1;
     if (sg_migrate_current(r->pg, &version, err) < 0)
         return -1;
+    sg_health_set(SG_CHECK_PG, true, NULL);
+    sg_health_set(SG_CHECK_SCHEMA, version >= 2,
+                  "database schema is at version %d, the relay needs 2: run `sagad-relay migrate`",
+                  version);
     if (version < 2)
         return sg_err_set(err, SG_ERRCLASS_PERMANENT, "runtime.schema.old",
                           "database schema is at version %d, the relay needs 2: run "
@@ -247,6 +286,7 @@ static int fire_timers(outbox_relay_t *r, sg_err_t *err)
         return -1;
     n = sg_pg_res_affected(res);
     sg_pg_res_destroy(res);
+    sg_metric_add(SG_M_TIMERS_FIRED, NULL, (uint64_t)n);
     return (int)n;
 }
 
@@ -266,6 +306,17 @@ static uint64_t next_timer_ms(outbox_relay_t *r, uint64_t cap, sg_err_t *err)
     if (ms < 0)
         return 0;
     return (uint64_t)ms < cap ? (uint64_t)ms : cap;
+}
+
+/* Kafka reachability for /readyz, probed from the endpoint's thread. */
+static bool kafka_probe(void *opaque, char *why, size_t why_size)
+{
+    sg_err_t err;
+
+    if (sg_kafka_broker_count(opaque, 1000, &err) > 0)
+        return true;
+    snprintf(why, why_size, "no broker answered a metadata request: %s", err.message);
+    return false;
 }
 
 /* Queues one row for Kafka.  Headers are a JSON object of strings. */
@@ -331,6 +382,7 @@ static int advance_cursor(outbox_relay_t *r, const char *tx, const char *id, siz
     snprintf(r->cur_tx, sizeof(r->cur_tx), "%s", tx);
     r->cur_id = strtoll(id, NULL, 10);
     r->published += (int64_t)n;
+    sg_metric_add(SG_M_OUTBOX_PUBLISHED, NULL, n);
     return 0;
 }
 
@@ -340,6 +392,7 @@ static int publish_batch(outbox_relay_t *r, sg_err_t *err)
     char id[32], limit[16];
     const char *p[] = {r->shard_text, r->cur_tx, id, limit};
     sg_pg_res_t *res = NULL;
+    uint64_t read_at;
     size_t n;
     int rc = -1;
 
@@ -348,11 +401,13 @@ static int publish_batch(outbox_relay_t *r, sg_err_t *err)
     if (query(r,
               /* The text column is aliased: a bare `tx` in ORDER BY would
                * name it and sort xids as text ('29019' < '3'). */
-              "SELECT o.id, o.tx::text AS tx_text, o.topic, o.key, o.headers::text, o.payload "
+              "SELECT o.id, o.tx::text AS tx_text, o.topic, o.key, o.headers::text, o.payload, "
+              "(extract(epoch FROM clock_timestamp() - o.created_at) * 1000)::bigint "
               "FROM outbox o WHERE o.shard = $1 AND (o.tx, o.id) > ($2::xid8, $3::bigint) "
               "AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY o.tx, o.id LIMIT $4",
               4, p, &res, err) < 0)
         return -1;
+    read_at = sg_cli_now_ms();
     n = sg_pg_res_rows(res);
     if (n > 0)
         sg_log(SG_LOG_DEBUG, NULL, "batch of %zu rows after cursor %s/%lld, first %s/%s", n,
@@ -390,6 +445,12 @@ static int publish_batch(outbox_relay_t *r, sg_err_t *err)
     if (n > 0 &&
         advance_cursor(r, sg_pg_res_get(res, n - 1, 1), sg_pg_res_get(res, n - 1, 0), n, err) < 0)
         goto done;
+    /* Insert to acknowledged publish: the row's age when read, plus the
+     * time its batch took to be acknowledged. */
+    for (size_t i = 0; i < n; i++)
+        sg_metric_observe(
+            SG_M_OUTBOX_PUBLISH_LATENCY, NULL,
+            (double)(sg_pg_res_int(res, i, 6, 0) + (int64_t)(sg_cli_now_ms() - read_at)) / 1000.0);
     rc = (int)n;
 done:
     sg_pg_res_destroy(res);
@@ -411,6 +472,8 @@ static void check_blocked(outbox_relay_t *r)
         return;
     r->blocked_ms = sg_pg_res_int(res, 0, 0, 0);
     sg_pg_res_destroy(res);
+    sg_metric_set(SG_M_OUTBOX_XMIN_BLOCKED, SG_LABELS(r->shard_text),
+                  (double)r->blocked_ms / 1000.0);
     if (r->blocked_ms < sg_config_int(r->cfg, "relay.xmin_warn_ms")) {
         r->blocked_warned = false;
         return;
@@ -450,6 +513,34 @@ static int heartbeat(outbox_relay_t *r, sg_err_t *err)
                  3, p, NULL, err);
 }
 
+/* The held shard's backlog and oldest row, and the due timers, for the
+ * gauges.  The oldest row is the next one in publishing order (an index
+ * scan), close enough to the oldest insert for an alert. */
+static void export_stats(outbox_relay_t *r)
+{
+    const char *p[] = {r->shard_text};
+    sg_pg_res_t *res = NULL;
+    sg_err_t err;
+
+    if (sg_cli_now_ms() < r->next_stats)
+        return;
+    r->next_stats = sg_cli_now_ms() + STATS_MS;
+    if (query(
+            r,
+            "SELECT (SELECT count(*) FROM outbox WHERE shard = $1), "
+            "coalesce((SELECT extract(epoch FROM now() - created_at) FROM outbox WHERE shard = $1 "
+            "ORDER BY tx, id LIMIT 1), 0)::float8, "
+            "(SELECT count(*) FROM timers WHERE due_at <= now())",
+            1, p, &res, &err) < 0)
+        return;
+    sg_metric_set(SG_M_OUTBOX_BACKLOG, SG_LABELS(r->shard_text),
+                  (double)sg_pg_res_int(res, 0, 0, 0));
+    sg_metric_set(SG_M_OUTBOX_OLDEST_AGE, SG_LABELS(r->shard_text),
+                  strtod(sg_pg_res_get(res, 0, 1) ? sg_pg_res_get(res, 0, 1) : "0", NULL));
+    sg_metric_set(SG_M_TIMERS_DUE, NULL, (double)sg_pg_res_int(res, 0, 2, 0));
+    sg_pg_res_destroy(res);
+}
+
 /* ACTIVE: timers, one batch, and a wait when there is nothing to do. */
 static int step_active(outbox_relay_t *r, sg_err_t *err)
 {
@@ -464,6 +555,7 @@ static int step_active(outbox_relay_t *r, sg_err_t *err)
     r->failures = 0;
     if (heartbeat(r, err) < 0)
         return -1;
+    export_stats(r);
     if (n >= limit || fired > 0 || !sg_cli_running)
         return 0;
     check_blocked(r);
@@ -484,6 +576,7 @@ static void release(outbox_relay_t *r)
     if (query(r, "SELECT pg_advisory_unlock($1::bigint)", 1, p, NULL, &err) < 0)
         sg_log_kv(SG_LOG_WARN, "cannot release the shard lock (the server drops it on close)",
                   "error", err.message, NULL);
+    hide_shard(r);
     r->shard = -1;
 }
 
@@ -494,6 +587,8 @@ static void run_loop(outbox_relay_t *r)
 
     while (sg_cli_running) {
         sg_err_clear(&err);
+        sg_health_beat();
+        sg_cli_reload(r->cli);
         switch (r->state) {
         case RELAY_CONNECTING:
             if (step_connect(r, &err) < 0) {
@@ -534,6 +629,7 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
     const char *props[] = {"enable.idempotence", "true",  "acks", "all",
                            "message.timeout.ms", timeout, NULL};
     const char *fp = getenv("SAGAD_TEST_FAILPOINT");
+    sg_http_t *http;
     outbox_relay_t r;
 
     (void)argv;
@@ -543,6 +639,7 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
     }
     memset(&r, 0, sizeof(r));
     r.cfg = cli->cfg;
+    r.cli = cli;
     r.shard = -1;
     r.nshards = (int)sg_config_int(cli->cfg, "relay.shards");
     r.backoff.base_ms = 100;
@@ -562,8 +659,23 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
         return SG_EXIT_USAGE;
     }
     sg_cli_trap_signals();
+    http = sg_http_start(cli->cfg, SG_METRICS_RELAY,
+                         SG_CHECK_BIT(SG_CHECK_PG) | SG_CHECK_BIT(SG_CHECK_SCHEMA) |
+                             SG_CHECK_BIT(SG_CHECK_KAFKA) | SG_CHECK_BIT(SG_CHECK_LOCK),
+                         errstr, sizeof(errstr));
+    if (!http) {
+        fprintf(stderr, "%s: %s\n", cli->prog, errstr);
+        sg_kafka_destroy(r.producer);
+        return SG_EXIT_USAGE;
+    }
+    sg_health_set_probe(SG_CHECK_KAFKA, kafka_probe, r.producer, 2000);
+    export_state(&r);
     sg_log_kv(SG_LOG_INFO, "relay starting", "holder", r.holder, NULL);
     run_loop(&r);
+    /* Unready since the stop request; the endpoint goes before the
+     * handles its probes use. */
+    sg_http_stop(http);
+    sg_health_clear_probe(SG_CHECK_KAFKA);
     release(&r);
     sg_pg_destroy(r.pg);
     if (!sg_cli_stop_now)

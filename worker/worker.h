@@ -2,6 +2,9 @@
  *
  *   worker_registry.c  the tool registry file and the adapter table
  *   worker_builtin.c   the builtin adapter (noop, echo, fail, sleep, ledger, crash)
+ *   worker_http.c      the http adapter: libcurl, one multi-handle thread
+ *   worker_exec.c      the exec adapter: a child process per call
+ *   worker_breaker.c   the circuit breaker of each http and exec tool
  *   worker_pool.c      threads that run tool calls, with per-tool limits
  *   worker_submit.c    decoding of commands, validation of saga.start
  *   worker_saga.c      the state machine: one decision per command, written
@@ -22,6 +25,7 @@
 #include "sagad/sg_err.h"
 #include "sagad/sg_json.h"
 #include "sagad/sg_kafka.h"
+#include "sagad/sg_metrics.h"
 #include "sagad/sg_pg.h"
 
 /* ---- tools and adapters ------------------------------------------------ */
@@ -40,6 +44,9 @@ typedef struct worker_policy_s {
 
 typedef struct worker_tool_s worker_tool_t;
 typedef struct worker_adapter_s worker_adapter_t;
+typedef struct worker_breaker_s worker_breaker_t;
+/* A call the pool handed to an asynchronous adapter (see start below). */
+typedef struct worker_pending_s worker_pending_t;
 
 /* What a pool thread owns across calls (connections of adapters). */
 typedef struct worker_thread_s {
@@ -78,15 +85,31 @@ typedef struct worker_result_s {
     int64_t latency_ms;
 } worker_result_t;
 
-/* An adapter plugs a kind of tool into the worker.  prepare() checks a
- * registry entry at load time (bad target: -1 with err naming the rule);
- * call() runs on a pool thread and must return within the tool's timeout
- * (plus a little); it fills out and never throws anything away silently. */
+/* An adapter plugs a kind of tool into the worker.
+ *
+ * prepare() checks a registry entry at load time: node is the tool's
+ * object at JSON path base; on a bad entry it returns -1 with err saying
+ * "PATH: rule".  fields lists the adapter's own registry fields (NULL:
+ * none) beside the common ones; breaker says whether its tools get a
+ * circuit breaker (downstreams outside the process).
+ *
+ * A call runs one of two ways.  call() runs on a pool thread and returns
+ * within the tool's timeout (plus a little).  Or, when start is set, the
+ * pool thread only hands the call over: start() returns at once and the
+ * adapter calls worker_pool_finish(p) exactly once, from any thread, when
+ * out is filled.  stop() (optional) runs once at pool shutdown, after the
+ * pool threads are gone: it finishes or abandons every started call. */
 struct worker_adapter_s {
     const char *name;
-    int (*prepare)(worker_tool_t *tool, const sg_config_t *cfg, sg_err_t *err);
+    int (*prepare)(worker_tool_t *tool, const sg_json_t *node, const char *base,
+                   const sg_config_t *cfg, sg_err_t *err);
     void (*call)(worker_thread_t *th, const worker_call_t *call, worker_result_t *out);
     void (*release)(worker_tool_t *tool);
+    const char *const *fields;
+    bool breaker;
+    void (*start)(worker_thread_t *th, worker_pending_t *p, const worker_call_t *call,
+                  worker_result_t *out);
+    void (*stop)(void);
 };
 
 struct worker_tool_s {
@@ -98,10 +121,12 @@ struct worker_tool_s {
     worker_effect_t effect;
     char *compensation; /* default compensating tool, NULL when none */
     worker_policy_t retry, comp_retry;
-    int concurrency;        /* 0: unlimited */
-    sg_json_t *args_schema; /* NULL: any object */
-    void *state;            /* adapter's own */
-    int running;            /* calls in progress (pool lock) */
+    int concurrency;            /* 0: unlimited */
+    sg_json_t *args_schema;     /* NULL: any object */
+    int64_t max_response_bytes; /* http body / exec stdout cap */
+    void *state;                /* adapter's own */
+    int running;                /* calls in progress (pool lock) */
+    worker_breaker_t *breaker;  /* NULL for in-process adapters */
 };
 
 typedef struct worker_registry_s {
@@ -119,11 +144,53 @@ const worker_tool_t *worker_registry_find(const worker_registry_t *reg, const ch
 const char *worker_effect_name(worker_effect_t e);
 
 extern const worker_adapter_t worker_builtin_adapter;
+extern const worker_adapter_t worker_http_adapter;
+extern const worker_adapter_t worker_exec_adapter;
+
+/* Calls every adapter's stop hook (pool shutdown). */
+void worker_adapters_stop(void);
+
+/* ---- circuit breakers -------------------------------------------------- */
+
+typedef enum worker_breaker_state_e {
+    WORKER_BREAKER_CLOSED,
+    WORKER_BREAKER_OPEN,
+    WORKER_BREAKER_HALF_OPEN,
+} worker_breaker_state_t;
+
+/* What a metrics exporter reads (sagad_circuit_state{tool}). */
+typedef struct worker_breaker_info_s {
+    worker_breaker_state_t state;
+    int failures;            /* consecutive, counted while closed */
+    uint64_t transitions[3]; /* entries into each state since start */
+    uint64_t rejected;       /* calls failed fast with tool.circuit_open */
+} worker_breaker_info_t;
+
+/* A breaker with the registry's threshold and cool-down (never NULL). */
+worker_breaker_t *worker_breaker_new(int threshold, int64_t cooldown_ms);
+void worker_breaker_destroy(worker_breaker_t *b);
+/* Decides whether a call of tool may go now.  false: out is filled with
+ * tool.circuit_open and nothing may be sent.  *probe says the call is the
+ * one half-open probe.  Tools without a breaker always go. */
+bool worker_breaker_admit(const worker_tool_t *tool, worker_result_t *out, bool *probe);
+/* Feeds a finished (admitted) call's outcome into tool's breaker. */
+void worker_breaker_record(const worker_tool_t *tool, const worker_result_t *res, bool probe);
+/* The state of tool's breaker (closed, no counts, for tools without one).
+ * Thread-safe; for the metrics endpoint. */
+void worker_breaker_info(const worker_tool_t *tool, worker_breaker_info_t *out);
+const char *worker_breaker_state_name(worker_breaker_state_t s);
 
 /* Fills res for a tool error (status error, or timeout for that class). */
 void worker_result_error(worker_result_t *out, sg_errclass_t cls, const char *code, const char *fmt,
                          ...) __attribute__((format(printf, 4, 5)));
 void worker_result_clear(worker_result_t *out);
+/* The request document of a call, as the http adapter sends it and the
+ * exec adapter writes it to stdin (docs/ADAPTERS.md); caller frees. */
+char *worker_request_json(const worker_call_t *call);
+/* Sets out->data from a tool's answer buf[0..len): the JSON text when it
+ * is JSON (at most max bytes), else one JSON string holding the text;
+ * nothing when empty or not UTF-8. */
+void worker_result_data(worker_result_t *out, const char *buf, size_t len, size_t max);
 
 /* ---- the call pool ----------------------------------------------------- */
 
@@ -143,6 +210,8 @@ void **worker_pool_take_done(worker_pool_t *pool, size_t *n);
 int worker_pool_fd(const worker_pool_t *pool);
 /* Drains the wake-up descriptor. */
 void worker_pool_ack(worker_pool_t *pool);
+/* An asynchronous adapter's call is done (out filled); p is gone after. */
+void worker_pool_finish(worker_pending_t *p);
 
 /* ---- decoded commands -------------------------------------------------- */
 
@@ -150,7 +219,8 @@ typedef enum worker_ctype_e {
     WORKER_CMD_START,
     WORKER_CMD_EXECUTE,
     WORKER_CMD_COMPENSATE,
-    WORKER_CMD_POISON, /* could not be decoded: dead-lettered */
+    WORKER_CMD_RELEASE, /* saga.release: a held saga's hold ended */
+    WORKER_CMD_POISON,  /* could not be decoded: dead-lettered */
 } worker_ctype_t;
 
 #define WORKER_SAGA_ID_MAX 128
@@ -253,7 +323,7 @@ typedef struct worker_saga_s {
 
 typedef struct worker_stats_s {
     int64_t consumed, stale, started, rejected, calls, dead_letters, completed, compensated, failed,
-        retries, fenced;
+        retries, fenced, held;
 } worker_stats_t;
 
 /* The worker's shared context. */
@@ -265,10 +335,14 @@ typedef struct worker_s {
     const char *group, *topic_commands, *topic_events, *topic_dlq;
     sg_json_limits_t limits;
     int crash_loop_limit;
+    int64_t hold_ms; /* worker.dead_letter_hold_ms */
     worker_policy_t retry, comp_retry;
     int64_t budget_ms;
     sg_rng_t rng;
     worker_stats_t stats;
+    /* Metrics of the open transaction, applied when it commits. */
+    sg_metrics_batch_t metrics;
+    const char *decided; /* outcome of the command being decided, NULL: by default */
 } worker_t;
 
 /* Decides a READY command inside the open transaction pipeline: writes

@@ -4,7 +4,9 @@
  *   noop    succeeds with no data
  *   echo    succeeds with its args as data
  *   fail    fails with args.class (default permanent) and args.code (default
- *           tool.builtin.fail); with args.times = N only attempts 1..N fail;
+ *           tool.builtin.fail); with args.times = N only attempts 1..N fail,
+ *           with args.generations = N only generations 1..N (a downstream
+ *           fixed before an operator's replay);
  *           args.retry_after_ms plays a downstream's Retry-After
  *   sleep   sleeps args.ms (a timeout when that exceeds the tool's timeout)
  *   ledger  applies one effect per idempotency key in builtin_ledger and
@@ -30,24 +32,30 @@ typedef enum builtin_e {
 
 static const char *const builtin_names[] = {"noop", "echo", "fail", "sleep", "ledger", "crash"};
 
-static int builtin_prepare(worker_tool_t *tool, const sg_config_t *cfg, sg_err_t *err)
+static int builtin_prepare(worker_tool_t *tool, const sg_json_t *node, const char *base,
+                           const sg_config_t *cfg, sg_err_t *err)
 {
+    char path[300];
     size_t i;
 
+    (void)node;
+    sg_json_path_key(path, sizeof(path), base, "target");
     if (!tool->target)
         return sg_err_set(err, SG_ERRCLASS_PERMANENT, "config.registry.invalid",
-                          "a builtin target is a string naming the builtin");
+                          "%s: a builtin target is a string naming the builtin", path);
     for (i = 0; i < sizeof(builtin_names) / sizeof(builtin_names[0]); i++)
         if (strcmp(tool->target, builtin_names[i]) == 0)
             break;
     if (i == sizeof(builtin_names) / sizeof(builtin_names[0]))
         return sg_err_set(err, SG_ERRCLASS_PERMANENT, "config.registry.invalid",
-                          "unknown builtin \"%s\" (known: noop, echo, fail, sleep, ledger, crash)",
-                          tool->target);
+                          "%s: unknown builtin \"%s\" (known: noop, echo, fail, sleep, ledger, "
+                          "crash)",
+                          path, tool->target);
     if (i == B_CRASH && !sg_config_bool(cfg, "worker.test_allow_crash"))
         return sg_err_set(err, SG_ERRCLASS_PERMANENT, "tool.crash.refused",
-                          "builtin \"crash\" aborts the worker: it is refused unless "
-                          "worker.test_allow_crash=true (tests only)");
+                          "%s: builtin \"crash\" aborts the worker: it is refused unless "
+                          "worker.test_allow_crash=true (tests only)",
+                          path);
     tool->state = (void *)(uintptr_t)i;
     return 0;
 }
@@ -66,15 +74,17 @@ static void nap_ms(int64_t ms, volatile sig_atomic_t *stop)
 static void call_fail(const worker_call_t *call, worker_result_t *out)
 {
     const char *cls_name = "permanent", *code = "tool.builtin.fail", *message = NULL;
-    int64_t times = -1, retry_after = 0;
+    int64_t times = -1, generations = -1, retry_after = 0;
     sg_errclass_t cls;
 
     sg_json_get_str(call->args, "$", "class", false, &cls_name, NULL);
     sg_json_get_str(call->args, "$", "code", false, &code, NULL);
     sg_json_get_str(call->args, "$", "message", false, &message, NULL);
     sg_json_get_int(call->args, "$", "times", false, &times, NULL);
+    sg_json_get_int(call->args, "$", "generations", false, &generations, NULL);
     sg_json_get_int(call->args, "$", "retry_after_ms", false, &retry_after, NULL);
-    if (times >= 0 && call->attempt > times) {
+    if ((times >= 0 && call->attempt > times) ||
+        (generations >= 0 && call->generation > generations)) {
         char buf[64];
         snprintf(buf, sizeof(buf), "{\"attempt\":%d}", call->attempt);
         out->data = strdup(buf);
@@ -156,4 +166,5 @@ static void builtin_call(worker_thread_t *th, const worker_call_t *call, worker_
     }
 }
 
-const worker_adapter_t worker_builtin_adapter = {"builtin", builtin_prepare, builtin_call, NULL};
+const worker_adapter_t worker_builtin_adapter = {
+    .name = "builtin", .prepare = builtin_prepare, .call = builtin_call};

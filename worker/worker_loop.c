@@ -24,12 +24,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sagad/sg_health.h"
+#include "sagad/sg_http.h"
 #include "sagad/sg_log.h"
+#include "sagad/sg_metrics.h"
 #include "sagad/sg_migrate.h"
+#include "sagad/sg_version.h"
 #include "worker.h"
 
 #define SAGA_BUCKETS          16384
-#define WORKER_SCHEMA_VERSION 3
+#define WORKER_SCHEMA_VERSION 5    /* 0005: the held status */
+#define HOUSEKEEPING_MS       1000 /* gauges, SIGHUP */
+#define PG_PING_MS            5000 /* an idle worker checks its session this often */
 
 struct worker_part_s {
     int32_t partition;
@@ -70,6 +76,10 @@ typedef struct loop_s {
     int64_t drain_ms;
     unsigned pg_failures;
     uint64_t next_report;
+    sg_cli_t *cli;
+    sg_http_t *http;
+    uint64_t next_housekeeping, last_pg_ok;
+    bool pg_up;
 } loop_t;
 
 static void vec_push(vec_t *vec, worker_cmd_t *cmd)
@@ -274,6 +284,10 @@ static void part_abandon(loop_t *L, worker_part_t *p, const char *why)
 
 static void part_remove(loop_t *L, worker_part_t *p)
 {
+    char pstr[16];
+
+    snprintf(pstr, sizeof(pstr), "%d", (int)p->partition);
+    sg_metric_hide(SG_M_CONSUMER_LAG, SG_LABELS(pstr));
     for (size_t i = 0; i < L->nparts; i++)
         if (L->parts[i] == p) {
             L->parts[i] = L->parts[--L->nparts];
@@ -282,7 +296,32 @@ static void part_remove(loop_t *L, worker_part_t *p)
     free(p);
 }
 
+/* Where a command's log lines say they come from. */
+static void cmd_ctx(const worker_cmd_t *c, sg_log_ctx_t *ctx)
+{
+    sg_log_ctx_t init = SG_LOG_CTX_INIT;
+
+    *ctx = init;
+    ctx->saga_id = c->dec.saga_id[0] ? c->dec.saga_id : NULL;
+    ctx->step = c->call.step_name;
+    ctx->attempt = c->dec.attempt > 0 ? c->dec.attempt : -1;
+    ctx->topic = c->msg ? sg_kafka_msg_topic(c->msg) : NULL;
+    ctx->partition = c->msg ? sg_kafka_msg_partition(c->msg) : -1;
+    ctx->offset = c->offset;
+}
+
 /* ---- PostgreSQL --------------------------------------------------------- */
+
+/* The session's state for /readyz and sagad_pg_connected, set on change. */
+static void pg_state(loop_t *L, bool up, const sg_err_t *err)
+{
+    if (up)
+        L->last_pg_ok = sg_cli_now_ms();
+    if (up == L->pg_up)
+        return;
+    L->pg_up = up;
+    sg_health_set(SG_CHECK_PG, up, "%s", err ? err->message : "connection lost");
+}
 
 static void pg_backoff(loop_t *L)
 {
@@ -292,6 +331,7 @@ static void pg_backoff(loop_t *L)
 
     while (sg_cli_now_ms() < end && !sg_cli_stop_now) {
         struct timespec ts = {0, 20 * 1000000L};
+        sg_health_beat();
         nanosleep(&ts, NULL);
     }
 }
@@ -301,12 +341,15 @@ static void pg_recover(loop_t *L, const sg_err_t *err)
 {
     sg_err_t e;
 
+    pg_state(L, false, err);
     if (L->pg_failures++ == 0)
         sg_log_kv(SG_LOG_WARN, "PostgreSQL transaction failed; retrying with backoff", "error",
                   err->message, "error_code", err->code, NULL);
     pg_backoff(L);
     if (!sg_pg_ok(L->w.pg) && sg_pg_reconnect(L->w.pg, &e) < 0)
         sg_log_kv(SG_LOG_WARN, "PostgreSQL reconnect failed", "error", e.message, NULL);
+    else if (sg_pg_ok(L->w.pg))
+        pg_state(L, true, NULL);
 }
 
 static int64_t take_partition(loop_t *L, int32_t partition)
@@ -501,7 +544,11 @@ static int run_txn(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
     worker_saga_t *sagas = NULL;
     size_t nsagas = 0, row = 0;
     int rc = -1;
+    /* Counted only if the transaction commits: a rolled-back batch is
+     * decided again and would count twice. */
+    worker_stats_t stats = L->w.stats;
 
+    sg_metrics_batch_discard(&L->w.metrics);
     if (load_state(L, batch, n, &load, &counts, &conflicts, err) < 0)
         goto fail;
     sagas = calloc(n + 1, sizeof(*sagas));
@@ -554,11 +601,15 @@ static int run_txn(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
     sg_pg_pipe_send(L->w.pg, "COMMIT", 0, NULL, NULL);
     if (sg_pg_pipe_end(L->w.pg, err) < 0)
         goto fail;
+    sg_metrics_batch_commit(&L->w.metrics);
+    pg_state(L, true, NULL);
     rc = 0;
     goto out;
 fail:
     sg_pg_rollback(L->w.pg);
     undo_batch(batch, n);
+    sg_metrics_batch_discard(&L->w.metrics);
+    L->w.stats = stats;
 out:
     for (size_t i = 0; i < L->nparts; i++)
         L->parts[i]->touched = false;
@@ -645,8 +696,11 @@ static void poison_single(loop_t *L, worker_cmd_t *c, const sg_err_t *why)
     sg_err_set(&c->dec.err, SG_ERRCLASS_POISON, "runtime.pg.rejected",
                "PostgreSQL refused to store the outcome of this message: %s", why->message);
     if (run_txn(L, &c, 1, &err) < 0) {
-        sg_log_kv(SG_LOG_ERROR, "could not even dead-letter a message; will retry", "error",
-                  err.message, NULL);
+        sg_log_ctx_t ctx;
+        cmd_ctx(c, &ctx);
+        ctx.error_code = err.code;
+        sg_log(SG_LOG_ERROR, &ctx, "could not even dead-letter a message; will retry: %s",
+               err.message);
         return;
     }
     after_commit(L, &c, 1);
@@ -678,7 +732,12 @@ static void process(loop_t *L, worker_cmd_t **batch, size_t n)
                 process(L, &batch[i], 1);
         return;
     }
-    sg_log_kv(SG_LOG_WARN, "PostgreSQL refused a command's outcome", "error", err.message, NULL);
+    {
+        sg_log_ctx_t ctx;
+        cmd_ctx(batch[0], &ctx);
+        ctx.error_code = err.code;
+        sg_log(SG_LOG_WARN, &ctx, "PostgreSQL refused a command's outcome: %s", err.message);
+    }
     poison_single(L, batch[0], &err);
 }
 
@@ -845,6 +904,7 @@ static void drain(loop_t *L, worker_part_t *p)
                     busy++;
         if (busy == 0 || sg_cli_now_ms() >= end || sg_cli_stop_now)
             return;
+        sg_health_beat();
         if (!turn(L))
             wait_events(L, 50);
     }
@@ -870,6 +930,91 @@ static int64_t on_rebalance(void *opaque, bool assigned, const char *topic, int3
     return -1;
 }
 
+/* ---- health and metrics ------------------------------------------------- */
+
+/* Kafka reachability for /readyz, probed from the endpoint's thread (the
+ * handle is thread-safe) so the loop never waits on it. */
+static bool kafka_probe(void *opaque, char *why, size_t why_size)
+{
+    sg_err_t err;
+
+    if (sg_kafka_broker_count(opaque, 1000, &err) > 0)
+        return true;
+    snprintf(why, why_size, "no broker answered a metadata request: %s", err.message);
+    return false;
+}
+
+static void schema_state(int version)
+{
+    sg_health_set(SG_CHECK_SCHEMA, version >= WORKER_SCHEMA_VERSION,
+                  "database schema is at version %d, the worker needs %d: run `sagad-worker "
+                  "migrate`",
+                  version, WORKER_SCHEMA_VERSION);
+}
+
+/* An idle worker learns of a lost session (and a changed schema) here
+ * rather than on its next command. */
+static void ping_pg(loop_t *L)
+{
+    sg_err_t err;
+    int version;
+
+    if (sg_cli_now_ms() - L->last_pg_ok < PG_PING_MS)
+        return;
+    if (sg_migrate_current(L->w.pg, &version, &err) < 0) {
+        pg_recover(L, &err);
+        return;
+    }
+    pg_state(L, true, NULL);
+    schema_state(version);
+}
+
+static void export_gauges(loop_t *L)
+{
+    sg_metric_set(SG_M_STEPS_IN_FLIGHT, NULL, (double)L->calling);
+    sg_metric_set(SG_M_COMMANDS_HELD, NULL, (double)L->held);
+    sg_metric_set(SG_M_PARTITIONS_ASSIGNED, NULL, (double)L->nparts);
+    for (size_t i = 0; i < L->nparts; i++) {
+        worker_part_t *p = L->parts[i];
+        int64_t high = sg_kafka_high_watermark(L->consumer, L->w.topic_commands, p->partition);
+        char pstr[16];
+
+        if (high < 0)
+            continue; /* nothing fetched yet */
+        snprintf(pstr, sizeof(pstr), "%d", (int)p->partition);
+        sg_metric_set(SG_M_CONSUMER_LAG, SG_LABELS(pstr),
+                      (double)(high > p->stored ? high - p->stored : 0));
+    }
+    /* sagad_circuit_state{tool}: 0 closed, 1 half-open, 2 open (rising
+     * with severity, as METRICS.md says; not the enum's order). */
+    for (size_t i = 0; i < L->w.reg->ntools; i++) {
+        const worker_tool_t *tool = &L->w.reg->tools[i];
+        worker_breaker_info_t info;
+        if (!tool->breaker)
+            continue;
+        worker_breaker_info(tool, &info);
+        sg_metric_set(SG_M_CIRCUIT_STATE, SG_LABELS(tool->name),
+                      info.state == WORKER_BREAKER_OPEN        ? 2.0
+                      : info.state == WORKER_BREAKER_HALF_OPEN ? 1.0
+                                                               : 0.0);
+    }
+}
+
+/* Once per turn: liveness, SIGHUP; once a second: gauges and checks. */
+static void housekeeping(loop_t *L)
+{
+    sg_health_beat();
+    sg_cli_reload(L->cli);
+    if (sg_cli_now_ms() < L->next_housekeeping)
+        return;
+    L->next_housekeeping = sg_cli_now_ms() + HOUSEKEEPING_MS;
+    ping_pg(L);
+    sg_health_set(SG_CHECK_GROUP, sg_kafka_group_joined(L->consumer),
+                  "consumer group %s not joined yet (no partition assignment received)",
+                  L->w.group);
+    export_gauges(L);
+}
+
 /* ---- start and stop ----------------------------------------------------- */
 
 static void report(loop_t *L, bool force)
@@ -882,12 +1027,12 @@ static void report(loop_t *L, bool force)
     L->next_report = sg_cli_now_ms() + 10000;
     snprintf(line, sizeof(line),
              "consumed=%lld started=%lld rejected=%lld calls=%lld retries=%lld completed=%lld "
-             "compensated=%lld failed=%lld dead_letters=%lld stale=%lld held=%zu calling=%zu "
-             "partitions=%zu",
+             "compensated=%lld failed=%lld dead_letters=%lld held_sagas=%lld stale=%lld held=%zu "
+             "calling=%zu partitions=%zu",
              (long long)s->consumed, (long long)s->started, (long long)s->rejected,
              (long long)s->calls, (long long)s->retries, (long long)s->completed,
              (long long)s->compensated, (long long)s->failed, (long long)s->dead_letters,
-             (long long)s->stale, L->held, L->calling, L->nparts);
+             (long long)s->held, (long long)s->stale, L->held, L->calling, L->nparts);
     sg_log_kv(SG_LOG_INFO, "progress", "counters", line, NULL);
 }
 
@@ -908,6 +1053,7 @@ static int setup(loop_t *L, sg_cli_t *cli)
     L->w.limits.max_bytes = (size_t)sg_config_int(cfg, "limits.max_message_bytes");
     L->w.limits.max_depth = (int)sg_config_int(cfg, "limits.max_json_depth");
     L->w.crash_loop_limit = (int)sg_config_int(cfg, "worker.crash_loop_limit");
+    L->w.hold_ms = sg_config_int(cfg, "worker.dead_letter_hold_ms");
     L->w.retry.max_attempts = (int)sg_config_int(cfg, "retry.max_attempts");
     L->w.retry.base_ms = sg_config_int(cfg, "retry.base_ms");
     L->w.retry.cap_ms = sg_config_int(cfg, "retry.cap_ms");
@@ -941,6 +1087,8 @@ static int setup(loop_t *L, sg_cli_t *cli)
         fprintf(stderr, "%s: %s\n", cli->prog, err.message);
         return SG_EXIT_INFRA;
     }
+    pg_state(L, true, NULL);
+    schema_state(version);
     if (version < WORKER_SCHEMA_VERSION) {
         fprintf(stderr,
                 "%s: database schema is at version %d, the worker needs %d: run `%s migrate`\n",
@@ -962,6 +1110,7 @@ static int setup(loop_t *L, sg_cli_t *cli)
         fcntl(L->kafka_pipe[i], F_SETFD, FD_CLOEXEC);
     }
     sg_kafka_wake_fd(L->consumer, L->kafka_pipe[1]);
+    sg_health_set_probe(SG_CHECK_KAFKA, kafka_probe, L->consumer, 2000);
     sg_kafka_set_rebalance_hook(L->consumer, on_rebalance, L);
     topics[0] = L->w.topic_commands;
     if (sg_kafka_subscribe(L->consumer, topics, 1, &err) < 0) {
@@ -974,9 +1123,12 @@ static int setup(loop_t *L, sg_cli_t *cli)
 
 static void teardown(loop_t *L)
 {
+    L->drain_ms = 0;       /* drained already */
+    sg_http_stop(L->http); /* nothing probes the consumer after this */
+    L->http = NULL;
+    sg_health_clear_probe(SG_CHECK_KAFKA);
     /* Leave the group first: that revokes the partitions through
      * on_rebalance while the pool and PostgreSQL still work. */
-    L->drain_ms = 0; /* drained already */
     sg_kafka_close(L->consumer);
     /* The revoke abandoned every command left, but they still hold their
      * Kafka messages, and destroying the consumer waits for every message:
@@ -1006,6 +1158,7 @@ static void teardown(loop_t *L)
             saga_slot_free(L, L->sagas[i]);
     sg_pg_destroy(L->w.pg);
     worker_registry_destroy(L->w.reg);
+    sg_metrics_batch_free(&L->w.metrics);
     if (L->kafka_pipe[0] > 0) {
         close(L->kafka_pipe[0]);
         close(L->kafka_pipe[1]);
@@ -1015,6 +1168,7 @@ static void teardown(loop_t *L)
 int worker_cmd_run(sg_cli_t *cli, int argc, char **argv)
 {
     loop_t *L = calloc(1, sizeof(*L));
+    char errstr[512];
     int rc;
 
     (void)argv;
@@ -1026,6 +1180,16 @@ int worker_cmd_run(sg_cli_t *cli, int argc, char **argv)
         return SG_EXIT_USAGE;
     }
     sg_cli_trap_signals();
+    L->cli = cli;
+    L->http = sg_http_start(cli->cfg, SG_METRICS_WORKER,
+                            SG_CHECK_BIT(SG_CHECK_PG) | SG_CHECK_BIT(SG_CHECK_SCHEMA) |
+                                SG_CHECK_BIT(SG_CHECK_KAFKA) | SG_CHECK_BIT(SG_CHECK_GROUP),
+                            errstr, sizeof(errstr));
+    if (!L->http) {
+        fprintf(stderr, "%s: %s\n", cli->prog, errstr);
+        free(L);
+        return SG_EXIT_USAGE;
+    }
     rc = setup(L, cli);
     if (rc == SG_EXIT_OK) {
         sg_log_kv(SG_LOG_INFO, "worker running", "worker_id", L->w.worker_id, "group", L->w.group,
@@ -1035,6 +1199,7 @@ int worker_cmd_run(sg_cli_t *cli, int argc, char **argv)
             if (!turn(L))
                 wait_events(L, 100);
             report(L, false);
+            housekeeping(L);
         }
         sg_log_kv(SG_LOG_INFO, "stopping: finishing running calls", NULL);
         drain(L, NULL);

@@ -3,7 +3,13 @@
  * The main loop never blocks on a tool: it submits calls here and learns
  * of finished ones through a pipe it polls beside the Kafka queue.  A
  * tool's concurrency limit holds across the whole worker: a queued call
- * whose tool is at its limit waits while later calls of other tools run. */
+ * whose tool is at its limit waits while later calls of other tools run.
+ *
+ * An asynchronous adapter (http) takes a call off a pool thread and
+ * finishes it later from its own thread through worker_pool_finish(), so
+ * thousands of calls can be in flight on a handful of threads; the tool's
+ * slot stays taken until then.  Every call passes the tool's circuit
+ * breaker first. */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,12 +19,17 @@
 #include "sagad/sg_log.h"
 #include "worker.h"
 
-typedef struct pool_job_s {
-    struct pool_job_s *next;
+struct worker_pending_s {
+    struct worker_pending_s *next;
+    worker_pool_t *pool;
     void *job;
     worker_call_t *call;
     worker_result_t *out;
-} pool_job_t;
+    int64_t t0;
+    bool admitted, probe; /* by the breaker */
+};
+
+typedef worker_pending_t pool_job_t;
 
 struct worker_pool_s {
     pthread_mutex_t lock;
@@ -54,6 +65,51 @@ static pool_job_t *take_runnable(worker_pool_t *pool)
     return NULL;
 }
 
+void worker_pool_finish(worker_pending_t *j)
+{
+    worker_pool_t *pool = j->pool;
+    char b = 1;
+
+    j->out->latency_ms = (int64_t)sg_cli_now_ms() - j->t0;
+    if (j->admitted)
+        worker_breaker_record(j->call->tool, j->out, j->probe);
+    pthread_mutex_lock(&pool->lock);
+    ((worker_tool_t *)j->call->tool)->running--;
+    if (pool->ndone == pool->done_cap) {
+        pool->done_cap = pool->done_cap ? pool->done_cap * 2 : 64;
+        pool->done = realloc(pool->done, sizeof(void *) * pool->done_cap);
+        if (!pool->done)
+            abort();
+    }
+    pool->done[pool->ndone++] = j->job;
+    free(j);
+    /* A tool slot freed up: a waiting call of that tool may run now. */
+    pthread_cond_broadcast(&pool->cond);
+    if (write(pool->pipe_fd[1], &b, 1) < 0) {
+        /* Full pipe: the loop is awake already. */
+    }
+    pthread_mutex_unlock(&pool->lock);
+}
+
+/* Runs (or hands over) one call; the breaker decides first. */
+static void run_job(worker_thread_t *th, pool_job_t *j)
+{
+    const worker_adapter_t *ad = j->call->tool->adapter;
+
+    j->t0 = (int64_t)sg_cli_now_ms();
+    j->admitted = worker_breaker_admit(j->call->tool, j->out, &j->probe);
+    if (!j->admitted) {
+        worker_pool_finish(j);
+        return;
+    }
+    if (ad->start) {
+        ad->start(th, j, j->call, j->out);
+        return;
+    }
+    ad->call(th, j->call, j->out);
+    worker_pool_finish(j);
+}
+
 static void *pool_main(void *arg)
 {
     worker_thread_t *th = arg;
@@ -61,34 +117,14 @@ static void *pool_main(void *arg)
     pthread_mutex_lock(&pool->lock);
     for (;;) {
         pool_job_t *j = NULL;
-        int64_t t0;
-        char b = 1;
 
         while (!pool->stopping && !(j = take_runnable(pool)))
             pthread_cond_wait(&pool->cond, &pool->lock);
         if (pool->stopping)
             break;
         pthread_mutex_unlock(&pool->lock);
-
-        t0 = (int64_t)sg_cli_now_ms();
-        j->call->tool->adapter->call(th, j->call, j->out);
-        j->out->latency_ms = (int64_t)sg_cli_now_ms() - t0;
-
+        run_job(th, j);
         pthread_mutex_lock(&pool->lock);
-        ((worker_tool_t *)j->call->tool)->running--;
-        if (pool->ndone == pool->done_cap) {
-            pool->done_cap = pool->done_cap ? pool->done_cap * 2 : 64;
-            pool->done = realloc(pool->done, sizeof(void *) * pool->done_cap);
-            if (!pool->done)
-                abort();
-        }
-        pool->done[pool->ndone++] = j->job;
-        free(j);
-        /* A tool slot freed up: a waiting call of that tool may run now. */
-        pthread_cond_broadcast(&pool->cond);
-        if (write(pool->pipe_fd[1], &b, 1) < 0) {
-            /* Full pipe: the loop is awake already. */
-        }
     }
     pthread_mutex_unlock(&pool->lock);
     sg_pg_destroy(th->pg);
@@ -133,6 +169,9 @@ void worker_pool_destroy(worker_pool_t *pool)
     pthread_mutex_unlock(&pool->lock);
     for (int i = 0; i < pool->nthreads; i++)
         pthread_join(pool->threads[i], NULL);
+    /* Calls handed to asynchronous adapters finish (or are abandoned)
+     * while the pool can still take them. */
+    worker_adapters_stop();
     while (pool->queue) {
         pool_job_t *j = pool->queue;
         pool->queue = j->next;
@@ -154,6 +193,7 @@ void worker_pool_submit(worker_pool_t *pool, void *job, worker_call_t *call, wor
 
     if (!j)
         abort();
+    j->pool = pool;
     j->job = job;
     j->call = call;
     j->out = out;

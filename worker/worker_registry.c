@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "sagad/sg_mask.h"
 #include "sagad/sg_schema.h"
 #include "worker.h"
 
@@ -17,7 +19,18 @@
 
 static const worker_adapter_t *const adapters[] = {
     &worker_builtin_adapter,
+    &worker_http_adapter,
+    &worker_exec_adapter,
 };
+
+#define NADAPTERS (sizeof(adapters) / sizeof(adapters[0]))
+
+void worker_adapters_stop(void)
+{
+    for (size_t i = 0; i < NADAPTERS; i++)
+        if (adapters[i]->stop)
+            adapters[i]->stop();
+}
 
 static const char *const effect_names[] = {"read", "idempotent", "reversible", "irreversible"};
 
@@ -43,6 +56,54 @@ void worker_result_error(worker_result_t *out, sg_errclass_t cls, const char *co
     va_end(ap);
     out->status = cls == SG_ERRCLASS_TIMEOUT ? WORKER_TIMEOUT : WORKER_ERROR;
     sg_err_set(&out->err, cls, code, "%s", msg);
+}
+
+char *worker_request_json(const worker_call_t *call)
+{
+    sg_json_t *b = sg_json_new_object();
+    char *text;
+
+    sg_json_add_str(b, "saga_id", call->saga_id);
+    sg_json_add_str(b, "step", call->step_name);
+    sg_json_add_int(b, "step_index", call->step_idx);
+    sg_json_add_str(b, "phase", call->compensate ? "compensate" : "forward");
+    sg_json_add_int(b, "attempt", call->attempt);
+    sg_json_add_str(b, "idempotency_key", call->idem_key);
+    sg_json_add_node(b, "args", sg_json_dup(call->args));
+    if (call->input)
+        sg_json_add_node(b, "input", sg_json_dup(call->input));
+    else
+        sg_json_add_null(b, "input");
+    text = sg_json_print(b);
+    sg_json_destroy(b);
+    return text;
+}
+
+void worker_result_data(worker_result_t *out, const char *buf, size_t len, size_t max)
+{
+    sg_json_limits_t lim = {max, 64};
+    sg_json_t *doc;
+    char *text;
+
+    free(out->data);
+    out->data = NULL;
+    if (len == 0)
+        return;
+    if ((doc = sg_json_parse(buf, len, &lim, NULL))) {
+        sg_json_destroy(doc);
+        out->data = strndup(buf, len);
+        return;
+    }
+    if (!sg_json_utf8_valid(buf, len))
+        return;
+    /* Text that is not JSON is kept as one JSON string. */
+    text = strndup(buf, len);
+    if (!text)
+        abort();
+    doc = sg_json_new_str(text);
+    out->data = sg_json_print(doc);
+    sg_json_destroy(doc);
+    free(text);
 }
 
 static int bad(sg_err_t *err, const char *file, const char *path, const char *fmt, ...)
@@ -124,13 +185,79 @@ static int load_policy(const sg_json_t *tool, const char *base, const char *key,
     return 0;
 }
 
+static const char *const common_fields[] = {
+    "adapter", "target",           "side_effect", "timeout_ms", "compensation",
+    "retry",   "compensate_retry", "concurrency", "args",       "description",
+    NULL};
+/* Fields of the adapters that call something outside the process. */
+static const char *const external_fields[] = {"breaker", "max_response_bytes", NULL};
+
+static bool listed(const char *const *list, const char *key)
+{
+    for (; list && *list; list++)
+        if (strcmp(*list, key) == 0)
+            return true;
+    return false;
+}
+
+/* Every member of the tool is a field its adapter knows. */
+static int check_fields(const worker_tool_t *t, const sg_json_t *node, const char *base,
+                        const char *file, sg_err_t *err)
+{
+    char path[300];
+
+    for (const sg_json_t *m = sg_json_first(node); m; m = sg_json_next(m)) {
+        const char *key = sg_json_key(m);
+        if (listed(common_fields, key) || listed(t->adapter->fields, key) ||
+            (t->adapter->breaker && listed(external_fields, key)))
+            continue;
+        sg_json_path_key(path, sizeof(path), base, key);
+        for (size_t i = 0; i < NADAPTERS; i++)
+            if (listed(adapters[i]->fields, key) ||
+                (adapters[i]->breaker && listed(external_fields, key)))
+                return bad(err, file, path, "not a field of the %s adapter (it belongs to %s)",
+                           t->adapter->name, adapters[i]->name);
+        return bad(err, file, path, "unknown field");
+    }
+    return 0;
+}
+
+/* The breaker override and the response cap of an external tool. */
+static int load_external(worker_tool_t *t, const sg_json_t *node, const char *base,
+                         const char *file, const sg_config_t *cfg, sg_err_t *err)
+{
+    const sg_json_t *br = NULL;
+    int64_t threshold = sg_config_int(cfg, "breaker.failure_threshold");
+    int64_t cooldown = sg_config_int(cfg, "breaker.cooldown_ms");
+    char path[300];
+
+    t->max_response_bytes = 1024 * 1024;
+    if (int_field(node, base, "max_response_bytes", 1, 256LL * 1024 * 1024, &t->max_response_bytes,
+                  file, err) < 0)
+        return -1;
+    if (sg_json_get_object(node, base, "breaker", false, &br, err) < 0)
+        return with_file(err, file);
+    if (br) {
+        sg_json_path_key(path, sizeof(path), base, "breaker");
+        for (const sg_json_t *m = sg_json_first(br); m; m = sg_json_next(m))
+            if (strcmp(sg_json_key(m), "failure_threshold") != 0 &&
+                strcmp(sg_json_key(m), "cooldown_ms") != 0) {
+                char mpath[400];
+                sg_json_path_key(mpath, sizeof(mpath), path, sg_json_key(m));
+                return bad(err, file, mpath,
+                           "unknown field (known: failure_threshold, cooldown_ms)");
+            }
+        if (int_field(br, path, "failure_threshold", 1, 100000, &threshold, file, err) < 0 ||
+            int_field(br, path, "cooldown_ms", 100, 86400000, &cooldown, file, err) < 0)
+            return -1;
+    }
+    t->breaker = worker_breaker_new((int)threshold, cooldown);
+    return 0;
+}
+
 static int load_tool(worker_tool_t *t, const sg_json_t *node, const char *name, const char *file,
                      const sg_config_t *cfg, sg_err_t *err)
 {
-    static const char *const known[] = {
-        "adapter", "target",           "side_effect", "timeout_ms", "compensation",
-        "retry",   "compensate_retry", "concurrency", "args",       "description",
-        NULL};
     char base[128], path[300];
     const char *adapter = NULL, *effect = NULL, *comp = NULL;
     const sg_json_t *args = NULL, *target;
@@ -143,29 +270,21 @@ static int load_tool(worker_tool_t *t, const sg_json_t *node, const char *name, 
         return bad(err, file, base, "tool names are 1-64 characters of A-Z a-z 0-9 . _ -");
     if (!sg_json_is_object(node))
         return bad(err, file, base, "must be an object, got %s", sg_json_type_name(node));
-    for (const sg_json_t *m = sg_json_first(node); m; m = sg_json_next(m)) {
-        for (i = 0; known[i] && strcmp(sg_json_key(m), known[i]) != 0; i++)
-            ;
-        if (!known[i]) {
-            sg_json_path_key(path, sizeof(path), base, sg_json_key(m));
-            return bad(err, file, path, "unknown field");
-        }
-    }
-    if (sg_json_get_str(node, base, "adapter", true, &adapter, err) < 0 ||
-        sg_json_get_str(node, base, "side_effect", true, &effect, err) < 0 ||
-        sg_json_get_str(node, base, "compensation", false, &comp, err) < 0 ||
-        sg_json_get_object(node, base, "args", false, &args, err) < 0)
+    if (sg_json_get_str(node, base, "adapter", true, &adapter, err) < 0)
         return with_file(err, file);
-    for (i = 0; i < sizeof(adapters) / sizeof(adapters[0]); i++)
+    for (i = 0; i < NADAPTERS; i++)
         if (strcmp(adapters[i]->name, adapter) == 0)
             t->adapter = adapters[i];
     if (!t->adapter) {
         sg_json_path_key(path, sizeof(path), base, "adapter");
-        if (strcmp(adapter, "http") == 0 || strcmp(adapter, "exec") == 0)
-            return bad(err, file, path, "adapter \"%s\" is not available in this build yet",
-                       adapter);
         return bad(err, file, path, "must be one of builtin, http, exec; got \"%s\"", adapter);
     }
+    if (check_fields(t, node, base, file, err) < 0)
+        return -1;
+    if (sg_json_get_str(node, base, "side_effect", true, &effect, err) < 0 ||
+        sg_json_get_str(node, base, "compensation", false, &comp, err) < 0 ||
+        sg_json_get_object(node, base, "args", false, &args, err) < 0)
+        return with_file(err, file);
     for (i = 0; i < 4 && strcmp(effect, effect_names[i]) != 0; i++)
         ;
     if (i == 4) {
@@ -203,10 +322,10 @@ static int load_tool(worker_tool_t *t, const sg_json_t *node, const char *name, 
             return with_file(err, file);
         t->args_schema = sg_json_dup(args);
     }
-    if (t->adapter->prepare(t, cfg, err) < 0) {
-        sg_err_t e = *err;
-        return bad(err, file, path, "%s", e.message);
-    }
+    if (t->adapter->breaker && load_external(t, node, base, file, cfg, err) < 0)
+        return -1;
+    if (t->adapter->prepare(t, node, base, cfg, err) < 0)
+        return with_file(err, file);
     return 0;
 }
 
@@ -237,6 +356,28 @@ static char *read_file(const char *path, size_t *len, sg_err_t *err)
     return buf;
 }
 
+/* Header tokens and other credentials of the registry (any string under a
+ * secret-like key, e.g. headers.Authorization, or a Bearer/Basic value)
+ * are registered for masking before anything can echo them. */
+static void register_secrets(const sg_json_t *node, const char *key)
+{
+    const char *s = sg_json_string(node);
+
+    if (s) {
+        if ((key && (sg_mask_key_is_secret(key) || strcasecmp(key, "authorization") == 0 ||
+                     strcasecmp(key, "cookie") == 0)) ||
+            strncasecmp(s, "bearer ", 7) == 0 || strncasecmp(s, "basic ", 6) == 0) {
+            const char *sp = strchr(s, ' ');
+            sg_mask_add_secret(s);
+            if (sp && (strncasecmp(s, "bearer ", 7) == 0 || strncasecmp(s, "basic ", 6) == 0))
+                sg_mask_add_secret(sp + 1);
+        }
+        return;
+    }
+    for (const sg_json_t *c = sg_json_first(node); c; c = sg_json_next(c))
+        register_secrets(c, sg_json_key(c) ? sg_json_key(c) : key);
+}
+
 worker_registry_t *worker_registry_load(const char *path, const sg_config_t *cfg, sg_err_t *err)
 {
     static const sg_json_limits_t lim = {REGISTRY_MAX_BYTES, 64};
@@ -258,6 +399,7 @@ worker_registry_t *worker_registry_load(const char *path, const sg_config_t *cfg
         with_file(err, path);
         goto err;
     }
+    register_secrets(reg->doc, NULL);
     if (!sg_json_is_object(reg->doc)) {
         bad(err, path, "$", "must be an object");
         goto err;
@@ -326,6 +468,7 @@ void worker_registry_destroy(worker_registry_t *reg)
         free(t->compensation);
         sg_json_destroy(t->target_json);
         sg_json_destroy(t->args_schema);
+        worker_breaker_destroy(t->breaker);
     }
     free(reg->tools);
     sg_json_destroy(reg->doc);

@@ -269,9 +269,11 @@ static char *msg_headers_json(const sg_kafka_msg_t *msg)
 /* Writes a dead letter (ledger row + DLQ message, one statement) for cmd's
  * message.  step < 0 when no step is concerned.  The trail is every
  * attempt row of (saga, step, phase, generation), read in the same
- * transaction, so it includes the attempt finished just before. */
+ * transaction, so it includes the attempt finished just before.  The DLQ
+ * message's headers let plain Kafka tools filter without parsing JSON;
+ * held_until (NULL: not held) goes into the saga.dead_lettered event. */
 static void dead_letter(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, int step,
-                        bool compensate, const sg_err_t *err)
+                        bool compensate, const sg_err_t *err, const char *held_until)
 {
     static const char sql[] =
         "WITH t AS (SELECT count(*) AS n, "
@@ -289,17 +291,25 @@ static void dead_letter(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, int
         "  SELECT $1, $2, $3, $4, $5, $6::int, $7, $8, $9, t.n, t.trail, $10, $11::int, "
         "  $12::bigint, decode($13, 'base64'), to_timestamp($14::bigint / 1000.0), $15::jsonb, "
         "  decode($16, 'base64'), coalesce(t.first_at, now()), greatest(t.last_at, now()), "
-        "  $17, $18 FROM t RETURNING *) "
+        "  $17, $18 FROM t RETURNING *), "
+        "m AS (SELECT dl.*, sagad_dead_letter_message(dl.*::dead_letters, $22::bigint) AS rec "
+        "  FROM dl) "
         "INSERT INTO outbox (topic, key, headers, payload) "
-        "SELECT $20, convert_to(dl.saga_id, 'UTF8'), jsonb_strip_nulls(jsonb_build_object("
-        "  'sagad-type', 'dead_letter', 'sagad-error-code', dl.error_code, "
-        "  'sagad-error-class', dl.error_class, 'sagad-saga-id', dl.saga_id, "
-        "  'sagad-original-topic', dl.original_topic, 'sagad-dead-letter-id', dl.id::text, "
-        "  'sagad-step', dl.step_name, 'sagad-phase', dl.phase, 'traceparent', $21::text)), "
-        "  convert_to(sagad_dead_letter_record(dl.*::dead_letters)::text, 'UTF8') FROM dl";
+        "SELECT $20, convert_to(m.saga_id, 'UTF8'), jsonb_strip_nulls(jsonb_build_object("
+        "  'sagad-type', 'dead_letter', 'sagad-error-code', m.error_code, "
+        "  'sagad-error-class', m.error_class, 'sagad-saga-id', m.saga_id, "
+        "  'sagad-original-topic', m.original_topic, "
+        "  'sagad-original-partition', m.original_partition::text, "
+        "  'sagad-original-offset', m.original_offset::text, 'sagad-dead-letter-id', m.id::text, "
+        "  'sagad-step', m.step_name, 'sagad-step-index', m.step_idx::text, "
+        "  'sagad-tool', m.tool, 'sagad-phase', m.phase, "
+        "  'sagad-payload-omitted', CASE WHEN (m.rec->>'payload_omitted')::boolean "
+        "    THEN 'true' END, 'traceparent', $21::text)), "
+        "  convert_to(m.rec::text, 'UTF8') FROM m";
     const worker_step_t *st = saga && step >= 0 ? &saga->steps[step] : NULL;
     const char *tool = NULL;
-    char sidx[16], part[16], off[24], ts[24], gen[16];
+    char sidx[16], part[16], off[24], ts[24], gen[16], maxb[24];
+    const char *saga_name = saga ? saga->name : NULL;
     const void *key = NULL, *payload = NULL;
     size_t key_len = 0, len = 0;
     char *key64 = NULL, *payload64, *headers;
@@ -315,6 +325,10 @@ static void dead_letter(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, int
                 sg_json_get_str(comp, "$", "tool", false, &tool, NULL);
         }
     }
+    /* A rejected submission has no saga row, but its document names it. */
+    if (!saga && cmd->dec.type == WORKER_CMD_START)
+        saga_name = sg_json_string(sg_json_member(cmd->dec.doc, "name"));
+    snprintf(maxb, sizeof(maxb), "%zu", w->limits.max_bytes);
     snprintf(sidx, sizeof(sidx), "%d", step);
     snprintf(gen, sizeof(gen), "%d", saga ? saga->generation : cmd->dec.generation);
     snprintf(part, sizeof(part), "%d", (int)sg_kafka_msg_partition(cmd->msg));
@@ -332,7 +346,7 @@ static void dead_letter(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, int
                                 err->message,
                                 saga ? saga->saga_id
                                      : (cmd->dec.saga_id[0] ? cmd->dec.saga_id : NULL),
-                                saga ? saga->name : NULL,
+                                saga_name,
                                 st ? sidx : NULL,
                                 st ? st->name : NULL,
                                 tool,
@@ -348,10 +362,13 @@ static void dead_letter(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, int
                                 SAGAD_VERSION,
                                 gen,
                                 w->topic_dlq,
-                                saga ? saga->traceparent : NULL};
-        send(w, sql, 21, params);
+                                saga ? saga->traceparent : NULL,
+                                maxb};
+        send(w, sql, 22, params);
     }
     w->stats.dead_letters++;
+    w->decided = "dead_lettered";
+    sg_metrics_batch_inc(&w->metrics, SG_M_DEAD_LETTERS, SG_LABELS(err->code));
     sg_json_destroy(compdoc);
     free(key64);
     free(payload64);
@@ -369,6 +386,8 @@ static void dead_letter(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, int
     if (saga) {
         sg_json_t *b = st ? step_body(st) : sg_json_new_object();
         add_error(b, err);
+        if (held_until)
+            sg_json_add_str(b, "held_until", held_until);
         event(w, saga, "saga.dead_lettered", b);
     }
 }
@@ -432,6 +451,7 @@ static void terminal(worker_t *w, worker_saga_t *saga, const char *status)
     sg_json_add_node(b, "run_health", run_health(saga));
     snprintf(type, sizeof(type), "saga.%s", status);
     event(w, saga, type, b);
+    sg_metrics_batch_inc(&w->metrics, SG_M_SAGAS_FINISHED, SG_LABELS(status));
     if (strcmp(status, "completed") == 0)
         w->stats.completed++;
     else if (strcmp(status, "compensated") == 0)
@@ -539,12 +559,48 @@ static void comp_failed(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, wor
     sg_json_t *b = step_body(st);
 
     set_step(st, "compensation_failed");
+    sg_metrics_batch_inc(&w->metrics, SG_M_COMPENSATIONS, SG_LABELS("failed"));
     snprintf(st->error_code, sizeof(st->error_code), "%s", err->code);
     add_error(b, err);
     event(w, saga, "step.compensation_failed", b);
     /* The terminal event is the saga's last: consumers stop reading there. */
-    dead_letter(w, cmd, saga, st->idx, true, err);
+    dead_letter(w, cmd, saga, st->idx, true, err, NULL);
     terminal(w, saga, "failed");
+}
+
+/* A forward step that failed as poison: its dead letter, then either the
+ * compensation at once or, with worker.dead_letter_hold_ms, the hold: the
+ * saga waits `held` with nothing undone, so an operator can replay the
+ * step, and a saga.release timer of this generation starts the
+ * compensation when the hold ends (a replay bumps the generation, which
+ * makes that timer stale). */
+static void step_dead_letter(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, worker_step_t *st,
+                             const sg_err_t *err)
+{
+    sg_json_t *c;
+    char until[40], id[WORKER_SAGA_ID_MAX + 32];
+    char *text;
+
+    if (w->hold_ms <= 0) {
+        dead_letter(w, cmd, saga, st->idx, false, err, NULL);
+        begin_compensation(w, saga, st->idx, err);
+        return;
+    }
+    iso_time(until, sizeof(until), w->hold_ms);
+    dead_letter(w, cmd, saga, st->idx, false, err, until);
+    set_saga(saga, "held");
+    c = sg_json_new_object();
+    snprintf(id, sizeof(id), "cmd:%s:release:g%d", saga->saga_id, saga->generation);
+    sg_json_add_int(c, "v", 1);
+    sg_json_add_str(c, "type", "saga.release");
+    sg_json_add_str(c, "id", id);
+    sg_json_add_str(c, "saga_id", saga->saga_id);
+    sg_json_add_int(c, "generation", saga->generation);
+    text = sg_json_print(c);
+    emit(w, w->topic_commands, saga->saga_id, "saga.release", saga->traceparent, text, w->hold_ms);
+    free(text);
+    sg_json_destroy(c);
+    w->stats.held++;
 }
 
 /* ---- decisions --------------------------------------------------------- */
@@ -554,7 +610,11 @@ static void stale(worker_t *w, worker_cmd_t *cmd, const char *why)
     sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
 
     w->stats.stale++;
+    w->decided = "ignored";
+    sg_metrics_batch_inc(&w->metrics, SG_M_DUPLICATES_IGNORED,
+                         SG_LABELS(cmd->state == CMD_RETURNED ? "outcome" : "command"));
     ctx.saga_id = cmd->dec.saga_id;
+    ctx.step = cmd->call.step_name;
     ctx.attempt = cmd->dec.attempt;
     ctx.partition = cmd->part ? sg_kafka_msg_partition(cmd->msg) : -1;
     ctx.offset = cmd->offset;
@@ -614,7 +674,8 @@ static void reject(worker_t *w, worker_cmd_t *cmd, problem_list_t *pl, const cha
     w->stats.rejected++;
     sg_err_set(&err, SG_ERRCLASS_PERMANENT, code, "saga.start rejected: %d problem(s): %s", pl->n,
                pl->text);
-    dead_letter(w, cmd, NULL, -1, false, &err);
+    dead_letter(w, cmd, NULL, -1, false, &err, NULL);
+    w->decided = "rejected";
 }
 
 static char *effective_steps(const sg_json_t *doc, const worker_registry_t *reg)
@@ -751,6 +812,7 @@ static void decide_start(worker_t *w, worker_cmd_t *cmd, worker_saga_t *existing
     saga.dirty = true;
     flush(w, &saga);
     w->stats.started++;
+    sg_metrics_batch_inc(&w->metrics, SG_M_SAGAS_STARTED, NULL);
     free(def);
     free(steps);
     free(input_text);
@@ -848,7 +910,7 @@ static void decide_step(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
         sg_err_set(&err, SG_ERRCLASS_POISON, "input.saga.unknown",
                    "%s for saga %s, which does not exist",
                    comp ? "step.compensate" : "step.execute", cmd->dec.saga_id);
-        dead_letter(w, cmd, NULL, -1, false, &err);
+        dead_letter(w, cmd, NULL, -1, false, &err, NULL);
         return;
     }
     if (cmd->dec.generation != saga->generation) {
@@ -859,7 +921,7 @@ static void decide_step(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
         sg_err_set(&err, SG_ERRCLASS_PERMANENT, "input.schema.invalid",
                    "$.step: %d is past the last step of saga %s (%d steps)", cmd->dec.step,
                    saga->saga_id, saga->nsteps);
-        dead_letter(w, cmd, saga, -1, false, &err);
+        dead_letter(w, cmd, saga, -1, false, &err, NULL);
         flush(w, saga);
         return;
     }
@@ -888,8 +950,7 @@ static void decide_step(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
                 comp_failed(w, cmd, saga, st, &err);
             } else {
                 fail_step(w, saga, st, cmd->dec.attempt, &err);
-                dead_letter(w, cmd, saga, st->idx, false, &err);
-                begin_compensation(w, saga, st->idx, &err);
+                step_dead_letter(w, cmd, saga, st, &err);
             }
             flush(w, saga);
             return;
@@ -912,8 +973,9 @@ static void decide_step(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
         } else {
             fail_step(w, saga, st, cmd->dec.attempt, &err);
             if (strcmp(err.code, "tool.unknown") == 0)
-                dead_letter(w, cmd, saga, st->idx, false, &err);
-            begin_compensation(w, saga, st->idx, &err);
+                step_dead_letter(w, cmd, saga, st, &err);
+            else
+                begin_compensation(w, saga, st->idx, &err);
         }
         flush(w, saga);
         return;
@@ -942,11 +1004,55 @@ static void decide_step(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
     cmd->calls = true;
 }
 
+/* saga.release: the hold of a held saga ended (its timer, or
+ * sagad_release_hold()); the compensation starts below the failed step. */
+static void decide_release(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
+{
+    worker_step_t *st = NULL;
+    sg_err_t err;
+
+    if (!saga) {
+        sg_err_set(&err, SG_ERRCLASS_POISON, "input.saga.unknown",
+                   "saga.release for saga %s, which does not exist", cmd->dec.saga_id);
+        dead_letter(w, cmd, NULL, -1, false, &err, NULL);
+        return;
+    }
+    if (cmd->dec.generation != saga->generation) {
+        stale(w, cmd, "the hold belongs to an older generation (the saga was replayed)");
+        return;
+    }
+    if (strcmp(saga->status, "held") != 0) {
+        stale(w, cmd, "the saga is not held");
+        return;
+    }
+    for (int i = saga->nsteps - 1; i >= 0 && !st; i--)
+        if (strcmp(saga->steps[i].status, "failed") == 0)
+            st = &saga->steps[i];
+    if (!st) {
+        stale(w, cmd, "a held saga without a failed step");
+        return;
+    }
+    /* fail_step() stored the dead letter's code with the step. */
+    sg_err_set(&err, SG_ERRCLASS_POISON, st->error_code,
+               "the hold of the dead-lettered step %s ended without a replay: compensating",
+               st->name);
+    begin_compensation(w, saga, st->idx, &err);
+    flush(w, saga);
+}
+
 void worker_saga_decide(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
 {
+    static const char *const types[] = {"saga.start", "step.execute", "step.compensate",
+                                        "undecodable"};
+    const char *outcome;
+
+    w->decided = NULL;
     switch (cmd->dec.type) {
     case WORKER_CMD_POISON:
-        dead_letter(w, cmd, NULL, -1, false, &cmd->dec.err);
+        dead_letter(w, cmd, NULL, -1, false, &cmd->dec.err, NULL);
+        break;
+    case WORKER_CMD_RELEASE:
+        decide_release(w, cmd, saga);
         break;
     case WORKER_CMD_START:
         decide_start(w, cmd, saga);
@@ -956,6 +1062,14 @@ void worker_saga_decide(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
         decide_step(w, cmd, saga);
         break;
     }
+    /* Nothing said otherwise: a saga.start was stored, a step failed
+     * before any call (deadline, bad arguments). */
+    outcome = cmd->calls                          ? "called"
+              : w->decided                        ? w->decided
+              : cmd->dec.type == WORKER_CMD_START ? "started"
+                                                  : "failed";
+    sg_metrics_batch_inc(&w->metrics, SG_M_COMMANDS_CONSUMED,
+                         SG_LABELS(types[cmd->dec.type], outcome));
 }
 
 /* ---- outcomes ---------------------------------------------------------- */
@@ -1064,6 +1178,9 @@ static bool schedule_retry(worker_t *w, worker_saga_t *saga, worker_step_t *st, 
     if (!comp)
         saga->retry_spent += (int64_t)delay;
     saga->dirty = true;
+    sg_metrics_batch_inc(&w->metrics, SG_M_RETRIES_SCHEDULED, SG_LABELS(r->err.code));
+    if (comp)
+        sg_metrics_batch_inc(&w->metrics, SG_M_COMPENSATIONS, SG_LABELS("retry"));
     command(w, saga, st->idx, comp, attempt + 1, delay > 0 ? (int64_t)delay : 0);
     body = step_body(st);
     sg_json_add_str(body, "phase", comp ? "compensate" : "forward");
@@ -1086,14 +1203,14 @@ static void on_failure(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, work
         if (schedule_retry(w, saga, st, false, cmd, &why))
             return;
         fail_step(w, saga, st, cmd->dec.attempt, &why);
-        dead_letter(w, cmd, saga, st->idx, false, &why);
-        begin_compensation(w, saga, st->idx, &why);
+        step_dead_letter(w, cmd, saga, st, &why);
         return;
     }
     fail_step(w, saga, st, cmd->dec.attempt, &r->err);
     if (r->err.cls == SG_ERRCLASS_POISON)
-        dead_letter(w, cmd, saga, st->idx, false, &r->err);
-    begin_compensation(w, saga, st->idx, &r->err);
+        step_dead_letter(w, cmd, saga, st, &r->err);
+    else
+        begin_compensation(w, saga, st->idx, &r->err);
 }
 
 static void on_comp_failure(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, worker_step_t *st)
@@ -1110,6 +1227,24 @@ static void on_comp_failure(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga,
     comp_failed(w, cmd, saga, st, &r->err);
 }
 
+/* The call's metrics, whatever the saga does with its outcome. */
+static void count_call(worker_t *w, const worker_cmd_t *cmd)
+{
+    const char *tool = cmd->call.tool->name;
+    const worker_result_t *r = &cmd->result;
+
+    sg_metrics_batch_observe(&w->metrics, SG_M_STEP_DURATION, SG_LABELS(tool),
+                             (double)r->latency_ms / 1000.0);
+    if (cmd->dec.type == WORKER_CMD_COMPENSATE) {
+        if (r->status == WORKER_OK)
+            sg_metrics_batch_inc(&w->metrics, SG_M_COMPENSATIONS, SG_LABELS("ok"));
+        return;
+    }
+    sg_metrics_batch_inc(
+        &w->metrics, SG_M_STEPS,
+        SG_LABELS(tool, r->status == WORKER_OK ? "ok" : sg_errclass_name(r->err.cls)));
+}
+
 void worker_saga_complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
 {
     bool comp = cmd->dec.type == WORKER_CMD_COMPENSATE;
@@ -1118,6 +1253,7 @@ void worker_saga_complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
 
     finish_attempt(w, cmd);
     w->stats.calls++;
+    count_call(w, cmd);
     ctx.saga_id = cmd->dec.saga_id;
     ctx.step = cmd->call.step_name;
     ctx.attempt = cmd->dec.attempt;

@@ -61,6 +61,7 @@ void worker_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
 {
     const char *type = NULL, *saga_id = NULL;
     int64_t v = 0, step = 0, attempt = 0, gen = 0;
+    bool release = false;
     sg_err_t *err = &out->err;
 
     memset(out, 0, sizeof(*out));
@@ -92,25 +93,29 @@ void worker_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
         out->type = WORKER_CMD_START;
         return;
     }
-    if (strcmp(type, "step.execute") != 0 && strcmp(type, "step.compensate") != 0) {
+    if (strcmp(type, "saga.release") == 0) {
+        release = true;
+    } else if (strcmp(type, "step.execute") != 0 && strcmp(type, "step.compensate") != 0) {
         sg_err_set(err, SG_ERRCLASS_POISON, "input.message.unknown_type",
                    "$.type: \"%.64s\" is not a command (saga.start, step.execute, "
-                   "step.compensate)",
+                   "step.compensate, saga.release)",
                    type);
         return;
     }
     {
-        static const char *const known[] = {"v",    "type",    "id",        "saga_id",
-                                            "step", "attempt", "generation"};
+        /* saga.release has no step and attempt (the first 5 names). */
+        static const char *const known[] = {"v",          "type", "id",     "saga_id",
+                                            "generation", "step", "attempt"};
+        const size_t nknown = release ? 5 : 7;
         const char *id = NULL;
         for (const sg_json_t *m = sg_json_first(out->doc); m; m = sg_json_next(m)) {
             size_t i;
-            for (i = 0; i < 7 && strcmp(sg_json_key(m), known[i]) != 0; i++)
+            for (i = 0; i < nknown && strcmp(sg_json_key(m), known[i]) != 0; i++)
                 ;
-            if (i == 7) {
+            if (i == nknown) {
                 sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.invalid",
-                           "$.%.64s: additionalProperties: not allowed in a step command",
-                           sg_json_key(m));
+                           "$.%.64s: additionalProperties: not allowed in a %s command",
+                           sg_json_key(m), release ? "saga.release" : "step");
                 return;
             }
         }
@@ -122,17 +127,21 @@ void worker_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
             return;
         }
     }
-    if (sg_json_get_int(out->doc, "$", "step", true, &step, err) < 0 ||
-        sg_json_get_int(out->doc, "$", "attempt", true, &attempt, err) < 0 ||
+    if ((!release && (sg_json_get_int(out->doc, "$", "step", true, &step, err) < 0 ||
+                      sg_json_get_int(out->doc, "$", "attempt", true, &attempt, err) < 0)) ||
         sg_json_get_int(out->doc, "$", "generation", true, &gen, err) < 0)
         goto poison;
+    if (release)
+        attempt = 1;
     if (step < 0 || step >= MAX_STEPS || attempt < 1 || attempt > 1000000 || gen < 1 ||
         gen > 1000000) {
         sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.invalid",
                    "$: step must be 0-%d, attempt and generation 1-1000000", MAX_STEPS - 1);
         return;
     }
-    out->type = type[5] == 'e' ? WORKER_CMD_EXECUTE : WORKER_CMD_COMPENSATE;
+    out->type = release          ? WORKER_CMD_RELEASE
+                : type[5] == 'e' ? WORKER_CMD_EXECUTE
+                                 : WORKER_CMD_COMPENSATE;
     out->step = (int)step;
     out->attempt = (int)attempt;
     out->generation = (int)gen;

@@ -108,20 +108,78 @@ void bench_drop_db(const char *db)
     sg_pg_destroy(admin);
 }
 
-pid_t bench_spawn(const char *prog, char *const *env)
+pid_t bench_spawn_argv(const char *prog, char *const *args, char *const *env, int *out_fd)
 {
     char bin[600];
+    char *argv[16];
+    int fds[2] = {-1, -1};
+    size_t n = 0;
     pid_t pid;
 
     snprintf(bin, sizeof(bin), "%s/%s",
              getenv("SAGAD_BENCH_BIN_DIR") ? getenv("SAGAD_BENCH_BIN_DIR") : "bin", prog);
+    argv[n++] = bin;
+    for (; args && *args && n < 15; args++)
+        argv[n++] = *args;
+    argv[n] = NULL;
+    if (out_fd && pipe(fds) < 0)
+        die("pipe", prog);
     pid = fork();
     if (pid == 0) {
-        char *const argv[] = {bin, "run", NULL};
-        execve(bin, argv, env);
+        char *envp[64], port[] = "SAGAD_HTTP_PORT=0";
+        size_t k = 0;
+
+        /* A free port each (benchmarks run a worker and a relay at once)
+         * unless env sets one: the first occurrence of a name wins. */
+        for (; env && *env && k < 62; env++)
+            envp[k++] = *env;
+        envp[k++] = port;
+        envp[k] = NULL;
+        if (out_fd)
+            dup2(fds[1], 1);
+        execve(bin, argv, envp);
         _exit(127);
     }
+    if (out_fd) {
+        close(fds[1]);
+        *out_fd = fds[0];
+    }
     return pid;
+}
+
+pid_t bench_spawn(const char *prog, char *const *env)
+{
+    char *const args[] = {"run", NULL};
+
+    return bench_spawn_argv(prog, args, env, NULL);
+}
+
+void bench_produce(const char *topic, const char *prefix, int n, double rate, double *sent,
+                   bench_json_fn json_of)
+{
+    const char *extra[] = {"linger.ms", "1", NULL};
+    sg_kafka_t *p = kclient(SG_KAFKA_PRODUCER, extra);
+    double t0 = now_s();
+    sg_err_t err;
+
+    for (int i = 0; i < n; i++) {
+        char id[64], json[2048];
+        int len;
+        snprintf(id, sizeof(id), "%s-%d", prefix, i);
+        len = json_of(json, sizeof(json), id);
+        if (rate > 0)
+            while (now_s() < t0 + i / rate)
+                usleep(200);
+        if (sent)
+            sent[i] = now_s();
+        while (sg_kafka_produce(p, topic, id, strlen(id), json, (size_t)len, NULL, 0, NULL, &err) <
+               0)
+            sg_kafka_poll(p, 10);
+        sg_kafka_poll(p, 0);
+    }
+    if (sg_kafka_flush(p, 60000, &err) < 0)
+        die("flush", err.message);
+    sg_kafka_destroy(p);
 }
 
 void bench_stop(pid_t pid)

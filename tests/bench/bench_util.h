@@ -2,6 +2,7 @@
 #ifndef SAGAD_BENCH_UTIL_H
 #define SAGAD_BENCH_UTIL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -24,6 +25,15 @@ sg_pg_t *bench_setup_db(char *db, size_t db_size, char *dsn, size_t dsn_size);
 void bench_drop_db(const char *db);
 /* Starts bin/<prog> run with env (NULL-terminated "K=V" strings). */
 pid_t bench_spawn(const char *prog, char *const *env);
+/* Starts bin/<prog> with args (NULL-terminated); with out_fd, its stdout
+ * is a pipe whose reading end goes there. */
+pid_t bench_spawn_argv(const char *prog, char *const *args, char *const *env, int *out_fd);
+/* Writes the saga.start JSON of saga_id into out; its length. */
+typedef int (*bench_json_fn)(char *out, size_t size, const char *saga_id);
+/* Produces sagas prefix-0..n-1 (JSON from json_of) to topic; rate per
+ * second (0: as fast as possible); sent[i] gets the produce time. */
+void bench_produce(const char *topic, const char *prefix, int n, double rate, double *sent,
+                   bench_json_fn json_of);
 void bench_stop(pid_t pid);
 int cmp_double(const void *a, const void *b);
 

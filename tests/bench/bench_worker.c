@@ -49,33 +49,9 @@ static int start_json(char *out, size_t size, const char *saga_id)
                     saga_id, saga_id);
 }
 
-/* Produces sagas prefix-0..n-1; rate per second (0: as fast as possible);
- * sent[i] gets the produce time. */
 static void produce(const char *topic, const char *prefix, int n, double rate, double *sent)
 {
-    const char *extra[] = {"linger.ms", "1", NULL};
-    sg_kafka_t *p = kclient(SG_KAFKA_PRODUCER, extra);
-    double t0 = now_s();
-    sg_err_t err;
-
-    for (int i = 0; i < n; i++) {
-        char id[64], json[512];
-        int len;
-        snprintf(id, sizeof(id), "%s-%d", prefix, i);
-        len = start_json(json, sizeof(json), id);
-        if (rate > 0)
-            while (now_s() < t0 + i / rate)
-                usleep(200);
-        if (sent)
-            sent[i] = now_s();
-        while (sg_kafka_produce(p, topic, id, strlen(id), json, (size_t)len, NULL, 0, NULL, &err) <
-               0)
-            sg_kafka_poll(p, 10);
-        sg_kafka_poll(p, 0);
-    }
-    if (sg_kafka_flush(p, 60000, &err) < 0)
-        die("flush", err.message);
-    sg_kafka_destroy(p);
+    bench_produce(topic, prefix, n, rate, sent, start_json);
 }
 
 static double floor_consume(int n)
@@ -208,10 +184,14 @@ static double floor_sql(sg_pg_t *pg, int nsagas)
     return nsagas * STEPS / (now_s() - t0);
 }
 
+/* The relay's and worker's environment: the bench's own settings, then
+ * SAGAD_BENCH_ENV (space-separated KEY=VALUE pairs, e.g.
+ * "SAGAD_WORKER_BATCH_SIZE=64 SAGAD_KAFKA_LINGER_MS=1") for tuning runs. */
 static pid_t start(const char *prog)
 {
-    static char e[12][600];
-    static char *env[13];
+    static char e[8][600], extra[2048];
+    static char *env[8 + 32 + 1];
+    int n = 8;
 
     snprintf(e[0], sizeof(e[0]), "SAGAD_PG_DSN=%s", dsn);
     snprintf(e[1], sizeof(e[1]), "SAGAD_KAFKA_BOOTSTRAP_SERVERS=%s", kafka);
@@ -223,7 +203,12 @@ static pid_t start(const char *prog)
     snprintf(e[7], sizeof(e[7]), "SAGAD_WORKER_GROUP_ID=%s", group);
     for (int i = 0; i < 8; i++)
         env[i] = e[i];
-    env[8] = NULL;
+    if (getenv("SAGAD_BENCH_ENV")) {
+        snprintf(extra, sizeof(extra), "%s", getenv("SAGAD_BENCH_ENV"));
+        for (char *t = strtok(extra, " "); t && n < 8 + 32; t = strtok(NULL, " "))
+            env[n++] = t;
+    }
+    env[n] = NULL;
     return bench_spawn(prog, env);
 }
 

@@ -9,3 +9,4 @@ cd "$(dirname "$0")/../.."
 sagad_services_up
 build/bench/bench-relay
 build/bench/bench-worker
+build/bench/bench-http

@@ -17,6 +17,9 @@
 # SAGAD_FAULTS_PG_PORT. Each scenario's relay log, writer log and consumed
 # topic stay in .run/faults/logs/<scenario>/.
 #
+# During pg_restart an idle worker runs beside the relay: both /readyz must
+# answer 503 naming PostgreSQL while it is down, and 200 after.
+#
 # Every step has its own time limit; the suite takes about 1.5 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -44,6 +47,7 @@ ROWS=$((KEYS * ROUNDS))
 
 relay_pid=
 writer_pid=
+worker_pid=
 scenario=
 db=
 
@@ -93,6 +97,7 @@ cleanup() {
     trap - EXIT INT TERM
     if [[ -n $writer_pid ]] && alive "$writer_pid"; then kill -TERM "$writer_pid" || true; fi
     if [[ -n $relay_pid ]] && alive "$relay_pid"; then kill -KILL "$relay_pid" || true; fi
+    if [[ -n $worker_pid ]] && alive "$worker_pid"; then kill -KILL "$worker_pid" || true; fi
     timeout 60 deploy/local/kafka.sh stop || rc=1
     timeout 90 deploy/local/pg.sh stop || rc=1
     if ((rc == 0)); then
@@ -235,15 +240,84 @@ fault_broker() {
         fail "relay did not log its return to active after the backoff"
 }
 
+# The port of a process's /metrics, /healthz, /readyz endpoint, from its
+# "http endpoint listening" log line (both run with http.port 0).
+endpoint_port() {
+    local line
+    line=$(grep -o '"msg":"http endpoint listening","addr":"127.0.0.1:[0-9]*"' "$1" | head -n 1)
+    [[ -n $line ]] || fail "no endpoint address in $1"
+    echo "${line##*:}" | tr -d '"'
+}
+
+# GET http://127.0.0.1:$1$2: prints the status and the body on one line.
+http_get() {
+    python3 - "$1" "$2" <<'PY'
+import sys, urllib.error, urllib.request
+try:
+    r = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}{sys.argv[2]}", timeout=5)
+    print(r.status, r.read().decode().replace("\n", " | "))
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode().replace("\n", " | "))
+except Exception as e:
+    print(0, e)
+PY
+}
+
+# /readyz of port $1 answers status $2 with $3 in its body.
+readyz_is() {
+    local out
+    out=$(http_get "$1" /readyz)
+    [[ $out == "$2 "* && $out == *"$3"* ]]
+}
+
+# A worker beside the relay during pg_restart, idle on its own topic: its
+# /readyz must fail while PostgreSQL is down and recover after, like the
+# relay's.
+start_worker() {
+    local dir=$logs_dir/$scenario
+    printf '{"v": 1, "tools": {"noop": {"adapter": "builtin", "target": "noop", %s}}}\n' \
+        '"side_effect": "read"' >"$dir/tools.json"
+    export SAGAD_TOPIC_COMMANDS=faults.$scenario.commands SAGAD_TOPIC_EVENTS=faults.$scenario.events
+    export SAGAD_TOPIC_DLQ=faults.$scenario.dlq
+    SAGAD_PG_DSN=$pg_base/$db SAGAD_KAFKA_BOOTSTRAP_SERVERS=$kafka timeout 60 \
+        bin/sagad-worker topics --partitions 2 >"$dir/topics.log" 2>&1 ||
+        fail "worker topics failed: $(cat "$dir/topics.log")"
+    env SAGAD_PG_DSN="$pg_base/$db" SAGAD_KAFKA_BOOTSTRAP_SERVERS="$kafka" \
+        SAGAD_WORKER_REGISTRY="$dir/tools.json" SAGAD_WORKER_GROUP_ID=faults-$scenario \
+        SAGAD_HTTP_PORT=0 bin/sagad-worker run 2>"$dir/worker.log" &
+    worker_pid=$!
+    unset SAGAD_TOPIC_COMMANDS SAGAD_TOPIC_EVENTS SAGAD_TOPIC_DLQ
+}
+
+stop_worker() {
+    local rc=0
+    kill -TERM "$worker_pid"
+    wait "$worker_pid" || rc=$?
+    worker_pid=
+    ((rc == 0)) || fail "sagad-worker exited $rc on SIGTERM, expected 0"
+}
+
 # The fault of pg_restart: PostgreSQL stopped ~8 s while the writer runs;
-# the relay's session (and its shard lock) dies with it.
+# the relay's session (and its shard lock) dies with it.  Both /readyz
+# answer 503 naming PostgreSQL during the outage and 200 after it.
 fault_pg() {
-    local before
+    local before rport wport t0
     before=$(relay_log_lines)
+    rport=$(endpoint_port "$logs_dir/$scenario/relay.log")
+    wport=$(endpoint_port "$logs_dir/$scenario/worker.log")
+    wait_until "relay /readyz 200 before the fault" 30 readyz_is "$rport" 200 ok
+    wait_until "worker /readyz 200 before the fault" 30 readyz_is "$wport" 200 ok
+    t0=$SECONDS
     deploy/local/pg.sh stop
-    outage 8
+    wait_until "relay /readyz 503 naming postgresql" 20 readyz_is "$rport" 503 postgresql
+    wait_until "worker /readyz 503 naming postgresql" 20 readyz_is "$wport" 503 postgresql
+    log "both /readyz answer 503 while the database is down: $(http_get "$wport" /readyz)"
+    outage $((8 - (SECONDS - t0) > 0 ? 8 - (SECONDS - t0) : 1))
     timeout 90 deploy/local/pg.sh start
     log "database back"
+    wait_until "relay /readyz 200 after the restart" 60 readyz_is "$rport" 200 ok
+    wait_until "worker /readyz 200 after the restart" 60 readyz_is "$wport" 200 ok
+    [[ $(http_get "$wport" /healthz) == "200 ok"* ]] || fail "worker /healthz not 200 after the restart"
     relay_must_live "after the database came back"
     wait_until "outbox drained after the database restart" 120 outbox_drained "$db"
     relay_log_since "$before" '"error_code":"pg.' '"to":"backoff"' ||
@@ -273,9 +347,10 @@ run_scenario() {
     sql "$db" "CREATE TABLE fault_writes (round int, part int, PRIMARY KEY (round, part))"
 
     env SAGAD_PG_DSN="$pg_base/$db" SAGAD_KAFKA_BOOTSTRAP_SERVERS="$kafka" \
-        SAGAD_LOG_LEVEL=info "$@" bin/sagad-relay run 2>"$dir/relay.log" &
+        SAGAD_LOG_LEVEL=info SAGAD_HTTP_PORT=0 "$@" bin/sagad-relay run 2>"$dir/relay.log" &
     relay_pid=$!
     wait_until "relay active" 30 relay_log_has '"msg":"took over shard"'
+    if [[ $fault == fault_pg ]]; then start_worker; fi
     writer "$db" "$topic" >"$dir/writer.log" 2>&1 &
     writer_pid=$!
     # The fault strikes mid-stream: some rows published, the writer busy.
@@ -292,6 +367,7 @@ run_scenario() {
     [[ $(published "$db") == "$ROWS" ]] ||
         fail "relay_cursors.published is $(published "$db"), expected $ROWS (each row passed once)"
     stop_relay
+    if [[ -n $worker_pid ]]; then stop_worker; fi
 
     timeout 60 kcat -C -b "$kafka" -t "$topic" -o beginning -e -q \
         -f '%p\t%o\t%k\t%s\n' >"$dir/topic.tsv" || fail "kcat could not read $topic"

@@ -50,8 +50,17 @@ AREAS = ("input", "tool", "runtime", "pg", "kafka", "config", "cli", "relay", "w
 # parts.  Empty after the dot is allowed: "kafka." is a prefix the code
 # completes at run time.
 CODE_SHAPE = re.compile(r"(?:%s)\.[a-z0-9_.*]*" % "|".join(AREAS))
-# A registered code: parts of [a-z0-9_] joined by dots, or a family "x.y.*".
-REGISTRY_CODE = re.compile(r"(?:{0})(?:\.[a-z0-9_]+)+(?:\.\*)?|(?:{0})\.\*".format("|".join(AREAS)))
+# A registered code: parts of [a-z0-9_] joined by dots, or a family "x.y.*",
+# or a status family "x.y.{4xx}" (STATUS_FAMILIES).
+REGISTRY_CODE = re.compile(r"(?:{0})(?:\.[a-z0-9_]+)+(?:\.\*|\.\{{[345]xx\}})?|(?:{0})\.\*"
+                           .format("|".join(AREAS)))
+# The only placeholders a code may end in: the HTTP statuses of one hundred.
+# tool.http.{5xx} covers tool.http.500 .. tool.http.599 and nothing else; a
+# status registered by itself (tool.http.429) takes precedence.
+STATUS_FAMILIES = {"{3xx}": re.compile(r"3[0-9]{2}"), "{4xx}": re.compile(r"4[0-9]{2}"),
+                   "{5xx}": re.compile(r"5[0-9]{2}")}
+# A printf integer conversion: what fills in a status family at run time.
+INT_CONV = re.compile(r"%(?:hh|h|ll|l|j|z|t)?[diu]")
 PRINTF_CONV = re.compile(r"%[-+ #0]*[0-9*]*(?:\.[0-9*]+)?(?:hh|h|ll|l|j|z|t|L)?[diouxXcsp]")
 CONFIG_ROW = re.compile(r'\{\s*"([^"\\]+)"\s*,\s*SG_CONFIG_[A-Z]+')
 CLASS_THEN_CODE = re.compile(r'SG_ERRCLASS_([A-Z]+)\s*,\s*"([^"\\]*)"')
@@ -302,8 +311,10 @@ def check_fixtures(schemas, report):
             for stale in expect:
                 report.fail(rel(base / kind / "EXPECT"), "names %s, which does not exist" % stale)
     if FIXTURE_DIR.is_dir():
+        # Schema fixtures are the folders with valid/ or invalid/ inside;
+        # others (exec/: child programs of the exec adapter tests) are not.
         for d in sorted(p for p in FIXTURE_DIR.iterdir() if p.is_dir()):
-            if d.name not in schemas:
+            if d.name not in schemas and ((d / "valid").is_dir() or (d / "invalid").is_dir()):
                 report.fail(rel(d), "fixtures for schemas/%s.schema.json, which does not exist"
                             % d.name)
     return counts
@@ -394,16 +405,38 @@ def c_string_literals(text):
         yield pending
 
 
+def status_family_class(code, codes):
+    """The class of code through a status family ("tool.http.503" ->
+    tool.http.{5xx}), or None."""
+    prefix, _, last = code.rpartition(".")
+    for placeholder, digits in STATUS_FAMILIES.items():
+        family = "%s.%s" % (prefix, placeholder)
+        if family in codes and digits.fullmatch(last):
+            return codes[family]
+    return None
+
+
+def class_of(code, codes):
+    """The registered class of a concrete code: its own entry, else its
+    status family."""
+    return codes[code] if code in codes else status_family_class(code, codes)
+
+
 def covered(literal, codes):
-    """Registered exactly, or under a family "x.y.*".  A formatted literal
-    ("tool.http.%d") or a bare prefix ("kafka.") needs a family covering the
-    part known at compile time."""
+    """Registered exactly, under a family "x.y.*", or a status under its
+    status family.  A formatted literal ("tool.http.%ld") is covered only
+    by the status families of its prefix (one integer conversion, last), a
+    bare prefix ("kafka.") only by a "x.y.*" family."""
     families = [c[:-1] for c in codes if c.endswith(".*")]
     conv = PRINTF_CONV.search(literal)
+    if conv and INT_CONV.fullmatch(conv.group()) and conv.end() == len(literal):
+        prefix = literal[:conv.start()]
+        if any(prefix + p in codes for p in STATUS_FAMILIES):
+            return True
     if conv or literal.endswith("."):
         fixed = literal[:conv.start()] if conv else literal
         return any(fixed.startswith(f) for f in families)
-    return literal in codes or any(literal.startswith(f) for f in families)
+    return class_of(literal, codes) is not None or any(literal.startswith(f) for f in families)
 
 
 def check_sources(codes, report):
@@ -426,10 +459,11 @@ def check_sources(codes, report):
         # registry must say the same.
         for m in CLASS_THEN_CODE.finditer(text):
             cls, code = m.group(1).lower(), m.group(2)
-            if code in codes and codes[code] != cls:
+            registered = class_of(code, codes)
+            if registered is not None and registered != cls:
                 report.fail("%s:%d" % (rel(path), text.count("\n", 0, m.start()) + 1),
                             "\"%s\" is raised as %s here but registered as %s"
-                            % (code, cls, codes[code]))
+                            % (code, cls, registered))
     return len(files), seen
 
 

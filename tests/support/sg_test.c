@@ -1,6 +1,7 @@
 #include "sg_test.h"
 
 #include <criterion/criterion.h>
+#include <curl/curl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -135,6 +136,9 @@ void sgt_spawn(sgt_proc_t *p, const char *prog, const char *const *args, const c
     static char kept[3][1024];
 
     envp[e++] = "PATH=/usr/local/bin:/usr/bin:/bin";
+    /* Tests run many binaries at once: each endpoint on a free port (it
+     * logs it), unless the test's env sets one (a later entry wins). */
+    envp[e++] = "SAGAD_HTTP_PORT=0";
     /* Sanitizer settings follow the test binary into the child unchanged,
      * so a sanitizer run behaves the same in both. */
     for (size_t i = 0; i < 3; i++) {
@@ -356,4 +360,43 @@ long long sgt_query_intf(struct sg_pg_s *pg, const char *fmt, ...)
     va_end(ap);
     cr_assert(n > 0 && (size_t)n < sizeof(sql), "statement too long");
     return sgt_query_int(pg, sql);
+}
+
+static size_t http_body(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    char **buf = ((char ***)ud)[0];
+    size_t *len = ((size_t **)ud)[1], n = size * nmemb;
+
+    *buf = realloc(*buf, *len + n + 1);
+    cr_assert_not_null(*buf);
+    memcpy(*buf + *len, ptr, n);
+    *len += n;
+    (*buf)[*len] = '\0';
+    return n;
+}
+
+char *sgt_http(const char *method, const char *url, const char *body, long *status)
+{
+    char *out = calloc(1, 1);
+    size_t len = 0;
+    void *sink[2] = {&out, &len};
+    struct curl_slist *hl = curl_slist_append(NULL, "Content-Type: application/json");
+    CURL *c = curl_easy_init();
+    CURLcode rc;
+
+    cr_assert(c && hl && out);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+    if (body)
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, sink);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+    rc = curl_easy_perform(c);
+    cr_assert_eq(rc, CURLE_OK, "%s %s: %s", method, url, curl_easy_strerror(rc));
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(c);
+    return out;
 }

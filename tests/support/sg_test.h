@@ -89,4 +89,8 @@ double sgt_now_s(void);
 long long sgt_query_intf(struct sg_pg_s *pg, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* One HTTP request (JSON body or NULL); the response body (malloc'd,
+ * caller frees) and its status.  The test fails when no answer comes. */
+char *sgt_http(const char *method, const char *url, const char *body, long *status);
+
 #endif

@@ -48,6 +48,7 @@ void sgw_reader_close(sgw_reader_t *r)
 {
     for (size_t i = 0; i < r->n; i++) {
         sg_json_destroy(r->v[i].doc);
+        sg_json_destroy(r->v[i].headers);
         free(r->v[i].raw);
     }
     free(r->v);
@@ -65,7 +66,9 @@ void sgw_reader_poll(sgw_reader_t *r, int ms)
     while (sgt_now_s() < end) {
         sgw_msg_t *m;
         const char *data, *key, *code;
-        size_t len, klen, clen;
+        size_t len, klen, clen, hlen;
+        const char *hname;
+        const void *hval;
 
         if (sg_kafka_consume(r->c, 50, &msg, &err) != 1)
             continue;
@@ -90,6 +93,12 @@ void sgw_reader_poll(sgw_reader_t *r, int ms)
             snprintf(m->key, sizeof(m->key), "%.*s", (int)klen, key);
         if ((code = sg_kafka_msg_header(msg, "sagad-error-code", &clen)))
             snprintf(m->code, sizeof(m->code), "%.*s", (int)clen, code);
+        m->headers = sg_json_new_object();
+        for (size_t i = 0; sg_kafka_msg_header_at(msg, i, &hname, &hval, &hlen); i++) {
+            char *v = hval ? strndup(hval, hlen) : NULL;
+            sg_json_add_str(m->headers, hname, v ? v : "");
+            free(v);
+        }
         m->partition = sg_kafka_msg_partition(msg);
         m->offset = sg_kafka_msg_offset(msg);
         sg_kafka_msg_destroy(msg);
@@ -436,4 +445,54 @@ const sg_json_t *sgw_run_health(const sg_json_t *ev)
 
     cr_assert_not_null(h, "terminal event %s without run_health", sgw_jstr(ev, "type"));
     return h;
+}
+
+/* ---- checkout-svc -------------------------------------------------------- */
+
+void sgw_checkout_start(sgt_bg_t *svc, const char *const *args, char *base, size_t base_size)
+{
+    static const char prefix[] = "checkout-svc listening on ";
+    static const char *const env[] = {NULL};
+    const char *argv[32] = {"--listen", "127.0.0.1:0"};
+    size_t n = 2;
+    char line[256];
+
+    for (; args && *args; args++) {
+        cr_assert_lt(n, sizeof(argv) / sizeof(argv[0]) - 1);
+        argv[n++] = *args;
+    }
+    argv[n] = NULL;
+    cr_assert(sgt_bg_start_line(svc, "checkout-svc", argv, env, line, sizeof(line), 30),
+              "checkout-svc printed no line: %s", sgt_bg_tail(svc));
+    cr_assert_eq(strncmp(line, prefix, strlen(prefix)), 0, "unexpected first line: %s", line);
+    snprintf(base, base_size, "%s", line + strlen(prefix));
+}
+
+void sgw_checkout_stop(sgt_bg_t *svc)
+{
+    int rc;
+
+    if (!svc->started || svc->joined)
+        return;
+    sgt_bg_signal(svc, SIGTERM);
+    rc = sgt_bg_join(svc, 60);
+    cr_expect_eq(rc, 0, "checkout-svc exited %d after SIGTERM: %s", rc, sgt_bg_tail(svc));
+}
+
+const sg_json_t *sgw_checkout_requests(const char *base, const char *path, sg_json_t **doc)
+{
+    char url[512];
+    long status = 0;
+    char *body;
+    const sg_json_t *arr;
+
+    snprintf(url, sizeof(url), "%s/_admin/requests?path=%s", base, path);
+    body = sgt_http("GET", url, NULL, &status);
+    cr_assert_eq(status, 200, "GET %s: %ld %s", url, status, body);
+    *doc = sg_json_parse(body, strlen(body), &(sg_json_limits_t){64 << 20, 64}, NULL);
+    cr_assert_not_null(*doc, "GET %s: not JSON: %.200s", url, body);
+    free(body);
+    arr = sg_json_member(*doc, "requests");
+    cr_assert(sg_json_is_array(arr), "GET %s: no requests array", url);
+    return arr;
 }

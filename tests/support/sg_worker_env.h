@@ -44,7 +44,8 @@ typedef struct sgw_msg_s {
     char *raw;      /* the payload's bytes, NUL added */
     size_t len;
     char key[160];
-    char code[96]; /* sagad-error-code header, "" when absent */
+    char code[96];      /* sagad-error-code header, "" when absent */
+    sg_json_t *headers; /* every header, name -> value as text */
     int32_t partition;
     int64_t offset;
 } sgw_msg_t;
@@ -141,5 +142,15 @@ size_t sgw_saga_events(const char *saga_id, const sg_json_t **out, size_t max);
  * with seq 1..N in that order; returns them through out (max 64). */
 size_t sgw_expect_events(const char *saga_id, const sg_json_t **out, ...);
 const sg_json_t *sgw_run_health(const sg_json_t *ev);
+
+/* checkout-svc (examples/checkout) on a free port with args (e.g.
+ * "--fault", SPEC, ...; NULL-terminated); its base URL into base. */
+void sgw_checkout_start(sgt_bg_t *svc, const char *const *args, char *base, size_t base_size);
+/* SIGTERM; it must exit 0. */
+void sgw_checkout_stop(sgt_bg_t *svc);
+/* The service's request log (GET /_admin/requests?path=path): the
+ * "requests" array, oldest first, in a document the caller destroys
+ * (*doc). */
+const sg_json_t *sgw_checkout_requests(const char *base, const char *path, sg_json_t **doc);
 
 #endif

@@ -9,6 +9,7 @@
 
 #include "sagad/sg_config.h"
 #include "sagad/sg_json.h"
+#include "sagad/sg_mask.h"
 #include "unit.h"
 
 static char errstr[1024];
@@ -474,7 +475,7 @@ static void expect_masked(const char *dsn, const char *shown, const char *secret
 {
     char out[512];
 
-    sg_config_mask_dsn(dsn, out, sizeof(out));
+    sg_mask(dsn, out, sizeof(out));
     cr_assert_str_eq(out, shown, "masking %s", dsn);
     assert_not_contains(out, secret);
 }
@@ -503,7 +504,7 @@ Test(config, mask_dsn_without_password_is_unchanged)
     char out[256];
 
     for (size_t i = 0; i < sizeof(dsns) / sizeof(dsns[0]); i++) {
-        sg_config_mask_dsn(dsns[i], out, sizeof(out));
+        sg_mask(dsns[i], out, sizeof(out));
         cr_assert_str_eq(out, dsns[i]);
     }
 }
@@ -514,7 +515,7 @@ Test(config, mask_dsn_key_value_with_spaces_around_equals)
 {
     char out[256];
 
-    sg_config_mask_dsn("host=x password = s3cret user=u", out, sizeof(out));
+    sg_mask("host=x password = s3cret user=u", out, sizeof(out));
     assert_not_contains(out, "s3cret");
 }
 
@@ -524,7 +525,7 @@ Test(config, mask_dsn_hides_every_password_keyword)
 {
     char out[256];
 
-    sg_config_mask_dsn("host=x sslpassword=k3y password=s3cret", out, sizeof(out));
+    sg_mask("host=x sslpassword=k3y password=s3cret", out, sizeof(out));
     assert_not_contains(out, "k3y");
     assert_not_contains(out, "s3cret");
 }

@@ -22,9 +22,10 @@
 #define SG_EXIT_INFRA   4 /* PostgreSQL or Kafka unreachable or failing */
 
 typedef struct sg_cli_s {
-    const char *prog;      /* e.g. "sagad-worker" */
-    const char *component; /* log component, e.g. "worker" */
-    sg_config_t *cfg;      /* loaded and checked before a command runs */
+    const char *prog;        /* e.g. "sagad-worker" */
+    const char *component;   /* log component, e.g. "worker" */
+    sg_config_t *cfg;        /* loaded and checked before a command runs */
+    const char *config_path; /* --config or SAGAD_CONFIG, NULL when none */
 } sg_cli_t;
 
 typedef struct sg_cli_cmd_s {
@@ -53,6 +54,13 @@ int sg_cli_main(const sg_cli_app_t *app, int argc, char **argv);
 extern volatile sig_atomic_t sg_cli_running;
 extern volatile sig_atomic_t sg_cli_stop_now;
 void sg_cli_trap_signals(void);
+
+/* SIGHUP sets sg_cli_reload_requested (sg_cli_trap_signals installs it);
+ * the main loop calls sg_cli_reload() every turn, which then re-reads the
+ * reloadable keys (log.level) from the config file and the environment,
+ * applies them and logs the change.  A bad value is logged and ignored. */
+extern volatile sig_atomic_t sg_cli_reload_requested;
+void sg_cli_reload(sg_cli_t *cli);
 
 /* Milliseconds on a monotonic clock, for deadlines and latencies. */
 uint64_t sg_cli_now_ms(void);

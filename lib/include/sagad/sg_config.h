@@ -63,6 +63,12 @@ int sg_config_load_file(sg_config_t *cfg, const char *path, char *errstr, size_t
 int sg_config_load_env(sg_config_t *cfg, char *const *envp, char *errstr, size_t errstr_size)
     __attribute__((warn_unused_result));
 
+/* SIGHUP: applies only the reloadable keys of the file (path may be NULL)
+ * and of envp, in that order; other lines and variables are skipped
+ * unchecked.  On a bad value returns -1 with errstr; earlier keys stay set. */
+int sg_config_load_reloadable(sg_config_t *cfg, const char *path, char *const *envp, char *errstr,
+                              size_t errstr_size) __attribute__((warn_unused_result));
+
 /* Checks that every required key has a value. */
 int sg_config_check(const sg_config_t *cfg, char *errstr, size_t errstr_size)
     __attribute__((warn_unused_result));
@@ -91,9 +97,5 @@ void sg_config_write_sample(FILE *out);
 
 /* The environment variable name of a table key: "pg.dsn" -> "SAGAD_PG_DSN". */
 void sg_config_env_name(const char *key, char *out, size_t out_size);
-
-/* Copies a PostgreSQL DSN (URL or key=value form) with the password
- * replaced by "****". */
-void sg_config_mask_dsn(const char *dsn, char *out, size_t out_size);
 
 #endif

@@ -134,6 +134,14 @@ int sg_kafka_wake_fd(sg_kafka_t *k, int fd);
  * asynchronous, best effort. */
 void sg_kafka_commit_offset(sg_kafka_t *k, const char *topic, int32_t partition, int64_t next);
 
+/* True once the consumer joined its group: its first assignment arrived,
+ * even an empty one (more consumers than partitions). */
+bool sg_kafka_group_joined(const sg_kafka_t *k);
+
+/* The partition's high watermark as last seen by fetching (no request is
+ * sent), -1 when not known yet. */
+int64_t sg_kafka_high_watermark(sg_kafka_t *k, const char *topic, int32_t partition);
+
 /* Partitions currently assigned to this consumer, -1 on error. */
 int sg_kafka_assignment_count(sg_kafka_t *k);
 
