@@ -3,8 +3,9 @@
  * relays) gets SIGTERM.  It must exit 0 within its grace period, the other
  * must take its work over, and nothing may be lost or done twice: every
  * saga completes, every ledger effect happens once, every event reaches
- * the events topic once and in order.  Each test has its own database,
- * topics and group (tests/support/sg_worker_env). */
+ * the events topic once and in order; and a draining worker's /readyz
+ * answers 503 at once.  Each test has its own database, topics and group
+ * (tests/support/sg_worker_env). */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "../support/sg_worker_env.h"
+#include "../support/sgt_prom.h"
 
 #define ROLL_PARTITIONS 4
 #define ROLL_SAGAS      240
@@ -135,6 +137,28 @@ static void expect_everything_done_once(bool clean_drain)
     }
 }
 
+/* ---- probes ---------------------------------------------------------------- */
+
+/* Polls pr's /readyz on port until it answers want; returns the body
+ * (caller frees).  Fails when pr exits first. */
+static char *readyz_until(sgt_bg_t *pr, int port, int want)
+{
+    double deadline = sgt_now_s() + SGW_WAIT_S;
+    char *body = NULL;
+    int status;
+
+    while ((status = sgt_http_get(port, "/readyz", &body)) != want) {
+        cr_assert(!sgt_bg_done(pr), "exited before /readyz answered %d (last %d): %s", want, status,
+                  sgt_bg_tail(pr));
+        cr_assert_lt(sgt_now_s(), deadline, "/readyz still %d, expected %d: %s", status, want,
+                     body ? body : "");
+        free(body);
+        body = NULL;
+        usleep(50000);
+    }
+    return body;
+}
+
 /* ---- workers --------------------------------------------------------------- */
 
 /* Two workers, A (sgw.worker) and B, under the load; SIGTERM to A in the
@@ -143,17 +167,22 @@ static void expect_everything_done_once(bool clean_drain)
 static void roll_one_worker(const char *drain_env, int grace_s, bool clean_drain)
 {
     const char *common[] = {drain_env, NULL};
+    char a_port[40];
+    const char *a_env[] = {"SAGAD_WORKER_ID=roll-a", a_port, NULL};
     const char *b_env[] = {"SAGAD_WORKER_ID=roll-b", NULL};
+    int port = sgt_free_port();
     sgt_bg_t *b;
     load_t load;
     long long a_parts;
+    char *body;
     int rc;
 
+    snprintf(a_port, sizeof(a_port), "SAGAD_HTTP_PORT=%d", port);
     sgw_world_start(NULL, ROLL_PARTITIONS, common);
-    sgw_env_add("SAGAD_WORKER_ID=roll-a"); /* worker A; B overrides it */
     sgt_bg_start(&sgw.relay, "sagad-relay", sgw_run_args, sgw.env);
-    sgt_bg_start(&sgw.worker, "sagad-worker", sgw_run_args, sgw.env);
+    sgw_start(&sgw.worker, "sagad-worker", a_env);
     b = sgw_proc_start("sagad-worker", b_env);
+    free(readyz_until(&sgw.worker, port, 200));
     /* Both are members and own partitions before the load starts. */
     sgw_wait_int(2, "SELECT count(DISTINCT owner) FROM consumer_offsets WHERE owner IN "
                     "('roll-a', 'roll-b')");
@@ -166,6 +195,11 @@ static void roll_one_worker(const char *drain_env, int grace_s, bool clean_drain
     sgw_wait_int(1, "SELECT least(count(*), 1) FROM attempts WHERE worker_id = 'roll-a' AND "
                     "finished_at IS NULL AND step_idx = 1");
     sgt_bg_signal(&sgw.worker, SIGTERM);
+    /* Kubernetes takes A out of its Service as soon as it drains, while the
+     * call still runs. */
+    body = readyz_until(&sgw.worker, port, 503);
+    cr_expect(strstr(body, "draining") != NULL, "503 names the drain: %s", body);
+    free(body);
     rc = sgt_bg_join(&sgw.worker, grace_s);
     cr_assert_eq(rc, 0, "worker A exits 0 within its %d s grace period, got %d: %s", grace_s, rc,
                  sgt_bg_tail(&sgw.worker));
@@ -228,16 +262,23 @@ static void wait_holder(int pid)
 Test(rolling, sigterm_to_the_active_relay_lets_the_standby_publish_the_rest)
 {
     const char *common[] = {"SAGAD_RELAY_STANDBY_POLL_MS=200", NULL};
+    char standby_port[40];
+    const char *standby_env[] = {standby_port, NULL};
+    int port = sgt_free_port();
     sgt_bg_t *standby;
     load_t load;
     long long published_by_a;
     int rc;
 
+    snprintf(standby_port, sizeof(standby_port), "SAGAD_HTTP_PORT=%d", port);
     sgw_world_start(NULL, ROLL_PARTITIONS, common);
     sgt_bg_start(&sgw.relay, "sagad-relay", sgw_run_args, sgw.env);
     wait_holder(sgw.relay.p.pid);
-    standby = sgw_proc_start("sagad-relay", NULL);
+    standby = sgw_proc_start("sagad-relay", standby_env);
     sgt_bg_start(&sgw.worker, "sagad-worker", sgw_run_args, sgw.env);
+    /* A standby is ready too (its lock state is known): the relay
+     * Deployment's readiness probe keeps both replicas in service. */
+    free(readyz_until(standby, port, 200));
 
     load_start(&load);
     wait_submitted(&load, ROLL_SAGAS / 3);

@@ -230,21 +230,24 @@ void sgw_pair_start(const char *extra_tools, int partitions, const char *const *
     sgt_bg_start(&sgw.worker, "sagad-worker", sgw_run_args, sgw.env);
 }
 
-sgt_bg_t *sgw_proc_start(const char *prog, const char *const *extra_env)
+void sgw_start(sgt_bg_t *pr, const char *prog, const char *const *extra_env)
 {
     const char *env[SGW_MAX_ENV * 2 + 1];
     size_t n = 0;
-    sgt_bg_t *pr;
 
-    cr_assert_lt(sgw.nprocs, SGW_MAX_PROCS, "too many processes for one test");
-    pr = &sgw.procs[sgw.nprocs++];
     for (size_t i = 0; i < sgw.nenv; i++)
         env[n++] = sgw.env[i];
     for (; extra_env && *extra_env && n < SGW_MAX_ENV * 2; extra_env++)
         env[n++] = *extra_env;
     env[n] = NULL;
     sgt_bg_start(pr, prog, sgw_run_args, env);
-    return pr;
+}
+
+sgt_bg_t *sgw_proc_start(const char *prog, const char *const *extra_env)
+{
+    cr_assert_lt(sgw.nprocs, SGW_MAX_PROCS, "too many processes for one test");
+    sgw_start(&sgw.procs[sgw.nprocs], prog, extra_env);
+    return &sgw.procs[sgw.nprocs++];
 }
 
 /* SIGTERM to both: each drains and exits 0.  The worker's stderr stays in

@@ -98,8 +98,11 @@ void sgw_worker_cli(const char *const *args);
 void sgw_world_start(const char *extra_tools, int partitions, const char *const *extra_env);
 /* sgw_world_start, then a relay (sgw.relay) and a worker (sgw.worker). */
 void sgw_pair_start(const char *extra_tools, int partitions, const char *const *extra_env);
-/* Starts `prog run` with the test's environment plus extra_env (later
- * entries win); teardown stops what is still running. */
+/* Starts `prog run` in pr with the test's environment plus extra_env
+ * (later entries win). */
+void sgw_start(sgt_bg_t *pr, const char *prog, const char *const *extra_env);
+/* sgw_start into one more process of the world; teardown stops what is
+ * still running. */
 sgt_bg_t *sgw_proc_start(const char *prog, const char *const *extra_env);
 /* SIGTERM to both; each must exit 0.  The worker's stderr stays in
  * sgw.worker.err. */
