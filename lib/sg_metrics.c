@@ -65,16 +65,17 @@ static const sg_metric_def_t catalog[SG_M__COUNT] = {
                              W | R,
                              "Updates counted under the label value _other because the metric "
                              "reached its bound of label combinations."},
-    [SG_M_COMMANDS_CONSUMED] = {"sagad_commands_consumed_total",
-                                SG_METRIC_COUNTER,
-                                {"type", "outcome"},
-                                NULL,
-                                0,
-                                32,
-                                W,
-                                "Commands decided, by type (saga.start, step.execute, "
-                                "step.compensate, undecodable) and outcome (started, rejected, "
-                                "called, ignored, failed, dead_lettered); counted once committed."},
+    [SG_M_COMMANDS_CONSUMED] =
+        {"sagad_commands_consumed_total",
+         SG_METRIC_COUNTER,
+         {"type", "outcome"},
+         NULL,
+         0,
+         32,
+         W,
+         "Commands decided, by type (saga.start, step.execute, "
+         "step.compensate, saga.release, undecodable) and outcome (started, rejected, "
+         "called, ignored, failed, dead_lettered); counted once committed."},
     [SG_M_DUPLICATES_IGNORED] = {"sagad_duplicates_ignored_total",
                                  SG_METRIC_COUNTER,
                                  {"phase"},

@@ -1042,8 +1042,11 @@ static void decide_release(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
 
 void worker_saga_decide(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
 {
-    static const char *const types[] = {"saga.start", "step.execute", "step.compensate",
-                                        "undecodable"};
+    static const char *const types[] = {[WORKER_CMD_START] = "saga.start",
+                                        [WORKER_CMD_EXECUTE] = "step.execute",
+                                        [WORKER_CMD_COMPENSATE] = "step.compensate",
+                                        [WORKER_CMD_RELEASE] = "saga.release",
+                                        [WORKER_CMD_POISON] = "undecodable"};
     const char *outcome;
 
     w->decided = NULL;
