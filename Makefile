@@ -96,7 +96,14 @@ $(LIBSAGAD): $(LIB_OBJS)
 
 $(BINDIR)/sagad-worker: $(WORKER_OBJS) $(LIBSAGAD)
 $(BINDIR)/sagad-relay: $(RELAY_OBJS) $(LIBSAGAD)
-$(BINDIR)/dlq-tool: $(DLQ_OBJS) $(LIBSAGAD)
+# dlq-tool checks edited submissions with the worker's own rules: it links
+# the worker's modules (an archive, so only what it uses is pulled in).
+WORKER_LIB := $(BUILD)/libworker.a
+$(WORKER_LIB): $(filter-out %/main.o,$(WORKER_OBJS))
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BINDIR)/dlq-tool: $(DLQ_OBJS) $(WORKER_LIB) $(LIBSAGAD)
 $(BINDIR)/checkout-svc: $(CHECKOUT_OBJS) $(LIBSAGAD)
 $(CHECKOUT_OBJS): EXTRA_CFLAGS := $(MHD_CFLAGS)
 $(BINDIR)/checkout-svc: EXTRA_LIBS := $(MHD_LIBS)
@@ -125,11 +132,15 @@ $(BUILD)/bench/%.o: tests/bench/%.c
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 BENCH_WORKER := $(BUILD)/bench/bench-worker
+BENCH_DLQ := $(BUILD)/bench/bench-dlq
 
 $(BENCH_RELAY): $(BUILD)/bench/bench_relay.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
 $(BENCH_WORKER): $(BUILD)/bench/bench_worker.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
+$(BENCH_DLQ): $(BUILD)/bench/bench_dlq.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
 BENCH_HTTP := $(BUILD)/bench/bench-http
@@ -138,7 +149,7 @@ $(BENCH_HTTP): $(BUILD)/bench/bench_http.o $(BUILD)/bench/bench_util.o $(LIBSAGA
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
 # bench: throughput and latency beside the raw floors (not a test).
-bench: deps all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_HTTP)
+bench: deps all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_HTTP) $(BENCH_DLQ)
 	tests/bench/run.sh
 
 deps-build: DEB_PKGS := $(BUILD_DEB_PKGS)

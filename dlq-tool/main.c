@@ -1,8 +1,109 @@
-/* dlq-tool: the on-call operator's view of the dead-letter ledger. */
-#include "sagad/sg_cli.h"
+/* dlq-tool: the on-call operator's view of the dead-letter ledger.  Every
+ * command, its options and its `--help` come from the table below. */
+#include "dlq.h"
+
+#define FILTER_OPTS                                                                                \
+    {"--code", "CODE", "error code, e.g. tool.unknown; a trailing * matches a prefix"},            \
+        {"--class", "CLASS", "error class: transient, throttled, timeout, permanent, poison"},     \
+        {"--saga", "SAGA_ID", "dead letters of one saga"},                                         \
+        {"--tool", "TOOL", "dead letters of steps calling this tool"},                             \
+        {"--step", "STEP", "step index or step name"},                                             \
+        {"--since", "WHEN", "created at or after: a timestamp, or an age like 30m, 2h, 7d"},       \
+        {"--until", "WHEN", "created before: a timestamp, or an age like 30m, 2h, 7d"},            \
+    {                                                                                              \
+        "--status", "STATUS", "pending, replayed, discarded or any"                                \
+    }
+
+static const sg_cli_opt_t list_opts[] = {
+    FILTER_OPTS,
+    {"--limit", "N", "at most N entries (default 50)"},
+    {"--before", "ID", "only entries older than ID (the next page)"},
+    {"--json", NULL, "one JSON object per line"},
+    {NULL, NULL, NULL},
+};
+
+static const sg_cli_opt_t json_opt[] = {
+    {"--json", NULL, "machine-readable JSON"},
+    {NULL, NULL, NULL},
+};
+
+static const sg_cli_opt_t stats_opts[] = {
+    {"--json", NULL, "one JSON object"},
+    {"--prometheus", NULL, "Prometheus text format (for a textfile collector)"},
+    {NULL, NULL, NULL},
+};
+
+static const sg_cli_opt_t replay_opts[] = {
+    FILTER_OPTS,
+    {"--reason", "TEXT", "why (required; kept in the replays ledger)"},
+    {"--operator", "NAME", "who replays (default $USER)"},
+    {"--dry-run", NULL, "print what would happen; change nothing"},
+    {"--rate", "N/s", "at most N entries per second (also N/m)"},
+    {"--limit", "N", "at most N entries"},
+    {"--parallel", "N",
+     "entries replayed at once, each on its own connection (default 4, at most 32)"},
+    {"--yes", NULL, "no confirmation for a bulk replay (required when not at a terminal)"},
+    {"--force", NULL, "replay an entry already replayed or discarded again"},
+    {"--json", NULL, "one JSON object per entry"},
+    {NULL, NULL, NULL},
+};
+
+static const sg_cli_opt_t edit_opts[] = {
+    {"--set", "PATH=VALUE", "set a member (JSON value, else a string); repeatable"},
+    {"--reason", "TEXT", "why, kept with the revision"},
+    {"--operator", "NAME", "who edits (default $USER)"},
+    {NULL, NULL, NULL},
+};
+
+static const sg_cli_opt_t discard_opts[] = {
+    {"--reason", "TEXT", "why (required)"},
+    {"--operator", "NAME", "who discards (default $USER)"},
+    {NULL, NULL, NULL},
+};
+
+static const sg_cli_opt_t tail_opts[] = {
+    {"--from-beginning", NULL, "start at the oldest message still in the topic"},
+    {"--max", "N", "stop after N entries"},
+    {"--json", NULL, "print each record as received"},
+    {NULL, NULL, NULL},
+};
 
 static const sg_cli_cmd_t dlq_cmds[] = {
-    {"migrate", sg_cli_cmd_migrate, "", "apply the database migrations and exit"},
+    {"list", dlq_cmd_list, "[FILTERS] [--limit N] [--json]", "dead letters, newest first",
+     list_opts,
+     "Without --status every status is listed.  Exit 1 when nothing matches.\n"
+     "Example: dlq-tool list --code 'tool.http.*' --status pending --since 2h\n"},
+    {"show", dlq_cmd_show, "ID [--json]",
+     "one entry: the record, payload, attempt trail, saga state and replays", json_opt,
+     "The payload shown is the latest revision (see edit).\n"},
+    {"stats", dlq_cmd_stats, "[--json | --prometheus]",
+     "counts by code and class, pending by age, oldest pending, replays by outcome", stats_opts,
+     NULL},
+    {"replay", dlq_cmd_replay, "ID... | FILTERS  --reason TEXT [options]",
+     "re-inject entries, one transaction each, under a new saga generation", replay_opts,
+     "Each entry is replayed in one transaction: a replays row, the entry marked\n"
+     "replayed, the saga's generation bumped (fresh idempotency keys), and the command\n"
+     "in the outbox with headers sagad-replay-of and sagad-replay-id.  By the saga's\n"
+     "state: held -> the failed step runs again (completed steps do not); compensated\n"
+     "-> the saga runs again from step 0; failed -> the failed compensation runs again;\n"
+     "no step (a rejected or undecodable submission) -> the payload (latest revision)\n"
+     "is submitted again.  A saga still running or compensating is refused (exit 3).\n"
+     "A filter selects pending entries unless --status says otherwise, oldest first.\n"
+     "Exit 3 when any entry was refused (already replayed: use --force).\n"},
+    {"edit", dlq_cmd_edit, "ID [--set PATH=VALUE]...",
+     "fix a rejected submission's payload ($EDITOR, or --set), saved as a new revision", edit_opts,
+     "The result must pass the worker's saga.start rules and the tool registry\n"
+     "(worker.registry); otherwise every problem is printed as `JSON path: rule` and\n"
+     "nothing is saved (exit 3).  PATH is like steps[1].tool or input.order.qty.\n"
+     "Example: dlq-tool edit 42 --set steps[1].tool=inventory.reserve\n"},
+    {"discard", dlq_cmd_discard, "ID... --reason TEXT",
+     "mark entries resolved without replay (kept, not deleted)", discard_opts,
+     "Discarding the entry of a held saga releases the hold: the saga compensates.\n"},
+    {"saga", dlq_cmd_saga, "SAGA_ID [--json]",
+     "the saga's timeline: attempts, compensations, dead letters, edits, replays", json_opt, NULL},
+    {"tail", dlq_cmd_tail, "[--from-beginning] [--max N] [--json]",
+     "follow the DLQ topic live, one line per new entry", tail_opts, NULL},
+    {"migrate", sg_cli_cmd_migrate, "", "apply the database migrations and exit", NULL, NULL},
 };
 
 int main(int argc, char **argv)

@@ -13,6 +13,8 @@
 #      is malformed and is rejected and dead-lettered;
 #   5. each saga's timeline printed from the events topic, and what
 #      checkout-svc saw.
+#   6. the malformed saga shown by dlq-tool list and show, a partial fix
+#      refused, the fix made with dlq-tool edit --set, replayed, completing.
 #
 # checkout-svc, the relay and the worker keep running afterwards; `make
 # demo-stop` (or `examples/demo.sh stop`) stops them, `make down` stops
@@ -183,5 +185,44 @@ echo "== dead letters of this run"
 psql "$SAGAD_PG_DSN" -c "SELECT id, error_code, saga_id, left(message, 70) AS message
     FROM dead_letters WHERE saga_id LIKE '%-$suffix' ORDER BY id"
 
+# ---- dlq-tool: the malformed saga found, fixed and replayed (issue 6) ----
+# Self-contained: needs only ${ids[2]} (the malformed saga), SAGAD_PG_DSN,
+# SAGAD_WORKER_REGISTRY and the SAGAD_TOPIC_* variables exported above.
+# The fix uses no email step: email.send answers 400 by now.
+bad=${ids[2]}
+echo "== dlq-tool list --saga $bad"
+bin/dlq-tool list --saga "$bad"
+dl=$(bin/dlq-tool list --saga "$bad" --json --limit 1 |
+    python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["id"])')
+echo
+echo "== dlq-tool show $dl"
+bin/dlq-tool show "$dl"
+echo
+echo "== dlq-tool edit $dl: a partial fix is refused with the path and rule of each problem"
+bin/dlq-tool edit "$dl" --set 'steps[1].args.sku=B7' --operator demo || echo "(exit $?: refused, nothing saved)"
+echo
+echo "== dlq-tool edit $dl --set ...: the whole fix"
+bin/dlq-tool edit "$dl" --operator demo --reason "demo: fix the submission" \
+    --set 'steps[0].name=reserve' --set 'steps[0].tool=inventory.reserve' \
+    --set 'steps[0].args={"sku": "B7", "qty": 1}' \
+    --set 'steps[1].name=charge' --set 'steps[1].tool=payment.charge' \
+    --set 'steps[1].args={"amount_cents": 1999}' \
+    --set 'steps[2].name=ship' --set 'steps[2].tool=shipping.book'
+echo
+echo "== dlq-tool replay $dl"
+bin/dlq-tool replay "$dl" --reason "demo: fixed submission" --operator demo
+deadline=$((SECONDS + 60))
+until [ "$(psql "$SAGAD_PG_DSN" -Atc "SELECT status FROM sagas WHERE saga_id = '$bad'")" = completed ]; do
+    if [ $SECONDS -ge $deadline ]; then
+        echo "demo: replayed saga $bad did not complete in 60 s; see $run/worker.log" >&2
+        exit 1
+    fi
+    sleep 0.5
+done
+echo "  $bad: completed"
+echo
+echo "== dlq-tool saga $bad"
+bin/dlq-tool saga "$bad"
+echo
 echo "checkout-svc, the relay and the worker are still running."
 echo "Stop them with: make demo-stop    (and PostgreSQL + Kafka with: make down)"

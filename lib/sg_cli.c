@@ -24,6 +24,7 @@ static void usage(const sg_cli_app_t *app, FILE *out)
         snprintf(left, sizeof(left), "%s %s", app->cmds[i].name, app->cmds[i].args);
         fprintf(out, "  %-28s %s\n", left, app->cmds[i].help);
     }
+    fprintf(out, "\n`%s COMMAND --help` describes a command and its options.\n", app->prog);
     fprintf(out, "\noptions:\n"
                  "  --config FILE     config file of `key = value` lines (also SAGAD_CONFIG)\n"
                  "  --print-config    print the effective config, secrets masked, and exit\n"
@@ -66,7 +67,7 @@ int sg_cli_main(const sg_cli_app_t *app, int argc, char **argv)
     const char *config_path = getenv("SAGAD_CONFIG");
     bool print_config = false;
     const sg_cli_cmd_t *cmd;
-    sg_cli_t cli = {app->prog, app->component, NULL, NULL};
+    sg_cli_t cli = {app->prog, app->component, NULL, NULL, NULL};
     sg_log_level_t level;
     char errstr[1024];
     int i, rc;
@@ -105,6 +106,13 @@ int sg_cli_main(const sg_cli_app_t *app, int argc, char **argv)
             usage(app, stderr);
         return SG_EXIT_USAGE;
     }
+    for (int j = i + 1; cmd && j < argc && strcmp(argv[j], "--") != 0; j++) {
+        if (strcmp(argv[j], "--help") == 0 || strcmp(argv[j], "-h") == 0) {
+            sg_cli_cmd_help(app->prog, cmd, stdout);
+            return SG_EXIT_OK;
+        }
+    }
+    cli.cmd = cmd;
     cli.config_path = config_path;
     cli.cfg = load_config(config_path, errstr, sizeof(errstr));
     if (!cli.cfg) {
@@ -124,6 +132,125 @@ int sg_cli_main(const sg_cli_app_t *app, int argc, char **argv)
     rc = cmd->fn(&cli, argc - i, argv + i);
     sg_config_destroy(cli.cfg);
     return rc;
+}
+
+void sg_cli_cmd_help(const char *prog, const sg_cli_cmd_t *cmd, FILE *out)
+{
+    fprintf(out, "usage: %s [--config FILE] %s%s%s\n\n%s\n", prog, cmd->name,
+            cmd->args[0] ? " " : "", cmd->args, cmd->help);
+    if (cmd->opts && cmd->opts[0].name) {
+        fprintf(out, "\noptions:\n");
+        for (const sg_cli_opt_t *o = cmd->opts; o->name; o++) {
+            char left[64];
+
+            snprintf(left, sizeof(left), "%s%s%s", o->name, o->arg ? " " : "",
+                     o->arg ? o->arg : "");
+            fprintf(out, "  %-22s %s\n", left, o->help);
+        }
+    }
+    if (cmd->detail)
+        fprintf(out, "\n%s", cmd->detail);
+    fprintf(out, "\nExit codes: 0 ok, 1 nothing matched or failed, 2 usage or config error,\n"
+                 "3 refused for safety, 4 PostgreSQL or Kafka unavailable.\n");
+}
+
+static const sg_cli_opt_t *find_opt(const sg_cli_opt_t *opts, const char *name, size_t *idx)
+{
+    for (size_t i = 0; opts && opts[i].name; i++) {
+        if (strcmp(opts[i].name, name) == 0) {
+            *idx = i;
+            return &opts[i];
+        }
+    }
+    return NULL;
+}
+
+static int parse_fail(const sg_cli_t *cli, sg_cli_args_t *args, const char *what, const char *arg)
+{
+    fprintf(stderr, "%s %s: %s %s (try %s %s --help)\n", cli->prog, cli->cmd->name, what, arg,
+            cli->prog, cli->cmd->name);
+    sg_cli_args_free(args);
+    return -1;
+}
+
+int sg_cli_parse(const sg_cli_t *cli, int argc, char **argv, sg_cli_args_t *args)
+{
+    const sg_cli_opt_t *opts = cli->cmd->opts;
+    bool only_pos = false;
+
+    memset(args, 0, sizeof(*args));
+    while (opts && opts[args->nopts].name)
+        args->nopts++;
+    args->opts = opts;
+    args->argc = argc;
+    args->vals = calloc(args->nopts * (size_t)argc + 1, sizeof(*args->vals));
+    args->nvals = calloc(args->nopts + 1, sizeof(*args->nvals));
+    args->pos = calloc((size_t)argc + 1, sizeof(*args->pos));
+    if (!args->vals || !args->nvals || !args->pos)
+        abort();
+    for (int i = 1; i < argc; i++) {
+        const sg_cli_opt_t *o;
+        char name[64];
+        const char *val = NULL, *eq;
+        size_t idx;
+
+        if (only_pos || argv[i][0] != '-' || strcmp(argv[i], "-") == 0) {
+            args->pos[args->npos++] = argv[i];
+            continue;
+        }
+        if (strcmp(argv[i], "--") == 0) {
+            only_pos = true;
+            continue;
+        }
+        /* --name=value is the same as --name value */
+        eq = strchr(argv[i], '=');
+        snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - argv[i]) : (int)strlen(argv[i]),
+                 argv[i]);
+        if (!(o = find_opt(opts, name, &idx)))
+            return parse_fail(cli, args, "unknown option", argv[i]);
+        if (o->arg) {
+            if (eq)
+                val = eq + 1;
+            else if (i + 1 < argc)
+                val = argv[++i];
+            else
+                return parse_fail(cli, args, "missing value for", argv[i]);
+        } else if (eq) {
+            return parse_fail(cli, args, "takes no value:", argv[i]);
+        } else {
+            val = "";
+        }
+        args->vals[idx * (size_t)argc + args->nvals[idx]++] = val;
+    }
+    return 0;
+}
+
+void sg_cli_args_free(sg_cli_args_t *args)
+{
+    free(args->vals);
+    free(args->nvals);
+    free(args->pos);
+    memset(args, 0, sizeof(*args));
+}
+
+size_t sg_cli_opt_all(const sg_cli_args_t *args, const char *name, const char *const **vals)
+{
+    size_t idx;
+
+    if (!find_opt(args->opts, name, &idx) || args->nvals[idx] == 0) {
+        *vals = NULL;
+        return 0;
+    }
+    *vals = &args->vals[idx * (size_t)args->argc];
+    return args->nvals[idx];
+}
+
+const char *sg_cli_opt(const sg_cli_args_t *args, const char *name)
+{
+    const char *const *vals;
+    size_t n = sg_cli_opt_all(args, name, &vals);
+
+    return n ? vals[n - 1] : NULL;
 }
 
 int sg_cli_cmd_migrate(sg_cli_t *cli, int argc, char **argv)

@@ -372,6 +372,29 @@ void sg_json_add_node(sg_json_t *obj, const char *key, sg_json_t *child)
         abort();
 }
 
+void sg_json_set(sg_json_t *obj, const char *key, sg_json_t *child)
+{
+    if (cJSON_GetObjectItemCaseSensitive(obj, key)) {
+        if (!cJSON_ReplaceItemInObjectCaseSensitive(obj, key, child))
+            abort();
+    } else {
+        sg_json_add_node(obj, key, child);
+    }
+}
+
+int sg_json_set_at(sg_json_t *arr, size_t idx, sg_json_t *child)
+{
+    size_t n = (size_t)cJSON_GetArraySize(arr);
+
+    if (idx > n || idx > (size_t)INT32_MAX)
+        return -1;
+    if (idx == n)
+        sg_json_append(arr, child);
+    else if (!cJSON_ReplaceItemInArray(arr, (int)idx, child))
+        abort();
+    return 0;
+}
+
 void sg_json_append(sg_json_t *arr, sg_json_t *child)
 {
     if (!cJSON_AddItemToArray(arr, child))
@@ -381,6 +404,15 @@ void sg_json_append(sg_json_t *arr, sg_json_t *child)
 char *sg_json_print(const sg_json_t *node)
 {
     char *s = cJSON_PrintUnformatted(node);
+
+    if (!s)
+        abort();
+    return s;
+}
+
+char *sg_json_print_pretty(const sg_json_t *node)
+{
+    char *s = cJSON_Print(node);
 
     if (!s)
         abort();

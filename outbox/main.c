@@ -2,10 +2,10 @@
 #include "outbox.h"
 
 static const sg_cli_cmd_t outbox_cmds[] = {
-    {"run", outbox_cmd_run, "", "publish the outbox and fire due timers until SIGTERM"},
+    {"run", outbox_cmd_run, "", "publish the outbox and fire due timers until SIGTERM", NULL, NULL},
     {"status", outbox_cmd_status, "",
-     "backlog, oldest unpublished age, cursor and holder per shard"},
-    {"migrate", sg_cli_cmd_migrate, "", "apply the database migrations and exit"},
+     "backlog, oldest unpublished age, cursor and holder per shard", NULL, NULL},
+    {"migrate", sg_cli_cmd_migrate, "", "apply the database migrations and exit", NULL, NULL},
 };
 
 int main(int argc, char **argv)

@@ -5,12 +5,13 @@
 #include "worker.h"
 
 static const sg_cli_cmd_t worker_cmds[] = {
-    {"run", worker_cmd_run, "", "consume step commands and run sagas until SIGTERM"},
+    {"run", worker_cmd_run, "", "consume step commands and run sagas until SIGTERM", NULL, NULL},
     {"check-registry", worker_cmd_check_registry, "[FILE]",
-     "check a tool registry file (default: worker.registry) and list its tools"},
+     "check a tool registry file (default: worker.registry) and list its tools", NULL, NULL},
     {"topics", worker_cmd_topics, "[--partitions N]",
-     "create the commands, events and dead-letter topics when missing (default 6 partitions)"},
-    {"migrate", sg_cli_cmd_migrate, "", "apply the database migrations and exit"},
+     "create the commands, events and dead-letter topics when missing (default 6 partitions)", NULL,
+     NULL},
+    {"migrate", sg_cli_cmd_migrate, "", "apply the database migrations and exit", NULL, NULL},
 };
 
 int main(int argc, char **argv)

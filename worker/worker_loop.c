@@ -1,7 +1,8 @@
 /* The worker loop: fetch, decide in batches, call, commit.
  *
  * One thread owns Kafka and PostgreSQL.  Each turn it
- *   1. takes what Kafka has (up to worker.max_in_flight held commands),
+ *   1. takes what Kafka has (up to worker.max_in_flight unfinished commands,
+ *      and a window of WINDOW_FACTOR times that behind the stored offset),
  *   2. takes the calls the pool finished,
  *   3. runs ONE transaction over a batch of both: the saga rows are locked,
  *      each command is decided (worker_saga.c), and the offsets of the
@@ -36,6 +37,13 @@
 #define WORKER_SCHEMA_VERSION 5    /* 0005: the held status */
 #define HOUSEKEEPING_MS       1000 /* gauges, SIGHUP */
 #define PG_PING_MS            5000 /* an idle worker checks its session this often */
+/* A finished command waits in its partition's FIFO until every offset
+ * before it is finished too; it then keeps only its offset (its message
+ * and decoding are freed), so a slow command at the head holds back the
+ * stored offset but not the commands behind it.  The window of commands
+ * held, finished or not, is still bounded: this many times
+ * worker.max_in_flight. */
+#define WINDOW_FACTOR 16
 
 struct worker_part_s {
     int32_t partition;
@@ -68,7 +76,9 @@ typedef struct loop_s {
     vec_t ready;     /* READY, in arrival order */
     vec_t returned;  /* RETURNED, from the pool */
     vec_t graveyard; /* abandoned or finished, freed at the end of the turn */
-    size_t held;     /* commands held (not FINISHED, not freed) */
+    size_t held;     /* commands held (not freed), finished or not */
+    size_t active;   /* held and not FINISHED: what worker.max_in_flight bounds */
+    vec_t lighten;   /* FINISHED but still in a FIFO: shed their payload at turn end */
     size_t calling;
     bool paused;
     int kafka_pipe[2];
@@ -206,13 +216,24 @@ static void call_free(worker_call_t *call)
     memset(call, 0, sizeof(*call));
 }
 
-static void cmd_free(loop_t *L, worker_cmd_t *cmd)
+/* Frees what a command holds besides its place in the FIFO. */
+static void cmd_shed(worker_cmd_t *cmd)
 {
     sg_kafka_msg_destroy(cmd->msg);
+    cmd->msg = NULL;
     sg_json_destroy(cmd->dec.doc);
+    cmd->dec.doc = NULL;
     sg_pg_res_destroy(cmd->attempt_res);
+    cmd->attempt_res = NULL;
     call_free(&cmd->call);
     worker_result_clear(&cmd->result);
+}
+
+static void cmd_free(loop_t *L, worker_cmd_t *cmd)
+{
+    if (cmd->state != CMD_FINISHED)
+        L->active--;
+    cmd_shed(cmd);
     free(cmd);
     L->held--;
 }
@@ -638,7 +659,9 @@ static void after_commit(loop_t *L, worker_cmd_t **batch, size_t n)
         }
         c->finishing = false;
         c->state = CMD_FINISHED;
+        L->active--;
         saga_dequeue(L, c);
+        vec_push(&L->lighten, c);
     }
     for (size_t i = 0; i < L->nparts; i++) {
         worker_part_t *p = L->parts[i];
@@ -745,6 +768,13 @@ static void process(loop_t *L, worker_cmd_t **batch, size_t n)
 
 static int64_t on_rebalance(void *opaque, bool assigned, const char *topic, int32_t partition);
 
+/* Enough taken: max_in_flight unfinished commands, or the whole window. */
+static bool intake_full(const loop_t *L)
+{
+    return (int)L->active >= L->max_in_flight ||
+           L->held >= (size_t)L->max_in_flight * WINDOW_FACTOR;
+}
+
 static void intake(loop_t *L)
 {
     sg_kafka_msg_t *msg;
@@ -753,7 +783,7 @@ static void intake(loop_t *L)
 
     while (read(L->kafka_pipe[0], drain, sizeof(drain)) > 0)
         ;
-    while ((int)L->held < L->max_in_flight) {
+    while (!intake_full(L)) {
         int rc = sg_kafka_consume(L->consumer, 0, &msg, &err);
         worker_part_t *p;
         worker_cmd_t *cmd;
@@ -777,6 +807,7 @@ static void intake(loop_t *L)
         if (!cmd)
             abort();
         L->held++;
+        L->active++;
         L->w.stats.consumed++;
         cmd->msg = msg;
         cmd->part = p;
@@ -791,9 +822,10 @@ static void intake(loop_t *L)
         worker_decode(payload ? payload : "", payload ? len : 0, &L->w.limits, &cmd->dec);
         saga_enqueue(L, cmd);
     }
-    if (!L->paused && (int)L->held >= L->max_in_flight) {
+    if (!L->paused && intake_full(L)) {
         L->paused = sg_kafka_pause(L->consumer, true) == 0;
-    } else if (L->paused && (int)L->held < L->max_in_flight * 3 / 4) {
+    } else if (L->paused && (int)L->active < L->max_in_flight * 3 / 4 &&
+               L->held < (size_t)L->max_in_flight * WINDOW_FACTOR * 3 / 4) {
         L->paused = !(sg_kafka_pause(L->consumer, false) == 0);
     }
 }
@@ -821,6 +853,11 @@ static void take_returned(loop_t *L)
 
 static void bury(loop_t *L)
 {
+    /* Lightened first: a command can be in both lists (finished, then
+     * popped in the same turn), and the graveyard frees it. */
+    for (size_t i = 0; i < L->lighten.n; i++)
+        cmd_shed(L->lighten.v[i]);
+    L->lighten.n = 0;
     for (size_t i = 0; i < L->graveyard.n; i++)
         cmd_free(L, L->graveyard.v[i]);
     L->graveyard.n = 0;
@@ -1150,6 +1187,7 @@ static void teardown(loop_t *L)
     }
     bury(L);
     free(L->graveyard.v);
+    free(L->lighten.v);
     free(L->parts);
     free(L->ready.v);
     free(L->returned.v);

@@ -182,6 +182,21 @@ void bench_produce(const char *topic, const char *prefix, int n, double rate, do
     sg_kafka_destroy(p);
 }
 
+/* Runs a program to its end, its stdout read and dropped. */
+int bench_run(const char *prog, char *const *args, char *const *env)
+{
+    char buf[4096];
+    int fd, status;
+    pid_t pid = bench_spawn_argv(prog, args, env, &fd);
+
+    while (read(fd, buf, sizeof(buf)) > 0)
+        ;
+    close(fd);
+    if (pid < 0 || waitpid(pid, &status, 0) < 0)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 void bench_stop(pid_t pid)
 {
     int status;

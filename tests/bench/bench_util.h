@@ -35,6 +35,9 @@ typedef int (*bench_json_fn)(char *out, size_t size, const char *saga_id);
 void bench_produce(const char *topic, const char *prefix, int n, double rate, double *sent,
                    bench_json_fn json_of);
 void bench_stop(pid_t pid);
+/* Runs bin/<prog> args... (NULL-terminated) with env, stdout discarded;
+ * its exit code. */
+int bench_run(const char *prog, char *const *args, char *const *env);
 int cmp_double(const void *a, const void *b);
 
 #endif

@@ -10,3 +10,4 @@ sagad_services_up
 build/bench/bench-relay
 build/bench/bench-worker
 build/bench/bench-http
+build/bench/bench-dlq

@@ -498,14 +498,18 @@ Test(worker, replayed_step_command_has_no_effect, .timeout = 120)
 
 #define FAST_SAGAS 100
 
-Test(worker, slow_step_does_not_block_its_partition, .timeout = 120)
+/* One saga sleeps sleep_ms at the head of the only partition while
+ * FAST_SAGAS one-step sagas behind it on the same partition must all
+ * complete first. */
+static void slow_head_fast_tail(const char *const *env, int sleep_ms)
 {
-    static const char *const env[] = {"SAGAD_WORKER_THREADS=4", NULL};
-    char id[32];
+    char id[32], steps[128];
     size_t slow_at = 0, fast_before = 0;
 
     sgw_pair_start(NULL, 1, env);
-    sgw_submit("slow", "[{\"name\": \"nap\", \"tool\": \"sleep\", \"args\": {\"ms\": 2000}}]");
+    snprintf(steps, sizeof(steps),
+             "[{\"name\": \"nap\", \"tool\": \"sleep\", \"args\": {\"ms\": %d}}]", sleep_ms);
+    sgw_submit("slow", steps);
     for (int i = 0; i < FAST_SAGAS; i++) {
         snprintf(id, sizeof(id), "fast-%03d", i);
         sgw_submit(id, "[{\"name\": \"only\", \"tool\": \"noop\"}]");
@@ -534,6 +538,26 @@ Test(worker, slow_step_does_not_block_its_partition, .timeout = 120)
         sgw_q_int("SELECT count(*) FROM sagas WHERE saga_id LIKE 'fast-%%' AND updated_at <= "
                   "(SELECT updated_at FROM sagas WHERE saga_id = 'slow')"),
         FAST_SAGAS);
+}
+
+Test(worker, slow_step_does_not_block_its_partition, .timeout = 120)
+{
+    static const char *const env[] = {"SAGAD_WORKER_THREADS=4", NULL};
+
+    slow_head_fast_tail(env, 2000);
+}
+
+/* worker.max_in_flight counts unfinished commands: the fast sagas' finished
+ * commands wait behind the sleeping one for the offset to move, but do not
+ * use up the limit (16 here, against 2 x FAST_SAGAS commands behind it;
+ * counting them, intake would stop after 15 and the test fail).  The nap is
+ * long so that 16 at a time has ample time on a loaded machine. */
+Test(worker, finished_commands_behind_a_slow_one_do_not_stop_intake, .timeout = 120)
+{
+    static const char *const env[] = {"SAGAD_WORKER_THREADS=4", "SAGAD_WORKER_MAX_IN_FLIGHT=16",
+                                      NULL};
+
+    slow_head_fast_tail(env, 8000);
 }
 
 Test(worker, crash_loop_dead_letters_after_limit, .timeout = 180)

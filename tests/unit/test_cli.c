@@ -280,3 +280,30 @@ Test(cli, migrate_with_malformed_url_never_prints_the_password)
     assert_not_contains(r.err, "hunter2");
     assert_not_contains(r.out, "hunter2");
 }
+
+/* `COMMAND --help` is generated from the command table, for every binary,
+ * without a config (no pg.dsn needed). */
+Test(cli, command_help_is_generated_from_the_table)
+{
+    run_t r = run("dlq-tool", ARGS("replay", "--help"), NO_ENV);
+
+    expect_exit(&r, "dlq-tool", SG_EXIT_OK);
+    assert_contains(r.out, "usage: dlq-tool [--config FILE] replay");
+    assert_contains(r.out, "--rate N/s");
+    assert_contains(r.out, "--dry-run");
+    assert_contains(r.out, "3 refused for safety");
+    r = run("sagad-worker", ARGS("topics", "--help"), NO_ENV);
+    expect_exit(&r, "sagad-worker", SG_EXIT_OK);
+    assert_contains(r.out, "topics [--partitions N]");
+}
+
+Test(cli, unknown_option_of_a_command_is_a_usage_error_naming_it)
+{
+    run_t r = run("dlq-tool", ARGS("list", "--colour", "red"),
+                  ARGS("SAGAD_PG_DSN=postgresql://u@127.0.0.1:1/db"));
+
+    expect_exit(&r, "dlq-tool", SG_EXIT_USAGE);
+    assert_contains(r.err, "unknown option --colour");
+    assert_contains(r.err, "dlq-tool list --help");
+    cr_assert_str_eq(r.out, "");
+}

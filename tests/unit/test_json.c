@@ -633,6 +633,24 @@ Test(json, built_integers_round_trip_up_to_2_pow_53)
     }
 }
 
+Test(json, set_replaces_or_adds_and_set_at_appends_only_at_the_end)
+{
+    sg_json_t *root = parse_ok("{\"a\": 1, \"l\": [1, 2]}"), *two = sg_json_new_object();
+    sg_json_t *l = (sg_json_t *)sg_json_member(root, "l");
+    char *text;
+
+    sg_json_set(root, "a", sg_json_new_array());
+    sg_json_set(root, "b", sg_json_new_object());
+    cr_assert_eq(sg_json_set_at(l, 0, sg_json_new_array()), 0);
+    cr_assert_eq(sg_json_set_at(l, 2, sg_json_new_object()), 0, "index == size appends");
+    cr_assert_eq(sg_json_set_at(l, 9, two), -1, "past the end is refused");
+    sg_json_destroy(two); /* still ours */
+    text = sg_json_print(root);
+    cr_expect_str_eq(text, "{\"a\":[],\"l\":[[],2,{}],\"b\":{}}");
+    free(text);
+    sg_json_destroy(root);
+}
+
 /* A string can be a document of its own (a logged request body that is
  * not JSON) and a child of an object afterwards. */
 Test(json, string_root_prints_escaped_and_can_be_adopted)

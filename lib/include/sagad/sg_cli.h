@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "sagad/sg_config.h"
 
@@ -21,19 +22,31 @@
 #define SG_EXIT_REFUSED 3 /* refused for safety */
 #define SG_EXIT_INFRA   4 /* PostgreSQL or Kafka unreachable or failing */
 
+typedef struct sg_cli_cmd_s sg_cli_cmd_t;
+
 typedef struct sg_cli_s {
     const char *prog;        /* e.g. "sagad-worker" */
     const char *component;   /* log component, e.g. "worker" */
     sg_config_t *cfg;        /* loaded and checked before a command runs */
     const char *config_path; /* --config or SAGAD_CONFIG, NULL when none */
+    const sg_cli_cmd_t *cmd; /* the command being run */
 } sg_cli_t;
 
-typedef struct sg_cli_cmd_s {
+/* One option of a subcommand.  The table ends with a {NULL} entry. */
+typedef struct sg_cli_opt_s {
+    const char *name; /* "--code" */
+    const char *arg;  /* "CODE", or NULL for a flag */
+    const char *help; /* one line */
+} sg_cli_opt_t;
+
+struct sg_cli_cmd_s {
     const char *name;
     int (*fn)(sg_cli_t *cli, int argc, char **argv); /* argv[0] is the command */
     const char *args;                                /* e.g. "[--dry-run] ID..." */
     const char *help;                                /* one line */
-} sg_cli_cmd_t;
+    const sg_cli_opt_t *opts; /* NULL: the command parses its own arguments */
+    const char *detail;       /* NULL, or paragraphs for `COMMAND --help` */
+};
 
 typedef struct sg_cli_app_s {
     const char *prog;
@@ -44,7 +57,8 @@ typedef struct sg_cli_app_s {
 } sg_cli_app_t;
 
 /* Parses argv, loads the config and runs the chosen command.  Returns the
- * process exit code. */
+ * process exit code.  `COMMAND --help` prints the command's help,
+ * generated from its table entry, without loading the config. */
 int sg_cli_main(const sg_cli_app_t *app, int argc, char **argv);
 
 /* Lifecycle of the long-running `run` commands.  sg_cli_trap_signals()
@@ -64,6 +78,35 @@ void sg_cli_reload(sg_cli_t *cli);
 
 /* Milliseconds on a monotonic clock, for deadlines and latencies. */
 uint64_t sg_cli_now_ms(void);
+
+/* Arguments of a command parsed against its opts table: options in any
+ * order before, between or after the positional arguments ("--" ends the
+ * options); an option that takes a value may repeat (every value is kept,
+ * in order). */
+typedef struct sg_cli_args_s {
+    const sg_cli_opt_t *opts;
+    size_t nopts;
+    const char **vals; /* nopts lists of values, argc slots each */
+    size_t *nvals;
+    const char **pos; /* positional arguments */
+    size_t npos;
+    int argc;
+} sg_cli_args_t;
+
+/* Parses argv (argv[0] is the command) against cli->cmd->opts.  An
+ * unknown option or a missing value is reported on stderr with the hint
+ * `try COMMAND --help`; then -1 is returned (exit code SG_EXIT_USAGE) and
+ * nothing needs freeing. */
+int sg_cli_parse(const sg_cli_t *cli, int argc, char **argv, sg_cli_args_t *args)
+    __attribute__((warn_unused_result));
+void sg_cli_args_free(sg_cli_args_t *args);
+/* The last value of an option ("" for a flag given), NULL when absent. */
+const char *sg_cli_opt(const sg_cli_args_t *args, const char *name);
+/* Every value of an option, in order; the count. */
+size_t sg_cli_opt_all(const sg_cli_args_t *args, const char *name, const char *const **vals);
+
+/* Writes `prog COMMAND --help`: usage, summary, options, detail. */
+void sg_cli_cmd_help(const char *prog, const sg_cli_cmd_t *cmd, FILE *out);
 
 /* The `migrate` command every binary offers. */
 int sg_cli_cmd_migrate(sg_cli_t *cli, int argc, char **argv);

@@ -109,6 +109,11 @@ void sg_json_add_int(sg_json_t *obj, const char *key, int64_t val);
 void sg_json_add_bool(sg_json_t *obj, const char *key, bool val);
 void sg_json_add_node(sg_json_t *obj, const char *key, sg_json_t *child);
 void sg_json_append(sg_json_t *arr, sg_json_t *child);
+/* Editing (takes child): sg_json_set replaces member key of obj, or adds
+ * it; sg_json_set_at replaces item idx of arr, or appends when idx is its
+ * size, and returns -1 (child untouched, still the caller's) past that. */
+void sg_json_set(sg_json_t *obj, const char *key, sg_json_t *child);
+int sg_json_set_at(sg_json_t *arr, size_t idx, sg_json_t *child);
 
 /* Deep copy (the caller destroys it); NULL for NULL. */
 sg_json_t *sg_json_dup(const sg_json_t *node);
@@ -117,5 +122,7 @@ void sg_json_add_null(sg_json_t *obj, const char *key);
 
 /* Compact text of node; the caller frees it with free(). */
 char *sg_json_print(const sg_json_t *node);
+/* The same, indented over several lines for people (tabs). */
+char *sg_json_print_pretty(const sg_json_t *node);
 
 #endif

@@ -1,0 +1,306 @@
+/* dlq-tool edit ID: a new revision of a dead letter's payload, from
+ * $EDITOR or --set PATH=VALUE, saved only when it passes the rules the
+ * worker applies to a saga.start (worker_validate_start, with the tool
+ * registry of worker.registry).  The original payload is never changed. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../worker/worker.h"
+#include "dlq.h"
+
+static const char load_sql[] =
+    "SELECT d.step_idx, d.status, sagad_utf8(p.payload), p.revision FROM dead_letters d "
+    "CROSS JOIN LATERAL (SELECT * FROM (SELECT v.revision, v.payload FROM dead_letter_revisions v "
+    "  WHERE v.dead_letter_id = d.id UNION ALL SELECT 0, d.payload) x "
+    "  ORDER BY revision DESC LIMIT 1) p WHERE d.id = $1::bigint";
+
+static const char save_sql[] =
+    "WITH l AS (SELECT id FROM dead_letters WHERE id = $1::bigint FOR UPDATE) "
+    "INSERT INTO dead_letter_revisions (dead_letter_id, revision, payload, operator, reason) "
+    "SELECT l.id, coalesce((SELECT max(revision) FROM dead_letter_revisions "
+    "  WHERE dead_letter_id = l.id), 0) + 1, convert_to($2, 'UTF8'), $3, $4 FROM l "
+    "RETURNING revision";
+
+/* One step of a --set path: a member name or an array index. */
+static const char *path_token(const char *p, char *name, size_t name_size, long *idx)
+{
+    size_t n = 0;
+
+    *idx = -1;
+    if (*p == '[') {
+        char *end;
+        *idx = strtol(p + 1, &end, 10);
+        if (end == p + 1 || *end != ']' || *idx < 0)
+            return NULL;
+        return end + 1;
+    }
+    while (*p && *p != '.' && *p != '[' && n + 1 < name_size)
+        name[n++] = *p++;
+    name[n] = '\0';
+    return n ? p : NULL;
+}
+
+/* Sets doc at path (a.b[2].c, optionally starting with "$.") to value
+ * (JSON, or else taken as a string).  Missing objects on the way are
+ * made.  -1 with a message in why. */
+static int set_path(sg_json_t *doc, const char *path, const char *value, char *why, size_t wsize)
+{
+    sg_json_t *cur = doc, *val;
+    const char *p = path;
+    char name[128];
+    long idx;
+
+    if (p[0] == '$')
+        p += p[1] == '.' ? 2 : 1;
+    if (!(val = sg_json_parse(value, strlen(value), NULL, NULL)))
+        val = sg_json_new_str(value); /* not JSON: the text itself, as a string */
+    for (;;) {
+        const char *next = path_token(p, name, sizeof(name), &idx);
+        bool last;
+
+        if (!next) {
+            snprintf(why, wsize, "%s: bad path at \"%s\" (use a.b[2].c)", path, p);
+            goto fail;
+        }
+        if (*next == '.')
+            next++;
+        last = *next == '\0';
+        if (idx < 0 && !sg_json_is_object(cur)) {
+            snprintf(why, wsize, "%s: \"%s\" is not a member of an object", path, name);
+            goto fail;
+        }
+        if (idx >= 0 && !sg_json_is_array(cur)) {
+            snprintf(why, wsize, "%s: [%ld] indexes something that is not an array", path, idx);
+            goto fail;
+        }
+        if (last) {
+            if (idx < 0) {
+                sg_json_set(cur, name, val);
+                return 0;
+            }
+            if (sg_json_set_at(cur, (size_t)idx, val) == 0)
+                return 0;
+            snprintf(why, wsize, "%s: index %ld is past the end of the array", path, idx);
+            goto fail;
+        }
+        {
+            sg_json_t *child = idx >= 0 ? (sg_json_t *)sg_json_array_get(cur, (size_t)idx)
+                                        : (sg_json_t *)sg_json_member(cur, name);
+            if (!child && idx < 0) {
+                child = sg_json_new_object();
+                sg_json_add_node(cur, name, child);
+            } else if (!child) {
+                snprintf(why, wsize, "%s: index %ld is past the end of the array", path, idx);
+                goto fail;
+            }
+            cur = child;
+        }
+        p = next;
+    }
+fail:
+    sg_json_destroy(val);
+    return -1;
+}
+
+/* Applies every --set; the new payload text (malloc'd) or NULL. */
+static char *apply_sets(dlq_t *d, const char *text, const char *const *sets, size_t nsets)
+{
+    sg_json_t *doc = text ? sg_json_parse(text, strlen(text), NULL, NULL) : NULL;
+    char why[512], *out;
+
+    if (!doc) {
+        dlq_warn(d, "the payload is not JSON, so --set cannot apply: edit it with $EDITOR");
+        return NULL;
+    }
+    for (size_t i = 0; i < nsets; i++) {
+        const char *eq = strchr(sets[i], '=');
+        char path[256];
+
+        if (!eq || eq == sets[i]) {
+            dlq_warn(d, "--set %s: must be PATH=VALUE, e.g. steps[1].tool=inventory.reserve",
+                     sets[i]);
+            sg_json_destroy(doc);
+            return NULL;
+        }
+        snprintf(path, sizeof(path), "%.*s", (int)(eq - sets[i]), sets[i]);
+        if (set_path(doc, path, eq + 1, why, sizeof(why)) < 0) {
+            dlq_warn(d, "--set %s", why);
+            sg_json_destroy(doc);
+            return NULL;
+        }
+    }
+    out = sg_json_print(doc);
+    sg_json_destroy(doc);
+    return out;
+}
+
+static char *read_file(const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    char *buf = NULL;
+    size_t len = 0, cap = 0, n;
+
+    if (!fp)
+        return NULL;
+    do {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            if (!(buf = realloc(buf, cap)))
+                abort();
+        }
+        n = fread(buf + len, 1, cap - len - 1, fp);
+        len += n;
+    } while (n > 0);
+    fclose(fp);
+    buf[len] = '\0';
+    return buf;
+}
+
+/* Opens the payload (pretty when JSON) in $VISUAL / $EDITOR / vi; the
+ * edited text or NULL. */
+static char *run_editor(dlq_t *d, const char *text)
+{
+    char path[] = "/tmp/dlq-edit-XXXXXX";
+    int fd = mkstemp(path), status;
+    sg_json_t *doc = text ? sg_json_parse(text, strlen(text), NULL, NULL) : NULL;
+    char *pretty = doc ? sg_json_print_pretty(doc) : NULL, *out = NULL;
+    FILE *fp;
+    pid_t pid;
+
+    sg_json_destroy(doc);
+    if (fd < 0 || !(fp = fdopen(fd, "w"))) {
+        dlq_warn(d, "cannot make a temporary file");
+        free(pretty);
+        return NULL;
+    }
+    fprintf(fp, "%s\n", pretty ? pretty : text ? text : "");
+    fclose(fp);
+    free(pretty);
+    if (!getenv("EDITOR") && !getenv("VISUAL"))
+        setenv("EDITOR", "vi", 0);
+    if ((pid = fork()) == 0) {
+        execl("/bin/sh", "sh", "-c", "${VISUAL:-$EDITOR} \"$1\"", "sh", path, (char *)NULL);
+        _exit(127);
+    }
+    if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+        dlq_warn(d, "the editor failed: nothing saved");
+    } else {
+        out = read_file(path);
+        /* trailing newline and spaces are not part of the payload */
+        for (size_t n = out ? strlen(out) : 0; n > 0 && isspace((unsigned char)out[n - 1]);)
+            out[--n] = '\0';
+    }
+    unlink(path);
+    return out;
+}
+
+static void print_problem(void *opaque, const char *path, const char *rule)
+{
+    (void)opaque;
+    fprintf(stderr, "  %s: %s\n", path, rule);
+}
+
+/* The worker's rules: decodable, a saga.start, valid against the
+ * contract and the registry.  0 when valid; an exit code after listing
+ * every problem. */
+static int validate(dlq_t *d, const char *text)
+{
+    const sg_config_t *cfg = d->cli->cfg;
+    sg_json_limits_t lim = {(size_t)sg_config_int(cfg, "limits.max_message_bytes"),
+                            (int)sg_config_int(cfg, "limits.max_json_depth")};
+    worker_decoded_t dec;
+    worker_registry_t *reg;
+    sg_err_t err;
+    int problems;
+
+    worker_decode(text, strlen(text), &lim, &dec);
+    if (dec.type == WORKER_CMD_POISON) {
+        dlq_warn(d, "refused, nothing saved: the payload cannot be decoded [%s]", dec.err.code);
+        fprintf(stderr, "  %s\n", dec.err.message);
+        sg_json_destroy(dec.doc);
+        return SG_EXIT_REFUSED;
+    }
+    if (dec.type != WORKER_CMD_START) {
+        dlq_warn(d, "refused, nothing saved: $.type: only a saga.start is edited");
+        sg_json_destroy(dec.doc);
+        return SG_EXIT_REFUSED;
+    }
+    reg = worker_registry_load(sg_config_str(cfg, "worker.registry"), cfg, &err);
+    if (!reg) {
+        dlq_warn(d, "cannot check the tool registry: %s (worker.registry)", err.message);
+        sg_json_destroy(dec.doc);
+        return SG_EXIT_USAGE;
+    }
+    problems = worker_validate_start(dec.doc, reg, print_problem, NULL);
+    if (problems > 0)
+        dlq_warn(d, "refused, nothing saved: %d problem%s above (JSON path: rule)", problems,
+                 problems == 1 ? "" : "s");
+    worker_registry_destroy(reg);
+    sg_json_destroy(dec.doc);
+    return problems > 0 ? SG_EXIT_REFUSED : SG_EXIT_OK;
+}
+
+static int edit(dlq_t *d, const char *id)
+{
+    const char *const *sets;
+    size_t nsets = sg_cli_opt_all(&d->args, "--set", &sets);
+    sg_pg_res_t *res;
+    char *text = NULL;
+    int rc = dlq_query(d, load_sql, 1, &id, &res);
+
+    if (rc)
+        return rc;
+    if (sg_pg_res_rows(res) == 0) {
+        dlq_warn(d, "no dead letter %s", id);
+        rc = SG_EXIT_FAIL;
+    } else if (sg_pg_res_get(res, 0, 0)) {
+        dlq_warn(d,
+                 "dead letter %s is a step's (step %s): its command is rebuilt by replay, "
+                 "so there is no payload to edit; fix the tool or registry and replay",
+                 id, sg_pg_res_get(res, 0, 0));
+        rc = SG_EXIT_REFUSED;
+    } else {
+        const char *cur = sg_pg_res_get(res, 0, 2);
+        text = nsets ? apply_sets(d, cur, sets, nsets) : run_editor(d, cur);
+        if (!text)
+            rc = nsets ? SG_EXIT_USAGE : SG_EXIT_FAIL;
+        else if (cur && strcmp(cur, text) == 0)
+            fprintf(stderr, "no change: nothing saved\n");
+        else if (!(rc = validate(d, text))) {
+            const char *params[] = {id, text, dlq_operator(d), sg_cli_opt(&d->args, "--reason")};
+            sg_pg_res_t *saved;
+            if (!(rc = dlq_query(d, save_sql, 4, params, &saved))) {
+                printf("dead letter %s: saved revision %s (replay uses it)\n", id,
+                       sg_pg_res_get(saved, 0, 0));
+                printf("%s\n", text);
+                sg_pg_res_destroy(saved);
+            }
+        }
+    }
+    free(text);
+    sg_pg_res_destroy(res);
+    return rc;
+}
+
+int dlq_cmd_edit(sg_cli_t *cli, int argc, char **argv)
+{
+    dlq_t d;
+    char **ids;
+    int rc = dlq_open(&d, cli, argc, argv, true);
+
+    if (rc)
+        return dlq_close(&d, rc);
+    if (d.args.npos != 1) {
+        dlq_warn(&d, "needs one dead-letter ID (try dlq-tool edit --help)");
+        return dlq_close(&d, SG_EXIT_USAGE);
+    }
+    if (dlq_ids(&d, d.args.pos, 1, &ids) < 0)
+        return dlq_close(&d, SG_EXIT_USAGE);
+    rc = edit(&d, ids[0]);
+    dlq_ids_free(ids, 1);
+    return dlq_close(&d, rc);
+}

@@ -1,0 +1,345 @@
+/* dlq-tool replay: re-inject dead letters, one transaction per entry.
+ *
+ * The work of one entry is sagad_dlq_replay() (schemas/sql/0006): one
+ * statement, so one transaction, so an entry is either fully replayed
+ * (replays row, entry marked, new generation, command in the outbox) or
+ * untouched, even when dlq-tool is killed in the middle of a bulk run.
+ *
+ * A bulk run replays --parallel entries at a time, each on a connection of
+ * its own: every entry's commit waits for its WAL flush, and concurrent
+ * commits share flushes, so this is what makes a large replay fast.  Lines
+ * are printed as entries finish, so their order can differ from the IDs'. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dlq.h"
+
+enum {
+    R_OUTCOME,
+    R_ACTION,
+    R_SAGA,
+    R_STATUS,
+    R_GEN,
+    R_STEP,
+    R_KEY,
+    R_REPLAY,
+    R_REV,
+    R_TOPIC,
+    R_DETAIL,
+    R_JSON
+};
+
+static const char replay_sql[] =
+    "SELECT r.*, (jsonb_build_object('id', $1::bigint) || to_jsonb(r))::text "
+    "FROM sagad_dlq_replay($1::bigint, $2, $3, $4::boolean, $5::boolean, $6) r";
+
+#define PARALLEL_DEFAULT 4
+#define PARALLEL_MAX     32
+
+typedef struct replay_run_s {
+    dlq_t *d;
+    const char *operator_name, *reason;
+    bool dry_run, force, json;
+    double rate; /* entries per second, 0: unbounded */
+    long parallel;
+    long replayed, would, refused, missing;
+    /* The bulk run, shared by its threads under lock. */
+    pthread_mutex_t lock;
+    char **ids;
+    size_t n, next, done;
+    uint64_t t0;
+    int rc;
+} replay_run_t;
+
+/* "N/s", "N/m" or "N" (per second). */
+static int parse_rate(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+
+    if (end == s || !(v > 0) || !isfinite(v))
+        return -1;
+    if (*end == '\0' || strcmp(end, "/s") == 0)
+        *out = v;
+    else if (strcmp(end, "/m") == 0 || strcmp(end, "/min") == 0)
+        *out = v / 60.0;
+    else
+        return -1;
+    return 0;
+}
+
+static void sleep_until_ms(uint64_t t)
+{
+    uint64_t now = sg_cli_now_ms();
+
+    if (t > now) {
+        struct timespec ts = {(time_t)((t - now) / 1000), (long)((t - now) % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void report(replay_run_t *run, const char *id, const sg_pg_res_t *res)
+{
+    const char *outcome = sg_pg_res_get(res, 0, R_OUTCOME);
+    const char *detail = sg_pg_res_get(res, 0, R_DETAIL);
+
+    if (run->json)
+        printf("%s\n", sg_pg_res_get(res, 0, R_JSON));
+    if (strcmp(outcome, "replayed") == 0) {
+        run->replayed++;
+        if (!run->json) {
+            const char *key = sg_pg_res_get(res, 0, R_KEY);
+            printf("replayed %s (replay %s): %s%s%s\n", id, sg_pg_res_get(res, 0, R_REPLAY), detail,
+                   key ? "; new key " : "", key ? key : "");
+        }
+    } else if (strcmp(outcome, "would_replay") == 0) {
+        run->would++;
+        if (!run->json) {
+            const char *key = sg_pg_res_get(res, 0, R_KEY);
+            printf("would replay %s: %s%s%s (dry run: nothing changed)\n", id, detail,
+                   key ? "; new key " : "", key ? key : "");
+        }
+    } else if (strcmp(outcome, "refused") == 0) {
+        run->refused++;
+        dlq_warn(run->d, "%s refused: %s", id, detail);
+    } else {
+        run->missing++;
+        dlq_warn(run->d, "%s", detail);
+    }
+}
+
+/* Replays one entry on pg; the caller holds no lock. */
+static int replay_one(replay_run_t *run, sg_pg_t *pg, const char *id)
+{
+    const char *params[] = {id,
+                            run->operator_name,
+                            run->reason ? run->reason : "",
+                            run->force ? "true" : "false",
+                            run->dry_run ? "false" : "true",
+                            sg_config_str(run->d->cli->cfg, "topic.commands")};
+    sg_pg_res_t *res;
+    sg_err_t err;
+    int rc = SG_EXIT_OK;
+
+    if (sg_pg_exec(pg, replay_sql, 6, params, &res, &err) < 0) {
+        pthread_mutex_lock(&run->lock);
+        rc = dlq_pg_fail(run->d, "query failed", &err);
+        pthread_mutex_unlock(&run->lock);
+        return rc;
+    }
+    pthread_mutex_lock(&run->lock);
+    report(run, id, res);
+    fflush(stdout);
+    run->done++;
+    pthread_mutex_unlock(&run->lock);
+    sg_pg_res_destroy(res);
+    return SG_EXIT_OK;
+}
+
+/* The entries a filter selects, oldest first (pending only unless
+ * --status says otherwise). */
+static int select_ids(dlq_t *d, long limit, char ***ids, size_t *n)
+{
+    dlq_filter_t f;
+    sg_pg_res_t *res;
+    char sql[1536], lim[24];
+    int rc;
+
+    if (dlq_filter_build(d, &f, "pending") < 0)
+        return SG_EXIT_USAGE;
+    snprintf(lim, sizeof(lim), "%ld", limit);
+    snprintf(sql, sizeof(sql), "SELECT d.id FROM dead_letters d%s ORDER BY d.id LIMIT $%d", f.where,
+             dlq_filter_param(&f, lim));
+    if ((rc = dlq_query(d, sql, f.n, f.params, &res)))
+        return rc;
+    *n = sg_pg_res_rows(res);
+    *ids = calloc(*n + 1, sizeof(**ids));
+    if (!*ids)
+        abort();
+    for (size_t i = 0; i < *n; i++)
+        if (!((*ids)[i] = strdup(sg_pg_res_get(res, i, 0))))
+            abort();
+    sg_pg_res_destroy(res);
+    return SG_EXIT_OK;
+}
+
+/* A bulk replay goes ahead on --yes, or on "y" typed at a terminal. */
+static bool confirmed(dlq_t *d, size_t n)
+{
+    char line[16];
+
+    if (sg_cli_opt(&d->args, "--yes"))
+        return true;
+    if (!isatty(STDIN_FILENO)) {
+        dlq_warn(d, "a bulk replay of %zu entries needs --yes when not run at a terminal", n);
+        return false;
+    }
+    fprintf(stderr, "replay %zu dead letters? [y/N] ", n);
+    if (!fgets(line, sizeof(line), stdin) || (line[0] != 'y' && line[0] != 'Y')) {
+        dlq_warn(d, "not confirmed: nothing replayed");
+        return false;
+    }
+    return true;
+}
+
+/* Takes the next entry and replays it, until none are left, a stop
+ * signal came, or an entry failed (the others in flight still finish).
+ * Entry i starts no earlier than its --rate slot. */
+static void replay_on(replay_run_t *run, sg_pg_t *pg)
+{
+    for (;;) {
+        size_t i;
+        pthread_mutex_lock(&run->lock);
+        if (run->rc != SG_EXIT_OK || !sg_cli_running || run->next >= run->n) {
+            pthread_mutex_unlock(&run->lock);
+            return;
+        }
+        i = run->next++;
+        pthread_mutex_unlock(&run->lock);
+        if (run->rate > 0)
+            sleep_until_ms(run->t0 + (uint64_t)llround((double)i * 1000.0 / run->rate));
+        if (!sg_cli_running)
+            return;
+        {
+            int rc = replay_one(run, pg, run->ids[i]);
+            if (rc) {
+                pthread_mutex_lock(&run->lock);
+                if (run->rc == SG_EXIT_OK)
+                    run->rc = rc;
+                pthread_mutex_unlock(&run->lock);
+                return;
+            }
+        }
+    }
+}
+
+typedef struct replay_thread_s {
+    replay_run_t *run;
+    sg_pg_t *pg;
+    pthread_t tid;
+} replay_thread_t;
+
+static void *replay_thread(void *arg)
+{
+    replay_thread_t *t = arg;
+
+    replay_on(t->run, t->pg);
+    return NULL;
+}
+
+static int replay_all(replay_run_t *run, char **ids, size_t n)
+{
+    size_t nthreads = n < (size_t)run->parallel ? n : (size_t)run->parallel, started = 0;
+    replay_thread_t *threads = calloc(nthreads, sizeof(*threads));
+    sg_pg_opts_t opts;
+
+    if (!threads)
+        abort();
+    sg_cli_trap_signals();
+    pthread_mutex_init(&run->lock, NULL);
+    run->ids = ids;
+    run->n = n;
+    run->t0 = sg_cli_now_ms();
+    /* The command's own connection runs in this thread; the others get
+     * one each.  One that cannot connect only means fewer at a time. */
+    sg_pg_opts_from_config(&opts, run->d->cli->cfg, "dlq-tool");
+    opts.connect_attempts = 3;
+    for (size_t i = 1; i < nthreads; i++) {
+        sg_err_t err;
+        threads[i].run = run;
+        if (!(threads[i].pg = sg_pg_connect(&opts, &err))) {
+            dlq_warn(run->d, "replaying with %zu connections: %s", i, err.message);
+            break;
+        }
+        if (pthread_create(&threads[i].tid, NULL, replay_thread, &threads[i]) != 0) {
+            sg_pg_destroy(threads[i].pg);
+            threads[i].pg = NULL;
+            break;
+        }
+        started = i;
+    }
+    replay_on(run, run->d->pg);
+    for (size_t i = 1; i <= started; i++) {
+        pthread_join(threads[i].tid, NULL);
+        sg_pg_destroy(threads[i].pg);
+    }
+    free(threads);
+    pthread_mutex_destroy(&run->lock);
+    if (run->done < n)
+        dlq_warn(run->d, "stopped after %zu of %zu entries; the rest are untouched", run->done, n);
+    return run->rc;
+}
+
+int dlq_cmd_replay(sg_cli_t *cli, int argc, char **argv)
+{
+    dlq_t d;
+    replay_run_t run;
+    char **ids = NULL;
+    size_t n = 0;
+    long limit;
+    const char *rate;
+    int rc = dlq_open(&d, cli, argc, argv, true);
+
+    if (rc)
+        return dlq_close(&d, rc);
+    memset(&run, 0, sizeof(run));
+    run.d = &d;
+    run.operator_name = dlq_operator(&d);
+    run.reason = sg_cli_opt(&d.args, "--reason");
+    run.dry_run = sg_cli_opt(&d.args, "--dry-run") != NULL;
+    run.force = sg_cli_opt(&d.args, "--force") != NULL;
+    run.json = sg_cli_opt(&d.args, "--json") != NULL;
+    if ((rate = sg_cli_opt(&d.args, "--rate")) && parse_rate(rate, &run.rate) < 0) {
+        dlq_warn(&d, "--rate %s: must be N/s, N/m or N (entries per second), N > 0", rate);
+        return dlq_close(&d, SG_EXIT_USAGE);
+    }
+    if (!run.dry_run && (!run.reason || !*run.reason)) {
+        dlq_warn(&d, "--reason is required: say why (it is kept in the replays ledger)");
+        return dlq_close(&d, SG_EXIT_USAGE);
+    }
+    if (dlq_opt_long(&d, "--limit", 1000000000L, 1000000000L, &limit) < 0 ||
+        dlq_opt_long(&d, "--parallel", PARALLEL_DEFAULT, PARALLEL_MAX, &run.parallel) < 0)
+        return dlq_close(&d, SG_EXIT_USAGE);
+    if (d.args.npos > 0) {
+        dlq_filter_t f;
+        if (dlq_filter_build(&d, &f, NULL) < 0 || f.any) {
+            dlq_warn(&d, "give IDs or filter options, not both");
+            return dlq_close(&d, SG_EXIT_USAGE);
+        }
+        if (dlq_ids(&d, d.args.pos, d.args.npos, &ids) < 0)
+            return dlq_close(&d, SG_EXIT_USAGE);
+        n = d.args.npos < (size_t)limit ? d.args.npos : (size_t)limit;
+    } else {
+        dlq_filter_t f;
+        if (dlq_filter_build(&d, &f, NULL) < 0)
+            return dlq_close(&d, SG_EXIT_USAGE);
+        if (!f.any) {
+            dlq_warn(&d, "give IDs or at least one filter option (--status pending selects "
+                         "every pending entry)");
+            return dlq_close(&d, SG_EXIT_USAGE);
+        }
+        if ((rc = select_ids(&d, limit, &ids, &n)))
+            return dlq_close(&d, rc);
+    }
+    if (n == 0) {
+        fprintf(stderr, "no dead letters match\n");
+        rc = SG_EXIT_FAIL;
+    } else if ((d.args.npos == 0 || n > 1) && !run.dry_run && !confirmed(&d, n)) {
+        rc = SG_EXIT_REFUSED;
+    } else if (!(rc = replay_all(&run, ids, n))) {
+        fprintf(stderr, "%s %ld, refused %ld, not found %ld\n",
+                run.dry_run ? "would replay" : "replayed", run.dry_run ? run.would : run.replayed,
+                run.refused, run.missing);
+        if (run.refused)
+            rc = SG_EXIT_REFUSED;
+        else if (run.replayed + run.would == 0)
+            rc = SG_EXIT_FAIL;
+    }
+    dlq_ids_free(ids, d.args.npos > 0 ? d.args.npos : n);
+    return dlq_close(&d, rc);
+}

@@ -1,0 +1,463 @@
+/* dlq-tool end to end: dead letters made by the real worker from real
+ * Kafka messages, then found, edited, replayed and discarded with the real
+ * dlq-tool binary, and the replayed sagas finished by the real worker and
+ * relay.  What an operator relies on is asserted: exit codes, stdout and
+ * stderr, the dead_letters / replays / outbox rows, the saga's steps and
+ * the builtin ledger's calls per idempotency key. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sagad/sg_log.h"
+#include "../support/sg_worker_env.h"
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* Runs dlq-tool with the test's environment; its exit code, stdout and
+ * stderr (kept until the next call). */
+static struct {
+    char *out, *err;
+} R;
+
+static void teardown_run(void)
+{
+    free(R.out);
+    free(R.err);
+    R.out = R.err = NULL;
+}
+
+static void dlq_fini(void)
+{
+    teardown_run();
+    sgw_teardown();
+}
+
+TestSuite(dlq, .init = sgw_setup, .fini = dlq_fini, .timeout = 180);
+
+static int dlq(const char *const *args)
+{
+    free(R.out);
+    free(R.err);
+    R.out = R.err = NULL;
+    return sgt_run("dlq-tool", args, sgw.env, &R.out, &R.err);
+}
+
+/* Rewrites the registry and starts a worker and relay again (after
+ * sgw_pair_stop): the operator's "fix" of a broken tool. */
+static void restart_with_tools(const char *extra_tools)
+{
+    FILE *fp = fopen(sgw.registry, "w");
+
+    cr_assert_not_null(fp);
+    fprintf(fp, "{\"v\": 1, \"tools\": {%s%s%s}}\n", SGW_BASE_TOOLS, extra_tools ? "," : "",
+            extra_tools ? extra_tools : "");
+    fclose(fp);
+    sgt_bg_start(&sgw.relay, "sagad-relay", sgw_run_args, sgw.env);
+    sgt_bg_start(&sgw.worker, "sagad-worker", sgw_run_args, sgw.env);
+}
+
+static long long dead_letter_of(const char *saga_id)
+{
+    long long id = sgw_q_int("SELECT max(id) FROM dead_letters WHERE saga_id = '%s'", saga_id);
+
+    cr_assert_gt(id, 0, "saga %s has a dead letter", saga_id);
+    return id;
+}
+
+/* A saga whose third step (index 2) calls a tool that is down until the
+ * operator fixes the registry. */
+#define FLAKY_DOWN                                                                                 \
+    "\"flaky\": {\"adapter\": \"builtin\", \"target\": \"fail\", \"side_effect\": "                \
+    "\"idempotent\", \"retry\": {\"max_attempts\": 2, \"base_ms\": 10, \"cap_ms\": 20}}"
+#define FLAKY_FIXED                                                                                \
+    "\"flaky\": {\"adapter\": \"builtin\", \"target\": \"ledger\", \"side_effect\": "              \
+    "\"idempotent\"}"
+#define THREE_STEPS                                                                                \
+    "[{\"name\": \"a\", \"tool\": \"ledger\"}, {\"name\": \"b\", \"tool\": \"ledger\"},"           \
+    " {\"name\": \"c\", \"tool\": \"flaky\", \"args\": {\"class\": \"transient\"}}]"
+
+Test(dlq, replay_of_held_saga_resumes_at_failed_step_under_new_key)
+{
+    char id[32], text[512];
+
+    sgw_pair_start(FLAKY_DOWN, 1, ARGS("SAGAD_WORKER_DEAD_LETTER_HOLD_MS=600000"));
+    sgw_submit("held-1", THREE_STEPS);
+    sgw_wait_status("held-1", "held");
+    sgw_pair_stop();
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text), "SELECT string_agg(status, ',' ORDER BY idx) FROM steps"),
+        "succeeded,succeeded,failed", "held: nothing compensated");
+    snprintf(id, sizeof(id), "%lld", dead_letter_of("held-1"));
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text), "SELECT error_code FROM dead_letters WHERE id = %s", id),
+        "runtime.budget.attempts_exhausted");
+
+    restart_with_tools(FLAKY_FIXED);
+    cr_assert_eq(dlq(ARGS("replay", id, "--reason", "flaky is fixed", "--operator", "alice")), 0,
+                 "%s%s", R.out, R.err);
+    cr_expect(strstr(R.out, "resume saga held-1 at step 2"), "stdout: %s", R.out);
+    cr_expect(strstr(R.out, "new key held-1:2:f:g2"), "stdout: %s", R.out);
+    sgw_wait_status("held-1", "completed");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(key || '=' || calls, ',' ORDER BY key) FROM "
+                                "builtin_ledger WHERE key LIKE 'held-1:%%'"),
+                     "held-1:0:f:g1=1,held-1:1:f:g1=1,held-1:2:f:g2=1",
+                     "steps 0 and 1 ran once (generation 1); step 2 once under the new key");
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text), "SELECT string_agg(status, ',' ORDER BY idx) FROM steps"),
+        "succeeded,succeeded,succeeded");
+    cr_expect_eq(sgw_q_int("SELECT generation FROM sagas WHERE saga_id = 'held-1'"), 2);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx < 2 AND generation = 2"),
+                 0, "completed steps are not run again");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT concat_ws('|', r.operator, r.reason, r.action, "
+                                "r.new_generation, r.new_key, d.status) FROM replays r JOIN "
+                                "dead_letters d ON d.id = r.dead_letter_id"),
+                     "alice|flaky is fixed|resume|2|held-1:2:f:g2|replayed");
+}
+
+Test(dlq, replay_twice_is_refused_and_force_makes_a_new_generation)
+{
+    char id[32], text[256];
+
+    sgw_pair_start(FLAKY_DOWN, 1, NULL);
+    sgw_submit("twice-1", THREE_STEPS);
+    sgw_wait_status("twice-1", "compensated");
+    snprintf(id, sizeof(id), "%lld", dead_letter_of("twice-1"));
+
+    /* compensated: the saga runs again from step 0 (still failing) */
+    cr_assert_eq(dlq(ARGS("replay", id, "--reason", "retry", "--operator", "bob")), 0, "%s%s",
+                 R.out, R.err);
+    cr_expect(strstr(R.out, "run saga twice-1 again from step 0, generation 2"), "%s", R.out);
+    sgw_wait_int(2, "SELECT count(*) FROM dead_letters WHERE saga_id = 'twice-1'");
+    sgw_wait_status("twice-1", "compensated");
+    cr_expect_eq(sgw_q_int("SELECT calls FROM builtin_ledger WHERE key = 'twice-1:0:f:g2'"), 1,
+                 "the re-run's step 0 ran under the generation-2 key");
+
+    cr_expect_eq(dlq(ARGS("replay", id, "--reason", "again", "--operator", "bob")), 3,
+                 "a second replay of the same entry is refused");
+    cr_expect(strstr(R.err, "already replayed") && strstr(R.err, "--force"), "stderr: %s", R.err);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM replays"), 1);
+    cr_expect_eq(sgw_q_int("SELECT generation FROM sagas WHERE saga_id = 'twice-1'"), 2);
+
+    cr_assert_eq(dlq(ARGS("replay", id, "--reason", "again", "--operator", "bob", "--force")), 0,
+                 "%s%s", R.out, R.err);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM replays WHERE dead_letter_id = %s", id), 2);
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text),
+                   "SELECT string_agg(new_generation || ':' || forced, ',' ORDER BY id) "
+                   "FROM replays"),
+        "2:false,3:true");
+    sgw_wait_int(3, "SELECT count(*) FROM dead_letters WHERE saga_id = 'twice-1'");
+    sgw_wait_status("twice-1", "compensated");
+    cr_expect_eq(sgw_q_int("SELECT generation FROM sagas WHERE saga_id = 'twice-1'"), 3);
+    cr_expect_eq(sgw_q_int("SELECT calls FROM builtin_ledger WHERE key = 'twice-1:0:f:g3'"), 1);
+    sgw_pair_stop();
+}
+
+/* Everything a replay could change, as one text. */
+static const char fingerprint_sql[] =
+    "SELECT md5(concat((SELECT string_agg(d::text, ',' ORDER BY id) FROM dead_letters d), '|', "
+    "(SELECT count(*) FROM replays), '|', (SELECT count(*) FROM outbox), '|', "
+    "(SELECT last_value FROM outbox_id_seq), '|', (SELECT last_value FROM replays_id_seq), '|', "
+    "(SELECT string_agg(s::text, ',' ORDER BY saga_id) FROM sagas s), '|', "
+    "(SELECT string_agg(st::text, ',' ORDER BY saga_id, idx) FROM steps st), '|', "
+    "(SELECT count(*) FROM dead_letter_revisions)))";
+
+Test(dlq, dry_run_changes_no_row_and_sends_nothing)
+{
+    char before[64], after[64], id[32];
+
+    sgw_pair_start(FLAKY_DOWN, 1, NULL);
+    sgw_submit("dry-1", THREE_STEPS);
+    sgw_produce(sgw.topic_cmd, "dry-bad", "{\"v\": 1, \"type\":", 17);
+    sgw_wait_status("dry-1", "compensated");
+    sgw_wait_int(2, "SELECT count(*) FROM dead_letters");
+    sgw_pair_stop();
+    snprintf(id, sizeof(id), "%lld", dead_letter_of("dry-1"));
+
+    sgw_q_text(before, sizeof(before), "%s", fingerprint_sql);
+    cr_assert_eq(dlq(ARGS("replay", "--dry-run", id)), 0, "%s%s", R.out, R.err);
+    cr_expect(strstr(R.out, "would replay") && strstr(R.out, "generation 2"), "%s", R.out);
+    cr_assert_eq(dlq(ARGS("replay", "--dry-run", "--status", "pending", "--json")), 0, "%s%s",
+                 R.out, R.err);
+    cr_expect(strstr(R.out, "\"outcome\": \"would_replay\""), "%s", R.out);
+    sgw_q_text(after, sizeof(after), "%s", fingerprint_sql);
+    cr_expect_str_eq(after, before, "a dry run changes no row and queues no message");
+}
+
+Test(dlq, filtered_bulk_replay_replays_exactly_the_matches_within_the_rate)
+{
+    char text[256];
+
+    sgw_pair_start(NULL, 1, NULL);
+    for (int i = 0; i < 4; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "mal-%d", i);
+        sgw_produce(sgw.topic_cmd, key, "{\"broken", 8);
+    }
+    for (int i = 0; i < 3; i++) {
+        char sid[16];
+        snprintf(sid, sizeof(sid), "unk-%d", i);
+        sgw_submit(sid, "[{\"name\": \"a\", \"tool\": \"no.such.tool\"}]");
+    }
+    sgw_wait_int(7, "SELECT count(*) FROM dead_letters");
+    sgw_pair_stop();
+
+    cr_expect_eq(dlq(ARGS("replay", "--code", "input.json.malformed", "--reason", "bulk")), 3,
+                 "bulk without --yes and no terminal is refused");
+    cr_expect(strstr(R.err, "--yes"), "%s", R.err);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM replays"), 0);
+
+    cr_assert_eq(dlq(ARGS("replay", "--code", "input.json.malformed", "--reason", "bulk", "--yes",
+                          "--rate", "5/s", "--operator", "carol")),
+                 0, "%s%s", R.out, R.err);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM replays r JOIN dead_letters d ON d.id = "
+                           "r.dead_letter_id WHERE d.error_code = 'input.json.malformed'"),
+                 4);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM replays"), 4, "nothing else was replayed");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters WHERE status = 'pending' AND "
+                           "error_code = 'input.schema.invalid'"),
+                 3);
+    /* 4 entries at 5/s are sent at least 3/5 s apart.  A row's created_at
+     * is when the server started its transaction, which may lag the send
+     * by a scheduling delay, most for the first; one interval of slack
+     * keeps the bound true (without pacing the span is a few ms). */
+    {
+        long long span =
+            sgw_q_int("SELECT (extract(epoch FROM max(created_at) - min(created_at)) * "
+                      "1000)::bigint FROM replays");
+        cr_expect_geq(span, 400, "replays were paced by --rate: %lld ms apart; %s", span, R.err);
+    }
+    cr_expect_eq(
+        sgw_q_int("SELECT count(*) FROM outbox WHERE headers->>'sagad-replay-of' IS NOT "
+                  "NULL AND headers->>'sagad-replay-id' IS NOT NULL AND convert_from(payload, "
+                  "'UTF8') = '{\"broken'"),
+        4, "each payload re-submitted byte for byte with its lineage headers");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(DISTINCT action || ':' || operator, ',') FROM "
+                                "replays"),
+                     "resubmit:carol");
+}
+
+Test(dlq, invalid_edit_is_refused_and_a_valid_one_is_replayed_to_completion)
+{
+    char id[32], before[64], after[64];
+
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_submit("edit-1", "[{\"name\": \"a\", \"tool\": \"ledger\"},"
+                         " {\"name\": \"b\", \"tool\": \"inventory.reservee\", \"args\": "
+                         "{\"sku\": \"B7\", \"qty\": 2}}]");
+    sgw_wait_int(1, "SELECT count(*) FROM dead_letters");
+    snprintf(id, sizeof(id), "%lld", dead_letter_of("edit-1"));
+    sgw_q_text(before, sizeof(before), "SELECT md5(payload) FROM dead_letters WHERE id = %s", id);
+
+    cr_expect_eq(dlq(ARGS("edit", id, "--set", "steps[1].tool=inventory.reserve", "--set",
+                          "steps[1].args.qty=0")),
+                 3, "%s%s", R.out, R.err);
+    cr_expect(strstr(R.err, "$.steps[1].args.qty: minimum"), "path and rule: %s", R.err);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letter_revisions"), 0, "nothing saved");
+    cr_expect_eq(dlq(ARGS("edit", id, "--set", "steps[1].tool=no.such")), 3);
+    cr_expect(strstr(R.err, "$.steps[1].tool"), "%s", R.err);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letter_revisions"), 0, "nothing saved");
+    sgw_q_text(after, sizeof(after), "SELECT md5(payload) FROM dead_letters WHERE id = %s", id);
+    cr_expect_str_eq(after, before, "the stored payload is unchanged");
+
+    cr_assert_eq(dlq(ARGS("edit", id, "--set", "steps[1].tool=inventory.reserve", "--operator",
+                          "dave", "--reason", "typo")),
+                 0, "%s%s", R.out, R.err);
+    cr_expect_eq(sgw_q_int("SELECT revision FROM dead_letter_revisions WHERE dead_letter_id = %s "
+                           "AND operator = 'dave'",
+                           id),
+                 1);
+    cr_assert_eq(dlq(ARGS("replay", id, "--reason", "fixed tool name", "--operator", "dave")), 0,
+                 "%s%s", R.out, R.err);
+    sgw_wait_status("edit-1", "completed");
+    sgw_pair_stop();
+    cr_expect_eq(sgw_q_int("SELECT revision FROM replays WHERE dead_letter_id = %s", id), 1,
+                 "the replay used the edited revision");
+}
+
+Test(dlq, compensation_exhausted_entry_replays_the_compensation)
+{
+    static const char down[] =
+        "\"hold\": {\"adapter\": \"builtin\", \"target\": \"echo\", \"side_effect\": "
+        "\"reversible\", \"compensation\": \"release.flaky\"},"
+        "\"release.flaky\": {\"adapter\": \"builtin\", \"target\": \"fail\", \"side_effect\": "
+        "\"idempotent\", \"compensate_retry\": {\"max_attempts\": 2, \"base_ms\": 10, "
+        "\"cap_ms\": 20}}";
+    static const char fixed[] =
+        "\"hold\": {\"adapter\": \"builtin\", \"target\": \"echo\", \"side_effect\": "
+        "\"reversible\", \"compensation\": \"release.flaky\"},"
+        "\"release.flaky\": {\"adapter\": \"builtin\", \"target\": \"ledger\", \"side_effect\": "
+        "\"idempotent\"}";
+    char id[32], text[256];
+
+    sgw_pair_start(down, 1, NULL);
+    sgw_submit("comp-1", "[{\"name\": \"first\", \"tool\": \"ledger.reversible\"},"
+                         " {\"name\": \"second\", \"tool\": \"hold\", \"args\": {\"class\": "
+                         "\"transient\"}},"
+                         " {\"name\": \"third\", \"tool\": \"fail\"}]");
+    sgw_wait_status("comp-1", "failed");
+    sgw_pair_stop();
+    snprintf(id, sizeof(id), "%lld", dead_letter_of("comp-1"));
+
+    restart_with_tools(fixed);
+    cr_assert_eq(dlq(ARGS("replay", id, "--reason", "release endpoint back", "--operator", "eve")),
+                 0, "%s%s", R.out, R.err);
+    cr_expect(strstr(R.out, "compensate step 1 of saga comp-1 again, generation 2"), "%s", R.out);
+    sgw_wait_status("comp-1", "compensated");
+    sgw_pair_stop();
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(key || '=' || calls, ',' ORDER BY key) FROM "
+                                "builtin_ledger WHERE key LIKE 'comp-1:%%:c:%%'"),
+                     "comp-1:0:c:g2=1,comp-1:1:c:g2=1",
+                     "the failed compensation re-ran under the new key, then the one below");
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text), "SELECT string_agg(status, ',' ORDER BY idx) FROM steps"),
+        "compensated,compensated,failed");
+}
+
+Test(dlq, discard_hides_entry_from_pending_and_json_has_documented_fields)
+{
+    static const char *const fields[] = {"id",
+                                         "status",
+                                         "created_at",
+                                         "error_code",
+                                         "error_class",
+                                         "message",
+                                         "saga_id",
+                                         "saga_name",
+                                         "step",
+                                         "step_name",
+                                         "tool",
+                                         "phase",
+                                         "attempts",
+                                         "original_topic",
+                                         "first_failure_at",
+                                         "last_failure_at",
+                                         "resolved_at",
+                                         "revisions",
+                                         "replays"};
+    char id[32];
+    sg_json_t *doc;
+    char *nl;
+
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_submit("disc-1", "[{\"name\": \"a\", \"tool\": \"no.such.tool\"}]");
+    sgw_wait_int(1, "SELECT count(*) FROM dead_letters");
+    sgw_pair_stop();
+    snprintf(id, sizeof(id), "%lld", dead_letter_of("disc-1"));
+
+    cr_assert_eq(dlq(ARGS("list", "--status", "pending", "--json")), 0, "%s", R.err);
+    nl = strchr(R.out, '\n');
+    cr_assert_not_null(nl, "one JSON object per line");
+    doc = sg_json_parse(R.out, (size_t)(nl - R.out), NULL, NULL);
+    cr_assert_not_null(doc, "the line parses: %s", R.out);
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+        cr_expect_not_null(sg_json_member(doc, fields[i]), "--json has \"%s\": %s", fields[i],
+                           R.out);
+    cr_expect_eq(sgw_jint(doc, "id"), atoll(id));
+    cr_expect_str_eq(sgw_jstr(doc, "error_code"), "input.schema.invalid");
+    cr_expect_str_eq(sgw_jstr(doc, "saga_id"), "disc-1");
+    sg_json_destroy(doc);
+
+    cr_expect_eq(dlq(ARGS("discard", id)), 2, "--reason is required");
+    cr_assert_eq(dlq(ARGS("discard", id, "--reason", "test traffic", "--operator", "frank")), 0,
+                 "%s", R.err);
+    cr_expect_eq(dlq(ARGS("list", "--status", "pending")), 1, "nothing pending: exit 1");
+    cr_expect_eq(dlq(ARGS("list", "--status", "discarded", "--json")), 0);
+    cr_expect(strstr(R.out, "\"status\": \"discarded\""), "%s", R.out);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters WHERE resolved_by = 'frank' AND "
+                           "resolution_reason = 'test traffic'"),
+                 1, "kept, not deleted, with who and why");
+    cr_expect_eq(dlq(ARGS("replay", id, "--reason", "x")), 3, "a discarded entry needs --force");
+
+    cr_assert_eq(dlq(ARGS("show", id, "--json")), 0, "%s", R.err);
+    doc = sg_json_parse(R.out, strlen(R.out), NULL, NULL);
+    cr_assert_not_null(doc, "show --json parses");
+    cr_expect(strstr(sgw_jstr(sg_json_member(doc, "record"), "payload"), "no.such.tool"),
+              "the record carries the payload: %s", R.out);
+    cr_expect_str_eq(sgw_jstr(doc, "resolved_by"), "frank");
+    sg_json_destroy(doc);
+    cr_expect_eq(dlq(ARGS("show", "999999")), 1, "unknown ID: exit 1");
+    cr_expect_eq(dlq(ARGS("list", "--class", "bogus")), 2, "bad option value: exit 2");
+    cr_expect(strstr(R.err, "--class bogus"), "%s", R.err);
+}
+
+#define KILL_ENTRIES 30
+
+Test(dlq, killed_mid_bulk_replay_leaves_each_entry_whole_or_untouched)
+{
+    sgt_bg_t tool;
+    long long replays;
+    int rc;
+
+    sgw_pair_start(NULL, 1, NULL);
+    for (int i = 0; i < KILL_ENTRIES; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "k-%d", i);
+        sgw_produce(sgw.topic_cmd, key, "not json", 8);
+    }
+    sgw_wait_int(KILL_ENTRIES, "SELECT count(*) FROM dead_letters");
+    sgw_pair_stop(); /* no relay: the outbox rows of the replays stay to be checked */
+
+    memset(&tool, 0, sizeof(tool));
+    sgt_bg_start(
+        &tool, "dlq-tool",
+        ARGS("replay", "--status", "pending", "--reason", "bulk", "--yes", "--rate", "10/s"),
+        sgw.env);
+    {
+        double deadline = sgt_now_s() + SGW_WAIT_S;
+        while (sgw_q_int("SELECT count(*) FROM replays") < 5 && sgt_now_s() < deadline &&
+               !sgt_bg_done(&tool))
+            usleep(20000);
+    }
+    sgt_bg_signal(&tool, SIGKILL);
+    rc = sgt_bg_join(&tool, -1);
+    cr_expect_eq(rc, 128 + SIGKILL, "killed mid-run, exit %d: %s", rc, sgt_bg_tail(&tool));
+    sgt_bg_free(&tool);
+
+    replays = sgw_q_int("SELECT count(*) FROM replays");
+    cr_expect(replays >= 5 && replays < KILL_ENTRIES, "killed part-way: %lld replays", replays);
+    cr_expect_eq(
+        sgw_q_int("SELECT count(*) FROM dead_letters d WHERE "
+                  "(d.status = 'replayed') <> EXISTS (SELECT 1 FROM replays r WHERE "
+                  "r.dead_letter_id = d.id) OR "
+                  "(d.status = 'replayed') <> EXISTS (SELECT 1 FROM outbox o WHERE "
+                  "o.headers->>'sagad-replay-of' = d.id::text AND "
+                  "o.headers->>'sagad-replay-id' = (SELECT r.id::text FROM replays r WHERE "
+                  "r.dead_letter_id = d.id))"),
+        0, "every entry is replayed with its ledger row and message, or untouched");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters WHERE status = 'replayed'"), replays);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM outbox WHERE headers ? 'sagad-replay-of'"),
+                 replays);
+
+    /* the rest can be replayed afterwards, and only the rest */
+    cr_assert_eq(dlq(ARGS("replay", "--status", "pending", "--reason", "bulk", "--yes")), 0, "%s",
+                 R.err);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM replays"), KILL_ENTRIES);
+    cr_expect_eq(sgw_q_int("SELECT count(DISTINCT dead_letter_id) FROM replays"), KILL_ENTRIES);
+}
+
+Test(dlq, every_subcommand_has_generated_help_and_usage_errors_exit_2)
+{
+    static const char *const cmds[] = {"list", "show",    "stats", "replay",
+                                       "edit", "discard", "saga",  "tail"};
+
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+        cr_expect_eq(dlq(ARGS(cmds[i], "--help")), 0, "%s --help", cmds[i]);
+        cr_expect(strstr(R.out, "usage: dlq-tool") && strstr(R.out, cmds[i]) &&
+                      strstr(R.out, "3 refused for safety"),
+                  "%s --help: %s", cmds[i], R.out);
+    }
+    cr_expect_eq(dlq(ARGS("replay", "--bogus")), 2);
+    cr_expect(strstr(R.err, "unknown option --bogus"), "%s", R.err);
+    cr_expect_eq(dlq(ARGS("replay", "1")), 2, "--reason is required");
+    cr_expect_eq(dlq(ARGS("replay", "1", "--reason", "x", "--rate", "fast")), 2);
+}
