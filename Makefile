@@ -30,7 +30,10 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/sg_migrations.o
 LIBSAGAD := $(BUILD)/libsagad.a
 MIGRATIONS := $(sort $(wildcard schemas/sql/*.sql))
 
-PROGS := $(BINDIR)/sagad-worker $(BINDIR)/sagad-relay $(BINDIR)/dlq-tool $(BINDIR)/checkout-svc
+# The binaries the container image ships (deploy/Dockerfile), then the
+# example service the tests and the demo use.
+SAGAD_PROGS := $(BINDIR)/sagad-worker $(BINDIR)/sagad-relay $(BINDIR)/dlq-tool
+PROGS := $(SAGAD_PROGS) $(BINDIR)/checkout-svc
 WORKER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard worker/*.c))
 RELAY_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard outbox/*.c))
 DLQ_OBJS    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard dlq-tool/*.c))
@@ -45,14 +48,17 @@ UNIT_TEST := $(BUILD)/tests/unit-tests
 INT_TEST  := $(BUILD)/tests/integration-tests
 TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/support/*.c))
 
-# Debian packages the build, the tests and the local services need.
-DEB_PKGS := gcc make pkg-config procps librdkafka-dev libpq-dev libcjson-dev libcriterion-dev \
-            libcurl4-openssl-dev libmicrohttpd-dev postgresql openjdk-17-jre-headless maven \
-            kcat curl clang-format ca-certificates python3-jsonschema
+# Debian packages the build needs (also all the image's builder stage
+# installs, deploy/Dockerfile: make deps-build), then those the tests and
+# the local services need.
+BUILD_DEB_PKGS := gcc make pkg-config librdkafka-dev libpq-dev libcjson-dev \
+                  libcurl4-openssl-dev libmicrohttpd-dev
+DEB_PKGS := $(BUILD_DEB_PKGS) procps libcriterion-dev postgresql openjdk-17-jre-headless maven \
+            kcat curl clang-format ca-certificates python3-jsonschema python3-venv
 
 
-.PHONY: docs docs-check bench schemas-check
-.PHONY: all help deps up down demo demo-stop test test-unit test-integration test-asan test-faults tests \
+.PHONY: docs docs-check bench schemas-check image-check k8s-check
+.PHONY: all help deps deps-build up down demo demo-stop test test-unit test-integration test-asan test-faults tests \
         format format-check clean
 
 all: $(LIBSAGAD) $(PROGS)
@@ -63,12 +69,15 @@ help:
 	@echo "make up / down  start / stop the private PostgreSQL and Kafka under .run/"
 	@echo "make demo       services, checkout-svc, relay and worker up; three example sagas run end to end"
 	@echo "make demo-stop  stop the demo's checkout-svc, relay and worker"
-	@echo "make test       unit + integration tests, then again under ASan/UBSan, then the fault suite"
+	@echo "make test       unit + integration tests, then again under ASan/UBSan, the docs, schema, image and k8s checks, then the fault suite"
 	@echo "make test-asan  only the sanitizer run"
 	@echo "make test-faults  relay under broker and PostgreSQL restarts (private services)"
 	@echo "make bench      relay, worker and http-tool figures beside their raw floors"
 	@echo "make format-check  check .clang-format conformance"
 	@echo "make schemas-check schemas/, their fixtures and the error-code registry vs the C sources"
+	@echo "make docs       regenerate docs/CONFIGURATION.md, deploy/sagad.sample.conf and docs/METRICS.md"
+	@echo "make image-check  deploy/Dockerfile's runtime packages cover what the binaries load"
+	@echo "make k8s-check  render deploy/k8s and validate it offline (schemas, config, probes, security)"
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -143,7 +152,8 @@ $(BENCH_HTTP): $(BUILD)/bench/bench_http.o $(BUILD)/bench/bench_util.o $(LIBSAGA
 bench: deps all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_HTTP) $(BENCH_DLQ)
 	tests/bench/run.sh
 
-deps:
+deps-build: DEB_PKGS := $(BUILD_DEB_PKGS)
+deps deps-build:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -z "$$missing" ]; then echo "deps: all Debian packages present"; exit 0; fi; \
 	sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
@@ -163,7 +173,7 @@ down:
 # test: unit tests, integration tests against the local services (started
 # if needed and stopped again only if this run started them), then the
 # same tests built with AddressSanitizer and UBSan, then the fault suite.
-test: deps tests docs-check schemas-check
+test: deps tests docs-check schemas-check image-check k8s-check
 	$(MAKE) --no-print-directory BUILD=build/asan BINDIR=build/asan/bin SAN=1 tests
 	tests/run.sh $(BUILD) build/asan
 	tests/faults/run.sh
@@ -189,24 +199,39 @@ demo: deps all
 demo-stop:
 	examples/demo.sh stop
 
-# The config reference is generated from the config table; docs-check
-# fails when the committed copy is stale.
-# So is the metrics reference, from the metrics catalog.
+# The config reference, the sample config file and the metrics reference
+# are generated from the config table and the metrics catalog; docs-check
+# fails when a committed copy is stale.
+GEN_DOCS := docs/CONFIGURATION.md:--config-reference deploy/sagad.sample.conf:--config-sample \
+            docs/METRICS.md:--metrics-reference
+
 docs: $(BINDIR)/sagad-worker
-	$(BINDIR)/sagad-worker --config-reference > docs/CONFIGURATION.md
-	$(BINDIR)/sagad-worker --metrics-reference > docs/METRICS.md
+	@for d in $(GEN_DOCS); do \
+	  $(BINDIR)/sagad-worker $${d#*:} > $${d%%:*} && echo "wrote $${d%%:*}" || exit 1; \
+	done
 
 docs-check: $(BINDIR)/sagad-worker
-	@$(BINDIR)/sagad-worker --config-reference | diff -u docs/CONFIGURATION.md - \
-	  || { echo "docs/CONFIGURATION.md is stale: run make docs"; exit 1; }
-	@$(BINDIR)/sagad-worker --metrics-reference | diff -u docs/METRICS.md - \
-	  || { echo "docs/METRICS.md is stale: run make docs"; exit 1; }
+	@for d in $(GEN_DOCS); do \
+	  $(BINDIR)/sagad-worker $${d#*:} | diff -u $${d%%:*} - \
+	    || { echo "$${d%%:*} is stale: run make docs"; exit 1; }; \
+	done
 
 # The JSON contracts, checked by an independent validator (Python
 # jsonschema): schemas, fixtures, and every error code in the C sources
 # registered in schemas/error_codes.json.
 schemas-check:
 	python3 tests/schemas/check.py
+
+# image-check: deploy/Dockerfile's runtime packages cover every library the
+# built binaries load (ldd + dpkg -S), without a container engine.
+image-check: all
+	tests/deploy/run.sh $(BINDIR)
+
+# k8s-check: render deploy/k8s with kustomize and validate it offline (API
+# schemas, config keys, probes, grace period, security context); installs
+# its pinned tools into build/tools and tests/k8s/node_modules first.
+k8s-check: all
+	tests/k8s/run.sh $(BINDIR)
 
 FORMAT_SRCS = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 

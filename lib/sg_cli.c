@@ -29,6 +29,7 @@ static void usage(const sg_cli_app_t *app, FILE *out)
                  "  --config FILE     config file of `key = value` lines (also SAGAD_CONFIG)\n"
                  "  --print-config    print the effective config, secrets masked, and exit\n"
                  "  --config-reference  print the Markdown reference of every config key\n"
+                 "  --config-sample   print a sample config file of every key at its default\n"
                  "  --metrics-reference print the Markdown reference of every metric\n"
                  "  --help            this text\n"
                  "  --version         print the version\n"
@@ -81,6 +82,9 @@ int sg_cli_main(const sg_cli_app_t *app, int argc, char **argv)
             return SG_EXIT_OK;
         } else if (strcmp(argv[i], "--config-reference") == 0) {
             sg_config_write_reference(stdout);
+            return SG_EXIT_OK;
+        } else if (strcmp(argv[i], "--config-sample") == 0) {
+            sg_config_write_sample(stdout);
             return SG_EXIT_OK;
         } else if (strcmp(argv[i], "--metrics-reference") == 0) {
             sg_metrics_write_reference(stdout);

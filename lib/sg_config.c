@@ -623,3 +623,34 @@ void sg_config_write_reference(FILE *out)
                 (k->flags & SG_CONFIG_RELOADABLE) ? " Reloadable." : "");
     }
 }
+
+void sg_config_write_sample(FILE *out)
+{
+    char envname[128];
+
+    fprintf(out, "# sagad sample configuration (`--config FILE` or SAGAD_CONFIG).\n"
+                 "#\n"
+                 "# Generated from the config table in lib/sg_config.c by `make docs`; do not "
+                 "edit.\n"
+                 "# Every line is commented out and shows the default: copy the file and\n"
+                 "# uncomment what you change.  SAGAD_* environment variables win over the\n"
+                 "# file.  Reference: docs/CONFIGURATION.md.\n");
+    for (size_t i = 0; i < CONFIG_NKEYS; i++) {
+        const sg_config_key_t *k = &config_table[i];
+
+        sg_config_env_name(k->key, envname, sizeof(envname));
+        fprintf(out, "\n# %s\n# %s", k->doc, type_name(k));
+        if (k->type == SG_CONFIG_INT)
+            fprintf(out, ", %lld..%lld", (long long)k->min, (long long)k->max);
+        else if (k->type == SG_CONFIG_ENUM)
+            fprintf(out, ", one of %s", k->choices);
+        fprintf(out, "%s%s%s; environment %s\n", k->def ? "" : ", required",
+                (k->flags & SG_CONFIG_SECRET) ? ", secret" : "",
+                (k->flags & SG_CONFIG_RELOADABLE) ? ", reloadable" : "", envname);
+        fprintf(out, "#%s =%s%s\n", k->key, k->def ? " " : "", k->def ? k->def : "");
+    }
+    fprintf(out, "\n# Any librdkafka property, prefixed with kafka. (environment SAGAD_KAFKA_*,\n"
+                 "# `__` for a literal `_`).  Every binary that talks to Kafka needs the\n"
+                 "# bootstrap servers; SASL/TLS settings go here too (passwords are masked).\n"
+                 "#kafka.bootstrap.servers = localhost:9092\n");
+}

@@ -15,6 +15,7 @@ struct sg_kafka_s {
     sg_kafka_rebalance_fn rebalance_fn;
     void *rebalance_opaque;
     bool coop;           /* the group's rebalance protocol at its last rebalance */
+    bool closed;         /* a consumer that left its group (sg_kafka_close) */
     volatile int joined; /* a consumer got its first assignment (maybe empty) */
 };
 
@@ -285,12 +286,19 @@ err:
     return NULL;
 }
 
+void sg_kafka_close(sg_kafka_t *k)
+{
+    if (!k || k->role != SG_KAFKA_CONSUMER || k->closed)
+        return;
+    rd_kafka_consumer_close(k->rk);
+    k->closed = true;
+}
+
 void sg_kafka_destroy(sg_kafka_t *k)
 {
     if (!k)
         return;
-    if (k->role == SG_KAFKA_CONSUMER)
-        rd_kafka_consumer_close(k->rk);
+    sg_kafka_close(k);
     rd_kafka_destroy(k->rk);
     free(k);
 }

@@ -256,6 +256,23 @@ static const sg_metric_def_t catalog[SG_M__COUNT] = {
                            1,
                            R,
                            "Timer rows moved into the outbox."},
+    [SG_M_DLQ_PENDING] = {"sagad_dlq_pending",
+                          SG_METRIC_GAUGE,
+                          {NULL},
+                          NULL,
+                          0,
+                          1,
+                          R,
+                          "Dead letters waiting for an operator (status pending), counted by "
+                          "an active relay; the same figure in every active relay."},
+    [SG_M_DLQ_OLDEST_AGE] = {"sagad_dlq_oldest_pending_age_seconds",
+                             SG_METRIC_GAUGE,
+                             {NULL},
+                             NULL,
+                             0,
+                             1,
+                             R,
+                             "Age of the oldest pending dead letter (0 when none wait)."},
 };
 
 #undef W

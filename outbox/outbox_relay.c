@@ -502,9 +502,10 @@ static int heartbeat(outbox_relay_t *r, sg_err_t *err)
                  3, p, NULL, err);
 }
 
-/* The held shard's backlog and oldest row, and the due timers, for the
- * gauges.  The oldest row is the next one in publishing order (an index
- * scan), close enough to the oldest insert for an alert. */
+/* The held shard's backlog and oldest row, the due timers and the pending
+ * dead letters, for the gauges.  The oldest row is the next one in
+ * publishing order (an index scan), close enough to the oldest insert for
+ * an alert; the dead letters use the (status, created_at) index. */
 static void export_stats(outbox_relay_t *r)
 {
     const char *p[] = {r->shard_text};
@@ -519,7 +520,10 @@ static void export_stats(outbox_relay_t *r)
             "SELECT (SELECT count(*) FROM outbox WHERE shard = $1), "
             "coalesce((SELECT extract(epoch FROM now() - created_at) FROM outbox WHERE shard = $1 "
             "ORDER BY tx, id LIMIT 1), 0)::float8, "
-            "(SELECT count(*) FROM timers WHERE due_at <= now())",
+            "(SELECT count(*) FROM timers WHERE due_at <= now()), "
+            "(SELECT count(*) FROM dead_letters WHERE status = 'pending'), "
+            "coalesce((SELECT extract(epoch FROM now() - min(created_at)) FROM dead_letters "
+            "WHERE status = 'pending'), 0)::float8",
             1, p, &res, &err) < 0)
         return;
     sg_metric_set(SG_M_OUTBOX_BACKLOG, SG_LABELS(r->shard_text),
@@ -527,6 +531,9 @@ static void export_stats(outbox_relay_t *r)
     sg_metric_set(SG_M_OUTBOX_OLDEST_AGE, SG_LABELS(r->shard_text),
                   strtod(sg_pg_res_get(res, 0, 1) ? sg_pg_res_get(res, 0, 1) : "0", NULL));
     sg_metric_set(SG_M_TIMERS_DUE, NULL, (double)sg_pg_res_int(res, 0, 2, 0));
+    sg_metric_set(SG_M_DLQ_PENDING, NULL, (double)sg_pg_res_int(res, 0, 3, 0));
+    sg_metric_set(SG_M_DLQ_OLDEST_AGE, NULL,
+                  strtod(sg_pg_res_get(res, 0, 4) ? sg_pg_res_get(res, 0, 4) : "0", NULL));
     sg_pg_res_destroy(res);
 }
 

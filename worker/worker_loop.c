@@ -1148,12 +1148,23 @@ static int setup(loop_t *L, sg_cli_t *cli)
 
 static void teardown(loop_t *L)
 {
-    /* Close the consumer first: leaving the group revokes the partitions
-     * through on_rebalance while the pool and PostgreSQL still work. */
     L->drain_ms = 0;       /* drained already */
     sg_http_stop(L->http); /* nothing probes the consumer after this */
     L->http = NULL;
     sg_health_clear_probe(SG_CHECK_KAFKA);
+    /* Leave the group first: that revokes the partitions through
+     * on_rebalance while the pool and PostgreSQL still work. */
+    sg_kafka_close(L->consumer);
+    /* The revoke abandoned every command left, but they still hold their
+     * Kafka messages, and destroying the consumer waits for every message:
+     * free them first, letting calls that outlived the drain return
+     * (within their tool timeout), or the worker never exits. */
+    while (L->pool && L->calling > 0) {
+        take_returned(L);
+        if (L->calling > 0)
+            wait_events(L, 50);
+    }
+    bury(L);
     sg_kafka_destroy(L->consumer);
     L->consumer = NULL;
     worker_pool_destroy(L->pool);

@@ -419,6 +419,38 @@ Test(ops, endpoints_answer_and_counters_move_after_a_saga)
     cr_assert_eq(oproc_stop(&T.relay, SIGTERM, 60), 0, "the relay exits 0 on SIGTERM");
 }
 
+/* The dead-letter gauges the alerts watch: an active relay counts the
+ * pending dead letters and the age of the oldest. */
+Test(ops, relay_exports_pending_dead_letters_and_the_oldest_age)
+{
+    double deadline = sgt_now_s() + WAIT_S;
+    sgt_prom_t r;
+    int wport, rport;
+
+    start_both(&wport, &rport);
+    scrape(rport, &r);
+    cr_assert_eq(sgt_prom_get(&r, "sagad_dlq_pending", "", -1), 0, "none pending yet");
+    sgt_prom_free(&r);
+    /* A step naming a tool the registry lacks: refused and dead-lettered. */
+    submit("ops-dead", "[{\"name\": \"a\", \"tool\": \"no.such.tool\"}]");
+    while (sgt_query_int(T.pg, "SELECT count(*) FROM dead_letters WHERE status = 'pending'") < 1) {
+        cr_assert_lt(sgt_now_s(), deadline, "the saga was not dead-lettered");
+        usleep(50000);
+    }
+    for (;;) {
+        scrape(rport, &r);
+        if (sgt_prom_get(&r, "sagad_dlq_pending", "", -1) == 1 &&
+            sgt_prom_get(&r, "sagad_dlq_oldest_pending_age_seconds", "", -1) > 0)
+            break;
+        sgt_prom_free(&r);
+        cr_assert_lt(sgt_now_s(), deadline, "the relay never exported the pending dead letter");
+        usleep(200000);
+    }
+    sgt_prom_free(&r);
+    cr_assert_eq(oproc_stop(&T.worker, SIGTERM, 60), 0);
+    cr_assert_eq(oproc_stop(&T.relay, SIGTERM, 60), 0);
+}
+
 /* Kubernetes stops sending traffic as soon as the pod drains: /readyz
  * answers 503 while the in-flight call still finishes. */
 Test(ops, readyz_fails_as_soon_as_draining_starts)

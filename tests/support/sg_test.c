@@ -1,7 +1,10 @@
 #include "sg_test.h"
 
 #include <criterion/criterion.h>
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -9,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -399,4 +403,19 @@ char *sgt_http(const char *method, const char *url, const char *body, long *stat
     curl_slist_free_all(hl);
     curl_easy_cleanup(c);
     return out;
+}
+
+int sgt_free_port(void)
+{
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = 0};
+    socklen_t len = sizeof(addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+    cr_assert_geq(fd, 0, "socket: %s", strerror(errno));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0, "bind: %s", strerror(errno));
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+    port = ntohs(addr.sin_port);
+    close(fd);
+    return port;
 }

@@ -82,6 +82,10 @@ const char *sgt_bg_tail(const sgt_bg_t *bg);
 /* Frees the captured output (the process must be joined). */
 void sgt_bg_free(sgt_bg_t *bg);
 
+/* A TCP port on 127.0.0.1 free at the time of the call (the kernel's
+ * pick), for a process the test must reach at a known port. */
+int sgt_free_port(void);
+
 /* Seconds on a monotonic clock. */
 double sgt_now_s(void);
 

@@ -191,6 +191,10 @@ void sgw_teardown(void)
     sgw_proc_join(&sgw.relay, SIGTERM);
     sgt_bg_free(&sgw.worker);
     sgt_bg_free(&sgw.relay);
+    for (int i = 0; i < sgw.nprocs; i++) {
+        sgw_proc_join(&sgw.procs[i], SIGTERM);
+        sgt_bg_free(&sgw.procs[i]);
+    }
     sgw_reader_close(&sgw.events);
     sg_kafka_destroy(sgw.producer);
     sg_pg_destroy(sgw.pg);
@@ -199,10 +203,7 @@ void sgw_teardown(void)
     rmdir(sgw.dir);
 }
 
-/* Writes the registry (SGW_BASE_TOOLS plus extra_tools, members of "tools"),
- * creates the topics, and starts a relay and a worker; extra_env entries
- * ("KEY=value", NULL-terminated) are added to both. */
-void sgw_pair_start(const char *extra_tools, int partitions, const char *const *extra_env)
+void sgw_world_start(const char *extra_tools, int partitions, const char *const *extra_env)
 {
     char nparts[16], errstr[256];
     const char *topics[] = {"topics", "--partitions", nparts, NULL};
@@ -220,8 +221,33 @@ void sgw_pair_start(const char *extra_tools, int partitions, const char *const *
     sgw.producer = sg_kafka_new(NULL, SG_KAFKA_PRODUCER, props, errstr, sizeof(errstr));
     cr_assert_not_null(sgw.producer, "%s", errstr);
     sgw_reader_open(&sgw.events, sgw.topic_ev);
+}
+
+void sgw_pair_start(const char *extra_tools, int partitions, const char *const *extra_env)
+{
+    sgw_world_start(extra_tools, partitions, extra_env);
     sgt_bg_start(&sgw.relay, "sagad-relay", sgw_run_args, sgw.env);
     sgt_bg_start(&sgw.worker, "sagad-worker", sgw_run_args, sgw.env);
+}
+
+void sgw_start(sgt_bg_t *pr, const char *prog, const char *const *extra_env)
+{
+    const char *env[SGW_MAX_ENV * 2 + 1];
+    size_t n = 0;
+
+    for (size_t i = 0; i < sgw.nenv; i++)
+        env[n++] = sgw.env[i];
+    for (; extra_env && *extra_env && n < SGW_MAX_ENV * 2; extra_env++)
+        env[n++] = *extra_env;
+    env[n] = NULL;
+    sgt_bg_start(pr, prog, sgw_run_args, env);
+}
+
+sgt_bg_t *sgw_proc_start(const char *prog, const char *const *extra_env)
+{
+    cr_assert_lt(sgw.nprocs, SGW_MAX_PROCS, "too many processes for one test");
+    sgw_start(&sgw.procs[sgw.nprocs], prog, extra_env);
+    return &sgw.procs[sgw.nprocs++];
 }
 
 /* SIGTERM to both: each drains and exits 0.  The worker's stderr stays in

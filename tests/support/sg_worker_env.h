@@ -56,7 +56,8 @@ typedef struct sgw_reader_s {
     size_t n, cap;
 } sgw_reader_t;
 
-#define SGW_MAX_ENV 32
+#define SGW_MAX_ENV   32
+#define SGW_MAX_PROCS 8
 
 typedef struct sgw_world_s {
     char db[128], dsn[512], dir[64], registry[128];
@@ -65,6 +66,8 @@ typedef struct sgw_world_s {
     const char *env[SGW_MAX_ENV + 1];
     size_t nenv;
     sgt_bg_t worker, relay;
+    sgt_bg_t procs[SGW_MAX_PROCS]; /* more workers and relays (sgw_proc_start) */
+    int nprocs;
     sg_pg_t *pg;
     sg_kafka_t *producer;
     sgw_reader_t events;
@@ -89,9 +92,18 @@ void sgw_env_add(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void sgw_worker_cli(const char *const *args);
 
 /* Writes the registry (SGW_BASE_TOOLS plus extra_tools, members of
- * "tools"), creates the topics, starts a relay and a worker; extra_env
- * ("KEY=value", NULL-terminated) is added to both. */
+ * "tools"), creates the topics, opens the producer and the events reader;
+ * extra_env ("KEY=value", NULL-terminated) is added to the environment of
+ * every process started later.  Starts no process. */
+void sgw_world_start(const char *extra_tools, int partitions, const char *const *extra_env);
+/* sgw_world_start, then a relay (sgw.relay) and a worker (sgw.worker). */
 void sgw_pair_start(const char *extra_tools, int partitions, const char *const *extra_env);
+/* Starts `prog run` in pr with the test's environment plus extra_env
+ * (later entries win). */
+void sgw_start(sgt_bg_t *pr, const char *prog, const char *const *extra_env);
+/* sgw_start into one more process of the world; teardown stops what is
+ * still running. */
+sgt_bg_t *sgw_proc_start(const char *prog, const char *const *extra_env);
 /* SIGTERM to both; each must exit 0.  The worker's stderr stays in
  * sgw.worker.err. */
 void sgw_pair_stop(void);

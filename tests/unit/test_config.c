@@ -597,3 +597,85 @@ Test(config, print_lists_every_key_with_origin)
     free(out);
     sg_config_destroy(cfg);
 }
+
+/* ---- the generated sample file ---- */
+
+static char *sample_text(void)
+{
+    char *sample = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&sample, &len);
+
+    cr_assert_not_null(fp);
+    sg_config_write_sample(fp);
+    fclose(fp);
+    return sample;
+}
+
+/* The sample with every `#key = value` line uncommented; a required key
+ * (shown without a value) gets required_value. */
+static char *sample_uncommented(const char *required_value)
+{
+    char *sample = sample_text(), *buf = NULL;
+    size_t blen = 0;
+    FILE *out = open_memstream(&buf, &blen);
+
+    for (char *line = strtok(sample, "\n"); line; line = strtok(NULL, "\n")) {
+        bool setting = line[0] == '#' && line[1] >= 'a' && line[1] <= 'z' && strchr(line, '=');
+        size_t len = strlen(line);
+
+        if (!setting)
+            fprintf(out, "%s\n", line);
+        else if (line[len - 1] == '=')
+            fprintf(out, "%s %s\n", line + 1, required_value);
+        else
+            fprintf(out, "%s\n", line + 1);
+    }
+    fclose(out);
+    free(sample);
+    return buf;
+}
+
+Test(config, sample_file_as_shipped_sets_nothing)
+{
+    char path[64];
+    sg_config_t *cfg = sg_config_new();
+    char *sample = sample_text(), *out;
+
+    write_file(path, sizeof(path), sample);
+    free(sample);
+    cr_assert_eq(sg_config_load_file(cfg, path, errstr, sizeof(errstr)), 0, "%s", errstr);
+    out = print_config(cfg);
+    cr_expect_null(strstr(out, "# file "), "every line is commented out: %s", out);
+    free(out);
+    sg_config_destroy(cfg);
+    unlink(path);
+}
+
+Test(config, sample_file_uncommented_loads_every_key_at_its_default)
+{
+    char path[64], expect[256];
+    char *text = sample_uncommented("host=db");
+    sg_config_t *cfg = sg_config_new();
+    size_t n;
+    const sg_config_key_t *table = sg_config_table(&n);
+    collected_t c = {0};
+    char *out;
+
+    write_file(path, sizeof(path), text);
+    cr_assert_eq(sg_config_load_file(cfg, path, errstr, sizeof(errstr)), 0, "%s", errstr);
+    cr_assert_eq(sg_config_check(cfg, errstr, sizeof(errstr)), 0, "%s", errstr);
+    out = print_config(cfg);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(expect, sizeof(expect), "%s = %s  # file %s:", table[i].key,
+                 table[i].def ? table[i].def : "host=db", path);
+        assert_contains(out, expect);
+    }
+    sg_config_foreach_kafka(cfg, collect, &c);
+    cr_assert_eq(c.n, 1);
+    cr_assert_str_eq(c.kv[0], "bootstrap.servers=localhost:9092");
+    free(out);
+    free(text);
+    sg_config_destroy(cfg);
+    unlink(path);
+}

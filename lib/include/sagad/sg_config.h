@@ -91,6 +91,10 @@ void sg_config_print(const sg_config_t *cfg, FILE *out);
 /* Writes the Markdown reference of every key (docs/CONFIGURATION.md). */
 void sg_config_write_reference(FILE *out);
 
+/* Writes a config file of every key, each commented out at its default
+ * with its doc line above (deploy/sagad.sample.conf). */
+void sg_config_write_sample(FILE *out);
+
 /* The environment variable name of a table key: "pg.dsn" -> "SAGAD_PG_DSN". */
 void sg_config_env_name(const char *key, char *out, size_t out_size);
 

@@ -74,7 +74,14 @@ const char *sg_kafka_errkind_name(sg_kafka_errkind_t kind);
 sg_kafka_t *sg_kafka_new(const sg_config_t *cfg, sg_kafka_role_t role, const char *const *props,
                          char *errstr, size_t errstr_size) __attribute__((warn_unused_result));
 
-/* Closes the client (a consumer leaves its group first); NULL is a no-op. */
+/* A consumer leaves its group: its partitions are revoked (through the
+ * rebalance hook) and no more messages come.  Other roles, NULL and a
+ * closed consumer: no-op.  Messages still held stay valid until destroyed,
+ * and must all be destroyed before sg_kafka_destroy(), which waits for
+ * them. */
+void sg_kafka_close(sg_kafka_t *k);
+
+/* Closes the client (sg_kafka_close first); NULL is a no-op. */
 void sg_kafka_destroy(sg_kafka_t *k);
 
 /* True once librdkafka raised a fatal error on this handle. */

@@ -52,6 +52,8 @@ typedef enum sg_metric_id_e {
     SG_M_OUTBOX_XMIN_BLOCKED,
     SG_M_TIMERS_DUE,
     SG_M_TIMERS_FIRED,
+    SG_M_DLQ_PENDING,
+    SG_M_DLQ_OLDEST_AGE,
     SG_M__COUNT
 } sg_metric_id_t;
 

@@ -1,0 +1,375 @@
+#!/usr/bin/env python3
+"""What the API schemas cannot know about sagad's manifests.
+
+    check.py --bin BINDIR [--partitions N] [--k8s-version V] RENDERED.yaml...
+
+For each rendered kustomization:
+- every core object validates strictly (unknown fields refused) against the
+  Kubernetes JSON schemas of kubernetes-validate;
+- every sagad container's config resolves: each SAGAD_* variable is a key of
+  the config table (read from `sagad-worker --config-reference`), each key
+  of the mounted config file too, the real binary accepts the result
+  (`--print-config`), and the required keys are set (pg.dsn; the Kafka
+  bootstrap servers and, for the worker, a tool registry that
+  `check-registry` accepts);
+- probes hit /healthz and /readyz on the configured http.port, bound to
+  0.0.0.0; the worker's grace period exceeds its longest tool timeout plus
+  worker.drain_timeout_ms; containers run non-root, read-only, without
+  privilege escalation or capabilities, with memory requests and limits;
+- the autoscalers stay at or under the partition count, and the KEDA Kafka
+  trigger watches the workers' own group, topic and brokers;
+- the metric names the alerts use are listed (and must be in
+  docs/METRICS.md once it exists).
+Every problem is printed as FILE: KIND NAME: container: text; exit 1 if any.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+try:
+    import kubernetes_validate
+except ImportError:  # pragma: no cover - install.sh provides it
+    sys.exit("k8s-check: kubernetes-validate is missing: run tests/k8s/install.sh")
+
+SAGAD_PROGS = ("sagad-worker", "sagad-relay", "dlq-tool")
+CRD_GROUPS = ("keda.sh/", "monitoring.coreos.com/")
+TOOL_TIMEOUT_DEFAULT_MS = 30000  # schemas/tool-registry.schema.json
+
+
+class Problems:
+    def __init__(self):
+        self.count = 0
+
+    def __call__(self, where, text):
+        print(f"{where}: {text}", file=sys.stderr)
+        self.count += 1
+
+
+problem = Problems()
+
+
+def config_table(bindir):
+    """{key: {"env": ..., "default": ... or None}} from --config-reference."""
+    out = subprocess.run([os.path.join(bindir, "sagad-worker"), "--config-reference"],
+                         check=True, capture_output=True, text=True).stdout
+    table = {}
+    row = re.compile(r"^\| `([^`]+)` \| `(SAGAD_[A-Z0-9_]+)` \| (\w+) \| ([^|]*) \|")
+    for line in out.splitlines():
+        m = row.match(line)
+        if m:
+            default = m.group(4).strip()
+            table[m.group(1)] = {"env": m.group(2),
+                                 "default": None if default == "(required)" else default}
+    if not table:
+        sys.exit("k8s-check: no keys parsed from sagad-worker --config-reference")
+    return table
+
+
+def kafka_key_from_env(name):
+    """SAGAD_KAFKA_SASL_PASSWORD -> kafka.sasl.password; "__" -> "_" (lib/sg_config.c)."""
+    rest = name[len("SAGAD_KAFKA_"):]
+    return "kafka." + "_".join(chunk.replace("_", ".").lower() for chunk in rest.split("__"))
+
+
+def parse_config_file(text):
+    """`key = value` lines as lib/sg_config.c reads them."""
+    values = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, value = (s.strip() for s in line.split("=", 1))
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            value = value[1:-1]
+        values[key] = value
+    return values
+
+
+class Render:
+    """One rendered kustomization."""
+
+    def __init__(self, path, docs):
+        self.path = path
+        self.objects = [d for d in docs if d]
+        self.configmaps = {o["metadata"]["name"]: o.get("data", {})
+                           for o in self.objects if o["kind"] == "ConfigMap"}
+
+    def find(self, kind, name=None):
+        return [o for o in self.objects
+                if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+
+
+def mounted_file(render, pod, container, path):
+    """The content of path if a ConfigMap volume mounted in container holds
+    it, else None."""
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    for mount in container.get("volumeMounts", []):
+        prefix = mount["mountPath"].rstrip("/") + "/"
+        if not path.startswith(prefix):
+            continue
+        vol = volumes.get(mount["name"], {})
+        cm = vol.get("configMap")
+        if cm is None:
+            continue
+        return render.configmaps.get(cm["name"], {}).get(path[len(prefix):])
+    return None
+
+
+def resolve_env(render, where, container, secrets):
+    """SAGAD_* variables with placeholders for Secret and field references."""
+    env = {}
+    for e in container.get("env", []):
+        name = e["name"]
+        if "value" in e:
+            env[name] = str(e["value"])
+            continue
+        ref = e.get("valueFrom", {})
+        if "secretKeyRef" in ref:
+            s = ref["secretKeyRef"]
+            secrets.add(f"{s['name']}/{s['key']}")
+            env[name] = f"secret-{s['name']}-{s['key']}"
+        elif "configMapKeyRef" in ref:
+            c = ref["configMapKeyRef"]
+            value = render.configmaps.get(c["name"], {}).get(c["key"])
+            if value is None:
+                problem(where, f"env {name}: ConfigMap {c['name']} has no key {c['key']}")
+                value = ""
+            env[name] = value
+        elif "fieldRef" in ref:
+            env[name] = "field-" + ref["fieldRef"]["fieldPath"]
+        else:
+            problem(where, f"env {name}: valueFrom of an unsupported kind")
+    return env
+
+
+def effective_config(table, where, env, file_values):
+    """Defaults, then the file, then the environment, as sg_config does."""
+    cfg = {k: v["default"] for k, v in table.items()}
+    env_to_key = {v["env"]: k for k, v in table.items()}
+    for key, value in file_values.items():
+        if key in table or (key.startswith("kafka.") and len(key) > 6):
+            cfg[key] = value
+        else:
+            problem(where, f"config file key {key} is not in the config table (docs/CONFIGURATION.md)")
+    for name, value in env.items():
+        if not name.startswith("SAGAD_") or name == "SAGAD_CONFIG":
+            continue
+        if name.startswith("SAGAD_KAFKA_"):
+            cfg[kafka_key_from_env(name)] = value
+        elif name in env_to_key:
+            cfg[env_to_key[name]] = value
+        else:
+            problem(where, f"env {name} is not a config key's variable (docs/CONFIGURATION.md)")
+    return cfg
+
+
+def run_binary(bindir, prog, args, env, where, what):
+    run_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    run_env.update({k: v for k, v in env.items() if k != "SAGAD_CONFIG"})
+    res = subprocess.run([os.path.join(bindir, prog)] + args, env=run_env, capture_output=True,
+                         text=True)
+    if res.returncode != 0:
+        problem(where, f"{what}: {prog} {' '.join(args)} exits {res.returncode}: "
+                       f"{res.stderr.strip()}")
+    return res
+
+
+def check_probes(where, container, cfg):
+    ports = {p.get("name"): p["containerPort"] for p in container.get("ports", [])}
+    want_port = int(cfg["http.port"])
+    if cfg["http.bind"] != "0.0.0.0":
+        problem(where, f"http.bind is {cfg['http.bind']}: the kubelet's probes cannot reach it "
+                       "(set SAGAD_HTTP_BIND=0.0.0.0)")
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        get = container.get(probe, {}).get("httpGet")
+        if not get:
+            problem(where, f"{probe} is missing (an httpGet on {path})")
+            continue
+        port = ports.get(get["port"], get["port"])
+        if get.get("path") != path:
+            problem(where, f"{probe} asks {get.get('path')}, sagad serves {path}")
+        if port != want_port:
+            problem(where, f"{probe} port {get['port']} is not http.port {want_port}")
+
+
+def check_security(where, pod, container):
+    psc, csc = pod.get("securityContext", {}), container.get("securityContext", {})
+    if not (csc.get("runAsNonRoot", psc.get("runAsNonRoot")) is True):
+        problem(where, "runAsNonRoot is not true")
+    if csc.get("runAsUser", psc.get("runAsUser")) in (None, 0):
+        problem(where, "runAsUser must be a non-zero uid (the image's user is 10001)")
+    if csc.get("readOnlyRootFilesystem") is not True:
+        problem(where, "readOnlyRootFilesystem is not true")
+    if csc.get("allowPrivilegeEscalation") is not False:
+        problem(where, "allowPrivilegeEscalation is not false")
+    if "ALL" not in csc.get("capabilities", {}).get("drop", []):
+        problem(where, "capabilities.drop does not include ALL")
+    res = container.get("resources", {})
+    for part in ("requests", "limits"):
+        if "memory" not in res.get(part, {}):
+            problem(where, f"resources.{part}.memory is not set")
+
+
+def check_container(args, table, render, obj, pod, container, secrets, seen):
+    prog = os.path.basename((container.get("command") or [""])[0])
+    if prog not in SAGAD_PROGS:
+        return
+    cmd = (container.get("args") or [""])[0]
+    where = f"{render.path}: {obj['kind']} {obj['metadata']['name']}: {container['name']}"
+    env = resolve_env(render, where, container, secrets)
+    file_values, config_text = {}, None
+    if "SAGAD_CONFIG" in env:
+        config_text = mounted_file(render, pod, container, env["SAGAD_CONFIG"])
+        if config_text is None:
+            problem(where, f"SAGAD_CONFIG {env['SAGAD_CONFIG']} is not in a mounted ConfigMap")
+        else:
+            file_values = parse_config_file(config_text)
+    cfg = effective_config(table, where, env, file_values)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cli = []
+        if config_text is not None:
+            path = os.path.join(tmp, "sagad.conf")
+            with open(path, "w") as f:
+                f.write(config_text)
+            cli = ["--config", path]
+        run_binary(args.bin, prog, cli + ["--print-config"], env, where, "the config")
+        if cfg.get("pg.dsn") is None:
+            problem(where, "pg.dsn is required: set SAGAD_PG_DSN from the Secret")
+        if cmd == "run" and not cfg.get("kafka.bootstrap.servers"):
+            problem(where, "kafka.bootstrap.servers is required (sagad.conf or "
+                           "SAGAD_KAFKA_BOOTSTRAP_SERVERS)")
+        tool_max_ms = 0
+        if prog == "sagad-worker" and cmd == "run":
+            registry = mounted_file(render, pod, container, cfg["worker.registry"])
+            if registry is None:
+                problem(where, f"worker.registry {cfg['worker.registry']} is not in a mounted "
+                               "ConfigMap")
+            else:
+                reg_path = os.path.join(tmp, "tools.json")
+                with open(reg_path, "w") as f:
+                    f.write(registry)
+                run_binary(args.bin, prog, cli + ["check-registry", reg_path], env, where,
+                           "the tool registry")
+                try:
+                    tools = json.loads(registry).get("tools", {})
+                    tool_max_ms = max((t.get("timeout_ms", TOOL_TIMEOUT_DEFAULT_MS)
+                                       for t in tools.values()), default=0)
+                except (ValueError, AttributeError):
+                    pass  # check-registry said why
+    if cmd != "run":
+        check_security(where, pod, container)
+        return
+    check_probes(where, container, cfg)
+    check_security(where, pod, container)
+    grace = pod.get("terminationGracePeriodSeconds", 30)
+    if prog == "sagad-worker":
+        need_ms = tool_max_ms + int(cfg["worker.drain_timeout_ms"])
+        if grace * 1000 <= need_ms:
+            problem(where, f"terminationGracePeriodSeconds {grace} must exceed the longest tool "
+                           f"timeout plus worker.drain_timeout_ms ({need_ms} ms)")
+    if prog == "sagad-relay" and grace * 1000 <= int(cfg["relay.delivery_timeout_ms"]):
+        problem(where, f"terminationGracePeriodSeconds {grace} must exceed "
+                       f"relay.delivery_timeout_ms ({cfg['relay.delivery_timeout_ms']} ms)")
+    seen[(obj["kind"], obj["metadata"]["name"])] = cfg
+
+
+def check_scaling(args, render, seen):
+    for hpa in render.find("HorizontalPodAutoscaler"):
+        where = f"{render.path}: HorizontalPodAutoscaler {hpa['metadata']['name']}"
+        if hpa["spec"]["maxReplicas"] > args.partitions:
+            problem(where, f"maxReplicas {hpa['spec']['maxReplicas']} exceeds the "
+                           f"{args.partitions} partitions of topic.commands")
+    for so in render.find("ScaledObject"):
+        where = f"{render.path}: ScaledObject {so['metadata']['name']}"
+        spec = so["spec"]
+        if spec.get("maxReplicaCount", 100) > args.partitions:
+            problem(where, f"maxReplicaCount {spec.get('maxReplicaCount', 100)} exceeds the "
+                           f"{args.partitions} partitions of topic.commands")
+        cfg = seen.get(("Deployment", spec["scaleTargetRef"]["name"]))
+        if cfg is None:
+            problem(where, f"scales {spec['scaleTargetRef']['name']}, not a sagad worker here")
+            continue
+        for trig in spec.get("triggers", []):
+            if trig["type"] != "kafka":
+                continue
+            md = trig.get("metadata", {})
+            for field, key in (("bootstrapServers", "kafka.bootstrap.servers"),
+                               ("consumerGroup", "worker.group_id"),
+                               ("topic", "topic.commands")):
+                if md.get(field) != cfg.get(key):
+                    problem(where, f"kafka trigger {field} {md.get(field)!r} differs from the "
+                                   f"workers' {key} {cfg.get(key)!r}")
+    for dep in render.find("Deployment", "sagad-relay"):
+        if dep["spec"].get("replicas", 1) < 2:
+            problem(f"{render.path}: Deployment sagad-relay",
+                    "replicas must be at least 2 (an active relay and a standby)")
+
+
+def check_alerts(render):
+    names = set()
+    for rule in render.find("PrometheusRule"):
+        for group in rule["spec"]["groups"]:
+            for r in group["rules"]:
+                names.update(re.findall(r"\bsagad_[a-z0-9_]+", r["expr"]))
+    if os.path.exists("docs/METRICS.md"):
+        documented = set(re.findall(r"^\| `(sagad_[a-z0-9_]+)` \|", open("docs/METRICS.md").read(),
+                                    re.M))
+        for name in sorted(names):
+            base = re.sub(r"_(bucket|sum|count)$", "", name)
+            if name not in documented and base not in documented:
+                problem(f"{render.path}: PrometheusRule",
+                        f"alerts use {name}, which docs/METRICS.md does not document")
+    return names
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default="bin")
+    ap.add_argument("--partitions", type=int, default=6,
+                    help="partitions of topic.commands (sagad-worker topics' default)")
+    ap.add_argument("--k8s-version", default="1.30.0")
+    ap.add_argument("rendered", nargs="+")
+    args = ap.parse_args()
+    table = config_table(args.bin)
+    metrics, secrets = set(), set()
+    for path in args.rendered:
+        with open(path) as f:
+            render = Render(path, list(yaml.safe_load_all(f)))
+        seen = {}
+        for obj in render.objects:
+            where = f"{path}: {obj['kind']} {obj['metadata']['name']}"
+            if obj["kind"] == "Secret":
+                problem(where, "Secrets do not belong in the manifests; reference them")
+            if not obj["apiVersion"].startswith(CRD_GROUPS):
+                try:
+                    kubernetes_validate.validate(obj, args.k8s_version, strict=True)
+                except kubernetes_validate.ValidationError as e:
+                    problem(where, f"{'/'.join(str(p) for p in e.path) or '/'}: {e.message}")
+                except kubernetes_validate.SchemaNotFoundError as e:
+                    problem(where, e.message)
+            pod = obj.get("spec", {}).get("template", {}).get("spec")
+            if obj["kind"] in ("Deployment", "Job") and pod:
+                for c in pod.get("initContainers", []) + pod["containers"]:
+                    check_container(args, table, render, obj, pod, c, secrets, seen)
+        if not any(k == "Deployment" for k, _ in seen):
+            problem(path, "no sagad Deployment found")
+        check_scaling(args, render, seen)
+        metrics |= check_alerts(render)
+    if problem.count:
+        print(f"k8s-check: {problem.count} problem(s)", file=sys.stderr)
+        return 1
+    print(f"k8s-check: {', '.join(args.rendered)}: config, probes, security, scaling ok")
+    print(f"k8s-check: secrets the cluster must hold: {', '.join(sorted(secrets))}")
+    print(f"k8s-check: metrics the alerts use: {', '.join(sorted(metrics))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
