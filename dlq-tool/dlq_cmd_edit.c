@@ -244,6 +244,26 @@ static int validate(dlq_t *d, const char *text)
     return problems > 0 ? SG_EXIT_REFUSED : SG_EXIT_OK;
 }
 
+/* True when text says what cur says: the same bytes, or the same JSON value
+ * (the editor shows the payload pretty-printed and --set prints it
+ * compact, so the text alone differs even when nothing was changed). */
+static bool unchanged(const char *cur, const char *text)
+{
+    sg_json_t *a, *b;
+    bool same;
+
+    if (!cur)
+        return false;
+    if (strcmp(cur, text) == 0)
+        return true;
+    a = sg_json_parse(cur, strlen(cur), NULL, NULL);
+    b = a ? sg_json_parse(text, strlen(text), NULL, NULL) : NULL;
+    same = sg_json_equal(a, b);
+    sg_json_destroy(a);
+    sg_json_destroy(b);
+    return same;
+}
+
 static int edit(dlq_t *d, const char *id)
 {
     const char *const *sets;
@@ -268,7 +288,7 @@ static int edit(dlq_t *d, const char *id)
         text = nsets ? apply_sets(d, cur, sets, nsets) : run_editor(d, cur);
         if (!text)
             rc = nsets ? SG_EXIT_USAGE : SG_EXIT_FAIL;
-        else if (cur && strcmp(cur, text) == 0)
+        else if (unchanged(cur, text))
             fprintf(stderr, "no change: nothing saved\n");
         else if (!(rc = validate(d, text))) {
             const char *params[] = {id, text, dlq_operator(d), sg_cli_opt(&d->args, "--reason")};

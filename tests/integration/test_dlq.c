@@ -283,6 +283,36 @@ Test(dlq, invalid_edit_is_refused_and_a_valid_one_is_replayed_to_completion)
                  "the replay used the edited revision");
 }
 
+/* The editor shows the payload pretty-printed and --set prints it
+ * compact: saving it as shown, or setting a member to the value it has,
+ * changes nothing and must save nothing (not even be validated). */
+Test(dlq, edit_that_changes_nothing_saves_nothing)
+{
+    const char *env[SGW_MAX_ENV + 2];
+    char id[32];
+    size_t n = 0;
+    int rc;
+
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_submit("same-1", "[{\"name\": \"a\", \"tool\": \"no.such.tool\"}]");
+    sgw_wait_int(1, "SELECT count(*) FROM dead_letters");
+    sgw_pair_stop();
+    snprintf(id, sizeof(id), "%lld", dead_letter_of("same-1"));
+
+    for (; sgw.env[n]; n++)
+        env[n] = sgw.env[n];
+    env[n++] = "EDITOR=true"; /* saves the file as it was shown */
+    env[n] = NULL;
+    free(R.out);
+    free(R.err);
+    rc = sgt_run("dlq-tool", ARGS("edit", id), env, &R.out, &R.err);
+    cr_expect_eq(rc, 0, "%s%s", R.out, R.err);
+    cr_expect(strstr(R.err, "no change: nothing saved"), "%s", R.err);
+    cr_expect_eq(dlq(ARGS("edit", id, "--set", "steps[0].name=a")), 0, "%s%s", R.out, R.err);
+    cr_expect(strstr(R.err, "no change: nothing saved"), "%s", R.err);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letter_revisions"), 0, "nothing saved");
+}
+
 Test(dlq, compensation_exhausted_entry_replays_the_compensation)
 {
     static const char down[] =
