@@ -24,6 +24,9 @@ typedef struct dlq_s {
 /* Parses the command's arguments; connects to PostgreSQL when connect.
  * Returns SG_EXIT_OK, or the exit code after saying why on stderr. */
 int dlq_open(dlq_t *d, sg_cli_t *cli, int argc, char **argv, bool connect);
+/* A connection of dlq-tool's own (what dlq_open makes): NULL with err
+ * filled when PostgreSQL cannot be reached. */
+sg_pg_t *dlq_connect(const dlq_t *d, sg_err_t *err) __attribute__((warn_unused_result));
 /* Frees what dlq_open made and returns rc. */
 int dlq_close(dlq_t *d, int rc);
 

@@ -236,7 +236,6 @@ static int replay_all(replay_run_t *run, char **ids, size_t n)
 {
     size_t nthreads = n < (size_t)run->parallel ? n : (size_t)run->parallel, started = 0;
     replay_thread_t *threads = calloc(nthreads, sizeof(*threads));
-    sg_pg_opts_t opts;
 
     if (!threads)
         abort();
@@ -247,12 +246,10 @@ static int replay_all(replay_run_t *run, char **ids, size_t n)
     run->t0 = sg_cli_now_ms();
     /* The command's own connection runs in this thread; the others get
      * one each.  One that cannot connect only means fewer at a time. */
-    sg_pg_opts_from_config(&opts, run->d->cli->cfg, "dlq-tool");
-    opts.connect_attempts = 3;
     for (size_t i = 1; i < nthreads; i++) {
         sg_err_t err;
         threads[i].run = run;
-        if (!(threads[i].pg = sg_pg_connect(&opts, &err))) {
+        if (!(threads[i].pg = dlq_connect(run->d, &err))) {
             dlq_warn(run->d, "replaying with %zu connections: %s", i, err.message);
             break;
         }

@@ -8,9 +8,17 @@
 
 #include "dlq.h"
 
-int dlq_open(dlq_t *d, sg_cli_t *cli, int argc, char **argv, bool connect)
+sg_pg_t *dlq_connect(const dlq_t *d, sg_err_t *err)
 {
     sg_pg_opts_t opts;
+
+    sg_pg_opts_from_config(&opts, d->cli->cfg, "dlq-tool");
+    opts.connect_attempts = 3;
+    return sg_pg_connect(&opts, err);
+}
+
+int dlq_open(dlq_t *d, sg_cli_t *cli, int argc, char **argv, bool connect)
+{
     sg_err_t err;
 
     memset(d, 0, sizeof(*d));
@@ -19,9 +27,7 @@ int dlq_open(dlq_t *d, sg_cli_t *cli, int argc, char **argv, bool connect)
         return SG_EXIT_USAGE;
     if (!connect)
         return SG_EXIT_OK;
-    sg_pg_opts_from_config(&opts, cli->cfg, "dlq-tool");
-    opts.connect_attempts = 3;
-    d->pg = sg_pg_connect(&opts, &err);
+    d->pg = dlq_connect(d, &err);
     if (!d->pg) {
         dlq_warn(d, "%s (check pg.dsn / SAGAD_PG_DSN)", err.message);
         return SG_EXIT_INFRA;
