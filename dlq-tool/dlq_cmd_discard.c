@@ -13,7 +13,7 @@ int dlq_cmd_discard(sg_cli_t *cli, int argc, char **argv)
 {
     dlq_t d;
     char **ids;
-    const char *reason;
+    const char *reason, *operator_name;
     long done = 0, refused = 0;
     int rc = dlq_open(&d, cli, argc, argv, true);
 
@@ -26,8 +26,9 @@ int dlq_cmd_discard(sg_cli_t *cli, int argc, char **argv)
     }
     if (dlq_ids(&d, d.args.pos, d.args.npos, &ids) < 0)
         return dlq_close(&d, SG_EXIT_USAGE);
+    operator_name = dlq_operator(&d);
     for (size_t i = 0; i < d.args.npos && !rc; i++) {
-        const char *params[] = {ids[i], dlq_operator(&d), reason};
+        const char *params[] = {ids[i], operator_name, reason};
         sg_pg_res_t *res;
         const char *outcome, *detail;
 

@@ -43,7 +43,7 @@ static const char replay_sql[] =
 
 typedef struct replay_run_s {
     dlq_t *d;
-    const char *operator_name, *reason;
+    const char *operator_name, *reason, *commands_topic;
     bool dry_run, force, json;
     double rate; /* entries per second, 0: unbounded */
     long parallel;
@@ -121,7 +121,7 @@ static int replay_one(replay_run_t *run, sg_pg_t *pg, const char *id)
                             run->reason ? run->reason : "",
                             run->force ? "true" : "false",
                             run->dry_run ? "false" : "true",
-                            sg_config_str(run->d->cli->cfg, "topic.commands")};
+                            run->commands_topic};
     sg_pg_res_t *res;
     sg_err_t err;
     int rc = SG_EXIT_OK;
@@ -141,21 +141,17 @@ static int replay_one(replay_run_t *run, sg_pg_t *pg, const char *id)
     return SG_EXIT_OK;
 }
 
-/* The entries a filter selects, oldest first (pending only unless
- * --status says otherwise). */
-static int select_ids(dlq_t *d, long limit, char ***ids, size_t *n)
+/* The entries filter f selects, oldest first. */
+static int select_ids(dlq_t *d, dlq_filter_t *f, long limit, char ***ids, size_t *n)
 {
-    dlq_filter_t f;
     sg_pg_res_t *res;
     char sql[1536], lim[24];
     int rc;
 
-    if (dlq_filter_build(d, &f, "pending") < 0)
-        return SG_EXIT_USAGE;
     snprintf(lim, sizeof(lim), "%ld", limit);
-    snprintf(sql, sizeof(sql), "SELECT d.id FROM dead_letters d%s ORDER BY d.id LIMIT $%d", f.where,
-             dlq_filter_param(&f, lim));
-    if ((rc = dlq_query(d, sql, f.n, f.params, &res)))
+    snprintf(sql, sizeof(sql), "SELECT d.id FROM dead_letters d%s ORDER BY d.id LIMIT $%d",
+             f->where, dlq_filter_param(f, lim));
+    if ((rc = dlq_query(d, sql, f->n, f->params, &res)))
         return rc;
     *n = sg_pg_res_rows(res);
     *ids = calloc(*n + 1, sizeof(**ids));
@@ -275,11 +271,13 @@ static int replay_all(replay_run_t *run, char **ids, size_t n)
 int dlq_cmd_replay(sg_cli_t *cli, int argc, char **argv)
 {
     dlq_t d;
+    dlq_filter_t f;
     replay_run_t run;
     char **ids = NULL;
     size_t n = 0;
     long limit;
     const char *rate;
+    bool bad_filter;
     int rc = dlq_open(&d, cli, argc, argv, true);
 
     if (rc)
@@ -291,6 +289,7 @@ int dlq_cmd_replay(sg_cli_t *cli, int argc, char **argv)
     run.dry_run = sg_cli_opt(&d.args, "--dry-run") != NULL;
     run.force = sg_cli_opt(&d.args, "--force") != NULL;
     run.json = sg_cli_opt(&d.args, "--json") != NULL;
+    run.commands_topic = sg_config_str(cli->cfg, "topic.commands");
     if ((rate = sg_cli_opt(&d.args, "--rate")) && parse_rate(rate, &run.rate) < 0) {
         dlq_warn(&d, "--rate %s: must be N/s, N/m or N (entries per second), N > 0", rate);
         return dlq_close(&d, SG_EXIT_USAGE);
@@ -302,9 +301,10 @@ int dlq_cmd_replay(sg_cli_t *cli, int argc, char **argv)
     if (dlq_opt_long(&d, "--limit", 1000000000L, 1000000000L, &limit) < 0 ||
         dlq_opt_long(&d, "--parallel", PARALLEL_DEFAULT, PARALLEL_MAX, &run.parallel) < 0)
         return dlq_close(&d, SG_EXIT_USAGE);
+    /* A filter selects pending entries unless --status says otherwise. */
+    bad_filter = dlq_filter_build(&d, &f, "pending") < 0;
     if (d.args.npos > 0) {
-        dlq_filter_t f;
-        if (dlq_filter_build(&d, &f, NULL) < 0 || f.any) {
+        if (bad_filter || f.any) {
             dlq_warn(&d, "give IDs or filter options, not both");
             return dlq_close(&d, SG_EXIT_USAGE);
         }
@@ -312,15 +312,14 @@ int dlq_cmd_replay(sg_cli_t *cli, int argc, char **argv)
             return dlq_close(&d, SG_EXIT_USAGE);
         n = d.args.npos < (size_t)limit ? d.args.npos : (size_t)limit;
     } else {
-        dlq_filter_t f;
-        if (dlq_filter_build(&d, &f, NULL) < 0)
+        if (bad_filter)
             return dlq_close(&d, SG_EXIT_USAGE);
         if (!f.any) {
             dlq_warn(&d, "give IDs or at least one filter option (--status pending selects "
                          "every pending entry)");
             return dlq_close(&d, SG_EXIT_USAGE);
         }
-        if ((rc = select_ids(&d, limit, &ids, &n)))
+        if ((rc = select_ids(&d, &f, limit, &ids, &n)))
             return dlq_close(&d, rc);
     }
     if (n == 0) {
