@@ -55,15 +55,20 @@ typedef struct dlq_filter_s {
 /* Builds the filter; default_status (may be NULL) applies when --status
  * is absent.  A bad value is reported (option, value, rule): -1. */
 int dlq_filter_build(dlq_t *d, dlq_filter_t *f, const char *default_status);
-/* Appends a parameter; returns its $ number. */
+/* Appends a parameter; returns its $ number.  value is not copied. */
 int dlq_filter_param(dlq_filter_t *f, const char *value);
+/* ANDs a condition to the WHERE clause; fmt has one %d, the $ number of
+ * param. */
+void dlq_filter_add(dlq_filter_t *f, const char *fmt, int param);
 
 /* Parses a positive integer option (absent: def).  -1 on a bad value. */
 int dlq_opt_long(dlq_t *d, const char *name, long def, long max, long *out);
 
-/* Parses dead-letter ids; -1 (reported) when one is not a number. */
-int dlq_ids(dlq_t *d, const char *const *vals, size_t n, char ***out);
-void dlq_ids_free(char **ids, size_t n);
+/* Checks dead-letter ids: 0, or -1 (reported) when one is not a number. */
+int dlq_ids_check(dlq_t *d, const char *const *vals, size_t n);
+/* The one dead-letter ID a command takes (show, edit), or NULL after
+ * saying why on stderr. */
+const char *dlq_one_id(dlq_t *d);
 
 /* The operator's name: --operator, else $USER, else "unknown". */
 const char *dlq_operator(const dlq_t *d);

@@ -12,7 +12,7 @@ static const char discard_sql[] =
 int dlq_cmd_discard(sg_cli_t *cli, int argc, char **argv)
 {
     dlq_t d;
-    char **ids;
+    const char *const *ids;
     const char *reason, *operator_name;
     long done = 0, refused = 0;
     int rc = dlq_open(&d, cli, argc, argv, true);
@@ -24,8 +24,9 @@ int dlq_cmd_discard(sg_cli_t *cli, int argc, char **argv)
         dlq_warn(&d, "needs IDs and --reason (try dlq-tool discard --help)");
         return dlq_close(&d, SG_EXIT_USAGE);
     }
-    if (dlq_ids(&d, d.args.pos, d.args.npos, &ids) < 0)
+    if (dlq_ids_check(&d, d.args.pos, d.args.npos) < 0)
         return dlq_close(&d, SG_EXIT_USAGE);
+    ids = d.args.pos;
     operator_name = dlq_operator(&d);
     for (size_t i = 0; i < d.args.npos && !rc; i++) {
         const char *params[] = {ids[i], operator_name, reason};
@@ -50,6 +51,5 @@ int dlq_cmd_discard(sg_cli_t *cli, int argc, char **argv)
     }
     if (!rc)
         rc = refused ? SG_EXIT_REFUSED : done ? SG_EXIT_OK : SG_EXIT_FAIL;
-    dlq_ids_free(ids, d.args.npos);
     return dlq_close(&d, rc);
 }

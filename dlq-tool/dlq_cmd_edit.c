@@ -309,18 +309,12 @@ static int edit(dlq_t *d, const char *id)
 int dlq_cmd_edit(sg_cli_t *cli, int argc, char **argv)
 {
     dlq_t d;
-    char **ids;
+    const char *id;
     int rc = dlq_open(&d, cli, argc, argv, true);
 
     if (rc)
         return dlq_close(&d, rc);
-    if (d.args.npos != 1) {
-        dlq_warn(&d, "needs one dead-letter ID (try dlq-tool edit --help)");
+    if (!(id = dlq_one_id(&d)))
         return dlq_close(&d, SG_EXIT_USAGE);
-    }
-    if (dlq_ids(&d, d.args.pos, 1, &ids) < 0)
-        return dlq_close(&d, SG_EXIT_USAGE);
-    rc = edit(&d, ids[0]);
-    dlq_ids_free(ids, 1);
-    return dlq_close(&d, rc);
+    return dlq_close(&d, edit(&d, id));
 }

@@ -42,17 +42,9 @@ int dlq_cmd_list(sg_cli_t *cli, int argc, char **argv)
     if (dlq_filter_build(&d, &f, NULL) < 0 || dlq_opt_long(&d, "--limit", 50, 1000000, &n) < 0)
         return dlq_close(&d, SG_EXIT_USAGE);
     if ((before = sg_cli_opt(&d.args, "--before"))) {
-        char **ids;
-        if (dlq_ids(&d, &before, 1, &ids) < 0)
+        if (dlq_ids_check(&d, &before, 1) < 0)
             return dlq_close(&d, SG_EXIT_USAGE);
-        snprintf(f.own[f.n], sizeof(f.own[0]), "%s", ids[0]);
-        dlq_ids_free(ids, 1);
-        {
-            size_t len = strlen(f.where);
-            int p = dlq_filter_param(&f, f.own[f.n]);
-            snprintf(f.where + len, sizeof(f.where) - len, "%s d.id < $%d::bigint",
-                     f.where[0] ? " AND" : " WHERE", p);
-        }
+        dlq_filter_add(&f, "d.id < $%d::bigint", dlq_filter_param(&f, before));
     }
     json = sg_cli_opt(&d.args, "--json") != NULL;
     snprintf(limit, sizeof(limit), "%ld", n);

@@ -50,7 +50,7 @@ typedef struct replay_run_s {
     long replayed, would, refused, missing;
     /* The bulk run, shared by its threads under lock. */
     pthread_mutex_t lock;
-    char **ids;
+    const char *const *ids;
     size_t n, next, done;
     uint64_t t0;
     int rc;
@@ -141,7 +141,15 @@ static int replay_one(replay_run_t *run, sg_pg_t *pg, const char *id)
     return SG_EXIT_OK;
 }
 
-/* The entries filter f selects, oldest first. */
+static void free_ids(char **ids, size_t n)
+{
+    for (size_t i = 0; ids && i < n; i++)
+        free(ids[i]);
+    free(ids);
+}
+
+/* The entries filter f selects, oldest first (the caller frees them with
+ * free_ids). */
 static int select_ids(dlq_t *d, dlq_filter_t *f, long limit, char ***ids, size_t *n)
 {
     sg_pg_res_t *res;
@@ -228,7 +236,7 @@ static void *replay_thread(void *arg)
     return NULL;
 }
 
-static int replay_all(replay_run_t *run, char **ids, size_t n)
+static int replay_all(replay_run_t *run, const char *const *ids, size_t n)
 {
     size_t nthreads = n < (size_t)run->parallel ? n : (size_t)run->parallel, started = 0;
     replay_thread_t *threads = calloc(nthreads, sizeof(*threads));
@@ -273,7 +281,8 @@ int dlq_cmd_replay(sg_cli_t *cli, int argc, char **argv)
     dlq_t d;
     dlq_filter_t f;
     replay_run_t run;
-    char **ids = NULL;
+    const char *const *ids = NULL;
+    char **selected = NULL; /* the IDs a filter selected, owned */
     size_t n = 0;
     long limit;
     const char *rate;
@@ -308,8 +317,9 @@ int dlq_cmd_replay(sg_cli_t *cli, int argc, char **argv)
             dlq_warn(&d, "give IDs or filter options, not both");
             return dlq_close(&d, SG_EXIT_USAGE);
         }
-        if (dlq_ids(&d, d.args.pos, d.args.npos, &ids) < 0)
+        if (dlq_ids_check(&d, d.args.pos, d.args.npos) < 0)
             return dlq_close(&d, SG_EXIT_USAGE);
+        ids = d.args.pos;
         n = d.args.npos < (size_t)limit ? d.args.npos : (size_t)limit;
     } else {
         if (bad_filter)
@@ -319,8 +329,9 @@ int dlq_cmd_replay(sg_cli_t *cli, int argc, char **argv)
                          "every pending entry)");
             return dlq_close(&d, SG_EXIT_USAGE);
         }
-        if ((rc = select_ids(&d, &f, limit, &ids, &n)))
+        if ((rc = select_ids(&d, &f, limit, &selected, &n)))
             return dlq_close(&d, rc);
+        ids = (const char *const *)selected;
     }
     if (n == 0) {
         fprintf(stderr, "no dead letters match\n");
@@ -336,6 +347,6 @@ int dlq_cmd_replay(sg_cli_t *cli, int argc, char **argv)
         else if (run.replayed + run.would == 0)
             rc = SG_EXIT_FAIL;
     }
-    dlq_ids_free(ids, d.args.npos > 0 ? d.args.npos : n);
+    free_ids(selected, n);
     return dlq_close(&d, rc);
 }

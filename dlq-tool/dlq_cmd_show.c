@@ -185,28 +185,23 @@ int dlq_cmd_show(sg_cli_t *cli, int argc, char **argv)
 {
     dlq_t d;
     sg_pg_res_t *res;
-    char **ids;
+    const char *id;
     int rc = dlq_open(&d, cli, argc, argv, true);
 
     if (rc)
         return dlq_close(&d, rc);
-    if (d.args.npos != 1) {
-        dlq_warn(&d, "needs one dead-letter ID (try dlq-tool show --help)");
-        return dlq_close(&d, SG_EXIT_USAGE);
-    }
-    if (dlq_ids(&d, d.args.pos, 1, &ids) < 0)
+    if (!(id = dlq_one_id(&d)))
         return dlq_close(&d, SG_EXIT_USAGE);
     if (!sg_cli_opt(&d.args, "--json")) {
-        rc = show_human(&d, ids[0]);
-    } else if (!(rc = dlq_query(&d, show_json_sql, 1, (const char *const *)ids, &res))) {
+        rc = show_human(&d, id);
+    } else if (!(rc = dlq_query(&d, show_json_sql, 1, &id, &res))) {
         if (sg_pg_res_rows(res) == 0) {
-            dlq_warn(&d, "no dead letter %s", ids[0]);
+            dlq_warn(&d, "no dead letter %s", id);
             rc = SG_EXIT_FAIL;
         } else {
             printf("%s\n", sg_pg_res_get(res, 0, 0));
         }
         sg_pg_res_destroy(res);
     }
-    dlq_ids_free(ids, 1);
     return dlq_close(&d, rc);
 }

@@ -79,7 +79,7 @@ int dlq_filter_param(dlq_filter_t *f, const char *value)
     return ++f->n;
 }
 
-static void filter_add(dlq_filter_t *f, const char *fmt, int param)
+void dlq_filter_add(dlq_filter_t *f, const char *fmt, int param)
 {
     size_t len = strlen(f->where);
 
@@ -117,22 +117,21 @@ static bool parse_age(const char *s, char *out, size_t out_size)
     return true;
 }
 
-static int filter_time(dlq_filter_t *f, const char *value, const char *op)
+static void filter_time(dlq_filter_t *f, const char *value, const char *op)
 {
     char sql[96];
     char *own = f->own[f->n];
 
     if (parse_age(value, own, sizeof(f->own[0]))) {
         snprintf(sql, sizeof(sql), "d.created_at %s now() - $%%d::interval", op);
-        filter_add(f, sql, dlq_filter_param(f, own));
+        dlq_filter_add(f, sql, dlq_filter_param(f, own));
     } else {
         snprintf(sql, sizeof(sql), "d.created_at %s $%%d::timestamptz", op);
-        filter_add(f, sql, dlq_filter_param(f, value));
+        dlq_filter_add(f, sql, dlq_filter_param(f, value));
     }
-    return 0;
 }
 
-static int filter_code(dlq_filter_t *f, const char *code)
+static void filter_code(dlq_filter_t *f, const char *code)
 {
     size_t len = strlen(code);
 
@@ -148,11 +147,10 @@ static int filter_code(dlq_filter_t *f, const char *code)
         }
         own[o++] = '%';
         own[o] = '\0';
-        filter_add(f, "d.error_code LIKE $%d", dlq_filter_param(f, own));
+        dlq_filter_add(f, "d.error_code LIKE $%d", dlq_filter_param(f, own));
     } else {
-        filter_add(f, "d.error_code = $%d", dlq_filter_param(f, code));
+        dlq_filter_add(f, "d.error_code = $%d", dlq_filter_param(f, code));
     }
-    return 0;
 }
 
 static bool all_digits(const char *s)
@@ -172,34 +170,40 @@ int dlq_filter_build(dlq_t *d, dlq_filter_t *f, const char *default_status)
     sg_errclass_t cls;
 
     memset(f, 0, sizeof(*f));
-    if ((v = sg_cli_opt(a, "--code")) && filter_code(f, v) == 0)
+    if ((v = sg_cli_opt(a, "--code"))) {
+        filter_code(f, v);
         f->any = true;
+    }
     if ((v = sg_cli_opt(a, "--class"))) {
         if (sg_errclass_parse(v, &cls) < 0 || cls == SG_ERRCLASS_NONE) {
             dlq_warn(d, "--class %s: must be transient, throttled, timeout, permanent or poison",
                      v);
             return -1;
         }
-        filter_add(f, "d.error_class = $%d", dlq_filter_param(f, v));
+        dlq_filter_add(f, "d.error_class = $%d", dlq_filter_param(f, v));
         f->any = true;
     }
     if ((v = sg_cli_opt(a, "--saga"))) {
-        filter_add(f, "d.saga_id = $%d", dlq_filter_param(f, v));
+        dlq_filter_add(f, "d.saga_id = $%d", dlq_filter_param(f, v));
         f->any = true;
     }
     if ((v = sg_cli_opt(a, "--tool"))) {
-        filter_add(f, "d.tool = $%d", dlq_filter_param(f, v));
+        dlq_filter_add(f, "d.tool = $%d", dlq_filter_param(f, v));
         f->any = true;
     }
     if ((v = sg_cli_opt(a, "--step"))) {
-        filter_add(f, all_digits(v) ? "d.step_idx = $%d::int" : "d.step_name = $%d",
-                   dlq_filter_param(f, v));
+        dlq_filter_add(f, all_digits(v) ? "d.step_idx = $%d::int" : "d.step_name = $%d",
+                       dlq_filter_param(f, v));
         f->any = true;
     }
-    if ((v = sg_cli_opt(a, "--since")) && filter_time(f, v, ">=") == 0)
+    if ((v = sg_cli_opt(a, "--since"))) {
+        filter_time(f, v, ">=");
         f->any = true;
-    if ((v = sg_cli_opt(a, "--until")) && filter_time(f, v, "<") == 0)
+    }
+    if ((v = sg_cli_opt(a, "--until"))) {
+        filter_time(f, v, "<");
         f->any = true;
+    }
     v = sg_cli_opt(a, "--status");
     if (v && strcmp(v, "pending") != 0 && strcmp(v, "replayed") != 0 &&
         strcmp(v, "discarded") != 0 && strcmp(v, "any") != 0) {
@@ -210,7 +214,7 @@ int dlq_filter_build(dlq_t *d, dlq_filter_t *f, const char *default_status)
     if (!v)
         v = default_status;
     if (v && strcmp(v, "any") != 0)
-        filter_add(f, "d.status = $%d", dlq_filter_param(f, v));
+        dlq_filter_add(f, "d.status = $%d", dlq_filter_param(f, v));
     return 0;
 }
 
@@ -230,31 +234,24 @@ int dlq_opt_long(dlq_t *d, const char *name, long def, long max, long *out)
     return 0;
 }
 
-int dlq_ids(dlq_t *d, const char *const *vals, size_t n, char ***out)
+int dlq_ids_check(dlq_t *d, const char *const *vals, size_t n)
 {
-    char **ids = calloc(n + 1, sizeof(*ids));
-
-    if (!ids)
-        abort();
     for (size_t i = 0; i < n; i++) {
         if (!all_digits(vals[i]) || strlen(vals[i]) > 18) {
             dlq_warn(d, "%s: a dead-letter ID is a number (see dlq-tool list)", vals[i]);
-            dlq_ids_free(ids, n);
             return -1;
         }
-        ids[i] = strdup(vals[i]);
-        if (!ids[i])
-            abort();
     }
-    *out = ids;
     return 0;
 }
 
-void dlq_ids_free(char **ids, size_t n)
+const char *dlq_one_id(dlq_t *d)
 {
-    for (size_t i = 0; ids && i < n; i++)
-        free(ids[i]);
-    free(ids);
+    if (d->args.npos != 1) {
+        dlq_warn(d, "needs one dead-letter ID (try %s %s --help)", d->cli->prog, d->cli->cmd->name);
+        return NULL;
+    }
+    return dlq_ids_check(d, d->args.pos, 1) < 0 ? NULL : d->args.pos[0];
 }
 
 const char *dlq_operator(const dlq_t *d)
