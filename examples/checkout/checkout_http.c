@@ -256,24 +256,19 @@ static void do_work(checkout_server_t *srv, int idx, const char *key, int status
 {
     sg_json_limits_t lim = {CHECKOUT_BODY_MAX, 64};
     sg_json_t *doc = NULL;
+    char *error = NULL;
     sg_err_t err;
 
-    if (req->len > 0 && (doc = sg_json_parse(req->body, req->len, &lim, &err)) == NULL) {
-        checkout_state_complete(srv->st, idx, key, 400,
-                                error_body("invalid_json", false, "request body: %s", err.message),
-                                NULL, reply);
-        return;
-    }
-    if (doc && !sg_json_is_object(doc)) {
-        checkout_state_complete(srv->st, idx, key, 400,
-                                error_body("invalid_body", false,
-                                           "request body: must be a JSON object, not %s",
-                                           sg_json_type_name(doc)),
-                                NULL, reply);
-    } else {
+    if (req->len > 0 && (doc = sg_json_parse(req->body, req->len, &lim, &err)) == NULL)
+        error = error_body("invalid_json", false, "request body: %s", err.message);
+    else if (doc && !sg_json_is_object(doc))
+        error = error_body("invalid_body", false, "request body: must be a JSON object, not %s",
+                           sg_json_type_name(doc));
+    if (error)
+        checkout_state_complete(srv->st, idx, key, 400, error, NULL, reply);
+    else
         checkout_state_complete(srv->st, idx, key, status, NULL, sg_json_member(doc, "args"),
                                 reply);
-    }
     sg_json_destroy(doc);
 }
 
