@@ -79,12 +79,12 @@ void checkout_state_clear_faults(checkout_state_t *st);
 /* {"faults":[...]} (the caller destroys it). */
 sg_json_t *checkout_state_faults_json(checkout_state_t *st);
 
-/* One received request, as the log records it.  headers and body pass to
- * the log (the caller sets its pointers to NULL). */
+/* One received request, as the log records it.  path, key, headers and
+ * body (malloc'd) pass to the log, which sets these pointers to NULL. */
 typedef struct checkout_logreq_s {
     const char *method;
-    const char *path;
-    const char *key; /* NULL when absent */
+    char *path;
+    char *key; /* NULL when absent */
     sg_json_t *headers;
     sg_json_t *body;
 } checkout_logreq_t;

@@ -232,21 +232,14 @@ static uint64_t log_request(checkout_server_t *srv, struct MHD_Connection *conn,
                             const char *method, const req_t *req)
 {
     const char *key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key");
-    char *path = text_or_lossy(url, strlen(url)), *key_text = NULL;
     checkout_logreq_t lr;
-    uint64_t seq;
 
-    if (key)
-        key_text = text_or_lossy(key, strlen(key));
     lr.method = method;
-    lr.path = path;
-    lr.key = key_text;
+    lr.path = text_or_lossy(url, strlen(url));
+    lr.key = key ? text_or_lossy(key, strlen(key)) : NULL;
     lr.headers = headers_json(conn);
     lr.body = body_json(req);
-    seq = checkout_state_log_begin(srv->st, &lr);
-    free(path);
-    free(key_text);
-    return seq;
+    return checkout_state_log_begin(srv->st, &lr);
 }
 
 /* --- business endpoints --------------------------------------------------- */

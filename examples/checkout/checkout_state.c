@@ -190,10 +190,11 @@ uint64_t checkout_state_log_begin(checkout_state_t *st, checkout_logreq_t *req)
     e->seq = seq;
     e->time_ms = wall_ms();
     snprintf(e->method, sizeof(e->method), "%s", req->method);
-    e->path = dup_or_null(req->path);
-    e->key = dup_or_null(req->key);
+    e->path = req->path;
+    e->key = req->key;
     e->headers = req->headers;
     e->body = req->body;
+    req->path = req->key = NULL;
     req->headers = req->body = NULL;
     if (idx >= 0)
         st->requests[idx]++;
