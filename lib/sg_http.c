@@ -15,7 +15,6 @@
 
 struct sg_http_s {
     struct MHD_Daemon *d;
-    int port;
     int64_t stall_ms;
 };
 
@@ -144,17 +143,13 @@ sg_http_t *sg_http_start(const sg_config_t *cfg, unsigned served_by, unsigned re
         return NULL;
     }
     info = MHD_get_daemon_info(http->d, MHD_DAEMON_INFO_BIND_PORT);
-    http->port = info ? info->port : port;
-    snprintf(where, sizeof(where), "%s%s%s:%d", ipv6 ? "[" : "", host, ipv6 ? "]" : "", http->port);
-    snprintf(portstr, sizeof(portstr), "%d", http->port);
+    if (info)
+        port = info->port;
+    snprintf(where, sizeof(where), "%s%s%s:%d", ipv6 ? "[" : "", host, ipv6 ? "]" : "", port);
+    snprintf(portstr, sizeof(portstr), "%d", port);
     sg_log_kv(SG_LOG_INFO, "http endpoint listening", "addr", where, "port", portstr, "paths",
               "/metrics /healthz /readyz", NULL);
     return http;
-}
-
-int sg_http_port(const sg_http_t *http)
-{
-    return http->port;
 }
 
 void sg_http_stop(sg_http_t *http)
