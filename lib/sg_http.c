@@ -69,8 +69,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, text("only GET and HEAD\n"),
                      "text/plain; charset=utf-8");
     if (strcmp(url, "/metrics") == 0) {
-        sg_health_refresh();
-        sg_health_ready(why, sizeof(why)); /* updates sagad_ready */
+        sg_health_ready(why, sizeof(why)); /* runs stale probes, updates sagad_ready */
         return reply(conn, MHD_HTTP_OK, sg_metrics_render(),
                      "text/plain; version=0.0.4; charset=utf-8");
     }
