@@ -628,11 +628,8 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
     sg_http_t *http;
     outbox_relay_t r;
 
+    (void)argc;
     (void)argv;
-    if (argc > 1) {
-        fprintf(stderr, "%s run: takes no arguments\n", cli->prog);
-        return SG_EXIT_USAGE;
-    }
     memset(&r, 0, sizeof(r));
     r.cfg = cli->cfg;
     r.cli = cli;
