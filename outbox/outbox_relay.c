@@ -38,7 +38,9 @@ typedef enum outbox_state_e {
 static const char *const state_names[] = {"connecting", "standby", "active", "backoff"};
 
 typedef struct outbox_relay_s {
-    const sg_config_t *cfg;
+    /* relay.* settings, read once: none is reloadable */
+    int64_t batch_size, timer_batch, xmin_warn_ms;
+    uint64_t poll_ms, standby_poll_ms;
     sg_pg_opts_t pgopts;
     sg_pg_t *pg;
     sg_kafka_t *producer;
@@ -275,7 +277,7 @@ static int fire_timers(outbox_relay_t *r, sg_err_t *err)
     sg_pg_res_t *res = NULL;
     int64_t n;
 
-    snprintf(limit, sizeof(limit), "%lld", (long long)sg_config_int(r->cfg, "relay.timer_batch"));
+    snprintf(limit, sizeof(limit), "%lld", (long long)r->timer_batch);
     if (query(r,
               "WITH due AS (DELETE FROM timers WHERE id IN (SELECT id FROM timers "
               "WHERE due_at <= clock_timestamp() ORDER BY due_at, id LIMIT $1 "
@@ -386,7 +388,7 @@ static int publish_batch(outbox_relay_t *r, sg_err_t *err)
     int rc = -1;
 
     snprintf(id, sizeof(id), "%lld", (long long)r->cur_id);
-    snprintf(limit, sizeof(limit), "%lld", (long long)sg_config_int(r->cfg, "relay.batch_size"));
+    snprintf(limit, sizeof(limit), "%lld", (long long)r->batch_size);
     if (query(r,
               /* The text column is aliased: a bare `tx` in ORDER BY would
                * name it and sort xids as text ('29019' < '3'). */
@@ -463,7 +465,7 @@ static void check_blocked(outbox_relay_t *r)
     sg_pg_res_destroy(res);
     sg_metric_set(SG_M_OUTBOX_XMIN_BLOCKED, SG_LABELS(r->shard_text),
                   (double)r->blocked_ms / 1000.0);
-    if (r->blocked_ms < sg_config_int(r->cfg, "relay.xmin_warn_ms")) {
+    if (r->blocked_ms < r->xmin_warn_ms) {
         r->blocked_warned = false;
         return;
     }
@@ -540,8 +542,6 @@ static void export_stats(outbox_relay_t *r)
 /* ACTIVE: timers, one batch, and a wait when there is nothing to do. */
 static int step_active(outbox_relay_t *r, sg_err_t *err)
 {
-    int64_t limit = sg_config_int(r->cfg, "relay.batch_size");
-    uint64_t poll_ms = (uint64_t)sg_config_int(r->cfg, "relay.poll_interval_ms");
     int fired, n;
 
     if ((fired = fire_timers(r, err)) < 0)
@@ -552,10 +552,10 @@ static int step_active(outbox_relay_t *r, sg_err_t *err)
     if (heartbeat(r, err) < 0)
         return -1;
     export_stats(r);
-    if (n >= limit || fired > 0 || !sg_cli_running)
+    if (n >= r->batch_size || fired > 0 || !sg_cli_running)
         return 0;
     check_blocked(r);
-    if (sg_pg_wait_notify(r->pg, (int)next_timer_ms(r, poll_ms, err), err) < 0)
+    if (sg_pg_wait_notify(r->pg, (int)next_timer_ms(r, r->poll_ms, err), err) < 0)
         return -1;
     return 0;
 }
@@ -601,7 +601,7 @@ static void run_loop(outbox_relay_t *r)
                 set_state(r, check_xid_reset(r, &err) < 0 ? RELAY_BACKOFF : RELAY_ACTIVE,
                           "shard lock acquired");
             else
-                nap((uint64_t)sg_config_int(r->cfg, "relay.standby_poll_ms"));
+                nap(r->standby_poll_ms);
             break;
         case RELAY_ACTIVE:
             if (step_active(r, &err) < 0)
@@ -631,10 +631,14 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
     (void)argc;
     (void)argv;
     memset(&r, 0, sizeof(r));
-    r.cfg = cli->cfg;
     r.cli = cli;
     r.shard = -1;
     r.nshards = (int)sg_config_int(cli->cfg, "relay.shards");
+    r.batch_size = sg_config_int(cli->cfg, "relay.batch_size");
+    r.timer_batch = sg_config_int(cli->cfg, "relay.timer_batch");
+    r.xmin_warn_ms = sg_config_int(cli->cfg, "relay.xmin_warn_ms");
+    r.poll_ms = (uint64_t)sg_config_int(cli->cfg, "relay.poll_interval_ms");
+    r.standby_poll_ms = (uint64_t)sg_config_int(cli->cfg, "relay.standby_poll_ms");
     r.backoff.base_ms = 100;
     r.backoff.cap_ms = 5000;
     r.failpoint_after_ack = fp && strcmp(fp, "relay.after_ack") == 0;
