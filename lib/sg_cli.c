@@ -129,6 +129,11 @@ int sg_cli_main(const sg_cli_app_t *app, int argc, char **argv)
     }
     if (sg_log_level_parse(sg_config_str(cli.cfg, "log.level"), &level) == 0)
         sg_log_level = level;
+    if (!cmd->args[0] && !cmd->opts && argc - i > 1) {
+        fprintf(stderr, "%s %s: takes no arguments\n", app->prog, cmd->name);
+        sg_config_destroy(cli.cfg);
+        return SG_EXIT_USAGE;
+    }
     rc = cmd->fn(&cli, argc - i, argv + i);
     sg_config_destroy(cli.cfg);
     return rc;
@@ -261,11 +266,8 @@ int sg_cli_cmd_migrate(sg_cli_t *cli, int argc, char **argv)
     char errstr[512];
     int from, to;
 
+    (void)argc;
     (void)argv;
-    if (argc > 1) {
-        fprintf(stderr, "%s migrate: takes no arguments\n", cli->prog);
-        return SG_EXIT_USAGE;
-    }
     if (sg_migrate_check_list(errstr, sizeof(errstr)) < 0) {
         fprintf(stderr, "%s migrate: BUG: %s\n", cli->prog, errstr);
         return SG_EXIT_FAIL;

@@ -15,7 +15,6 @@
 
 struct sg_http_s {
     struct MHD_Daemon *d;
-    int port;
     int64_t stall_ms;
 };
 
@@ -70,8 +69,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, text("only GET and HEAD\n"),
                      "text/plain; charset=utf-8");
     if (strcmp(url, "/metrics") == 0) {
-        sg_health_refresh();
-        sg_health_ready(why, sizeof(why)); /* updates sagad_ready */
+        sg_health_ready(why, sizeof(why)); /* runs stale probes, updates sagad_ready */
         return reply(conn, MHD_HTTP_OK, sg_metrics_render(),
                      "text/plain; version=0.0.4; charset=utf-8");
     }
@@ -144,17 +142,13 @@ sg_http_t *sg_http_start(const sg_config_t *cfg, unsigned served_by, unsigned re
         return NULL;
     }
     info = MHD_get_daemon_info(http->d, MHD_DAEMON_INFO_BIND_PORT);
-    http->port = info ? info->port : port;
-    snprintf(where, sizeof(where), "%s%s%s:%d", ipv6 ? "[" : "", host, ipv6 ? "]" : "", http->port);
-    snprintf(portstr, sizeof(portstr), "%d", http->port);
+    if (info)
+        port = info->port;
+    snprintf(where, sizeof(where), "%s%s%s:%d", ipv6 ? "[" : "", host, ipv6 ? "]" : "", port);
+    snprintf(portstr, sizeof(portstr), "%d", port);
     sg_log_kv(SG_LOG_INFO, "http endpoint listening", "addr", where, "port", portstr, "paths",
               "/metrics /healthz /readyz", NULL);
     return http;
-}
-
-int sg_http_port(const sg_http_t *http)
-{
-    return http->port;
 }
 
 void sg_http_stop(sg_http_t *http)

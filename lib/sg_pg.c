@@ -11,8 +11,6 @@
 #include "sagad/sg_log.h"
 #include "sagad/sg_mask.h"
 
-#define PIPE_MAX_SLOTS 4096
-
 /* Statements sent through a pipeline are prepared once per connection and
  * then executed by name: the parse and plan of the same few statements,
  * run for every saga step, is most of PostgreSQL's work for them.  The
@@ -624,11 +622,6 @@ int sg_pg_wait_notify(sg_pg_t *pg, int timeout_ms, sg_err_t *err)
     if (PQconsumeInput(pg->conn) == 0)
         return result_error(pg, NULL, err);
     return drain_notifies(pg->conn);
-}
-
-int sg_pg_backend_pid(const sg_pg_t *pg)
-{
-    return PQbackendPID(pg->conn);
 }
 
 int64_t sg_pg_res_affected(const sg_pg_res_t *res)

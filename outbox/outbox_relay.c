@@ -26,7 +26,8 @@
 #include "sagad/sg_migrate.h"
 #include "sagad/sg_pg.h"
 
-#define STATS_MS 5000 /* backlog, oldest row and due timers are counted this often */
+#define STATS_MS     5000 /* backlog, oldest row and due timers are counted this often */
+#define HEARTBEAT_MS 1000 /* the cursor row's heartbeat and blocked time are stored this often */
 
 typedef enum outbox_state_e {
     RELAY_CONNECTING,
@@ -38,7 +39,9 @@ typedef enum outbox_state_e {
 static const char *const state_names[] = {"connecting", "standby", "active", "backoff"};
 
 typedef struct outbox_relay_s {
-    const sg_config_t *cfg;
+    /* relay.* settings, read once: none is reloadable */
+    int64_t batch_size, timer_batch, xmin_warn_ms;
+    uint64_t poll_ms, standby_poll_ms;
     sg_pg_opts_t pgopts;
     sg_pg_t *pg;
     sg_kafka_t *producer;
@@ -56,7 +59,7 @@ typedef struct outbox_relay_s {
     int64_t published;
     int64_t blocked_ms;
     bool blocked_warned;
-    uint64_t next_heartbeat;
+    uint64_t next_heartbeat, next_blocked_check;
     bool failpoint_after_ack;
     int exit_code;
     sg_cli_t *cli;
@@ -275,7 +278,7 @@ static int fire_timers(outbox_relay_t *r, sg_err_t *err)
     sg_pg_res_t *res = NULL;
     int64_t n;
 
-    snprintf(limit, sizeof(limit), "%lld", (long long)sg_config_int(r->cfg, "relay.timer_batch"));
+    snprintf(limit, sizeof(limit), "%lld", (long long)r->timer_batch);
     if (query(r,
               "WITH due AS (DELETE FROM timers WHERE id IN (SELECT id FROM timers "
               "WHERE due_at <= clock_timestamp() ORDER BY due_at, id LIMIT $1 "
@@ -386,7 +389,7 @@ static int publish_batch(outbox_relay_t *r, sg_err_t *err)
     int rc = -1;
 
     snprintf(id, sizeof(id), "%lld", (long long)r->cur_id);
-    snprintf(limit, sizeof(limit), "%lld", (long long)sg_config_int(r->cfg, "relay.batch_size"));
+    snprintf(limit, sizeof(limit), "%lld", (long long)r->batch_size);
     if (query(r,
               /* The text column is aliased: a bare `tx` in ORDER BY would
                * name it and sort xids as text ('29019' < '3'). */
@@ -447,13 +450,18 @@ done:
 }
 
 /* How long committed rows have waited behind the xmin horizon; warns once
- * per episode past relay.xmin_warn_ms, naming the oldest transaction. */
+ * per episode past relay.xmin_warn_ms, naming the oldest transaction.
+ * Measured as often as the heartbeat stores it, not on every idle turn
+ * (each NOTIFY wakes the relay). */
 static void check_blocked(outbox_relay_t *r)
 {
     const char *p[] = {r->shard_text};
     sg_pg_res_t *res = NULL;
     sg_err_t err;
 
+    if (sg_cli_now_ms() < r->next_blocked_check)
+        return;
+    r->next_blocked_check = sg_cli_now_ms() + HEARTBEAT_MS;
     if (query(r,
               "SELECT coalesce((extract(epoch FROM now() - min(created_at)) * 1000)::bigint, 0) "
               "FROM outbox WHERE shard = $1 AND tx >= pg_snapshot_xmin(pg_current_snapshot())",
@@ -463,7 +471,7 @@ static void check_blocked(outbox_relay_t *r)
     sg_pg_res_destroy(res);
     sg_metric_set(SG_M_OUTBOX_XMIN_BLOCKED, SG_LABELS(r->shard_text),
                   (double)r->blocked_ms / 1000.0);
-    if (r->blocked_ms < sg_config_int(r->cfg, "relay.xmin_warn_ms")) {
+    if (r->blocked_ms < r->xmin_warn_ms) {
         r->blocked_warned = false;
         return;
     }
@@ -494,7 +502,7 @@ static int heartbeat(outbox_relay_t *r, sg_err_t *err)
 
     if (sg_cli_now_ms() < r->next_heartbeat)
         return 0;
-    r->next_heartbeat = sg_cli_now_ms() + 1000;
+    r->next_heartbeat = sg_cli_now_ms() + HEARTBEAT_MS;
     snprintf(blocked, sizeof(blocked), "%lld", (long long)r->blocked_ms);
     return query(r,
                  "UPDATE relay_cursors SET holder = $2, heartbeat_at = now(), "
@@ -540,8 +548,6 @@ static void export_stats(outbox_relay_t *r)
 /* ACTIVE: timers, one batch, and a wait when there is nothing to do. */
 static int step_active(outbox_relay_t *r, sg_err_t *err)
 {
-    int64_t limit = sg_config_int(r->cfg, "relay.batch_size");
-    uint64_t poll_ms = (uint64_t)sg_config_int(r->cfg, "relay.poll_interval_ms");
     int fired, n;
 
     if ((fired = fire_timers(r, err)) < 0)
@@ -552,10 +558,10 @@ static int step_active(outbox_relay_t *r, sg_err_t *err)
     if (heartbeat(r, err) < 0)
         return -1;
     export_stats(r);
-    if (n >= limit || fired > 0 || !sg_cli_running)
+    if (n >= r->batch_size || fired > 0 || !sg_cli_running)
         return 0;
     check_blocked(r);
-    if (sg_pg_wait_notify(r->pg, (int)next_timer_ms(r, poll_ms, err), err) < 0)
+    if (sg_pg_wait_notify(r->pg, (int)next_timer_ms(r, r->poll_ms, err), err) < 0)
         return -1;
     return 0;
 }
@@ -601,7 +607,7 @@ static void run_loop(outbox_relay_t *r)
                 set_state(r, check_xid_reset(r, &err) < 0 ? RELAY_BACKOFF : RELAY_ACTIVE,
                           "shard lock acquired");
             else
-                nap((uint64_t)sg_config_int(r->cfg, "relay.standby_poll_ms"));
+                nap(r->standby_poll_ms);
             break;
         case RELAY_ACTIVE:
             if (step_active(r, &err) < 0)
@@ -628,16 +634,17 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
     sg_http_t *http;
     outbox_relay_t r;
 
+    (void)argc;
     (void)argv;
-    if (argc > 1) {
-        fprintf(stderr, "%s run: takes no arguments\n", cli->prog);
-        return SG_EXIT_USAGE;
-    }
     memset(&r, 0, sizeof(r));
-    r.cfg = cli->cfg;
     r.cli = cli;
     r.shard = -1;
     r.nshards = (int)sg_config_int(cli->cfg, "relay.shards");
+    r.batch_size = sg_config_int(cli->cfg, "relay.batch_size");
+    r.timer_batch = sg_config_int(cli->cfg, "relay.timer_batch");
+    r.xmin_warn_ms = sg_config_int(cli->cfg, "relay.xmin_warn_ms");
+    r.poll_ms = (uint64_t)sg_config_int(cli->cfg, "relay.poll_interval_ms");
+    r.standby_poll_ms = (uint64_t)sg_config_int(cli->cfg, "relay.standby_poll_ms");
     r.backoff.base_ms = 100;
     r.backoff.cap_ms = 5000;
     r.failpoint_after_ack = fp && strcmp(fp, "relay.after_ack") == 0;

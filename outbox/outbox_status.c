@@ -29,11 +29,8 @@ int outbox_cmd_status(sg_cli_t *cli, int argc, char **argv)
     sg_pg_t *pg;
     sg_err_t err;
 
+    (void)argc;
     (void)argv;
-    if (argc > 1) {
-        fprintf(stderr, "%s status: takes no arguments\n", cli->prog);
-        return SG_EXIT_USAGE;
-    }
     sg_pg_opts_from_config(&opts, cli->cfg, "sagad-relay status");
     pg = sg_pg_connect(&opts, &err);
     if (!pg) {

@@ -39,6 +39,8 @@ typedef struct sg_cli_opt_s {
     const char *help; /* one line */
 } sg_cli_opt_t;
 
+/* One subcommand.  One whose args is "" and opts NULL takes no arguments:
+ * sg_cli_main refuses any ("takes no arguments", SG_EXIT_USAGE) before fn. */
 struct sg_cli_cmd_s {
     const char *name;
     int (*fn)(sg_cli_t *cli, int argc, char **argv); /* argv[0] is the command */

@@ -26,9 +26,6 @@ typedef struct sg_http_s sg_http_t;
 sg_http_t *sg_http_start(const sg_config_t *cfg, unsigned served_by, unsigned required_checks,
                          char *errstr, size_t errstr_size) __attribute__((warn_unused_result));
 
-/* The port actually bound. */
-int sg_http_port(const sg_http_t *http);
-
 /* Stops serving and joins the thread; NULL is a no-op. */
 void sg_http_stop(sg_http_t *http);
 

@@ -117,9 +117,6 @@ int sg_pg_listen(sg_pg_t *pg, const char *channel, sg_err_t *err)
  * timeout, -1 with err when the connection broke. */
 int sg_pg_wait_notify(sg_pg_t *pg, int timeout_ms, sg_err_t *err);
 
-/* The server's process id of this connection (pg_backend_pid()). */
-int sg_pg_backend_pid(const sg_pg_t *pg);
-
 /* Maps a SQLSTATE (may be NULL) and whether the connection broke to an
  * error class and a stable code (pg.connection, pg.serialization,
  * pg.unavailable, pg.lock, pg.constraint, pg.data, pg.query).  Pure. */
