@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../support/sg_test.h"
@@ -44,14 +43,6 @@ static void exec(sg_pg_t *pg, const char *sql, int n, const char *const *params)
     cr_assert_eq(sg_pg_exec(pg, sql, n, params, NULL, &err), 0, "%s: %s", sql, err.message);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Starts a relay on this test's database; extra is NULL-terminated. */
 static void relay_start(sgt_proc_t *p, const char *const *extra)
 {
@@ -76,7 +67,7 @@ static int relay_stop(sgt_proc_t *p, int sig, char **err)
 static void wait_holder(sg_pg_t *pg, int pid)
 {
     char sql[256];
-    double deadline = now_s() + 30;
+    double deadline = sgt_now_s() + 30;
 
     snprintf(
         sql, sizeof(sql),
@@ -84,7 +75,7 @@ static void wait_holder(sg_pg_t *pg, int pid)
         "FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM "
         "pg_database WHERE datname = current_database()))",
         pid);
-    while (sgt_query_int(pg, sql) < 1 && now_s() < deadline)
+    while (sgt_query_int(pg, sql) < 1 && sgt_now_s() < deadline)
         usleep(50000);
     cr_assert_geq(sgt_query_int(pg, sql), 1, "relay %d never became active", pid);
 }
@@ -103,14 +94,14 @@ static void consume(got_t *got, size_t want, double timeout_s)
     const char *topics[] = {topic};
     sg_kafka_t *c;
     sg_err_t err;
-    double deadline = now_s() + timeout_s;
+    double deadline = sgt_now_s() + timeout_s;
 
     sgt_unique(group, sizeof(group), "sgt_group");
     c = sg_kafka_new(NULL, SG_KAFKA_CONSUMER, props, errstr, sizeof(errstr));
     cr_assert_not_null(c, "%s", errstr);
     cr_assert_eq(sg_kafka_subscribe(c, topics, 1, &err), 0, "%s", err.message);
     memset(got, 0, sizeof(*got));
-    while (got->n < want && now_s() < deadline) {
+    while (got->n < want && sgt_now_s() < deadline) {
         sg_kafka_msg_t *msg;
         const char *data;
         size_t len;
@@ -317,7 +308,7 @@ Test(relay, standby_takes_over_after_kill_9)
         insert_round(pg, 0, 1, 100, seq);
     /* While A lives, the standby publishes nothing: A publishes the first
      * 1,000 rows itself and still holds the shard afterwards. */
-    for (double deadline = now_s() + 30; now_s() < deadline;) {
+    for (double deadline = sgt_now_s() + 30; sgt_now_s() < deadline;) {
         if (sgt_query_int(pg, "SELECT published FROM relay_cursors WHERE shard = 0") >= 1000)
             break;
         usleep(50000);
@@ -326,11 +317,11 @@ Test(relay, standby_takes_over_after_kill_9)
     wait_holder(pg, a.pid);
     kill(a.pid, SIGKILL);
     sgt_wait(&a, NULL, NULL);
-    t0 = now_s();
+    t0 = sgt_now_s();
     for (int seq = 10; seq < 20; seq++)
         insert_round(pg, 0, 1, 100, seq);
     wait_holder(pg, b.pid);
-    cr_expect_lt(now_s() - t0, 10.0, "takeover within seconds");
+    cr_expect_lt(sgt_now_s() - t0, 10.0, "takeover within seconds");
     consume(&got, 2000, 60);
     cr_expect_eq(relay_stop(&b, SIGTERM, &err_b), 0);
     check_complete_ordered(&got, 100, 20);
