@@ -276,13 +276,18 @@ Test(relay, crash_between_ack_and_cursor_loses_nothing)
     sg_pg_t *pg = sgt_db_connect(dsn);
     sgt_proc_t relay;
     got_t got;
+    char *err;
     int rc;
 
     for (int seq = 0; seq < 5; seq++)
         insert_round(pg, 0, 1, 10, seq); /* 50 rows */
     relay_start(&relay, crash);
-    rc = sgt_wait(&relay, NULL, NULL);
-    cr_assert_neq(rc, 0, "the failpoint aborts the relay");
+    rc = sgt_wait(&relay, NULL, &err);
+    /* Aborted at the failpoint, not failed for some other reason before
+     * it published anything. */
+    cr_assert_eq(rc, 128 + SIGABRT, "the failpoint aborts the relay; exit %d: %s", rc, err);
+    cr_assert(strstr(err, "failpoint relay.after_ack") != NULL, "%s", err);
+    free(err);
     cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM outbox"), 50, "the cursor did not move");
     relay_start(&relay, normal);
     consume(&got, 70, 20); /* wait for 50 plus room for duplicates */
@@ -423,13 +428,25 @@ Test(relay, status_names_holder_and_backlog)
     const char *args[] = {"status", NULL};
     const char *env[] = {dsn_env, NULL};
     sg_pg_t *pg = sgt_db_connect(dsn);
-    char *out, *err;
+    char *out, *err, shard[16], holder[64], published[32], backlog[32], lock[16];
+    const char *row;
 
     insert_round(pg, 0, 1, 7, 0);
     cr_assert_eq(sgt_run("sagad-relay", args, env, &out, &err), 0, "%s", err);
-    cr_expect(strstr(out, "backlog") != NULL, "%s", out);
-    cr_expect(strstr(out, " 7 ") != NULL, "7 rows waiting: %s", out);
-    cr_expect(strstr(out, "FREE") != NULL, "no relay holds the shard: %s", out);
+    cr_expect_eq(strncmp(out, "shard ", 6), 0, "a header line first: %s", out);
+    cr_expect(strstr(out, " backlog ") != NULL, "%s", out);
+    /* One row, shard 0: nobody holds it, nothing published, 7 waiting. */
+    row = strchr(out, '\n');
+    cr_assert_not_null(row, "%s", out);
+    cr_assert_eq(sscanf(row + 1, "%15s %63s %*s %*s %31s %31s %*s %*s %15s", shard, holder,
+                        published, backlog, lock),
+                 5, "%s", out);
+    cr_expect_str_eq(shard, "0");
+    cr_expect_str_eq(holder, "-", "%s", out);
+    cr_expect_str_eq(published, "0", "%s", out);
+    cr_expect_str_eq(backlog, "7", "7 rows waiting: %s", out);
+    cr_expect_str_eq(lock, "FREE", "no relay holds the shard: %s", out);
+    cr_expect_null(strchr(strchr(row + 1, '\n') + 1, '\n'), "one shard, one row: %s", out);
     free(out);
     free(err);
     sg_pg_destroy(pg);
