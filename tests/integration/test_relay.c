@@ -216,22 +216,36 @@ Test(relay, late_commit_is_published_and_naive_poller_loses_it)
 {
     const char *extra[] = {"SAGAD_RELAY_XMIN_WARN_MS=300", NULL};
     sg_pg_t *late = sgt_db_connect(dsn), *pg = sgt_db_connect(dsn);
+    const char *p[] = {topic};
     sgt_proc_t relay;
-    char *err, pidtext[32];
+    char *err, pidtext[32], older[512];
     int64_t naive_last, naive_found, late_pid;
     got_t got;
 
     late_pid = sgt_query_int(late, "SELECT pg_backend_pid()");
     snprintf(pidtext, sizeof(pidtext), "\"pid\":\"%lld\"", (long long)late_pid);
+    snprintf(older, sizeof(older),
+             "SELECT count(*) FROM pg_stat_activity o, pg_stat_activity t WHERE t.pid = %lld "
+             "AND o.pid <> t.pid AND o.backend_xid IS NOT NULL AND age(o.backend_xid) >= "
+             "age(t.backend_xid)",
+             (long long)late_pid);
     relay_start(&relay, extra);
-    /* T1 inserts first (smaller id and xid) and stays open. */
-    exec(late, "BEGIN", 0, NULL);
-    {
-        const char *p[] = {topic};
+    /* T1 inserts first (smaller id and xid) and stays open.  The relay's
+     * warning names the oldest transaction of the whole cluster, so T1
+     * must be that: a transaction of another test (a CREATE or DROP
+     * DATABASE) begun before T1 and still running would be named instead.
+     * T1 begins again until nothing older runs beside it. */
+    for (int tries = 0;; tries++) {
+        exec(late, "BEGIN", 0, NULL);
         exec(late,
              "INSERT INTO outbox (topic, key, payload) VALUES ($1, 'late', "
              "convert_to('late', 'UTF8'))",
              1, p);
+        if (sgt_query_int(pg, older) == 0)
+            break;
+        exec(late, "ROLLBACK", 0, NULL);
+        cr_assert_lt(tries, 600, "an older transaction ran beside T1 for a minute");
+        usleep(100000);
     }
     for (int seq = 0; seq < 10; seq++)
         insert_round(pg, 0, 1, 1000, seq); /* 10,000 rows commit after T1 began */
