@@ -17,19 +17,10 @@
 #   SAGAD_LOCAL_KAFKA_CONTROLLER_PORT=29093 deploy/local/kafka.sh start
 set -euo pipefail
 
-usage() {
-    echo "usage: ${0##*/} start|stop|status|bootstrap" >&2
-    exit 2
-}
-
-[[ $# -eq 1 ]] || usage
-cmd=$1
-case "$cmd" in
-    start | stop | status | bootstrap) ;;
-    *) usage ;;
-esac
-
 script_dir=$(dirname "$(realpath "${BASH_SOURCE[0]}")")
+# shellcheck source=deploy/local/common.sh
+. "$script_dir/common.sh"
+local_init kafka.sh "start|stop|status|bootstrap" "$@"
 repo=$(realpath "$script_dir/../..")
 pom="$script_dir/kafka/pom.xml"
 # Made absolute here, so a relative SAGAD_LOCAL_KAFKA_DIR names the same
@@ -52,26 +43,14 @@ libs_marker="$libs/.complete-$kafka_version"
 start_timeout=120
 stop_timeout=30
 
-check_port() {
-    local name=$1 value=$2
-    if ! [[ $value =~ ^[0-9]+$ ]] || ((value < 1 || value > 65535)); then
-        echo "kafka.sh: $name must be a TCP port, got '$value'" >&2
-        exit 2
-    fi
-}
 port=${SAGAD_LOCAL_KAFKA_PORT:-19092}
 cport=${SAGAD_LOCAL_KAFKA_CONTROLLER_PORT:-19093}
-check_port SAGAD_LOCAL_KAFKA_PORT "$port"
-check_port SAGAD_LOCAL_KAFKA_CONTROLLER_PORT "$cport"
+local_check_port SAGAD_LOCAL_KAFKA_PORT "$port"
+local_check_port SAGAD_LOCAL_KAFKA_CONTROLLER_PORT "$cport"
 if ((port == cport)); then
     echo "kafka.sh: client and controller ports must differ ($port)" >&2
     exit 2
 fi
-
-die() {
-    echo "kafka.sh: $*" >&2
-    exit 1
-}
 
 log_tail() {
     local f
@@ -305,16 +284,9 @@ do_bootstrap() {
     echo "127.0.0.1:$p"
 }
 
-# Serialise start/stop so two concurrent callers cannot start two brokers.
-lock() {
-    mkdir -p "$run_dir"
-    exec 9>"$run_dir/kafka.lock"
-    flock -w 300 9 || die "timed out waiting for $run_dir/kafka.lock"
-}
-
 case "$cmd" in
-    start) lock; do_start ;;
-    stop) lock; do_stop ;;
+    start) local_lock "$run_dir/kafka.lock" 300; do_start ;;
+    stop) local_lock "$run_dir/kafka.lock" 300; do_stop ;;
     status) do_status ;;
     bootstrap) do_bootstrap ;;
 esac

@@ -15,19 +15,10 @@
 #   SAGAD_LOCAL_PG_DIR=.run/faults/pg SAGAD_LOCAL_PG_PORT=54339 deploy/local/pg.sh start
 set -euo pipefail
 
-usage() {
-    echo "usage: ${0##*/} start|stop|status|url" >&2
-    exit 2
-}
-
-[[ $# -eq 1 ]] || usage
-cmd=$1
-case "$cmd" in
-    start | stop | status | url) ;;
-    *) usage ;;
-esac
-
 script_dir=$(dirname "$(realpath "${BASH_SOURCE[0]}")")
+# shellcheck source=deploy/local/common.sh
+. "$script_dir/common.sh"
+local_init pg.sh "start|stop|status|url" "$@"
 repo=$(realpath "$script_dir/../..")
 # link: where the cluster directory (or the symlink to it) is; run_dir: its
 # parent, which holds the start/stop lock <name>.lock. Made absolute before
@@ -45,10 +36,7 @@ fi
 lock_file="$run_dir/${link##*/}.lock"
 
 port=${SAGAD_LOCAL_PG_PORT:-54329}
-if ! [[ $port =~ ^[0-9]+$ ]] || ((port < 1 || port > 65535)); then
-    echo "pg.sh: SAGAD_LOCAL_PG_PORT must be a TCP port, got '$port'" >&2
-    exit 2
-fi
+local_check_port SAGAD_LOCAL_PG_PORT "$port"
 pg_bin=${SAGAD_PG_BIN:-/usr/lib/postgresql/15/bin}
 start_timeout=60
 
@@ -65,11 +53,6 @@ else
     owner=$(id -un)
     as_owner=()
 fi
-
-die() {
-    echo "pg.sh: $*" >&2
-    exit 1
-}
 
 # Short, stable id per checkout (per directory for a private cluster) so two
 # clones or two instances never share a fallback cluster.
@@ -308,16 +291,9 @@ do_url() {
     echo "postgresql://sagad:sagad@127.0.0.1:$p/sagad"
 }
 
-# Serialise start/stop so two concurrent callers cannot both initdb or start.
-lock() {
-    mkdir -p "$run_dir"
-    exec 9>"$lock_file"
-    flock -w 120 9 || die "timed out waiting for $lock_file"
-}
-
 case "$cmd" in
-    start) lock; do_start ;;
-    stop) lock; do_stop ;;
+    start) local_lock "$lock_file" 120; do_start ;;
+    stop) local_lock "$lock_file" 120; do_stop ;;
     status) do_status ;;
     url) do_url ;;
 esac

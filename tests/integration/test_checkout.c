@@ -52,68 +52,16 @@ static void stop(void)
     curl_global_cleanup();
 }
 
-/* --- a small HTTP client -------------------------------------------------- */
-
-typedef struct res_s {
-    long status;
-    char *body;
-    size_t len;
-    char *headers; /* the raw header block */
-    size_t hlen;
-} res_t;
-
-static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
+/* method base+path with request headers (NULL-terminated, or NULL) and a
+ * body: the response (free with sgt_res_free); status 0 and the error
+ * text as body when no answer came. */
+static sgt_res_t http(const char *method, const char *path, const char *const *headers,
+                      const char *body)
 {
-    char **buf = ((char ***)userdata)[0];
-    size_t *len = ((size_t **)userdata)[1], n = size * nmemb;
-
-    *buf = realloc(*buf, *len + n + 1);
-    cr_assert_not_null(*buf);
-    memcpy(*buf + *len, ptr, n);
-    *len += n;
-    (*buf)[*len] = '\0';
-    return n;
-}
-
-/* method path [headers...] body: the response (free with res_free);
- * status 0 and the error text as body when no answer came. */
-static res_t http(const char *method, const char *path, const char *const *headers,
-                  const char *body)
-{
-    res_t r = {0, calloc(1, 1), 0, calloc(1, 1), 0};
-    void *bsink[2] = {&r.body, &r.len}, *hsink[2] = {&r.headers, &r.hlen};
-    struct curl_slist *hl = NULL;
     char url[512];
-    CURL *c = curl_easy_init();
-    CURLcode rc;
 
-    cr_assert_not_null(c);
     snprintf(url, sizeof(url), "%s%s", base, path);
-    for (; headers && *headers; headers++)
-        hl = curl_slist_append(hl, *headers);
-    hl = curl_slist_append(hl, "Expect:"); /* no 100-continue round trip */
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
-    if (body)
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, bsink);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, hsink);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
-    /* No assertion here: this also runs in helper threads, where a
-     * failed assertion cannot unwind the test.  Status 0 says it failed. */
-    if ((rc = curl_easy_perform(c)) == CURLE_OK) {
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
-    } else {
-        free(r.body);
-        r.body = strdup(curl_easy_strerror(rc));
-        r.len = strlen(r.body);
-    }
-    curl_slist_free_all(hl);
-    curl_easy_cleanup(c);
-    return r;
+    return sgt_request(method, url, headers, body);
 }
 
 static size_t discard(char *ptr, size_t size, size_t nmemb, void *userdata)
@@ -123,36 +71,7 @@ static size_t discard(char *ptr, size_t size, size_t nmemb, void *userdata)
     return size * nmemb;
 }
 
-static void res_free(res_t *r)
-{
-    free(r->body);
-    free(r->headers);
-}
-
-/* The value of header name in r (static buffer), or NULL. */
-static const char *header(const res_t *r, const char *name)
-{
-    static char value[512];
-    size_t nl = strlen(name);
-
-    for (const char *line = r->headers; line && *line;) {
-        const char *eol = strstr(line, "\r\n");
-        size_t len = eol ? (size_t)(eol - line) : strlen(line);
-
-        if (len > nl && strncasecmp(line, name, nl) == 0 && line[nl] == ':') {
-            const char *v = line + nl + 1;
-
-            while (*v == ' ')
-                v++;
-            snprintf(value, sizeof(value), "%.*s", (int)(line + len - v), v);
-            return value;
-        }
-        line = eol ? eol + 2 : NULL;
-    }
-    return NULL;
-}
-
-static sg_json_t *json_of(const res_t *r)
+static sg_json_t *json_of(const sgt_res_t *r)
 {
     sg_json_limits_t lim = {64u << 20, 64};
     sg_err_t err;
@@ -179,7 +98,7 @@ static int64_t int_at(const sg_json_t *obj, const char *key)
 }
 
 /* POST path with Idempotency-Key key (none when NULL). */
-static res_t post(const char *path, const char *key, const char *body)
+static sgt_res_t post(const char *path, const char *key, const char *body)
 {
     char kh[300];
     const char *h[] = {kh, "Content-Type: application/json", NULL};
@@ -191,17 +110,17 @@ static res_t post(const char *path, const char *key, const char *body)
 /* stats[group][path] */
 static int64_t counter(const char *group, const char *path)
 {
-    res_t r = http("GET", "/_admin/stats", NULL, NULL);
+    sgt_res_t r = http("GET", "/_admin/stats", NULL, NULL);
     sg_json_t *doc = json_of(&r);
     int64_t n = int_at(sg_json_member(doc, group), path);
 
     cr_assert_eq(r.status, 200);
     sg_json_destroy(doc);
-    res_free(&r);
+    sgt_res_free(&r);
     return n;
 }
 
-static void expect_error(const res_t *r, long status, const char *code, bool retriable)
+static void expect_error(const sgt_res_t *r, long status, const char *code, bool retriable)
 {
     sg_json_t *doc = json_of(r);
     bool b = !retriable;
@@ -220,14 +139,14 @@ TestSuite(checkout, .fini = stop, .timeout = 120);
 
 Test(checkout, same_key_replays_the_stored_response_and_counts_one_effect)
 {
-    res_t a, b, c;
+    sgt_res_t a, b, c;
     sg_json_t *doc, *args;
 
     start_plain();
     a = post("/payment/charge", "order-1", "{\"args\":{\"amount_cents\":1250}}");
     cr_assert_eq(a.status, 201, "%s", a.body);
-    cr_expect_null(header(&a, "Idempotent-Replayed"), "a fresh answer is no replay");
-    cr_expect_str_eq(header(&a, "Content-Type"), "application/json");
+    cr_expect_null(sgt_res_header(&a, "Idempotent-Replayed"), "a fresh answer is no replay");
+    cr_expect_str_eq(sgt_res_header(&a, "Content-Type"), "application/json");
     doc = json_of(&a);
     cr_expect_str_eq(str_at(doc, "path"), "/payment/charge");
     cr_expect_str_eq(str_at(doc, "idempotency_key"), "order-1");
@@ -240,29 +159,29 @@ Test(checkout, same_key_replays_the_stored_response_and_counts_one_effect)
     b = post("/payment/charge", "order-1", "{\"args\":{\"amount_cents\":1250}}");
     cr_expect_eq(b.status, 201);
     cr_expect_str_eq(b.body, a.body, "the replay must be byte for byte the stored body");
-    cr_expect_str_eq(header(&b, "Idempotent-Replayed"), "true");
+    cr_expect_str_eq(sgt_res_header(&b, "Idempotent-Replayed"), "true");
 
     c = post("/payment/charge", "order-2", "{\"args\":{\"amount_cents\":1250}}");
     cr_expect_eq(c.status, 201);
     cr_expect_str_neq(c.body, a.body, "another key is another payment");
-    cr_expect_null(header(&c, "Idempotent-Replayed"));
+    cr_expect_null(sgt_res_header(&c, "Idempotent-Replayed"));
 
     cr_expect_eq(counter("effects", "/payment/charge"), 2);
     cr_expect_eq(counter("requests", "/payment/charge"), 3);
     cr_expect_eq(counter("keys", "/payment/charge"), 2);
     /* The key is per path: the same key on another endpoint is new work. */
-    res_free(&c);
+    sgt_res_free(&c);
     c = post("/payment/refund", "order-1", "{}");
     cr_expect_eq(c.status, 200, "%s", c.body);
-    cr_expect_null(header(&c, "Idempotent-Replayed"));
+    cr_expect_null(sgt_res_header(&c, "Idempotent-Replayed"));
     cr_expect_eq(counter("effects", "/payment/refund"), 1);
-    res_free(&a);
-    res_free(&b);
-    res_free(&c);
+    sgt_res_free(&a);
+    sgt_res_free(&b);
+    sgt_res_free(&c);
 }
 
 typedef struct racer_s {
-    res_t res;
+    sgt_res_t res;
 } racer_t;
 
 static void *race(void *arg)
@@ -290,22 +209,22 @@ Test(checkout, concurrent_requests_under_one_key_make_one_effect)
     for (int i = 0; i < 16; i++) {
         cr_expect_eq(r[i].res.status, 201, "%s", r[i].res.body);
         cr_expect_str_eq(r[i].res.body, r[0].res.body);
-        replayed += header(&r[i].res, "Idempotent-Replayed") != NULL;
+        replayed += sgt_res_header(&r[i].res, "Idempotent-Replayed") != NULL;
     }
     for (int i = 0; i < 16; i++)
-        res_free(&r[i].res);
+        sgt_res_free(&r[i].res);
     cr_expect_eq(replayed, 15, "all but the first are replays");
     cr_expect_eq(counter("effects", "/inventory/reserve"), 1);
 }
 
 Test(checkout, missing_idempotency_key_is_400_and_no_effect)
 {
-    res_t r;
+    sgt_res_t r;
 
     start_plain();
     r = post("/shipping/book", NULL, "{\"args\":{}}");
     expect_error(&r, 400, "missing_idempotency_key", false);
-    res_free(&r);
+    sgt_res_free(&r);
     cr_expect_eq(counter("effects", "/shipping/book"), 0);
     cr_expect_eq(counter("keys", "/shipping/book"), 0);
     cr_expect_eq(counter("requests", "/shipping/book"), 1);
@@ -317,7 +236,7 @@ Test(checkout, fault_503x2_fails_twice_then_succeeds_and_the_success_is_replayed
 {
     static const char *const args[] = {"--listen", "127.0.0.1:0", "--fault", "/shipping/book=503x2",
                                        NULL};
-    res_t r[4];
+    sgt_res_t r[4];
 
     start(args);
     for (int i = 0; i < 4; i++)
@@ -325,13 +244,13 @@ Test(checkout, fault_503x2_fails_twice_then_succeeds_and_the_success_is_replayed
     expect_error(&r[0], 503, "injected_503", true);
     expect_error(&r[1], 503, "injected_503", true);
     cr_expect_eq(r[2].status, 201, "%s", r[2].body);
-    cr_expect_null(header(&r[2], "Idempotent-Replayed"));
+    cr_expect_null(sgt_res_header(&r[2], "Idempotent-Replayed"));
     cr_expect_eq(r[3].status, 201);
     cr_expect_str_eq(r[3].body, r[2].body);
-    cr_expect_str_eq(header(&r[3], "Idempotent-Replayed"), "true");
+    cr_expect_str_eq(sgt_res_header(&r[3], "Idempotent-Replayed"), "true");
     cr_expect_eq(counter("effects", "/shipping/book"), 1);
     for (int i = 0; i < 4; i++)
-        res_free(&r[i]);
+        sgt_res_free(&r[i]);
 }
 
 Test(checkout, retry_after_is_passed_through_verbatim)
@@ -339,28 +258,28 @@ Test(checkout, retry_after_is_passed_through_verbatim)
     static const char *const args[] = {
         "--listen", "127.0.0.1:0", "--fault",
         "/payment/charge=429x1,retry_after=Wed, 21 Oct 2015 07:28:00 GMT", NULL};
-    res_t r;
+    sgt_res_t r;
 
     start(args);
     r = post("/payment/charge", "k", "{}");
     expect_error(&r, 429, "injected_429", true);
-    cr_expect_str_eq(header(&r, "Retry-After"), "Wed, 21 Oct 2015 07:28:00 GMT");
-    res_free(&r);
+    cr_expect_str_eq(sgt_res_header(&r, "Retry-After"), "Wed, 21 Oct 2015 07:28:00 GMT");
+    sgt_res_free(&r);
     /* Not stored: the retry under the same key is new work. */
     r = post("/payment/charge", "k", "{}");
     cr_expect_eq(r.status, 201, "%s", r.body);
-    cr_expect_null(header(&r, "Retry-After"));
-    cr_expect_null(header(&r, "Idempotent-Replayed"));
-    res_free(&r);
+    cr_expect_null(sgt_res_header(&r, "Retry-After"));
+    cr_expect_null(sgt_res_header(&r, "Idempotent-Replayed"));
+    sgt_res_free(&r);
 
     r = http("POST", "/_admin/faults", NULL,
              "{\"path\":\"/payment/charge\",\"status\":503,\"times\":1,\"retry_after\":\"7\"}");
     cr_assert_eq(r.status, 200, "%s", r.body);
-    res_free(&r);
+    sgt_res_free(&r);
     r = post("/payment/charge", "k2", "{}");
     expect_error(&r, 503, "injected_503", true);
-    cr_expect_str_eq(header(&r, "Retry-After"), "7");
-    res_free(&r);
+    cr_expect_str_eq(sgt_res_header(&r, "Retry-After"), "7");
+    sgt_res_free(&r);
 }
 
 /* A few MiB (the real oversized test uses 50): exactly that many bytes,
@@ -369,7 +288,7 @@ Test(checkout, body_bytes_answers_exactly_that_many_bytes)
 {
     static const char *const args[] = {"--listen", "127.0.0.1:0", "--fault",
                                        "/email/send=200x1,body_bytes=3145733", NULL};
-    res_t r;
+    sgt_res_t r;
     size_t bad = 0;
 
     start(args);
@@ -382,23 +301,23 @@ Test(checkout, body_bytes_answers_exactly_that_many_bytes)
         bad += r.body[i] != 'x';
     cr_expect_eq(bad, 0, "%zu bytes are not 'x'", bad);
     cr_expect_eq(counter("effects", "/email/send"), 0, "a streamed fault is no effect");
-    res_free(&r);
+    sgt_res_free(&r);
 }
 
 Test(checkout, admin_faults_are_added_listed_and_cleared)
 {
-    res_t r;
+    sgt_res_t r;
     sg_json_t *doc;
 
     start_plain();
     r = http("POST", "/_admin/faults", NULL, "{\"path\":\"/email/send\",\"status\":400}");
     cr_assert_eq(r.status, 200, "%s", r.body);
-    res_free(&r);
+    sgt_res_free(&r);
     r = http("GET", "/_admin/faults", NULL, NULL);
     doc = json_of(&r);
     cr_expect_eq(sg_json_array_size(sg_json_member(doc, "faults")), 1, "%s", r.body);
     sg_json_destroy(doc);
-    res_free(&r);
+    sgt_res_free(&r);
 
     /* For ever (times absent), whatever the key; a 400 is final, so the
      * key keeps its answer even after the fault is gone. */
@@ -408,60 +327,60 @@ Test(checkout, admin_faults_are_added_listed_and_cleared)
         snprintf(key, sizeof(key), "mail-%d", i);
         r = post("/email/send", key, "{}");
         expect_error(&r, 400, "injected_400", false);
-        res_free(&r);
+        sgt_res_free(&r);
     }
     r = http("DELETE", "/_admin/faults", NULL, NULL);
     cr_assert_eq(r.status, 200, "%s", r.body);
-    res_free(&r);
+    sgt_res_free(&r);
     r = post("/email/send", "mail-new", "{}");
     cr_expect_eq(r.status, 201, "%s", r.body);
-    res_free(&r);
+    sgt_res_free(&r);
     r = post("/email/send", "mail-0", "{}");
     expect_error(&r, 400, "injected_400", false);
-    cr_expect_str_eq(header(&r, "Idempotent-Replayed"), "true");
-    res_free(&r);
+    cr_expect_str_eq(sgt_res_header(&r, "Idempotent-Replayed"), "true");
+    sgt_res_free(&r);
 
     r = http("POST", "/_admin/faults", NULL, "{\"path\":\"/email/send\",\"status\":\"x\"}");
     expect_error(&r, 400, "invalid_fault", false);
     cr_expect(strstr(r.body, "$.status") != NULL, "the error names the field: %s", r.body);
-    res_free(&r);
+    sgt_res_free(&r);
     r = http("POST", "/_admin/faults", NULL, "{\"path\":\"/nowhere\",\"status\":500}");
     expect_error(&r, 400, "invalid_fault", false);
     cr_expect(strstr(r.body, "$.path") != NULL, "%s", r.body);
-    res_free(&r);
+    sgt_res_free(&r);
 }
 
 Test(checkout, bad_keys_and_bodies_get_a_400_that_names_the_rule)
 {
     char long_key[300];
-    res_t r;
+    sgt_res_t r;
 
     start_plain();
     r = post("/payment/charge", "has space", "{}");
     expect_error(&r, 400, "invalid_idempotency_key", false);
     cr_expect(strstr(r.body, "Idempotency-Key") != NULL, "%s", r.body);
-    res_free(&r);
+    sgt_res_free(&r);
     memset(long_key, 'k', 256);
     long_key[256] = '\0';
     r = post("/payment/charge", long_key, "{}");
     expect_error(&r, 400, "invalid_idempotency_key", false);
-    res_free(&r);
+    sgt_res_free(&r);
     long_key[255] = '\0';
     r = post("/payment/charge", long_key, "{}");
     cr_expect_eq(r.status, 201, "255 characters are allowed: %s", r.body);
-    res_free(&r);
+    sgt_res_free(&r);
 
     /* A malformed body is a final answer: stored and replayed. */
     r = post("/payment/charge", "bad-body", "{\"args\":");
     expect_error(&r, 400, "invalid_json", false);
-    res_free(&r);
+    sgt_res_free(&r);
     r = post("/payment/charge", "bad-body", "{}");
     expect_error(&r, 400, "invalid_json", false);
-    cr_expect_str_eq(header(&r, "Idempotent-Replayed"), "true");
-    res_free(&r);
+    cr_expect_str_eq(sgt_res_header(&r, "Idempotent-Replayed"), "true");
+    sgt_res_free(&r);
     r = post("/payment/charge", "array-body", "[1]");
     expect_error(&r, 400, "invalid_body", false);
-    res_free(&r);
+    sgt_res_free(&r);
     cr_expect_eq(counter("effects", "/payment/charge"), 1);
 }
 
@@ -473,14 +392,14 @@ Test(checkout, request_log_has_lowercased_headers_and_the_parsed_body)
                        "X-Trace-Thing: Mixed Case Value", "Content-Type: application/json", NULL};
     const sg_json_t *e, *hdrs, *body;
     sg_json_t *doc;
-    res_t r;
+    sgt_res_t r;
 
     start_plain();
     r = http("POST", "/inventory/reserve", h, "{\"args\":{\"sku\":\"A-1\",\"qty\":2}}");
     cr_assert_eq(r.status, 201, "%s", r.body);
-    res_free(&r);
+    sgt_res_free(&r);
     r = post("/email/send", "mail-1", "not json at all");
-    res_free(&r);
+    sgt_res_free(&r);
 
     r = http("GET", "/_admin/requests?path=/inventory/reserve", NULL, NULL);
     cr_assert_eq(r.status, 200);
@@ -502,7 +421,7 @@ Test(checkout, request_log_has_lowercased_headers_and_the_parsed_body)
     cr_expect_str_eq(str_at(body, "sku"), "A-1");
     cr_expect_eq(int_at(body, "qty"), 2);
     sg_json_destroy(doc);
-    res_free(&r);
+    sgt_res_free(&r);
 
     /* Unfiltered: both, oldest first; a body that is not JSON is text. */
     r = http("GET", "/_admin/requests", NULL, NULL);
@@ -513,7 +432,7 @@ Test(checkout, request_log_has_lowercased_headers_and_the_parsed_body)
     cr_expect_str_eq(sg_json_string(sg_json_member(e, "body")), "not json at all");
     cr_expect_eq(int_at(e, "status"), 400, "%s", r.body);
     sg_json_destroy(doc);
-    res_free(&r);
+    sgt_res_free(&r);
 }
 
 /* The log keeps the last 10,000 requests, so memory stays bounded. */
@@ -523,7 +442,7 @@ Test(checkout, request_log_keeps_the_last_10000)
     char url[256];
     sg_json_t *doc;
     const sg_json_t *reqs;
-    res_t r;
+    sgt_res_t r;
 
     start_plain();
     snprintf(url, sizeof(url), "%s/shipping/cancel", base);
@@ -543,20 +462,20 @@ Test(checkout, request_log_keeps_the_last_10000)
     cr_expect_eq(int_at(sg_json_array_get(reqs, 9999), "seq"), 10005);
     cr_expect_eq(counter("requests", "/shipping/cancel"), 10005, "counters are not capped");
     sg_json_destroy(doc);
-    res_free(&r);
+    sgt_res_free(&r);
 }
 
 Test(checkout, stats_count_requests_effects_and_keys_and_reset_clears_them)
 {
-    res_t r;
+    sgt_res_t r;
 
     start_plain();
     for (int i = 0; i < 3; i++) {
         r = post("/inventory/reserve", i < 2 ? "a" : "b", "{}");
-        res_free(&r);
+        sgt_res_free(&r);
     }
     r = post("/inventory/release", "a", "{}");
-    res_free(&r);
+    sgt_res_free(&r);
     cr_expect_eq(counter("requests", "/inventory/reserve"), 3);
     cr_expect_eq(counter("effects", "/inventory/reserve"), 2);
     cr_expect_eq(counter("keys", "/inventory/reserve"), 2);
@@ -566,43 +485,43 @@ Test(checkout, stats_count_requests_effects_and_keys_and_reset_clears_them)
 
     r = http("POST", "/_admin/reset", NULL, "");
     cr_assert_eq(r.status, 200, "%s", r.body);
-    res_free(&r);
+    sgt_res_free(&r);
     cr_expect_eq(counter("requests", "/inventory/reserve"), 0);
     cr_expect_eq(counter("effects", "/inventory/reserve"), 0);
     cr_expect_eq(counter("keys", "/inventory/reserve"), 0);
     r = http("GET", "/_admin/requests", NULL, NULL);
     cr_expect_str_eq(r.body, "{\"requests\":[]}");
-    res_free(&r);
+    sgt_res_free(&r);
     /* Stored responses are gone too: key "a" is new work again. */
     r = post("/inventory/reserve", "a", "{}");
     cr_expect_eq(r.status, 201);
-    cr_expect_null(header(&r, "Idempotent-Replayed"));
-    res_free(&r);
+    cr_expect_null(sgt_res_header(&r, "Idempotent-Replayed"));
+    sgt_res_free(&r);
 }
 
 Test(checkout, unknown_path_is_404_and_wrong_method_405)
 {
-    res_t r;
+    sgt_res_t r;
 
     start_plain();
     r = post("/payment/steal", "k", "{}");
     expect_error(&r, 404, "not_found", false);
-    res_free(&r);
+    sgt_res_free(&r);
     r = http("GET", "/payment/charge", NULL, NULL);
     expect_error(&r, 405, "method_not_allowed", false);
-    cr_expect_str_eq(header(&r, "Allow"), "POST");
-    res_free(&r);
+    cr_expect_str_eq(sgt_res_header(&r, "Allow"), "POST");
+    sgt_res_free(&r);
     r = http("DELETE", "/_admin/stats", NULL, NULL);
     expect_error(&r, 405, "method_not_allowed", false);
-    cr_expect_str_eq(header(&r, "Allow"), "GET");
-    res_free(&r);
+    cr_expect_str_eq(sgt_res_header(&r, "Allow"), "GET");
+    sgt_res_free(&r);
 }
 
 /* --- lifecycle ------------------------------------------------------------ */
 
 static void *hang(void *arg)
 {
-    res_t *r = arg;
+    sgt_res_t *r = arg;
 
     *r = post("/inventory/reserve", "hung", "{}");
     return NULL;
@@ -615,7 +534,7 @@ Test(checkout, sigterm_during_a_hanging_request_exits_0)
     static const char *const args[] = {"--listen", "127.0.0.1:0", "--fault",
                                        "/inventory/reserve=200,delay_ms=60000", NULL};
     pthread_t t;
-    res_t r, hung;
+    sgt_res_t r, hung;
     bool arrived = false;
 
     start(args);
@@ -624,7 +543,7 @@ Test(checkout, sigterm_during_a_hanging_request_exits_0)
     for (int i = 0; i < 500 && !arrived; i++) {
         r = http("GET", "/_admin/requests", NULL, NULL);
         arrived = strstr(r.body, "\"status\":null") != NULL;
-        res_free(&r);
+        sgt_res_free(&r);
         if (!arrived)
             usleep(20000);
     }
@@ -633,7 +552,7 @@ Test(checkout, sigterm_during_a_hanging_request_exits_0)
     cr_expect_eq(sgt_bg_join(&svc, 30), 0, "%s", sgt_bg_tail(&svc));
     pthread_join(t, NULL);
     expect_error(&hung, 503, "shutting_down", true);
-    res_free(&hung);
+    sgt_res_free(&hung);
 }
 
 Test(checkout, help_and_bad_usage)

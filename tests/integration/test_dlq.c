@@ -398,15 +398,18 @@ Test(dlq, discard_hides_entry_from_pending_and_json_has_documented_fields)
     sg_json_destroy(doc);
 
     cr_expect_eq(dlq(ARGS("discard", id)), 2, "--reason is required");
+    cr_expect(strstr(R.err, "needs IDs and --reason"), "%s", R.err);
     cr_assert_eq(dlq(ARGS("discard", id, "--reason", "test traffic", "--operator", "frank")), 0,
                  "%s", R.err);
     cr_expect_eq(dlq(ARGS("list", "--status", "pending")), 1, "nothing pending: exit 1");
+    cr_expect(strstr(R.err, "no dead letters match"), "%s", R.err);
     cr_expect_eq(dlq(ARGS("list", "--status", "discarded", "--json")), 0);
     cr_expect(strstr(R.out, "\"status\": \"discarded\""), "%s", R.out);
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters WHERE resolved_by = 'frank' AND "
                            "resolution_reason = 'test traffic'"),
                  1, "kept, not deleted, with who and why");
     cr_expect_eq(dlq(ARGS("replay", id, "--reason", "x")), 3, "a discarded entry needs --force");
+    cr_expect(strstr(R.err, "is already discarded; --force replays it again"), "%s", R.err);
 
     cr_assert_eq(dlq(ARGS("show", id, "--json")), 0, "%s", R.err);
     doc = sg_json_parse(R.out, strlen(R.out), NULL, NULL);
@@ -416,6 +419,7 @@ Test(dlq, discard_hides_entry_from_pending_and_json_has_documented_fields)
     cr_expect_str_eq(sgw_jstr(doc, "resolved_by"), "frank");
     sg_json_destroy(doc);
     cr_expect_eq(dlq(ARGS("show", "999999")), 1, "unknown ID: exit 1");
+    cr_expect(strstr(R.err, "no dead letter 999999"), "%s", R.err);
     cr_expect_eq(dlq(ARGS("list", "--class", "bogus")), 2, "bad option value: exit 2");
     cr_expect(strstr(R.err, "--class bogus"), "%s", R.err);
 }
@@ -489,5 +493,7 @@ Test(dlq, every_subcommand_has_generated_help_and_usage_errors_exit_2)
     cr_expect_eq(dlq(ARGS("replay", "--bogus")), 2);
     cr_expect(strstr(R.err, "unknown option --bogus"), "%s", R.err);
     cr_expect_eq(dlq(ARGS("replay", "1")), 2, "--reason is required");
+    cr_expect(strstr(R.err, "--reason is required"), "%s", R.err);
     cr_expect_eq(dlq(ARGS("replay", "1", "--reason", "x", "--rate", "fast")), 2);
+    cr_expect(strstr(R.err, "--rate fast: must be N/s"), "%s", R.err);
 }

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../support/sg_test.h"
@@ -44,14 +43,6 @@ static void exec(sg_pg_t *pg, const char *sql, int n, const char *const *params)
     cr_assert_eq(sg_pg_exec(pg, sql, n, params, NULL, &err), 0, "%s: %s", sql, err.message);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Starts a relay on this test's database; extra is NULL-terminated. */
 static void relay_start(sgt_proc_t *p, const char *const *extra)
 {
@@ -76,7 +67,7 @@ static int relay_stop(sgt_proc_t *p, int sig, char **err)
 static void wait_holder(sg_pg_t *pg, int pid)
 {
     char sql[256];
-    double deadline = now_s() + 30;
+    double deadline = sgt_now_s() + 30;
 
     snprintf(
         sql, sizeof(sql),
@@ -84,7 +75,7 @@ static void wait_holder(sg_pg_t *pg, int pid)
         "FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM "
         "pg_database WHERE datname = current_database()))",
         pid);
-    while (sgt_query_int(pg, sql) < 1 && now_s() < deadline)
+    while (sgt_query_int(pg, sql) < 1 && sgt_now_s() < deadline)
         usleep(50000);
     cr_assert_geq(sgt_query_int(pg, sql), 1, "relay %d never became active", pid);
 }
@@ -103,14 +94,14 @@ static void consume(got_t *got, size_t want, double timeout_s)
     const char *topics[] = {topic};
     sg_kafka_t *c;
     sg_err_t err;
-    double deadline = now_s() + timeout_s;
+    double deadline = sgt_now_s() + timeout_s;
 
     sgt_unique(group, sizeof(group), "sgt_group");
     c = sg_kafka_new(NULL, SG_KAFKA_CONSUMER, props, errstr, sizeof(errstr));
     cr_assert_not_null(c, "%s", errstr);
     cr_assert_eq(sg_kafka_subscribe(c, topics, 1, &err), 0, "%s", err.message);
     memset(got, 0, sizeof(*got));
-    while (got->n < want && now_s() < deadline) {
+    while (got->n < want && sgt_now_s() < deadline) {
         sg_kafka_msg_t *msg;
         const char *data;
         size_t len;
@@ -225,22 +216,36 @@ Test(relay, late_commit_is_published_and_naive_poller_loses_it)
 {
     const char *extra[] = {"SAGAD_RELAY_XMIN_WARN_MS=300", NULL};
     sg_pg_t *late = sgt_db_connect(dsn), *pg = sgt_db_connect(dsn);
+    const char *p[] = {topic};
     sgt_proc_t relay;
-    char *err, pidtext[32];
+    char *err, pidtext[32], older[512];
     int64_t naive_last, naive_found, late_pid;
     got_t got;
 
     late_pid = sgt_query_int(late, "SELECT pg_backend_pid()");
     snprintf(pidtext, sizeof(pidtext), "\"pid\":\"%lld\"", (long long)late_pid);
+    snprintf(older, sizeof(older),
+             "SELECT count(*) FROM pg_stat_activity o, pg_stat_activity t WHERE t.pid = %lld "
+             "AND o.pid <> t.pid AND o.backend_xid IS NOT NULL AND age(o.backend_xid) >= "
+             "age(t.backend_xid)",
+             (long long)late_pid);
     relay_start(&relay, extra);
-    /* T1 inserts first (smaller id and xid) and stays open. */
-    exec(late, "BEGIN", 0, NULL);
-    {
-        const char *p[] = {topic};
+    /* T1 inserts first (smaller id and xid) and stays open.  The relay's
+     * warning names the oldest transaction of the whole cluster, so T1
+     * must be that: a transaction of another test (a CREATE or DROP
+     * DATABASE) begun before T1 and still running would be named instead.
+     * T1 begins again until nothing older runs beside it. */
+    for (int tries = 0;; tries++) {
+        exec(late, "BEGIN", 0, NULL);
         exec(late,
              "INSERT INTO outbox (topic, key, payload) VALUES ($1, 'late', "
              "convert_to('late', 'UTF8'))",
              1, p);
+        if (sgt_query_int(pg, older) == 0)
+            break;
+        exec(late, "ROLLBACK", 0, NULL);
+        cr_assert_lt(tries, 600, "an older transaction ran beside T1 for a minute");
+        usleep(100000);
     }
     for (int seq = 0; seq < 10; seq++)
         insert_round(pg, 0, 1, 1000, seq); /* 10,000 rows commit after T1 began */
@@ -285,13 +290,18 @@ Test(relay, crash_between_ack_and_cursor_loses_nothing)
     sg_pg_t *pg = sgt_db_connect(dsn);
     sgt_proc_t relay;
     got_t got;
+    char *err;
     int rc;
 
     for (int seq = 0; seq < 5; seq++)
         insert_round(pg, 0, 1, 10, seq); /* 50 rows */
     relay_start(&relay, crash);
-    rc = sgt_wait(&relay, NULL, NULL);
-    cr_assert_neq(rc, 0, "the failpoint aborts the relay");
+    rc = sgt_wait(&relay, NULL, &err);
+    /* Aborted at the failpoint, not failed for some other reason before
+     * it published anything. */
+    cr_assert_eq(rc, 128 + SIGABRT, "the failpoint aborts the relay; exit %d: %s", rc, err);
+    cr_assert(strstr(err, "failpoint relay.after_ack") != NULL, "%s", err);
+    free(err);
     cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM outbox"), 50, "the cursor did not move");
     relay_start(&relay, normal);
     consume(&got, 70, 20); /* wait for 50 plus room for duplicates */
@@ -317,7 +327,7 @@ Test(relay, standby_takes_over_after_kill_9)
         insert_round(pg, 0, 1, 100, seq);
     /* While A lives, the standby publishes nothing: A publishes the first
      * 1,000 rows itself and still holds the shard afterwards. */
-    for (double deadline = now_s() + 30; now_s() < deadline;) {
+    for (double deadline = sgt_now_s() + 30; sgt_now_s() < deadline;) {
         if (sgt_query_int(pg, "SELECT published FROM relay_cursors WHERE shard = 0") >= 1000)
             break;
         usleep(50000);
@@ -326,11 +336,11 @@ Test(relay, standby_takes_over_after_kill_9)
     wait_holder(pg, a.pid);
     kill(a.pid, SIGKILL);
     sgt_wait(&a, NULL, NULL);
-    t0 = now_s();
+    t0 = sgt_now_s();
     for (int seq = 10; seq < 20; seq++)
         insert_round(pg, 0, 1, 100, seq);
     wait_holder(pg, b.pid);
-    cr_expect_lt(now_s() - t0, 10.0, "takeover within seconds");
+    cr_expect_lt(sgt_now_s() - t0, 10.0, "takeover within seconds");
     consume(&got, 2000, 60);
     cr_expect_eq(relay_stop(&b, SIGTERM, &err_b), 0);
     check_complete_ordered(&got, 100, 20);
@@ -432,13 +442,25 @@ Test(relay, status_names_holder_and_backlog)
     const char *args[] = {"status", NULL};
     const char *env[] = {dsn_env, NULL};
     sg_pg_t *pg = sgt_db_connect(dsn);
-    char *out, *err;
+    char *out, *err, shard[16], holder[64], published[32], backlog[32], lock[16];
+    const char *row;
 
     insert_round(pg, 0, 1, 7, 0);
     cr_assert_eq(sgt_run("sagad-relay", args, env, &out, &err), 0, "%s", err);
-    cr_expect(strstr(out, "backlog") != NULL, "%s", out);
-    cr_expect(strstr(out, " 7 ") != NULL, "7 rows waiting: %s", out);
-    cr_expect(strstr(out, "FREE") != NULL, "no relay holds the shard: %s", out);
+    cr_expect_eq(strncmp(out, "shard ", 6), 0, "a header line first: %s", out);
+    cr_expect(strstr(out, " backlog ") != NULL, "%s", out);
+    /* One row, shard 0: nobody holds it, nothing published, 7 waiting. */
+    row = strchr(out, '\n');
+    cr_assert_not_null(row, "%s", out);
+    cr_assert_eq(sscanf(row + 1, "%15s %63s %*s %*s %31s %31s %*s %*s %15s", shard, holder,
+                        published, backlog, lock),
+                 5, "%s", out);
+    cr_expect_str_eq(shard, "0");
+    cr_expect_str_eq(holder, "-", "%s", out);
+    cr_expect_str_eq(published, "0", "%s", out);
+    cr_expect_str_eq(backlog, "7", "7 rows waiting: %s", out);
+    cr_expect_str_eq(lock, "FREE", "no relay holds the shard: %s", out);
+    cr_expect_null(strchr(strchr(row + 1, '\n') + 1, '\n'), "one shard, one row: %s", out);
     free(out);
     free(err);
     sg_pg_destroy(pg);

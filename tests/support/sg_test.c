@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -366,43 +367,96 @@ long long sgt_query_intf(struct sg_pg_s *pg, const char *fmt, ...)
     return sgt_query_int(pg, sql);
 }
 
-static size_t http_body(char *ptr, size_t size, size_t nmemb, void *ud)
+static size_t http_sink(char *ptr, size_t size, size_t nmemb, void *ud)
 {
     char **buf = ((char ***)ud)[0];
     size_t *len = ((size_t **)ud)[1], n = size * nmemb;
+    char *grown = realloc(*buf, *len + n + 1);
 
-    *buf = realloc(*buf, *len + n + 1);
-    cr_assert_not_null(*buf);
+    if (!grown)
+        return 0; /* curl fails the transfer */
+    *buf = grown;
     memcpy(*buf + *len, ptr, n);
     *len += n;
     (*buf)[*len] = '\0';
     return n;
 }
 
-char *sgt_http(const char *method, const char *url, const char *body, long *status)
+sgt_res_t sgt_request(const char *method, const char *url, const char *const *headers,
+                      const char *body)
 {
-    char *out = calloc(1, 1);
-    size_t len = 0;
-    void *sink[2] = {&out, &len};
-    struct curl_slist *hl = curl_slist_append(NULL, "Content-Type: application/json");
+    sgt_res_t r = {0, calloc(1, 1), 0, calloc(1, 1), 0};
+    void *bsink[2] = {&r.body, &r.len}, *hsink[2] = {&r.headers, &r.hlen};
+    struct curl_slist *hl = NULL;
     CURL *c = curl_easy_init();
-    CURLcode rc;
+    CURLcode rc = CURLE_OUT_OF_MEMORY;
 
-    cr_assert(c && hl && out);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
-    if (body)
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, sink);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
-    rc = curl_easy_perform(c);
-    cr_assert_eq(rc, CURLE_OK, "%s %s: %s", method, url, curl_easy_strerror(rc));
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+    for (; headers && *headers; headers++)
+        hl = curl_slist_append(hl, *headers);
+    hl = curl_slist_append(hl, "Expect:"); /* no 100-continue round trip */
+    if (c && hl && r.body && r.headers) {
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+        if (body)
+            curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_sink);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, bsink);
+        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, http_sink);
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, hsink);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+        rc = curl_easy_perform(c);
+    }
+    if (rc == CURLE_OK) {
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+    } else {
+        free(r.body);
+        r.body = strdup(curl_easy_strerror(rc));
+        r.len = r.body ? strlen(r.body) : 0;
+    }
     curl_slist_free_all(hl);
     curl_easy_cleanup(c);
-    return out;
+    return r;
+}
+
+void sgt_res_free(sgt_res_t *r)
+{
+    free(r->body);
+    free(r->headers);
+    r->body = r->headers = NULL;
+}
+
+const char *sgt_res_header(const sgt_res_t *r, const char *name)
+{
+    static char value[512];
+    size_t nl = strlen(name);
+
+    for (const char *line = r->headers; line && *line;) {
+        const char *eol = strstr(line, "\r\n");
+        size_t len = eol ? (size_t)(eol - line) : strlen(line);
+
+        if (len > nl && strncasecmp(line, name, nl) == 0 && line[nl] == ':') {
+            const char *v = line + nl + 1;
+
+            while (*v == ' ')
+                v++;
+            snprintf(value, sizeof(value), "%.*s", (int)(line + len - v), v);
+            return value;
+        }
+        line = eol ? eol + 2 : NULL;
+    }
+    return NULL;
+}
+
+char *sgt_http(const char *method, const char *url, const char *body, long *status)
+{
+    static const char *const json[] = {"Content-Type: application/json", NULL};
+    sgt_res_t r = sgt_request(method, url, json, body);
+
+    cr_assert_neq(r.status, 0, "%s %s: %s", method, url, r.body);
+    *status = r.status;
+    free(r.headers);
+    return r.body;
 }
 
 int sgt_free_port(void)

@@ -93,7 +93,27 @@ double sgt_now_s(void);
 long long sgt_query_intf(struct sg_pg_s *pg, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* One HTTP request (JSON body or NULL); the response body (malloc'd,
+/* An HTTP response: status 0 when no answer came, the error text in body
+ * then; headers is the raw header block.  Both are NUL-terminated. */
+typedef struct sgt_res_s {
+    long status;
+    char *body;
+    size_t len;
+    char *headers;
+    size_t hlen;
+} sgt_res_t;
+
+/* One HTTP request with the given request headers ("Name: value",
+ * NULL-terminated, or NULL) and body (or NULL).  It asserts nothing, so
+ * helper threads may call it; free the response with sgt_res_free. */
+sgt_res_t sgt_request(const char *method, const char *url, const char *const *headers,
+                      const char *body);
+void sgt_res_free(sgt_res_t *r);
+
+/* The value of response header name (any case; a static buffer), or NULL. */
+const char *sgt_res_header(const sgt_res_t *r, const char *name);
+
+/* sgt_request with a JSON body (or NULL): the response body (malloc'd,
  * caller frees) and its status.  The test fails when no answer comes. */
 char *sgt_http(const char *method, const char *url, const char *body, long *status);
 
