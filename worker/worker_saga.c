@@ -1133,12 +1133,6 @@ static void finish_attempt(worker_t *w, worker_cmd_t *cmd)
     sg_json_destroy(env);
 }
 
-static bool retriable(const sg_err_t *err)
-{
-    return err->cls == SG_ERRCLASS_TRANSIENT || err->cls == SG_ERRCLASS_THROTTLED ||
-           err->cls == SG_ERRCLASS_TIMEOUT;
-}
-
 /* A retry of (step, phase) after attempt: the timer, the event and the
  * budget.  Returns false (err set to why) when no retry is left. */
 static bool schedule_retry(worker_t *w, worker_saga_t *saga, worker_step_t *st, bool comp,
@@ -1202,7 +1196,7 @@ static void on_failure(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, work
     const worker_result_t *r = &cmd->result;
     sg_err_t why;
 
-    if (retriable(&r->err)) {
+    if (r->err.retriable) {
         if (schedule_retry(w, saga, st, false, cmd, &why))
             return;
         fail_step(w, saga, st, cmd->dec.attempt, &why);
@@ -1221,7 +1215,7 @@ static void on_comp_failure(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga,
     const worker_result_t *r = &cmd->result;
     sg_err_t why;
 
-    if (retriable(&r->err)) {
+    if (r->err.retriable) {
         if (schedule_retry(w, saga, st, true, cmd, &why))
             return;
         comp_failed(w, cmd, saga, st, &why);
