@@ -6,8 +6,9 @@
  * for a retry) and dead letters.  The caller commits them together with
  * the consumed offset, or none of them.
  *
- * The one place where retry / compensate / dead-letter is decided is
- * on_failure() (forward steps) and on_comp_failure() (compensations). */
+ * The one place where retry / compensate / dead-letter is decided for a
+ * call's outcome is on_failure(); a forward step that fails for good goes
+ * through step_failed(), a compensation through comp_failed(). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -541,18 +542,6 @@ static void begin_compensation(worker_t *w, worker_saga_t *saga, int failed_step
     next_compensation(w, saga, failed_step - 1);
 }
 
-static void fail_step(worker_t *w, worker_saga_t *saga, worker_step_t *st, int attempt,
-                      const sg_err_t *err)
-{
-    sg_json_t *b = step_body(st);
-
-    set_step(st, "failed");
-    snprintf(st->error_code, sizeof(st->error_code), "%s", err->code);
-    sg_json_add_int(b, "attempt", attempt);
-    add_error(b, err);
-    event(w, saga, "step.failed", b);
-}
-
 static void comp_failed(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, worker_step_t *st,
                         const sg_err_t *err)
 {
@@ -601,6 +590,24 @@ static void step_dead_letter(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga
     free(text);
     sg_json_destroy(c);
     w->stats.held++;
+}
+
+/* A forward step failed for good: step.failed, then its dead letter (and
+ * maybe the hold) or the compensation of the steps before it. */
+static void step_failed(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, worker_step_t *st,
+                        const sg_err_t *err, bool dead_lettered)
+{
+    sg_json_t *b = step_body(st);
+
+    set_step(st, "failed");
+    snprintf(st->error_code, sizeof(st->error_code), "%s", err->code);
+    sg_json_add_int(b, "attempt", cmd->dec.attempt);
+    add_error(b, err);
+    event(w, saga, "step.failed", b);
+    if (dead_lettered)
+        step_dead_letter(w, cmd, saga, st, err);
+    else
+        begin_compensation(w, saga, st->idx, err);
 }
 
 /* ---- decisions --------------------------------------------------------- */
@@ -946,12 +953,10 @@ static void decide_step(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
                        "attempt %d of step %s (%s) was interrupted %lld times: not run again",
                        cmd->dec.attempt, st->name, comp ? "compensate" : "forward",
                        (long long)saga->interrupted);
-            if (comp) {
+            if (comp)
                 comp_failed(w, cmd, saga, st, &err);
-            } else {
-                fail_step(w, saga, st, cmd->dec.attempt, &err);
-                step_dead_letter(w, cmd, saga, st, &err);
-            }
+            else
+                step_failed(w, cmd, saga, st, &err, true);
             flush(w, saga);
             return;
         }
@@ -962,21 +967,17 @@ static void decide_step(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
     if (!comp && saga->past_deadline) {
         sg_err_set(&err, SG_ERRCLASS_PERMANENT, "runtime.deadline_exceeded",
                    "the saga's deadline passed before step %s ran", st->name);
-        fail_step(w, saga, st, cmd->dec.attempt, &err);
-        begin_compensation(w, saga, st->idx, &err);
+        step_failed(w, cmd, saga, st, &err, false);
         flush(w, saga);
         return;
     }
     if (!prepare_call(w, cmd, saga, st, comp, &err)) {
-        if (comp) {
+        /* An unknown tool is dead-lettered: the registry can be fixed and
+         * the step replayed.  Bad args compensate like any permanent error. */
+        if (comp)
             comp_failed(w, cmd, saga, st, &err);
-        } else {
-            fail_step(w, saga, st, cmd->dec.attempt, &err);
-            if (strcmp(err.code, "tool.unknown") == 0)
-                step_dead_letter(w, cmd, saga, st, &err);
-            else
-                begin_compensation(w, saga, st->idx, &err);
-        }
+        else
+            step_failed(w, cmd, saga, st, &err, strcmp(err.code, "tool.unknown") == 0);
         flush(w, saga);
         return;
     }
@@ -1032,7 +1033,7 @@ static void decide_release(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
         stale(w, cmd, "a held saga without a failed step");
         return;
     }
-    /* fail_step() stored the dead letter's code with the step. */
+    /* step_failed() stored the dead letter's code with the step. */
     sg_err_set(&err, SG_ERRCLASS_POISON, st->error_code,
                "the hold of the dead-lettered step %s ended without a replay: compensating",
                st->name);
@@ -1191,37 +1192,24 @@ static bool schedule_retry(worker_t *w, worker_saga_t *saga, worker_step_t *st, 
     return true;
 }
 
-static void on_failure(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, worker_step_t *st)
+/* A failed call: a retry while the error is retriable and attempts and
+ * budget are left; else the step fails (a forward step's poison, which
+ * includes exhausted retries, is dead-lettered) or its compensation does. */
+static void on_failure(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, worker_step_t *st,
+                       bool comp)
 {
-    const worker_result_t *r = &cmd->result;
+    const sg_err_t *err = &cmd->result.err;
     sg_err_t why;
 
-    if (r->err.retriable) {
-        if (schedule_retry(w, saga, st, false, cmd, &why))
+    if (err->retriable) {
+        if (schedule_retry(w, saga, st, comp, cmd, &why))
             return;
-        fail_step(w, saga, st, cmd->dec.attempt, &why);
-        step_dead_letter(w, cmd, saga, st, &why);
-        return;
+        err = &why;
     }
-    fail_step(w, saga, st, cmd->dec.attempt, &r->err);
-    if (r->err.cls == SG_ERRCLASS_POISON)
-        step_dead_letter(w, cmd, saga, st, &r->err);
+    if (comp)
+        comp_failed(w, cmd, saga, st, err);
     else
-        begin_compensation(w, saga, st->idx, &r->err);
-}
-
-static void on_comp_failure(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, worker_step_t *st)
-{
-    const worker_result_t *r = &cmd->result;
-    sg_err_t why;
-
-    if (r->err.retriable) {
-        if (schedule_retry(w, saga, st, true, cmd, &why))
-            return;
-        comp_failed(w, cmd, saga, st, &why);
-        return;
-    }
-    comp_failed(w, cmd, saga, st, &r->err);
+        step_failed(w, cmd, saga, st, err, err->cls == SG_ERRCLASS_POISON);
 }
 
 /* The call's metrics, whatever the saga does with its outcome. */
@@ -1278,7 +1266,7 @@ void worker_saga_complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
             event(w, saga, "step.compensated", step_body(st));
             next_compensation(w, saga, st->idx - 1);
         } else {
-            on_comp_failure(w, cmd, saga, st);
+            on_failure(w, cmd, saga, st, true);
         }
     } else if (cmd->result.status == WORKER_OK) {
         sg_json_t *b = step_body(st);
@@ -1293,7 +1281,7 @@ void worker_saga_complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
         else
             terminal(w, saga, "completed");
     } else {
-        on_failure(w, cmd, saga, st);
+        on_failure(w, cmd, saga, st, false);
     }
     flush(w, saga);
 }
