@@ -303,10 +303,13 @@ static void part_abandon(loop_t *L, worker_part_t *p, const char *why)
     }
 }
 
-static void part_remove(loop_t *L, worker_part_t *p)
+/* A partition that is not ours any more: its commands are abandoned and
+ * the partition forgotten. */
+static void part_drop(loop_t *L, worker_part_t *p, const char *why)
 {
     char pstr[16];
 
+    part_abandon(L, p, why);
     snprintf(pstr, sizeof(pstr), "%d", (int)p->partition);
     sg_metric_hide(SG_M_CONSUMER_LAG, SG_LABELS(pstr));
     for (size_t i = 0; i < L->nparts; i++)
@@ -690,8 +693,7 @@ static void check_fences(loop_t *L)
         worker_part_t *p = part_find(L, (int32_t)sg_pg_res_int(res, r, 0, -1));
         if (p && sg_pg_res_int(res, r, 1, 0) != p->epoch) {
             L->w.stats.fenced++;
-            part_abandon(L, p, "fenced: another worker owns the partition now");
-            part_remove(L, p);
+            part_drop(L, p, "fenced: another worker owns the partition now");
         }
     }
     sg_pg_res_destroy(res);
@@ -960,10 +962,8 @@ static int64_t on_rebalance(void *opaque, bool assigned, const char *topic, int3
     /* Finish what can be finished while the partition is still ours; the
      * fence refuses the commits if it is not. */
     drain(L, p);
-    if ((p = part_find(L, partition))) {
-        part_abandon(L, p, "partition revoked");
-        part_remove(L, p);
-    }
+    if ((p = part_find(L, partition)))
+        part_drop(L, p, "partition revoked");
     return -1;
 }
 
@@ -1169,10 +1169,8 @@ static void teardown(loop_t *L)
     L->consumer = NULL;
     worker_pool_destroy(L->pool);
     L->pool = NULL;
-    while (L->nparts) {
-        part_abandon(L, L->parts[0], "shutting down");
-        part_remove(L, L->parts[0]);
-    }
+    while (L->nparts)
+        part_drop(L, L->parts[0], "shutting down");
     bury(L);
     free(L->graveyard.v);
     free(L->lighten.v);
