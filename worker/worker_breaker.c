@@ -105,18 +105,12 @@ bool worker_breaker_admit(const worker_tool_t *tool, worker_result_t *out, bool 
     return false;
 }
 
-static bool counts_as_failure(const worker_result_t *res)
-{
-    return res->status != WORKER_OK &&
-           (res->err.cls == SG_ERRCLASS_TRANSIENT || res->err.cls == SG_ERRCLASS_THROTTLED ||
-            res->err.cls == SG_ERRCLASS_TIMEOUT);
-}
-
 void worker_breaker_record(const worker_tool_t *tool, const worker_result_t *res, bool probe)
 {
     worker_breaker_t *b = tool->breaker;
     int64_t now = (int64_t)sg_cli_now_ms();
-    bool failed = counts_as_failure(res);
+    /* Transient, throttled and timeout: what sg_err_set() marks retriable. */
+    bool failed = res->status != WORKER_OK && res->err.retriable;
 
     if (!b)
         return;

@@ -303,10 +303,13 @@ static void part_abandon(loop_t *L, worker_part_t *p, const char *why)
     }
 }
 
-static void part_remove(loop_t *L, worker_part_t *p)
+/* A partition that is not ours any more: its commands are abandoned and
+ * the partition forgotten. */
+static void part_drop(loop_t *L, worker_part_t *p, const char *why)
 {
     char pstr[16];
 
+    part_abandon(L, p, why);
     snprintf(pstr, sizeof(pstr), "%d", (int)p->partition);
     sg_metric_hide(SG_M_CONSUMER_LAG, SG_LABELS(pstr));
     for (size_t i = 0; i < L->nparts; i++)
@@ -437,109 +440,95 @@ static worker_saga_t *find_saga(worker_saga_t *sagas, size_t n, const char *id)
     return id[0] ? bsearch(&key, sagas, n, sizeof(*sagas), cmp_saga) : NULL;
 }
 
-static void array_param(sg_pg_buf_t *buf, const char **items, size_t n)
-{
-    sg_pg_buf_reset(buf);
-    sg_pg_array_literal(buf, items, n);
-}
+/* The array parameters of load_state(): every saga of the batch; (saga,
+ * step, phase, generation, attempt) of each step command; (saga,
+ * definition) of each saga.start. */
+enum {
+    A_IDS,
+    A_STEP_SAGA,
+    A_STEP_IDX,
+    A_STEP_PHASE,
+    A_STEP_GEN,
+    A_STEP_ATTEMPT,
+    A_START_SAGA,
+    A_START_DEF,
+    NARRAYS
+};
 
 /* Round trip 1: BEGIN, the saga rows (locked), the attempt rows of step
  * commands (crash detection), the definitions of resubmitted sagas. */
 static int load_state(loop_t *L, worker_cmd_t **batch, size_t n, sg_pg_res_t **load,
                       sg_pg_res_t **counts, sg_pg_res_t **conflicts, sg_err_t *err)
 {
-    const char **ids = calloc(n + 1, sizeof(char *)), **cs = calloc(n + 1, sizeof(char *));
-    const char **ci = calloc(n + 1, sizeof(char *)), **cp = calloc(n + 1, sizeof(char *));
-    const char **cg = calloc(n + 1, sizeof(char *)), **ca = calloc(n + 1, sizeof(char *));
-    const char **ss = calloc(n + 1, sizeof(char *)), **sd = calloc(n + 1, sizeof(char *));
+    const char **items = calloc(NARRAYS * (n + 1), sizeof(char *)), **a[NARRAYS], *p[NARRAYS];
     char(*nums)[3][16] = calloc(n + 1, sizeof(*nums));
     char **defs = calloc(n + 1, sizeof(char *));
-    sg_pg_buf_t b[8] = {{0}};
+    sg_pg_buf_t b[NARRAYS] = {{0}};
     size_t nids = 0, nc = 0, ns = 0;
     int rc;
 
-    if (!ids || !cs || !ci || !cp || !cg || !ca || !ss || !sd || !nums || !defs)
+    if (!items || !nums || !defs)
         abort();
+    for (size_t k = 0; k < NARRAYS; k++)
+        a[k] = items + k * (n + 1);
     for (size_t i = 0; i < n; i++) {
         worker_cmd_t *c = batch[i];
         if (!c->dec.saga_id[0] || c->dec.type == WORKER_CMD_POISON)
             continue;
-        ids[nids++] = c->dec.saga_id;
+        a[A_IDS][nids++] = c->dec.saga_id;
         if (c->state == CMD_READY &&
             (c->dec.type == WORKER_CMD_EXECUTE || c->dec.type == WORKER_CMD_COMPENSATE)) {
-            cs[nc] = c->dec.saga_id;
             snprintf(nums[nc][0], 16, "%d", c->dec.step);
             snprintf(nums[nc][1], 16, "%d", c->dec.generation);
             snprintf(nums[nc][2], 16, "%d", c->dec.attempt);
-            ci[nc] = nums[nc][0];
-            cp[nc] = c->dec.type == WORKER_CMD_COMPENSATE ? "compensate" : "forward";
-            cg[nc] = nums[nc][1];
-            ca[nc] = nums[nc][2];
+            a[A_STEP_SAGA][nc] = c->dec.saga_id;
+            a[A_STEP_IDX][nc] = nums[nc][0];
+            a[A_STEP_PHASE][nc] = c->dec.type == WORKER_CMD_COMPENSATE ? "compensate" : "forward";
+            a[A_STEP_GEN][nc] = nums[nc][1];
+            a[A_STEP_ATTEMPT][nc] = nums[nc][2];
             nc++;
         } else if (c->state == CMD_READY && c->dec.type == WORKER_CMD_START) {
-            ss[ns] = c->dec.saga_id;
             defs[ns] = worker_definition(c->dec.doc);
-            sd[ns] = defs[ns];
+            a[A_START_SAGA][ns] = c->dec.saga_id;
+            a[A_START_DEF][ns] = defs[ns];
             ns++;
         }
+    }
+    for (size_t k = 0; k < NARRAYS; k++) {
+        sg_pg_array_literal(&b[k], a[k], k == A_IDS ? nids : k < A_START_SAGA ? nc : ns);
+        p[k] = b[k].data;
     }
     if (sg_pg_pipe_begin(L->w.pg, err) < 0) {
         rc = -1;
         goto out;
     }
     sg_pg_pipe_send(L->w.pg, "BEGIN", 0, NULL, NULL);
-    array_param(&b[0], ids, nids);
-    {
-        const char *p[] = {b[0].data};
-        sg_pg_pipe_send(L->w.pg, worker_sql_load, 1, p, load);
-    }
-    if (nc) {
-        array_param(&b[1], cs, nc);
-        array_param(&b[2], ci, nc);
-        array_param(&b[3], cp, nc);
-        array_param(&b[4], cg, nc);
-        array_param(&b[5], ca, nc);
-        {
-            const char *p[] = {b[1].data, b[2].data, b[3].data, b[4].data, b[5].data};
-            sg_pg_pipe_send(
-                L->w.pg,
-                "SELECT u.saga_id, count(*) FILTER (WHERE a.finished_at IS NULL OR "
-                "a.error_code = 'runtime.interrupted'), count(*) FILTER (WHERE a.finished_at IS "
-                "NOT NULL AND a.error_code IS DISTINCT FROM 'runtime.interrupted') "
-                "FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::int[]) "
-                "AS u(saga_id, step, phase, gen, attempt) JOIN attempts a ON a.saga_id = u.saga_id "
-                "AND a.step_idx = u.step AND a.phase = u.phase AND a.generation = u.gen AND "
-                "a.attempt = u.attempt GROUP BY u.saga_id",
-                5, p, counts);
-        }
-    }
-    if (ns) {
-        array_param(&b[6], ss, ns);
-        array_param(&b[7], sd, ns);
-        {
-            const char *p[] = {b[6].data, b[7].data};
-            sg_pg_pipe_send(L->w.pg,
-                            "SELECT s.saga_id, s.definition = u.def FROM unnest($1::text[], "
-                            "$2::jsonb[]) AS u(id, def) JOIN sagas s ON s.saga_id = u.id",
-                            2, p, conflicts);
-        }
-    }
+    sg_pg_pipe_send(L->w.pg, worker_sql_load, 1, &p[A_IDS], load);
+    if (nc)
+        sg_pg_pipe_send(
+            L->w.pg,
+            "SELECT u.saga_id, count(*) FILTER (WHERE a.finished_at IS NULL OR "
+            "a.error_code = 'runtime.interrupted'), count(*) FILTER (WHERE a.finished_at IS "
+            "NOT NULL AND a.error_code IS DISTINCT FROM 'runtime.interrupted') "
+            "FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::int[]) "
+            "AS u(saga_id, step, phase, gen, attempt) JOIN attempts a ON a.saga_id = u.saga_id "
+            "AND a.step_idx = u.step AND a.phase = u.phase AND a.generation = u.gen AND "
+            "a.attempt = u.attempt GROUP BY u.saga_id",
+            5, &p[A_STEP_SAGA], counts);
+    if (ns)
+        sg_pg_pipe_send(L->w.pg,
+                        "SELECT s.saga_id, s.definition = u.def FROM unnest($1::text[], "
+                        "$2::jsonb[]) AS u(id, def) JOIN sagas s ON s.saga_id = u.id",
+                        2, &p[A_START_SAGA], conflicts);
     rc = sg_pg_pipe_end(L->w.pg, err);
 out:
     for (size_t i = 0; i < ns; i++)
         free(defs[i]);
     free(defs);
-    free(ids);
-    free(cs);
-    free(ci);
-    free(cp);
-    free(cg);
-    free(ca);
-    free(ss);
-    free(sd);
+    free(items);
     free(nums);
-    for (size_t i = 0; i < 8; i++)
-        sg_pg_buf_free(&b[i]);
+    for (size_t k = 0; k < NARRAYS; k++)
+        sg_pg_buf_free(&b[k]);
     return rc;
 }
 
@@ -690,8 +679,7 @@ static void check_fences(loop_t *L)
         worker_part_t *p = part_find(L, (int32_t)sg_pg_res_int(res, r, 0, -1));
         if (p && sg_pg_res_int(res, r, 1, 0) != p->epoch) {
             L->w.stats.fenced++;
-            part_abandon(L, p, "fenced: another worker owns the partition now");
-            part_remove(L, p);
+            part_drop(L, p, "fenced: another worker owns the partition now");
         }
     }
     sg_pg_res_destroy(res);
@@ -960,10 +948,8 @@ static int64_t on_rebalance(void *opaque, bool assigned, const char *topic, int3
     /* Finish what can be finished while the partition is still ours; the
      * fence refuses the commits if it is not. */
     drain(L, p);
-    if ((p = part_find(L, partition))) {
-        part_abandon(L, p, "partition revoked");
-        part_remove(L, p);
-    }
+    if ((p = part_find(L, partition)))
+        part_drop(L, p, "partition revoked");
     return -1;
 }
 
@@ -1169,10 +1155,8 @@ static void teardown(loop_t *L)
     L->consumer = NULL;
     worker_pool_destroy(L->pool);
     L->pool = NULL;
-    while (L->nparts) {
-        part_abandon(L, L->parts[0], "shutting down");
-        part_remove(L, L->parts[0]);
-    }
+    while (L->nparts)
+        part_drop(L, L->parts[0], "shutting down");
     bury(L);
     free(L->graveyard.v);
     free(L->lighten.v);

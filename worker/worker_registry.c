@@ -130,6 +130,33 @@ static int with_file(sg_err_t *err, const char *file)
                       e.message);
 }
 
+static bool listed(const char *const *list, const char *key)
+{
+    for (; list && *list; list++)
+        if (strcmp(*list, key) == 0)
+            return true;
+    return false;
+}
+
+/* Every member of the object at path is in known (NULL-terminated); else
+ * "unknown field (known: ...)" naming the member. */
+static int only_known(const sg_json_t *obj, const char *path, const char *const *known,
+                      const char *file, sg_err_t *err)
+{
+    char mpath[400], names[200] = "";
+
+    for (const sg_json_t *m = sg_json_first(obj); m; m = sg_json_next(m)) {
+        if (listed(known, sg_json_key(m)))
+            continue;
+        for (const char *const *k = known; *k; k++)
+            snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
+                     k == known ? "" : ", ", *k);
+        sg_json_path_key(mpath, sizeof(mpath), path, sg_json_key(m));
+        return bad(err, file, mpath, "unknown field (known: %s)", names);
+    }
+    return 0;
+}
+
 static int int_field(const sg_json_t *obj, const char *base, const char *key, int64_t min,
                      int64_t max, int64_t *out, const char *file, sg_err_t *err)
 {
@@ -149,7 +176,7 @@ static int int_field(const sg_json_t *obj, const char *base, const char *key, in
 static int load_policy(const sg_json_t *tool, const char *base, const char *key,
                        worker_policy_t *pol, const char *file, sg_err_t *err)
 {
-    static const char *const known[] = {"max_attempts", "base_ms", "cap_ms"};
+    static const char *const known[] = {"max_attempts", "base_ms", "cap_ms", NULL};
     const sg_json_t *obj = NULL;
     char path[256];
     int64_t v;
@@ -160,16 +187,8 @@ static int load_policy(const sg_json_t *tool, const char *base, const char *key,
     if (rc > 0)
         return 0;
     sg_json_path_key(path, sizeof(path), base, key);
-    for (const sg_json_t *m = sg_json_first(obj); m; m = sg_json_next(m)) {
-        size_t i;
-        for (i = 0; i < 3 && strcmp(sg_json_key(m), known[i]) != 0; i++)
-            ;
-        if (i == 3) {
-            char mpath[300];
-            sg_json_path_key(mpath, sizeof(mpath), path, sg_json_key(m));
-            return bad(err, file, mpath, "unknown field (known: max_attempts, base_ms, cap_ms)");
-        }
-    }
+    if (only_known(obj, path, known, file, err) < 0)
+        return -1;
     v = 0;
     if (int_field(obj, path, "max_attempts", 1, 100, &v, file, err) < 0)
         return -1;
@@ -191,14 +210,6 @@ static const char *const common_fields[] = {
     NULL};
 /* Fields of the adapters that call something outside the process. */
 static const char *const external_fields[] = {"breaker", "max_response_bytes", NULL};
-
-static bool listed(const char *const *list, const char *key)
-{
-    for (; list && *list; list++)
-        if (strcmp(*list, key) == 0)
-            return true;
-    return false;
-}
 
 /* Every member of the tool is a field its adapter knows. */
 static int check_fields(const worker_tool_t *t, const sg_json_t *node, const char *base,
@@ -226,6 +237,7 @@ static int check_fields(const worker_tool_t *t, const sg_json_t *node, const cha
 static int load_external(worker_tool_t *t, const sg_json_t *node, const char *base,
                          const char *file, const sg_config_t *cfg, sg_err_t *err)
 {
+    static const char *const known[] = {"failure_threshold", "cooldown_ms", NULL};
     const sg_json_t *br = NULL;
     int64_t threshold = sg_config_int(cfg, "breaker.failure_threshold");
     int64_t cooldown = sg_config_int(cfg, "breaker.cooldown_ms");
@@ -239,14 +251,8 @@ static int load_external(worker_tool_t *t, const sg_json_t *node, const char *ba
         return with_file(err, file);
     if (br) {
         sg_json_path_key(path, sizeof(path), base, "breaker");
-        for (const sg_json_t *m = sg_json_first(br); m; m = sg_json_next(m))
-            if (strcmp(sg_json_key(m), "failure_threshold") != 0 &&
-                strcmp(sg_json_key(m), "cooldown_ms") != 0) {
-                char mpath[400];
-                sg_json_path_key(mpath, sizeof(mpath), path, sg_json_key(m));
-                return bad(err, file, mpath,
-                           "unknown field (known: failure_threshold, cooldown_ms)");
-            }
+        if (only_known(br, path, known, file, err) < 0)
+            return -1;
         if (int_field(br, path, "failure_threshold", 1, 100000, &threshold, file, err) < 0 ||
             int_field(br, path, "cooldown_ms", 100, 86400000, &cooldown, file, err) < 0)
             return -1;
@@ -381,6 +387,7 @@ static void register_secrets(const sg_json_t *node, const char *key)
 worker_registry_t *worker_registry_load(const char *path, const sg_config_t *cfg, sg_err_t *err)
 {
     static const sg_json_limits_t lim = {REGISTRY_MAX_BYTES, 64};
+    static const char *const known[] = {"v", "tools", "description", NULL};
     worker_registry_t *reg = calloc(1, sizeof(*reg));
     const sg_json_t *tools = NULL;
     int64_t v = 0;
@@ -404,14 +411,8 @@ worker_registry_t *worker_registry_load(const char *path, const sg_config_t *cfg
         bad(err, path, "$", "must be an object");
         goto err;
     }
-    for (const sg_json_t *m = sg_json_first(reg->doc); m; m = sg_json_next(m))
-        if (strcmp(sg_json_key(m), "v") != 0 && strcmp(sg_json_key(m), "tools") != 0 &&
-            strcmp(sg_json_key(m), "description") != 0) {
-            char p[200];
-            sg_json_path_key(p, sizeof(p), "$", sg_json_key(m));
-            bad(err, path, p, "unknown field (known: v, tools, description)");
-            goto err;
-        }
+    if (only_known(reg->doc, "$", known, path, err) < 0)
+        goto err;
     if (sg_json_get_int(reg->doc, "$", "v", true, &v, err) < 0 ||
         sg_json_get_object(reg->doc, "$", "tools", true, &tools, err) < 0) {
         with_file(err, path);

@@ -6,8 +6,9 @@
  * for a retry) and dead letters.  The caller commits them together with
  * the consumed offset, or none of them.
  *
- * The one place where retry / compensate / dead-letter is decided is
- * on_failure() (forward steps) and on_comp_failure() (compensations). */
+ * The one place where retry / compensate / dead-letter is decided for a
+ * call's outcome is on_failure(); a forward step that fails for good goes
+ * through step_failed(), a compensation through comp_failed(). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,11 +146,27 @@ static char *headers_json(const char *type, const char *traceparent)
     return text;
 }
 
-/* Queues a message for Kafka: into the outbox now, or as a timer. */
-static void emit(worker_t *w, const char *topic, const char *key, const char *type,
-                 const char *traceparent, const char *payload, int64_t delay_ms)
+/* The members every message of the worker starts with: v, type, id,
+ * saga_id. */
+static sg_json_t *message_new(const char *type, const char *id, const char *saga_id)
 {
-    char *headers = headers_json(type, traceparent), delay[24];
+    sg_json_t *m = sg_json_new_object();
+
+    sg_json_add_int(m, "v", 1);
+    sg_json_add_str(m, "type", type);
+    sg_json_add_str(m, "id", id);
+    sg_json_add_str(m, "saga_id", saga_id);
+    return m;
+}
+
+/* Queues msg (from message_new(), keyed by its saga) for Kafka: into the
+ * outbox now, or as a timer.  Takes msg. */
+static void emit(worker_t *w, const char *topic, const char *traceparent, sg_json_t *msg,
+                 int64_t delay_ms)
+{
+    const char *type = sg_json_string(sg_json_member(msg, "type"));
+    const char *key = sg_json_string(sg_json_member(msg, "saga_id"));
+    char *headers = headers_json(type, traceparent), *payload = sg_json_print(msg), delay[24];
 
     if (delay_ms > 0) {
         const char *params[] = {delay, topic, key, headers, payload};
@@ -167,33 +184,28 @@ static void emit(worker_t *w, const char *topic, const char *key, const char *ty
              4, params);
     }
     free(headers);
+    free(payload);
+    sg_json_destroy(msg);
 }
 
 /* A new event of the saga: v, type, id, saga_id, seq, time, then body's
  * members.  Takes body. */
 static void event(worker_t *w, worker_saga_t *saga, const char *type, sg_json_t *body)
 {
-    sg_json_t *ev = sg_json_new_object();
     char id[WORKER_SAGA_ID_MAX + 32], now[40];
-    char *text;
+    sg_json_t *ev;
 
     saga->seq++;
     saga->dirty = true;
     snprintf(id, sizeof(id), "evt:%s:%lld", saga->saga_id, (long long)saga->seq);
     iso_time(now, sizeof(now), 0);
-    sg_json_add_int(ev, "v", 1);
-    sg_json_add_str(ev, "type", type);
-    sg_json_add_str(ev, "id", id);
-    sg_json_add_str(ev, "saga_id", saga->saga_id);
+    ev = message_new(type, id, saga->saga_id);
     sg_json_add_int(ev, "seq", saga->seq);
     sg_json_add_str(ev, "time", now);
     for (const sg_json_t *m = body ? sg_json_first(body) : NULL; m; m = sg_json_next(m))
         sg_json_add_node(ev, sg_json_key(m), sg_json_dup(m));
     sg_json_destroy(body);
-    text = sg_json_print(ev);
-    emit(w, w->topic_events, saga->saga_id, type, saga->traceparent, text, 0);
-    free(text);
-    sg_json_destroy(ev);
+    emit(w, w->topic_events, saga->traceparent, ev, 0);
 }
 
 static sg_json_t *step_body(const worker_step_t *st)
@@ -216,24 +228,16 @@ static void add_error(sg_json_t *b, const sg_err_t *err)
 static void command(worker_t *w, worker_saga_t *saga, int step, bool compensate, int attempt,
                     int64_t delay_ms)
 {
-    sg_json_t *c = sg_json_new_object();
-    const char *type = compensate ? "step.compensate" : "step.execute";
     char id[WORKER_SAGA_ID_MAX + 64];
-    char *text;
+    sg_json_t *c;
 
     snprintf(id, sizeof(id), "cmd:%s:%d:%s:g%d:a%d", saga->saga_id, step, compensate ? "c" : "f",
              saga->generation, attempt);
-    sg_json_add_int(c, "v", 1);
-    sg_json_add_str(c, "type", type);
-    sg_json_add_str(c, "id", id);
-    sg_json_add_str(c, "saga_id", saga->saga_id);
+    c = message_new(compensate ? "step.compensate" : "step.execute", id, saga->saga_id);
     sg_json_add_int(c, "step", step);
     sg_json_add_int(c, "attempt", attempt);
     sg_json_add_int(c, "generation", saga->generation);
-    text = sg_json_print(c);
-    emit(w, w->topic_commands, saga->saga_id, type, saga->traceparent, text, delay_ms);
-    free(text);
-    sg_json_destroy(c);
+    emit(w, w->topic_commands, saga->traceparent, c, delay_ms);
 }
 
 static char *msg_headers_json(const sg_kafka_msg_t *msg)
@@ -541,18 +545,6 @@ static void begin_compensation(worker_t *w, worker_saga_t *saga, int failed_step
     next_compensation(w, saga, failed_step - 1);
 }
 
-static void fail_step(worker_t *w, worker_saga_t *saga, worker_step_t *st, int attempt,
-                      const sg_err_t *err)
-{
-    sg_json_t *b = step_body(st);
-
-    set_step(st, "failed");
-    snprintf(st->error_code, sizeof(st->error_code), "%s", err->code);
-    sg_json_add_int(b, "attempt", attempt);
-    add_error(b, err);
-    event(w, saga, "step.failed", b);
-}
-
 static void comp_failed(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, worker_step_t *st,
                         const sg_err_t *err)
 {
@@ -579,7 +571,6 @@ static void step_dead_letter(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga
 {
     sg_json_t *c;
     char until[40], id[WORKER_SAGA_ID_MAX + 32];
-    char *text;
 
     if (w->hold_ms <= 0) {
         dead_letter(w, cmd, saga, st->idx, false, err, NULL);
@@ -589,18 +580,29 @@ static void step_dead_letter(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga
     iso_time(until, sizeof(until), w->hold_ms);
     dead_letter(w, cmd, saga, st->idx, false, err, until);
     set_saga(saga, "held");
-    c = sg_json_new_object();
     snprintf(id, sizeof(id), "cmd:%s:release:g%d", saga->saga_id, saga->generation);
-    sg_json_add_int(c, "v", 1);
-    sg_json_add_str(c, "type", "saga.release");
-    sg_json_add_str(c, "id", id);
-    sg_json_add_str(c, "saga_id", saga->saga_id);
+    c = message_new("saga.release", id, saga->saga_id);
     sg_json_add_int(c, "generation", saga->generation);
-    text = sg_json_print(c);
-    emit(w, w->topic_commands, saga->saga_id, "saga.release", saga->traceparent, text, w->hold_ms);
-    free(text);
-    sg_json_destroy(c);
+    emit(w, w->topic_commands, saga->traceparent, c, w->hold_ms);
     w->stats.held++;
+}
+
+/* A forward step failed for good: step.failed, then its dead letter (and
+ * maybe the hold) or the compensation of the steps before it. */
+static void step_failed(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, worker_step_t *st,
+                        const sg_err_t *err, bool dead_lettered)
+{
+    sg_json_t *b = step_body(st);
+
+    set_step(st, "failed");
+    snprintf(st->error_code, sizeof(st->error_code), "%s", err->code);
+    sg_json_add_int(b, "attempt", cmd->dec.attempt);
+    add_error(b, err);
+    event(w, saga, "step.failed", b);
+    if (dead_lettered)
+        step_dead_letter(w, cmd, saga, st, err);
+    else
+        begin_compensation(w, saga, st->idx, err);
 }
 
 /* ---- decisions --------------------------------------------------------- */
@@ -644,20 +646,16 @@ static void collect_problem(void *opaque, const char *path, const char *rule)
  * dead letter so the submission can be fixed and replayed. */
 static void reject(worker_t *w, worker_cmd_t *cmd, problem_list_t *pl, const char *code)
 {
-    sg_json_t *ev = sg_json_new_object();
     const char *sub_id = NULL;
     char id[WORKER_SAGA_ID_MAX + 64], now[40];
+    sg_json_t *ev;
     sg_err_t err;
-    char *text;
 
     sg_json_get_str(cmd->dec.doc, "$", "id", false, &sub_id, NULL);
     snprintf(id, sizeof(id), "evt:%s:rejected:%d:%lld", cmd->dec.saga_id,
              (int)sg_kafka_msg_partition(cmd->msg), (long long)cmd->offset);
     iso_time(now, sizeof(now), 0);
-    sg_json_add_int(ev, "v", 1);
-    sg_json_add_str(ev, "type", "saga.rejected");
-    sg_json_add_str(ev, "id", id);
-    sg_json_add_str(ev, "saga_id", cmd->dec.saga_id);
+    ev = message_new("saga.rejected", id, cmd->dec.saga_id);
     sg_json_add_int(ev, "seq", 0);
     sg_json_add_str(ev, "time", now);
     if (sub_id)
@@ -667,10 +665,7 @@ static void reject(worker_t *w, worker_cmd_t *cmd, problem_list_t *pl, const cha
     sg_json_add_str(ev, "message", pl->text);
     sg_json_add_node(ev, "problems", pl->arr);
     pl->arr = NULL;
-    text = sg_json_print(ev);
-    emit(w, w->topic_events, cmd->dec.saga_id, "saga.rejected", NULL, text, 0);
-    free(text);
-    sg_json_destroy(ev);
+    emit(w, w->topic_events, NULL, ev, 0);
     w->stats.rejected++;
     sg_err_set(&err, SG_ERRCLASS_PERMANENT, code, "saga.start rejected: %d problem(s): %s", pl->n,
                pl->text);
@@ -946,12 +941,10 @@ static void decide_step(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
                        "attempt %d of step %s (%s) was interrupted %lld times: not run again",
                        cmd->dec.attempt, st->name, comp ? "compensate" : "forward",
                        (long long)saga->interrupted);
-            if (comp) {
+            if (comp)
                 comp_failed(w, cmd, saga, st, &err);
-            } else {
-                fail_step(w, saga, st, cmd->dec.attempt, &err);
-                step_dead_letter(w, cmd, saga, st, &err);
-            }
+            else
+                step_failed(w, cmd, saga, st, &err, true);
             flush(w, saga);
             return;
         }
@@ -962,21 +955,17 @@ static void decide_step(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
     if (!comp && saga->past_deadline) {
         sg_err_set(&err, SG_ERRCLASS_PERMANENT, "runtime.deadline_exceeded",
                    "the saga's deadline passed before step %s ran", st->name);
-        fail_step(w, saga, st, cmd->dec.attempt, &err);
-        begin_compensation(w, saga, st->idx, &err);
+        step_failed(w, cmd, saga, st, &err, false);
         flush(w, saga);
         return;
     }
     if (!prepare_call(w, cmd, saga, st, comp, &err)) {
-        if (comp) {
+        /* An unknown tool is dead-lettered: the registry can be fixed and
+         * the step replayed.  Bad args compensate like any permanent error. */
+        if (comp)
             comp_failed(w, cmd, saga, st, &err);
-        } else {
-            fail_step(w, saga, st, cmd->dec.attempt, &err);
-            if (strcmp(err.code, "tool.unknown") == 0)
-                step_dead_letter(w, cmd, saga, st, &err);
-            else
-                begin_compensation(w, saga, st->idx, &err);
-        }
+        else
+            step_failed(w, cmd, saga, st, &err, strcmp(err.code, "tool.unknown") == 0);
         flush(w, saga);
         return;
     }
@@ -1032,7 +1021,7 @@ static void decide_release(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
         stale(w, cmd, "a held saga without a failed step");
         return;
     }
-    /* fail_step() stored the dead letter's code with the step. */
+    /* step_failed() stored the dead letter's code with the step. */
     sg_err_set(&err, SG_ERRCLASS_POISON, st->error_code,
                "the hold of the dead-lettered step %s ended without a replay: compensating",
                st->name);
@@ -1133,12 +1122,6 @@ static void finish_attempt(worker_t *w, worker_cmd_t *cmd)
     sg_json_destroy(env);
 }
 
-static bool retriable(const sg_err_t *err)
-{
-    return err->cls == SG_ERRCLASS_TRANSIENT || err->cls == SG_ERRCLASS_THROTTLED ||
-           err->cls == SG_ERRCLASS_TIMEOUT;
-}
-
 /* A retry of (step, phase) after attempt: the timer, the event and the
  * budget.  Returns false (err set to why) when no retry is left. */
 static bool schedule_retry(worker_t *w, worker_saga_t *saga, worker_step_t *st, bool comp,
@@ -1197,37 +1180,24 @@ static bool schedule_retry(worker_t *w, worker_saga_t *saga, worker_step_t *st, 
     return true;
 }
 
-static void on_failure(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, worker_step_t *st)
+/* A failed call: a retry while the error is retriable and attempts and
+ * budget are left; else the step fails (a forward step's poison, which
+ * includes exhausted retries, is dead-lettered) or its compensation does. */
+static void on_failure(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, worker_step_t *st,
+                       bool comp)
 {
-    const worker_result_t *r = &cmd->result;
+    const sg_err_t *err = &cmd->result.err;
     sg_err_t why;
 
-    if (retriable(&r->err)) {
-        if (schedule_retry(w, saga, st, false, cmd, &why))
+    if (err->retriable) {
+        if (schedule_retry(w, saga, st, comp, cmd, &why))
             return;
-        fail_step(w, saga, st, cmd->dec.attempt, &why);
-        step_dead_letter(w, cmd, saga, st, &why);
-        return;
+        err = &why;
     }
-    fail_step(w, saga, st, cmd->dec.attempt, &r->err);
-    if (r->err.cls == SG_ERRCLASS_POISON)
-        step_dead_letter(w, cmd, saga, st, &r->err);
+    if (comp)
+        comp_failed(w, cmd, saga, st, err);
     else
-        begin_compensation(w, saga, st->idx, &r->err);
-}
-
-static void on_comp_failure(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, worker_step_t *st)
-{
-    const worker_result_t *r = &cmd->result;
-    sg_err_t why;
-
-    if (retriable(&r->err)) {
-        if (schedule_retry(w, saga, st, true, cmd, &why))
-            return;
-        comp_failed(w, cmd, saga, st, &why);
-        return;
-    }
-    comp_failed(w, cmd, saga, st, &r->err);
+        step_failed(w, cmd, saga, st, err, err->cls == SG_ERRCLASS_POISON);
 }
 
 /* The call's metrics, whatever the saga does with its outcome. */
@@ -1284,7 +1254,7 @@ void worker_saga_complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
             event(w, saga, "step.compensated", step_body(st));
             next_compensation(w, saga, st->idx - 1);
         } else {
-            on_comp_failure(w, cmd, saga, st);
+            on_failure(w, cmd, saga, st, true);
         }
     } else if (cmd->result.status == WORKER_OK) {
         sg_json_t *b = step_body(st);
@@ -1299,7 +1269,7 @@ void worker_saga_complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
         else
             terminal(w, saga, "completed");
     } else {
-        on_failure(w, cmd, saga, st);
+        on_failure(w, cmd, saga, st, false);
     }
     flush(w, saga);
 }

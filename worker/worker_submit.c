@@ -13,8 +13,6 @@
 #include "sagad/sg_schema.h"
 #include "worker.h"
 
-#define MAX_STEPS 64
-
 static bool id_char(char c)
 {
     return c == '.' || c == '_' || c == '-' || c == ':' || (c >= '0' && c <= '9') ||
@@ -133,10 +131,10 @@ void worker_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
         goto poison;
     if (release)
         attempt = 1;
-    if (step < 0 || step >= MAX_STEPS || attempt < 1 || attempt > 1000000 || gen < 1 ||
+    if (step < 0 || step >= WORKER_MAX_STEPS || attempt < 1 || attempt > 1000000 || gen < 1 ||
         gen > 1000000) {
         sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.invalid",
-                   "$: step must be 0-%d, attempt and generation 1-1000000", MAX_STEPS - 1);
+                   "$: step must be 0-%d, attempt and generation 1-1000000", WORKER_MAX_STEPS - 1);
         return;
     }
     out->type = release          ? WORKER_CMD_RELEASE
@@ -310,8 +308,8 @@ int worker_validate_start(const sg_json_t *doc, const worker_registry_t *reg, wo
     static const char *const comp_keys[] = {"tool", "args", NULL};
     problems_t p = {fn, opaque, 0};
     const sg_json_t *steps = sg_json_member(doc, "steps"), *node;
-    const char *names[MAX_STEPS];
-    worker_effect_t effects[MAX_STEPS];
+    const char *names[WORKER_MAX_STEPS];
+    worker_effect_t effects[WORKER_MAX_STEPS];
     size_t nsteps;
     int last_reversible = -1;
 
@@ -344,8 +342,8 @@ int worker_validate_start(const sg_json_t *doc, const worker_registry_t *reg, wo
         return p.n;
     }
     nsteps = sg_json_array_size(steps);
-    if (nsteps > MAX_STEPS) {
-        problem(&p, "$.steps", "maxItems: at most %d steps", MAX_STEPS);
+    if (nsteps > WORKER_MAX_STEPS) {
+        problem(&p, "$.steps", "maxItems: at most %d steps", WORKER_MAX_STEPS);
         return p.n;
     }
     for (size_t i = 0; i < nsteps; i++) {
