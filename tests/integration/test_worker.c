@@ -126,6 +126,50 @@ Test(worker, permanent_failure_compensates_in_reverse_order, .timeout = 120)
                  "a permanent step failure compensates; nothing to dead-letter");
 }
 
+/* A step that would start after the saga's deadline is not run: it fails
+ * with runtime.deadline_exceeded and the succeeded steps before it are
+ * compensated, with nothing dead-lettered. */
+Test(worker, step_after_the_deadline_fails_and_compensates, .timeout = 120)
+{
+    const sg_json_t *ev[16];
+    char deadline[32], msg[768], text[256];
+    time_t t;
+    struct tm tm;
+
+    /* The deadline leaves ample time for reserve and nap to start (5 s),
+     * and nap outlasts it (8 s), so ship would start after it. */
+    sgw_pair_start(NULL, 1, NULL);
+    t = time(NULL) + 5;
+    gmtime_r(&t, &tm);
+    strftime(deadline, sizeof(deadline), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    snprintf(msg, sizeof(msg),
+             "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-late-1\", \"saga_id\": "
+             "\"late-1\", \"name\": \"test\", \"deadline\": \"%s\", \"steps\": ["
+             "{\"name\": \"reserve\", \"tool\": \"ledger.reversible\"},"
+             " {\"name\": \"nap\", \"tool\": \"sleep\", \"args\": {\"ms\": 8000}},"
+             " {\"name\": \"ship\", \"tool\": \"ledger.reversible\"}]}",
+             deadline);
+    sgw_produce(sgw.topic_cmd, "late-1", msg, strlen(msg));
+    sgw_wait_status("late-1", "compensated");
+    sgw_event_wait("late-1", "saga.compensated");
+    sgw_pair_stop();
+
+    sgw_expect_events("late-1", ev, "saga.accepted", "step.succeeded", "step.succeeded",
+                      "step.failed", "saga.compensating", "step.compensated", "saga.compensated",
+                      NULL);
+    cr_expect_eq(sgw_jint(ev[3], "step"), 2);
+    cr_expect_str_eq(sgw_jstr(ev[3], "error_code"), "runtime.deadline_exceeded");
+    cr_expect_eq(sgw_jint(ev[5], "step"), 0, "the reservation is undone");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(key, ',' ORDER BY key) FROM builtin_ledger"),
+                     "late-1:0:c:g1,late-1:0:f:g1", "ship was never called");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx = 2"), 0,
+                 "no attempt of the late step");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text), "SELECT error_code FROM steps WHERE idx = 2"),
+                     "runtime.deadline_exceeded");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters"), 0);
+}
+
 Test(worker, transient_failures_retry_with_same_key_and_bounded_backoff, .timeout = 120)
 {
     static const char *const env[] = {"SAGAD_RETRY_BASE_MS=40", "SAGAD_RETRY_CAP_MS=60", NULL};
