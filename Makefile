@@ -54,7 +54,7 @@ TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/support/*.c))
 BUILD_DEB_PKGS := gcc make pkg-config librdkafka-dev libpq-dev libcjson-dev \
                   libcurl4-openssl-dev libmicrohttpd-dev
 DEB_PKGS := $(BUILD_DEB_PKGS) procps libcriterion-dev postgresql openjdk-17-jre-headless maven \
-            kcat curl clang-format ca-certificates python3-jsonschema python3-venv
+            kcat curl clang-format ca-certificates python3-jsonschema python3-venv gdb
 
 
 .PHONY: docs docs-check bench schemas-check image-check k8s-check

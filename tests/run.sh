@@ -24,6 +24,24 @@ export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp}
 # Criterion: bound every test so a hang fails instead of eating CI's time.
 criterion_args=(--timeout 240)
 
+# Runs one Criterion binary with a TAP report beside its normal output, and
+# on failure repeats the failing tests' names and messages at the very end,
+# where a truncated CI log still shows them (Criterion prints failures in
+# the order tests finish, often screens above the summary).
+run_criterion() {
+    local tap rc=0
+    tap=$(mktemp)
+    "$@" "${criterion_args[@]}" --tap="$tap" || rc=$?
+    if [ $rc != 0 ]; then
+        echo "== failed in $1 (exit $rc):"
+        awk '/^not ok/ { show = 1; print; next }
+             show && /^  / { print; next }
+             { show = 0 }' "$tap"
+    fi
+    rm -f "$tap"
+    return $rc
+}
+
 bindir_of() {
     if [ "$1" = build ]; then echo bin; else echo "$1/bin"; fi
 }
@@ -31,7 +49,7 @@ bindir_of() {
 if [ $only_integration = 0 ]; then
     for b in "$@"; do
         echo "== unit tests ($b)"
-        SAGAD_TEST_BIN_DIR=$(bindir_of "$b") "$b/tests/unit-tests" "${criterion_args[@]}"
+        SAGAD_TEST_BIN_DIR=$(bindir_of "$b") run_criterion "$b/tests/unit-tests"
     done
 fi
 
@@ -41,5 +59,5 @@ sagad_services_up
 
 for b in "$@"; do
     echo "== integration tests ($b)"
-    SAGAD_TEST_BIN_DIR=$(bindir_of "$b") "$b/tests/integration-tests" "${criterion_args[@]}"
+    SAGAD_TEST_BIN_DIR=$(bindir_of "$b") run_criterion "$b/tests/integration-tests"
 done

@@ -309,6 +309,30 @@ void sgt_bg_signal(sgt_bg_t *bg, int sig)
         kill(bg->p.pid, sig);
 }
 
+/* Prints every thread's stack of a process that overran its time to
+ * stderr, so a hang in CI leaves more than a timeout behind.  Best effort:
+ * needs gdb, and ptrace rights over the child (we are its parent). */
+static void dump_stacks(pid_t pid)
+{
+    char spid[24];
+    const char *const args[] = {"gdb", "-p",  spid, "-batch", "-nx", "-ex", "thread apply all bt",
+                                NULL};
+    pid_t g;
+    int status;
+
+    snprintf(spid, sizeof(spid), "%d", (int)pid);
+    fprintf(stderr, "== process %d overran its time; its threads' stacks follow\n", (int)pid);
+    g = fork();
+    if (g == 0) {
+        dup2(STDERR_FILENO, STDOUT_FILENO);
+        execvp("gdb", (char *const *)args);
+        fprintf(stderr, "(no stacks: cannot run gdb: %s)\n", strerror(errno));
+        _exit(127);
+    }
+    if (g > 0)
+        waitpid(g, &status, 0);
+}
+
 int sgt_bg_join(sgt_bg_t *bg, double timeout_s)
 {
     double deadline = sgt_now_s() + timeout_s;
@@ -321,6 +345,8 @@ int sgt_bg_join(sgt_bg_t *bg, double timeout_s)
     while (timeout_s >= 0 && !atomic_load(&bg->done)) {
         if (sgt_now_s() > deadline && !late) {
             late = true;
+            if (timeout_s > 0) /* 0: a deliberate kill, not an overrun */
+                dump_stacks(bg->p.pid);
             kill(bg->p.pid, SIGKILL);
         }
         usleep(20000);

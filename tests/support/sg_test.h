@@ -74,7 +74,8 @@ bool sgt_bg_done(sgt_bg_t *bg);
 /* Sends sig unless the process is gone already. */
 void sgt_bg_signal(sgt_bg_t *bg, int sig);
 /* Waits for the exit: its code (128+signal when killed).  timeout_s < 0
- * waits for ever; past a timeout the process is killed and -1 returned.
+ * waits for ever; 0 kills it now; past a timeout its threads' stacks go to
+ * stderr (gdb), then it is killed and -1 returned.
  * Joining a joined process returns its code again. */
 int sgt_bg_join(sgt_bg_t *bg, double timeout_s);
 /* The end of its stderr, for failure messages. */

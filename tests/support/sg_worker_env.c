@@ -20,12 +20,23 @@ sgw_world_t sgw;
 
 const char *const sgw_run_args[] = {"run", NULL};
 
-/* Sends sig (0: none), then waits for the exit; its exit code. */
+/* Sends sig (0: none), then waits for the exit; its exit code.  After a
+ * signal the wait is bounded: a worker drains for up to its drain timeout
+ * (30 s by default) and then must be gone.  One that is not has its
+ * stacks printed, is killed, and fails the test with its log's end. */
 int sgw_proc_join(sgt_bg_t *pr, int sig)
 {
-    if (sig)
-        sgt_bg_signal(pr, sig);
-    return sgt_bg_join(pr, -1);
+    int rc;
+
+    if (!sig)
+        return sgt_bg_join(pr, -1);
+    if (!pr->started || pr->joined)
+        return sgt_bg_join(pr, 0);
+    sgt_bg_signal(pr, sig);
+    rc = sgt_bg_join(pr, SGW_STOP_TIMEOUT_S);
+    cr_expect_neq(rc, -1, "pid %d still running %d s after signal %d; its log ends:\n%s",
+                  (int)pr->p.pid, SGW_STOP_TIMEOUT_S, sig, sgt_bg_tail(pr));
+    return rc;
 }
 
 /* ---- messages read from a topic ------------------------------------------ */

@@ -107,7 +107,12 @@ sgt_bg_t *sgw_proc_start(const char *prog, const char *const *extra_env);
 /* SIGTERM to both; each must exit 0.  The worker's stderr stays in
  * sgw.worker.err. */
 void sgw_pair_stop(void);
-/* Sends sig (0: none), then waits for the exit; its exit code. */
+/* How long a signalled process may take to exit: the default drain
+ * timeout (30 s) plus room for closing its clients on a slow machine. */
+#define SGW_STOP_TIMEOUT_S 60
+/* Sends sig (0: none), then waits for the exit; its exit code.  After a
+ * signal the wait is bounded by SGW_STOP_TIMEOUT_S; past it the process's
+ * stacks are printed, it is killed and the test fails. */
 int sgw_proc_join(sgt_bg_t *pr, int sig);
 /* Fails at once, with its log, when the worker died. */
 void sgw_expect_worker_alive(void);
