@@ -288,11 +288,17 @@ typedef struct worker_cmd_s {
     bool finishing; /* will be FINISHED if the transaction commits */
     bool calls;     /* decided: call the tool after the commit */
     bool abandoned; /* its partition was lost while the call ran */
-    int64_t attempt_id;
-    sg_pg_res_t *attempt_res; /* RETURNING id of the attempt row */
+    int64_t attempt_id; /* of the attempt row, once committed */
     worker_call_t call;
     worker_result_t result;
 } worker_cmd_t;
+
+/* Where a step's or saga's state row waits in the batch's writes (see
+ * worker_writes.c); a slot of an older flush generation is void. */
+typedef struct worker_slot_s {
+    unsigned gen;
+    size_t row;
+} worker_slot_t;
 
 typedef struct worker_step_s {
     int idx;
@@ -303,6 +309,7 @@ typedef struct worker_step_s {
     const char *result;   /* JSON text to store, NULL: unchanged */
     const char *idem_key; /* idempotency key to store, NULL: unchanged */
     bool dirty;
+    worker_slot_t slot;
 } worker_step_t;
 
 /* A saga as loaded (FOR UPDATE) at the start of a transaction. */
@@ -315,6 +322,7 @@ typedef struct worker_saga_s {
     int nsteps;
     worker_step_t steps[WORKER_MAX_STEPS];
     bool dirty;
+    worker_slot_t slot;
     /* attempt rows of the command's (step, phase, generation, attempt) */
     int64_t interrupted, finished;
     /* saga.start of an existing saga: same definition? */
@@ -325,6 +333,9 @@ typedef struct worker_stats_s {
     int64_t consumed, stale, started, rejected, calls, dead_letters, completed, compensated, failed,
         retries, fenced, held;
 } worker_stats_t;
+
+/* The rows a batch's decisions write, sent set-based (worker_writes.c). */
+typedef struct worker_writes_s worker_writes_t;
 
 /* The worker's shared context. */
 typedef struct worker_s {
@@ -343,7 +354,32 @@ typedef struct worker_s {
     /* Metrics of the open transaction, applied when it commits. */
     sg_metrics_batch_t metrics;
     const char *decided; /* outcome of the command being decided, NULL: by default */
+    worker_writes_t *writes;
 } worker_t;
+
+worker_writes_t *worker_writes_new(void);
+void worker_writes_free(worker_writes_t *wr);
+/* Sends what was collected into the open pipeline, one statement per kind
+ * of row.  Before any other statement of the transaction, and before its
+ * COMMIT. */
+void worker_writes_flush(worker_t *w);
+/* After the COMMIT succeeded: the attempt ids of the commands whose
+ * attempt rows were inserted (cmd->attempt_id); returns how many were not
+ * found (0 unless PostgreSQL broke its word).  Then empty, as after
+ * worker_writes_discard(). */
+int worker_writes_committed(worker_writes_t *wr);
+/* Forgets everything (a transaction that did not commit). */
+void worker_writes_discard(worker_writes_t *wr);
+/* The rows, values as text in the column order of their statement in
+ * worker_writes.c (NULL: SQL NULL); the values are copied. */
+void worker_write_saga_new(worker_t *w, const char *const vals[9]);
+void worker_write_attempt(worker_t *w, worker_cmd_t *cmd, const char *const vals[6]);
+void worker_write_attempt_done(worker_t *w, const char *const vals[6]);
+void worker_write_step(worker_t *w, worker_slot_t *slot, const char *const vals[8]);
+void worker_write_saga(worker_t *w, worker_slot_t *slot, const char *const vals[4]);
+/* An outbox message (delay_ms <= 0) or a timer. */
+void worker_write_message(worker_t *w, int64_t delay_ms, const char *topic, const char *key,
+                          const char *headers, const char *payload);
 
 /* Decides a READY command inside the open transaction pipeline: writes
  * the statements of its outcome, or of its attempt row (then cmd->calls).

@@ -223,8 +223,6 @@ static void cmd_shed(worker_cmd_t *cmd)
     cmd->msg = NULL;
     sg_json_destroy(cmd->dec.doc);
     cmd->dec.doc = NULL;
-    sg_pg_res_destroy(cmd->attempt_res);
-    cmd->attempt_res = NULL;
     call_free(&cmd->call);
     worker_result_clear(&cmd->result);
 }
@@ -542,8 +540,6 @@ static void undo_batch(worker_cmd_t **batch, size_t n)
             c->calls = false;
             call_free(&c->call);
         }
-        sg_pg_res_destroy(c->attempt_res);
-        c->attempt_res = NULL;
     }
 }
 
@@ -596,6 +592,7 @@ static int run_txn(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
             c->finishing = true;
         }
     }
+    worker_writes_flush(&L->w);
     for (size_t i = 0; i < L->nparts; i++) {
         worker_part_t *p = L->parts[i];
         char part[16], epoch[24], next[24];
@@ -611,12 +608,16 @@ static int run_txn(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
     sg_pg_pipe_send(L->w.pg, "COMMIT", 0, NULL, NULL);
     if (sg_pg_pipe_end(L->w.pg, err) < 0)
         goto fail;
+    if (worker_writes_committed(L->w.writes) > 0)
+        sg_log_kv(SG_LOG_ERROR, "attempt rows missing from RETURNING: their outcomes will not be recorded on them",
+                  NULL);
     sg_metrics_batch_commit(&L->w.metrics);
     pg_state(L, true, NULL);
     rc = 0;
     goto out;
 fail:
     sg_pg_rollback(L->w.pg);
+    worker_writes_discard(L->w.writes);
     undo_batch(batch, n);
     sg_metrics_batch_discard(&L->w.metrics);
     L->w.stats = stats;
@@ -638,9 +639,6 @@ static void after_commit(loop_t *L, worker_cmd_t **batch, size_t n)
         worker_cmd_t *c = batch[i];
         if (c->calls) {
             c->calls = false;
-            c->attempt_id = sg_pg_res_int(c->attempt_res, 0, 0, 0);
-            sg_pg_res_destroy(c->attempt_res);
-            c->attempt_res = NULL;
             c->state = CMD_CALLING;
             L->calling++;
             worker_pool_submit(L->pool, c, &c->call, &c->result);
@@ -1057,6 +1055,7 @@ static int setup(loop_t *L, sg_cli_t *cli)
     int version;
 
     L->w.cfg = cfg;
+    L->w.writes = worker_writes_new();
     L->w.group = sg_config_str(cfg, "worker.group_id");
     L->w.topic_commands = sg_config_str(cfg, "topic.commands");
     L->w.topic_events = sg_config_str(cfg, "topic.events");
@@ -1169,6 +1168,7 @@ static void teardown(loop_t *L)
     sg_pg_destroy(L->w.pg);
     worker_registry_destroy(L->w.reg);
     sg_metrics_batch_free(&L->w.metrics);
+    worker_writes_free(L->w.writes);
     if (L->kafka_pipe[0] > 0) {
         close(L->kafka_pipe[0]);
         close(L->kafka_pipe[1]);

@@ -93,8 +93,11 @@ void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row)
 
 /* ---- small helpers ----------------------------------------------------- */
 
+/* A statement other than the collected rows of worker_writes.c: those
+ * go first, so it sees them. */
 static void send(worker_t *w, const char *sql, int n, const char *const *params)
 {
+    worker_writes_flush(w);
     sg_pg_pipe_send(w->pg, sql, n, params, NULL);
 }
 
@@ -166,23 +169,9 @@ static void emit(worker_t *w, const char *topic, const char *traceparent, sg_jso
 {
     const char *type = sg_json_string(sg_json_member(msg, "type"));
     const char *key = sg_json_string(sg_json_member(msg, "saga_id"));
-    char *headers = headers_json(type, traceparent), *payload = sg_json_print(msg), delay[24];
+    char *headers = headers_json(type, traceparent), *payload = sg_json_print(msg);
 
-    if (delay_ms > 0) {
-        const char *params[] = {delay, topic, key, headers, payload};
-        snprintf(delay, sizeof(delay), "%lld", (long long)delay_ms);
-        send(w,
-             "INSERT INTO timers (due_at, topic, key, headers, payload) VALUES "
-             "(now() + $1::bigint * interval '1 millisecond', $2, convert_to($3, 'UTF8'), "
-             "$4::jsonb, convert_to($5, 'UTF8'))",
-             5, params);
-    } else {
-        const char *params[] = {topic, key, headers, payload};
-        send(w,
-             "INSERT INTO outbox (topic, key, headers, payload) VALUES "
-             "($1, convert_to($2, 'UTF8'), $3::jsonb, convert_to($4, 'UTF8'))",
-             4, params);
-    }
+    worker_write_message(w, delay_ms, topic, key, headers, payload);
     free(headers);
     free(payload);
     sg_json_destroy(msg);
@@ -477,20 +466,15 @@ static void flush(worker_t *w, worker_saga_t *saga)
         snprintf(att, sizeof(att), "%d", st->attempts);
         snprintf(catt, sizeof(catt), "%d", st->comp_attempts);
         {
-            const char *params[] = {saga->saga_id,
-                                    idx,
-                                    st->status,
-                                    att,
-                                    catt,
-                                    st->result,
-                                    st->error_code[0] ? st->error_code : NULL,
-                                    st->idem_key};
-            send(w,
-                 "UPDATE steps SET status = $3, attempts = $4::int, comp_attempts = $5::int, "
-                 "result = coalesce($6::jsonb, result), error_code = coalesce($7, error_code), "
-                 "idempotency_key = coalesce($8, idempotency_key), updated_at = now() "
-                 "WHERE saga_id = $1 AND idx = $2::int",
-                 8, params);
+            const char *vals[] = {saga->saga_id,
+                                  idx,
+                                  st->status,
+                                  att,
+                                  catt,
+                                  st->result,
+                                  st->error_code[0] ? st->error_code : NULL,
+                                  st->idem_key};
+            worker_write_step(w, &st->slot, vals);
         }
         st->dirty = false;
         st->result = NULL;
@@ -501,11 +485,8 @@ static void flush(worker_t *w, worker_saga_t *saga)
     snprintf(seq, sizeof(seq), "%lld", (long long)saga->seq);
     snprintf(spent, sizeof(spent), "%lld", (long long)saga->retry_spent);
     {
-        const char *params[] = {saga->saga_id, saga->status, seq, spent};
-        send(w,
-             "UPDATE sagas SET status = $2, seq = $3::bigint, retry_spent_ms = $4::bigint, "
-             "version = version + 1, updated_at = now() WHERE saga_id = $1",
-             4, params);
+        const char *vals[] = {saga->saga_id, saga->status, seq, spent};
+        worker_write_saga(w, &saga->slot, vals);
     }
     saga->dirty = false;
 }
@@ -770,24 +751,16 @@ static void decide_start(worker_t *w, worker_cmd_t *cmd, worker_saga_t *existing
     else
         random_traceparent(w, tp, sizeof(tp));
     {
-        const char *params[] = {cmd->dec.saga_id,
-                                name,
-                                def,
-                                input_text,
-                                meta_text,
-                                deadline,
-                                budget ? budget_text : NULL,
-                                tp,
-                                steps};
-        send(w,
-             "WITH s AS (INSERT INTO sagas (saga_id, name, definition, input, metadata, deadline, "
-             "retry_budget_ms, traceparent) VALUES ($1, $2, $3::jsonb, $4::jsonb, $5::jsonb, "
-             "$6::timestamptz, $7::bigint, $8) RETURNING saga_id) "
-             "INSERT INTO steps (saga_id, idx, name, tool, args, compensate) "
-             "SELECT s.saga_id, (e.ord - 1)::int, e.v->>'name', e.v->>'tool', e.v->'args', "
-             "nullif(e.v->'compensate', 'null'::jsonb) "
-             "FROM s, jsonb_array_elements($9::jsonb) WITH ORDINALITY AS e(v, ord)",
-             9, params);
+        const char *vals[] = {cmd->dec.saga_id,
+                              name,
+                              def,
+                              input_text,
+                              meta_text,
+                              deadline,
+                              budget ? budget_text : NULL,
+                              tp,
+                              steps};
+        worker_write_saga_new(w, vals);
     }
     /* A fresh saga, as the rows just written say. */
     memset(&saga, 0, sizeof(saga));
@@ -980,14 +953,9 @@ static void decide_step(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
     snprintf(gen, sizeof(gen), "%d", saga->generation);
     snprintf(att, sizeof(att), "%d", cmd->dec.attempt);
     {
-        const char *params[] = {saga->saga_id, step, comp ? "compensate" : "forward",
-                                gen,           att,  cmd->call.idem_key,
-                                w->worker_id};
-        sg_pg_pipe_send(w->pg,
-                        "INSERT INTO attempts (saga_id, step_idx, phase, generation, attempt, "
-                        "idempotency_key, worker_id) VALUES ($1, $2::int, $3, $4::int, $5::int, "
-                        "$6, $7) RETURNING id",
-                        7, params, &cmd->attempt_res);
+        const char *vals[] = {saga->saga_id, step, comp ? "compensate" : "forward",
+                              gen,           att,  cmd->call.idem_key};
+        worker_write_attempt(w, cmd, vals);
     }
     flush(w, saga);
     cmd->calls = true;
@@ -1106,17 +1074,13 @@ static void finish_attempt(worker_t *w, worker_cmd_t *cmd)
     snprintf(id, sizeof(id), "%lld", (long long)cmd->attempt_id);
     snprintf(lat, sizeof(lat), "%lld", (long long)r->latency_ms);
     {
-        const char *params[] = {id,
-                                status_names[r->status],
-                                r->status == WORKER_OK ? NULL : r->err.code,
-                                r->status == WORKER_OK ? NULL : sg_errclass_name(r->err.cls),
-                                lat,
-                                text};
-        send(
-            w,
-            "UPDATE attempts SET finished_at = now(), status = $2, error_code = $3, "
-            "error_class = $4, latency_ms = $5::bigint, envelope = $6::jsonb WHERE id = $1::bigint",
-            6, params);
+        const char *vals[] = {id,
+                              status_names[r->status],
+                              r->status == WORKER_OK ? NULL : r->err.code,
+                              r->status == WORKER_OK ? NULL : sg_errclass_name(r->err.cls),
+                              lat,
+                              text};
+        worker_write_attempt_done(w, vals);
     }
     free(text);
     sg_json_destroy(env);

@@ -90,15 +90,21 @@ static double floor_consume(int n)
 }
 
 /* The statements the worker runs per step, batched and pipelined as the
- * worker batches them, without Kafka. */
+ * worker batches them (one set-based statement per kind of row over the
+ * batch, see worker/worker_writes.c), without Kafka. */
 static double floor_sql(sg_pg_t *pg, int nsagas)
 {
-    const int batch = 64;
+    const int batch = 256;
     sg_err_t err;
     double t0;
     char count[24];
     const char *p1[] = {count};
+    char **ids = calloc(batch, sizeof(char *)), **idx = calloc(batch, sizeof(char *));
+    char **keys = calloc(2 * batch, sizeof(char *)), **pays = calloc(2 * batch, sizeof(char *));
+    sg_pg_buf_t lit[4] = {{0}};
 
+    if (!ids || !idx || !keys || !pays)
+        die("floor", "out of memory");
     snprintf(count, sizeof(count), "%d", nsagas);
     exec(pg,
          "INSERT INTO consumer_offsets (group_id, topic, partition, next_offset, owner_epoch) "
@@ -112,75 +118,96 @@ static double floor_sql(sg_pg_t *pg, int nsagas)
          1, p1);
     t0 = now_s();
     for (int step = 0; step < STEPS; step++) {
+        char sidx[8];
+        snprintf(sidx, sizeof(sidx), "%d", step);
         for (int b = 1; b <= nsagas; b += batch) {
+            int m = 0;
+            for (int i = b; i < b + batch && i <= nsagas; i++, m++) {
+                ids[m] = malloc(32);
+                snprintf(ids[m], 32, "f-%d", i);
+                idx[m] = sidx;
+                for (int k = 0; k < 2; k++) {
+                    keys[2 * m + k] = ids[m];
+                    pays[2 * m + k] = malloc(200);
+                    snprintf(pays[2 * m + k], 200, "%s%0150d", ids[m], 0);
+                }
+            }
+            for (int k = 0; k < 4; k++)
+                sg_pg_buf_reset(&lit[k]);
+            sg_pg_array_literal(&lit[0], (const char *const *)ids, (size_t)m);
+            sg_pg_array_literal(&lit[1], (const char *const *)idx, (size_t)m);
+            sg_pg_array_literal(&lit[2], (const char *const *)keys, (size_t)(2 * m));
+            sg_pg_array_literal(&lit[3], (const char *const *)pays, (size_t)(2 * m));
             for (int phase = 0; phase < 2; phase++) {
-                sg_pg_res_t *res = NULL;
-                char idx[8], off[24];
-                snprintf(idx, sizeof(idx), "%d", step);
+                sg_pg_res_t *res = NULL, *ins = NULL;
+                const char *pa[] = {lit[0].data, lit[1].data}, *pm[] = {lit[2].data, lit[3].data};
+                char off[24];
+                const char *po[] = {off};
+
                 snprintf(off, sizeof(off), "%d", b);
                 if (sg_pg_pipe_begin(pg, &err) < 0)
                     die("pipeline", err.message);
                 sg_pg_pipe_send(pg, "BEGIN", 0, NULL, NULL);
-                {
-                    char lo[16], hi[16];
-                    const char *p[] = {lo, hi};
-                    snprintf(lo, sizeof(lo), "%d", b);
-                    snprintf(hi, sizeof(hi), "%d", b + batch - 1);
+                sg_pg_pipe_send(pg,
+                                "SELECT s.*, st.* FROM sagas s JOIN steps st USING (saga_id) "
+                                "WHERE s.saga_id = ANY($1::text[]) ORDER BY s.saga_id, st.idx "
+                                "FOR UPDATE OF s",
+                                1, pa, &res);
+                if (phase == 0) {
                     sg_pg_pipe_send(pg,
-                                    "SELECT s.*, st.* FROM sagas s JOIN steps st USING (saga_id) "
-                                    "WHERE s.saga_id = ANY(SELECT 'f-' || g FROM "
-                                    "generate_series($1::int, $2::int) g) FOR UPDATE OF s",
-                                    2, p, &res);
+                                    "INSERT INTO attempts (saga_id, step_idx, phase, generation, "
+                                    "attempt, idempotency_key) SELECT s, i, 'forward', 1, 1, s "
+                                    "FROM unnest($1::text[], $2::int[]) AS u(s, i) RETURNING id",
+                                    2, pa, &ins);
+                    sg_pg_pipe_send(pg,
+                                    "UPDATE steps t SET status = 'running', attempts = 1 FROM "
+                                    "unnest($1::text[], $2::int[]) AS u(s, i) WHERE t.saga_id = "
+                                    "u.s AND t.idx = u.i",
+                                    2, pa, NULL);
+                } else {
+                    sg_pg_pipe_send(pg,
+                                    "UPDATE attempts a SET finished_at = now(), status = 'ok', "
+                                    "envelope = '{}' FROM unnest($1::text[], $2::int[]) AS u(s, "
+                                    "i) WHERE a.saga_id = u.s AND a.step_idx = u.i AND "
+                                    "a.finished_at IS NULL",
+                                    2, pa, NULL);
+                    sg_pg_pipe_send(pg,
+                                    "UPDATE steps t SET status = 'succeeded', result = 'null' "
+                                    "FROM unnest($1::text[], $2::int[]) AS u(s, i) WHERE "
+                                    "t.saga_id = u.s AND t.idx = u.i",
+                                    2, pa, NULL);
+                    sg_pg_pipe_send(pg,
+                                    "UPDATE sagas t SET seq = seq + 2, version = version + 1 "
+                                    "FROM unnest($1::text[]) AS u(s) WHERE t.saga_id = u.s",
+                                    1, pa, NULL);
+                    sg_pg_pipe_send(pg,
+                                    "INSERT INTO outbox (topic, key, headers, payload) SELECT "
+                                    "'floor', convert_to(k, 'UTF8'), '{\"sagad-type\":\"x\"}', "
+                                    "convert_to(p, 'UTF8') FROM unnest($1::text[], $2::text[]) "
+                                    "AS u(k, p)",
+                                    2, pm, NULL);
                 }
-                for (int i = b; i < b + batch && i <= nsagas; i++) {
-                    char id[32];
-                    const char *p[] = {id, idx};
-                    snprintf(id, sizeof(id), "f-%d", i);
-                    if (phase == 0) {
-                        sg_pg_pipe_send(pg,
-                                        "INSERT INTO attempts (saga_id, step_idx, phase, "
-                                        "generation, attempt, idempotency_key) VALUES ($1, "
-                                        "$2::int, 'forward', 1, 1, $1) RETURNING id",
-                                        2, p, NULL);
-                        sg_pg_pipe_send(pg,
-                                        "UPDATE steps SET status = 'running', attempts = 1 "
-                                        "WHERE saga_id = $1 AND idx = $2::int",
-                                        2, p, NULL);
-                    } else {
-                        sg_pg_pipe_send(pg,
-                                        "UPDATE attempts SET finished_at = now(), status = 'ok', "
-                                        "envelope = '{}' WHERE saga_id = $1 AND step_idx = "
-                                        "$2::int AND finished_at IS NULL",
-                                        2, p, NULL);
-                        sg_pg_pipe_send(pg,
-                                        "UPDATE steps SET status = 'succeeded', result = 'null' "
-                                        "WHERE saga_id = $1 AND idx = $2::int",
-                                        2, p, NULL);
-                        sg_pg_pipe_send(pg,
-                                        "UPDATE sagas SET seq = seq + 2, version = version + 1 "
-                                        "WHERE saga_id = $1",
-                                        1, p, NULL);
-                        for (int k = 0; k < 2; k++)
-                            sg_pg_pipe_send(pg,
-                                            "INSERT INTO outbox (topic, key, headers, payload) "
-                                            "VALUES ('floor', convert_to($1, 'UTF8'), "
-                                            "'{\"sagad-type\":\"x\"}', convert_to($1 || "
-                                            "repeat('x', 150), 'UTF8'))",
-                                            1, p, NULL);
-                    }
-                }
-                {
-                    const char *p[] = {off};
-                    sg_pg_pipe_send(pg, "SELECT sagad_fence('floor', 'floor', 0, 1, $1::bigint)", 1,
-                                    p, NULL);
-                }
+                sg_pg_pipe_send(pg, "SELECT sagad_fence('floor', 'floor', 0, 1, $1::bigint)", 1,
+                                po, NULL);
                 sg_pg_pipe_send(pg, "COMMIT", 0, NULL, NULL);
                 if (sg_pg_pipe_end(pg, &err) < 0)
                     die("floor transaction", err.message);
                 sg_pg_res_destroy(res);
+                sg_pg_res_destroy(ins);
+            }
+            for (int i = 0; i < m; i++) {
+                free(ids[i]);
+                free(pays[2 * i]);
+                free(pays[2 * i + 1]);
             }
         }
     }
+    for (int k = 0; k < 4; k++)
+        sg_pg_buf_free(&lit[k]);
+    free(ids);
+    free(idx);
+    free(keys);
+    free(pays);
     return nsagas * STEPS / (now_s() - t0);
 }
 

@@ -1,0 +1,322 @@
+/* Set-based writes of a batch's transaction.
+ *
+ * The decisions of a batch write the same few kinds of rows over and over:
+ * a new saga with its steps, an attempt row, an attempt's outcome, step
+ * and saga state, outbox messages, timers.  Sent one statement per row,
+ * PostgreSQL spends most of a step's cost on per-statement overhead, so
+ * these rows are collected here, column by column, and sent as one
+ * statement per kind over unnest() of array parameters.
+ *
+ * Order is kept where it matters:
+ *   - any other statement (a dead letter, which reads the attempt rows; an
+ *     interrupted attempt) first flushes what was collected, so every
+ *     statement sees the rows written before it in decision order;
+ *   - the kinds are flushed in an order where each depends only on earlier
+ *     ones (new sagas before updates of them);
+ *   - outbox rows keep their order (unnest yields elements in order, and
+ *     the ids come from the sequence in insertion order), so a saga's
+ *     events keep theirs;
+ *   - a step or saga written twice before a flush is one row holding the
+ *     last state, as one UPDATE must not match a row twice. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "worker.h"
+
+enum { MAX_COLS = 9 };
+
+/* Rows of one kind, column by column (column-major: each column is one
+ * array parameter).  Strings are owned; NULL is SQL NULL. */
+typedef struct table_s {
+    int ncols;
+    size_t n, cap;
+    char **col[MAX_COLS];
+} table_t;
+
+/* An INSERT INTO attempts in flight: its RETURNING rows name the attempt
+ * ids of cmds, in insertion order. */
+typedef struct attempt_ins_s {
+    struct attempt_ins_s *next;
+    sg_pg_res_t *res;
+    size_t n;
+    worker_cmd_t **cmds;
+} attempt_ins_t;
+
+enum { T_SAGA_NEW, T_ATTEMPT_NEW, T_ATTEMPT_DONE, T_STEP, T_SAGA, T_OUTBOX, T_TIMER, NTABLES };
+
+struct worker_writes_s {
+    table_t t[NTABLES];
+    worker_cmd_t **attempt_cmds; /* the commands of T_ATTEMPT_NEW's rows */
+    size_t attempt_cap;
+    attempt_ins_t *inserts;
+    unsigned gen; /* bumped by every flush: slot numbers of older ones are void */
+    sg_pg_buf_t lit[MAX_COLS];
+};
+
+static const int ncols[NTABLES] = {
+    [T_SAGA_NEW] = 9, [T_ATTEMPT_NEW] = 6, [T_ATTEMPT_DONE] = 6, [T_STEP] = 8,
+    [T_SAGA] = 4,     [T_OUTBOX] = 4,      [T_TIMER] = 5,
+};
+
+/* Each statement reads its table's columns as $1..$n; T_ATTEMPT_NEW also
+ * the worker id as $7. */
+static const char *const sql[NTABLES] = {
+    [T_SAGA_NEW] =
+        "WITH u AS (SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::jsonb[], "
+        "$5::jsonb[], $6::timestamptz[], $7::bigint[], $8::text[], $9::jsonb[]) "
+        "AS u(id, name, def, input, meta, deadline, budget, tp, steps)), "
+        "s AS (INSERT INTO sagas (saga_id, name, definition, input, metadata, deadline, "
+        "retry_budget_ms, traceparent) SELECT id, name, def, input, meta, deadline, budget, tp "
+        "FROM u RETURNING saga_id) "
+        "INSERT INTO steps (saga_id, idx, name, tool, args, compensate) "
+        "SELECT u.id, (e.ord - 1)::int, e.v->>'name', e.v->>'tool', e.v->'args', "
+        "nullif(e.v->'compensate', 'null'::jsonb) "
+        "FROM u JOIN s ON s.saga_id = u.id, jsonb_array_elements(u.steps) WITH ORDINALITY "
+        "AS e(v, ord)",
+    [T_ATTEMPT_NEW] =
+        "INSERT INTO attempts (saga_id, step_idx, phase, generation, attempt, idempotency_key, "
+        "worker_id) SELECT s, i, p, g, a, k, $7 FROM unnest($1::text[], $2::int[], $3::text[], "
+        "$4::int[], $5::int[], $6::text[]) AS u(s, i, p, g, a, k) "
+        "RETURNING id, saga_id, step_idx, phase, attempt",
+    [T_ATTEMPT_DONE] =
+        "UPDATE attempts a SET finished_at = now(), status = u.st, error_code = u.code, "
+        "error_class = u.cls, latency_ms = u.lat, envelope = u.env "
+        "FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], "
+        "$6::jsonb[]) AS u(id, st, code, cls, lat, env) WHERE a.id = u.id",
+    [T_STEP] = "UPDATE steps t SET status = u.st, attempts = u.att, comp_attempts = u.catt, "
+               "result = coalesce(u.res, t.result), error_code = coalesce(u.code, t.error_code), "
+               "idempotency_key = coalesce(u.k, t.idempotency_key), updated_at = now() "
+               "FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::int[], "
+               "$6::jsonb[], $7::text[], $8::text[]) AS u(s, i, st, att, catt, res, code, k) "
+               "WHERE t.saga_id = u.s AND t.idx = u.i",
+    [T_SAGA] = "UPDATE sagas t SET status = u.st, seq = u.seq, retry_spent_ms = u.sp, "
+               "version = t.version + 1, updated_at = now() "
+               "FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) "
+               "AS u(s, st, seq, sp) WHERE t.saga_id = u.s",
+    [T_OUTBOX] = "INSERT INTO outbox (topic, key, headers, payload) "
+                 "SELECT t, convert_to(k, 'UTF8'), h, convert_to(p, 'UTF8') "
+                 "FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::text[]) AS u(t, k, h, p)",
+    [T_TIMER] = "INSERT INTO timers (due_at, topic, key, headers, payload) "
+                "SELECT now() + d * interval '1 millisecond', t, convert_to(k, 'UTF8'), h, "
+                "convert_to(p, 'UTF8') FROM unnest($1::bigint[], $2::text[], $3::text[], "
+                "$4::jsonb[], $5::text[]) AS u(d, t, k, h, p)",
+};
+
+static char *dup_or_null(const char *s)
+{
+    char *d;
+
+    if (!s)
+        return NULL;
+    if (!(d = strdup(s)))
+        abort();
+    return d;
+}
+
+/* Appends a row (ncols values, copied); returns its index. */
+static size_t row_add(table_t *t, const char *const *vals)
+{
+    if (t->n == t->cap) {
+        t->cap = t->cap ? t->cap * 2 : 64;
+        for (int c = 0; c < t->ncols; c++)
+            if (!(t->col[c] = realloc(t->col[c], t->cap * sizeof(char *))))
+                abort();
+    }
+    for (int c = 0; c < t->ncols; c++)
+        t->col[c][t->n] = dup_or_null(vals[c]);
+    return t->n++;
+}
+
+static void cell_set(table_t *t, size_t row, int c, const char *val)
+{
+    free(t->col[c][row]);
+    t->col[c][row] = dup_or_null(val);
+}
+
+static void table_clear(table_t *t)
+{
+    for (int c = 0; c < t->ncols; c++)
+        for (size_t r = 0; r < t->n; r++)
+            free(t->col[c][r]);
+    t->n = 0;
+}
+
+/* Slots are zeroed with their saga (generation 0), which is never
+ * current. */
+static void next_gen(worker_writes_t *wr)
+{
+    if (++wr->gen == 0)
+        wr->gen = 1;
+}
+
+worker_writes_t *worker_writes_new(void)
+{
+    worker_writes_t *wr = calloc(1, sizeof(*wr));
+
+    if (!wr)
+        abort();
+    for (int k = 0; k < NTABLES; k++)
+        wr->t[k].ncols = ncols[k];
+    wr->gen = 1;
+    return wr;
+}
+
+void worker_writes_discard(worker_writes_t *wr)
+{
+    for (int k = 0; k < NTABLES; k++)
+        table_clear(&wr->t[k]);
+    while (wr->inserts) {
+        attempt_ins_t *a = wr->inserts;
+        wr->inserts = a->next;
+        sg_pg_res_destroy(a->res);
+        free(a->cmds);
+        free(a);
+    }
+    next_gen(wr);
+}
+
+void worker_writes_free(worker_writes_t *wr)
+{
+    if (!wr)
+        return;
+    worker_writes_discard(wr);
+    for (int k = 0; k < NTABLES; k++)
+        for (int c = 0; c < wr->t[k].ncols; c++)
+            free(wr->t[k].col[c]);
+    for (int c = 0; c < MAX_COLS; c++)
+        sg_pg_buf_free(&wr->lit[c]);
+    free(wr->attempt_cmds);
+    free(wr);
+}
+
+void worker_writes_flush(worker_t *w)
+{
+    worker_writes_t *wr = w->writes;
+
+    for (int k = 0; k < NTABLES; k++) {
+        table_t *t = &wr->t[k];
+        const char *params[MAX_COLS + 1];
+        sg_pg_res_t **slot = NULL;
+
+        if (t->n == 0)
+            continue;
+        for (int c = 0; c < t->ncols; c++) {
+            sg_pg_buf_reset(&wr->lit[c]);
+            sg_pg_array_literal(&wr->lit[c], (const char *const *)t->col[c], t->n);
+            params[c] = wr->lit[c].data;
+        }
+        if (k == T_ATTEMPT_NEW) {
+            attempt_ins_t *a = calloc(1, sizeof(*a));
+            if (!a || !(a->cmds = malloc(t->n * sizeof(*a->cmds))))
+                abort();
+            memcpy(a->cmds, wr->attempt_cmds, t->n * sizeof(*a->cmds));
+            a->n = t->n;
+            a->next = wr->inserts;
+            wr->inserts = a;
+            slot = &a->res;
+            params[t->ncols] = w->worker_id;
+        }
+        sg_pg_pipe_send(w->pg, sql[k], t->ncols + (k == T_ATTEMPT_NEW), params, slot);
+        table_clear(t);
+    }
+    next_gen(wr);
+}
+
+int worker_writes_committed(worker_writes_t *wr)
+{
+    int missing = 0;
+
+    for (attempt_ins_t *a = wr->inserts; a; a = a->next) {
+        size_t rows = sg_pg_res_rows(a->res);
+        /* RETURNING comes in insertion order; the key columns are checked
+         * rather than trusted. */
+        for (size_t i = 0; i < a->n; i++) {
+            worker_cmd_t *c = a->cmds[i];
+            const char *phase = c->dec.type == WORKER_CMD_COMPENSATE ? "compensate" : "forward";
+            c->attempt_id = 0;
+            for (size_t k = 0; k < rows; k++) {
+                size_t r = (i + k) % rows;
+                if (strcmp(sg_pg_res_get(a->res, r, 1), c->dec.saga_id) == 0 &&
+                    sg_pg_res_int(a->res, r, 2, -1) == c->dec.step &&
+                    strcmp(sg_pg_res_get(a->res, r, 3), phase) == 0 &&
+                    sg_pg_res_int(a->res, r, 4, -1) == c->dec.attempt) {
+                    c->attempt_id = sg_pg_res_int(a->res, r, 0, 0);
+                    break;
+                }
+            }
+            if (!c->attempt_id)
+                missing++;
+        }
+    }
+    worker_writes_discard(wr);
+    return missing;
+}
+
+/* ---- rows --------------------------------------------------------------- */
+
+void worker_write_saga_new(worker_t *w, const char *const vals[9])
+{
+    row_add(&w->writes->t[T_SAGA_NEW], vals);
+}
+
+void worker_write_attempt(worker_t *w, worker_cmd_t *cmd, const char *const vals[6])
+{
+    worker_writes_t *wr = w->writes;
+    size_t r = row_add(&wr->t[T_ATTEMPT_NEW], vals);
+
+    if (r >= wr->attempt_cap) {
+        wr->attempt_cap = wr->attempt_cap ? wr->attempt_cap * 2 : 64;
+        if (!(wr->attempt_cmds = realloc(wr->attempt_cmds, wr->attempt_cap * sizeof(cmd))))
+            abort();
+    }
+    wr->attempt_cmds[r] = cmd;
+}
+
+void worker_write_attempt_done(worker_t *w, const char *const vals[6])
+{
+    row_add(&w->writes->t[T_ATTEMPT_DONE], vals);
+}
+
+void worker_write_message(worker_t *w, int64_t delay_ms, const char *topic, const char *key,
+                          const char *headers, const char *payload)
+{
+    char delay[24];
+
+    if (delay_ms > 0) {
+        const char *vals[] = {delay, topic, key, headers, payload};
+        snprintf(delay, sizeof(delay), "%lld", (long long)delay_ms);
+        row_add(&w->writes->t[T_TIMER], vals);
+    } else {
+        const char *vals[] = {topic, key, headers, payload};
+        row_add(&w->writes->t[T_OUTBOX], vals);
+    }
+}
+
+/* A row written before in this flush generation is updated in place:
+ * state columns take the new value, the "unchanged when NULL" columns
+ * (from `keep` on) only a non-NULL one. */
+static void upsert(worker_writes_t *wr, int k, worker_slot_t *slot, const char *const *vals,
+                   int keep)
+{
+    table_t *t = &wr->t[k];
+
+    if (slot->gen != wr->gen) {
+        slot->row = row_add(t, vals);
+        slot->gen = wr->gen;
+        return;
+    }
+    for (int c = 0; c < t->ncols; c++)
+        if (c < keep || vals[c])
+            cell_set(t, slot->row, c, vals[c]);
+}
+
+void worker_write_step(worker_t *w, worker_slot_t *slot, const char *const vals[8])
+{
+    upsert(w->writes, T_STEP, slot, vals, 5);
+}
+
+void worker_write_saga(worker_t *w, worker_slot_t *slot, const char *const vals[4])
+{
+    upsert(w->writes, T_SAGA, slot, vals, 4);
+}
