@@ -285,9 +285,9 @@ typedef struct worker_cmd_s {
     int64_t offset;
     worker_decoded_t dec;
     worker_cstate_t state;
-    bool finishing; /* will be FINISHED if the transaction commits */
-    bool calls;     /* decided: call the tool after the commit */
-    bool abandoned; /* its partition was lost while the call ran */
+    bool finishing;     /* will be FINISHED if the transaction commits */
+    bool calls;         /* decided: call the tool after the commit */
+    bool abandoned;     /* its partition was lost while the call ran */
     int64_t attempt_id; /* of the attempt row, once committed */
     worker_call_t call;
     worker_result_t result;

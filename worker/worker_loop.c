@@ -609,8 +609,10 @@ static int run_txn(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
     if (sg_pg_pipe_end(L->w.pg, err) < 0)
         goto fail;
     if (worker_writes_committed(L->w.writes) > 0)
-        sg_log_kv(SG_LOG_ERROR, "attempt rows missing from RETURNING: their outcomes will not be recorded on them",
-                  NULL);
+        sg_log_kv(
+            SG_LOG_ERROR,
+            "attempt rows missing from RETURNING: their outcomes will not be recorded on them",
+            NULL);
     sg_metrics_batch_commit(&L->w.metrics);
     pg_state(L, true, NULL);
     rc = 0;

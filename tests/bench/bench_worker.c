@@ -187,8 +187,8 @@ static double floor_sql(sg_pg_t *pg, int nsagas)
                                     "AS u(k, p)",
                                     2, pm, NULL);
                 }
-                sg_pg_pipe_send(pg, "SELECT sagad_fence('floor', 'floor', 0, 1, $1::bigint)", 1,
-                                po, NULL);
+                sg_pg_pipe_send(pg, "SELECT sagad_fence('floor', 'floor', 0, 1, $1::bigint)", 1, po,
+                                NULL);
                 sg_pg_pipe_send(pg, "COMMIT", 0, NULL, NULL);
                 if (sg_pg_pipe_end(pg, &err) < 0)
                     die("floor transaction", err.message);

@@ -315,7 +315,7 @@ void sgt_bg_signal(sgt_bg_t *bg, int sig)
 static void dump_stacks(pid_t pid)
 {
     char spid[24];
-    const char *const args[] = {"gdb", "-p",  spid, "-batch", "-nx", "-ex", "thread apply all bt",
+    const char *const args[] = {"gdb", "-p", spid, "-batch", "-nx", "-ex", "thread apply all bt",
                                 NULL};
     pid_t g;
     int status;
