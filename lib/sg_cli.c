@@ -345,10 +345,15 @@ void sg_cli_trap_signals(void)
     signal(SIGPIPE, SIG_IGN);
 }
 
-uint64_t sg_cli_now_ms(void)
+uint64_t sg_cli_now_us(void)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+uint64_t sg_cli_now_ms(void)
+{
+    return sg_cli_now_us() / 1000;
 }

@@ -218,15 +218,14 @@ static void conf_walk(void *opaque, const char *key, const char *value)
 static rd_kafka_conf_t *build_conf(sg_kafka_t *k, const sg_config_t *cfg, const char *const *props,
                                    char *errstr, size_t errstr_size)
 {
-    static const char *const consumer_defaults[] = {"enable.auto.commit",
-                                                    "false",
-                                                    "enable.auto.offset.store",
-                                                    "false",
-                                                    "auto.offset.reset",
-                                                    "earliest",
-                                                    "partition.assignment.strategy",
-                                                    "cooperative-sticky",
-                                                    NULL};
+    static const char *const consumer_defaults[] = {
+        "enable.auto.commit", "false", "enable.auto.offset.store", "false", "auto.offset.reset",
+        "earliest", "partition.assignment.strategy", "cooperative-sticky",
+        /* Prefetch bound (librdkafka: 64 MB):
+           the worker keeps what was prefetched
+           while it is full (worker_loop.c), and
+           its memory target is 64 MB in all. */
+        "queued.max.messages.kbytes", "16384", NULL};
     static const char *const producer_defaults[] = {"enable.idempotence", "true", "acks", "all",
                                                     NULL};
     rd_kafka_conf_t *conf = rd_kafka_conf_new();

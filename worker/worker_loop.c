@@ -44,6 +44,14 @@
  * held, finished or not, is still bounded: this many times
  * worker.max_in_flight. */
 #define WINDOW_FACTOR 16
+/* Full (either limit above), the worker first just stops taking messages:
+ * librdkafka keeps what it prefetched (bounded by queued.max.messages.
+ * kbytes) and the next batch is there the moment a slot frees.  Only when
+ * intake stays full this long are the partitions paused, which drops the
+ * prefetched messages: librdkafka 2.0 then takes up to a second to fetch
+ * again after the resume, which paid on every fill-up capped a busy
+ * worker at about max_in_flight commands a second. */
+#define PAUSE_AFTER_MS 2000
 
 struct worker_part_s {
     int32_t partition;
@@ -81,11 +89,15 @@ typedef struct loop_s {
     vec_t lighten;   /* FINISHED but still in a FIFO: shed their payload at turn end */
     size_t calling;
     bool paused;
+    uint64_t full_since; /* intake full since (ms), 0: not full */
     int kafka_pipe[2];
     int max_in_flight, batch_size;
     int64_t drain_ms;
     unsigned pg_failures;
     uint64_t next_report;
+    /* For the progress line: transactions, the commands in them, and the
+     * time spent in them since the last line. */
+    uint64_t txns, txn_cmds, txn_us;
     sg_cli_t *cli;
     sg_http_t *http;
     uint64_t next_housekeeping, last_pg_ok;
@@ -722,8 +734,13 @@ static void poison_single(loop_t *L, worker_cmd_t *c, const sg_err_t *why)
 static void process(loop_t *L, worker_cmd_t **batch, size_t n)
 {
     sg_err_t err;
+    uint64_t t0 = sg_cli_now_us();
+    int rc = run_txn(L, batch, n, &err);
 
-    if (run_txn(L, batch, n, &err) == 0) {
+    L->txns++;
+    L->txn_cmds += n;
+    L->txn_us += sg_cli_now_us() - t0;
+    if (rc == 0) {
         L->pg_failures = 0;
         after_commit(L, batch, n);
         return;
@@ -771,7 +788,9 @@ static void intake(loop_t *L)
 
     while (read(L->kafka_pipe[0], drain, sizeof(drain)) > 0)
         ;
-    while (!intake_full(L)) {
+    /* Paused, one poll serves rebalances and keeps the group membership
+     * (max.poll.interval.ms); paused partitions yield no messages. */
+    for (bool once = L->paused; once || !intake_full(L); once = false) {
         int rc = sg_kafka_consume(L->consumer, 0, &msg, &err);
         worker_part_t *p;
         worker_cmd_t *cmd;
@@ -810,7 +829,12 @@ static void intake(loop_t *L)
         worker_decode(payload ? payload : "", payload ? len : 0, &L->w.limits, &cmd->dec);
         saga_enqueue(L, cmd);
     }
-    if (!L->paused && intake_full(L)) {
+    if (!intake_full(L)) {
+        L->full_since = 0;
+    } else if (!L->full_since) {
+        L->full_since = sg_cli_now_ms();
+    }
+    if (!L->paused && L->full_since && sg_cli_now_ms() - L->full_since >= PAUSE_AFTER_MS) {
         L->paused = sg_kafka_pause(L->consumer, true) == 0;
     } else if (L->paused && (int)L->active < L->max_in_flight * 3 / 4 &&
                L->held < (size_t)L->max_in_flight * WINDOW_FACTOR * 3 / 4) {
@@ -1039,11 +1063,16 @@ static void report(loop_t *L, bool force)
     snprintf(line, sizeof(line),
              "consumed=%lld started=%lld rejected=%lld calls=%lld retries=%lld completed=%lld "
              "compensated=%lld failed=%lld dead_letters=%lld held_sagas=%lld stale=%lld held=%zu "
-             "calling=%zu partitions=%zu",
+             "calling=%zu active=%zu ready=%zu paused=%d partitions=%zu txns=%llu "
+             "cmds_per_txn=%.1f ms_per_txn=%.2f",
              (long long)s->consumed, (long long)s->started, (long long)s->rejected,
              (long long)s->calls, (long long)s->retries, (long long)s->completed,
              (long long)s->compensated, (long long)s->failed, (long long)s->dead_letters,
-             (long long)s->held, (long long)s->stale, L->held, L->calling, L->nparts);
+             (long long)s->held, (long long)s->stale, L->held, L->calling, L->active, L->ready.n,
+             (int)L->paused, L->nparts, (unsigned long long)L->txns,
+             L->txns ? (double)L->txn_cmds / (double)L->txns : 0.0,
+             L->txns ? (double)L->txn_us / 1000.0 / (double)L->txns : 0.0);
+    L->txns = L->txn_cmds = L->txn_us = 0;
     sg_log_kv(SG_LOG_INFO, "progress", "counters", line, NULL);
 }
 

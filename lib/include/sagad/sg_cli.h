@@ -80,6 +80,7 @@ void sg_cli_reload(sg_cli_t *cli);
 
 /* Milliseconds on a monotonic clock, for deadlines and latencies. */
 uint64_t sg_cli_now_ms(void);
+uint64_t sg_cli_now_us(void);
 
 /* Arguments of a command parsed against its opts table: options in any
  * order before, between or after the positional arguments ("--" ends the
