@@ -226,8 +226,12 @@ static rd_kafka_conf_t *build_conf(sg_kafka_t *k, const sg_config_t *cfg, const 
            while it is full (worker_loop.c), and
            its memory target is 64 MB in all. */
         "queued.max.messages.kbytes", "16384", NULL};
+    /* linger.ms 0 (librdkafka: 5): sagad's producers send a batch and
+     * then wait for its acks, so waiting for more to come only adds 5 ms
+     * to every hop of a saga; messages queued while a request is in flight
+     * still go together. */
     static const char *const producer_defaults[] = {"enable.idempotence", "true", "acks", "all",
-                                                    NULL};
+                                                    "linger.ms",          "0",    NULL};
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     const char *const *d = k->role == SG_KAFKA_CONSUMER ? consumer_defaults : producer_defaults;
     conf_walk_t w = {conf, errstr, errstr_size, 0};

@@ -102,6 +102,11 @@ void bench_drop_db(const char *db)
     sg_pg_t *admin = bench_connect(pg_url);
     char sql[160];
 
+    if (getenv("SAGAD_BENCH_KEEP_DB")) { /* for a look at the rows afterwards */
+        fprintf(stderr, "%s: kept database %s (SAGAD_BENCH_KEEP_DB)\n", bench_name, db);
+        sg_pg_destroy(admin);
+        return;
+    }
     /* A plain DROP (not FORCE) also makes autovacuum step aside. */
     snprintf(sql, sizeof(sql), "DROP DATABASE %s", db);
     exec(admin, sql, 0, NULL);
