@@ -1,9 +1,23 @@
 #!/usr/bin/env bash
-# make bench: runs the benchmarks against the private PostgreSQL and Kafka
-# (started if needed, stopped again if started here).  Figures are printed
+# make bench: runs the benchmarks against a PostgreSQL and a Kafka of their
+# own under .run/bench/ (ports 54349, 29192/29193; SAGAD_BENCH_*_PORT to
+# change them), with a Kafka whose data is wiped first: a broker that kept
+# the thousands of topics tests leave behind spends a core on them, which
+# would be measured too.  Both are stopped at the end.  Figures are printed
 # and written under bench/results/; nothing here passes or fails on speed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+
+bench_dir=$PWD/.run/bench
+export SAGAD_LOCAL_PG_DIR=$bench_dir/pg
+export SAGAD_LOCAL_PG_PORT=${SAGAD_BENCH_PG_PORT:-54349}
+export SAGAD_LOCAL_KAFKA_DIR=$bench_dir/kafka
+export SAGAD_LOCAL_KAFKA_PORT=${SAGAD_BENCH_KAFKA_PORT:-29192}
+export SAGAD_LOCAL_KAFKA_CONTROLLER_PORT=${SAGAD_BENCH_KAFKA_CONTROLLER_PORT:-29193}
+
+timeout 60 deploy/local/kafka.sh stop >/dev/null 2>&1 || true
+rm -rf "$bench_dir/kafka/data" "$bench_dir/kafka/logs"
+
 # shellcheck source=tests/services.sh
 . tests/services.sh
 sagad_services_up
