@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sagad/sg_log.h"
 
@@ -16,6 +17,7 @@ struct sg_kafka_s {
     void *rebalance_opaque;
     bool coop;           /* the group's rebalance protocol at its last rebalance */
     bool closed;         /* a consumer that left its group (sg_kafka_close) */
+    bool subscribed;     /* sg_kafka_subscribe succeeded */
     volatile int joined; /* a consumer got its first assignment (maybe empty) */
 };
 
@@ -289,10 +291,45 @@ err:
     return NULL;
 }
 
+static int assigned_count(sg_kafka_t *k)
+{
+    rd_kafka_topic_partition_list_t *parts = NULL;
+    int n;
+
+    if (rd_kafka_assignment(k->rk, &parts) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return 0;
+    n = parts->cnt;
+    rd_kafka_topic_partition_list_destroy(parts);
+    return n;
+}
+
 void sg_kafka_close(sg_kafka_t *k)
 {
+    struct timespec ts;
+    int64_t end;
+
     if (!k || k->role != SG_KAFKA_CONSUMER || k->closed)
         return;
+    /* librdkafka before 2.4 (Debian bookworm ships 2.0) can hang for ever
+     * in rd_kafka_consumer_close() when the cooperative revoke it runs
+     * meets a rebalance in progress (librdkafka issue 4527): seen here as
+     * a test's teardown stuck in rd_kafka_incremental_unassign() inside
+     * the close.  So the partitions are given back first, the ordinary
+     * way: unsubscribe and serve the revoke (the rebalance hook runs as
+     * usual), for up to 10 s; messages still delivered meanwhile are
+     * dropped, their offsets were never stored. */
+    if (k->subscribed && rd_kafka_unsubscribe(k->rk) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        end = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + 10000;
+        while (assigned_count(k) > 0) {
+            rd_kafka_message_t *m = rd_kafka_consumer_poll(k->rk, 100);
+            if (m)
+                rd_kafka_message_destroy(m);
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            if ((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 >= end)
+                break;
+        }
+    }
     rd_kafka_consumer_close(k->rk);
     k->closed = true;
 }
@@ -448,6 +485,7 @@ int sg_kafka_subscribe(sg_kafka_t *k, const char *const *topics, size_t ntopics,
     rd_kafka_topic_partition_list_destroy(list);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
         return sg_kafka_err_set(err, e, false, false, false, "subscribe");
+    k->subscribed = true;
     return 0;
 }
 

@@ -73,8 +73,13 @@ void worker_pool_finish(worker_pending_t *j)
     j->out->latency_ms = (int64_t)sg_cli_now_ms() - j->t0;
     if (j->admitted)
         worker_breaker_record(j->call->tool, j->out, j->probe);
+    worker_tool_t *tool = (worker_tool_t *)j->call->tool;
+    bool was_full, first;
+
     pthread_mutex_lock(&pool->lock);
-    ((worker_tool_t *)j->call->tool)->running--;
+    was_full = tool->concurrency && tool->running >= tool->concurrency;
+    tool->running--;
+    first = pool->ndone == 0;
     if (pool->ndone == pool->done_cap) {
         pool->done_cap = pool->done_cap ? pool->done_cap * 2 : 64;
         pool->done = realloc(pool->done, sizeof(void *) * pool->done_cap);
@@ -83,9 +88,15 @@ void worker_pool_finish(worker_pending_t *j)
     }
     pool->done[pool->ndone++] = j->job;
     free(j);
-    /* A tool slot freed up: a waiting call of that tool may run now. */
-    pthread_cond_broadcast(&pool->cond);
-    if (write(pool->pipe_fd[1], &b, 1) < 0) {
+    /* A slot of a tool at its limit freed up: a call of that tool waiting
+     * in the queue may run now.  (New calls wake a thread as they come;
+     * waking every idle thread on every finished call cost more than the
+     * noop calls themselves.) */
+    if (was_full)
+        pthread_cond_broadcast(&pool->cond);
+    /* The loop drains the pipe before it takes the finished calls, so one
+     * byte per empty-to-non-empty change is enough to wake it. */
+    if (first && write(pool->pipe_fd[1], &b, 1) < 0) {
         /* Full pipe: the loop is awake already. */
     }
     pthread_mutex_unlock(&pool->lock);

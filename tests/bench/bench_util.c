@@ -206,7 +206,17 @@ void bench_stop(pid_t pid)
 {
     int status;
 
+    /* SIGTERM drains; a process still there after 60 s is killed, and
+     * said so, rather than leaving the benchmark (and it) hanging. */
     kill(pid, SIGTERM);
+    for (int i = 0; i < 600; i++) {
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            return;
+        usleep(100000);
+    }
+    fprintf(stderr, "%s: pid %d did not exit within 60 s of SIGTERM; killed\n", bench_name,
+            (int)pid);
+    kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
 }
 
