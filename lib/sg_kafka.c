@@ -217,14 +217,6 @@ static void conf_walk(void *opaque, const char *key, const char *value)
         w->rc = conf_set(w->conf, key, value, w->errstr, w->errstr_size);
 }
 
-static bool has_prop(const char *const *props, const char *key)
-{
-    for (; props && *props; props += 2)
-        if (strcmp(props[0], key) == 0)
-            return true;
-    return false;
-}
-
 static rd_kafka_conf_t *build_conf(sg_kafka_t *k, const sg_config_t *cfg, const char *const *props,
                                    char *errstr, size_t errstr_size)
 {
@@ -236,25 +228,15 @@ static rd_kafka_conf_t *build_conf(sg_kafka_t *k, const sg_config_t *cfg, const 
            while it is full (worker_loop.c), and
            its memory target is 64 MB in all. */
         "queued.max.messages.kbytes", "16384", NULL};
-    /* linger.ms 0 (librdkafka: 5): sagad's producers send a batch and
-     * then wait for its acks, so waiting for more to come only adds 5 ms
-     * to every hop of a saga; messages queued while a request is in flight
-     * still go together.  Not for transactional producers (below). */
     static const char *const producer_defaults[] = {"enable.idempotence", "true", "acks", "all",
-                                                    "linger.ms",          "0",    NULL};
+                                                    NULL};
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     const char *const *d = k->role == SG_KAFKA_CONSUMER ? consumer_defaults : producer_defaults;
     conf_walk_t w = {conf, errstr, errstr_size, 0};
 
-    for (; *d; d += 2) {
-        /* A transactional producer keeps librdkafka's linger: with 0, an
-         * abort right after a produce failed in CI with "transactional
-         * operation in an invalid state" (librdkafka 2.0, Kafka 3.9). */
-        if (strcmp(d[0], "linger.ms") == 0 && has_prop(props, "transactional.id"))
-            continue;
+    for (; *d; d += 2)
         if (conf_set(conf, d[0], d[1], errstr, errstr_size) < 0)
             goto err;
-    }
     if (cfg)
         sg_config_foreach_kafka(cfg, conf_walk, &w);
     if (w.rc < 0)
