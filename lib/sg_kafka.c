@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "sagad/sg_cli.h"
 #include "sagad/sg_log.h"
 
 struct sg_kafka_s {
@@ -301,8 +301,7 @@ static int assigned_count(sg_kafka_t *k)
 
 void sg_kafka_close(sg_kafka_t *k)
 {
-    struct timespec ts;
-    int64_t end;
+    uint64_t end;
 
     if (!k || k->role != SG_KAFKA_CONSUMER || k->closed)
         return;
@@ -315,15 +314,11 @@ void sg_kafka_close(sg_kafka_t *k)
      * usual), for up to 10 s; messages still delivered meanwhile are
      * dropped, their offsets were never stored. */
     if (k->subscribed && rd_kafka_unsubscribe(k->rk) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        end = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + 10000;
-        while (assigned_count(k) > 0) {
+        end = sg_cli_now_ms() + 10000;
+        while (assigned_count(k) > 0 && sg_cli_now_ms() < end) {
             rd_kafka_message_t *m = rd_kafka_consumer_poll(k->rk, 100);
             if (m)
                 rd_kafka_message_destroy(m);
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            if ((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 >= end)
-                break;
         }
     }
     rd_kafka_consumer_close(k->rk);
