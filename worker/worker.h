@@ -289,6 +289,7 @@ typedef struct worker_cmd_s {
     bool calls;         /* decided: call the tool after the commit */
     bool abandoned;     /* its partition was lost while the call ran */
     int64_t attempt_id; /* of the attempt row, once committed */
+    char *definition;   /* a saga.start's definition (worker_definition), once built */
     worker_call_t call;
     worker_result_t result;
 } worker_cmd_t;

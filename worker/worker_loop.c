@@ -237,6 +237,8 @@ static void cmd_shed(worker_cmd_t *cmd)
     cmd->msg = NULL;
     sg_json_destroy(cmd->dec.doc);
     cmd->dec.doc = NULL;
+    free(cmd->definition);
+    cmd->definition = NULL;
     call_free(&cmd->call);
     worker_result_clear(&cmd->result);
 }
@@ -474,12 +476,11 @@ static int load_state(loop_t *L, worker_cmd_t **batch, size_t n, sg_pg_res_t **l
 {
     const char **items = calloc(NARRAYS * (n + 1), sizeof(char *)), **a[NARRAYS], *p[NARRAYS];
     char(*nums)[3][16] = calloc(n + 1, sizeof(*nums));
-    char **defs = calloc(n + 1, sizeof(char *));
     sg_pg_buf_t b[NARRAYS] = {{0}};
     size_t nids = 0, nc = 0, ns = 0;
     int rc;
 
-    if (!items || !nums || !defs)
+    if (!items || !nums)
         abort();
     for (size_t k = 0; k < NARRAYS; k++)
         a[k] = items + k * (n + 1);
@@ -500,9 +501,11 @@ static int load_state(loop_t *L, worker_cmd_t **batch, size_t n, sg_pg_res_t **l
             a[A_STEP_ATTEMPT][nc] = nums[nc][2];
             nc++;
         } else if (c->state == CMD_READY && c->dec.type == WORKER_CMD_START) {
-            defs[ns] = worker_definition(c->dec.doc);
+            /* Kept with the command: decide_start() stores it. */
+            if (!c->definition)
+                c->definition = worker_definition(c->dec.doc);
             a[A_START_SAGA][ns] = c->dec.saga_id;
-            a[A_START_DEF][ns] = defs[ns];
+            a[A_START_DEF][ns] = c->definition;
             ns++;
         }
     }
@@ -534,9 +537,6 @@ static int load_state(loop_t *L, worker_cmd_t **batch, size_t n, sg_pg_res_t **l
                         2, &p[A_START_SAGA], conflicts);
     rc = sg_pg_pipe_end(L->w.pg, err);
 out:
-    for (size_t i = 0; i < ns; i++)
-        free(defs[i]);
-    free(defs);
     free(items);
     free(nums);
     for (size_t k = 0; k < NARRAYS; k++)

@@ -705,7 +705,8 @@ static void decide_start(worker_t *w, worker_cmd_t *cmd, worker_saga_t *existing
 {
     problem_list_t pl = {sg_json_new_array(), "", 0};
     worker_saga_t saga;
-    char *def, *steps, tp[64] = "";
+    const char *def;
+    char *steps, tp[64] = "";
     const char *name = NULL, *deadline = NULL;
     const sg_json_t *input, *meta, *budget;
     char *input_text = NULL, *meta_text = NULL, budget_text[24];
@@ -731,7 +732,9 @@ static void decide_start(worker_t *w, worker_cmd_t *cmd, worker_saga_t *existing
     }
     sg_json_destroy(pl.arr);
 
-    def = worker_definition(cmd->dec.doc);
+    if (!cmd->definition) /* load_state() built it, for the conflict check */
+        cmd->definition = worker_definition(cmd->dec.doc);
+    def = cmd->definition;
     steps = effective_steps(cmd->dec.doc, w->reg);
     sg_json_get_str(cmd->dec.doc, "$", "name", true, &name, NULL);
     sg_json_get_str(cmd->dec.doc, "$", "deadline", false, &deadline, NULL);
@@ -781,7 +784,6 @@ static void decide_start(worker_t *w, worker_cmd_t *cmd, worker_saga_t *existing
     flush(w, &saga);
     w->stats.started++;
     sg_metrics_batch_inc(&w->metrics, SG_M_SAGAS_STARTED, NULL);
-    free(def);
     free(steps);
     free(input_text);
     free(meta_text);
