@@ -305,29 +305,24 @@ void sg_kafka_close(sg_kafka_t *k)
 
     if (!k || k->role != SG_KAFKA_CONSUMER || k->closed)
         return;
-    k->closed = true;
-    /* rd_kafka_consumer_close() in librdkafka before 2.4 (Debian bookworm
-     * ships 2.0) can hang for ever in the cooperative revoke it runs
-     * (librdkafka issue 4527; seen here stuck in
-     * rd_kafka_incremental_unassign(), in test teardowns and in a worker
-     * after SIGTERM, also after an unsubscribe had emptied the
-     * assignment).  So a subscribed consumer never calls it: it leaves the
-     * group by unsubscribing, serves the revoke here (the rebalance hook
-     * runs as usual) for up to 10 s, and is destroyed without a consumer
-     * close.  Messages still delivered meanwhile are dropped; their
-     * offsets were never stored. */
-    if (k->subscribed) {
-        if (rd_kafka_unsubscribe(k->rk) != RD_KAFKA_RESP_ERR_NO_ERROR)
-            return;
+    /* librdkafka before 2.4 (Debian bookworm ships 2.0) can hang for ever
+     * in rd_kafka_consumer_close() when the cooperative revoke it runs
+     * meets a rebalance in progress (librdkafka issue 4527): seen here as
+     * a test's teardown stuck in rd_kafka_incremental_unassign() inside
+     * the close.  So the partitions are given back first, the ordinary
+     * way: unsubscribe and serve the revoke (the rebalance hook runs as
+     * usual), for up to 10 s; messages still delivered meanwhile are
+     * dropped, their offsets were never stored. */
+    if (k->subscribed && rd_kafka_unsubscribe(k->rk) == RD_KAFKA_RESP_ERR_NO_ERROR) {
         end = sg_cli_now_ms() + 10000;
         while (assigned_count(k) > 0 && sg_cli_now_ms() < end) {
             rd_kafka_message_t *m = rd_kafka_consumer_poll(k->rk, 100);
             if (m)
                 rd_kafka_message_destroy(m);
         }
-        return;
     }
     rd_kafka_consumer_close(k->rk);
+    k->closed = true;
 }
 
 void sg_kafka_destroy(sg_kafka_t *k)
@@ -335,7 +330,7 @@ void sg_kafka_destroy(sg_kafka_t *k)
     if (!k)
         return;
     sg_kafka_close(k);
-    rd_kafka_destroy_flags(k->rk, k->subscribed ? RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE : 0);
+    rd_kafka_destroy(k->rk);
     free(k);
 }
 
