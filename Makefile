@@ -7,10 +7,17 @@ CC       ?= gcc
 BUILD    ?= build
 BINDIR   ?= bin
 SAN      ?=
-PKGS     := rdkafka libpq libcjson libcurl libmicrohttpd
+PKGS     := libpq libcjson libcurl libmicrohttpd
 TEST_PKGS := criterion
 
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+# librdkafka is built from its release source and linked statically
+# (deploy/build-librdkafka.sh says why Debian's 2.0.2 will not do).  It
+# lives outside build/, so `make clean` keeps it; rm -rf .deps rebuilds it.
+RDKAFKA_DIR   ?= .deps/librdkafka
+RDKAFKA_STAMP := $(RDKAFKA_DIR)/version
+RDKAFKA_LIBS   = $(RDKAFKA_DIR)/lib/librdkafka.a $(shell cat $(RDKAFKA_DIR)/libs 2>/dev/null)
+
+PKG_CFLAGS := -isystem $(RDKAFKA_DIR)/include $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 TEST_CFLAGS := $(shell pkg-config --cflags $(TEST_PKGS) 2>/dev/null)
 TEST_LIBS   := $(shell pkg-config --libs $(TEST_PKGS) 2>/dev/null)
@@ -23,7 +30,7 @@ SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 endif
 ALL_CFLAGS = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L $(WARN) $(CFLAGS) $(SANFLAGS) \
              -Ilib/include $(PKG_CFLAGS) -MMD -MP
-LDLIBS_ALL = $(PKG_LIBS) -lm -lpthread
+LDLIBS_ALL = $(RDKAFKA_LIBS) $(PKG_LIBS) -lm -lpthread
 
 LIB_SRCS := $(wildcard lib/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/sg_migrations.o
@@ -51,10 +58,10 @@ TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/support/*.c))
 # Debian packages the build needs (also all the image's builder stage
 # installs, deploy/Dockerfile: make deps-build), then those the tests and
 # the local services need.
-BUILD_DEB_PKGS := gcc make pkg-config librdkafka-dev libpq-dev libcjson-dev \
-                  libcurl4-openssl-dev libmicrohttpd-dev
+BUILD_DEB_PKGS := gcc make pkg-config curl ca-certificates libssl-dev zlib1g-dev libzstd-dev \
+                  libpq-dev libcjson-dev libcurl4-openssl-dev libmicrohttpd-dev
 DEB_PKGS := $(BUILD_DEB_PKGS) procps libcriterion-dev postgresql openjdk-17-jre-headless maven \
-            kcat curl clang-format ca-certificates python3-jsonschema python3-venv gdb
+            kcat clang-format python3-jsonschema python3-venv gdb
 
 
 .PHONY: docs docs-check bench schemas-check image-check k8s-check
@@ -79,7 +86,13 @@ help:
 	@echo "make image-check  deploy/Dockerfile's runtime packages cover what the binaries load"
 	@echo "make k8s-check  render deploy/k8s and validate it offline (schemas, config, probes, security)"
 
-$(BUILD)/%.o: %.c
+# Every object depends on the librdkafka build: its header, and a new
+# version rebuilds everything.
+$(RDKAFKA_STAMP): deploy/build-librdkafka.sh
+	deploy/build-librdkafka.sh $(RDKAFKA_DIR)
+	touch $@
+
+$(BUILD)/%.o: %.c $(RDKAFKA_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(EXTRA_CFLAGS) -c -o $@ $<
 
@@ -87,7 +100,7 @@ $(BUILD)/gen/sg_migrations.c: $(MIGRATIONS) schemas/embed-sql.sh
 	@mkdir -p $(dir $@)
 	sh schemas/embed-sql.sh $@ $(MIGRATIONS)
 
-$(BUILD)/gen/sg_migrations.o: $(BUILD)/gen/sg_migrations.c
+$(BUILD)/gen/sg_migrations.o: $(BUILD)/gen/sg_migrations.c $(RDKAFKA_STAMP)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 $(LIBSAGAD): $(LIB_OBJS)
@@ -112,7 +125,7 @@ $(PROGS):
 	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(EXTRA_LIBS) $(LDLIBS_ALL)
 
 # Criterion runners: one binary per kind, linking the real library.
-$(BUILD)/tests/%.o: tests/%.c
+$(BUILD)/tests/%.o: tests/%.c $(RDKAFKA_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(TEST_CFLAGS) -c -o $@ $<
 
@@ -127,7 +140,7 @@ tests: all $(UNIT_TEST) $(INT_TEST)
 
 BENCH_RELAY := $(BUILD)/bench/bench-relay
 
-$(BUILD)/bench/%.o: tests/bench/%.c
+$(BUILD)/bench/%.o: tests/bench/%.c $(RDKAFKA_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 

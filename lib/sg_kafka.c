@@ -2,11 +2,17 @@
 
 #include <ctype.h>
 #include <librdkafka/rdkafka.h>
+
+/* Before 2.4 a cooperative consumer's close can hang for ever when a
+ * rebalance lands during it (librdkafka issue 4527); the Makefile builds
+ * 2.12.1 (deploy/build-librdkafka.sh). */
+#if RD_KAFKA_VERSION < 0x020400ff
+#error "sagad needs librdkafka 2.4 or later: run make (it builds .deps/librdkafka)"
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sagad/sg_cli.h"
 #include "sagad/sg_log.h"
 
 struct sg_kafka_s {
@@ -17,7 +23,6 @@ struct sg_kafka_s {
     void *rebalance_opaque;
     bool coop;           /* the group's rebalance protocol at its last rebalance */
     bool closed;         /* a consumer that left its group (sg_kafka_close) */
-    bool subscribed;     /* sg_kafka_subscribe succeeded */
     volatile int joined; /* a consumer got its first assignment (maybe empty) */
 };
 
@@ -287,40 +292,17 @@ err:
     return NULL;
 }
 
-static int assigned_count(sg_kafka_t *k)
+const char *sg_kafka_version(void)
 {
-    rd_kafka_topic_partition_list_t *parts = NULL;
-    int n;
-
-    if (rd_kafka_assignment(k->rk, &parts) != RD_KAFKA_RESP_ERR_NO_ERROR)
-        return 0;
-    n = parts->cnt;
-    rd_kafka_topic_partition_list_destroy(parts);
-    return n;
+    return rd_kafka_version_str();
 }
 
 void sg_kafka_close(sg_kafka_t *k)
 {
-    uint64_t end;
-
     if (!k || k->role != SG_KAFKA_CONSUMER || k->closed)
         return;
-    /* librdkafka before 2.4 (Debian bookworm ships 2.0) can hang for ever
-     * in rd_kafka_consumer_close() when the cooperative revoke it runs
-     * meets a rebalance in progress (librdkafka issue 4527): seen here as
-     * a test's teardown stuck in rd_kafka_incremental_unassign() inside
-     * the close.  So the partitions are given back first, the ordinary
-     * way: unsubscribe and serve the revoke (the rebalance hook runs as
-     * usual), for up to 10 s; messages still delivered meanwhile are
-     * dropped, their offsets were never stored. */
-    if (k->subscribed && rd_kafka_unsubscribe(k->rk) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        end = sg_cli_now_ms() + 10000;
-        while (assigned_count(k) > 0 && sg_cli_now_ms() < end) {
-            rd_kafka_message_t *m = rd_kafka_consumer_poll(k->rk, 100);
-            if (m)
-                rd_kafka_message_destroy(m);
-        }
-    }
+    /* Revokes the assignment through the rebalance hook, commits nothing
+     * (offsets live in PostgreSQL) and leaves the group. */
     rd_kafka_consumer_close(k->rk);
     k->closed = true;
 }
@@ -476,7 +458,6 @@ int sg_kafka_subscribe(sg_kafka_t *k, const char *const *topics, size_t ntopics,
     rd_kafka_topic_partition_list_destroy(list);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
         return sg_kafka_err_set(err, e, false, false, false, "subscribe");
-    k->subscribed = true;
     return 0;
 }
 

@@ -684,7 +684,8 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
     }
     sg_health_set_probe(SG_CHECK_KAFKA, sg_health_kafka_probe, r.producer, 2000);
     export_state(&r);
-    sg_log_kv(SG_LOG_INFO, "relay starting", "holder", r.holder, NULL);
+    sg_log_kv(SG_LOG_INFO, "relay starting", "holder", r.holder, "librdkafka", sg_kafka_version(),
+              NULL);
     run_loop(&r);
     /* Unready since the stop request; the endpoint goes before the
      * handles its probes use. */

@@ -1239,7 +1239,8 @@ int worker_cmd_run(sg_cli_t *cli, int argc, char **argv)
     rc = setup(L, cli);
     if (rc == SG_EXIT_OK) {
         sg_log_kv(SG_LOG_INFO, "worker running", "worker_id", L->w.worker_id, "group", L->w.group,
-                  "topic", L->w.topic_commands, "registry", L->w.reg->path, NULL);
+                  "topic", L->w.topic_commands, "registry", L->w.reg->path, "librdkafka",
+                  sg_kafka_version(), NULL);
         while (sg_cli_running) {
             intake(L);
             if (!turn(L))

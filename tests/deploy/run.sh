@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make image-check: the Dockerfile recipe against the built binaries
 # (check-image.sh), then a negative control: the same recipe without
-# librdkafka1 must fail, naming the library and its package.
+# libcjson1 must fail, naming the library and its package.
 #
 #   tests/deploy/run.sh [BINDIR]
 set -euo pipefail
@@ -12,13 +12,13 @@ tests/deploy/check-image.sh "$bindir"
 
 broken=$(mktemp)
 trap 'rm -f "$broken"' EXIT
-sed '/^ARG RUNTIME_PKGS=/s/librdkafka1 //' deploy/Dockerfile > "$broken"
+sed '/^ARG RUNTIME_PKGS=/s/libcjson1 //' deploy/Dockerfile > "$broken"
 rc=0
 log=$(SAGAD_DOCKERFILE=$broken tests/deploy/check-image.sh "$bindir" 2>&1) || rc=$?
-want="librdkafka.so.1 comes from package librdkafka1, which is not in RUNTIME_PKGS"
+want="libcjson.so.1 comes from package libcjson1, which is not in RUNTIME_PKGS"
 if [ $rc -eq 0 ] || ! grep -qF "$want" <<<"$log"; then
-    echo "image-check: a recipe without librdkafka1 was not refused with \"$want\":" >&2
+    echo "image-check: a recipe without libcjson1 was not refused with \"$want\":" >&2
     echo "$log" >&2
     exit 1
 fi
-echo "image-check: a recipe without librdkafka1 is refused, naming librdkafka.so.1"
+echo "image-check: a recipe without libcjson1 is refused, naming libcjson.so.1"

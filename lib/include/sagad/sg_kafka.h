@@ -66,6 +66,9 @@ int sg_kafka_err_set(sg_err_t *err, int code, bool retriable, bool fatal, bool t
 
 const char *sg_kafka_errkind_name(sg_kafka_errkind_t kind);
 
+/* The librdkafka version linked in ("2.12.1"), for the startup log. */
+const char *sg_kafka_version(void);
+
 /* Creates a client.  Properties are applied in this order, later wins:
  * role defaults (consumer: enable.auto.commit=false, auto.offset.reset=
  * earliest, cooperative-sticky; producer: enable.idempotence=true,
