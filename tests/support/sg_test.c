@@ -202,15 +202,57 @@ static void buf_read(buf_t *b, int fd, int *open)
     b->data[b->len] = '\0';
 }
 
-int sgt_wait(sgt_proc_t *p, char **out, char **err)
+/* Prints every thread's stack of a process that overran its time to
+ * stderr, so a hang in CI leaves more than a timeout behind.  Best effort:
+ * needs gdb, and ptrace rights over the child (we are its parent). */
+static void dump_stacks(pid_t pid)
+{
+    char spid[24];
+    const char *const args[] = {"gdb", "-p", spid, "-batch", "-nx", "-ex", "thread apply all bt",
+                                NULL};
+    pid_t g;
+    int status;
+
+    snprintf(spid, sizeof(spid), "%d", (int)pid);
+    fprintf(stderr, "== process %d overran its time; its threads' stacks follow\n", (int)pid);
+    g = fork();
+    if (g == 0) {
+        dup2(STDERR_FILENO, STDOUT_FILENO);
+        execvp("gdb", (char *const *)args);
+        fprintf(stderr, "(no stacks: cannot run gdb: %s)\n", strerror(errno));
+        _exit(127);
+    }
+    if (g > 0)
+        waitpid(g, &status, 0);
+}
+
+/* A command a test runs in the foreground (sgt_run, sgt_wait) that is
+ * still running after this long is hung: its stacks are printed and it is
+ * killed, so the test fails on its exit code with the evidence in the log
+ * rather than on Criterion's timeout with none. */
+#define SGT_RUN_TIMEOUT_S 90.0
+
+/* Collects p's output until it exits; timeout_s < 0: no bound (the
+ * reaper of a background process). */
+static int wait_for(sgt_proc_t *p, char **out, char **err, double timeout_s)
 {
     buf_t bo = {calloc(1, 1), 0, 1}, be = {calloc(1, 1), 0, 1};
     int out_open = 1, err_open = 1, status;
+    double deadline = sgt_now_s() + timeout_s;
+    bool killed = false;
 
     while (out_open || err_open) {
         struct pollfd fds[2] = {{out_open ? p->out_fd : -1, POLLIN, 0},
                                 {err_open ? p->err_fd : -1, POLLIN, 0}};
 
+        if (timeout_s >= 0 && sgt_now_s() > deadline) {
+            if (killed)
+                break; /* a child of its own still holds the pipes */
+            dump_stacks(p->pid);
+            kill(p->pid, SIGKILL);
+            killed = true;
+            deadline = sgt_now_s() + 5;
+        }
         if (poll(fds, 2, 1000) <= 0)
             continue;
         if (fds[0].revents)
@@ -232,6 +274,11 @@ int sgt_wait(sgt_proc_t *p, char **out, char **err)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+int sgt_wait(sgt_proc_t *p, char **out, char **err)
+{
+    return wait_for(p, out, err, SGT_RUN_TIMEOUT_S);
+}
+
 int sgt_run(const char *prog, const char *const *args, const char *const *env, char **out,
             char **err)
 {
@@ -245,7 +292,7 @@ static void *bg_reap(void *arg)
 {
     sgt_bg_t *bg = arg;
 
-    bg->rc = sgt_wait(&bg->p, &bg->out, &bg->err);
+    bg->rc = wait_for(&bg->p, &bg->out, &bg->err, -1);
     atomic_store(&bg->done, true);
     return NULL;
 }
@@ -307,30 +354,6 @@ void sgt_bg_signal(sgt_bg_t *bg, int sig)
 {
     if (bg->started && !atomic_load(&bg->done))
         kill(bg->p.pid, sig);
-}
-
-/* Prints every thread's stack of a process that overran its time to
- * stderr, so a hang in CI leaves more than a timeout behind.  Best effort:
- * needs gdb, and ptrace rights over the child (we are its parent). */
-static void dump_stacks(pid_t pid)
-{
-    char spid[24];
-    const char *const args[] = {"gdb", "-p", spid, "-batch", "-nx", "-ex", "thread apply all bt",
-                                NULL};
-    pid_t g;
-    int status;
-
-    snprintf(spid, sizeof(spid), "%d", (int)pid);
-    fprintf(stderr, "== process %d overran its time; its threads' stacks follow\n", (int)pid);
-    g = fork();
-    if (g == 0) {
-        dup2(STDERR_FILENO, STDOUT_FILENO);
-        execvp("gdb", (char *const *)args);
-        fprintf(stderr, "(no stacks: cannot run gdb: %s)\n", strerror(errno));
-        _exit(127);
-    }
-    if (g > 0)
-        waitpid(g, &status, 0);
 }
 
 int sgt_bg_join(sgt_bg_t *bg, double timeout_s)

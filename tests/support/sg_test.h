@@ -41,7 +41,9 @@ typedef struct sgt_proc_s {
 void sgt_spawn(sgt_proc_t *p, const char *prog, const char *const *args, const char *const *env);
 
 /* Waits for p; returns its exit code (128+signal when killed) and the
- * captured output (malloc'd, caller frees; NULL pointers skip). */
+ * captured output (malloc'd, caller frees; NULL pointers skip).  A child
+ * still running after 90 s is taken for hung: its threads' stacks go to
+ * stderr and it is killed (exit code 137). */
 int sgt_wait(sgt_proc_t *p, char **out, char **err);
 
 /* sgt_spawn + sgt_wait. */
