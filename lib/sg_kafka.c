@@ -2,6 +2,8 @@
 
 #include <ctype.h>
 #include <librdkafka/rdkafka.h>
+#include <pthread.h>
+#include <stdatomic.h>
 
 /* Before 2.4 a cooperative consumer's close can hang for ever when a
  * rebalance lands during it (librdkafka issue 4527); the Makefile builds
@@ -12,8 +14,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "sagad/sg_cli.h"
 #include "sagad/sg_log.h"
+
+/* How long a consumer's close may take: leaving the group on a reachable
+ * cluster takes well under a second, and the worker has drained its
+ * partitions before it closes. */
+#define CLOSE_TIMEOUT_MS 10000
 
 struct sg_kafka_s {
     rd_kafka_t *rk;
@@ -24,7 +33,18 @@ struct sg_kafka_s {
     bool coop;           /* the group's rebalance protocol at its last rebalance */
     bool closed;         /* a consumer that left its group (sg_kafka_close) */
     volatile int joined; /* a consumer got its first assignment (maybe empty) */
+    /* The close runs on a thread of its own (sg_kafka_close): the hook
+     * runs under hook_lock, and not at all once the close is abandoned. */
+    pthread_mutex_t hook_lock;
+    bool abandoned;
+    atomic_bool close_done;
+    struct sg_kafka_s *next_abandoned;
 };
+
+/* Consumers whose close hung: never destroyed (that would wait for the
+ * close), kept reachable until the process exits. */
+static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+static sg_kafka_t *abandoned_list;
 
 /* Errors librdkafka does not flag retriable on every path but that heal by
  * themselves once the cluster settles. */
@@ -168,12 +188,14 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     /* The hook runs before the assignment takes effect, so the start offset
      * it returns (e.g. read from PostgreSQL) is where fetching begins, and a
      * revoked partition is drained before librdkafka lets it go. */
-    for (int i = 0; k->rebalance_fn && i < parts->cnt; i++) {
+    pthread_mutex_lock(&k->hook_lock);
+    for (int i = 0; !k->abandoned && k->rebalance_fn && i < parts->cnt; i++) {
         int64_t off = k->rebalance_fn(k->rebalance_opaque, assigned, parts->elems[i].topic,
                                       parts->elems[i].partition);
         if (assigned && off >= 0)
             parts->elems[i].offset = off;
     }
+    pthread_mutex_unlock(&k->hook_lock);
     for (int i = 0; i < parts->cnt; i++) {
         sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
 
@@ -272,6 +294,7 @@ sg_kafka_t *sg_kafka_new(const sg_config_t *cfg, sg_kafka_role_t role, const cha
     if (!k)
         abort();
     k->role = role;
+    pthread_mutex_init(&k->hook_lock, NULL);
     conf = build_conf(k, cfg, props, errstr, errstr_size);
     if (!conf)
         goto err;
@@ -297,14 +320,50 @@ const char *sg_kafka_version(void)
     return rd_kafka_version_str();
 }
 
+static void *close_main(void *arg)
+{
+    sg_kafka_t *k = arg;
+
+    rd_kafka_consumer_close(k->rk);
+    atomic_store(&k->close_done, true);
+    return NULL;
+}
+
 void sg_kafka_close(sg_kafka_t *k)
 {
+    pthread_t t;
+    uint64_t end;
+
     if (!k || k->role != SG_KAFKA_CONSUMER || k->closed)
         return;
-    /* Revokes the assignment through the rebalance hook, commits nothing
-     * (offsets live in PostgreSQL) and leaves the group. */
-    rd_kafka_consumer_close(k->rk);
     k->closed = true;
+    /* Revokes the assignment through the rebalance hook, commits nothing
+     * (offsets live in PostgreSQL) and leaves the group.  librdkafka (2.12
+     * too, issue 4884) can hang for ever in it: the revoke's unassign
+     * waits for a reply its group has already stopped giving.  So the
+     * close runs on its own thread, and one that overruns is abandoned:
+     * the process goes on (and exits) without the group leave, and the
+     * group hands the partitions on after session.timeout.ms. */
+    if (pthread_create(&t, NULL, close_main, k) != 0) {
+        rd_kafka_consumer_close(k->rk);
+        atomic_store(&k->close_done, true);
+        return;
+    }
+    end = sg_cli_now_ms() + CLOSE_TIMEOUT_MS;
+    while (!atomic_load(&k->close_done) && sg_cli_now_ms() < end)
+        usleep(5000);
+    if (atomic_load(&k->close_done)) {
+        pthread_join(t, NULL);
+        return;
+    }
+    pthread_mutex_lock(&k->hook_lock); /* a hook still running finishes first */
+    k->abandoned = true;
+    pthread_mutex_unlock(&k->hook_lock);
+    pthread_detach(t);
+    sg_log_kv(SG_LOG_WARN,
+              "Kafka consumer close hung (librdkafka issue 4884); going on without leaving the "
+              "group: its partitions move to other members after session.timeout.ms",
+              "client", rd_kafka_name(k->rk), NULL);
 }
 
 void sg_kafka_destroy(sg_kafka_t *k)
@@ -312,7 +371,15 @@ void sg_kafka_destroy(sg_kafka_t *k)
     if (!k)
         return;
     sg_kafka_close(k);
+    if (k->abandoned) {
+        pthread_mutex_lock(&abandoned_lock);
+        k->next_abandoned = abandoned_list;
+        abandoned_list = k;
+        pthread_mutex_unlock(&abandoned_lock);
+        return;
+    }
     rd_kafka_destroy(k->rk);
+    pthread_mutex_destroy(&k->hook_lock);
     free(k);
 }
 

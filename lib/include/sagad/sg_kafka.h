@@ -81,7 +81,9 @@ sg_kafka_t *sg_kafka_new(const sg_config_t *cfg, sg_kafka_role_t role, const cha
  * rebalance hook) and no more messages come.  Other roles, NULL and a
  * closed consumer: no-op.  Messages still held stay valid until destroyed,
  * and must all be destroyed before sg_kafka_destroy(), which waits for
- * them. */
+ * them.  Bounded: a close librdkafka has not finished in 10 s is abandoned
+ * with a warning (the hook is not called after that), and
+ * sg_kafka_destroy() then leaves the handle to the process's exit. */
 void sg_kafka_close(sg_kafka_t *k);
 
 /* Closes the client (sg_kafka_close first); NULL is a no-op. */
