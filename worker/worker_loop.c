@@ -44,13 +44,16 @@
  * held, finished or not, is still bounded: this many times
  * worker.max_in_flight. */
 #define WINDOW_FACTOR 16
-/* Full (either limit above), the worker first just stops taking messages:
+/* Full (either limit above), the worker just stops taking messages:
  * librdkafka keeps what it prefetched (bounded by queued.max.messages.
- * kbytes) and the next batch is there the moment a slot frees.  Only when
- * intake stays full this long are the partitions paused, which drops the
- * prefetched messages: librdkafka 2.0 then takes up to a second to fetch
- * again after the resume, which paid on every fill-up capped a busy
- * worker at about max_in_flight commands a second. */
+ * kbytes) and the next message is taken the moment a slot frees, which on
+ * a busy worker is many times a second.  Only when no slot has freed for
+ * this long are the partitions paused, so that the worker can poll (to
+ * serve rebalances and stay within max.poll.interval.ms) without taking
+ * messages.  A pause drops the prefetched messages and a resume fetches
+ * them again, which is slow (up to a second in librdkafka 2.0; with 2.12,
+ * pausing after 2 s of being full, however busy, cut the http bench by a
+ * third), so it is kept for a worker that is stuck, not a busy one. */
 #define PAUSE_AFTER_MS 2000
 
 struct worker_part_s {
@@ -89,7 +92,7 @@ typedef struct loop_s {
     vec_t lighten;   /* FINISHED but still in a FIFO: shed their payload at turn end */
     size_t calling;
     bool paused;
-    uint64_t full_since; /* intake full since (ms), 0: not full */
+    uint64_t last_poll; /* when intake last polled the consumer (ms) */
     int kafka_pipe[2];
     int max_in_flight, batch_size;
     int64_t drain_ms;
@@ -799,12 +802,14 @@ static void intake(loop_t *L)
     /* Paused, one poll serves rebalances and keeps the group membership
      * (max.poll.interval.ms); paused partitions yield no messages. */
     for (bool once = L->paused; once || !intake_full(L); once = false) {
-        int rc = sg_kafka_consume(L->consumer, 0, &msg, &err);
+        int rc;
         worker_part_t *p;
         worker_cmd_t *cmd;
         const void *payload;
         size_t len;
 
+        L->last_poll = sg_cli_now_ms();
+        rc = sg_kafka_consume(L->consumer, 0, &msg, &err);
         if (rc == 0)
             break;
         if (rc < 0) {
@@ -837,12 +842,7 @@ static void intake(loop_t *L)
         worker_decode(payload ? payload : "", payload ? len : 0, &L->w.limits, &cmd->dec);
         saga_enqueue(L, cmd);
     }
-    if (!intake_full(L)) {
-        L->full_since = 0;
-    } else if (!L->full_since) {
-        L->full_since = sg_cli_now_ms();
-    }
-    if (!L->paused && L->full_since && sg_cli_now_ms() - L->full_since >= PAUSE_AFTER_MS) {
+    if (!L->paused && intake_full(L) && sg_cli_now_ms() - L->last_poll >= PAUSE_AFTER_MS) {
         L->paused = sg_kafka_pause(L->consumer, true) == 0;
     } else if (L->paused && (int)L->active < L->max_in_flight * 3 / 4 &&
                L->held < (size_t)L->max_in_flight * WINDOW_FACTOR * 3 / 4) {
