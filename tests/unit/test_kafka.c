@@ -3,9 +3,11 @@
  * kafka.* property with an error naming it. */
 #include <criterion/criterion.h>
 #include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "sagad/sg_cli.h"
 #include "sagad/sg_config.h"
 #include "sagad/sg_kafka.h"
 #include "sagad/sg_log.h"
@@ -257,4 +259,75 @@ Test(kafka, queue_full_is_reported_not_crashed, .timeout = 30)
     cr_expect(err.retriable);
     cr_expect_eq(batch.pending, 1, "only the accepted message is pending");
     sg_kafka_destroy(k);
+}
+
+/* A consumer's close that cannot finish is abandoned after its 10 s bound
+ * (librdkafka can hang in the close for ever, issue 4884, which cannot be
+ * made to happen on demand).  librdkafka's mock cluster stands in: once
+ * the partition is assigned, every broker response is delayed 40 s and an
+ * offset commit is sent, so the close must wait for that commit's reply.
+ * sg_kafka_destroy must come back well before then, say why in the log,
+ * and the revoke hook must have run. */
+static rd_kafka_t *mock_owner; /* reachable: the abandoned consumer still uses its cluster */
+
+static int64_t count_hook(void *opaque, bool assigned, const char *topic, int32_t partition)
+{
+    int *calls = opaque;
+
+    (void)topic;
+    (void)partition;
+    calls[assigned ? 0 : 1]++;
+    return -1;
+}
+
+Test(kafka, close_that_cannot_finish_is_abandoned, .timeout = 90)
+{
+    char errstr[512], *buf = NULL;
+    size_t len = 0;
+    const char *props[] = {"bootstrap.servers", NULL, "group.id", "sagad-unit-close", NULL};
+    const char *topics[] = {"close-t"};
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_mock_cluster_t *mc;
+    sg_kafka_t *c;
+    sg_err_t err;
+    int calls[2] = {0, 0};
+    uint64_t t0, took;
+    FILE *fp;
+
+    cr_assert_eq(rd_kafka_conf_set(conf, "log_level", "0", errstr, sizeof(errstr)),
+                 RD_KAFKA_CONF_OK);
+    mock_owner = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    cr_assert_not_null(mock_owner, "%s", errstr);
+    mc = rd_kafka_mock_cluster_new(mock_owner, 1);
+    cr_assert_not_null(mc);
+    cr_assert_eq(rd_kafka_mock_topic_create(mc, topics[0], 1, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+    props[1] = rd_kafka_mock_cluster_bootstraps(mc);
+
+    fp = open_memstream(&buf, &len);
+    cr_assert_not_null(fp);
+    sg_log_set_stream(fp);
+    c = sg_kafka_new(NULL, SG_KAFKA_CONSUMER, props, errstr, sizeof(errstr));
+    cr_assert_not_null(c, "%s", errstr);
+    sg_kafka_set_rebalance_hook(c, count_hook, calls);
+    cr_assert_eq(sg_kafka_subscribe(c, topics, 1, &err), 0, "%s", err.message);
+    t0 = sg_cli_now_ms();
+    while (calls[0] == 0 && sg_cli_now_ms() - t0 < 30000) {
+        sg_kafka_msg_t *m = NULL;
+        if (sg_kafka_consume(c, 100, &m, &err) > 0)
+            sg_kafka_msg_destroy(m);
+    }
+    cr_assert_eq(calls[0], 1, "the mock cluster assigned the partition");
+
+    rd_kafka_mock_broker_set_rtt(mc, 1, 40000);
+    sg_kafka_commit_offset(c, topics[0], 0, 1);
+    t0 = sg_cli_now_ms();
+    sg_kafka_destroy(c);
+    took = sg_cli_now_ms() - t0;
+    sg_log_set_stream(NULL);
+    fclose(fp);
+    cr_expect_lt(took, 20000, "destroy took %llu ms: the close was not abandoned at 10 s",
+                 (unsigned long long)took);
+    cr_expect_eq(calls[1], 1, "the revoke hook ran before the close was abandoned");
+    assert_contains(buf, "Kafka consumer close hung");
+    free(buf);
 }
