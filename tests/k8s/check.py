@@ -39,6 +39,7 @@ except ImportError:  # pragma: no cover - install.sh provides it
 
 SAGAD_PROGS = ("sagad-worker", "sagad-relay", "dlq-tool")
 CRD_GROUPS = ("keda.sh/", "monitoring.coreos.com/")
+KAFKA_CLOSE_BOUND_MS = 10000
 TOOL_TIMEOUT_DEFAULT_MS = 30000  # schemas/tool-registry.schema.json
 
 
@@ -270,10 +271,12 @@ def check_container(args, table, render, obj, pod, container, secrets, seen):
     check_security(where, pod, container)
     grace = pod.get("terminationGracePeriodSeconds", 30)
     if prog == "sagad-worker":
-        need_ms = tool_max_ms + int(cfg["worker.drain_timeout_ms"])
+        # The group leave is bounded at 10 s (lib/sg_kafka.c CLOSE_TIMEOUT_MS).
+        need_ms = tool_max_ms + int(cfg["worker.drain_timeout_ms"]) + KAFKA_CLOSE_BOUND_MS
         if grace * 1000 <= need_ms:
             problem(where, f"terminationGracePeriodSeconds {grace} must exceed the longest tool "
-                           f"timeout plus worker.drain_timeout_ms ({need_ms} ms)")
+                           f"timeout plus worker.drain_timeout_ms plus the 10 s bound on "
+                           f"leaving the Kafka group ({need_ms} ms)")
     if prog == "sagad-relay" and grace * 1000 <= int(cfg["relay.delivery_timeout_ms"]):
         problem(where, f"terminationGracePeriodSeconds {grace} must exceed "
                        f"relay.delivery_timeout_ms ({cfg['relay.delivery_timeout_ms']} ms)")
