@@ -162,7 +162,17 @@ static const sg_metric_def_t catalog[SG_M__COUNT] = {
                             1,
                             W,
                             "Commands taken from Kafka and not finished (running, or queued "
-                            "behind their saga); fetching pauses at worker.max_in_flight."},
+                            "behind their saga); intake stops at worker.max_in_flight."},
+    [SG_M_INTAKE_PAUSES] = {"sagad_intake_pauses_total",
+                            SG_METRIC_COUNTER,
+                            {NULL},
+                            NULL,
+                            0,
+                            1,
+                            W,
+                            "Times the worker paused its partitions because intake was full "
+                            "and no slot freed for 2 s (every call stuck); a busy worker does "
+                            "not pause."},
     [SG_M_PARTITIONS_ASSIGNED] = {"sagad_partitions_assigned",
                                   SG_METRIC_GAUGE,
                                   {NULL},

@@ -844,6 +844,8 @@ static void intake(loop_t *L)
     }
     if (!L->paused && intake_full(L) && sg_cli_now_ms() - L->last_poll >= PAUSE_AFTER_MS) {
         L->paused = sg_kafka_pause(L->consumer, true) == 0;
+        if (L->paused)
+            sg_metric_inc(SG_M_INTAKE_PAUSES, NULL);
     } else if (L->paused && (int)L->active < L->max_in_flight * 3 / 4 &&
                L->held < (size_t)L->max_in_flight * WINDOW_FACTOR * 3 / 4) {
         L->paused = !(sg_kafka_pause(L->consumer, false) == 0);

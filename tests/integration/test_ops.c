@@ -303,23 +303,36 @@ static void start_both(int *wport, int *rport)
     *rport = endpoint_port(&T.relay);
 }
 
-static void submit(const char *saga_id, const char *steps)
+/* Submits sagas prefix-0 .. prefix-(n-1) (just "prefix" when n is 0)
+ * through one producer, so they are all in Kafka at once. */
+static void submit_n(const char *prefix, int n, const char *steps)
 {
-    char msg[1024], errstr[256];
+    char msg[1024], id[64], errstr[256];
     const char *props[] = {"bootstrap.servers", sgt_kafka(), NULL};
     sg_kafka_t *k = sg_kafka_new(NULL, SG_KAFKA_PRODUCER, props, errstr, sizeof(errstr));
     sg_err_t err;
 
     cr_assert_not_null(k, "%s", errstr);
-    snprintf(msg, sizeof(msg),
-             "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-%s\", \"saga_id\": \"%s\", "
-             "\"name\": \"ops\", \"steps\": %s}",
-             saga_id, saga_id, steps);
-    cr_assert_eq(sg_kafka_produce(k, T.topic_cmd, saga_id, strlen(saga_id), msg, strlen(msg), NULL,
-                                  0, NULL, &err),
-                 0, "%s", err.message);
+    for (int i = 0; i < (n ? n : 1); i++) {
+        if (n)
+            snprintf(id, sizeof(id), "%s-%d", prefix, i);
+        else
+            snprintf(id, sizeof(id), "%s", prefix);
+        snprintf(msg, sizeof(msg),
+                 "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-%s\", \"saga_id\": \"%s\", "
+                 "\"name\": \"ops\", \"steps\": %s}",
+                 id, id, steps);
+        cr_assert_eq(
+            sg_kafka_produce(k, T.topic_cmd, id, strlen(id), msg, strlen(msg), NULL, 0, NULL, &err),
+            0, "%s", err.message);
+    }
     cr_assert_eq(sg_kafka_flush(k, 30000, &err), 0, "%s", err.message);
     sg_kafka_destroy(k);
+}
+
+static void submit(const char *saga_id, const char *steps)
+{
+    submit_n(saga_id, 0, steps);
 }
 
 static void wait_saga(const char *saga_id, const char *status)
@@ -565,4 +578,57 @@ Test(ops, secrets_never_reach_logs_and_sighup_reloads_log_level)
     }
     free(wlog);
     free(rlog);
+}
+
+/* Intake full is not a reason to pause: a busy worker whose slots keep
+ * freeing goes on taking messages (a pause drops librdkafka's prefetch and
+ * the refetch is slow); only a worker with every slot stuck for 2 s
+ * pauses, and it resumes when a slot frees. */
+Test(ops, a_busy_worker_never_pauses_a_stuck_one_does_and_resumes)
+{
+    static const char busy[] = "[{\"name\": \"a\", \"tool\": \"sleep\", \"args\": {\"ms\": 200}},"
+                               " {\"name\": \"b\", \"tool\": \"sleep\", \"args\": {\"ms\": 200}},"
+                               " {\"name\": \"c\", \"tool\": \"sleep\", \"args\": {\"ms\": 200}}]";
+    static const char stuck[] =
+        "[{\"name\": \"a\", \"tool\": \"sleep\", \"args\": {\"ms\": 4000}}]";
+    sgt_prom_t w;
+    int wport, rport;
+    char id[32];
+    double t0;
+
+    env_add(true, false, "SAGAD_WORKER_MAX_IN_FLIGHT=2");
+    start_both(&wport, &rport);
+    free(get_until(wport, "/readyz", 200));
+
+    /* 20 sagas of three 200 ms calls through 2 slots: intake is full for
+     * about 6 s, but a slot frees every 100 ms or so. */
+    t0 = sgt_now_s();
+    submit_n("busy", 20, busy);
+    for (int i = 0; i < 20; i++) {
+        snprintf(id, sizeof(id), "busy-%d", i);
+        wait_saga(id, "completed");
+    }
+    cr_assert_gt(sgt_now_s() - t0, 5.0, "intake was full for longer than the 2 s pause delay");
+    scrape(wport, &w);
+    cr_expect_eq(sgt_prom_get(&w, "sagad_intake_pauses_total", "", -1), 0,
+                 "a busy worker paused its partitions");
+    sgt_prom_free(&w);
+
+    /* Both slots held by 4 s calls, then a third saga queued behind them. */
+    submit("stuck-1", stuck);
+    submit("stuck-2", stuck);
+    t0 = sgt_now_s();
+    while (sgt_query_intf(T.pg, "SELECT count(*) FROM attempts WHERE saga_id LIKE 'stuck-%%' AND "
+                                "finished_at IS NULL") != 2) {
+        cr_assert_lt(sgt_now_s() - t0, WAIT_S, "both 4 s calls started");
+        usleep(20000);
+    }
+    submit("after", "[{\"name\": \"a\", \"tool\": \"noop\"}]");
+    wait_saga("after", "completed");
+    scrape(wport, &w);
+    cr_expect_eq(sgt_prom_get(&w, "sagad_intake_pauses_total", "", -1), 1,
+                 "a worker with every slot stuck for 2 s pauses once");
+    sgt_prom_free(&w);
+    wait_saga("stuck-1", "completed");
+    wait_saga("stuck-2", "completed");
 }
