@@ -294,6 +294,10 @@ typedef struct worker_cmd_s {
     worker_result_t result;
 } worker_cmd_t;
 
+/* A saga.start command's definition, built on first use and kept with the
+ * command (the conflict check and the insert both need it). */
+const char *worker_cmd_definition(worker_cmd_t *cmd);
+
 /* Where a step's or saga's state row waits in the batch's writes (see
  * worker_writes.c); a slot of an older flush generation is void. */
 typedef struct worker_slot_s {

@@ -504,11 +504,8 @@ static int load_state(loop_t *L, worker_cmd_t **batch, size_t n, sg_pg_res_t **l
             a[A_STEP_ATTEMPT][nc] = nums[nc][2];
             nc++;
         } else if (c->state == CMD_READY && c->dec.type == WORKER_CMD_START) {
-            /* Kept with the command: decide_start() stores it. */
-            if (!c->definition)
-                c->definition = worker_definition(c->dec.doc);
             a[A_START_SAGA][ns] = c->dec.saga_id;
-            a[A_START_DEF][ns] = c->definition;
+            a[A_START_DEF][ns] = worker_cmd_definition(c);
             ns++;
         }
     }

@@ -701,6 +701,13 @@ static void random_traceparent(worker_t *w, char *out, size_t size)
              (unsigned long long)(b | 1), (unsigned long long)(c | 1));
 }
 
+const char *worker_cmd_definition(worker_cmd_t *cmd)
+{
+    if (!cmd->definition)
+        cmd->definition = worker_definition(cmd->dec.doc);
+    return cmd->definition;
+}
+
 static void decide_start(worker_t *w, worker_cmd_t *cmd, worker_saga_t *existing)
 {
     problem_list_t pl = {sg_json_new_array(), "", 0};
@@ -732,9 +739,7 @@ static void decide_start(worker_t *w, worker_cmd_t *cmd, worker_saga_t *existing
     }
     sg_json_destroy(pl.arr);
 
-    if (!cmd->definition) /* load_state() built it, for the conflict check */
-        cmd->definition = worker_definition(cmd->dec.doc);
-    def = cmd->definition;
+    def = worker_cmd_definition(cmd);
     steps = effective_steps(cmd->dec.doc, w->reg);
     sg_json_get_str(cmd->dec.doc, "$", "name", true, &name, NULL);
     sg_json_get_str(cmd->dec.doc, "$", "deadline", false, &deadline, NULL);
