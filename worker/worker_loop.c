@@ -798,6 +798,8 @@ static void intake(loop_t *L)
         ;
     /* Paused, one poll serves rebalances and keeps the group membership
      * (max.poll.interval.ms); paused partitions yield no messages. */
+    if (L->paused || !intake_full(L))
+        L->last_poll = sg_cli_now_ms();
     for (bool once = L->paused; once || !intake_full(L); once = false) {
         int rc;
         worker_part_t *p;
@@ -805,7 +807,6 @@ static void intake(loop_t *L)
         const void *payload;
         size_t len;
 
-        L->last_poll = sg_cli_now_ms();
         rc = sg_kafka_consume(L->consumer, 0, &msg, &err);
         if (rc == 0)
             break;

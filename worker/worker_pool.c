@@ -68,14 +68,13 @@ static pool_job_t *take_runnable(worker_pool_t *pool)
 void worker_pool_finish(worker_pending_t *j)
 {
     worker_pool_t *pool = j->pool;
+    worker_tool_t *tool = (worker_tool_t *)j->call->tool;
+    bool was_full, first;
     char b = 1;
 
     j->out->latency_ms = (int64_t)sg_cli_now_ms() - j->t0;
     if (j->admitted)
         worker_breaker_record(j->call->tool, j->out, j->probe);
-    worker_tool_t *tool = (worker_tool_t *)j->call->tool;
-    bool was_full, first;
-
     pthread_mutex_lock(&pool->lock);
     was_full = tool->concurrency && tool->running >= tool->concurrency;
     tool->running--;
