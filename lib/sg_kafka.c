@@ -247,14 +247,20 @@ static void conf_walk(void *opaque, const char *key, const char *value)
 static rd_kafka_conf_t *build_conf(sg_kafka_t *k, const sg_config_t *cfg, const char *const *props,
                                    char *errstr, size_t errstr_size)
 {
-    static const char *const consumer_defaults[] = {
-        "enable.auto.commit", "false", "enable.auto.offset.store", "false", "auto.offset.reset",
-        "earliest", "partition.assignment.strategy", "cooperative-sticky",
-        /* Prefetch bound (librdkafka: 64 MB):
-           the worker keeps what was prefetched
-           while it is full (worker_loop.c), and
-           its memory target is 64 MB in all. */
-        "queued.max.messages.kbytes", "16384", NULL};
+    /* queued.max.messages.kbytes bounds the prefetch (librdkafka: 64 MB):
+     * the worker keeps what was prefetched while it is full (worker_loop.c),
+     * and its memory target is 64 MB in all. */
+    static const char *const consumer_defaults[] = {"enable.auto.commit",
+                                                    "false",
+                                                    "enable.auto.offset.store",
+                                                    "false",
+                                                    "auto.offset.reset",
+                                                    "earliest",
+                                                    "partition.assignment.strategy",
+                                                    "cooperative-sticky",
+                                                    "queued.max.messages.kbytes",
+                                                    "16384",
+                                                    NULL};
     static const char *const producer_defaults[] = {"enable.idempotence", "true", "acks", "all",
                                                     NULL};
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -346,7 +352,6 @@ void sg_kafka_close(sg_kafka_t *k)
      * group hands the partitions on after session.timeout.ms. */
     if (pthread_create(&t, NULL, close_main, k) != 0) {
         rd_kafka_consumer_close(k->rk);
-        atomic_store(&k->close_done, true);
         return;
     }
     end = sg_cli_now_ms() + CLOSE_TIMEOUT_MS;
