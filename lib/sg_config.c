@@ -68,6 +68,10 @@ static const sg_config_key_t config_table[] = {
     {"worker.drain_timeout_ms", SG_CONFIG_INT, "30000", 0, 3600000, NULL, 0,
      "On SIGTERM or a revoked partition, how long running tool calls may finish before "
      "they are abandoned (redelivered, same idempotency key)."},
+    {"worker.chain", SG_CONFIG_BOOL, "true", 0, 0, NULL, 0,
+     "Run a saga's next step command in the transaction that emitted it, when its message "
+     "will come to this worker (same partition), instead of after the relay and Kafka bring "
+     "it back; the message is still sent, and acknowledged when it arrives."},
     {"worker.test_allow_crash", SG_CONFIG_BOOL, "false", 0, 0, NULL, 0,
      "Tests only: allow the builtin `crash` tool, which aborts the worker process."},
     {"breaker.failure_threshold", SG_CONFIG_INT, "5", 1, 100000, NULL, 0,

@@ -601,6 +601,32 @@ int64_t sg_kafka_high_watermark(sg_kafka_t *k, const char *topic, int32_t partit
     return high;
 }
 
+int sg_kafka_partition_count(sg_kafka_t *k, const char *topic, int timeout_ms)
+{
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(k->rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    int n = -1;
+
+    if (!rkt)
+        return -1;
+    if (rd_kafka_metadata(k->rk, 0, rkt, &md, timeout_ms) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+        md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR)
+        n = md->topics[0].partition_cnt;
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(rkt);
+    return n;
+}
+
+int32_t sg_kafka_key_partition(const void *key, size_t len, int32_t partition_cnt)
+{
+    /* consistent_random with a non-empty key is CRC32(key) % count and
+     * never looks at the topic handle. */
+    if (len == 0 || partition_cnt <= 0)
+        return -1;
+    return rd_kafka_msg_partitioner_consistent_random(NULL, key, len, partition_cnt, NULL, NULL);
+}
+
 int sg_kafka_assignment_count(sg_kafka_t *k)
 {
     rd_kafka_topic_partition_list_t *parts = NULL;
@@ -615,36 +641,36 @@ int sg_kafka_assignment_count(sg_kafka_t *k)
 
 const char *sg_kafka_msg_topic(const sg_kafka_msg_t *msg)
 {
-    return rd_kafka_topic_name(msg->rkt);
+    return msg ? rd_kafka_topic_name(msg->rkt) : NULL;
 }
 
 int32_t sg_kafka_msg_partition(const sg_kafka_msg_t *msg)
 {
-    return msg->partition;
+    return msg ? msg->partition : -1;
 }
 
 int64_t sg_kafka_msg_offset(const sg_kafka_msg_t *msg)
 {
-    return msg->offset;
+    return msg ? msg->offset : -1;
 }
 
 int64_t sg_kafka_msg_timestamp(const sg_kafka_msg_t *msg)
 {
     rd_kafka_timestamp_type_t type;
 
-    return rd_kafka_message_timestamp(msg, &type);
+    return msg ? rd_kafka_message_timestamp(msg, &type) : -1;
 }
 
 const void *sg_kafka_msg_payload(const sg_kafka_msg_t *msg, size_t *len)
 {
-    *len = msg->len;
-    return msg->payload;
+    *len = msg ? msg->len : 0;
+    return msg ? msg->payload : NULL;
 }
 
 const void *sg_kafka_msg_key(const sg_kafka_msg_t *msg, size_t *len)
 {
-    *len = msg->key_len;
-    return msg->key;
+    *len = msg ? msg->key_len : 0;
+    return msg ? msg->key : NULL;
 }
 
 const void *sg_kafka_msg_header(const sg_kafka_msg_t *msg, const char *name, size_t *len)
@@ -652,7 +678,7 @@ const void *sg_kafka_msg_header(const sg_kafka_msg_t *msg, const char *name, siz
     rd_kafka_headers_t *hdrs;
     const void *val;
 
-    if (rd_kafka_message_headers(msg, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR)
+    if (!msg || rd_kafka_message_headers(msg, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR)
         return NULL;
     if (rd_kafka_header_get_last(hdrs, name, &val, len) != RD_KAFKA_RESP_ERR_NO_ERROR)
         return NULL;
@@ -664,7 +690,7 @@ int sg_kafka_msg_header_at(const sg_kafka_msg_t *msg, size_t idx, const char **n
 {
     rd_kafka_headers_t *hdrs;
 
-    if (rd_kafka_message_headers(msg, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR)
+    if (!msg || rd_kafka_message_headers(msg, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR)
         return 0;
     return rd_kafka_header_get_all(hdrs, idx, name, value, len) == RD_KAFKA_RESP_ERR_NO_ERROR;
 }

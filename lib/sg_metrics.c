@@ -173,6 +173,16 @@ static const sg_metric_def_t catalog[SG_M__COUNT] = {
                             "Times the worker paused its partitions because intake was full "
                             "and no slot freed for 2 s (every call stuck); a busy worker does "
                             "not pause."},
+    [SG_M_CHAINED] = {"sagad_chained_commands_total",
+                      SG_METRIC_COUNTER,
+                      {"stage"},
+                      NULL,
+                      0,
+                      2,
+                      W,
+                      "Step commands run in the transaction that emitted them (stage=run), "
+                      "and their messages acknowledged on arrival (stage=copy); see "
+                      "worker.chain."},
     [SG_M_PARTITIONS_ASSIGNED] = {"sagad_partitions_assigned",
                                   SG_METRIC_GAUGE,
                                   {NULL},

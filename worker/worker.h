@@ -274,9 +274,12 @@ typedef enum worker_cstate_e {
     CMD_CALLING,  /* attempt committed, tool call running */
     CMD_RETURNED, /* call finished, outcome to be committed */
     CMD_FINISHED, /* committed: the offset may pass it */
+    CMD_PARKED,   /* chained, its call failed: waits for its message (worker_loop.c) */
 } worker_cstate_t;
 
-/* One consumed message, from fetch to commit. */
+/* One consumed message, from fetch to commit; or a chained command: one
+ * the worker emitted and runs at once, before its message comes back
+ * through the relay (worker_loop.c, "Chaining"). */
 typedef struct worker_cmd_s {
     struct worker_cmd_s *saga_next; /* FIFO of its saga */
     struct worker_cmd_s *part_next; /* FIFO of its partition, offset order */
@@ -285,11 +288,16 @@ typedef struct worker_cmd_s {
     int64_t offset;
     worker_decoded_t dec;
     worker_cstate_t state;
-    bool finishing;     /* will be FINISHED if the transaction commits */
-    bool calls;         /* decided: call the tool after the commit */
-    bool abandoned;     /* its partition was lost while the call ran */
-    int64_t attempt_id; /* of the attempt row, once committed */
-    char *definition;   /* a saga.start's definition (worker_definition), once built */
+    bool finishing;              /* will be FINISHED if the transaction commits */
+    bool calls;                  /* decided: call the tool after the commit */
+    bool abandoned;              /* its partition was lost while the call ran */
+    bool chained;                /* run ahead of its message: no msg, offset -1 */
+    bool unchained;              /* chained, but its decision needs its message: dropped */
+    bool copy;                   /* the message of a chained command that ran: acknowledged */
+    char *follow;                /* the step command its decision emitted for now, to chain */
+    struct worker_cmd_s *origin; /* chained: the command that emitted it, until placed */
+    int64_t attempt_id;          /* of the attempt row, once committed */
+    char *definition;            /* a saga.start's definition (worker_definition), once built */
     worker_call_t call;
     worker_result_t result;
 } worker_cmd_t;
@@ -336,7 +344,7 @@ typedef struct worker_saga_s {
 
 typedef struct worker_stats_s {
     int64_t consumed, stale, started, rejected, calls, dead_letters, completed, compensated, failed,
-        retries, fenced, held;
+        retries, fenced, held, chained, copies;
 } worker_stats_t;
 
 /* The rows a batch's decisions write, sent set-based (worker_writes.c). */
@@ -359,6 +367,7 @@ typedef struct worker_s {
     /* Metrics of the open transaction, applied when it commits. */
     sg_metrics_batch_t metrics;
     const char *decided; /* outcome of the command being decided, NULL: by default */
+    worker_cmd_t *cur;   /* the command being decided or completed */
     worker_writes_t *writes;
 } worker_t;
 

@@ -15,7 +15,30 @@
  * A saga has at most one command in progress; its later commands wait in
  * its queue, so a slow step holds back its own saga only.  The offset
  * PostgreSQL keeps is the first unfinished offset of the partition, which
- * is where the next owner starts. */
+ * is where the next owner starts.
+ *
+ * Chaining (worker.chain).  A decision that emits a saga's next step
+ * command for now (not a timer) writes it to the outbox as always.  When
+ * that message will come back to this worker (its key, the saga id, maps
+ * to a partition of ours under librdkafka's default partitioner), the
+ * command is also decided at once, in the same transaction, as if it had
+ * arrived: its attempt row commits with the previous outcome, and its call
+ * starts right after the commit.  A saga's steps then cost one transaction
+ * each and no trip through the relay and Kafka.  The chained command sits
+ * at the head of its saga's queue and in its partition's FIFO (offset -1,
+ * which the stored offset ignores), so ordering, draining and abandoning
+ * treat it like any other.  Its message, when it arrives, is a copy:
+ *   - normally the chained command has finished by then (the saga queue
+ *     holds the copy back until it has), and the copy is acknowledged with
+ *     no transaction of its own beyond the offset (`chain` set, by message
+ *     id and partition);
+ *   - a chained call that failed is PARKED until its copy arrives, and the
+ *     copy takes over its result: failures may need a dead letter, which
+ *     names the message, and a chained command has none.  For the same
+ *     reason a chained command whose decision could dead-letter it (an
+ *     unknown tool) is dropped, and its message decides it.
+ * A worker that dies or loses the partition leaves the copy to the next
+ * owner, which finds the attempt row as any redelivery would. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -55,6 +78,10 @@
  * pausing after 2 s of being full, however busy, cut the http bench by a
  * third), so it is kept for a worker that is stuck, not a busy one. */
 #define PAUSE_AFTER_MS 2000
+#define CHAIN_BUCKETS  4096
+/* Most commands chained from one decision in one transaction: a step, or
+ * the compensations a failure walks through. */
+#define CHAIN_DEPTH (2 * WORKER_MAX_STEPS + 2)
 
 struct worker_part_s {
     int32_t partition;
@@ -75,6 +102,13 @@ typedef struct vec_s {
     worker_cmd_t **v;
     size_t n, cap;
 } vec_t;
+
+/* A chained command whose message has not arrived yet. */
+typedef struct chain_entry_s {
+    struct chain_entry_s *next;
+    int32_t partition;
+    char id[];
+} chain_entry_t;
 
 typedef struct loop_s {
     worker_t w;
@@ -107,6 +141,13 @@ typedef struct loop_s {
     sg_http_t *http;
     uint64_t next_housekeeping, last_pg_ok;
     bool pg_up;
+    /* Chaining (see the top of this file). */
+    bool chain;             /* worker.chain, and the default partitioner */
+    int32_t cmd_partitions; /* of the commands topic, 0: not known */
+    chain_entry_t *chain_set[CHAIN_BUCKETS];
+    size_t nchain;
+    vec_t chain_new; /* chained in the open transaction, in decision order */
+    bool draining;   /* a drain starts no new call: nothing is chained */
 } loop_t;
 
 static void vec_push(vec_t *vec, worker_cmd_t *cmd)
@@ -169,6 +210,112 @@ static void saga_slot_free(loop_t *L, saga_slot_t *slot)
     free(slot);
 }
 
+/* ---- chaining ------------------------------------------------------------ */
+
+/* The message id of a command ("cmd:<saga>:<step>:..."), NULL if none. */
+static const char *cmd_id(const worker_cmd_t *c)
+{
+    return c->dec.doc ? sg_json_string(sg_json_member(c->dec.doc, "id")) : NULL;
+}
+
+static void chain_add(loop_t *L, int32_t partition, const char *id)
+{
+    chain_entry_t *e = malloc(sizeof(*e) + strlen(id) + 1);
+    unsigned b = hash(id) % CHAIN_BUCKETS;
+
+    if (!e)
+        abort();
+    e->partition = partition;
+    strcpy(e->id, id);
+    e->next = L->chain_set[b];
+    L->chain_set[b] = e;
+    L->nchain++;
+}
+
+/* Is c the message of a chained command that ran here?  Forgets it. */
+static bool chain_take(loop_t *L, const worker_cmd_t *c)
+{
+    const char *id = cmd_id(c);
+    chain_entry_t **pp, *e;
+
+    if (!id || !c->part || L->nchain == 0)
+        return false;
+    for (pp = &L->chain_set[hash(id) % CHAIN_BUCKETS]; (e = *pp); pp = &e->next)
+        if (e->partition == c->part->partition && strcmp(e->id, id) == 0) {
+            *pp = e->next;
+            free(e);
+            L->nchain--;
+            return true;
+        }
+    return false;
+}
+
+/* The partition is not ours any more: its copies are the next owner's. */
+static void chain_forget(loop_t *L, int32_t partition)
+{
+    for (size_t b = 0; b < CHAIN_BUCKETS && L->nchain; b++)
+        for (chain_entry_t **pp = &L->chain_set[b], *e; (e = *pp);) {
+            if (partition >= 0 && e->partition != partition) {
+                pp = &e->next;
+                continue;
+            }
+            *pp = e->next;
+            free(e);
+            L->nchain--;
+        }
+}
+
+/* The copy r of the PARKED chained command v (the head of its saga's
+ * queue) takes v's place, call and result, and is completed as any
+ * returned call: it has the message a dead letter names. */
+static void adopt(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker_cmd_t *r)
+{
+    worker_cmd_t **pp;
+
+    for (pp = &v->saga_next; *pp && *pp != r; pp = &(*pp)->saga_next)
+        ;
+    *pp = r->saga_next;
+    r->saga_next = v->saga_next;
+    v->saga_next = NULL;
+    slot->head = r;
+    for (worker_cmd_t *c = slot->head; c; c = c->saga_next)
+        slot->tail = c;
+    chain_take(L, r);
+    r->call = v->call;
+    r->result = v->result;
+    r->attempt_id = v->attempt_id;
+    memset(&v->call, 0, sizeof(v->call));
+    memset(&v->result, 0, sizeof(v->result));
+    r->state = CMD_RETURNED;
+    vec_push(&L->returned, r);
+    v->state = CMD_FINISHED; /* not active since it parked */
+    vec_push(&L->lighten, v);
+}
+
+/* The copy of v among the commands queued behind it, if it came. */
+static worker_cmd_t *find_copy(const worker_cmd_t *v)
+{
+    const char *id = cmd_id(v);
+
+    for (worker_cmd_t *c = v->saga_next; c && id; c = c->saga_next)
+        if (!c->chained && c->part == v->part && cmd_id(c) && strcmp(cmd_id(c), id) == 0)
+            return c;
+    return NULL;
+}
+
+/* A chained command whose call failed: its outcome waits for its message
+ * (see the top of the file), holding its saga but no intake slot. */
+static void park(loop_t *L, worker_cmd_t *v)
+{
+    saga_slot_t *slot = saga_slot(L, v->dec.saga_id, false);
+    worker_cmd_t *copy = find_copy(v);
+
+    v->state = CMD_PARKED;
+    L->active--;
+    if (slot && copy)
+        adopt(L, slot, v, copy);
+}
+
 /* Queues cmd behind its saga; READY when it is the saga's only one. */
 static void saga_enqueue(loop_t *L, worker_cmd_t *cmd)
 {
@@ -184,6 +331,8 @@ static void saga_enqueue(loop_t *L, worker_cmd_t *cmd)
         slot->tail->saga_next = cmd;
         slot->tail = cmd;
         cmd->state = CMD_QUEUED;
+        if (slot->head->state == CMD_PARKED && find_copy(slot->head) == cmd)
+            adopt(L, slot, slot->head, cmd);
         return;
     }
     slot->head = slot->tail = cmd;
@@ -240,6 +389,8 @@ static void cmd_shed(worker_cmd_t *cmd)
     cmd->msg = NULL;
     sg_json_destroy(cmd->dec.doc);
     cmd->dec.doc = NULL;
+    free(cmd->follow);
+    cmd->follow = NULL;
     free(cmd->definition);
     cmd->definition = NULL;
     call_free(&cmd->call);
@@ -248,7 +399,7 @@ static void cmd_shed(worker_cmd_t *cmd)
 
 static void cmd_free(loop_t *L, worker_cmd_t *cmd)
 {
-    if (cmd->state != CMD_FINISHED)
+    if (cmd->state != CMD_FINISHED && cmd->state != CMD_PARKED)
         L->active--;
     cmd_shed(cmd);
     free(cmd);
@@ -267,7 +418,7 @@ static worker_part_t *part_find(loop_t *L, int32_t partition)
 static int64_t part_watermark(const worker_part_t *p)
 {
     for (const worker_cmd_t *c = p->head; c; c = c->part_next)
-        if (c->state != CMD_FINISHED && !c->finishing)
+        if (c->state != CMD_FINISHED && !c->finishing && !c->chained)
             return c->offset;
     return p->next_fetch;
 }
@@ -304,12 +455,15 @@ static void part_abandon(loop_t *L, worker_part_t *p, const char *why)
         }
         c->abandoned = true;
         c->part = NULL;
+        free(c->follow);
+        c->follow = NULL;
         /* A running call is freed when it returns; the rest at the end of
          * the turn (a batch in progress may still point at them). */
         if (c->state != CMD_CALLING)
             vec_push(&L->graveyard, c);
     }
     p->tail = NULL;
+    chain_forget(L, p->partition);
     if (n) {
         sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
         ctx.topic = L->w.topic_commands;
@@ -393,6 +547,12 @@ static void pg_recover(loop_t *L, const sg_err_t *err)
         pg_state(L, true, NULL);
 }
 
+static void refresh_partitions(loop_t *L, int timeout_ms)
+{
+    if (L->chain)
+        L->cmd_partitions = sg_kafka_partition_count(L->consumer, L->w.topic_commands, timeout_ms);
+}
+
 static int64_t take_partition(loop_t *L, int32_t partition)
 {
     char pstr[16];
@@ -425,6 +585,9 @@ static int64_t take_partition(loop_t *L, int32_t partition)
             abort();
         L->parts[L->nparts++] = p;
     }
+    /* Partitions may have been added, which moves keys: chaining needs
+     * the count the relay's producer partitions by. */
+    refresh_partitions(L, 2000);
     p->partition = partition;
     p->next_fetch = p->stored = sg_pg_res_int(res, 0, 0, 0);
     p->epoch = sg_pg_res_int(res, 0, 1, 0);
@@ -489,7 +652,7 @@ static int load_state(loop_t *L, worker_cmd_t **batch, size_t n, sg_pg_res_t **l
         a[k] = items + k * (n + 1);
     for (size_t i = 0; i < n; i++) {
         worker_cmd_t *c = batch[i];
-        if (!c->dec.saga_id[0] || c->dec.type == WORKER_CMD_POISON)
+        if (!c->dec.saga_id[0] || c->dec.type == WORKER_CMD_POISON || c->copy)
             continue;
         a[A_IDS][nids++] = c->dec.saga_id;
         if (c->state == CMD_READY &&
@@ -557,6 +720,99 @@ static void undo_batch(worker_cmd_t **batch, size_t n)
     }
 }
 
+/* Drops the commands chained in a transaction that did not commit. */
+static void chain_discard(loop_t *L)
+{
+    for (size_t i = 0; i < L->chain_new.n; i++) {
+        cmd_shed(L->chain_new.v[i]);
+        free(L->chain_new.v[i]);
+    }
+    L->chain_new.n = 0;
+}
+
+/* May the command c's decision emitted (payload) be chained? */
+static bool chainable(const loop_t *L, const worker_cmd_t *c, const worker_saga_t *s)
+{
+    size_t cap = (size_t)L->max_in_flight * WINDOW_FACTOR;
+
+    return L->chain && !L->draining && sg_cli_running && L->cmd_partitions > 0 && s && c->part &&
+           !c->abandoned && L->nchain + L->chain_new.n < cap &&
+           sg_kafka_key_partition(s->saga_id, strlen(s->saga_id), L->cmd_partitions) ==
+               c->part->partition;
+}
+
+/* Decides, in the open transaction, the step command c's decision emitted
+ * for now, and the ones those emit in turn (see the top of the file). */
+static void chain_follow(loop_t *L, worker_cmd_t *c, worker_saga_t *s)
+{
+    worker_cmd_t *prev = c;
+
+    for (int depth = 0; prev->follow && depth < CHAIN_DEPTH; depth++) {
+        char *payload = prev->follow;
+        worker_cmd_t *v;
+
+        prev->follow = NULL;
+        if (!chainable(L, c, s)) {
+            free(payload);
+            return;
+        }
+        v = calloc(1, sizeof(*v));
+        if (!v)
+            abort();
+        v->chained = true;
+        v->part = c->part;
+        v->offset = -1;
+        v->origin = prev;
+        v->state = CMD_READY;
+        worker_decode(payload, strlen(payload), &L->w.limits, &v->dec);
+        free(payload);
+        /* A command this transaction created has no attempt rows yet. */
+        s->interrupted = s->finished = 0;
+        worker_saga_decide(&L->w, v, s);
+        if (v->unchained) {
+            cmd_shed(v);
+            free(v);
+            return;
+        }
+        v->finishing = !v->calls;
+        L->w.stats.chained++;
+        sg_metrics_batch_inc(&L->w.metrics, SG_M_CHAINED, SG_LABELS("run"));
+        vec_push(&L->chain_new, v);
+        prev = v;
+    }
+    free(prev->follow);
+    prev->follow = NULL;
+}
+
+/* After the commit: the chained commands take their places, each right
+ * behind the command that emitted it, and their copies are expected. */
+static void chain_place(loop_t *L)
+{
+    for (size_t i = 0; i < L->chain_new.n; i++) {
+        worker_cmd_t *v = L->chain_new.v[i], *o = v->origin;
+        worker_part_t *p = v->part;
+        saga_slot_t *slot = saga_slot(L, v->dec.saga_id, true);
+
+        v->origin = NULL;
+        if (p->tail)
+            p->tail->part_next = v;
+        else
+            p->head = v;
+        p->tail = v;
+        L->held++;
+        L->active++;
+        if (!slot->head) {
+            slot->head = slot->tail = v;
+        } else {
+            v->saga_next = o->saga_next;
+            o->saga_next = v;
+            if (slot->tail == o)
+                slot->tail = v;
+        }
+        chain_add(L, p->partition, cmd_id(v));
+    }
+}
+
 /* One transaction over batch.  Returns 0 when committed, -1 with err. */
 static int run_txn(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
 {
@@ -569,6 +825,11 @@ static int run_txn(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
     worker_stats_t stats = L->w.stats;
 
     sg_metrics_batch_discard(&L->w.metrics);
+    for (size_t i = 0; i < n; i++)
+        if (batch[i]->state == CMD_READY && !batch[i]->copy &&
+            (batch[i]->dec.type == WORKER_CMD_EXECUTE ||
+             batch[i]->dec.type == WORKER_CMD_COMPENSATE))
+            batch[i]->copy = chain_take(L, batch[i]);
     if (load_state(L, batch, n, &load, &counts, &conflicts, err) < 0)
         goto fail;
     /* A saga is 11 KB (its step table): the array is kept from batch to
@@ -602,9 +863,17 @@ static int run_txn(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
         goto fail;
     for (size_t i = 0; i < n; i++) {
         worker_cmd_t *c = batch[i];
-        worker_saga_t *s =
-            c->dec.type == WORKER_CMD_POISON ? NULL : find_saga(sagas, nsagas, c->dec.saga_id);
+        worker_saga_t *s = c->dec.type == WORKER_CMD_POISON || c->copy
+                               ? NULL
+                               : find_saga(sagas, nsagas, c->dec.saga_id);
         c->part->touched = true;
+        if (c->copy) {
+            /* Its chained command ran here: only the offset moves. */
+            c->finishing = true;
+            L->w.stats.copies++;
+            sg_metrics_batch_inc(&L->w.metrics, SG_M_CHAINED, SG_LABELS("copy"));
+            continue;
+        }
         if (c->state == CMD_READY) {
             worker_saga_decide(&L->w, c, s);
             c->finishing = !c->calls;
@@ -612,6 +881,8 @@ static int run_txn(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
             worker_saga_complete(&L->w, c, s);
             c->finishing = true;
         }
+        L->w.cur = NULL;
+        chain_follow(L, c, s);
     }
     worker_writes_flush(&L->w);
     for (size_t i = 0; i < L->nparts; i++) {
@@ -642,6 +913,7 @@ fail:
     sg_pg_rollback(L->w.pg);
     worker_writes_discard(L->w.writes);
     undo_batch(batch, n);
+    chain_discard(L);
     sg_metrics_batch_discard(&L->w.metrics);
     L->w.stats = stats;
 out:
@@ -653,25 +925,34 @@ out:
     return rc;
 }
 
+/* A committed command: its call goes to the pool, or it is finished and
+ * releases its saga. */
+static void settle(loop_t *L, worker_cmd_t *c)
+{
+    if (c->calls) {
+        c->calls = false;
+        c->state = CMD_CALLING;
+        L->calling++;
+        worker_pool_submit(L->pool, c, &c->call, &c->result);
+        return;
+    }
+    c->finishing = false;
+    c->state = CMD_FINISHED;
+    L->active--;
+    saga_dequeue(L, c);
+    vec_push(&L->lighten, c);
+}
+
 /* After a commit: finished commands release their saga and the offset
  * moves; decided calls go to the pool. */
 static void after_commit(loop_t *L, worker_cmd_t **batch, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        worker_cmd_t *c = batch[i];
-        if (c->calls) {
-            c->calls = false;
-            c->state = CMD_CALLING;
-            L->calling++;
-            worker_pool_submit(L->pool, c, &c->call, &c->result);
-            continue;
-        }
-        c->finishing = false;
-        c->state = CMD_FINISHED;
-        L->active--;
-        saga_dequeue(L, c);
-        vec_push(&L->lighten, c);
-    }
+    chain_place(L);
+    for (size_t i = 0; i < n; i++)
+        settle(L, batch[i]);
+    for (size_t i = 0; i < L->chain_new.n; i++)
+        settle(L, L->chain_new.v[i]);
+    L->chain_new.n = 0;
     for (size_t i = 0; i < L->nparts; i++) {
         worker_part_t *p = L->parts[i];
         int64_t wm = part_watermark(p);
@@ -711,6 +992,14 @@ static void poison_single(loop_t *L, worker_cmd_t *c, const sg_err_t *why)
 {
     sg_err_t err;
 
+    if (c->chained) {
+        /* The dead letter needs its message: parked until it comes. */
+        worker_result_clear(&c->result);
+        worker_result_error(&c->result, SG_ERRCLASS_POISON, "runtime.pg.rejected",
+                            "the tool's answer could not be stored: %s", why->message);
+        park(L, c);
+        return;
+    }
     if (c->state == CMD_RETURNED && strcmp(c->result.err.code, "runtime.pg.rejected") != 0) {
         worker_result_clear(&c->result);
         worker_result_error(&c->result, SG_ERRCLASS_POISON, "runtime.pg.rejected",
@@ -865,6 +1154,10 @@ static void take_returned(loop_t *L)
             cmd_free(L, c);
             continue;
         }
+        if (c->chained && c->result.status != WORKER_OK) {
+            park(L, c);
+            continue;
+        }
         c->state = CMD_RETURNED;
         vec_push(&L->returned, c);
     }
@@ -952,6 +1245,7 @@ static void drain(loop_t *L, worker_part_t *p)
 {
     uint64_t end = sg_cli_now_ms() + (uint64_t)L->drain_ms;
 
+    L->draining = true;
     for (;;) {
         size_t busy = 0;
         for (size_t i = 0; i < L->nparts; i++)
@@ -960,11 +1254,12 @@ static void drain(loop_t *L, worker_part_t *p)
                     (c->state == CMD_CALLING || c->state == CMD_RETURNED))
                     busy++;
         if (busy == 0 || sg_cli_now_ms() >= end || sg_cli_stop_now)
-            return;
+            break;
         sg_health_beat();
         if (!turn(L))
             wait_events(L, 50);
     }
+    L->draining = false;
 }
 
 static int64_t on_rebalance(void *opaque, bool assigned, const char *topic, int32_t partition)
@@ -1052,6 +1347,8 @@ static void housekeeping(loop_t *L)
         return;
     L->next_housekeeping = sg_cli_now_ms() + HOUSEKEEPING_MS;
     ping_pg(L);
+    if (L->chain && L->cmd_partitions <= 0 && L->nparts > 0)
+        refresh_partitions(L, 500);
     sg_health_set(SG_CHECK_GROUP, sg_kafka_group_joined(L->consumer),
                   "consumer group %s not joined yet (no partition assignment received)",
                   L->w.group);
@@ -1071,17 +1368,31 @@ static void report(loop_t *L, bool force)
     snprintf(line, sizeof(line),
              "consumed=%lld started=%lld rejected=%lld calls=%lld retries=%lld completed=%lld "
              "compensated=%lld failed=%lld dead_letters=%lld held_sagas=%lld stale=%lld held=%zu "
-             "calling=%zu active=%zu ready=%zu paused=%d partitions=%zu txns=%llu "
-             "cmds_per_txn=%.1f ms_per_txn=%.2f",
+             "calling=%zu active=%zu ready=%zu paused=%d partitions=%zu chained=%lld "
+             "copies=%lld txns=%llu cmds_per_txn=%.1f ms_per_txn=%.2f",
              (long long)s->consumed, (long long)s->started, (long long)s->rejected,
              (long long)s->calls, (long long)s->retries, (long long)s->completed,
              (long long)s->compensated, (long long)s->failed, (long long)s->dead_letters,
              (long long)s->held, (long long)s->stale, L->held, L->calling, L->active, L->ready.n,
-             (int)L->paused, L->nparts, (unsigned long long)L->txns,
-             L->txns ? (double)L->txn_cmds / (double)L->txns : 0.0,
+             (int)L->paused, L->nparts, (long long)s->chained, (long long)s->copies,
+             (unsigned long long)L->txns, L->txns ? (double)L->txn_cmds / (double)L->txns : 0.0,
              L->txns ? (double)L->txn_us / 1000.0 / (double)L->txns : 0.0);
     L->txns = L->txn_cmds = L->txn_us = 0;
     sg_log_kv(SG_LOG_INFO, "progress", "counters", line, NULL);
+}
+
+/* Chaining predicts the partition of the relay's messages with
+ * librdkafka's default partitioner; another one turns chaining off. */
+static void check_partitioner(void *opaque, const char *key, const char *value)
+{
+    loop_t *L = opaque;
+
+    if (L->chain && strcmp(key, "partitioner") == 0 && strcmp(value, "consistent_random") != 0 &&
+        strcmp(value, "consistent") != 0) {
+        L->chain = false;
+        sg_log_kv(SG_LOG_INFO, "worker.chain is off: kafka.partitioner is not librdkafka's default",
+                  "partitioner", value, NULL);
+    }
 }
 
 static int setup(loop_t *L, sg_cli_t *cli)
@@ -1113,6 +1424,8 @@ static int setup(loop_t *L, sg_cli_t *cli)
     L->max_in_flight = (int)sg_config_int(cfg, "worker.max_in_flight");
     L->batch_size = (int)sg_config_int(cfg, "worker.batch_size");
     L->drain_ms = sg_config_int(cfg, "worker.drain_timeout_ms");
+    L->chain = sg_config_bool(cfg, "worker.chain");
+    sg_config_foreach_kafka(cfg, check_partitioner, L);
     sg_rng_seed(&L->w.rng, 0);
     gethostname(host, sizeof(host) - 1);
     if (strcmp(sg_config_str(cfg, "worker.id"), "auto") != 0)
@@ -1201,6 +1514,8 @@ static void teardown(loop_t *L)
     free(L->parts);
     free(L->ready.v);
     free(L->returned.v);
+    free(L->chain_new.v);
+    chain_forget(L, -1);
     for (size_t i = 0; i < SAGA_BUCKETS; i++)
         while (L->sagas[i])
             saga_slot_free(L, L->sagas[i]);

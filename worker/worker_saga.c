@@ -226,6 +226,9 @@ static void command(worker_t *w, worker_saga_t *saga, int step, bool compensate,
     sg_json_add_int(c, "step", step);
     sg_json_add_int(c, "attempt", attempt);
     sg_json_add_int(c, "generation", saga->generation);
+    /* Sent now: the loop may chain it (run it in this transaction). */
+    if (delay_ms <= 0 && w->cur && !w->cur->follow)
+        w->cur->follow = sg_json_print(c);
     emit(w, w->topic_commands, saga->traceparent, c, delay_ms);
 }
 
@@ -940,6 +943,13 @@ static void decide_step(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
         return;
     }
     if (!prepare_call(w, cmd, saga, st, comp, &err)) {
+        /* A chained command has no message for a dead letter to name: it
+         * is dropped, nothing written, and its message decides this when
+         * it arrives. */
+        if (cmd->chained) {
+            cmd->unchained = true;
+            return;
+        }
         /* An unknown tool is dead-lettered: the registry can be fixed and
          * the step replayed.  Bad args compensate like any permanent error. */
         if (comp)
@@ -1014,6 +1024,7 @@ void worker_saga_decide(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
     const char *outcome;
 
     w->decided = NULL;
+    w->cur = cmd;
     switch (cmd->dec.type) {
     case WORKER_CMD_POISON:
         dead_letter(w, cmd, NULL, -1, false, &cmd->dec.err, NULL);
@@ -1029,6 +1040,9 @@ void worker_saga_decide(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
         decide_step(w, cmd, saga);
         break;
     }
+    w->cur = NULL;
+    if (cmd->unchained)
+        return;
     /* Nothing said otherwise: a saga.start was stored, a step failed
      * before any call (deadline, bad arguments). */
     outcome = cmd->calls                          ? "called"
@@ -1195,6 +1209,7 @@ void worker_saga_complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
     worker_step_t *st;
     sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
 
+    w->cur = cmd;
     finish_attempt(w, cmd);
     w->stats.calls++;
     count_call(w, cmd);

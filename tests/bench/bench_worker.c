@@ -213,7 +213,8 @@ static double floor_sql(sg_pg_t *pg, int nsagas)
 
 /* The relay's and worker's environment: the bench's own settings, then
  * SAGAD_BENCH_ENV (space-separated KEY=VALUE pairs, e.g.
- * "SAGAD_WORKER_BATCH_SIZE=64 SAGAD_KAFKA_LINGER_MS=1") for tuning runs. */
+ * "SAGAD_WORKER_BATCH_SIZE=64 SAGAD_LOG_LEVEL=info") for tuning runs: the
+ * configuration takes the last value of a variable, so these win. */
 static pid_t start(const char *prog)
 {
     static char e[8][600], extra[2048];
@@ -345,6 +346,7 @@ static long peak_rss_kb(pid_t pid)
 int main(void)
 {
     int n = getenv("SAGAD_BENCH_SAGAS") ? atoi(getenv("SAGAD_BENCH_SAGAS")) : 5000;
+    double lat_rate = getenv("SAGAD_BENCH_RATE") ? atof(getenv("SAGAD_BENCH_RATE")) : 1000;
     double floor_kafka, floor_pg, rate, p50, p99;
     int nlat;
     long rss;
@@ -387,8 +389,8 @@ int main(void)
          query_int(pg, "SELECT count(*) FROM outbox") > 0 && now_s() - t0 < 60;)
         usleep(100000);
     sleep(2);
-    fprintf(stderr, "bench-worker: latency at 1000 steps/s for 10 s...\n");
-    latency(1000, 10, &p50, &p99, &nlat);
+    fprintf(stderr, "bench-worker: latency at %.0f steps/s for 10 s...\n", lat_rate);
+    latency(lat_rate, 10, &p50, &p99, &nlat);
     rss = peak_rss_kb(worker);
     bench_stop(worker);
     bench_stop(relay);
@@ -411,10 +413,10 @@ int main(void)
         fprintf(fp,
                 "{\"sagas\": %d, \"steps_per_saga\": %d, \"floor_consume_msgs_per_s\": %.0f, "
                 "\"floor_sql_steps_per_s\": %.0f, \"worker_steps_per_s\": %.0f, "
-                "\"latency_offered_steps_per_s\": 1000, \"start_to_completed_p50_ms\": %.2f, "
+                "\"latency_offered_steps_per_s\": %.0f, \"start_to_completed_p50_ms\": %.2f, "
                 "\"start_to_completed_p99_ms\": %.2f, \"latency_samples\": %d, "
                 "\"worker_peak_rss_kb\": %ld, \"time\": %.0f}\n",
-                n, STEPS, floor_kafka, floor_pg, rate, p50, p99, nlat, rss, now_s());
+                n, STEPS, floor_kafka, floor_pg, rate, lat_rate, p50, p99, nlat, rss, now_s());
         fclose(fp);
     }
     unlink(regpath);

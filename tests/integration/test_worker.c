@@ -488,6 +488,105 @@ Test(worker, duplicate_submission_is_idempotent_and_conflict_rejected, .timeout 
         1);
 }
 
+/* Chaining (worker.chain, on by default): a step's successor is decided in
+ * the transaction that emitted it, so its attempt row commits with the
+ * previous outcome (the two rows share the transaction's now()); its
+ * message still goes out and is acknowledged when it comes back. */
+static void run_chain_saga(const char *saga_id)
+{
+    char steps[512];
+
+    snprintf(steps, sizeof(steps),
+             "[{\"name\": \"a\", \"tool\": \"ledger\", \"args\": {\"n\": 1}},"
+             " {\"name\": \"b\", \"tool\": \"ledger\", \"args\": {\"n\": 2}},"
+             " {\"name\": \"c\", \"tool\": \"ledger\", \"args\": {\"n\": 3}}]");
+    sgw_submit(saga_id, steps);
+    sgw_wait_status(saga_id, "completed");
+    /* saga.start and three step.execute: the last two came back after the
+     * steps they carry ran, and only the offset moved for them. */
+    sgw_wait_int(4, "SELECT coalesce(sum(next_offset), 0) FROM consumer_offsets");
+    sgw_expect_worker_alive();
+}
+
+/* Attempts of saga_id's step k+1 that started in the transaction where
+ * step k's finished. */
+static long long same_txn_successors(const char *saga_id)
+{
+    return sgw_q_int("SELECT count(*) FROM attempts a JOIN attempts b ON b.saga_id = a.saga_id "
+                     "AND b.step_idx = a.step_idx + 1 WHERE a.saga_id = '%s' AND "
+                     "b.started_at = a.finished_at",
+                     saga_id);
+}
+
+Test(worker, next_step_runs_in_the_transaction_of_the_previous_outcome, .timeout = 120)
+{
+    sgw_pair_start(NULL, 1, NULL);
+    run_chain_saga("chain-1");
+    sgw_pair_stop();
+
+    cr_expect_eq(same_txn_successors("chain-1"), 2,
+                 "steps b and c started in the transactions that finished a and b");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE saga_id = 'chain-1' AND status = "
+                           "'ok'"),
+                 3, "one attempt per step: the messages that came back ran nothing");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM builtin_ledger WHERE calls = 1"), 3,
+                 "each step's effect happened once");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters"), 0);
+    cr_expect(strstr(sgw.worker.err, "chained=2 copies=2") != NULL,
+              "the progress line counts 2 chained commands and their 2 copies");
+}
+
+Test(worker, without_chaining_every_step_waits_for_its_message, .timeout = 120)
+{
+    static const char *const env[] = {"SAGAD_WORKER_CHAIN=false", NULL};
+
+    sgw_pair_start(NULL, 1, env);
+    run_chain_saga("nochain-1");
+    sgw_pair_stop();
+
+    cr_expect_eq(same_txn_successors("nochain-1"), 0,
+                 "every step started after its message came back through Kafka");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE saga_id = 'nochain-1' AND status "
+                           "= 'ok'"),
+                 3);
+    cr_expect(strstr(sgw.worker.err, "chained=0 copies=0") != NULL,
+              "the progress line counts no chained command");
+}
+
+/* A chained call that fails waits for its message, whose command takes
+ * over the result: the dead letter names that message, and the step ran
+ * once. */
+Test(worker, chained_step_failure_is_recorded_on_its_message, .timeout = 120)
+{
+    char text[512], want[512];
+
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_submit("chainfail-1",
+               "[{\"name\": \"a\", \"tool\": \"noop\"},"
+               " {\"name\": \"b\", \"tool\": \"fail\", \"args\": {\"class\": \"poison\", "
+               "\"code\": \"tool.builtin.fail\", \"message\": \"bad input\"}}]");
+    sgw_wait_status("chainfail-1", "compensated");
+    sgw_wait_int(3, "SELECT coalesce(sum(next_offset), 0) FROM consumer_offsets");
+    sgw_pair_stop();
+
+    cr_expect_eq(same_txn_successors("chainfail-1"), 1, "step b was chained");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(step_idx || ':' || status || ':' || "
+                                "coalesce(error_code, '-'), ',' ORDER BY id) FROM attempts"),
+                     "0:ok:-,1:error:tool.builtin.fail", "step b ran once, its result kept");
+    cr_assert_eq(sgw_q_int("SELECT count(*) FROM dead_letters"), 1);
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text),
+                   "SELECT concat_ws('|', error_code, step_name, original_topic, "
+                   "original_partition, original_offset, "
+                   "convert_from(payload, 'UTF8')::jsonb->>'id') FROM dead_letters"),
+        (snprintf(want, sizeof(want), "tool.builtin.fail|b|%s|0|2|cmd:chainfail-1:1:f:g1:a1",
+                  sgw.topic_cmd),
+         want),
+        "the dead letter names step b's message: offset 2, after saga.start and "
+        "step a's");
+}
+
 Test(worker, replayed_step_command_has_no_effect, .timeout = 120)
 {
     const sg_json_t *evs[16];

@@ -149,7 +149,16 @@ int64_t sg_kafka_high_watermark(sg_kafka_t *k, const char *topic, int32_t partit
 
 /* Partitions currently assigned to this consumer, -1 on error. */
 int sg_kafka_assignment_count(sg_kafka_t *k);
+/* Partitions of topic from the cluster's metadata; -1 when not known
+ * within timeout_ms. */
+int sg_kafka_partition_count(sg_kafka_t *k, const char *topic, int timeout_ms);
+/* The partition librdkafka's default partitioner (consistent_random)
+ * gives a non-empty key among partition_cnt; -1 for an empty key. */
+int32_t sg_kafka_key_partition(const void *key, size_t len, int32_t partition_cnt);
 
+/* The accessors take a NULL msg (a command the worker runs before its
+ * message arrives): no topic, partition/offset/timestamp -1, no payload,
+ * key or headers. */
 const char *sg_kafka_msg_topic(const sg_kafka_msg_t *msg);
 int32_t sg_kafka_msg_partition(const sg_kafka_msg_t *msg);
 int64_t sg_kafka_msg_offset(const sg_kafka_msg_t *msg);

@@ -41,6 +41,7 @@ typedef enum sg_metric_id_e {
     SG_M_STEPS_IN_FLIGHT,
     SG_M_COMMANDS_HELD,
     SG_M_INTAKE_PAUSES,
+    SG_M_CHAINED,
     SG_M_PARTITIONS_ASSIGNED,
     SG_M_CONSUMER_LAG,
     SG_M_CIRCUIT_STATE,
