@@ -91,7 +91,10 @@ static double floor_consume(int n)
 
 /* The statements the worker runs per step, batched and pipelined as the
  * worker batches them (one set-based statement per kind of row over the
- * batch, see worker/worker_writes.c), without Kafka. */
+ * batch, see worker/worker_writes.c), without Kafka: one transaction per
+ * step, as a chained saga takes (the step's attempt row commits with the
+ * previous step's outcome), holding the attempt row, the outcome, the step
+ * and saga rows, two outbox rows and the offset fence. */
 static double floor_sql(sg_pg_t *pg, int nsagas)
 {
     const int batch = 256;
@@ -138,7 +141,7 @@ static double floor_sql(sg_pg_t *pg, int nsagas)
             sg_pg_array_literal(&lit[1], (const char *const *)idx, (size_t)m);
             sg_pg_array_literal(&lit[2], (const char *const *)keys, (size_t)(2 * m));
             sg_pg_array_literal(&lit[3], (const char *const *)pays, (size_t)(2 * m));
-            for (int phase = 0; phase < 2; phase++) {
+            {
                 sg_pg_res_t *res = NULL, *ins = NULL;
                 const char *pa[] = {lit[0].data, lit[1].data}, *pm[] = {lit[2].data, lit[3].data};
                 char off[24];
@@ -153,40 +156,37 @@ static double floor_sql(sg_pg_t *pg, int nsagas)
                                 "WHERE s.saga_id = ANY($1::text[]) ORDER BY s.saga_id, st.idx "
                                 "FOR UPDATE OF s",
                                 1, pa, &res);
-                if (phase == 0) {
-                    sg_pg_pipe_send(pg,
-                                    "INSERT INTO attempts (saga_id, step_idx, phase, generation, "
-                                    "attempt, idempotency_key) SELECT s, i, 'forward', 1, 1, s "
-                                    "FROM unnest($1::text[], $2::int[]) AS u(s, i) RETURNING id",
-                                    2, pa, &ins);
-                    sg_pg_pipe_send(pg,
-                                    "UPDATE steps t SET status = 'running', attempts = 1 FROM "
-                                    "unnest($1::text[], $2::int[]) AS u(s, i) WHERE t.saga_id = "
-                                    "u.s AND t.idx = u.i",
-                                    2, pa, NULL);
-                } else {
-                    sg_pg_pipe_send(pg,
-                                    "UPDATE attempts a SET finished_at = now(), status = 'ok', "
-                                    "envelope = '{}' FROM unnest($1::text[], $2::int[]) AS u(s, "
-                                    "i) WHERE a.saga_id = u.s AND a.step_idx = u.i AND "
-                                    "a.finished_at IS NULL",
-                                    2, pa, NULL);
-                    sg_pg_pipe_send(pg,
-                                    "UPDATE steps t SET status = 'succeeded', result = 'null' "
-                                    "FROM unnest($1::text[], $2::int[]) AS u(s, i) WHERE "
-                                    "t.saga_id = u.s AND t.idx = u.i",
-                                    2, pa, NULL);
-                    sg_pg_pipe_send(pg,
-                                    "UPDATE sagas t SET seq = seq + 2, version = version + 1 "
-                                    "FROM unnest($1::text[]) AS u(s) WHERE t.saga_id = u.s",
-                                    1, pa, NULL);
-                    sg_pg_pipe_send(pg,
-                                    "INSERT INTO outbox (topic, key, headers, payload) SELECT "
-                                    "'floor', convert_to(k, 'UTF8'), '{\"sagad-type\":\"x\"}', "
-                                    "convert_to(p, 'UTF8') FROM unnest($1::text[], $2::text[]) "
-                                    "AS u(k, p)",
-                                    2, pm, NULL);
-                }
+                sg_pg_pipe_send(pg,
+                                "INSERT INTO attempts (saga_id, step_idx, phase, generation, "
+                                "attempt, idempotency_key) SELECT s, i, 'forward', 1, 1, s "
+                                "FROM unnest($1::text[], $2::int[]) AS u(s, i) RETURNING id",
+                                2, pa, &ins);
+                sg_pg_pipe_send(pg,
+                                "UPDATE steps t SET status = 'running', attempts = 1 FROM "
+                                "unnest($1::text[], $2::int[]) AS u(s, i) WHERE t.saga_id = "
+                                "u.s AND t.idx = u.i",
+                                2, pa, NULL);
+                sg_pg_pipe_send(pg,
+                                "UPDATE attempts a SET finished_at = now(), status = 'ok', "
+                                "envelope = '{}' FROM unnest($1::text[], $2::int[]) AS u(s, "
+                                "i) WHERE a.saga_id = u.s AND a.step_idx = u.i AND "
+                                "a.finished_at IS NULL",
+                                2, pa, NULL);
+                sg_pg_pipe_send(pg,
+                                "UPDATE steps t SET status = 'succeeded', result = 'null' "
+                                "FROM unnest($1::text[], $2::int[]) AS u(s, i) WHERE "
+                                "t.saga_id = u.s AND t.idx = u.i",
+                                2, pa, NULL);
+                sg_pg_pipe_send(pg,
+                                "UPDATE sagas t SET seq = seq + 2, version = version + 1 "
+                                "FROM unnest($1::text[]) AS u(s) WHERE t.saga_id = u.s",
+                                1, pa, NULL);
+                sg_pg_pipe_send(pg,
+                                "INSERT INTO outbox (topic, key, headers, payload) SELECT "
+                                "'floor', convert_to(k, 'UTF8'), '{\"sagad-type\":\"x\"}', "
+                                "convert_to(p, 'UTF8') FROM unnest($1::text[], $2::text[]) "
+                                "AS u(k, p)",
+                                2, pm, NULL);
                 sg_pg_pipe_send(pg, "SELECT sagad_fence('floor', 'floor', 0, 1, $1::bigint)", 1, po,
                                 NULL);
                 sg_pg_pipe_send(pg, "COMMIT", 0, NULL, NULL);
