@@ -39,6 +39,9 @@ Test(worker, happy_path_three_steps_complete_in_order, .timeout = 120)
                " {\"name\": \"notify\", \"tool\": \"noop\"}]");
     sgw_wait_status("happy-1", "completed");
     sgw_event_wait("happy-1", "saga.completed");
+    /* Steps 1 and 2 were chained: their messages come back after the steps
+     * ran, and are acknowledged then. */
+    sgw_wait_int(4, "SELECT coalesce(sum(next_offset), 0) FROM consumer_offsets");
     sgw_pair_stop();
 
     sgw_expect_events("happy-1", ev, "saga.accepted", "step.succeeded", "step.succeeded",
