@@ -367,7 +367,7 @@ typedef struct worker_s {
     /* Metrics of the open transaction, applied when it commits. */
     sg_metrics_batch_t metrics;
     const char *decided; /* outcome of the command being decided, NULL: by default */
-    worker_cmd_t *cur;   /* the command being decided or completed */
+    worker_cmd_t *cur;   /* the command being decided or completed, else NULL */
     worker_writes_t *writes;
 } worker_t;
 

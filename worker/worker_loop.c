@@ -142,8 +142,9 @@ typedef struct loop_s {
     uint64_t next_housekeeping, last_pg_ok;
     bool pg_up;
     /* Chaining (see the top of this file). */
-    bool chain;             /* worker.chain, and the default partitioner */
-    int32_t cmd_partitions; /* of the commands topic, 0: not known */
+    bool chain;                  /* worker.chain, and the default partitioner */
+    int32_t cmd_partitions;      /* of the commands topic, 0 or less: not known */
+    uint64_t partitions_read_at; /* when cmd_partitions was last asked for (ms) */
     chain_entry_t *chain_set[CHAIN_BUCKETS];
     size_t nchain;
     vec_t chain_new; /* chained in the open transaction, in decision order */
@@ -455,8 +456,6 @@ static void part_abandon(loop_t *L, worker_part_t *p, const char *why)
         }
         c->abandoned = true;
         c->part = NULL;
-        free(c->follow);
-        c->follow = NULL;
         /* A running call is freed when it returns; the rest at the end of
          * the turn (a batch in progress may still point at them). */
         if (c->state != CMD_CALLING)
@@ -547,10 +546,14 @@ static void pg_recover(loop_t *L, const sg_err_t *err)
         pg_state(L, true, NULL);
 }
 
+/* Asks the cluster for the commands topic's partition count, at most once
+ * a second: an assignment calls this once per partition assigned. */
 static void refresh_partitions(loop_t *L, int timeout_ms)
 {
-    if (L->chain)
-        L->cmd_partitions = sg_kafka_partition_count(L->consumer, L->w.topic_commands, timeout_ms);
+    if (!L->chain || sg_cli_now_ms() - L->partitions_read_at < 1000)
+        return;
+    L->partitions_read_at = sg_cli_now_ms();
+    L->cmd_partitions = sg_kafka_partition_count(L->consumer, L->w.topic_commands, timeout_ms);
 }
 
 static int64_t take_partition(loop_t *L, int32_t partition)
@@ -730,7 +733,7 @@ static void chain_discard(loop_t *L)
     L->chain_new.n = 0;
 }
 
-/* May the command c's decision emitted (payload) be chained? */
+/* May the step command c's decision emitted (for saga s) be chained? */
 static bool chainable(const loop_t *L, const worker_cmd_t *c, const worker_saga_t *s)
 {
     size_t cap = (size_t)L->max_in_flight * WINDOW_FACTOR;
@@ -791,7 +794,8 @@ static void chain_place(loop_t *L)
     for (size_t i = 0; i < L->chain_new.n; i++) {
         worker_cmd_t *v = L->chain_new.v[i], *o = v->origin;
         worker_part_t *p = v->part;
-        saga_slot_t *slot = saga_slot(L, v->dec.saga_id, true);
+        /* o heads its saga's queue, or was placed just before v. */
+        saga_slot_t *slot = saga_slot(L, v->dec.saga_id, false);
 
         v->origin = NULL;
         if (p->tail)
@@ -801,14 +805,10 @@ static void chain_place(loop_t *L)
         p->tail = v;
         L->held++;
         L->active++;
-        if (!slot->head) {
-            slot->head = slot->tail = v;
-        } else {
-            v->saga_next = o->saga_next;
-            o->saga_next = v;
-            if (slot->tail == o)
-                slot->tail = v;
-        }
+        v->saga_next = o->saga_next;
+        o->saga_next = v;
+        if (slot->tail == o)
+            slot->tail = v;
         chain_add(L, p->partition, cmd_id(v));
     }
 }
@@ -881,7 +881,6 @@ static int run_txn(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
             worker_saga_complete(&L->w, c, s);
             c->finishing = true;
         }
-        L->w.cur = NULL;
         chain_follow(L, c, s);
     }
     worker_writes_flush(&L->w);
@@ -1347,7 +1346,7 @@ static void housekeeping(loop_t *L)
         return;
     L->next_housekeeping = sg_cli_now_ms() + HOUSEKEEPING_MS;
     ping_pg(L);
-    if (L->chain && L->cmd_partitions <= 0 && L->nparts > 0)
+    if (L->cmd_partitions <= 0 && L->nparts > 0)
         refresh_partitions(L, 500);
     sg_health_set(SG_CHECK_GROUP, sg_kafka_group_joined(L->consumer),
                   "consumer group %s not joined yet (no partition assignment received)",

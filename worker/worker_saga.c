@@ -163,9 +163,10 @@ static sg_json_t *message_new(const char *type, const char *id, const char *saga
 }
 
 /* Queues msg (from message_new(), keyed by its saga) for Kafka: into the
- * outbox now, or as a timer.  Takes msg. */
+ * outbox now, or as a timer.  Takes msg.  keep, when not NULL, takes the
+ * payload's text too. */
 static void emit(worker_t *w, const char *topic, const char *traceparent, sg_json_t *msg,
-                 int64_t delay_ms)
+                 int64_t delay_ms, char **keep)
 {
     const char *type = sg_json_string(sg_json_member(msg, "type"));
     const char *key = sg_json_string(sg_json_member(msg, "saga_id"));
@@ -173,7 +174,10 @@ static void emit(worker_t *w, const char *topic, const char *traceparent, sg_jso
 
     worker_write_message(w, delay_ms, topic, key, headers, payload);
     free(headers);
-    free(payload);
+    if (keep)
+        *keep = payload;
+    else
+        free(payload);
     sg_json_destroy(msg);
 }
 
@@ -194,7 +198,7 @@ static void event(worker_t *w, worker_saga_t *saga, const char *type, sg_json_t 
     for (const sg_json_t *m = body ? sg_json_first(body) : NULL; m; m = sg_json_next(m))
         sg_json_add_node(ev, sg_json_key(m), sg_json_dup(m));
     sg_json_destroy(body);
-    emit(w, w->topic_events, saga->traceparent, ev, 0);
+    emit(w, w->topic_events, saga->traceparent, ev, 0, NULL);
 }
 
 static sg_json_t *step_body(const worker_step_t *st)
@@ -227,9 +231,8 @@ static void command(worker_t *w, worker_saga_t *saga, int step, bool compensate,
     sg_json_add_int(c, "attempt", attempt);
     sg_json_add_int(c, "generation", saga->generation);
     /* Sent now: the loop may chain it (run it in this transaction). */
-    if (delay_ms <= 0 && w->cur && !w->cur->follow)
-        w->cur->follow = sg_json_print(c);
-    emit(w, w->topic_commands, saga->traceparent, c, delay_ms);
+    emit(w, w->topic_commands, saga->traceparent, c, delay_ms,
+         delay_ms <= 0 && w->cur && !w->cur->follow ? &w->cur->follow : NULL);
 }
 
 static char *msg_headers_json(const sg_kafka_msg_t *msg)
@@ -567,7 +570,7 @@ static void step_dead_letter(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga
     snprintf(id, sizeof(id), "cmd:%s:release:g%d", saga->saga_id, saga->generation);
     c = message_new("saga.release", id, saga->saga_id);
     sg_json_add_int(c, "generation", saga->generation);
-    emit(w, w->topic_commands, saga->traceparent, c, w->hold_ms);
+    emit(w, w->topic_commands, saga->traceparent, c, w->hold_ms, NULL);
     w->stats.held++;
 }
 
@@ -649,7 +652,7 @@ static void reject(worker_t *w, worker_cmd_t *cmd, problem_list_t *pl, const cha
     sg_json_add_str(ev, "message", pl->text);
     sg_json_add_node(ev, "problems", pl->arr);
     pl->arr = NULL;
-    emit(w, w->topic_events, NULL, ev, 0);
+    emit(w, w->topic_events, NULL, ev, 0, NULL);
     w->stats.rejected++;
     sg_err_set(&err, SG_ERRCLASS_PERMANENT, code, "saga.start rejected: %d problem(s): %s", pl->n,
                pl->text);
@@ -1203,13 +1206,12 @@ static void count_call(worker_t *w, const worker_cmd_t *cmd)
         SG_LABELS(tool, r->status == WORKER_OK ? "ok" : sg_errclass_name(r->err.cls)));
 }
 
-void worker_saga_complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
+static void complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
 {
     bool comp = cmd->dec.type == WORKER_CMD_COMPENSATE;
     worker_step_t *st;
     sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
 
-    w->cur = cmd;
     finish_attempt(w, cmd);
     w->stats.calls++;
     count_call(w, cmd);
@@ -1258,4 +1260,11 @@ void worker_saga_complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
         on_failure(w, cmd, saga, st, false);
     }
     flush(w, saga);
+}
+
+void worker_saga_complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
+{
+    w->cur = cmd;
+    complete(w, cmd, saga);
+    w->cur = NULL;
 }
