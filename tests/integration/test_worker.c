@@ -491,28 +491,8 @@ Test(worker, duplicate_submission_is_idempotent_and_conflict_rejected, .timeout 
         1);
 }
 
-/* Chaining (worker.chain, on by default): a step's successor is decided in
- * the transaction that emitted it, so its attempt row commits with the
- * previous outcome (the two rows share the transaction's now()); its
- * message still goes out and is acknowledged when it comes back. */
-static void run_chain_saga(const char *saga_id)
-{
-    char steps[512];
-
-    snprintf(steps, sizeof(steps),
-             "[{\"name\": \"a\", \"tool\": \"ledger\", \"args\": {\"n\": 1}},"
-             " {\"name\": \"b\", \"tool\": \"ledger\", \"args\": {\"n\": 2}},"
-             " {\"name\": \"c\", \"tool\": \"ledger\", \"args\": {\"n\": 3}}]");
-    sgw_submit(saga_id, steps);
-    sgw_wait_status(saga_id, "completed");
-    /* saga.start and three step.execute: the last two came back after the
-     * steps they carry ran, and only the offset moved for them. */
-    sgw_wait_int(4, "SELECT coalesce(sum(next_offset), 0) FROM consumer_offsets");
-    sgw_expect_worker_alive();
-}
-
 /* Attempts of saga_id's step k+1 that started in the transaction where
- * step k's finished. */
+ * step k's finished (the two rows share the transaction's now()). */
 static long long same_txn_successors(const char *saga_id)
 {
     return sgw_q_int("SELECT count(*) FROM attempts a JOIN attempts b ON b.saga_id = a.saga_id "
@@ -521,39 +501,50 @@ static long long same_txn_successors(const char *saga_id)
                      saga_id);
 }
 
-Test(worker, next_step_runs_in_the_transaction_of_the_previous_outcome, .timeout = 120)
+/* Runs a 3-step ledger saga on a worker with env and checks what every
+ * run must show: each step ran once, and all four messages (saga.start,
+ * three step.execute) were consumed, the chained steps' ones after the
+ * steps they carry ran.  Then, how many steps were chained: started in
+ * the transaction of the previous outcome, and counted in the progress
+ * line with their copies. */
+static void expect_chained(const char *saga_id, const char *const *env, int want)
 {
-    sgw_pair_start(NULL, 1, NULL);
-    run_chain_saga("chain-1");
+    char progress[64];
+
+    sgw_pair_start(NULL, 1, env);
+    sgw_submit(saga_id, "[{\"name\": \"a\", \"tool\": \"ledger\", \"args\": {\"n\": 1}},"
+                        " {\"name\": \"b\", \"tool\": \"ledger\", \"args\": {\"n\": 2}},"
+                        " {\"name\": \"c\", \"tool\": \"ledger\", \"args\": {\"n\": 3}}]");
+    sgw_wait_status(saga_id, "completed");
+    sgw_wait_int(4, "SELECT coalesce(sum(next_offset), 0) FROM consumer_offsets");
+    sgw_expect_worker_alive();
     sgw_pair_stop();
 
-    cr_expect_eq(same_txn_successors("chain-1"), 2,
-                 "steps b and c started in the transactions that finished a and b");
-    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE saga_id = 'chain-1' AND status = "
-                           "'ok'"),
-                 3, "one attempt per step: the messages that came back ran nothing");
+    cr_expect_eq(same_txn_successors(saga_id), want,
+                 "steps started in the transaction of the previous step's outcome");
+    cr_expect_eq(
+        sgw_q_int("SELECT count(*) FROM attempts WHERE saga_id = '%s' AND status = 'ok'", saga_id),
+        3, "one attempt per step: a message that came back ran nothing");
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM builtin_ledger WHERE calls = 1"), 3,
                  "each step's effect happened once");
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters"), 0);
-    cr_expect(strstr(sgw.worker.err, "chained=2 copies=2") != NULL,
-              "the progress line counts 2 chained commands and their 2 copies");
+    snprintf(progress, sizeof(progress), "chained=%d copies=%d", want, want);
+    cr_expect(strstr(sgw.worker.err, progress) != NULL, "the progress line says %s", progress);
+}
+
+/* Chaining (worker.chain, on by default): a step's successor is decided in
+ * the transaction that emitted it; its message still goes out and is
+ * acknowledged when it comes back. */
+Test(worker, next_step_runs_in_the_transaction_of_the_previous_outcome, .timeout = 120)
+{
+    expect_chained("chain-1", NULL, 2);
 }
 
 Test(worker, without_chaining_every_step_waits_for_its_message, .timeout = 120)
 {
     static const char *const env[] = {"SAGAD_WORKER_CHAIN=false", NULL};
 
-    sgw_pair_start(NULL, 1, env);
-    run_chain_saga("nochain-1");
-    sgw_pair_stop();
-
-    cr_expect_eq(same_txn_successors("nochain-1"), 0,
-                 "every step started after its message came back through Kafka");
-    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE saga_id = 'nochain-1' AND status "
-                           "= 'ok'"),
-                 3);
-    cr_expect(strstr(sgw.worker.err, "chained=0 copies=0") != NULL,
-              "the progress line counts no chained command");
+    expect_chained("nochain-1", env, 0);
 }
 
 /* A chained call that fails waits for its message, whose command takes
