@@ -68,6 +68,9 @@ static const sg_config_key_t config_table[] = {
     {"worker.drain_timeout_ms", SG_CONFIG_INT, "30000", 0, 3600000, NULL, 0,
      "On SIGTERM or a revoked partition, how long running tool calls may finish before "
      "they are abandoned (redelivered, same idempotency key)."},
+    {"worker.kafka_commit_interval_ms", SG_CONFIG_INT, "1000", 0, 60000, NULL, 0,
+     "How often the offsets kept in PostgreSQL are copied to the Kafka group, for lag tools "
+     "only (0: after every transaction); a revoked partition's is copied at once."},
     {"worker.chain", SG_CONFIG_BOOL, "true", 0, 0, NULL, 0,
      "Run a saga's next step command in the transaction that emitted it, when its message "
      "will come to this worker (same partition), instead of after the relay and Kafka bring "

@@ -576,11 +576,17 @@ int sg_kafka_wake_fd(sg_kafka_t *k, int fd)
     return 0;
 }
 
-void sg_kafka_commit_offset(sg_kafka_t *k, const char *topic, int32_t partition, int64_t next)
+void sg_kafka_commit_offsets(sg_kafka_t *k, const char *topic, const int32_t *partitions,
+                             const int64_t *next, size_t n)
 {
-    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)n);
 
-    rd_kafka_topic_partition_list_add(list, topic, partition)->offset = next;
+    if (n == 0) {
+        rd_kafka_topic_partition_list_destroy(list);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        rd_kafka_topic_partition_list_add(list, topic, partitions[i])->offset = next[i];
     /* Asynchronous and best effort: PostgreSQL holds the real offset. */
     rd_kafka_commit(k->rk, list, 1);
     rd_kafka_topic_partition_list_destroy(list);

@@ -88,6 +88,7 @@ struct worker_part_s {
     int64_t epoch;
     int64_t next_fetch; /* offset after the last one taken from Kafka */
     int64_t stored;     /* offset kept in PostgreSQL */
+    int64_t in_kafka;   /* offset last committed to Kafka (for lag tools) */
     worker_cmd_t *head, *tail;
     bool touched; /* has a command in the current transaction */
 };
@@ -140,6 +141,7 @@ typedef struct loop_s {
     sg_cli_t *cli;
     sg_http_t *http;
     uint64_t next_housekeeping, last_pg_ok;
+    uint64_t kafka_commit_ms, next_kafka_commit; /* worker.kafka_commit_interval_ms */
     bool pg_up;
     /* Chaining (see the top of this file). */
     bool chain;                  /* worker.chain, and the default partitioner */
@@ -593,6 +595,7 @@ static int64_t take_partition(loop_t *L, int32_t partition)
     refresh_partitions(L, 2000);
     p->partition = partition;
     p->next_fetch = p->stored = sg_pg_res_int(res, 0, 0, 0);
+    p->in_kafka = -1; /* Kafka's copy may be older: the next commit sends it */
     p->epoch = sg_pg_res_int(res, 0, 1, 0);
     sg_pg_res_destroy(res);
     {
@@ -942,6 +945,37 @@ static void settle(loop_t *L, worker_cmd_t *c)
     vec_push(&L->lighten, c);
 }
 
+/* Copies the offsets stored in PostgreSQL to Kafka, where lag tools read
+ * them: those of every partition, in one request, at most once per
+ * worker.kafka_commit_interval_ms (one request per transaction and
+ * partition was, at 1,000 steps/s, a thousand writes a second to
+ * __consumer_offsets, a broker cost that bought nothing); or only p's, at
+ * once (p is being released).  Best effort: the worker itself never reads
+ * them back. */
+static void kafka_commit(loop_t *L, worker_part_t *p)
+{
+    int32_t parts[64];
+    int64_t next[64];
+    size_t n = 0;
+
+    if (!L->consumer || (!p && sg_cli_now_ms() < L->next_kafka_commit))
+        return;
+    if (!p)
+        L->next_kafka_commit = sg_cli_now_ms() + L->kafka_commit_ms;
+    for (size_t i = 0; i < L->nparts; i++) {
+        worker_part_t *q = L->parts[i];
+        if ((p && q != p) || q->stored <= q->in_kafka)
+            continue;
+        parts[n] = q->partition;
+        next[n] = q->in_kafka = q->stored;
+        if (++n == 64) {
+            sg_kafka_commit_offsets(L->consumer, L->w.topic_commands, parts, next, n);
+            n = 0;
+        }
+    }
+    sg_kafka_commit_offsets(L->consumer, L->w.topic_commands, parts, next, n);
+}
+
 /* After a commit: finished commands release their saga and the offset
  * moves; decided calls go to the pool. */
 static void after_commit(loop_t *L, worker_cmd_t **batch, size_t n)
@@ -956,11 +990,10 @@ static void after_commit(loop_t *L, worker_cmd_t **batch, size_t n)
         worker_part_t *p = L->parts[i];
         int64_t wm = part_watermark(p);
         part_pop_finished(L, p);
-        if (wm > p->stored) {
+        if (wm > p->stored)
             p->stored = wm;
-            sg_kafka_commit_offset(L->consumer, L->w.topic_commands, p->partition, wm);
-        }
     }
+    kafka_commit(L, NULL);
 }
 
 /* Which partitions did another worker take?  Those are abandoned. */
@@ -1274,8 +1307,10 @@ static int64_t on_rebalance(void *opaque, bool assigned, const char *topic, int3
     /* Finish what can be finished while the partition is still ours; the
      * fence refuses the commits if it is not. */
     drain(L, p);
-    if ((p = part_find(L, partition)))
+    if ((p = part_find(L, partition))) {
+        kafka_commit(L, p);
         part_drop(L, p, "partition revoked");
+    }
     return -1;
 }
 
@@ -1346,6 +1381,7 @@ static void housekeeping(loop_t *L)
         return;
     L->next_housekeeping = sg_cli_now_ms() + HOUSEKEEPING_MS;
     ping_pg(L);
+    kafka_commit(L, NULL);
     if (L->cmd_partitions <= 0 && L->nparts > 0)
         refresh_partitions(L, 500);
     sg_health_set(SG_CHECK_GROUP, sg_kafka_group_joined(L->consumer),
@@ -1424,6 +1460,7 @@ static int setup(loop_t *L, sg_cli_t *cli)
     L->batch_size = (int)sg_config_int(cfg, "worker.batch_size");
     L->drain_ms = sg_config_int(cfg, "worker.drain_timeout_ms");
     L->chain = sg_config_bool(cfg, "worker.chain");
+    L->kafka_commit_ms = (uint64_t)sg_config_int(cfg, "worker.kafka_commit_interval_ms");
     sg_config_foreach_kafka(cfg, check_partitioner, L);
     sg_rng_seed(&L->w.rng, 0);
     gethostname(host, sizeof(host) - 1);

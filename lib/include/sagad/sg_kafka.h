@@ -135,9 +135,11 @@ int sg_kafka_pause(sg_kafka_t *k, bool pause);
  * non-empty, so a caller can poll() on it beside its own descriptors. */
 int sg_kafka_wake_fd(sg_kafka_t *k, int fd);
 
-/* Commits next (the offset of the next message to read) for lag tools;
+/* Commits next[i] (the offset of the next message to read) of
+ * partitions[i] of topic, n of them in one request, for lag tools;
  * asynchronous, best effort. */
-void sg_kafka_commit_offset(sg_kafka_t *k, const char *topic, int32_t partition, int64_t next);
+void sg_kafka_commit_offsets(sg_kafka_t *k, const char *topic, const int32_t *partitions,
+                             const int64_t *next, size_t n);
 
 /* True once the consumer joined its group: its first assignment arrived,
  * even an empty one (more consumers than partitions). */
