@@ -283,21 +283,24 @@ typedef enum worker_cstate_e {
 typedef struct worker_cmd_s {
     struct worker_cmd_s *saga_next; /* FIFO of its saga */
     struct worker_cmd_s *part_next; /* FIFO of its partition, offset order */
+    struct worker_cmd_s *part_prev;
     worker_part_t *part;
     sg_kafka_msg_t *msg;
     int64_t offset;
     worker_decoded_t dec;
     worker_cstate_t state;
-    bool finishing;              /* will be FINISHED if the transaction commits */
-    bool calls;                  /* decided: call the tool after the commit */
-    bool abandoned;              /* its partition was lost while the call ran */
-    bool chained;                /* run ahead of its message: no msg, offset -1 */
-    bool unchained;              /* chained, but its decision needs its message: dropped */
-    bool copy;                   /* the message of a chained command that ran: acknowledged */
-    char *follow;                /* the step command its decision emitted for now, to chain */
-    struct worker_cmd_s *origin; /* chained: the command that emitted it, until placed */
-    int64_t attempt_id;          /* of the attempt row, once committed */
-    char *definition;            /* a saga.start's definition (worker_definition), once built */
+    bool finishing;               /* will be FINISHED if the transaction commits */
+    bool calls;                   /* decided: call the tool after the commit */
+    bool abandoned;               /* its partition was lost while the call ran */
+    bool chained;                 /* run ahead of its message: no msg, offset -1 */
+    bool unchained;               /* chained, but its decision needs its message: dropped */
+    bool copy;                    /* the message of a chained command that ran: acknowledged */
+    bool early_copy;              /* a copy taken while its chained command runs: no slot */
+    char *follow;                 /* the step command its decision emitted for now, to chain */
+    struct worker_cmd_s *origin;  /* chained: the command that emitted it, until placed */
+    int64_t attempt_id;           /* of the attempt row, once committed */
+    char *definition;             /* a saga.start's definition (worker_definition), once built */
+    struct worker_fresh_s *fresh; /* a saga.start's new saga, until its first step is chained */
     worker_call_t call;
     worker_result_t result;
 } worker_cmd_t;
@@ -341,6 +344,18 @@ typedef struct worker_saga_s {
     /* saga.start of an existing saga: same definition? */
     bool same_definition;
 } worker_saga_t;
+
+/* The saga a saga.start created in the open transaction, as the next
+ * transaction's load would return it: its first step command can then be
+ * decided in the same transaction (chained).  Owns its texts. */
+typedef struct worker_fresh_s {
+    worker_saga_t saga;
+    sg_json_t *steps;                      /* the effective steps; names and tools point here */
+    char *texts[2 * WORKER_MAX_STEPS + 2]; /* args, compensations, input, traceparent */
+    size_t ntexts;
+} worker_fresh_t;
+
+void worker_fresh_free(worker_fresh_t *f);
 
 typedef struct worker_stats_s {
     int64_t consumed, stale, started, rejected, calls, dead_letters, completed, compensated, failed,

@@ -27,7 +27,9 @@
  * each and no trip through the relay and Kafka.  The chained command sits
  * at the head of its saga's queue and in its partition's FIFO (offset -1,
  * which the stored offset ignores), so ordering, draining and abandoning
- * treat it like any other.  Its message, when it arrives, is a copy:
+ * treat it like any other.  A saga.start's first step command is chained
+ * the same way, decided with the saga the start just wrote (worker_fresh_t)
+ * unless the saga has a deadline.  Its message, when it arrives, is a copy:
  *   - normally the chained command has finished by then (the saga queue
  *     holds the copy back until it has), and the copy is acknowledged with
  *     no transaction of its own beyond the offset (`chain` set, by message
@@ -123,7 +125,8 @@ typedef struct loop_s {
     vec_t returned;  /* RETURNED, from the pool */
     vec_t graveyard; /* abandoned or finished, freed at the end of the turn */
     size_t held;     /* commands held (not freed), finished or not */
-    size_t active;   /* held and not FINISHED: what worker.max_in_flight bounds */
+    size_t active;   /* held and not FINISHED */
+    size_t early;    /* of them, copies waiting for their chained command (early_copy) */
     vec_t lighten;   /* FINISHED but still in a FIFO: shed their payload at turn end */
     size_t calling;
     bool paused;
@@ -235,22 +238,47 @@ static void chain_add(loop_t *L, int32_t partition, const char *id)
     L->nchain++;
 }
 
-/* Is c the message of a chained command that ran here?  Forgets it. */
-static bool chain_take(loop_t *L, const worker_cmd_t *c)
+/* Where the chain set holds c's message, if c is the message of a
+ * chained command that ran here; NULL if not. */
+static chain_entry_t **chain_find(loop_t *L, const worker_cmd_t *c)
 {
     const char *id = cmd_id(c);
     chain_entry_t **pp, *e;
 
     if (!id || !c->part || L->nchain == 0)
-        return false;
+        return NULL;
     for (pp = &L->chain_set[hash(id) % CHAIN_BUCKETS]; (e = *pp); pp = &e->next)
-        if (e->partition == c->part->partition && strcmp(e->id, id) == 0) {
-            *pp = e->next;
-            free(e);
-            L->nchain--;
-            return true;
-        }
-    return false;
+        if (e->partition == c->part->partition && strcmp(e->id, id) == 0)
+            return pp;
+    return NULL;
+}
+
+/* Is c the message of a chained command that ran here?  Forgets it. */
+static bool chain_take(loop_t *L, const worker_cmd_t *c)
+{
+    chain_entry_t **pp = chain_find(L, c), *e;
+
+    if (!pp)
+        return false;
+    e = *pp;
+    *pp = e->next;
+    free(e);
+    L->nchain--;
+    return true;
+}
+
+/* A copy that arrives while its chained command still runs waits behind
+ * it in its saga's queue.  It is no work of its own, so it does not hold
+ * one of the worker.max_in_flight slots (it would, and with a small limit
+ * the copies of running chained calls would fill the slots and stop
+ * intake), until it takes over a parked command's result (adopt).
+ * Called when c leaves that state, whichever way. */
+static void early_done(loop_t *L, worker_cmd_t *c)
+{
+    if (c->early_copy) {
+        c->early_copy = false;
+        L->early--;
+    }
 }
 
 /* The partition is not ours any more: its copies are the next owner's. */
@@ -268,6 +296,8 @@ static void chain_forget(loop_t *L, int32_t partition)
         }
 }
 
+static void retire(loop_t *L, worker_cmd_t *c);
+
 /* The copy r of the PARKED chained command v (the head of its saga's
  * queue) takes v's place, call and result, and is completed as any
  * returned call: it has the message a dead letter names. */
@@ -284,6 +314,7 @@ static void adopt(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker_cmd_t *r
     for (worker_cmd_t *c = slot->head; c; c = c->saga_next)
         slot->tail = c;
     chain_take(L, r);
+    early_done(L, r);
     r->call = v->call;
     r->result = v->result;
     r->attempt_id = v->attempt_id;
@@ -292,7 +323,7 @@ static void adopt(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker_cmd_t *r
     r->state = CMD_RETURNED;
     vec_push(&L->returned, r);
     v->state = CMD_FINISHED; /* not active since it parked */
-    vec_push(&L->lighten, v);
+    retire(L, v);
 }
 
 /* The copy of v among the commands queued behind it, if it came. */
@@ -396,12 +427,15 @@ static void cmd_shed(worker_cmd_t *cmd)
     cmd->follow = NULL;
     free(cmd->definition);
     cmd->definition = NULL;
+    worker_fresh_free(cmd->fresh);
+    cmd->fresh = NULL;
     call_free(&cmd->call);
     worker_result_clear(&cmd->result);
 }
 
 static void cmd_free(loop_t *L, worker_cmd_t *cmd)
 {
+    early_done(L, cmd);
     if (cmd->state != CMD_FINISHED && cmd->state != CMD_PARKED)
         L->active--;
     cmd_shed(cmd);
@@ -426,6 +460,44 @@ static int64_t part_watermark(const worker_part_t *p)
     return p->next_fetch;
 }
 
+static void part_append(worker_part_t *p, worker_cmd_t *c)
+{
+    c->part_prev = p->tail;
+    c->part_next = NULL;
+    if (p->tail)
+        p->tail->part_next = c;
+    else
+        p->head = c;
+    p->tail = c;
+}
+
+static void part_unlink(worker_part_t *p, worker_cmd_t *c)
+{
+    if (c->part_prev)
+        c->part_prev->part_next = c->part_next;
+    else
+        p->head = c->part_next;
+    if (c->part_next)
+        c->part_next->part_prev = c->part_prev;
+    else
+        p->tail = c->part_prev;
+    c->part_next = c->part_prev = NULL;
+}
+
+/* A finished command leaves memory at the end of the turn.  One with an
+ * offset waits in its partition's FIFO, light, until the offset passes it;
+ * a chained one holds no offset and leaves the FIFO at once (else it would
+ * fill the window behind a slow command: a saga of n steps chains n). */
+static void retire(loop_t *L, worker_cmd_t *c)
+{
+    if (c->chained && c->part) {
+        part_unlink(c->part, c);
+        vec_push(&L->graveyard, c);
+    } else {
+        vec_push(&L->lighten, c);
+    }
+}
+
 /* Unlinks the finished prefix of the partition's FIFO.  The commands are
  * freed at the end of the turn, not here: the batch that finished them
  * (turn(), process()) still reads them after the commit. */
@@ -433,10 +505,7 @@ static void part_pop_finished(loop_t *L, worker_part_t *p)
 {
     while (p->head && p->head->state == CMD_FINISHED) {
         worker_cmd_t *c = p->head;
-        p->head = c->part_next;
-        if (!p->head)
-            p->tail = NULL;
-        c->part_next = NULL;
+        part_unlink(p, c);
         vec_push(&L->graveyard, c);
     }
 }
@@ -801,11 +870,7 @@ static void chain_place(loop_t *L)
         saga_slot_t *slot = saga_slot(L, v->dec.saga_id, false);
 
         v->origin = NULL;
-        if (p->tail)
-            p->tail->part_next = v;
-        else
-            p->head = v;
-        p->tail = v;
+        part_append(p, v);
         L->held++;
         L->active++;
         v->saga_next = o->saga_next;
@@ -814,6 +879,45 @@ static void chain_place(loop_t *L)
             slot->tail = v;
         chain_add(L, p->partition, cmd_id(v));
     }
+}
+
+/* The offsets of the partitions the transaction touched, through
+ * sagad_fence() (which refuses a partition another worker owns now), in
+ * one statement for all of them. */
+static void send_fences(loop_t *L)
+{
+    char(*nums)[3][24] = calloc(L->nparts + 1, sizeof(*nums));
+    const char **items = calloc(3 * (L->nparts + 1), sizeof(char *));
+    sg_pg_buf_t lit[3] = {{0}};
+    const char *params[5] = {L->w.group, L->w.topic_commands};
+    size_t n = 0;
+
+    if (!nums || !items)
+        abort();
+    for (size_t i = 0; i < L->nparts; i++) {
+        worker_part_t *p = L->parts[i];
+        if (!p->touched)
+            continue;
+        snprintf(nums[n][0], 24, "%d", (int)p->partition);
+        snprintf(nums[n][1], 24, "%lld", (long long)p->epoch);
+        snprintf(nums[n][2], 24, "%lld", (long long)part_watermark(p));
+        for (int k = 0; k < 3; k++)
+            items[k * (L->nparts + 1) + n] = nums[n][k];
+        n++;
+    }
+    for (int k = 0; k < 3; k++) {
+        sg_pg_array_literal(&lit[k], items + k * (L->nparts + 1), n);
+        params[2 + k] = lit[k].data;
+    }
+    if (n)
+        sg_pg_pipe_send(L->w.pg,
+                        "SELECT sagad_fence($1, $2, u.p, u.e, u.n) FROM unnest($3::int[], "
+                        "$4::bigint[], $5::bigint[]) AS u(p, e, n)",
+                        5, params, NULL);
+    for (int k = 0; k < 3; k++)
+        sg_pg_buf_free(&lit[k]);
+    free(nums);
+    free(items);
 }
 
 /* One transaction over batch.  Returns 0 when committed, -1 with err. */
@@ -884,21 +988,14 @@ static int run_txn(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
             worker_saga_complete(&L->w, c, s);
             c->finishing = true;
         }
-        chain_follow(L, c, s);
+        /* A saga.start that created its saga chains its first step
+         * from the saga as written. */
+        chain_follow(L, c, s ? s : c->fresh ? &c->fresh->saga : NULL);
+        worker_fresh_free(c->fresh);
+        c->fresh = NULL;
     }
     worker_writes_flush(&L->w);
-    for (size_t i = 0; i < L->nparts; i++) {
-        worker_part_t *p = L->parts[i];
-        char part[16], epoch[24], next[24];
-        const char *params[] = {L->w.group, L->w.topic_commands, part, epoch, next};
-        if (!p->touched)
-            continue;
-        snprintf(part, sizeof(part), "%d", (int)p->partition);
-        snprintf(epoch, sizeof(epoch), "%lld", (long long)p->epoch);
-        snprintf(next, sizeof(next), "%lld", (long long)part_watermark(p));
-        sg_pg_pipe_send(L->w.pg, "SELECT sagad_fence($1, $2, $3::int, $4::bigint, $5::bigint)", 5,
-                        params, NULL);
-    }
+    send_fences(L);
     sg_pg_pipe_send(L->w.pg, "COMMIT", 0, NULL, NULL);
     if (sg_pg_pipe_end(L->w.pg, err) < 0)
         goto fail;
@@ -931,6 +1028,7 @@ out:
  * releases its saga. */
 static void settle(loop_t *L, worker_cmd_t *c)
 {
+    early_done(L, c);
     if (c->calls) {
         c->calls = false;
         c->state = CMD_CALLING;
@@ -942,7 +1040,7 @@ static void settle(loop_t *L, worker_cmd_t *c)
     c->state = CMD_FINISHED;
     L->active--;
     saga_dequeue(L, c);
-    vec_push(&L->lighten, c);
+    retire(L, c);
 }
 
 /* Copies the offsets stored in PostgreSQL to Kafka, where lag tools read
@@ -1105,7 +1203,7 @@ static int64_t on_rebalance(void *opaque, bool assigned, const char *topic, int3
 /* Enough taken: max_in_flight unfinished commands, or the whole window. */
 static bool intake_full(const loop_t *L)
 {
-    return (int)L->active >= L->max_in_flight ||
+    return (int)(L->active - L->early) >= L->max_in_flight ||
            L->held >= (size_t)L->max_in_flight * WINDOW_FACTOR;
 }
 
@@ -1152,20 +1250,20 @@ static void intake(loop_t *L)
         cmd->part = p;
         cmd->offset = sg_kafka_msg_offset(msg);
         p->next_fetch = cmd->offset + 1;
-        if (p->tail)
-            p->tail->part_next = cmd;
-        else
-            p->head = cmd;
-        p->tail = cmd;
+        part_append(p, cmd);
         payload = sg_kafka_msg_payload(msg, &len);
         worker_decode(payload ? payload : "", payload ? len : 0, &L->w.limits, &cmd->dec);
+        if (chain_find(L, cmd)) {
+            cmd->early_copy = true;
+            L->early++;
+        }
         saga_enqueue(L, cmd);
     }
     if (!L->paused && intake_full(L) && sg_cli_now_ms() - L->last_poll >= PAUSE_AFTER_MS) {
         L->paused = sg_kafka_pause(L->consumer, true) == 0;
         if (L->paused)
             sg_metric_inc(SG_M_INTAKE_PAUSES, NULL);
-    } else if (L->paused && (int)L->active < L->max_in_flight * 3 / 4 &&
+    } else if (L->paused && (int)(L->active - L->early) < L->max_in_flight * 3 / 4 &&
                L->held < (size_t)L->max_in_flight * WINDOW_FACTOR * 3 / 4) {
         L->paused = !(sg_kafka_pause(L->consumer, false) == 0);
     }

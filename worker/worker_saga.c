@@ -714,10 +714,56 @@ const char *worker_cmd_definition(worker_cmd_t *cmd)
     return cmd->definition;
 }
 
+/* Keeps text (malloc'd) with f; returns it. */
+static const char *fresh_keep(worker_fresh_t *f, char *text)
+{
+    if (!text || f->ntexts == sizeof(f->texts) / sizeof(f->texts[0]))
+        abort();
+    return f->texts[f->ntexts++] = text;
+}
+
+void worker_fresh_free(worker_fresh_t *f)
+{
+    if (!f)
+        return;
+    for (size_t i = 0; i < f->ntexts; i++)
+        free(f->texts[i]);
+    sg_json_destroy(f->steps);
+    free(f);
+}
+
+/* The steps of a new saga from the effective steps it was inserted with
+ * (steps_text, see effective_steps), as the load would read them back:
+ * pending, never attempted. */
+static bool fresh_steps(worker_fresh_t *f, const char *steps_text)
+{
+    size_t n;
+
+    f->steps = sg_json_parse(steps_text, strlen(steps_text), NULL, NULL);
+    n = sg_json_array_size(f->steps);
+    if (!f->steps || n == 0 || n > WORKER_MAX_STEPS)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        const sg_json_t *e = sg_json_array_get(f->steps, i),
+                        *comp = sg_json_member(e, "compensate");
+        worker_step_t *st = &f->saga.steps[i];
+
+        st->idx = (int)i;
+        st->name = sg_json_string(sg_json_member(e, "name"));
+        st->tool = sg_json_string(sg_json_member(e, "tool"));
+        st->args = fresh_keep(f, sg_json_print(sg_json_member(e, "args")));
+        st->comp = comp && !sg_json_is_null(comp) ? fresh_keep(f, sg_json_print(comp)) : NULL;
+        snprintf(st->status, sizeof(st->status), "pending");
+    }
+    f->saga.nsteps = (int)n;
+    return true;
+}
+
 static void decide_start(worker_t *w, worker_cmd_t *cmd, worker_saga_t *existing)
 {
     problem_list_t pl = {sg_json_new_array(), "", 0};
-    worker_saga_t saga;
+    worker_fresh_t *fresh;
+    worker_saga_t *saga;
     const char *def;
     char *steps, tp[64] = "";
     const char *name = NULL, *deadline = NULL;
@@ -777,24 +823,38 @@ static void decide_start(worker_t *w, worker_cmd_t *cmd, worker_saga_t *existing
         worker_write_saga_new(w, vals);
     }
     /* A fresh saga, as the rows just written say. */
-    memset(&saga, 0, sizeof(saga));
-    saga.saga_id = cmd->dec.saga_id;
-    saga.name = name;
-    saga.traceparent = tp;
-    saga.generation = 1;
-    snprintf(saga.status, sizeof(saga.status), "running");
+    if (!(fresh = calloc(1, sizeof(*fresh))))
+        abort();
+    saga = &fresh->saga;
+    saga->saga_id = cmd->dec.saga_id;
+    saga->name = name;
+    saga->traceparent = fresh_keep(fresh, strdup(tp));
+    saga->generation = 1;
+    saga->retry_budget = -1;
+    snprintf(saga->status, sizeof(saga->status), "running");
     {
         sg_json_t *b = sg_json_new_object();
         sg_json_add_str(b, "name", name);
         sg_json_add_int(b, "steps",
                         (int64_t)sg_json_array_size(sg_json_member(cmd->dec.doc, "steps")));
-        event(w, &saga, "saga.accepted", b);
+        event(w, saga, "saga.accepted", b);
     }
-    command(w, &saga, 0, false, 1, 0);
-    saga.dirty = true;
-    flush(w, &saga);
+    command(w, saga, 0, false, 1, 0);
+    saga->dirty = true;
+    flush(w, saga);
     w->stats.started++;
     sg_metrics_batch_inc(&w->metrics, SG_M_SAGAS_STARTED, NULL);
+    /* The rest of what a load would return, for chaining the first step.
+     * Not with a deadline: whether it passed is PostgreSQL's clock's to
+     * say, in the next transaction. */
+    if (!deadline && fresh_steps(fresh, steps)) {
+        saga->input = input_text ? fresh_keep(fresh, input_text) : NULL;
+        input_text = NULL;
+        saga->retry_budget = budget ? strtoll(budget_text, NULL, 10) : -1;
+        cmd->fresh = fresh;
+    } else {
+        worker_fresh_free(fresh);
+    }
     free(steps);
     free(input_text);
     free(meta_text);

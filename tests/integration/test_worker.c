@@ -173,6 +173,29 @@ Test(worker, step_after_the_deadline_fails_and_compensates, .timeout = 120)
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters"), 0);
 }
 
+/* A saga whose deadline passed before its first step ran: the step is not
+ * run, even though chaining decides a first step in the transaction that
+ * creates the saga (a saga with a deadline is not chained there, as only
+ * the next transaction's PostgreSQL clock judges the deadline). */
+Test(worker, first_step_after_the_deadline_is_not_run, .timeout = 120)
+{
+    char msg[512], text[64];
+
+    sgw_pair_start(NULL, 1, NULL);
+    snprintf(msg, sizeof(msg),
+             "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-past-1\", \"saga_id\": "
+             "\"past-1\", \"name\": \"test\", \"deadline\": \"2020-01-01T00:00:00Z\", "
+             "\"steps\": [{\"name\": \"reserve\", \"tool\": \"ledger.reversible\"}]}");
+    sgw_produce(sgw.topic_cmd, "past-1", msg, strlen(msg));
+    sgw_wait_status("past-1", "compensated");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text), "SELECT error_code FROM steps WHERE idx = 0"),
+                     "runtime.deadline_exceeded");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts"), 0, "the step was never attempted");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM builtin_ledger"), 0, "nor called");
+}
+
 Test(worker, transient_failures_retry_with_same_key_and_bounded_backoff, .timeout = 120)
 {
     static const char *const env[] = {"SAGAD_RETRY_BASE_MS=40", "SAGAD_RETRY_CAP_MS=60", NULL};
@@ -493,20 +516,26 @@ Test(worker, duplicate_submission_is_idempotent_and_conflict_rejected, .timeout 
 
 /* Attempts of saga_id's step k+1 that started in the transaction where
  * step k's finished (the two rows share the transaction's now()). */
-static long long same_txn_successors(const char *saga_id)
+/* Steps whose attempt started in the transaction that emitted their
+ * command: the first step in the one that created the saga, the others in
+ * the previous step's outcome (now() is the transaction's start time). */
+static long long chained_steps(const char *saga_id)
 {
-    return sgw_q_int("SELECT count(*) FROM attempts a JOIN attempts b ON b.saga_id = a.saga_id "
-                     "AND b.step_idx = a.step_idx + 1 WHERE a.saga_id = '%s' AND "
-                     "b.started_at = a.finished_at",
-                     saga_id);
+    return sgw_q_int(
+        "SELECT count(*) FROM attempts b JOIN sagas s USING (saga_id) "
+        "LEFT JOIN attempts a ON a.saga_id = b.saga_id AND a.step_idx = b.step_idx - 1 "
+        "WHERE b.saga_id = '%s' AND b.started_at = CASE b.step_idx WHEN 0 THEN "
+        "s.created_at ELSE a.finished_at END",
+        saga_id);
 }
 
 /* Runs a 3-step ledger saga on a worker with env and checks what every
  * run must show: each step ran once, and all four messages (saga.start,
  * three step.execute) were consumed, the chained steps' ones after the
  * steps they carry ran.  Then, how many steps were chained: started in
- * the transaction of the previous outcome, and counted in the progress
- * line with their copies. */
+ * the transaction that emitted their command (the saga.start's, or the
+ * previous step's outcome), and counted in the progress line with their
+ * copies. */
 static void expect_chained(const char *saga_id, const char *const *env, int want)
 {
     char progress[64];
@@ -520,8 +549,8 @@ static void expect_chained(const char *saga_id, const char *const *env, int want
     sgw_expect_worker_alive();
     sgw_pair_stop();
 
-    cr_expect_eq(same_txn_successors(saga_id), want,
-                 "steps started in the transaction of the previous step's outcome");
+    cr_expect_eq(chained_steps(saga_id), want,
+                 "steps started in the transaction that emitted their command");
     cr_expect_eq(
         sgw_q_int("SELECT count(*) FROM attempts WHERE saga_id = '%s' AND status = 'ok'", saga_id),
         3, "one attempt per step: a message that came back ran nothing");
@@ -532,12 +561,12 @@ static void expect_chained(const char *saga_id, const char *const *env, int want
     cr_expect(strstr(sgw.worker.err, progress) != NULL, "the progress line says %s", progress);
 }
 
-/* Chaining (worker.chain, on by default): a step's successor is decided in
- * the transaction that emitted it; its message still goes out and is
- * acknowledged when it comes back. */
+/* Chaining (worker.chain, on by default): a step command is decided in the
+ * transaction that emitted it, the first one in the saga.start's; its
+ * message still goes out and is acknowledged when it comes back. */
 Test(worker, next_step_runs_in_the_transaction_of_the_previous_outcome, .timeout = 120)
 {
-    expect_chained("chain-1", NULL, 2);
+    expect_chained("chain-1", NULL, 3);
 }
 
 Test(worker, without_chaining_every_step_waits_for_its_message, .timeout = 120)
@@ -563,7 +592,7 @@ Test(worker, chained_step_failure_is_recorded_on_its_message, .timeout = 120)
     sgw_wait_int(3, "SELECT coalesce(sum(next_offset), 0) FROM consumer_offsets");
     sgw_pair_stop();
 
-    cr_expect_eq(same_txn_successors("chainfail-1"), 1, "step b was chained");
+    cr_expect_eq(chained_steps("chainfail-1"), 2, "steps a and b were chained");
     cr_expect_str_eq(sgw_q_text(text, sizeof(text),
                                 "SELECT string_agg(step_idx || ':' || status || ':' || "
                                 "coalesce(error_code, '-'), ',' ORDER BY id) FROM attempts"),
