@@ -54,8 +54,9 @@ static const sg_config_key_t config_table[] = {
     {"worker.id", SG_CONFIG_STR, "auto", 0, 0, NULL, 0,
      "Name of this worker in attempts, dead letters and logs (auto: hostname-pid)."},
     {"worker.max_in_flight", SG_CONFIG_INT, "1024", 1, 1000000, NULL, 0,
-     "Unfinished commands held at once (running, or queued behind their saga); fetching "
-     "pauses above it, or when 16 times as many wait behind the stored offset."},
+     "Unfinished commands held at once (running, or queued behind their saga; a chained "
+     "command and its copy count once); fetching pauses above it, or when 16 times as many "
+     "wait behind the stored offset."},
     {"worker.threads", SG_CONFIG_INT, "16", 1, 1024, NULL, 0,
      "Tool calls running at once (threads of the call pool)."},
     {"worker.batch_size", SG_CONFIG_INT, "256", 1, 10000, NULL, 0,

@@ -295,7 +295,6 @@ typedef struct worker_cmd_s {
     bool chained;                 /* run ahead of its message: no msg, offset -1 */
     bool unchained;               /* chained, but its decision needs its message: dropped */
     bool copy;                    /* the message of a chained command that ran: acknowledged */
-    bool early_copy;              /* a copy taken while its chained command runs: no slot */
     char *follow;                 /* the step command its decision emitted for now, to chain */
     struct worker_cmd_s *origin;  /* chained: the command that emitted it, until placed */
     int64_t attempt_id;           /* of the attempt row, once committed */

@@ -121,13 +121,13 @@ typedef struct loop_s {
     worker_part_t **parts;
     size_t nparts;
     saga_slot_t *sagas[SAGA_BUCKETS];
-    vec_t ready;     /* READY, in arrival order */
-    vec_t returned;  /* RETURNED, from the pool */
-    vec_t graveyard; /* abandoned or finished, freed at the end of the turn */
-    size_t held;     /* commands held (not freed), finished or not */
-    size_t active;   /* held and not FINISHED */
-    size_t early;    /* of them, copies waiting for their chained command (early_copy) */
-    vec_t lighten;   /* FINISHED but still in a FIFO: shed their payload at turn end */
+    vec_t ready;           /* READY, in arrival order */
+    vec_t returned;        /* RETURNED, from the pool */
+    vec_t graveyard;       /* abandoned or finished, freed at the end of the turn */
+    size_t held;           /* commands held (not freed), finished or not */
+    size_t active;         /* held and not FINISHED (nor PARKED) */
+    size_t active_chained; /* of them, chained commands: not what max_in_flight bounds */
+    vec_t lighten;         /* FINISHED but still in a FIFO: shed their payload at turn end */
     size_t calling;
     bool paused;
     uint64_t last_poll; /* when intake last polled the consumer (ms) */
@@ -267,18 +267,17 @@ static bool chain_take(loop_t *L, const worker_cmd_t *c)
     return true;
 }
 
-/* A copy that arrives while its chained command still runs waits behind
- * it in its saga's queue.  It is no work of its own, so it does not hold
- * one of the worker.max_in_flight slots (it would, and with a small limit
- * the copies of running chained calls would fill the slots and stop
- * intake), until it takes over a parked command's result (adopt).
- * Called when c leaves that state, whichever way. */
-static void early_done(loop_t *L, worker_cmd_t *c)
+/* A command stops (or starts, +1) being active: unfinished and not
+ * parked.  worker.max_in_flight bounds the commands taken from Kafka: a
+ * chained command and its copy are one piece of work, which holds one
+ * slot, the copy's (counting both, a limit of 2 ran one call at a time;
+ * counting the copy neither, intake ran ahead and held twice the
+ * messages). */
+static void active_add(loop_t *L, const worker_cmd_t *c, int delta)
 {
-    if (c->early_copy) {
-        c->early_copy = false;
-        L->early--;
-    }
+    L->active += (size_t)(ssize_t)delta;
+    if (c->chained)
+        L->active_chained += (size_t)(ssize_t)delta;
 }
 
 /* The partition is not ours any more: its copies are the next owner's. */
@@ -314,7 +313,6 @@ static void adopt(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker_cmd_t *r
     for (worker_cmd_t *c = slot->head; c; c = c->saga_next)
         slot->tail = c;
     chain_take(L, r);
-    early_done(L, r);
     r->call = v->call;
     r->result = v->result;
     r->attempt_id = v->attempt_id;
@@ -345,7 +343,7 @@ static void park(loop_t *L, worker_cmd_t *v)
     worker_cmd_t *copy = find_copy(v);
 
     v->state = CMD_PARKED;
-    L->active--;
+    active_add(L, v, -1);
     if (slot && copy)
         adopt(L, slot, v, copy);
 }
@@ -435,9 +433,8 @@ static void cmd_shed(worker_cmd_t *cmd)
 
 static void cmd_free(loop_t *L, worker_cmd_t *cmd)
 {
-    early_done(L, cmd);
     if (cmd->state != CMD_FINISHED && cmd->state != CMD_PARKED)
-        L->active--;
+        active_add(L, cmd, -1);
     cmd_shed(cmd);
     free(cmd);
     L->held--;
@@ -872,7 +869,7 @@ static void chain_place(loop_t *L)
         v->origin = NULL;
         part_append(p, v);
         L->held++;
-        L->active++;
+        active_add(L, v, 1);
         v->saga_next = o->saga_next;
         o->saga_next = v;
         if (slot->tail == o)
@@ -1028,7 +1025,6 @@ out:
  * releases its saga. */
 static void settle(loop_t *L, worker_cmd_t *c)
 {
-    early_done(L, c);
     if (c->calls) {
         c->calls = false;
         c->state = CMD_CALLING;
@@ -1038,7 +1034,7 @@ static void settle(loop_t *L, worker_cmd_t *c)
     }
     c->finishing = false;
     c->state = CMD_FINISHED;
-    L->active--;
+    active_add(L, c, -1);
     saga_dequeue(L, c);
     retire(L, c);
 }
@@ -1203,7 +1199,7 @@ static int64_t on_rebalance(void *opaque, bool assigned, const char *topic, int3
 /* Enough taken: max_in_flight unfinished commands, or the whole window. */
 static bool intake_full(const loop_t *L)
 {
-    return (int)(L->active - L->early) >= L->max_in_flight ||
+    return (int)(L->active - L->active_chained) >= L->max_in_flight ||
            L->held >= (size_t)L->max_in_flight * WINDOW_FACTOR;
 }
 
@@ -1244,7 +1240,7 @@ static void intake(loop_t *L)
         if (!cmd)
             abort();
         L->held++;
-        L->active++;
+        active_add(L, cmd, 1);
         L->w.stats.consumed++;
         cmd->msg = msg;
         cmd->part = p;
@@ -1253,17 +1249,13 @@ static void intake(loop_t *L)
         part_append(p, cmd);
         payload = sg_kafka_msg_payload(msg, &len);
         worker_decode(payload ? payload : "", payload ? len : 0, &L->w.limits, &cmd->dec);
-        if (chain_find(L, cmd)) {
-            cmd->early_copy = true;
-            L->early++;
-        }
         saga_enqueue(L, cmd);
     }
     if (!L->paused && intake_full(L) && sg_cli_now_ms() - L->last_poll >= PAUSE_AFTER_MS) {
         L->paused = sg_kafka_pause(L->consumer, true) == 0;
         if (L->paused)
             sg_metric_inc(SG_M_INTAKE_PAUSES, NULL);
-    } else if (L->paused && (int)(L->active - L->early) < L->max_in_flight * 3 / 4 &&
+    } else if (L->paused && (int)(L->active - L->active_chained) < L->max_in_flight * 3 / 4 &&
                L->held < (size_t)L->max_in_flight * WINDOW_FACTOR * 3 / 4) {
         L->paused = !(sg_kafka_pause(L->consumer, false) == 0);
     }
