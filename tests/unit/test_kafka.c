@@ -319,7 +319,7 @@ Test(kafka, close_that_cannot_finish_is_abandoned, .timeout = 90)
     cr_assert_eq(calls[0], 1, "the mock cluster assigned the partition");
 
     rd_kafka_mock_broker_set_rtt(mc, 1, 40000);
-    sg_kafka_commit_offset(c, topics[0], 0, 1);
+    sg_kafka_commit_offsets(c, topics[0], (const int32_t[]){0}, (const int64_t[]){1}, 1);
     t0 = sg_cli_now_ms();
     sg_kafka_destroy(c);
     took = sg_cli_now_ms() - t0;
