@@ -275,17 +275,6 @@ int sg_pg_exec(sg_pg_t *pg, const char *sql, int nparams, const char *const *par
     return 0;
 }
 
-int sg_pg_exec_prepared(sg_pg_t *pg, const char *sql, int nparams, const char *const *params,
-                        sg_pg_res_t **res, sg_err_t *err)
-{
-    if (res)
-        *res = NULL;
-    if (sg_pg_pipe_begin(pg, err) < 0)
-        return -1;
-    sg_pg_pipe_send(pg, sql, nparams, params, res);
-    return sg_pg_pipe_end(pg, err);
-}
-
 int sg_pg_pipe_begin(sg_pg_t *pg, sg_err_t *err)
 {
     if (PQenterPipelineMode(pg->conn) != 1)
@@ -438,8 +427,7 @@ int sg_pg_pipe_end(sg_pg_t *pg, sg_err_t *err)
         }
         if (st == PGRES_PIPELINE_SYNC) {
             synced = true;
-        } else if ((st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) && slot < pg->nslots &&
-                   pg->slot_stmt[slot] == stmt) {
+        } else if (st == PGRES_TUPLES_OK && slot < pg->nslots && pg->slot_stmt[slot] == stmt) {
             *pg->slots[slot++] = r;
             continue;
         } else if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && rc == 0) {

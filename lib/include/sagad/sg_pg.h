@@ -52,13 +52,6 @@ int sg_pg_reconnect(sg_pg_t *pg, sg_err_t *err) __attribute__((warn_unused_resul
 int sg_pg_exec(sg_pg_t *pg, const char *sql, int nparams, const char *const *params,
                sg_pg_res_t **res, sg_err_t *err) __attribute__((warn_unused_result));
 
-/* sg_pg_exec for a statement run over and over (a loop's queries): it is
- * prepared once per connection, as pipelined statements are, and then
- * only bound and executed, without PostgreSQL parsing and planning it
- * again each time. */
-int sg_pg_exec_prepared(sg_pg_t *pg, const char *sql, int nparams, const char *const *params,
-                        sg_pg_res_t **res, sg_err_t *err) __attribute__((warn_unused_result));
-
 /* Runs a script of several statements (simple protocol, no parameters),
  * as migrations need.  Inside a transaction when the caller opened one. */
 int sg_pg_exec_script(sg_pg_t *pg, const char *sql, sg_err_t *err)
@@ -91,9 +84,8 @@ void sg_pg_res_destroy(sg_pg_res_t *res);
  *   sg_pg_pipe_end(pg, &err);                              (one sync)
  *
  * pipe_send never fails by itself: a failure to send is reported by
- * pipe_end.  pipe_end reads every result; a statement's result (rows, or
- * the count of an INSERT/UPDATE/DELETE) lands in its slot (NULL slot:
- * discarded) and on failure it returns -1 with the first
+ * pipe_end.  pipe_end reads every result; a statement's rows land in its
+ * slot (NULL slot: discarded) and on failure it returns -1 with the first
  * error, every slot NULL.  After a failure inside BEGIN..COMMIT the
  * transaction is aborted: call sg_pg_rollback(). */
 int sg_pg_pipe_begin(sg_pg_t *pg, sg_err_t *err) __attribute__((warn_unused_result));
