@@ -579,12 +579,11 @@ int sg_kafka_wake_fd(sg_kafka_t *k, int fd)
 void sg_kafka_commit_offsets(sg_kafka_t *k, const char *topic, const int32_t *partitions,
                              const int64_t *next, size_t n)
 {
-    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)n);
+    rd_kafka_topic_partition_list_t *list;
 
-    if (n == 0) {
-        rd_kafka_topic_partition_list_destroy(list);
+    if (n == 0)
         return;
-    }
+    list = rd_kafka_topic_partition_list_new((int)n);
     for (size_t i = 0; i < n; i++)
         rd_kafka_topic_partition_list_add(list, topic, partitions[i])->offset = next[i];
     /* Asynchronous and best effort: PostgreSQL holds the real offset. */

@@ -382,6 +382,9 @@ typedef struct worker_s {
     sg_metrics_batch_t metrics;
     const char *decided; /* outcome of the command being decided, NULL: by default */
     worker_cmd_t *cur;   /* the command being decided or completed, else NULL */
+    /* worker.chain, and the default partitioner (worker_loop.c): decisions
+     * keep what chaining needs (cmd->follow, cmd->fresh) only then. */
+    bool chain;
     worker_writes_t *writes;
 } worker_t;
 

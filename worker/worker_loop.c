@@ -146,8 +146,7 @@ typedef struct loop_s {
     uint64_t next_housekeeping, last_pg_ok;
     uint64_t kafka_commit_ms, next_kafka_commit; /* worker.kafka_commit_interval_ms */
     bool pg_up;
-    /* Chaining (see the top of this file). */
-    bool chain;                  /* worker.chain, and the default partitioner */
+    /* Chaining (see the top of this file); on when L->w.chain. */
     int32_t cmd_partitions;      /* of the commands topic, 0 or less: not known */
     uint64_t partitions_read_at; /* when cmd_partitions was last asked for (ms) */
     chain_entry_t *chain_set[CHAIN_BUCKETS];
@@ -238,33 +237,22 @@ static void chain_add(loop_t *L, int32_t partition, const char *id)
     L->nchain++;
 }
 
-/* Where the chain set holds c's message, if c is the message of a
- * chained command that ran here; NULL if not. */
-static chain_entry_t **chain_find(loop_t *L, const worker_cmd_t *c)
+/* Is c the message of a chained command that ran here?  Forgets it. */
+static bool chain_take(loop_t *L, const worker_cmd_t *c)
 {
     const char *id = cmd_id(c);
     chain_entry_t **pp, *e;
 
     if (!id || !c->part || L->nchain == 0)
-        return NULL;
-    for (pp = &L->chain_set[hash(id) % CHAIN_BUCKETS]; (e = *pp); pp = &e->next)
-        if (e->partition == c->part->partition && strcmp(e->id, id) == 0)
-            return pp;
-    return NULL;
-}
-
-/* Is c the message of a chained command that ran here?  Forgets it. */
-static bool chain_take(loop_t *L, const worker_cmd_t *c)
-{
-    chain_entry_t **pp = chain_find(L, c), *e;
-
-    if (!pp)
         return false;
-    e = *pp;
-    *pp = e->next;
-    free(e);
-    L->nchain--;
-    return true;
+    for (pp = &L->chain_set[hash(id) % CHAIN_BUCKETS]; (e = *pp); pp = &e->next)
+        if (e->partition == c->part->partition && strcmp(e->id, id) == 0) {
+            *pp = e->next;
+            free(e);
+            L->nchain--;
+            return true;
+        }
+    return false;
 }
 
 /* A command stops (or starts, +1) being active: unfinished and not
@@ -618,7 +606,7 @@ static void pg_recover(loop_t *L, const sg_err_t *err)
  * a second: an assignment calls this once per partition assigned. */
 static void refresh_partitions(loop_t *L, int timeout_ms)
 {
-    if (!L->chain || sg_cli_now_ms() - L->partitions_read_at < 1000)
+    if (!L->w.chain || sg_cli_now_ms() - L->partitions_read_at < 1000)
         return;
     L->partitions_read_at = sg_cli_now_ms();
     L->cmd_partitions = sg_kafka_partition_count(L->consumer, L->w.topic_commands, timeout_ms);
@@ -807,7 +795,7 @@ static bool chainable(const loop_t *L, const worker_cmd_t *c, const worker_saga_
 {
     size_t cap = (size_t)L->max_in_flight * WINDOW_FACTOR;
 
-    return L->chain && !L->draining && sg_cli_running && L->cmd_partitions > 0 && s && c->part &&
+    return L->w.chain && !L->draining && sg_cli_running && L->cmd_partitions > 0 && s && c->part &&
            !c->abandoned && L->nchain + L->chain_new.n < cap &&
            sg_kafka_key_partition(s->saga_id, strlen(s->saga_id), L->cmd_partitions) ==
                c->part->partition;
@@ -1048,26 +1036,28 @@ static void settle(loop_t *L, worker_cmd_t *c)
  * them back. */
 static void kafka_commit(loop_t *L, worker_part_t *p)
 {
-    int32_t parts[64];
-    int64_t next[64];
+    int32_t *parts;
+    int64_t *next;
     size_t n = 0;
 
     if (!L->consumer || (!p && sg_cli_now_ms() < L->next_kafka_commit))
         return;
     if (!p)
         L->next_kafka_commit = sg_cli_now_ms() + L->kafka_commit_ms;
+    parts = malloc(sizeof(*parts) * (L->nparts + 1));
+    next = malloc(sizeof(*next) * (L->nparts + 1));
+    if (!parts || !next)
+        abort();
     for (size_t i = 0; i < L->nparts; i++) {
         worker_part_t *q = L->parts[i];
         if ((p && q != p) || q->stored <= q->in_kafka)
             continue;
         parts[n] = q->partition;
-        next[n] = q->in_kafka = q->stored;
-        if (++n == 64) {
-            sg_kafka_commit_offsets(L->consumer, L->w.topic_commands, parts, next, n);
-            n = 0;
-        }
+        next[n++] = q->in_kafka = q->stored;
     }
     sg_kafka_commit_offsets(L->consumer, L->w.topic_commands, parts, next, n);
+    free(parts);
+    free(next);
 }
 
 /* After a commit: finished commands release their saga and the offset
@@ -1512,9 +1502,9 @@ static void check_partitioner(void *opaque, const char *key, const char *value)
 {
     loop_t *L = opaque;
 
-    if (L->chain && strcmp(key, "partitioner") == 0 && strcmp(value, "consistent_random") != 0 &&
+    if (L->w.chain && strcmp(key, "partitioner") == 0 && strcmp(value, "consistent_random") != 0 &&
         strcmp(value, "consistent") != 0) {
-        L->chain = false;
+        L->w.chain = false;
         sg_log_kv(SG_LOG_INFO, "worker.chain is off: kafka.partitioner is not librdkafka's default",
                   "partitioner", value, NULL);
     }
@@ -1549,7 +1539,7 @@ static int setup(loop_t *L, sg_cli_t *cli)
     L->max_in_flight = (int)sg_config_int(cfg, "worker.max_in_flight");
     L->batch_size = (int)sg_config_int(cfg, "worker.batch_size");
     L->drain_ms = sg_config_int(cfg, "worker.drain_timeout_ms");
-    L->chain = sg_config_bool(cfg, "worker.chain");
+    L->w.chain = sg_config_bool(cfg, "worker.chain");
     L->kafka_commit_ms = (uint64_t)sg_config_int(cfg, "worker.kafka_commit_interval_ms");
     sg_config_foreach_kafka(cfg, check_partitioner, L);
     sg_rng_seed(&L->w.rng, 0);

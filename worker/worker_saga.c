@@ -232,7 +232,7 @@ static void command(worker_t *w, worker_saga_t *saga, int step, bool compensate,
     sg_json_add_int(c, "generation", saga->generation);
     /* Sent now: the loop may chain it (run it in this transaction). */
     emit(w, w->topic_commands, saga->traceparent, c, delay_ms,
-         delay_ms <= 0 && w->cur && !w->cur->follow ? &w->cur->follow : NULL);
+         w->chain && delay_ms <= 0 && w->cur && !w->cur->follow ? &w->cur->follow : NULL);
 }
 
 static char *msg_headers_json(const sg_kafka_msg_t *msg)
@@ -769,6 +769,7 @@ static void decide_start(worker_t *w, worker_cmd_t *cmd, worker_saga_t *existing
     const char *name = NULL, *deadline = NULL;
     const sg_json_t *input, *meta, *budget;
     char *input_text = NULL, *meta_text = NULL, budget_text[24];
+    int64_t budget_ms = -1;
     const void *h;
     size_t hlen;
 
@@ -801,9 +802,8 @@ static void decide_start(worker_t *w, worker_cmd_t *cmd, worker_saga_t *existing
         meta_text = sg_json_print(meta);
     budget = sg_json_member(cmd->dec.doc, "retry_budget_ms");
     if (budget) {
-        int64_t v = 0;
-        sg_json_get_int(cmd->dec.doc, "$", "retry_budget_ms", true, &v, NULL);
-        snprintf(budget_text, sizeof(budget_text), "%lld", (long long)v);
+        sg_json_get_int(cmd->dec.doc, "$", "retry_budget_ms", true, &budget_ms, NULL);
+        snprintf(budget_text, sizeof(budget_text), "%lld", (long long)budget_ms);
     }
     h = sg_kafka_msg_header(cmd->msg, "traceparent", &hlen);
     if (h && hlen == 55 && sg_json_utf8_valid(h, hlen))
@@ -829,8 +829,9 @@ static void decide_start(worker_t *w, worker_cmd_t *cmd, worker_saga_t *existing
     saga->saga_id = cmd->dec.saga_id;
     saga->name = name;
     saga->traceparent = fresh_keep(fresh, strdup(tp));
+    saga->input = input_text ? fresh_keep(fresh, input_text) : NULL;
     saga->generation = 1;
-    saga->retry_budget = -1;
+    saga->retry_budget = budget_ms;
     snprintf(saga->status, sizeof(saga->status), "running");
     {
         sg_json_t *b = sg_json_new_object();
@@ -844,19 +845,14 @@ static void decide_start(worker_t *w, worker_cmd_t *cmd, worker_saga_t *existing
     flush(w, saga);
     w->stats.started++;
     sg_metrics_batch_inc(&w->metrics, SG_M_SAGAS_STARTED, NULL);
-    /* The rest of what a load would return, for chaining the first step.
-     * Not with a deadline: whether it passed is PostgreSQL's clock's to
-     * say, in the next transaction. */
-    if (!deadline && fresh_steps(fresh, steps)) {
-        saga->input = input_text ? fresh_keep(fresh, input_text) : NULL;
-        input_text = NULL;
-        saga->retry_budget = budget ? strtoll(budget_text, NULL, 10) : -1;
+    /* The steps too, as a load would return them, when the loop may chain
+     * the first step.  Not with a deadline: whether it passed is
+     * PostgreSQL's clock's to say, in the next transaction. */
+    if (w->chain && !deadline && fresh_steps(fresh, steps))
         cmd->fresh = fresh;
-    } else {
+    else
         worker_fresh_free(fresh);
-    }
     free(steps);
-    free(input_text);
     free(meta_text);
 }
 
