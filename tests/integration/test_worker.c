@@ -5,6 +5,7 @@
  * the tables (sagas, steps, attempts, dead_letters, builtin_ledger,
  * consumer_offsets). */
 #include <criterion/criterion.h>
+#include <librdkafka/rdkafka.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -39,7 +40,7 @@ Test(worker, happy_path_three_steps_complete_in_order, .timeout = 120)
                " {\"name\": \"notify\", \"tool\": \"noop\"}]");
     sgw_wait_status("happy-1", "completed");
     sgw_event_wait("happy-1", "saga.completed");
-    /* Steps 1 and 2 were chained: their messages come back after the steps
+    /* The steps were chained: their messages come back after the steps
      * ran, and are acknowledged then. */
     sgw_wait_int(4, "SELECT coalesce(sum(next_offset), 0) FROM consumer_offsets");
     sgw_pair_stop();
@@ -129,13 +130,25 @@ Test(worker, permanent_failure_compensates_in_reverse_order, .timeout = 120)
                  "a permanent step failure compensates; nothing to dead-letter");
 }
 
+/* Submits a saga with a deadline (sgw_submit's saga.start has none). */
+static void submit_with_deadline(const char *saga_id, const char *deadline, const char *steps)
+{
+    char msg[1024];
+
+    snprintf(msg, sizeof(msg),
+             "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-%s\", \"saga_id\": \"%s\", "
+             "\"name\": \"test\", \"deadline\": \"%s\", \"steps\": %s}",
+             saga_id, saga_id, deadline, steps);
+    sgw_produce(sgw.topic_cmd, saga_id, msg, strlen(msg));
+}
+
 /* A step that would start after the saga's deadline is not run: it fails
  * with runtime.deadline_exceeded and the succeeded steps before it are
  * compensated, with nothing dead-lettered. */
 Test(worker, step_after_the_deadline_fails_and_compensates, .timeout = 120)
 {
     const sg_json_t *ev[16];
-    char deadline[32], msg[768], text[256];
+    char deadline[32], text[256];
     time_t t;
     struct tm tm;
 
@@ -145,14 +158,10 @@ Test(worker, step_after_the_deadline_fails_and_compensates, .timeout = 120)
     t = time(NULL) + 5;
     gmtime_r(&t, &tm);
     strftime(deadline, sizeof(deadline), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    snprintf(msg, sizeof(msg),
-             "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-late-1\", \"saga_id\": "
-             "\"late-1\", \"name\": \"test\", \"deadline\": \"%s\", \"steps\": ["
-             "{\"name\": \"reserve\", \"tool\": \"ledger.reversible\"},"
-             " {\"name\": \"nap\", \"tool\": \"sleep\", \"args\": {\"ms\": 8000}},"
-             " {\"name\": \"ship\", \"tool\": \"ledger.reversible\"}]}",
-             deadline);
-    sgw_produce(sgw.topic_cmd, "late-1", msg, strlen(msg));
+    submit_with_deadline("late-1", deadline,
+                         "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\"},"
+                         " {\"name\": \"nap\", \"tool\": \"sleep\", \"args\": {\"ms\": 8000}},"
+                         " {\"name\": \"ship\", \"tool\": \"ledger.reversible\"}]");
     sgw_wait_status("late-1", "compensated");
     sgw_event_wait("late-1", "saga.compensated");
     sgw_pair_stop();
@@ -179,14 +188,11 @@ Test(worker, step_after_the_deadline_fails_and_compensates, .timeout = 120)
  * the next transaction's PostgreSQL clock judges the deadline). */
 Test(worker, first_step_after_the_deadline_is_not_run, .timeout = 120)
 {
-    char msg[512], text[64];
+    char text[64];
 
     sgw_pair_start(NULL, 1, NULL);
-    snprintf(msg, sizeof(msg),
-             "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-past-1\", \"saga_id\": "
-             "\"past-1\", \"name\": \"test\", \"deadline\": \"2020-01-01T00:00:00Z\", "
-             "\"steps\": [{\"name\": \"reserve\", \"tool\": \"ledger.reversible\"}]}");
-    sgw_produce(sgw.topic_cmd, "past-1", msg, strlen(msg));
+    submit_with_deadline("past-1", "2020-01-01T00:00:00Z",
+                         "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\"}]");
     sgw_wait_status("past-1", "compensated");
     sgw_pair_stop();
 
@@ -514,8 +520,6 @@ Test(worker, duplicate_submission_is_idempotent_and_conflict_rejected, .timeout 
         1);
 }
 
-/* Attempts of saga_id's step k+1 that started in the transaction where
- * step k's finished (the two rows share the transaction's now()). */
 /* Steps whose attempt started in the transaction that emitted their
  * command: the first step in the one that created the saga, the others in
  * the previous step's outcome (now() is the transaction's start time). */
@@ -660,6 +664,71 @@ Test(worker, replayed_step_command_has_no_effect, .timeout = 120)
     cr_expect(strstr(sgw.worker.err, "duplicate or stale command, no effect"),
               "the worker logs the duplicate: %s", sgt_bg_tail(&sgw.worker));
     sgw_reader_close(&cmds);
+}
+
+/* A chained call and its message (the copy, which waits behind it) are one
+ * piece of work: they hold one worker.max_in_flight slot between them.
+ * With a limit of 2, a saga whose chained call is running and whose copy
+ * has arrived leaves room for a second saga's call. */
+Test(worker, chained_call_and_its_message_hold_one_slot, .timeout = 120)
+{
+    static const char *const env[] = {"SAGAD_WORKER_MAX_IN_FLIGHT=2", NULL};
+    static const char nap[] =
+        "[{\"name\": \"nap\", \"tool\": \"sleep\", \"args\": {\"ms\": 4000}}]";
+
+    sgw_pair_start(NULL, 1, env);
+    sgw_submit("slot-a", nap);
+    sgw_wait_int(1, "SELECT count(*) FROM attempts WHERE finished_at IS NULL");
+    /* Its step's message published, then a second for the worker to
+     * take it: it now waits behind the running call. */
+    sgw_wait_int(1, "SELECT (count(*) = 0)::int FROM outbox");
+    sleep(1);
+    sgw_submit("slot-b", nap);
+    sgw_wait_status("slot-a", "completed");
+    sgw_wait_status("slot-b", "completed");
+    sgw_expect_worker_alive();
+    sgw_pair_stop();
+
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts b JOIN attempts a ON a.saga_id = "
+                           "'slot-a' WHERE b.saga_id = 'slot-b' AND b.started_at < a.finished_at"),
+                 1, "slot-b's call started while slot-a's ran");
+}
+
+/* The offsets kept in PostgreSQL are copied to the consumer group in
+ * Kafka, where lag tools read them: at most once per
+ * worker.kafka_commit_interval_ms, and at once for a partition the worker
+ * gives up (here, on SIGTERM, long before the interval). */
+Test(worker, offsets_reach_the_kafka_group_for_lag_tools, .timeout = 120)
+{
+    static const char *const env[] = {"SAGAD_WORKER_KAFKA_COMMIT_INTERVAL_MS=60000", NULL};
+    char errstr[256];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_t *rk;
+    int64_t committed;
+
+    sgw_pair_start(NULL, 1, env);
+    sgw_submit("lag-1", "[{\"name\": \"a\", \"tool\": \"noop\"},"
+                        " {\"name\": \"b\", \"tool\": \"noop\"}]");
+    sgw_wait_status("lag-1", "completed");
+    sgw_wait_int(3, "SELECT next_offset FROM consumer_offsets");
+    sgw_pair_stop();
+
+    cr_assert_eq(rd_kafka_conf_set(conf, "bootstrap.servers", sgt_kafka(), errstr, sizeof(errstr)),
+                 RD_KAFKA_CONF_OK, "%s", errstr);
+    cr_assert_eq(rd_kafka_conf_set(conf, "group.id", sgw.group, errstr, sizeof(errstr)),
+                 RD_KAFKA_CONF_OK, "%s", errstr);
+    rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
+    cr_assert_not_null(rk, "%s", errstr);
+    rd_kafka_topic_partition_list_add(list, sgw.topic_cmd, 0);
+    cr_assert_eq(rd_kafka_committed(rk, list, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    committed = list->elems[0].offset;
+    rd_kafka_topic_partition_list_destroy(list);
+    rd_kafka_destroy(rk);
+    cr_expect_eq(committed, 3,
+                 "the group's offset in Kafka is the one PostgreSQL keeps (saga.start and two "
+                 "step commands consumed): %lld",
+                 (long long)committed);
 }
 
 #define FAST_SAGAS 100
