@@ -343,7 +343,8 @@ void sg_kafka_close(sg_kafka_t *k)
     if (!k || k->role != SG_KAFKA_CONSUMER || k->closed)
         return;
     k->closed = true;
-    /* Revokes the assignment through the rebalance hook, commits nothing
+    /* Revokes the assignment through the rebalance hook (which may copy
+     * its offsets to the group, for lag tools), commits nothing itself
      * (offsets live in PostgreSQL) and leaves the group.  librdkafka (2.12
      * too, issue 4884) can hang for ever in it: the revoke's unassign
      * waits for a reply its group has already stopped giving.  So the
