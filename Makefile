@@ -133,7 +133,8 @@ $(BUILD)/tests/%.o: tests/%.c $(RDKAFKA_STAMP)
 $(UNIT_TEST): $(UNIT_SRCS:%.c=$(BUILD)/%.o) $(TEST_HELPER_OBJS) $(filter-out %/main.o,$(WORKER_OBJS)) $(LIBSAGAD)
 	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(TEST_LIBS) $(LDLIBS_ALL)
 
-$(INT_TEST): $(INT_SRCS:%.c=$(BUILD)/%.o) $(TEST_HELPER_OBJS) $(LIBSAGAD)
+# Integration tests link them too: they run the worker's statements.
+$(INT_TEST): $(INT_SRCS:%.c=$(BUILD)/%.o) $(TEST_HELPER_OBJS) $(filter-out %/main.o,$(WORKER_OBJS)) $(LIBSAGAD)
 	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(TEST_LIBS) $(LDLIBS_ALL)
 
 tests: all $(UNIT_TEST) $(INT_TEST)

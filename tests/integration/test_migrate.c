@@ -8,6 +8,7 @@
 #include "../support/sg_test.h"
 #include "sagad/sg_migrate.h"
 #include "sagad/sg_pg.h"
+#include "../../worker/worker.h"
 
 static char db[128], dsn[512], dsn_env[600];
 
@@ -91,6 +92,50 @@ Test(migrate, in_process_run_reports_versions)
     cr_expect_eq(to, sg_migrate_latest());
     cr_assert_eq(sg_migrate_run(pg, &from, &to, &err), 0, "%s", err.message);
     cr_expect_eq(from, to);
+    sg_pg_destroy(pg);
+}
+
+/* The worker reads a batch's sagas with their steps while it holds their
+ * locks.  On tables autovacuum has not analyzed yet (a new install taking
+ * its first load), a plain join was planned as a hash of the whole steps
+ * table: every batch read all of it.  The plan must look the steps up by
+ * saga, statistics or not. */
+Test(migrate, worker_load_finds_steps_by_saga_on_tables_never_analyzed)
+{
+    sg_pg_t *pg = sgt_db_connect(dsn);
+    sg_pg_res_t *res = NULL;
+    sg_err_t err;
+    int from, to;
+    char plan[8192] = "";
+    const char *ids = "{s-17,s-4711,s-9000,s-12345,s-19999}";
+    char *explain = malloc(sizeof("EXPLAIN ") + strlen(worker_sql_load));
+
+    cr_assert_not_null(explain);
+    cr_assert_eq(sg_migrate_run(pg, &from, &to, &err), 0, "%s", err.message);
+    cr_assert_eq(
+        sg_pg_exec(pg,
+                   "WITH s AS (INSERT INTO sagas (saga_id, name, definition) "
+                   "SELECT 's-' || g, 'plan', '{}' FROM generate_series(1, 20000) g "
+                   "RETURNING saga_id) INSERT INTO steps (saga_id, idx, name, tool) "
+                   "SELECT saga_id, i, 'step' || i, 'noop' FROM s, generate_series(0, 2) i",
+                   0, NULL, NULL, &err),
+        0, "%s", err.message);
+    cr_assert_eq(sgt_query_int(pg, "SELECT count(*) FROM pg_stats WHERE tablename = 'steps'"), 0,
+                 "steps must not have statistics for this test to mean anything");
+    strcpy(explain, "EXPLAIN ");
+    strcat(explain, worker_sql_load);
+    cr_assert_eq(sg_pg_exec(pg, explain, 1, &ids, &res, &err), 0, "%s", err.message);
+    for (size_t r = 0; r < sg_pg_res_rows(res); r++) {
+        strncat(plan, sg_pg_res_get(res, r, 0), sizeof(plan) - strlen(plan) - 2);
+        strcat(plan, "\n");
+    }
+    cr_expect(strstr(plan, "Seq Scan on steps") == NULL, "the load scans all steps:\n%s", plan);
+    cr_expect(strstr(plan, "on steps") != NULL, "the plan reads steps:\n%s", plan);
+    sg_pg_res_destroy(res);
+    free(explain);
+    cr_assert_eq(sg_pg_exec(pg, worker_sql_load, 1, &ids, &res, &err), 0, "%s", err.message);
+    cr_expect_eq(sg_pg_res_rows(res), 15, "5 sagas of 3 steps each");
+    sg_pg_res_destroy(res);
     sg_pg_destroy(pg);
 }
 
