@@ -151,7 +151,8 @@ BENCH_DLQ := $(BUILD)/bench/bench-dlq
 $(BENCH_RELAY): $(BUILD)/bench/bench_relay.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
-$(BENCH_WORKER): $(BUILD)/bench/bench_worker.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
+# The worker's SQL floor runs the worker's own load statement.
+$(BENCH_WORKER): $(BUILD)/bench/bench_worker.o $(BUILD)/bench/bench_util.o $(filter-out %/main.o,$(WORKER_OBJS)) $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
 $(BENCH_DLQ): $(BUILD)/bench/bench_dlq.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)

@@ -179,6 +179,7 @@ int main(void)
     sg_pg_t *pg;
     sg_err_t err;
     FILE *fp;
+    bench_cpu_t c0, c1, c2;
 
     bench_name = "bench-relay";
     pg = bench_setup_db(db, sizeof(db), dsn, sizeof(dsn));
@@ -192,9 +193,12 @@ int main(void)
 
     fprintf(stderr, "bench-relay: floor, %ld plain producer messages...\n", n);
     floor_rate = bench_floor(n);
+    bench_cpu(&c0);
     drain_rate = bench_drain(pg, n);
+    bench_cpu(&c1);
     fprintf(stderr, "bench-relay: latency at 2000 msg/s for 15 s...\n");
     bench_latency(pg, 2000, 15, &p50, &p99);
+    bench_cpu(&c2);
 
     printf("\nsagad-relay benchmark (%ld rows of %d bytes, PostgreSQL and Kafka on this host)\n", n,
            PAYLOAD);
@@ -204,14 +208,18 @@ int main(void)
     printf("  %-44s %10.1f ms\n", "relay: commit->consume p50 at 2000 msg/s", p50);
     printf("  %-44s %10.1f ms  (target p99 <= 25)\n", "relay: commit->consume p99 at 2000 msg/s",
            p99);
+    printf("  %-44s %4.0f%% / %3.0f%%  (busy %.0f%% / %.0f%%)\n",
+           "host: CPU stolen, drain / latency", bench_steal_pct(&c0, &c1),
+           bench_steal_pct(&c1, &c2), bench_busy_pct(&c0, &c1), bench_busy_pct(&c1, &c2));
 
     if (system("mkdir -p bench/results") == 0 && (fp = fopen("bench/results/relay.json", "w"))) {
         fprintf(fp,
                 "{\"rows\": %ld, \"payload_bytes\": %d, \"floor_producer_msgs_per_s\": %.0f, "
                 "\"relay_drain_msgs_per_s\": %.0f, \"latency_rate_msgs_per_s\": 2000, "
                 "\"commit_to_consume_p50_ms\": %.2f, \"commit_to_consume_p99_ms\": %.2f, "
-                "\"time\": %.0f}\n",
-                n, PAYLOAD, floor_rate, drain_rate, p50, p99, now_s());
+                "\"steal_pct_drain\": %.1f, \"steal_pct_latency\": %.1f, \"time\": %.0f}\n",
+                n, PAYLOAD, floor_rate, drain_rate, p50, p99, bench_steal_pct(&c0, &c1),
+                bench_steal_pct(&c1, &c2), now_s());
         fclose(fp);
     }
     sg_pg_destroy(pg);

@@ -239,3 +239,37 @@ int cmp_double(const void *a, const void *b)
 
     return x < y ? -1 : x > y;
 }
+
+void bench_cpu(bench_cpu_t *c)
+{
+    /* cpu user nice system idle iowait irq softirq steal ... */
+    long long v[8] = {0};
+    FILE *fp = fopen("/proc/stat", "r");
+
+    memset(c, 0, sizeof(*c));
+    if (!fp)
+        return;
+    if (fscanf(fp, "cpu %lld %lld %lld %lld %lld %lld %lld %lld", &v[0], &v[1], &v[2], &v[3], &v[4],
+               &v[5], &v[6], &v[7]) == 8) {
+        c->busy = v[0] + v[1] + v[2] + v[5] + v[6];
+        c->steal = v[7];
+        for (int i = 0; i < 8; i++)
+            c->total += v[i];
+    }
+    fclose(fp);
+}
+
+static double pct(long long part, long long total)
+{
+    return total > 0 ? 100.0 * (double)part / (double)total : 0.0;
+}
+
+double bench_busy_pct(const bench_cpu_t *a, const bench_cpu_t *b)
+{
+    return pct(b->busy - a->busy, b->total - a->total);
+}
+
+double bench_steal_pct(const bench_cpu_t *a, const bench_cpu_t *b)
+{
+    return pct(b->steal - a->steal, b->total - a->total);
+}

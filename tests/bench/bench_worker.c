@@ -18,8 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "../../worker/worker.h"
 #include "bench_util.h"
 
 #define STEPS 3
@@ -151,11 +153,7 @@ static double floor_sql(sg_pg_t *pg, int nsagas)
                 if (sg_pg_pipe_begin(pg, &err) < 0)
                     die("pipeline", err.message);
                 sg_pg_pipe_send(pg, "BEGIN", 0, NULL, NULL);
-                sg_pg_pipe_send(pg,
-                                "SELECT s.*, st.* FROM sagas s JOIN steps st USING (saga_id) "
-                                "WHERE s.saga_id = ANY($1::text[]) ORDER BY s.saga_id, st.idx "
-                                "FOR UPDATE OF s",
-                                1, pa, &res);
+                sg_pg_pipe_send(pg, worker_sql_load, 1, pa, &res);
                 sg_pg_pipe_send(pg,
                                 "INSERT INTO attempts (saga_id, step_idx, phase, generation, "
                                 "attempt, idempotency_key) SELECT s, i, 'forward', 1, 1, s "
@@ -266,11 +264,38 @@ static double throughput(sg_pg_t *pg, int n)
     return n * STEPS / (now_s() - t0);
 }
 
+/* Where a saga's time goes, per completed saga, in ms (the hops are cut
+ * at the events' "time", the worker's clock when it decided, and at the
+ * Kafka timestamp of saga.completed, the relay's produce time; one host,
+ * one clock):
+ *   in:     saga.start produced -> saga.accepted decided (Kafka to the
+ *           worker, the wait for its turn, the load);
+ *   steps:  saga.accepted -> saga.completed decided (3 steps);
+ *   relay:  saga.completed decided -> produced (commit, relay pick-up);
+ *   out:    produced -> consumed here. */
+enum { HOP_IN, HOP_STEPS, HOP_RELAY, HOP_OUT, NHOPS };
+static const char *const hop_names[NHOPS] = {"in", "steps", "relay", "out"};
+
 typedef struct lat_s {
-    double *sent, *ms;
+    double *sent, *ms, *accepted, *hop[NHOPS];
     int n, want;
     volatile int stop;
 } lat_t;
+
+/* An event's "time" in seconds since the epoch; -1 without one. */
+static double event_time(const char *data, size_t len)
+{
+    const char *p = memmem(data, len, "\"time\":\"", 8);
+    struct tm tm = {0};
+    int ms = 0;
+
+    if (!p || sscanf(p + 8, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                     &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7)
+        return -1;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return (double)timegm(&tm) + ms / 1000.0;
+}
 
 static void *lat_consumer(void *arg)
 {
@@ -296,23 +321,45 @@ static void *lat_consumer(void *arg)
         if (sg_kafka_consume(c, 100, &msg, &err) != 1)
             continue;
         data = sg_kafka_msg_payload(msg, &len);
-        if (memmem(data, len, "\"saga.completed\"", 16) &&
-            (p = memmem(data, len, "\"saga_id\":\"lat-", 15)) && sscanf(p + 15, "%d", &i) == 1 &&
-            i >= 0 && i < lat->want && lat->sent[i] > 0)
-            lat->ms[lat->n++] = (now_s() - lat->sent[i]) * 1000.0;
+        if (data && (p = memmem(data, len, "\"saga_id\":\"lat-", 15)) &&
+            sscanf(p + 15, "%d", &i) == 1 && i >= 0 && i < lat->want && lat->sent[i] > 0) {
+            double now = now_s(), t = event_time(data, len);
+            if (memmem(data, len, "\"saga.accepted\"", 15)) {
+                lat->accepted[i] = t;
+            } else if (memmem(data, len, "\"saga.completed\"", 16)) {
+                double made = (double)sg_kafka_msg_timestamp(msg) / 1000.0;
+                lat->hop[HOP_IN][lat->n] = (lat->accepted[i] - lat->sent[i]) * 1000.0;
+                lat->hop[HOP_STEPS][lat->n] = (t - lat->accepted[i]) * 1000.0;
+                lat->hop[HOP_RELAY][lat->n] = (made - t) * 1000.0;
+                lat->hop[HOP_OUT][lat->n] = (now - made) * 1000.0;
+                lat->ms[lat->n++] = (now - lat->sent[i]) * 1000.0;
+            }
+        }
         sg_kafka_msg_destroy(msg);
     }
     sg_kafka_destroy(c);
     return NULL;
 }
 
-static void latency(double steps_per_s, int secs, double *p50, double *p99, int *n)
+static double pctl(double *v, int n, double q)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n ? v[(int)(n * q)] : -1;
+}
+
+static void latency(double steps_per_s, int secs, double *p50, double *p99, int *n,
+                    double hops[NHOPS][2])
 {
     int want = (int)(steps_per_s / STEPS * secs);
-    lat_t lat = {calloc((size_t)want, sizeof(double)), calloc((size_t)want, sizeof(double)), 0,
-                 want, 0};
+    lat_t lat = {.want = want};
     pthread_t th;
     double t0;
+
+    lat.sent = calloc((size_t)want, sizeof(double));
+    lat.ms = calloc((size_t)want, sizeof(double));
+    lat.accepted = calloc((size_t)want, sizeof(double));
+    for (int h = 0; h < NHOPS; h++)
+        lat.hop[h] = calloc((size_t)want, sizeof(double));
 
     pthread_create(&th, NULL, lat_consumer, &lat);
     sleep(3); /* the consumer joins its group */
@@ -322,12 +369,17 @@ static void latency(double steps_per_s, int secs, double *p50, double *p99, int 
         usleep(50000);
     lat.stop = 1;
     pthread_join(th, NULL);
-    qsort(lat.ms, (size_t)lat.n, sizeof(double), cmp_double);
     *n = lat.n;
-    *p50 = lat.n ? lat.ms[lat.n / 2] : -1;
-    *p99 = lat.n ? lat.ms[(int)(lat.n * 0.99)] : -1;
+    *p50 = pctl(lat.ms, lat.n, 0.5);
+    *p99 = pctl(lat.ms, lat.n, 0.99);
+    for (int h = 0; h < NHOPS; h++) {
+        hops[h][0] = pctl(lat.hop[h], lat.n, 0.5);
+        hops[h][1] = pctl(lat.hop[h], lat.n, 0.99);
+        free(lat.hop[h]);
+    }
     free(lat.sent);
     free(lat.ms);
+    free(lat.accepted);
 }
 
 static long peak_rss_kb(pid_t pid)
@@ -350,7 +402,8 @@ int main(void)
 {
     int n = getenv("SAGAD_BENCH_SAGAS") ? atoi(getenv("SAGAD_BENCH_SAGAS")) : 5000;
     double lat_rate = getenv("SAGAD_BENCH_RATE") ? atof(getenv("SAGAD_BENCH_RATE")) : 1000;
-    double floor_kafka, floor_pg, rate, p50, p99;
+    double floor_kafka, floor_pg, rate, p50, p99, hops[NHOPS][2];
+    bench_cpu_t c0, c1, c2, c3;
     int nlat;
     long rss;
     char db[64];
@@ -385,7 +438,9 @@ int main(void)
     sleep(4); /* the worker joins the group, the relay takes its shard */
     fprintf(stderr, "bench-worker: throughput, a backlog of %d sagas of %d noop steps...\n", n,
             STEPS);
+    bench_cpu(&c0);
     rate = throughput(pg, n);
+    bench_cpu(&c1);
     /* The backlog's last events are still being relayed when its last saga
      * completes; the latency run starts on a quiet system. */
     for (double t0 = now_s();
@@ -393,7 +448,9 @@ int main(void)
         usleep(100000);
     sleep(2);
     fprintf(stderr, "bench-worker: latency at %.0f steps/s for 10 s...\n", lat_rate);
-    latency(lat_rate, 10, &p50, &p99, &nlat);
+    bench_cpu(&c2);
+    latency(lat_rate, 10, &p50, &p99, &nlat, hops);
+    bench_cpu(&c3);
     rss = peak_rss_kb(worker);
     bench_stop(worker);
     bench_stop(relay);
@@ -410,7 +467,15 @@ int main(void)
            nlat);
     printf("  %-52s %10.1f ms  (target p99 <= 50)\n", "worker: saga.start -> saga.completed p99",
            p99);
+    for (int h = 0; h < NHOPS; h++) {
+        char what[64];
+        snprintf(what, sizeof(what), "  of which %s, p50 / p99", hop_names[h]);
+        printf("  %-52s %6.1f / %5.1f ms\n", what, hops[h][0], hops[h][1]);
+    }
     printf("  %-52s %10.1f MB  (target <= 64)\n", "worker: peak RSS", rss / 1024.0);
+    printf("  %-52s %4.0f%% / %3.0f%%  (busy %.0f%% / %.0f%%)\n",
+           "host: CPU stolen by the hypervisor, backlog / latency", bench_steal_pct(&c0, &c1),
+           bench_steal_pct(&c2, &c3), bench_busy_pct(&c0, &c1), bench_busy_pct(&c2, &c3));
 
     if (system("mkdir -p bench/results") == 0 && (fp = fopen("bench/results/worker.json", "w"))) {
         fprintf(fp,
@@ -418,8 +483,12 @@ int main(void)
                 "\"floor_sql_steps_per_s\": %.0f, \"worker_steps_per_s\": %.0f, "
                 "\"latency_offered_steps_per_s\": %.0f, \"start_to_completed_p50_ms\": %.2f, "
                 "\"start_to_completed_p99_ms\": %.2f, \"latency_samples\": %d, "
-                "\"worker_peak_rss_kb\": %ld, \"time\": %.0f}\n",
-                n, STEPS, floor_kafka, floor_pg, rate, lat_rate, p50, p99, nlat, rss, now_s());
+                "\"worker_peak_rss_kb\": %ld, \"steal_pct_backlog\": %.1f, "
+                "\"steal_pct_latency\": %.1f, \"busy_pct_backlog\": %.1f, "
+                "\"busy_pct_latency\": %.1f, \"time\": %.0f}\n",
+                n, STEPS, floor_kafka, floor_pg, rate, lat_rate, p50, p99, nlat, rss,
+                bench_steal_pct(&c0, &c1), bench_steal_pct(&c2, &c3), bench_busy_pct(&c0, &c1),
+                bench_busy_pct(&c2, &c3), now_s());
         fclose(fp);
     }
     unlink(regpath);
