@@ -422,6 +422,9 @@ void worker_saga_complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga);
 
 /* The statement loading the sagas of a batch ($1: text[] of ids). */
 extern const char worker_sql_load[];
+/* worker_writes.c: the batch's outbox rows, $1..$4 text[] topic, key,
+ * jsonb[] headers, text[] payload. */
+extern const char worker_sql_outbox[];
 /* Fills saga from rows [*row, ...) of the load result with the same id. */
 void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row);
 

@@ -59,7 +59,7 @@
 #include "worker.h"
 
 #define SAGA_BUCKETS          16384
-#define WORKER_SCHEMA_VERSION 5    /* 0005: the held status */
+#define WORKER_SCHEMA_VERSION 7    /* 0007: sagad_outbox_shard_of (0005: the held status) */
 #define HOUSEKEEPING_MS       1000 /* gauges, SIGHUP */
 #define PG_PING_MS            5000 /* an idle worker checks its session this often */
 /* A finished command waits in its partition's FIFO until every offset

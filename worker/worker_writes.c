@@ -59,6 +59,19 @@ static const int ncols[NTABLES] = {
     [T_SAGA] = 4,     [T_OUTBOX] = 4,      [T_TIMER] = 5,
 };
 
+/* The shard is written here (migration 0007): the outbox trigger that
+ * would otherwise compute it runs per row in plpgsql.  The count is joined
+ * as one row (an aggregate: NULL, so shard 0, when the settings row is
+ * missing, as in the trigger) rather than passed as a subquery, which
+ * would keep the function from being inlined.  A join without a clause is
+ * a nested loop, so the rows keep unnest's order (and their ids). */
+const char worker_sql_outbox[] =
+    "INSERT INTO outbox (topic, key, headers, payload, shard) "
+    "SELECT u.t, u.k, u.h, convert_to(u.p, 'UTF8'), sagad_outbox_shard_of(u.k, r.shards) "
+    "FROM (SELECT t, convert_to(k, 'UTF8') AS k, h, p FROM unnest($1::text[], $2::text[], "
+    "$3::jsonb[], $4::text[]) AS u(t, k, h, p)) u "
+    "CROSS JOIN (SELECT max(shards) AS shards FROM relay_settings) r";
+
 /* Each statement reads its table's columns as $1..$n; T_ATTEMPT_NEW also
  * the worker id as $7. */
 static const char *const sql[NTABLES] = {
@@ -94,9 +107,7 @@ static const char *const sql[NTABLES] = {
                "version = t.version + 1, updated_at = now() "
                "FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) "
                "AS u(s, st, seq, sp) WHERE t.saga_id = u.s",
-    [T_OUTBOX] = "INSERT INTO outbox (topic, key, headers, payload) "
-                 "SELECT t, convert_to(k, 'UTF8'), h, convert_to(p, 'UTF8') "
-                 "FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::text[]) AS u(t, k, h, p)",
+    [T_OUTBOX] = worker_sql_outbox,
     [T_TIMER] = "INSERT INTO timers (due_at, topic, key, headers, payload) "
                 "SELECT now() + d * interval '1 millisecond', t, convert_to(k, 'UTF8'), h, "
                 "convert_to(p, 'UTF8') FROM unnest($1::bigint[], $2::text[], $3::text[], "

@@ -21,9 +21,23 @@ double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Processes started and not yet stopped: a benchmark that dies takes them
+ * with it instead of leaving a worker and a relay running. */
+static pid_t children[16];
+
+static void child_forget(pid_t pid)
+{
+    for (size_t i = 0; i < sizeof(children) / sizeof(children[0]); i++)
+        if (children[i] == pid)
+            children[i] = 0;
+}
+
 void die(const char *what, const char *why)
 {
     fprintf(stderr, "%s: %s: %s\n", bench_name, what, why);
+    for (size_t i = 0; i < sizeof(children) / sizeof(children[0]); i++)
+        if (children[i] > 0)
+            kill(children[i], SIGKILL);
     exit(1);
 }
 
@@ -145,6 +159,11 @@ pid_t bench_spawn_argv(const char *prog, char *const *args, char *const *env, in
         execve(bin, argv, envp);
         _exit(127);
     }
+    for (size_t i = 0; pid > 0 && i < sizeof(children) / sizeof(children[0]); i++)
+        if (children[i] == 0) {
+            children[i] = pid;
+            break;
+        }
     if (out_fd) {
         close(fds[1]);
         *out_fd = fds[0];
@@ -212,6 +231,7 @@ int bench_run(const char *prog, char *const *args, char *const *env)
     close(fd);
     if (pid < 0 || waitpid(pid, &status, 0) < 0)
         return -1;
+    child_forget(pid);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
@@ -221,6 +241,7 @@ void bench_stop(pid_t pid)
 
     /* SIGTERM drains; a process still there after 60 s is killed, and
      * said so, rather than leaving the benchmark (and it) hanging. */
+    child_forget(pid);
     kill(pid, SIGTERM);
     for (int i = 0; i < 600; i++) {
         if (waitpid(pid, &status, WNOHANG) == pid)

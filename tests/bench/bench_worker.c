@@ -106,9 +106,11 @@ static double floor_sql(sg_pg_t *pg, int nsagas)
     const char *p1[] = {count};
     char **ids = calloc(batch, sizeof(char *)), **idx = calloc(batch, sizeof(char *));
     char **keys = calloc(2 * batch, sizeof(char *)), **pays = calloc(2 * batch, sizeof(char *));
-    sg_pg_buf_t lit[4] = {{0}};
+    sg_pg_buf_t lit[6] = {{0}};
+    const char **tops = calloc(2 * batch, sizeof(char *)),
+               **heads = calloc(2 * batch, sizeof(char *));
 
-    if (!ids || !idx || !keys || !pays)
+    if (!ids || !idx || !keys || !pays || !tops || !heads)
         die("floor", "out of memory");
     snprintf(count, sizeof(count), "%d", nsagas);
     exec(pg,
@@ -133,19 +135,24 @@ static double floor_sql(sg_pg_t *pg, int nsagas)
                 idx[m] = sidx;
                 for (int k = 0; k < 2; k++) {
                     keys[2 * m + k] = ids[m];
+                    tops[2 * m + k] = "floor";
+                    heads[2 * m + k] = "{\"sagad-type\":\"x\"}";
                     pays[2 * m + k] = malloc(200);
                     snprintf(pays[2 * m + k], 200, "%s%0150d", ids[m], 0);
                 }
             }
-            for (int k = 0; k < 4; k++)
+            for (int k = 0; k < 6; k++)
                 sg_pg_buf_reset(&lit[k]);
             sg_pg_array_literal(&lit[0], (const char *const *)ids, (size_t)m);
             sg_pg_array_literal(&lit[1], (const char *const *)idx, (size_t)m);
             sg_pg_array_literal(&lit[2], (const char *const *)keys, (size_t)(2 * m));
             sg_pg_array_literal(&lit[3], (const char *const *)pays, (size_t)(2 * m));
+            sg_pg_array_literal(&lit[4], tops, (size_t)(2 * m));
+            sg_pg_array_literal(&lit[5], heads, (size_t)(2 * m));
             {
                 sg_pg_res_t *res = NULL, *ins = NULL;
-                const char *pa[] = {lit[0].data, lit[1].data}, *pm[] = {lit[2].data, lit[3].data};
+                const char *pa[] = {lit[0].data, lit[1].data},
+                           *pm[] = {lit[4].data, lit[2].data, lit[5].data, lit[3].data};
                 char off[24];
                 const char *po[] = {off};
 
@@ -179,12 +186,7 @@ static double floor_sql(sg_pg_t *pg, int nsagas)
                                 "UPDATE sagas t SET seq = seq + 2, version = version + 1 "
                                 "FROM unnest($1::text[]) AS u(s) WHERE t.saga_id = u.s",
                                 1, pa, NULL);
-                sg_pg_pipe_send(pg,
-                                "INSERT INTO outbox (topic, key, headers, payload) SELECT "
-                                "'floor', convert_to(k, 'UTF8'), '{\"sagad-type\":\"x\"}', "
-                                "convert_to(p, 'UTF8') FROM unnest($1::text[], $2::text[]) "
-                                "AS u(k, p)",
-                                2, pm, NULL);
+                sg_pg_pipe_send(pg, worker_sql_outbox, 4, pm, NULL);
                 sg_pg_pipe_send(pg, "SELECT sagad_fence('floor', 'floor', 0, 1, $1::bigint)", 1, po,
                                 NULL);
                 sg_pg_pipe_send(pg, "COMMIT", 0, NULL, NULL);
@@ -200,8 +202,10 @@ static double floor_sql(sg_pg_t *pg, int nsagas)
             }
         }
     }
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 6; k++)
         sg_pg_buf_free(&lit[k]);
+    free(tops);
+    free(heads);
     free(ids);
     free(idx);
     free(keys);

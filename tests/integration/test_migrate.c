@@ -139,6 +139,54 @@ Test(migrate, worker_load_finds_steps_by_saga_on_tables_never_analyzed)
     sg_pg_destroy(pg);
 }
 
+/* The worker writes an outbox row's shard itself (0007); every other
+ * writer leaves it to the trigger.  One saga's rows must land in one shard
+ * either way, or the relays would publish its events out of order. */
+Test(migrate, worker_outbox_rows_take_the_shard_the_trigger_would)
+{
+    sg_pg_t *pg = sgt_db_connect(dsn);
+    sg_pg_buf_t lit[4] = {{0}};
+    const char *topics[64], *keys[64], *heads[64], *pays[64], *p[4];
+    char names[64][16];
+    sg_err_t err;
+    int from, to;
+
+    cr_assert_eq(sg_migrate_run(pg, &from, &to, &err), 0, "%s", err.message);
+    cr_assert_eq(sg_pg_exec(pg, "UPDATE relay_settings SET shards = 4", 0, NULL, NULL, &err), 0,
+                 "%s", err.message);
+    for (int i = 0; i < 64; i++) {
+        snprintf(names[i], sizeof(names[i]), "saga-%d", i);
+        topics[i] = "w";
+        keys[i] = i == 63 ? NULL : names[i];
+        heads[i] = "{}";
+        pays[i] = "x";
+    }
+    sg_pg_array_literal(&lit[0], topics, 64);
+    sg_pg_array_literal(&lit[1], keys, 64);
+    sg_pg_array_literal(&lit[2], heads, 64);
+    sg_pg_array_literal(&lit[3], pays, 64);
+    for (int k = 0; k < 4; k++)
+        p[k] = lit[k].data;
+    cr_assert_eq(sg_pg_exec(pg, worker_sql_outbox, 4, p, NULL, &err), 0, "%s", err.message);
+    cr_assert_eq(sg_pg_exec(pg,
+                            "INSERT INTO outbox (topic, key, payload) SELECT 't', key, payload "
+                            "FROM outbox WHERE topic = 'w' ORDER BY id",
+                            0, NULL, NULL, &err),
+                 0, "%s", err.message);
+    cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM outbox"), 128);
+    cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM outbox w JOIN outbox t ON t.topic = 't' "
+                                   "AND t.key IS NOT DISTINCT FROM w.key AND t.shard = w.shard "
+                                   "WHERE w.topic = 'w'"),
+                 64, "each key has the same shard from the worker and from the trigger");
+    cr_expect_eq(sgt_query_int(pg, "SELECT count(DISTINCT shard) FROM outbox WHERE shard >= 0"), 4,
+                 "64 keys spread over the 4 shards");
+    cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM outbox WHERE key IS NULL AND shard = 0"),
+                 2, "a row without a key goes to shard 0");
+    for (int k = 0; k < 4; k++)
+        sg_pg_buf_free(&lit[k]);
+    sg_pg_destroy(pg);
+}
+
 Test(migrate, refuses_a_newer_schema)
 {
     const char *args[] = {"migrate", NULL};
@@ -157,6 +205,31 @@ Test(migrate, refuses_a_newer_schema)
     cr_expect_eq(sgt_run("sagad-worker", args, env, NULL, &err), 1);
     cr_expect(strstr(err, "upgrade the binary") != NULL, "stderr: %s", err);
     cr_expect(strstr(err, "runtime.schema.newer") != NULL, "stderr: %s", err);
+    free(err);
+}
+
+/* A worker whose statements need a newer schema than the database has
+ * must not start: it would fail every batch and dead-letter every message
+ * (what happened when 0007's shard function was missing). */
+Test(migrate, worker_refuses_a_schema_older_than_it_needs)
+{
+    const char *margs[] = {"migrate", NULL}, *rargs[] = {"run", NULL};
+    const char *env[] = {dsn_env, "SAGAD_WORKER_REGISTRY=examples/tools.json", NULL};
+    char want[200], *err;
+    sg_pg_t *pg;
+    sg_err_t e;
+
+    cr_assert_eq(sgt_run("sagad-worker", margs, env, NULL, NULL), 0);
+    pg = sgt_db_connect(dsn);
+    /* As a database migrated by the release before 0007 looks. */
+    cr_assert_eq(
+        sg_pg_exec(pg, "DELETE FROM sagad_schema_migrations WHERE version >= 7", 0, NULL, NULL, &e),
+        0, "%s", e.message);
+    sg_pg_destroy(pg);
+    snprintf(want, sizeof(want), "%s",
+             "database schema is at version 6, the worker needs 7: run `sagad-worker migrate`");
+    cr_expect_eq(sgt_run("sagad-worker", rargs, env, NULL, &err), 1);
+    cr_expect(strstr(err, want) != NULL, "stderr: %s", err);
     free(err);
 }
 
