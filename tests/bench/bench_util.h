@@ -40,17 +40,21 @@ void bench_stop(pid_t pid);
 int bench_run(const char *prog, char *const *args, char *const *env);
 int cmp_double(const void *a, const void *b);
 
-/* The host's CPU time (all cores) from /proc/stat, in ticks.  On a shared
- * virtual machine the hypervisor gives some of it to other guests
- * (steal): a phase run while much is stolen measures the neighbours, so
- * the benchmarks print it beside their figures. */
+/* The host's CPU time (all cores) from /proc/stat, in ticks, and the part
+ * of it the processes visible here used.  On a shared machine the
+ * hypervisor gives some of it to other guests (steal), and other
+ * containers on the same kernel show up as busy time no process here
+ * accounts for: a phase run beside busy neighbours measures them too, so
+ * the benchmarks print both beside their figures. */
 typedef struct bench_cpu_s {
-    long long busy, steal, total;
+    long long busy, steal, total, ours;
 } bench_cpu_t;
 void bench_cpu(bench_cpu_t *c);
-/* Percent of the host's CPU time between a and b that was busy here, and
- * that was stolen. */
+/* Percent of the host's CPU time between a and b that was busy, that the
+ * processes visible here used (PostgreSQL, Kafka, the services, the
+ * benchmark), and that was stolen. */
 double bench_busy_pct(const bench_cpu_t *a, const bench_cpu_t *b);
+double bench_ours_pct(const bench_cpu_t *a, const bench_cpu_t *b);
 double bench_steal_pct(const bench_cpu_t *a, const bench_cpu_t *b);
 
 #endif
