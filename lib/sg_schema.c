@@ -6,6 +6,7 @@
 #include "sagad/sg_schema.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -495,14 +496,53 @@ static size_t utf8_count(const char *s)
     return n;
 }
 
+/* Compiled patterns, by text: compiling costs far more than matching,
+ * and every saga.start validates its steps' args against the same few
+ * schemas.  Entries live until the process ends (a registry reload adds
+ * its changed patterns); past PATTERN_CACHE distinct patterns the rest
+ * are compiled per match as before.  regexec() on a shared regex_t is
+ * safe from several threads; the lock guards the table only. */
+#define PATTERN_CACHE 64
+
+static struct {
+    pthread_mutex_t lock;
+    size_t n;
+    struct {
+        char *text;
+        regex_t re;
+    } slot[PATTERN_CACHE];
+} patterns = {PTHREAD_MUTEX_INITIALIZER, 0, {{NULL}}};
+
+static const regex_t *pattern_cached(const char *pattern)
+{
+    const regex_t *found = NULL;
+
+    pthread_mutex_lock(&patterns.lock);
+    for (size_t i = 0; i < patterns.n && !found; i++)
+        if (strcmp(patterns.slot[i].text, pattern) == 0)
+            found = &patterns.slot[i].re;
+    if (!found && patterns.n < PATTERN_CACHE &&
+        regcomp(&patterns.slot[patterns.n].re, pattern, REGEX_FLAGS) == 0) {
+        if ((patterns.slot[patterns.n].text = strdup(pattern)))
+            found = &patterns.slot[patterns.n++].re;
+        else
+            regfree(&patterns.slot[patterns.n].re);
+    }
+    pthread_mutex_unlock(&patterns.lock);
+    return found;
+}
+
 /* True when pattern matches somewhere in s (unanchored, as in JSON
  * Schema).  A pattern that does not compile, possible only in an
  * unchecked schema, matches nothing. */
 static bool pattern_matches(const char *pattern, const char *s)
 {
+    const regex_t *cached = pattern_cached(pattern);
     regex_t re;
     bool found;
 
+    if (cached)
+        return regexec(cached, s, 0, NULL, 0) == 0;
     if (regcomp(&re, pattern, REGEX_FLAGS) != 0)
         return false;
     found = regexec(&re, s, 0, NULL, 0) == 0;

@@ -306,6 +306,23 @@ Test(schema, pattern_is_unanchored_posix_ere)
     VALID("{'pattern':'^a'}", "3"); /* pattern constrains strings only */
 }
 
+/* Compiled patterns are kept by text: a pattern seen again, one seen
+ * among many others, and more distinct patterns than are kept (compiled
+ * per match) must each still judge by their own text. */
+Test(schema, many_patterns_each_judge_by_their_own_text)
+{
+    char schema[64], ok[32], bad[32];
+
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < 100; i++) {
+            snprintf(schema, sizeof(schema), "{'pattern':'^p%d$'}", i);
+            snprintf(ok, sizeof(ok), "'p%d'", i);
+            snprintf(bad, sizeof(bad), "'p%d'", i + 1);
+            VALID(schema, ok);
+            expect(schema, bad, "$.args", "pattern", NULL);
+        }
+}
+
 Test(schema, annotations_are_ignored)
 {
     const char *s = "{'title':'T','description':'D','$comment':'C','default':5,"
