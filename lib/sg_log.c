@@ -52,6 +52,25 @@ const char *sg_log_level_name(sg_log_level_t level)
     return level_names[level];
 }
 
+/* The length of out[0..n) without a last UTF-8 sequence that was cut
+ * short (by the room left, or already in the text given): log shippers
+ * refuse a line that is not valid UTF-8. */
+static size_t utf8_whole(const char *out, size_t n)
+{
+    size_t lead = n, want;
+    unsigned char c;
+
+    while (lead > 0 && n - lead < 4 && ((unsigned char)out[lead - 1] & 0xC0) == 0x80)
+        lead--;
+    if (lead == 0)
+        return n;
+    c = (unsigned char)out[lead - 1];
+    if (c < 0xC0)
+        return n; /* ASCII before the continuation bytes: nothing to judge */
+    want = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+    return n - (lead - 1) < want ? lead - 1 : n;
+}
+
 size_t sg_log_json_escape(char *out, size_t out_size, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
@@ -86,6 +105,7 @@ size_t sg_log_json_escape(char *out, size_t out_size, const char *s)
         memcpy(out + n, esc, elen);
         n += elen;
     }
+    n = utf8_whole(out, n);
     out[n] = '\0';
     return n;
 }

@@ -298,6 +298,29 @@ Test(log, escape_function_truncates_on_escape_boundaries)
     cr_assert_eq(out[0], 'z', "out_size 0 writes nothing");
 }
 
+/* A cut never leaves half a character: a line with a broken UTF-8
+ * sequence is thrown away whole by log shippers. */
+Test(log, escape_function_never_cuts_a_utf8_sequence)
+{
+    char out[16];
+
+    /* é is 2 bytes, € 3, 😀 4: room for "a" and part of each. */
+    cr_expect_eq(sg_log_json_escape(out, 3, "a\xc3\xa9"), 1);
+    cr_expect_str_eq(out, "a");
+    cr_expect_eq(sg_log_json_escape(out, 4, "a\xe2\x82\xac"), 1);
+    cr_expect_str_eq(out, "a");
+    cr_expect_eq(sg_log_json_escape(out, 5, "a\xf0\x9f\x98\x80"), 1);
+    cr_expect_str_eq(out, "a");
+    /* Whole ones stay, and so does the text before a cut one. */
+    cr_expect_eq(sg_log_json_escape(out, 6, "\xf0\x9f\x98\x80\xc3\xa9"), 4);
+    cr_expect_str_eq(out, "\xf0\x9f\x98\x80");
+    cr_expect_eq(sg_log_json_escape(out, sizeof(out), "x\xe2\x82\xac"), 4);
+    cr_expect_str_eq(out, "x\xe2\x82\xac");
+    /* Text already cut before it came here loses its broken tail too. */
+    cr_expect_eq(sg_log_json_escape(out, sizeof(out), "ok\xe2\x82"), 2);
+    cr_expect_str_eq(out, "ok");
+}
+
 Test(log, long_component_is_cut_not_overflowed)
 {
     cJSON **l;

@@ -67,7 +67,8 @@ void sg_log_kv(sg_log_level_t level, const char *msg, ...) __attribute__((sentin
 
 /* Appends s to out as the inside of a JSON string (no quotes), escaping
  * quotes, backslashes and control bytes.  Returns bytes written, always
- * NUL-terminates when out_size > 0, truncates safely. */
+ * NUL-terminates when out_size > 0, truncates safely: never inside an
+ * escape or a UTF-8 sequence. */
 size_t sg_log_json_escape(char *out, size_t out_size, const char *s);
 
 #endif
