@@ -3,6 +3,7 @@
  * worker applies to a saga.start (worker_validate_start, with the tool
  * registry of worker.registry).  The original payload is never changed. */
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,20 +161,25 @@ static char *read_file(const char *path)
     return buf;
 }
 
-/* Opens the payload (pretty when JSON) in $VISUAL / $EDITOR / vi; the
- * edited text or NULL. */
+/* Opens the payload (pretty when JSON) in $VISUAL / $EDITOR / vi, in a
+ * file under $TMPDIR (/tmp without it); the edited text or NULL. */
 static char *run_editor(dlq_t *d, const char *text)
 {
-    char path[] = "/tmp/dlq-edit-XXXXXX";
-    int fd = mkstemp(path), status;
+    const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    char path[512];
+    int fd, status;
     sg_json_t *doc = text ? sg_json_parse(text, strlen(text), NULL, NULL) : NULL;
     char *pretty = doc ? sg_json_print_pretty(doc) : NULL, *out = NULL;
     FILE *fp;
     pid_t pid;
 
     sg_json_destroy(doc);
+    snprintf(path, sizeof(path), "%s/dlq-edit-XXXXXX", tmp);
+    fd = mkstemp(path);
     if (fd < 0 || !(fp = fdopen(fd, "w"))) {
-        dlq_warn(d, "cannot make a temporary file");
+        dlq_warn(d, "cannot make a temporary file in %s (TMPDIR): %s", tmp, strerror(errno));
+        if (fd >= 0)
+            close(fd);
         free(pretty);
         return NULL;
     }
@@ -207,14 +213,12 @@ static void print_problem(void *opaque, const char *path, const char *rule)
 /* The worker's rules: decodable, a saga.start, valid against the
  * contract and the registry.  0 when valid; an exit code after listing
  * every problem. */
-static int validate(dlq_t *d, const char *text)
+static int validate(dlq_t *d, const worker_registry_t *reg, const char *text)
 {
     const sg_config_t *cfg = d->cli->cfg;
     sg_json_limits_t lim = {(size_t)sg_config_int(cfg, "limits.max_message_bytes"),
                             (int)sg_config_int(cfg, "limits.max_json_depth")};
     worker_decoded_t dec;
-    worker_registry_t *reg;
-    sg_err_t err;
     int problems;
 
     worker_decode(text, strlen(text), &lim, &dec);
@@ -229,17 +233,10 @@ static int validate(dlq_t *d, const char *text)
         sg_json_destroy(dec.doc);
         return SG_EXIT_REFUSED;
     }
-    reg = worker_registry_load(sg_config_str(cfg, "worker.registry"), cfg, &err);
-    if (!reg) {
-        dlq_warn(d, "cannot check the tool registry: %s (worker.registry)", err.message);
-        sg_json_destroy(dec.doc);
-        return SG_EXIT_USAGE;
-    }
     problems = worker_validate_start(dec.doc, reg, print_problem, NULL);
     if (problems > 0)
         dlq_warn(d, "refused, nothing saved: %d problem%s above (JSON path: rule)", problems,
                  problems == 1 ? "" : "s");
-    worker_registry_destroy(reg);
     sg_json_destroy(dec.doc);
     return problems > 0 ? SG_EXIT_REFUSED : SG_EXIT_OK;
 }
@@ -270,10 +267,21 @@ static int edit(dlq_t *d, const char *id)
     size_t nsets = sg_cli_opt_all(&d->args, "--set", &sets);
     sg_pg_res_t *res;
     char *text = NULL;
-    int rc = dlq_query(d, load_sql, 1, &id, &res);
+    worker_registry_t *reg;
+    sg_err_t err;
+    int rc;
 
-    if (rc)
+    /* Loaded before the editor opens: a registry that cannot be read must
+     * not cost the operator an edit that then cannot be checked. */
+    reg = worker_registry_load(sg_config_str(d->cli->cfg, "worker.registry"), d->cli->cfg, &err);
+    if (!reg) {
+        dlq_warn(d, "cannot check the tool registry: %s (worker.registry)", err.message);
+        return SG_EXIT_USAGE;
+    }
+    if ((rc = dlq_query(d, load_sql, 1, &id, &res))) {
+        worker_registry_destroy(reg);
         return rc;
+    }
     if (sg_pg_res_rows(res) == 0) {
         dlq_warn(d, "no dead letter %s", id);
         rc = SG_EXIT_FAIL;
@@ -290,7 +298,7 @@ static int edit(dlq_t *d, const char *id)
             rc = nsets ? SG_EXIT_USAGE : SG_EXIT_FAIL;
         else if (unchanged(cur, text))
             fprintf(stderr, "no change: nothing saved\n");
-        else if (!(rc = validate(d, text))) {
+        else if (!(rc = validate(d, reg, text))) {
             const char *params[] = {id, text, dlq_operator(d), sg_cli_opt(&d->args, "--reason")};
             sg_pg_res_t *saved;
             if (!(rc = dlq_query(d, save_sql, 4, params, &saved))) {
@@ -303,6 +311,7 @@ static int edit(dlq_t *d, const char *id)
     }
     free(text);
     sg_pg_res_destroy(res);
+    worker_registry_destroy(reg);
     return rc;
 }
 

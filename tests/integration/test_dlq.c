@@ -313,6 +313,53 @@ Test(dlq, edit_that_changes_nothing_saves_nothing)
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letter_revisions"), 0, "nothing saved");
 }
 
+/* The registry is read before the editor opens (an edit that cannot be
+ * checked would be lost), and the editor's file goes under $TMPDIR. */
+Test(dlq, edit_checks_the_registry_first_and_uses_tmpdir)
+{
+    const char *env[SGW_MAX_ENV + 4];
+    char id[32], marker[256], editor[300], tmpdir[300];
+    size_t n = 0, base;
+    int rc;
+
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_submit("tmp-1", "[{\"name\": \"a\", \"tool\": \"no.such.tool\"}]");
+    sgw_wait_int(1, "SELECT count(*) FROM dead_letters");
+    sgw_pair_stop();
+    snprintf(id, sizeof(id), "%lld", dead_letter_of("tmp-1"));
+    sgt_unique(marker, sizeof(marker), "/tmp/sagad-edit-marker");
+    /* The editor leaves a marker, then "saves" the file unchanged. */
+    snprintf(editor, sizeof(editor), "EDITOR=touch %s", marker);
+    for (; sgw.env[n]; n++)
+        env[n] = sgw.env[n];
+    base = n;
+
+    env[n++] = editor;
+    env[n++] = "SAGAD_WORKER_REGISTRY=/nonexistent/tools.json";
+    env[n] = NULL;
+    free(R.out);
+    free(R.err);
+    rc = sgt_run("dlq-tool", ARGS("edit", id), env, &R.out, &R.err);
+    cr_expect_eq(rc, 2, "%s%s", R.out, R.err);
+    cr_expect(strstr(R.err, "cannot check the tool registry") != NULL, "%s", R.err);
+    cr_expect_neq(access(marker, F_OK), 0, "the editor was opened before the registry was read");
+
+    n = base;
+    snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s/missing", marker);
+    env[n++] = editor;
+    env[n++] = tmpdir;
+    env[n] = NULL;
+    free(R.out);
+    free(R.err);
+    rc = sgt_run("dlq-tool", ARGS("edit", id), env, &R.out, &R.err);
+    cr_expect_eq(rc, 1, "%s%s", R.out, R.err);
+    cr_expect(strstr(R.err, "cannot make a temporary file in") != NULL &&
+                  strstr(R.err, "/missing (TMPDIR)") != NULL,
+              "%s", R.err);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letter_revisions"), 0, "nothing saved");
+    unlink(marker);
+}
+
 Test(dlq, compensation_exhausted_entry_replays_the_compensation)
 {
     static const char down[] =
