@@ -76,6 +76,10 @@ static const sg_config_key_t config_table[] = {
      "Run a saga's next step command in the transaction that emitted it, when its message "
      "will come to this worker (same partition), instead of after the relay and Kafka bring "
      "it back; the message is still sent, and acknowledged when it arrives."},
+    {"worker.chain_repartition_pause_ms", SG_CONFIG_INT, "360000", 0, 86400000, NULL, 0,
+     "After the commands topic's partition count changes, how long chaining stays off while "
+     "producers (the relay) still hash keys over the old count; above their "
+     "topic.metadata.refresh.interval.ms (librdkafka: 5 minutes)."},
     {"worker.test_allow_crash", SG_CONFIG_BOOL, "false", 0, 0, NULL, 0,
      "Tests only: allow the builtin `crash` tool, which aborts the worker process."},
     {"breaker.failure_threshold", SG_CONFIG_INT, "5", 1, 100000, NULL, 0,

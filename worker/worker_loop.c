@@ -59,9 +59,10 @@
 #include "worker.h"
 
 #define SAGA_BUCKETS          16384
-#define WORKER_SCHEMA_VERSION 7    /* 0007: sagad_outbox_shard_of (0005: the held status) */
-#define HOUSEKEEPING_MS       1000 /* gauges, SIGHUP */
-#define PG_PING_MS            5000 /* an idle worker checks its session this often */
+#define WORKER_SCHEMA_VERSION 7     /* 0007: sagad_outbox_shard_of (0005: the held status) */
+#define HOUSEKEEPING_MS       1000  /* gauges, SIGHUP */
+#define PARTITIONS_CHECK_MS   10000 /* the commands topic's partition count, for chaining */
+#define PG_PING_MS            5000  /* an idle worker checks its session this often */
 /* A finished command waits in its partition's FIFO until every offset
  * before it is finished too; it then keeps only its offset (its message
  * and decoding are freed), so a slow command at the head holds back the
@@ -147,8 +148,11 @@ typedef struct loop_s {
     uint64_t kafka_commit_ms, next_kafka_commit; /* worker.kafka_commit_interval_ms */
     bool pg_up;
     /* Chaining (see the top of this file); on when L->w.chain. */
-    int32_t cmd_partitions;      /* of the commands topic, 0 or less: not known */
-    uint64_t partitions_read_at; /* when cmd_partitions was last asked for (ms) */
+    int32_t cmd_partitions;        /* of the commands topic, 0 or less: not known */
+    int32_t known_partitions;      /* the last count read that was known */
+    uint64_t partitions_read_at;   /* when cmd_partitions was last asked for (ms) */
+    uint64_t chain_paused_until;   /* a changed count stops chaining until then (ms) */
+    uint64_t repartition_pause_ms; /* worker.chain_repartition_pause_ms */
     chain_entry_t *chain_set[CHAIN_BUCKETS];
     size_t nchain;
     vec_t chain_new; /* chained in the open transaction, in decision order */
@@ -603,13 +607,40 @@ static void pg_recover(loop_t *L, const sg_err_t *err)
 }
 
 /* Asks the cluster for the commands topic's partition count, at most once
- * a second: an assignment calls this once per partition assigned. */
+ * a second: an assignment calls this once per partition assigned, and
+ * housekeeping every PARTITIONS_CHECK_MS.
+ *
+ * Added partitions change where a key lands, and producers learn of them
+ * only at their next metadata refresh (librdkafka: every 5 minutes), so
+ * for a while the relay hashes keys over the old count while this worker
+ * would predict with the new one, or the other way round.  A chained
+ * command whose message lands elsewhere runs twice (the other partition's
+ * owner finds its attempt started and not finished, as after a crash).
+ * So a changed count turns chaining off for
+ * worker.chain_repartition_pause_ms. */
 static void refresh_partitions(loop_t *L, int timeout_ms)
 {
+    int32_t n;
+
     if (!L->w.chain || sg_cli_now_ms() - L->partitions_read_at < 1000)
         return;
     L->partitions_read_at = sg_cli_now_ms();
-    L->cmd_partitions = sg_kafka_partition_count(L->consumer, L->w.topic_commands, timeout_ms);
+    n = sg_kafka_partition_count(L->consumer, L->w.topic_commands, timeout_ms);
+    if (n > 0 && L->known_partitions > 0 && n != L->known_partitions) {
+        char was[16], now[16], pause[24];
+        snprintf(was, sizeof(was), "%d", (int)L->known_partitions);
+        snprintf(now, sizeof(now), "%d", (int)n);
+        snprintf(pause, sizeof(pause), "%llu", (unsigned long long)L->repartition_pause_ms);
+        sg_log_kv(SG_LOG_WARN,
+                  "the commands topic's partition count changed: chaining is off while "
+                  "producers still hash keys over the old count",
+                  "topic", L->w.topic_commands, "partitions_before", was, "partitions", now,
+                  "pause_ms", pause, NULL);
+        L->chain_paused_until = sg_cli_now_ms() + L->repartition_pause_ms;
+    }
+    if (n > 0)
+        L->known_partitions = n;
+    L->cmd_partitions = n;
 }
 
 static int64_t take_partition(loop_t *L, int32_t partition)
@@ -795,8 +826,9 @@ static bool chainable(const loop_t *L, const worker_cmd_t *c, const worker_saga_
 {
     size_t cap = (size_t)L->max_in_flight * WINDOW_FACTOR;
 
-    return L->w.chain && !L->draining && sg_cli_running && L->cmd_partitions > 0 && s && c->part &&
-           !c->abandoned && L->nchain + L->chain_new.n < cap &&
+    return L->w.chain && !L->draining && sg_cli_running && L->cmd_partitions > 0 &&
+           sg_cli_now_ms() >= L->chain_paused_until && s && c->part && !c->abandoned &&
+           L->nchain + L->chain_new.n < cap &&
            sg_kafka_key_partition(s->saga_id, strlen(s->saga_id), L->cmd_partitions) ==
                c->part->partition;
 }
@@ -1462,7 +1494,8 @@ static void housekeeping(loop_t *L)
     L->next_housekeeping = sg_cli_now_ms() + HOUSEKEEPING_MS;
     ping_pg(L);
     kafka_commit(L, NULL);
-    if (L->cmd_partitions <= 0 && L->nparts > 0)
+    if (L->nparts > 0 &&
+        (L->cmd_partitions <= 0 || sg_cli_now_ms() - L->partitions_read_at >= PARTITIONS_CHECK_MS))
         refresh_partitions(L, 500);
     sg_health_set(SG_CHECK_GROUP, sg_kafka_group_joined(L->consumer),
                   "consumer group %s not joined yet (no partition assignment received)",
@@ -1541,6 +1574,7 @@ static int setup(loop_t *L, sg_cli_t *cli)
     L->drain_ms = sg_config_int(cfg, "worker.drain_timeout_ms");
     L->w.chain = sg_config_bool(cfg, "worker.chain");
     L->kafka_commit_ms = (uint64_t)sg_config_int(cfg, "worker.kafka_commit_interval_ms");
+    L->repartition_pause_ms = (uint64_t)sg_config_int(cfg, "worker.chain_repartition_pause_ms");
     sg_config_foreach_kafka(cfg, check_partitioner, L);
     sg_rng_seed(&L->w.rng, 0);
     gethostname(host, sizeof(host) - 1);

@@ -731,6 +731,79 @@ Test(worker, offsets_reach_the_kafka_group_for_lag_tools, .timeout = 120)
                  (long long)committed);
 }
 
+/* Partitions added to the commands topic move keys, and the relay's
+ * producer learns of them only at its next metadata refresh (here, not
+ * within the test): a chained step predicted with the new count could have
+ * its message land elsewhere and run twice.  The worker notices the new
+ * count (within its 10 s check) and stops chaining for
+ * worker.chain_repartition_pause_ms; sagas keep completing, each step's
+ * effect once.  The sagas after the change are ones whose key the new
+ * count still puts on partition 0, which the worker owns: without the
+ * pause they would be chained. */
+Test(worker, added_partitions_pause_chaining, .timeout = 120)
+{
+    static const char *const env[] = {"SAGAD_WORKER_CHAIN_REPARTITION_PAUSE_MS=600000", NULL};
+    char errstr[256], ids[4][32];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_NewPartitions_t *np;
+    rd_kafka_queue_t *q;
+    rd_kafka_event_t *ev;
+    const rd_kafka_topic_result_t **tr;
+    size_t ntr = 0;
+    rd_kafka_t *rk;
+    int found = 0;
+
+    sgw_pair_start(NULL, 1, env);
+    sgw_submit("repart-0", "[{\"name\": \"a\", \"tool\": \"ledger\", \"args\": {\"n\": 1}},"
+                           " {\"name\": \"b\", \"tool\": \"ledger\", \"args\": {\"n\": 2}}]");
+    sgw_wait_status("repart-0", "completed");
+
+    cr_assert_eq(rd_kafka_conf_set(conf, "bootstrap.servers", sgt_kafka(), errstr, sizeof(errstr)),
+                 RD_KAFKA_CONF_OK, "%s", errstr);
+    rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    cr_assert_not_null(rk, "%s", errstr);
+    np = rd_kafka_NewPartitions_new(sgw.topic_cmd, 3, errstr, sizeof(errstr));
+    cr_assert_not_null(np, "%s", errstr);
+    q = rd_kafka_queue_new(rk);
+    rd_kafka_CreatePartitions(rk, &np, 1, NULL, q);
+    ev = rd_kafka_queue_poll(q, 15000);
+    cr_assert_not_null(ev, "no answer to CreatePartitions");
+    tr = rd_kafka_CreatePartitions_result_topics(rd_kafka_event_CreatePartitions_result(ev), &ntr);
+    cr_assert_eq(ntr, 1);
+    cr_assert_eq(rd_kafka_topic_result_error(tr[0]), RD_KAFKA_RESP_ERR_NO_ERROR, "%s",
+                 rd_kafka_topic_result_error_string(tr[0]));
+    rd_kafka_event_destroy(ev);
+    rd_kafka_NewPartitions_destroy(np);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_destroy(rk);
+    sleep(12); /* the worker checks the count every 10 s */
+
+    for (int i = 0; found < 4 && i < 1000; i++) {
+        snprintf(ids[found], sizeof(ids[found]), "repart-%d", i + 1);
+        if (sg_kafka_key_partition(ids[found], strlen(ids[found]), 3) == 0)
+            sgw_submit(ids[found++], "[{\"name\": \"a\", \"tool\": \"ledger\", \"args\": "
+                                     "{\"n\": 1}}, {\"name\": \"b\", \"tool\": \"ledger\", "
+                                     "\"args\": {\"n\": 2}}]");
+    }
+    cr_assert_eq(found, 4);
+    for (int i = 0; i < found; i++)
+        sgw_wait_status(ids[i], "completed");
+    sgw_expect_worker_alive();
+    sgw_pair_stop();
+
+    cr_expect_eq(chained_steps("repart-0"), 2, "chained before the change");
+    for (int i = 0; i < found; i++)
+        cr_expect_eq(chained_steps(ids[i]), 0, "%s chained after the partition count changed",
+                     ids[i]);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM builtin_ledger WHERE calls <> 1"), 0,
+                 "each step's effect happened once");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM builtin_ledger"), 2 * (found + 1));
+    cr_expect(strstr(sgw.worker.err, "partition count changed") != NULL &&
+                  strstr(sgw.worker.err, "\"partitions_before\":\"1\",\"partitions\":\"3\"") !=
+                      NULL,
+              "the worker says chaining stopped: %s", sgt_bg_tail(&sgw.worker));
+}
+
 #define FAST_SAGAS 100
 
 /* One saga sleeps sleep_ms at the head of the only partition while
