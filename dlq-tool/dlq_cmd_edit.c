@@ -267,21 +267,12 @@ static int edit(dlq_t *d, const char *id)
     size_t nsets = sg_cli_opt_all(&d->args, "--set", &sets);
     sg_pg_res_t *res;
     char *text = NULL;
-    worker_registry_t *reg;
+    worker_registry_t *reg = NULL;
     sg_err_t err;
-    int rc;
+    int rc = dlq_query(d, load_sql, 1, &id, &res);
 
-    /* Loaded before the editor opens: a registry that cannot be read must
-     * not cost the operator an edit that then cannot be checked. */
-    reg = worker_registry_load(sg_config_str(d->cli->cfg, "worker.registry"), d->cli->cfg, &err);
-    if (!reg) {
-        dlq_warn(d, "cannot check the tool registry: %s (worker.registry)", err.message);
-        return SG_EXIT_USAGE;
-    }
-    if ((rc = dlq_query(d, load_sql, 1, &id, &res))) {
-        worker_registry_destroy(reg);
+    if (rc)
         return rc;
-    }
     if (sg_pg_res_rows(res) == 0) {
         dlq_warn(d, "no dead letter %s", id);
         rc = SG_EXIT_FAIL;
@@ -291,6 +282,12 @@ static int edit(dlq_t *d, const char *id)
                  "so there is no payload to edit; fix the tool or registry and replay",
                  id, sg_pg_res_get(res, 0, 0));
         rc = SG_EXIT_REFUSED;
+    } else if (!(reg = worker_registry_load(sg_config_str(d->cli->cfg, "worker.registry"),
+                                            d->cli->cfg, &err))) {
+        /* Read before the editor opens: a registry that cannot be read
+         * must not cost the operator an edit that then cannot be checked. */
+        dlq_warn(d, "cannot check the tool registry: %s (worker.registry)", err.message);
+        rc = SG_EXIT_USAGE;
     } else {
         const char *cur = sg_pg_res_get(res, 0, 2);
         text = nsets ? apply_sets(d, cur, sets, nsets) : run_editor(d, cur);
