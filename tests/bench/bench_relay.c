@@ -208,12 +208,7 @@ int main(void)
     printf("  %-44s %10.1f ms\n", "relay: commit->consume p50 at 2000 msg/s", p50);
     printf("  %-44s %10.1f ms  (target p99 <= 25)\n", "relay: commit->consume p99 at 2000 msg/s",
            p99);
-    printf("  %-44s %4.0f%% / %3.0f%%\n", "host CPU busy, drain / latency",
-           bench_busy_pct(&c0, &c1), bench_busy_pct(&c1, &c2));
-    printf("  %-44s %4.0f%% / %3.0f%%\n", "  of which this benchmark's processes",
-           bench_ours_pct(&c0, &c1), bench_ours_pct(&c1, &c2));
-    printf("  %-44s %4.0f%% / %3.0f%%\n", "host CPU stolen by the hypervisor",
-           bench_steal_pct(&c0, &c1), bench_steal_pct(&c1, &c2));
+    bench_print_cpu(44, "drain / latency", &c0, &c1, &c1, &c2);
 
     if (system("mkdir -p bench/results") == 0 && (fp = fopen("bench/results/relay.json", "w"))) {
         fprintf(fp,

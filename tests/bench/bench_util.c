@@ -338,3 +338,17 @@ double bench_steal_pct(const bench_cpu_t *a, const bench_cpu_t *b)
 {
     return pct(b->steal - a->steal, b->total - a->total);
 }
+
+void bench_print_cpu(int width, const char *phases, const bench_cpu_t *a0, const bench_cpu_t *a1,
+                     const bench_cpu_t *b0, const bench_cpu_t *b1)
+{
+    char busy[96];
+
+    snprintf(busy, sizeof(busy), "host CPU busy, %s", phases);
+    printf("  %-*s %4.0f%% / %3.0f%%\n", width, busy, bench_busy_pct(a0, a1),
+           bench_busy_pct(b0, b1));
+    printf("  %-*s %4.0f%% / %3.0f%%\n", width, "  of which this benchmark's processes",
+           bench_ours_pct(a0, a1), bench_ours_pct(b0, b1));
+    printf("  %-*s %4.0f%% / %3.0f%%\n", width, "host CPU stolen by the hypervisor",
+           bench_steal_pct(a0, a1), bench_steal_pct(b0, b1));
+}

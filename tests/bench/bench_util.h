@@ -56,5 +56,9 @@ void bench_cpu(bench_cpu_t *c);
 double bench_busy_pct(const bench_cpu_t *a, const bench_cpu_t *b);
 double bench_ours_pct(const bench_cpu_t *a, const bench_cpu_t *b);
 double bench_steal_pct(const bench_cpu_t *a, const bench_cpu_t *b);
+/* Prints the three lines (busy, ours, stolen) for two phases, a0..a1 and
+ * b0..b1, named by phases ("backlog / latency"), labels width wide. */
+void bench_print_cpu(int width, const char *phases, const bench_cpu_t *a0, const bench_cpu_t *a1,
+                     const bench_cpu_t *b0, const bench_cpu_t *b1);
 
 #endif

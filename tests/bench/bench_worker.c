@@ -477,12 +477,7 @@ int main(void)
         printf("  %-52s %6.1f / %5.1f ms\n", what, hops[h][0], hops[h][1]);
     }
     printf("  %-52s %10.1f MB  (target <= 64)\n", "worker: peak RSS", rss / 1024.0);
-    printf("  %-52s %4.0f%% / %3.0f%%\n", "host CPU busy, backlog / latency",
-           bench_busy_pct(&c0, &c1), bench_busy_pct(&c2, &c3));
-    printf("  %-52s %4.0f%% / %3.0f%%\n", "  of which this benchmark's processes",
-           bench_ours_pct(&c0, &c1), bench_ours_pct(&c2, &c3));
-    printf("  %-52s %4.0f%% / %3.0f%%\n", "host CPU stolen by the hypervisor",
-           bench_steal_pct(&c0, &c1), bench_steal_pct(&c2, &c3));
+    bench_print_cpu(52, "backlog / latency", &c0, &c1, &c2, &c3);
 
     if (system("mkdir -p bench/results") == 0 && (fp = fopen("bench/results/worker.json", "w"))) {
         fprintf(fp,
