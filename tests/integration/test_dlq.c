@@ -6,6 +6,7 @@
  * the builtin ledger's calls per idempotency key. */
 #include <criterion/criterion.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,12 +38,39 @@ static void dlq_fini(void)
 
 TestSuite(dlq, .init = sgw_setup, .fini = dlq_fini, .timeout = 180);
 
-static int dlq(const char *const *args)
+/* True when "K=V" strings a and b name the same variable. */
+static bool same_name(const char *a, const char *b)
 {
+    size_t n = strcspn(a, "=");
+
+    return strncmp(a, b, n) == 0 && b[n] == '=';
+}
+
+/* dlq-tool with the test's environment, where extra (NULL-terminated
+ * "K=V" strings, NULL: none) replaces the variables it names. */
+static int dlq_env(const char *const *args, const char *const *extra)
+{
+    const char *env[SGW_MAX_ENV + 8];
+    size_t n = 0, k;
+
+    for (size_t i = 0; sgw.env[i]; i++) {
+        for (k = 0; extra && extra[k] && !same_name(extra[k], sgw.env[i]); k++)
+            ;
+        if (!extra || !extra[k])
+            env[n++] = sgw.env[i];
+    }
+    for (k = 0; extra && extra[k] && k < 8; k++)
+        env[n++] = extra[k];
+    env[n] = NULL;
     free(R.out);
     free(R.err);
     R.out = R.err = NULL;
-    return sgt_run("dlq-tool", args, sgw.env, &R.out, &R.err);
+    return sgt_run("dlq-tool", args, env, &R.out, &R.err);
+}
+
+static int dlq(const char *const *args)
+{
+    return dlq_env(args, NULL);
 }
 
 /* Rewrites the registry and starts a worker and relay again (after
@@ -65,6 +93,17 @@ static long long dead_letter_of(const char *saga_id)
 
     cr_assert_gt(id, 0, "saga %s has a dead letter", saga_id);
     return id;
+}
+
+/* Submits saga_id with an unknown tool and stops the pair once it is
+ * dead-lettered: a rejected submission, which edit fixes.  Its id. */
+static void rejected_submission(const char *saga_id, char *id, size_t id_size)
+{
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_submit(saga_id, "[{\"name\": \"a\", \"tool\": \"no.such.tool\"}]");
+    sgw_wait_int(1, "SELECT count(*) FROM dead_letters");
+    sgw_pair_stop();
+    snprintf(id, id_size, "%lld", dead_letter_of(saga_id));
 }
 
 /* A saga whose third step (index 2) calls a tool that is down until the
@@ -288,25 +327,12 @@ Test(dlq, invalid_edit_is_refused_and_a_valid_one_is_replayed_to_completion)
  * changes nothing and must save nothing (not even be validated). */
 Test(dlq, edit_that_changes_nothing_saves_nothing)
 {
-    const char *env[SGW_MAX_ENV + 2];
+    /* The editor saves the file as it was shown. */
+    const char *editor[] = {"EDITOR=true", NULL};
     char id[32];
-    size_t n = 0;
-    int rc;
 
-    sgw_pair_start(NULL, 1, NULL);
-    sgw_submit("same-1", "[{\"name\": \"a\", \"tool\": \"no.such.tool\"}]");
-    sgw_wait_int(1, "SELECT count(*) FROM dead_letters");
-    sgw_pair_stop();
-    snprintf(id, sizeof(id), "%lld", dead_letter_of("same-1"));
-
-    for (; sgw.env[n]; n++)
-        env[n] = sgw.env[n];
-    env[n++] = "EDITOR=true"; /* saves the file as it was shown */
-    env[n] = NULL;
-    free(R.out);
-    free(R.err);
-    rc = sgt_run("dlq-tool", ARGS("edit", id), env, &R.out, &R.err);
-    cr_expect_eq(rc, 0, "%s%s", R.out, R.err);
+    rejected_submission("same-1", id, sizeof(id));
+    cr_expect_eq(dlq_env(ARGS("edit", id), editor), 0, "%s%s", R.out, R.err);
     cr_expect(strstr(R.err, "no change: nothing saved"), "%s", R.err);
     cr_expect_eq(dlq(ARGS("edit", id, "--set", "steps[0].name=a")), 0, "%s%s", R.out, R.err);
     cr_expect(strstr(R.err, "no change: nothing saved"), "%s", R.err);
@@ -317,42 +343,21 @@ Test(dlq, edit_that_changes_nothing_saves_nothing)
  * checked would be lost), and the editor's file goes under $TMPDIR. */
 Test(dlq, edit_checks_the_registry_first_and_uses_tmpdir)
 {
-    const char *env[SGW_MAX_ENV + 4];
     char id[32], marker[256], editor[300], tmpdir[300];
-    size_t n = 0, base;
-    int rc;
+    const char *no_registry[] = {editor, "SAGAD_WORKER_REGISTRY=/nonexistent/tools.json", NULL};
+    const char *bad_tmpdir[] = {editor, tmpdir, NULL};
 
-    sgw_pair_start(NULL, 1, NULL);
-    sgw_submit("tmp-1", "[{\"name\": \"a\", \"tool\": \"no.such.tool\"}]");
-    sgw_wait_int(1, "SELECT count(*) FROM dead_letters");
-    sgw_pair_stop();
-    snprintf(id, sizeof(id), "%lld", dead_letter_of("tmp-1"));
+    rejected_submission("tmp-1", id, sizeof(id));
     sgt_unique(marker, sizeof(marker), "/tmp/sagad-edit-marker");
     /* The editor leaves a marker, then "saves" the file unchanged. */
     snprintf(editor, sizeof(editor), "EDITOR=touch %s", marker);
-    for (; sgw.env[n]; n++)
-        env[n] = sgw.env[n];
-    base = n;
+    snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s/missing", marker);
 
-    env[n++] = editor;
-    env[n++] = "SAGAD_WORKER_REGISTRY=/nonexistent/tools.json";
-    env[n] = NULL;
-    free(R.out);
-    free(R.err);
-    rc = sgt_run("dlq-tool", ARGS("edit", id), env, &R.out, &R.err);
-    cr_expect_eq(rc, 2, "%s%s", R.out, R.err);
+    cr_expect_eq(dlq_env(ARGS("edit", id), no_registry), 2, "%s%s", R.out, R.err);
     cr_expect(strstr(R.err, "cannot check the tool registry") != NULL, "%s", R.err);
     cr_expect_neq(access(marker, F_OK), 0, "the editor was opened before the registry was read");
 
-    n = base;
-    snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s/missing", marker);
-    env[n++] = editor;
-    env[n++] = tmpdir;
-    env[n] = NULL;
-    free(R.out);
-    free(R.err);
-    rc = sgt_run("dlq-tool", ARGS("edit", id), env, &R.out, &R.err);
-    cr_expect_eq(rc, 1, "%s%s", R.out, R.err);
+    cr_expect_eq(dlq_env(ARGS("edit", id), bad_tmpdir), 1, "%s%s", R.out, R.err);
     cr_expect(strstr(R.err, "cannot make a temporary file in") != NULL &&
                   strstr(R.err, "/missing (TMPDIR)") != NULL,
               "%s", R.err);
@@ -425,11 +430,7 @@ Test(dlq, discard_hides_entry_from_pending_and_json_has_documented_fields)
     sg_json_t *doc;
     char *nl;
 
-    sgw_pair_start(NULL, 1, NULL);
-    sgw_submit("disc-1", "[{\"name\": \"a\", \"tool\": \"no.such.tool\"}]");
-    sgw_wait_int(1, "SELECT count(*) FROM dead_letters");
-    sgw_pair_stop();
-    snprintf(id, sizeof(id), "%lld", dead_letter_of("disc-1"));
+    rejected_submission("disc-1", id, sizeof(id));
 
     cr_assert_eq(dlq(ARGS("list", "--status", "pending", "--json")), 0, "%s", R.err);
     nl = strchr(R.out, '\n');

@@ -167,7 +167,16 @@ Test(migrate, worker_outbox_rows_take_the_shard_the_trigger_would)
     sg_pg_array_literal(&lit[3], pays, 64);
     for (int k = 0; k < 4; k++)
         p[k] = lit[k].data;
+    /* With the trigger off, the shards are the worker statement's own. */
+    cr_assert_eq(
+        sg_pg_exec(pg, "ALTER TABLE outbox DISABLE TRIGGER outbox_shard", 0, NULL, NULL, &err), 0,
+        "%s", err.message);
     cr_assert_eq(sg_pg_exec(pg, worker_sql_outbox, 4, p, NULL, &err), 0, "%s", err.message);
+    cr_assert_eq(
+        sg_pg_exec(pg, "ALTER TABLE outbox ENABLE TRIGGER outbox_shard", 0, NULL, NULL, &err), 0,
+        "%s", err.message);
+    cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM outbox WHERE shard < 0"), 0,
+                 "the worker's statement sets every row's shard itself");
     cr_assert_eq(sg_pg_exec(pg,
                             "INSERT INTO outbox (topic, key, payload) SELECT 't', key, payload "
                             "FROM outbox WHERE topic = 'w' ORDER BY id",
