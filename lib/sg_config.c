@@ -61,6 +61,9 @@ static const sg_config_key_t config_table[] = {
      "Tool calls running at once (threads of the call pool)."},
     {"worker.batch_size", SG_CONFIG_INT, "256", 1, 10000, NULL, 0,
      "Most commands decided or finished in one PostgreSQL transaction."},
+    {"worker.transactions_in_flight", SG_CONFIG_INT, "2", 1, 2, NULL, 0,
+     "PostgreSQL transactions the worker keeps out at once, each on its own connection: with "
+     "2, the next batch is loaded and decided while the last one commits."},
     {"worker.crash_loop_limit", SG_CONFIG_INT, "3", 1, 1000, NULL, 0,
      "Interrupted attempts of one command before it is dead-lettered (runtime.crash_loop)."},
     {"worker.dead_letter_hold_ms", SG_CONFIG_INT, "0", 0, 604800000, NULL, 0,

@@ -38,6 +38,14 @@ struct sg_pg_s {
     sg_rng_t rng;
     /* Pipeline in progress: statements sent, results not read yet. */
     bool piping;
+    bool synced;  /* the sync is sent: only sg_pg_pipe_collect() may follow */
+    bool sync_ok; /* ...and PQpipelineSync() took it */
+    /* Reading the answers (pipe_read()), resumable: statement and slot
+     * reached, prepares settled, outcome so far, the sync read. */
+    int c_stmt, c_slot, c_prep, c_rc;
+    bool c_done;
+    sg_err_t c_err;
+    bool c_prep_ok[STMT_CACHE_MAX]; /* a pipeline prepares each entry at most once */
     int nsent;
     sg_err_t pipe_err; /* first send failure */
     sg_pg_res_t ***slots;
@@ -280,6 +288,7 @@ int sg_pg_pipe_begin(sg_pg_t *pg, sg_err_t *err)
     if (PQenterPipelineMode(pg->conn) != 1)
         return result_error(pg, NULL, err);
     pg->piping = true;
+    pg->synced = false;
     pg->nsent = 0;
     pg->nslots = 0;
     pg->nprep = 0;
@@ -384,65 +393,113 @@ static void prep_settle(sg_pg_t *pg, const bool *ok)
     pg->nprep = 0;
 }
 
-int sg_pg_pipe_end(sg_pg_t *pg, sg_err_t *err)
+int sg_pg_pipe_sync(sg_pg_t *pg, sg_err_t *err)
 {
-    int stmt = 0, slot = 0, rc = 0, prep = 0;
-    bool prep_ok[STMT_CACHE_MAX]; /* a pipeline prepares each entry at most once */
-    bool synced = false;
-
-    if (!pg->piping)
+    if (!pg->piping || pg->synced)
         return sg_err_set(err, SG_ERRCLASS_PERMANENT, "pg.query", "no pipeline in progress");
-    pg->piping = false;
+    pg->synced = true;
+    /* PQpipelineSync() also flushes what is buffered. */
+    pg->sync_ok = PQpipelineSync(pg->conn) == 1;
+    if (!pg->sync_ok && pg->pipe_err.cls == SG_ERRCLASS_NONE)
+        result_error(pg, NULL, &pg->pipe_err);
+    pg->c_stmt = pg->c_slot = pg->c_prep = 0;
+    pg->c_done = !pg->sync_ok;
+    pg->c_rc = pg->pipe_err.cls != SG_ERRCLASS_NONE ? -1 : 0;
+    pg->c_err = pg->pipe_err;
     if (pg->pipe_err.cls != SG_ERRCLASS_NONE) {
         *err = pg->pipe_err;
-        rc = -1;
+        return -1;
     }
-    if (PQpipelineSync(pg->conn) != 1) {
-        if (rc == 0)
-            rc = result_error(pg, NULL, err);
-        goto out;
+    return 0;
+}
+
+bool sg_pg_pipe_pending(const sg_pg_t *pg)
+{
+    return pg->piping && pg->synced;
+}
+
+int sg_pg_pipe_end(sg_pg_t *pg, sg_err_t *err)
+{
+    sg_err_t ignored;
+
+    if (!pg->piping || pg->synced)
+        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "pg.query", "no pipeline in progress");
+    if (sg_pg_pipe_sync(pg, &ignored) < 0) {
+        /* collect reports it */
     }
-    /* Results come in statement order, each followed by a NULL; the sync
-     * answers with PGRES_PIPELINE_SYNC.  Read everything, keep the slots. */
-    while (!synced) {
-        PGresult *r = PQgetResult(pg->conn);
+    return sg_pg_pipe_collect(pg, err);
+}
+
+/* Reads the pipeline's answers up to the sync: all of them (block), or
+ * those already there.  Results come in statement order, each followed by
+ * a NULL; the sync answers with PGRES_PIPELINE_SYNC.  A statement's rows
+ * go to its slot; the first failure is kept (the statements after it
+ * report PGRES_PIPELINE_ABORTED).  True when done: the sync was read, or
+ * the connection is lost. */
+static bool pipe_read(sg_pg_t *pg, bool block)
+{
+    while (!pg->c_done) {
+        PGresult *r;
         ExecStatusType st;
 
-        if (!r) {
+        /* A failed read is done too: the blocking read reports it. */
+        if (!block && PQconsumeInput(pg->conn) != 1)
+            return true;
+        if (!block && PQisBusy(pg->conn))
+            return false;
+        if (!(r = PQgetResult(pg->conn))) {
             if (PQstatus(pg->conn) != CONNECTION_OK) {
-                if (rc == 0)
-                    rc = result_error(pg, NULL, err);
-                goto out;
+                if (pg->c_rc == 0)
+                    pg->c_rc = result_error(pg, NULL, &pg->c_err);
+                pg->c_done = true;
+                break;
             }
-            stmt++;
+            pg->c_stmt++;
             continue;
         }
         st = PQresultStatus(r);
-        if (prep < pg->nprep && pg->prep_stmt[prep] == stmt) {
-            prep_ok[prep++] = st == PGRES_COMMAND_OK;
-            if (st != PGRES_COMMAND_OK && rc == 0)
-                rc = result_error(pg, r, err);
+        if (pg->c_prep < pg->nprep && pg->prep_stmt[pg->c_prep] == pg->c_stmt) {
+            pg->c_prep_ok[pg->c_prep++] = st == PGRES_COMMAND_OK;
+            if (st != PGRES_COMMAND_OK && pg->c_rc == 0)
+                pg->c_rc = result_error(pg, r, &pg->c_err);
             PQclear(r);
             continue;
         }
         if (st == PGRES_PIPELINE_SYNC) {
-            synced = true;
-        } else if (st == PGRES_TUPLES_OK && slot < pg->nslots && pg->slot_stmt[slot] == stmt) {
-            *pg->slots[slot++] = r;
+            pg->c_done = true;
+        } else if (st == PGRES_TUPLES_OK && pg->c_slot < pg->nslots &&
+                   pg->slot_stmt[pg->c_slot] == pg->c_stmt) {
+            *pg->slots[pg->c_slot++] = r;
             continue;
-        } else if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && rc == 0) {
-            /* The first failure is the cause; the statements after it
-             * report PGRES_PIPELINE_ABORTED. */
-            rc = result_error(pg, r, err);
+        } else if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && pg->c_rc == 0) {
+            pg->c_rc = result_error(pg, r, &pg->c_err);
         }
-        if (slot < pg->nslots && pg->slot_stmt[slot] == stmt)
-            slot++;
+        if (pg->c_slot < pg->nslots && pg->slot_stmt[pg->c_slot] == pg->c_stmt)
+            pg->c_slot++;
         PQclear(r);
     }
-out:
-    for (int i = prep; i < pg->nprep; i++)
-        prep_ok[i] = false;
-    prep_settle(pg, prep_ok);
+    return true;
+}
+
+bool sg_pg_pipe_answered(sg_pg_t *pg)
+{
+    return pg->piping && pg->synced && pipe_read(pg, false);
+}
+
+int sg_pg_pipe_collect(sg_pg_t *pg, sg_err_t *err)
+{
+    int rc;
+
+    if (!pg->piping || !pg->synced)
+        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "pg.query", "no pipeline sent");
+    pipe_read(pg, true);
+    pg->piping = pg->synced = false;
+    rc = pg->c_rc;
+    if (rc < 0)
+        *err = pg->c_err;
+    for (int i = pg->c_prep; i < pg->nprep; i++)
+        pg->c_prep_ok[i] = false;
+    prep_settle(pg, pg->c_prep_ok);
     if (PQstatus(pg->conn) != CONNECTION_OK)
         stmts_forget(pg);
     if (PQstatus(pg->conn) == CONNECTION_OK && PQexitPipelineMode(pg->conn) != 1 && rc == 0)
@@ -634,4 +691,9 @@ int64_t sg_pg_res_affected(const sg_pg_res_t *res)
 void sg_pg_res_destroy(sg_pg_res_t *res)
 {
     PQclear(res);
+}
+
+int sg_pg_socket(const sg_pg_t *pg)
+{
+    return pg && pg->conn ? PQsocket(pg->conn) : -1;
 }

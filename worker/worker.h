@@ -290,6 +290,7 @@ typedef struct worker_cmd_s {
     worker_decoded_t dec;
     worker_cstate_t state;
     bool finishing;               /* will be FINISHED if the transaction commits */
+    const void *txn;              /* that transaction (worker_loop.c's txn_slot_t) */
     bool calls;                   /* decided: call the tool after the commit */
     bool abandoned;               /* its partition was lost while the call ran */
     bool chained;                 /* run ahead of its message: no msg, offset -1 */
@@ -379,9 +380,9 @@ typedef struct worker_s {
     sg_rng_t rng;
     worker_stats_t stats;
     /* Metrics of the open transaction, applied when it commits. */
-    sg_metrics_batch_t metrics;
-    const char *decided; /* outcome of the command being decided, NULL: by default */
-    worker_cmd_t *cur;   /* the command being decided or completed, else NULL */
+    sg_metrics_batch_t *metrics; /* the open transaction's */
+    const char *decided;         /* outcome of the command being decided, NULL: by default */
+    worker_cmd_t *cur;           /* the command being decided or completed, else NULL */
     /* worker.chain, and the default partitioner (worker_loop.c): decisions
      * keep what chaining needs (cmd->follow, cmd->fresh) only then. */
     bool chain;

@@ -114,6 +114,21 @@ typedef struct chain_entry_s {
     char id[];
 } chain_entry_t;
 
+/* One of the worker's transactions and what is kept per transaction.
+ * Each has its own PostgreSQL connection, so that one can run while the
+ * next batch is loaded and decided on the other. */
+enum { MAX_TXNS = 2 };
+typedef struct txn_slot_s {
+    sg_pg_t *pg;
+    worker_writes_t *writes;
+    sg_metrics_batch_t metrics;
+    vec_t chain_new;      /* chained in it, in decision order */
+    worker_cmd_t **batch; /* sent and not collected yet: its commands */
+    size_t n;
+    worker_stats_t delta; /* what its decisions added to the counters */
+    uint64_t t0;          /* when it began (us) */
+} txn_slot_t;
+
 typedef struct loop_s {
     worker_t w;
     sg_pg_opts_t pgopts;
@@ -140,6 +155,11 @@ typedef struct loop_s {
     /* For the progress line: transactions, the commands in them, and the
      * time spent in them since the last line. */
     uint64_t txns, txn_cmds, txn_us;
+    /* Transactions (see turn()): worker.transactions_in_flight slots, the
+     * one being decided or run now, the one the next batch goes to. */
+    txn_slot_t slots[MAX_TXNS];
+    int nslots, next_slot;
+    txn_slot_t *cur;
     worker_saga_t *sagas_buf; /* run_txn's sagas, kept between batches */
     size_t sagas_cap;
     sg_cli_t *cli;
@@ -155,8 +175,8 @@ typedef struct loop_s {
     uint64_t repartition_pause_ms; /* worker.chain_repartition_pause_ms */
     chain_entry_t *chain_set[CHAIN_BUCKETS];
     size_t nchain;
-    vec_t chain_new; /* chained in the open transaction, in decision order */
-    bool draining;   /* a drain starts no new call: nothing is chained */
+    vec_t *chain_new; /* the current transaction's (txn_slot_t) */
+    bool draining;    /* a drain starts no new call: nothing is chained */
 } loop_t;
 
 static void vec_push(vec_t *vec, worker_cmd_t *cmd)
@@ -440,11 +460,13 @@ static worker_part_t *part_find(loop_t *L, int32_t partition)
     return NULL;
 }
 
-/* First unfinished offset of the partition: where a restart must begin. */
-static int64_t part_watermark(const worker_part_t *p)
+/* First unfinished offset of the partition: where a restart must begin,
+ * once transaction t (NULL: none) commits.  The commands another
+ * transaction finishes are unfinished until that one commits. */
+static int64_t part_watermark(const worker_part_t *p, const txn_slot_t *t)
 {
     for (const worker_cmd_t *c = p->head; c; c = c->part_next)
-        if (c->state != CMD_FINISHED && !c->finishing && !c->chained)
+        if (c->state != CMD_FINISHED && !(c->finishing && c->txn == t) && !c->chained)
             return c->offset;
     return p->next_fetch;
 }
@@ -544,7 +566,8 @@ static void part_drop(loop_t *L, worker_part_t *p, const char *why)
     sg_metric_hide(SG_M_CONSUMER_LAG, SG_LABELS(pstr));
     for (size_t i = 0; i < L->nparts; i++)
         if (L->parts[i] == p) {
-            L->parts[i] = L->parts[--L->nparts];
+            memmove(&L->parts[i], &L->parts[i + 1], sizeof(*L->parts) * (L->nparts - i - 1));
+            L->nparts--;
             break;
         }
     free(p);
@@ -643,6 +666,17 @@ static void refresh_partitions(loop_t *L, int timeout_ms)
     L->cmd_partitions = n;
 }
 
+/* L->parts is kept in partition order: send_fences() updates the offset
+ * rows in that order, so two transactions out at once lock them in the
+ * same order and cannot deadlock. */
+static int cmp_part(const void *a, const void *b)
+{
+    int32_t x = (*(worker_part_t *const *)a)->partition,
+            y = (*(worker_part_t *const *)b)->partition;
+
+    return (x > y) - (x < y);
+}
+
 static int64_t take_partition(loop_t *L, int32_t partition)
 {
     char pstr[16];
@@ -675,10 +709,11 @@ static int64_t take_partition(loop_t *L, int32_t partition)
             abort();
         L->parts[L->nparts++] = p;
     }
+    p->partition = partition;
+    qsort(L->parts, L->nparts, sizeof(*L->parts), cmp_part);
     /* Partitions may have been added, which moves keys: chaining needs
      * the count the relay's producer partitions by. */
     refresh_partitions(L, 2000);
-    p->partition = partition;
     p->next_fetch = p->stored = sg_pg_res_int(res, 0, 0, 0);
     p->in_kafka = -1; /* Kafka's copy may be older: the next commit sends it */
     p->epoch = sg_pg_res_int(res, 0, 1, 0);
@@ -814,11 +849,11 @@ static void undo_batch(worker_cmd_t **batch, size_t n)
 /* Drops the commands chained in a transaction that did not commit. */
 static void chain_discard(loop_t *L)
 {
-    for (size_t i = 0; i < L->chain_new.n; i++) {
-        cmd_shed(L->chain_new.v[i]);
-        free(L->chain_new.v[i]);
+    for (size_t i = 0; i < L->chain_new->n; i++) {
+        cmd_shed(L->chain_new->v[i]);
+        free(L->chain_new->v[i]);
     }
-    L->chain_new.n = 0;
+    L->chain_new->n = 0;
 }
 
 /* May the step command c's decision emitted (for saga s) be chained? */
@@ -828,7 +863,7 @@ static bool chainable(const loop_t *L, const worker_cmd_t *c, const worker_saga_
 
     return L->w.chain && !L->draining && sg_cli_running && L->cmd_partitions > 0 &&
            sg_cli_now_ms() >= L->chain_paused_until && s && c->part && !c->abandoned &&
-           L->nchain + L->chain_new.n < cap &&
+           L->nchain + L->chain_new->n < cap &&
            sg_kafka_key_partition(s->saga_id, strlen(s->saga_id), L->cmd_partitions) ==
                c->part->partition;
 }
@@ -868,8 +903,8 @@ static void chain_follow(loop_t *L, worker_cmd_t *c, worker_saga_t *s)
         }
         v->finishing = !v->calls;
         L->w.stats.chained++;
-        sg_metrics_batch_inc(&L->w.metrics, SG_M_CHAINED, SG_LABELS("run"));
-        vec_push(&L->chain_new, v);
+        sg_metrics_batch_inc(L->w.metrics, SG_M_CHAINED, SG_LABELS("run"));
+        vec_push(L->chain_new, v);
         prev = v;
     }
     free(prev->follow);
@@ -880,8 +915,8 @@ static void chain_follow(loop_t *L, worker_cmd_t *c, worker_saga_t *s)
  * behind the command that emitted it, and their copies are expected. */
 static void chain_place(loop_t *L)
 {
-    for (size_t i = 0; i < L->chain_new.n; i++) {
-        worker_cmd_t *v = L->chain_new.v[i], *o = v->origin;
+    for (size_t i = 0; i < L->chain_new->n; i++) {
+        worker_cmd_t *v = L->chain_new->v[i], *o = v->origin;
         worker_part_t *p = v->part;
         /* o heads its saga's queue, or was placed just before v. */
         saga_slot_t *slot = saga_slot(L, v->dec.saga_id, false);
@@ -900,7 +935,7 @@ static void chain_place(loop_t *L)
 
 /* The offsets of the partitions the transaction touched, through
  * sagad_fence() (which refuses a partition another worker owns now), in
- * one statement for all of them. */
+ * one statement for all of them, in partition order (L->parts's). */
 static void send_fences(loop_t *L)
 {
     char(*nums)[3][24] = calloc(L->nparts + 1, sizeof(*nums));
@@ -917,7 +952,7 @@ static void send_fences(loop_t *L)
             continue;
         snprintf(nums[n][0], 24, "%d", (int)p->partition);
         snprintf(nums[n][1], 24, "%lld", (long long)p->epoch);
-        snprintf(nums[n][2], 24, "%lld", (long long)part_watermark(p));
+        snprintf(nums[n][2], 24, "%lld", (long long)part_watermark(p, L->cur));
         for (int k = 0; k < 3; k++)
             items[k * (L->nparts + 1) + n] = nums[n][k];
         n++;
@@ -937,8 +972,49 @@ static void send_fences(loop_t *L)
     free(items);
 }
 
-/* One transaction over batch.  Returns 0 when committed, -1 with err. */
-static int run_txn(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
+/* The counters are all int64_t: a transaction's part of them is kept as a
+ * difference, taken back if it does not commit. */
+_Static_assert(sizeof(worker_stats_t) % sizeof(int64_t) == 0, "worker_stats_t: int64_t only");
+enum { NSTATS = sizeof(worker_stats_t) / sizeof(int64_t) };
+
+static void stats_add(worker_stats_t *to, const worker_stats_t *d, int sign)
+{
+    int64_t *a = (int64_t *)to;
+    const int64_t *b = (const int64_t *)d;
+
+    for (size_t i = 0; i < NSTATS; i++)
+        a[i] += sign * b[i];
+}
+
+/* Makes t the current transaction: the decisions write through its
+ * connection, rows, metrics and chain. */
+static void use_txn(loop_t *L, txn_slot_t *t)
+{
+    L->cur = t;
+    L->w.pg = t->pg;
+    L->w.writes = t->writes;
+    L->w.metrics = &t->metrics;
+    L->chain_new = &t->chain_new;
+}
+
+/* Undoes what the current transaction, which did not commit, did in
+ * memory. */
+static void txn_abort(loop_t *L, worker_cmd_t **batch, size_t n)
+{
+    sg_pg_rollback(L->w.pg);
+    worker_writes_discard(L->w.writes);
+    undo_batch(batch, n);
+    chain_discard(L);
+    sg_metrics_batch_discard(L->w.metrics);
+    stats_add(&L->w.stats, &L->cur->delta, -1);
+    memset(&L->cur->delta, 0, sizeof(L->cur->delta));
+}
+
+/* One transaction over batch in the current slot, sent up to its COMMIT
+ * without waiting for the answers: txn_collect() reads them.  Returns -1
+ * with err, the transaction undone, when it failed before COMMIT was
+ * sent. */
+static int txn_send(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
 {
     sg_pg_res_t *load = NULL, *counts = NULL, *conflicts = NULL;
     worker_saga_t *sagas = NULL;
@@ -946,16 +1022,17 @@ static int run_txn(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
     int rc = -1;
     /* Counted only if the transaction commits: a rolled-back batch is
      * decided again and would count twice. */
-    worker_stats_t stats = L->w.stats;
+    worker_stats_t before = L->w.stats;
 
-    sg_metrics_batch_discard(&L->w.metrics);
+    memset(&L->cur->delta, 0, sizeof(L->cur->delta));
+    sg_metrics_batch_discard(L->w.metrics);
     for (size_t i = 0; i < n; i++)
         if (batch[i]->state == CMD_READY && !batch[i]->copy &&
             (batch[i]->dec.type == WORKER_CMD_EXECUTE ||
              batch[i]->dec.type == WORKER_CMD_COMPENSATE))
             batch[i]->copy = chain_take(L, batch[i]);
     if (load_state(L, batch, n, &load, &counts, &conflicts, err) < 0)
-        goto fail;
+        goto out;
     /* A saga is 11 KB (its step table): the array is kept from batch to
      * batch, as zeroing and freeing megabytes per transaction showed in
      * profiles.  worker_saga_load() clears each saga it fills. */
@@ -984,7 +1061,7 @@ static int run_txn(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
 
     /* Round trip 2: every decision's statements, the fences, COMMIT. */
     if (sg_pg_pipe_begin(L->w.pg, err) < 0)
-        goto fail;
+        goto out;
     for (size_t i = 0; i < n; i++) {
         worker_cmd_t *c = batch[i];
         worker_saga_t *s = c->dec.type == WORKER_CMD_POISON || c->copy
@@ -995,7 +1072,7 @@ static int run_txn(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
             /* Its chained command ran here: only the offset moves. */
             c->finishing = true;
             L->w.stats.copies++;
-            sg_metrics_batch_inc(&L->w.metrics, SG_M_CHAINED, SG_LABELS("copy"));
+            sg_metrics_batch_inc(L->w.metrics, SG_M_CHAINED, SG_LABELS("copy"));
             continue;
         }
         if (c->state == CMD_READY) {
@@ -1012,33 +1089,56 @@ static int run_txn(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
         c->fresh = NULL;
     }
     worker_writes_flush(&L->w);
+    for (size_t i = 0; i < n; i++)
+        batch[i]->txn = L->cur;
+    for (size_t i = 0; i < L->chain_new->n; i++)
+        L->chain_new->v[i]->txn = L->cur;
     send_fences(L);
     sg_pg_pipe_send(L->w.pg, "COMMIT", 0, NULL, NULL);
-    if (sg_pg_pipe_end(L->w.pg, err) < 0)
-        goto fail;
-    if (worker_writes_committed(L->w.writes) > 0)
-        sg_log_kv(
-            SG_LOG_ERROR,
-            "attempt rows missing from RETURNING: their outcomes will not be recorded on them",
-            NULL);
-    sg_metrics_batch_commit(&L->w.metrics);
-    pg_state(L, true, NULL);
+    if (sg_pg_pipe_sync(L->w.pg, err) < 0) {
+        /* txn_collect() reports it and rolls back */
+    }
     rc = 0;
-    goto out;
-fail:
-    sg_pg_rollback(L->w.pg);
-    worker_writes_discard(L->w.writes);
-    undo_batch(batch, n);
-    chain_discard(L);
-    sg_metrics_batch_discard(&L->w.metrics);
-    L->w.stats = stats;
 out:
+    L->cur->delta = L->w.stats;
+    stats_add(&L->cur->delta, &before, -1);
+    if (rc < 0)
+        txn_abort(L, batch, n);
     for (size_t i = 0; i < L->nparts; i++)
         L->parts[i]->touched = false;
     sg_pg_res_destroy(load);
     sg_pg_res_destroy(counts);
     sg_pg_res_destroy(conflicts);
     return rc;
+}
+
+/* Reads the answers of the current transaction, which txn_send() sent.
+ * Returns 0 when it committed; -1 with err, the transaction undone, when
+ * not. */
+static int txn_collect(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
+{
+    if (sg_pg_pipe_collect(L->w.pg, err) < 0) {
+        txn_abort(L, batch, n);
+        return -1;
+    }
+    if (worker_writes_committed(L->w.writes) > 0)
+        sg_log_kv(
+            SG_LOG_ERROR,
+            "attempt rows missing from RETURNING: their outcomes will not be recorded on them",
+            NULL);
+    sg_metrics_batch_commit(L->w.metrics);
+    memset(&L->cur->delta, 0, sizeof(L->cur->delta));
+    pg_state(L, true, NULL);
+    return 0;
+}
+
+/* One transaction over batch in the current slot, waited for.  Returns 0
+ * when committed, -1 with err. */
+static int run_txn(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
+{
+    if (txn_send(L, batch, n, err) < 0)
+        return -1;
+    return txn_collect(L, batch, n, err);
 }
 
 /* A committed command: its call goes to the pool, or it is finished and
@@ -1099,12 +1199,12 @@ static void after_commit(loop_t *L, worker_cmd_t **batch, size_t n)
     chain_place(L);
     for (size_t i = 0; i < n; i++)
         settle(L, batch[i]);
-    for (size_t i = 0; i < L->chain_new.n; i++)
-        settle(L, L->chain_new.v[i]);
-    L->chain_new.n = 0;
+    for (size_t i = 0; i < L->chain_new->n; i++)
+        settle(L, L->chain_new->v[i]);
+    L->chain_new->n = 0;
     for (size_t i = 0; i < L->nparts; i++) {
         worker_part_t *p = L->parts[i];
-        int64_t wm = part_watermark(p);
+        int64_t wm = part_watermark(p, NULL);
         part_pop_finished(L, p);
         if (wm > p->stored)
             p->stored = wm;
@@ -1174,14 +1274,16 @@ static void poison_single(loop_t *L, worker_cmd_t *c, const sg_err_t *why)
     after_commit(L, &c, 1);
 }
 
-/* Runs the batch; on failure splits it so one bad command cannot hold up
- * the others, and sorts out lost partitions and lost connections. */
-static void process(loop_t *L, worker_cmd_t **batch, size_t n)
-{
-    sg_err_t err;
-    uint64_t t0 = sg_cli_now_us();
-    int rc = run_txn(L, batch, n, &err);
+static void process(loop_t *L, worker_cmd_t **batch, size_t n);
+static bool collect_all(loop_t *L);
 
+/* After the transaction over batch, begun at t0 (us), committed (rc 0):
+ * the commands settle.  Failed (rc -1, err): lost partitions and lost
+ * connections are sorted out, and a refused batch is split so one bad
+ * command cannot hold up the others. */
+static void txn_done(loop_t *L, worker_cmd_t **batch, size_t n, int rc, const sg_err_t *err,
+                     uint64_t t0)
+{
     L->txns++;
     L->txn_cmds += n;
     L->txn_us += sg_cli_now_us() - t0;
@@ -1190,13 +1292,21 @@ static void process(loop_t *L, worker_cmd_t **batch, size_t n)
         after_commit(L, batch, n);
         return;
     }
-    if (strcmp(err.code, "pg.fenced") == 0) {
-        sg_log_kv(SG_LOG_WARN, "fenced: a partition was taken over", "error", err.message, NULL);
+    /* What follows (a check of the fences that drops partitions, a
+     * reconnect, transactions of one command each) runs with no other
+     * transaction out, on this one's connection. */
+    {
+        txn_slot_t *t = L->cur;
+        collect_all(L);
+        use_txn(L, t);
+    }
+    if (strcmp(err->code, "pg.fenced") == 0) {
+        sg_log_kv(SG_LOG_WARN, "fenced: a partition was taken over", "error", err->message, NULL);
         check_fences(L);
         return; /* the rest is retried next turn */
     }
-    if (err.cls != SG_ERRCLASS_PERMANENT || !sg_pg_ok(L->w.pg)) {
-        pg_recover(L, &err);
+    if (err->cls != SG_ERRCLASS_PERMANENT || !sg_pg_ok(L->w.pg)) {
+        pg_recover(L, err);
         return;
     }
     if (n > 1) {
@@ -1208,10 +1318,20 @@ static void process(loop_t *L, worker_cmd_t **batch, size_t n)
     {
         sg_log_ctx_t ctx;
         cmd_ctx(batch[0], &ctx);
-        ctx.error_code = err.code;
-        sg_log(SG_LOG_WARN, &ctx, "PostgreSQL refused a command's outcome: %s", err.message);
+        ctx.error_code = err->code;
+        sg_log(SG_LOG_WARN, &ctx, "PostgreSQL refused a command's outcome: %s", err->message);
     }
-    poison_single(L, batch[0], &err);
+    poison_single(L, batch[0], err);
+}
+
+/* Runs the batch and waits for it. */
+static void process(loop_t *L, worker_cmd_t **batch, size_t n)
+{
+    sg_err_t err;
+    uint64_t t0 = sg_cli_now_us();
+    int rc = run_txn(L, batch, n, &err);
+
+    txn_done(L, batch, n, rc, &err, t0);
 }
 
 /* ---- Kafka -------------------------------------------------------------- */
@@ -1320,16 +1440,130 @@ static void bury(loop_t *L)
     L->graveyard.n = 0;
 }
 
-/* One turn: a batch of returned calls and ready commands. */
+/* What of batch did not commit goes back to the front of its queue, in
+ * order. */
+static void requeue(loop_t *L, worker_cmd_t **batch, size_t n)
+{
+    vec_t keep_r = {0}, keep_d = {0};
+
+    for (size_t i = 0; i < n; i++) {
+        worker_cmd_t *c = batch[i];
+        if (c->abandoned)
+            continue;
+        if (c->state == CMD_RETURNED)
+            vec_push(&keep_r, c);
+        else if (c->state == CMD_READY)
+            vec_push(&keep_d, c);
+    }
+    for (size_t i = 0; i < L->returned.n; i++)
+        vec_push(&keep_r, L->returned.v[i]);
+    for (size_t i = 0; i < L->ready.n; i++)
+        vec_push(&keep_d, L->ready.v[i]);
+    free(L->returned.v);
+    free(L->ready.v);
+    L->returned = keep_r;
+    L->ready = keep_d;
+}
+
+/* Waits for transaction t, if it is out, and settles it.  True when it
+ * was out. */
+static bool collect_pending(loop_t *L, txn_slot_t *t)
+{
+    worker_cmd_t **batch = t->batch;
+    size_t n = t->n;
+    sg_err_t err;
+    int rc;
+
+    if (!batch)
+        return false;
+    t->batch = NULL; /* what follows may run transactions of its own */
+    use_txn(L, t);
+    rc = txn_collect(L, batch, n, &err);
+    txn_done(L, batch, n, rc, &err, t->t0);
+    requeue(L, batch, n);
+    free(batch);
+    return true;
+}
+
+/* Every transaction out, collected: what uses a connection for anything
+ * else (a rebalance, a drain's end, a failed transaction's aftermath)
+ * comes here first.  True when one was out. */
+static bool collect_all(loop_t *L)
+{
+    bool any = false;
+
+    for (int i = 0; i < L->nslots; i++)
+        any |= collect_pending(L, &L->slots[(L->next_slot + i) % L->nslots]);
+    return any;
+}
+
+/* The transactions out whose answers have all come, collected. */
+static bool collect_answered(loop_t *L)
+{
+    bool any = false;
+
+    for (int i = 0; i < L->nslots; i++) {
+        txn_slot_t *t = &L->slots[(L->next_slot + i) % L->nslots];
+        if (t->batch && sg_pg_pipe_answered(t->pg))
+            any |= collect_pending(L, t);
+    }
+    return any;
+}
+
+static bool txn_out(const loop_t *L)
+{
+    for (int i = 0; i < L->nslots; i++)
+        if (L->slots[i].batch)
+            return true;
+    return false;
+}
+
+/* May the ready commands go out now?  Yes with no transaction out.  With
+ * one out, a second pays off when there is a backlog to share
+ * (batch_size / 4 commands or more); fewer wait for the one out and go
+ * with what its commit releases: at a low rate, more and smaller
+ * transactions cost PostgreSQL more and the latency rises.  So a
+ * transaction held up in PostgreSQL (a lock wait) holds up at most that
+ * many commands; the rest run on the other connection. */
+static bool send_now(const loop_t *L)
+{
+    return !txn_out(L) || L->ready.n + L->returned.n >= (size_t)L->batch_size / 4;
+}
+
+/* One turn: the transactions PostgreSQL has answered settle, and a batch
+ * of returned calls and ready commands is sent as one transaction on a
+ * free one of worker.transactions_in_flight connections, without waiting
+ * for its answers: those wake the loop (wait_events()) like a message.
+ * Meanwhile the worker loads and decides the next batch on the other
+ * connection: its loop and a PostgreSQL backend no longer wait for each
+ * other.
+ *
+ * Two transactions out at once never share a saga: a saga's next command
+ * is ready only after the one before committed.  Each partition's offset
+ * moves over the commands its own transaction finishes and over those
+ * committed before, never over the other one's (part_watermark()); a
+ * transaction that commits after a later one keeps the offset where it is
+ * (sagad_fence() takes the greater), and the fence rows are updated in
+ * partition order, so the two transactions cannot deadlock on them. */
 static bool turn(loop_t *L)
 {
+    txn_slot_t *t = NULL;
     worker_cmd_t **batch;
     size_t n = 0, nr, nd;
+    /* Committed ones first: their commands settle (and free their sagas'
+     * next commands) as soon as PostgreSQL has answered. */
+    bool collected = collect_answered(L);
+    sg_err_t err;
 
     take_returned(L);
-    if (L->ready.n == 0 && L->returned.n == 0) {
+    for (int i = 0; i < L->nslots && !t; i++)
+        if (!L->slots[i].batch)
+            t = &L->slots[i];
+    /* Nothing to send, or no connection free: the loop waits for an
+     * answer (wait_events()) as for a message or a call. */
+    if ((L->ready.n == 0 && L->returned.n == 0) || !t || !send_now(L)) {
         bury(L);
-        return false;
+        return collected;
     }
     batch = malloc(sizeof(*batch) * (size_t)L->batch_size);
     if (!batch)
@@ -1348,38 +1582,36 @@ static bool turn(loop_t *L)
     if (nd)
         memmove(L->ready.v, L->ready.v + nd, sizeof(void *) * (L->ready.n - nd));
     L->ready.n -= nd;
-    process(L, batch, n);
-    /* What did not commit goes back to the front, in order. */
-    {
-        vec_t keep_r = {0}, keep_d = {0};
-        for (size_t i = 0; i < n; i++) {
-            worker_cmd_t *c = batch[i];
-            if (c->abandoned)
-                continue;
-            if (c->state == CMD_RETURNED && !c->abandoned)
-                vec_push(&keep_r, c);
-            else if (c->state == CMD_READY && !c->abandoned)
-                vec_push(&keep_d, c);
-        }
-        for (size_t i = 0; i < L->returned.n; i++)
-            vec_push(&keep_r, L->returned.v[i]);
-        for (size_t i = 0; i < L->ready.n; i++)
-            vec_push(&keep_d, L->ready.v[i]);
-        free(L->returned.v);
-        free(L->ready.v);
-        L->returned = keep_r;
-        L->ready = keep_d;
+    use_txn(L, t);
+    t->t0 = sg_cli_now_us();
+    if (txn_send(L, batch, n, &err) == 0) {
+        t->batch = batch;
+        t->n = n;
+        L->next_slot = (int)(t - L->slots + 1) % L->nslots;
+    } else {
+        txn_done(L, batch, n, -1, &err, t->t0);
+        requeue(L, batch, n);
+        free(batch);
     }
-    free(batch);
     bury(L);
     return true;
 }
 
+/* Waits up to timeout_ms for a message, a call's return or, while a
+ * transaction is out, PostgreSQL's answer. */
 static void wait_events(loop_t *L, int timeout_ms)
 {
-    struct pollfd fds[2] = {{L->kafka_pipe[0], POLLIN, 0}, {worker_pool_fd(L->pool), POLLIN, 0}};
+    struct pollfd fds[2 + MAX_TXNS] = {{L->kafka_pipe[0], POLLIN, 0},
+                                       {worker_pool_fd(L->pool), POLLIN, 0}};
+    nfds_t n = 2;
 
-    if (poll(fds, 2, timeout_ms) < 0 && errno != EINTR)
+    for (int i = 0; i < L->nslots; i++)
+        if (L->slots[i].batch && sg_pg_socket(L->slots[i].pg) >= 0) {
+            fds[n].fd = sg_pg_socket(L->slots[i].pg);
+            fds[n].events = POLLIN;
+            fds[n++].revents = 0;
+        }
+    if (poll(fds, n, timeout_ms) < 0 && errno != EINTR)
         sg_log_kv(SG_LOG_WARN, "poll failed", "error", strerror(errno), NULL);
 }
 
@@ -1397,12 +1629,14 @@ static void drain(loop_t *L, worker_part_t *p)
                 if ((!p || L->parts[i] == p) &&
                     (c->state == CMD_CALLING || c->state == CMD_RETURNED))
                     busy++;
-        if (busy == 0 || sg_cli_now_ms() >= end || sg_cli_stop_now)
+        /* A transaction out may yet give calls to run. */
+        if ((busy == 0 && !txn_out(L)) || sg_cli_now_ms() >= end || sg_cli_stop_now)
             break;
         sg_health_beat();
         if (!turn(L))
             wait_events(L, 50);
     }
+    collect_all(L);
     L->draining = false;
 }
 
@@ -1412,6 +1646,8 @@ static int64_t on_rebalance(void *opaque, bool assigned, const char *topic, int3
     worker_part_t *p;
 
     (void)topic;
+    collect_all(L);
+    use_txn(L, &L->slots[0]);
     if (assigned)
         return take_partition(L, partition);
     if (!(p = part_find(L, partition)))
@@ -1443,8 +1679,9 @@ static void ping_pg(loop_t *L)
     sg_err_t err;
     int version;
 
-    if (sg_cli_now_ms() - L->last_pg_ok < PG_PING_MS)
+    if (sg_cli_now_ms() - L->last_pg_ok < PG_PING_MS || txn_out(L))
         return;
+    use_txn(L, &L->slots[0]);
     if (sg_migrate_current(L->w.pg, &version, &err) < 0) {
         pg_recover(L, &err);
         return;
@@ -1553,7 +1790,10 @@ static int setup(loop_t *L, sg_cli_t *cli)
     int version;
 
     L->w.cfg = cfg;
-    L->w.writes = worker_writes_new();
+    L->nslots = (int)sg_config_int(cfg, "worker.transactions_in_flight");
+    for (int i = 0; i < L->nslots; i++)
+        L->slots[i].writes = worker_writes_new();
+    use_txn(L, &L->slots[0]);
     L->w.group = sg_config_str(cfg, "worker.group_id");
     L->w.topic_commands = sg_config_str(cfg, "topic.commands");
     L->w.topic_events = sg_config_str(cfg, "topic.events");
@@ -1607,6 +1847,14 @@ static int setup(loop_t *L, sg_cli_t *cli)
                 cli->prog, version, WORKER_SCHEMA_VERSION, cli->prog);
         return SG_EXIT_FAIL;
     }
+    L->slots[0].pg = L->w.pg;
+    for (int i = 1; i < L->nslots; i++)
+        if (!(L->slots[i].pg = sg_pg_connect(&L->pgopts, &err))) {
+            fprintf(stderr, "%s: PostgreSQL (connection %d of %d): %s\n", cli->prog, i + 1,
+                    L->nslots, err.message);
+            return err.cls == SG_ERRCLASS_PERMANENT ? SG_EXIT_FAIL : SG_EXIT_INFRA;
+        }
+    use_txn(L, &L->slots[0]);
     {
         const char *props[] = {"group.id", L->w.group, "client.id", L->w.worker_id, NULL};
         L->consumer = sg_kafka_new(cfg, SG_KAFKA_CONSUMER, props, errstr, sizeof(errstr));
@@ -1664,15 +1912,21 @@ static void teardown(loop_t *L)
     free(L->parts);
     free(L->ready.v);
     free(L->returned.v);
-    free(L->chain_new.v);
     chain_forget(L, -1);
     for (size_t i = 0; i < SAGA_BUCKETS; i++)
         while (L->sagas[i])
             saga_slot_free(L, L->sagas[i]);
-    sg_pg_destroy(L->w.pg);
+    if (!L->slots[0].pg)
+        sg_pg_destroy(L->w.pg); /* setup stopped before the slots took it */
+    for (int i = 0; i < MAX_TXNS; i++) {
+        txn_slot_t *t = &L->slots[i];
+        free(t->batch); /* out at a forced stop: PostgreSQL rolls it back */
+        free(t->chain_new.v);
+        sg_metrics_batch_free(&t->metrics);
+        worker_writes_free(t->writes);
+        sg_pg_destroy(t->pg);
+    }
     worker_registry_destroy(L->w.reg);
-    sg_metrics_batch_free(&L->w.metrics);
-    worker_writes_free(L->w.writes);
     free(L->sagas_buf);
     if (L->kafka_pipe[0] > 0) {
         close(L->kafka_pipe[0]);

@@ -375,7 +375,7 @@ static void dead_letter(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, int
     }
     w->stats.dead_letters++;
     w->decided = "dead_lettered";
-    sg_metrics_batch_inc(&w->metrics, SG_M_DEAD_LETTERS, SG_LABELS(err->code));
+    sg_metrics_batch_inc(w->metrics, SG_M_DEAD_LETTERS, SG_LABELS(err->code));
     sg_json_destroy(compdoc);
     free(key64);
     free(payload64);
@@ -458,7 +458,7 @@ static void terminal(worker_t *w, worker_saga_t *saga, const char *status)
     sg_json_add_node(b, "run_health", run_health(saga));
     snprintf(type, sizeof(type), "saga.%s", status);
     event(w, saga, type, b);
-    sg_metrics_batch_inc(&w->metrics, SG_M_SAGAS_FINISHED, SG_LABELS(status));
+    sg_metrics_batch_inc(w->metrics, SG_M_SAGAS_FINISHED, SG_LABELS(status));
     if (strcmp(status, "completed") == 0)
         w->stats.completed++;
     else if (strcmp(status, "compensated") == 0)
@@ -546,7 +546,7 @@ static void comp_failed(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, wor
     sg_json_t *b = step_body(st);
 
     set_step(st, "compensation_failed");
-    sg_metrics_batch_inc(&w->metrics, SG_M_COMPENSATIONS, SG_LABELS("failed"));
+    sg_metrics_batch_inc(w->metrics, SG_M_COMPENSATIONS, SG_LABELS("failed"));
     snprintf(st->error_code, sizeof(st->error_code), "%s", err->code);
     add_error(b, err);
     event(w, saga, "step.compensation_failed", b);
@@ -608,7 +608,7 @@ static void stale(worker_t *w, worker_cmd_t *cmd, const char *why)
 
     w->stats.stale++;
     w->decided = "ignored";
-    sg_metrics_batch_inc(&w->metrics, SG_M_DUPLICATES_IGNORED,
+    sg_metrics_batch_inc(w->metrics, SG_M_DUPLICATES_IGNORED,
                          SG_LABELS(cmd->state == CMD_RETURNED ? "outcome" : "command"));
     ctx.saga_id = cmd->dec.saga_id;
     ctx.step = cmd->call.step_name;
@@ -852,7 +852,7 @@ static void decide_start(worker_t *w, worker_cmd_t *cmd, worker_saga_t *existing
     saga->dirty = true;
     flush(w, saga);
     w->stats.started++;
-    sg_metrics_batch_inc(&w->metrics, SG_M_SAGAS_STARTED, NULL);
+    sg_metrics_batch_inc(w->metrics, SG_M_SAGAS_STARTED, NULL);
     /* The steps too, as a load would return them, when the loop may chain
      * the first step.  Not with a deadline: whether it passed is
      * PostgreSQL's clock's to say, in the next transaction. */
@@ -1116,7 +1116,7 @@ void worker_saga_decide(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
               : w->decided                        ? w->decided
               : cmd->dec.type == WORKER_CMD_START ? "started"
                                                   : "failed";
-    sg_metrics_batch_inc(&w->metrics, SG_M_COMMANDS_CONSUMED,
+    sg_metrics_batch_inc(w->metrics, SG_M_COMMANDS_CONSUMED,
                          SG_LABELS(types[cmd->dec.type], outcome));
 }
 
@@ -1216,9 +1216,9 @@ static bool schedule_retry(worker_t *w, worker_saga_t *saga, worker_step_t *st, 
     if (!comp)
         saga->retry_spent += (int64_t)delay;
     saga->dirty = true;
-    sg_metrics_batch_inc(&w->metrics, SG_M_RETRIES_SCHEDULED, SG_LABELS(r->err.code));
+    sg_metrics_batch_inc(w->metrics, SG_M_RETRIES_SCHEDULED, SG_LABELS(r->err.code));
     if (comp)
-        sg_metrics_batch_inc(&w->metrics, SG_M_COMPENSATIONS, SG_LABELS("retry"));
+        sg_metrics_batch_inc(w->metrics, SG_M_COMPENSATIONS, SG_LABELS("retry"));
     command(w, saga, st->idx, comp, attempt + 1, delay > 0 ? (int64_t)delay : 0);
     body = step_body(st);
     sg_json_add_str(body, "phase", comp ? "compensate" : "forward");
@@ -1258,15 +1258,15 @@ static void count_call(worker_t *w, const worker_cmd_t *cmd)
     const char *tool = cmd->call.tool->name;
     const worker_result_t *r = &cmd->result;
 
-    sg_metrics_batch_observe(&w->metrics, SG_M_STEP_DURATION, SG_LABELS(tool),
+    sg_metrics_batch_observe(w->metrics, SG_M_STEP_DURATION, SG_LABELS(tool),
                              (double)r->latency_ms / 1000.0);
     if (cmd->dec.type == WORKER_CMD_COMPENSATE) {
         if (r->status == WORKER_OK)
-            sg_metrics_batch_inc(&w->metrics, SG_M_COMPENSATIONS, SG_LABELS("ok"));
+            sg_metrics_batch_inc(w->metrics, SG_M_COMPENSATIONS, SG_LABELS("ok"));
         return;
     }
     sg_metrics_batch_inc(
-        &w->metrics, SG_M_STEPS,
+        w->metrics, SG_M_STEPS,
         SG_LABELS(tool, r->status == WORKER_OK ? "ok" : sg_errclass_name(r->err.cls)));
 }
 

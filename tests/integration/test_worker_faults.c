@@ -440,6 +440,18 @@ Test(worker_faults, stopped_worker_past_its_session_is_fenced_after_takeover,
 
 /* ---- 3. SIGTERM drains the running call ---------------------------------- */
 
+/* SIGTERM to the worker, then to the relay: both exit 0. */
+static void stop_cleanly(proc_t *worker, proc_t *relay)
+{
+    int rc;
+
+    sgt_bg_signal(worker, SIGTERM);
+    rc = sgt_bg_join(worker, 15);
+    cr_expect_eq(rc, 0, "the worker exits 0 (exit %d): %s", rc, proc_log(worker));
+    sgt_bg_signal(relay, SIGTERM);
+    cr_expect_eq(sgt_bg_join(relay, 30), 0, "the relay exits 0");
+}
+
 Test(worker_faults, sigterm_lets_the_running_call_finish_and_commits_it, .timeout = WF_TIMEOUT_S)
 {
     const char *extra[] = {"SAGAD_WORKER_DRAIN_TIMEOUT_MS=10000", NULL};
@@ -476,13 +488,83 @@ Test(worker_faults, sigterm_lets_the_running_call_finish_and_commits_it, .timeou
      * running the step again. */
     cr_expect_geq(query_int("SELECT next_offset FROM consumer_offsets"), 1,
                   "the stored offset moved past the saga.start");
+    v = query_int("SELECT owner_epoch FROM consumer_offsets");
     relay = proc_start("sagad-relay", NULL);
     worker = proc_start("sagad-worker", extra);
+    /* The drain may have consumed the step's message already (offset 2
+     * then, before the restart): the worker is waited for by its taking
+     * the partition, or SIGTERM could come before it handles signals. */
+    cr_expect_eq(wait_for("SELECT owner_epoch FROM consumer_offsets", v + 1, 30, NULL), v + 1,
+                 "the restarted worker took the partition");
     cr_expect_eq(wait_for("SELECT next_offset FROM consumer_offsets", 2, 30, NULL), 2,
                  "the restarted worker consumed the step's message");
-    sgt_bg_signal(worker, SIGTERM);
-    cr_expect_eq(sgt_bg_join(worker, 15), 0, "the restarted worker exits 0");
-    sgt_bg_signal(relay, SIGTERM);
-    cr_expect_eq(sgt_bg_join(relay, 30), 0, "the restarted relay exits 0");
+    stop_cleanly(worker, relay);
     cr_expect_eq(query_int("SELECT count(*) FROM attempts"), 1, "the step did not run again");
+}
+
+/* ---- 4. A transaction held up in PostgreSQL ------------------------------ */
+
+#define HELD_OTHERS 100
+
+static void exec_sql(const char *sql)
+{
+    sg_err_t err;
+
+    cr_assert_eq(sg_pg_exec(fx.pg, sql, 0, NULL, NULL, &err), 0, "%s: %s", sql, err.message);
+}
+
+/* The worker keeps two transactions out at once (worker.
+ * transactions_in_flight).  Here the first, with saga hold-0000's
+ * saga.start (offset 0), is held inside PostgreSQL by a trigger while 100
+ * other sagas run on the other connection and commit.  Their commits must
+ * not move the stored offset past offset 0, whose transaction has not
+ * committed: the worker is killed, the held transaction dies with it, and
+ * after a restart the held saga still runs, while every other saga's
+ * effects stay at one each.  (With a batch size of 8, two ready commands
+ * are enough for the second connection; see send_now().) */
+Test(worker_faults, held_transaction_keeps_the_offset_and_holds_up_nothing_else,
+     .timeout = WF_TIMEOUT_S)
+{
+    const char *extra[] = {"SAGAD_WORKER_BATCH_SIZE=8", NULL};
+    offsets_t o = {{0}, 0};
+    proc_t *relay, *worker;
+
+    fixture_init(1);
+    exec_sql("CREATE FUNCTION hold_saga() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+             "IF NEW.saga_id = 'hold-0000' THEN PERFORM pg_sleep(90); END IF; RETURN NEW; END $$");
+    exec_sql("CREATE TRIGGER hold_saga BEFORE INSERT ON sagas FOR EACH ROW "
+             "EXECUTE FUNCTION hold_saga()");
+    relay = proc_start("sagad-relay", NULL);
+    worker = proc_start("sagad-worker", extra);
+    submit_sagas("hold", 0, 1, ledger_steps);
+    cr_assert_eq(wait_for("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' "
+                          "AND datname = current_database()",
+                          1, 30, NULL),
+                 1, "the held saga's transaction never reached the trigger: %s", proc_log(worker));
+    submit_sagas("free", 0, HELD_OTHERS, ledger_steps);
+    cr_assert_eq(
+        wait_for("SELECT count(*) FROM sagas WHERE status = 'completed'", HELD_OTHERS, 60, &o),
+        HELD_OTHERS, "the other sagas complete while one transaction is held up: %s",
+        proc_log(worker));
+    cr_expect_eq(query_int("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' "
+                           "AND datname = current_database()"),
+                 1, "...and still is");
+    cr_expect_eq(query_int("SELECT next_offset FROM consumer_offsets"), 0,
+                 "the stored offset stays at the held saga.start's");
+
+    sgt_bg_signal(worker, SIGKILL);
+    sgt_bg_join(worker, 15);
+    exec_sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event = "
+             "'PgSleep' AND datname = current_database()");
+    exec_sql("DROP TRIGGER hold_saga ON sagas");
+    worker = proc_start("sagad-worker", extra);
+    cr_expect_eq(
+        wait_for("SELECT count(*) FROM sagas WHERE status = 'completed'", HELD_OTHERS + 1, 60, &o),
+        HELD_OTHERS + 1, "after a restart the held saga runs too: %s", proc_log(worker));
+    cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger"), 3 * (HELD_OTHERS + 1),
+                 "every step's effect happened");
+    cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger WHERE calls <> 1"), 0, "once");
+    cr_expect_geq(wait_for("SELECT next_offset FROM consumer_offsets", 1, 30, &o), 1,
+                  "the offset moves on once the held saga.start committed");
+    stop_cleanly(worker, relay);
 }

@@ -92,6 +92,19 @@ int sg_pg_pipe_begin(sg_pg_t *pg, sg_err_t *err) __attribute__((warn_unused_resu
 void sg_pg_pipe_send(sg_pg_t *pg, const char *sql, int nparams, const char *const *params,
                      sg_pg_res_t **slot);
 int sg_pg_pipe_end(sg_pg_t *pg, sg_err_t *err) __attribute__((warn_unused_result));
+/* pipe_end in two halves, for a caller with other work to do while
+ * PostgreSQL runs the statements: pipe_sync sends them all with the sync
+ * (-1 with err when that failed; collect reports it again), pipe_collect
+ * later reads the answers exactly as pipe_end does.  Between the two the
+ * connection takes nothing else; pipe_pending says a collect is owed. */
+int sg_pg_pipe_sync(sg_pg_t *pg, sg_err_t *err) __attribute__((warn_unused_result));
+int sg_pg_pipe_collect(sg_pg_t *pg, sg_err_t *err) __attribute__((warn_unused_result));
+bool sg_pg_pipe_pending(const sg_pg_t *pg);
+/* Reads what answers have come, without waiting: true when all have (a
+ * pipe_collect now would not wait), false while some are still due. */
+bool sg_pg_pipe_answered(sg_pg_t *pg);
+/* The connection's socket, to wait for answers with poll(); -1 if none. */
+int sg_pg_socket(const sg_pg_t *pg);
 
 /* A growable text buffer (for array literals and statement text). */
 typedef struct sg_pg_buf_s {
