@@ -513,6 +513,8 @@ int sg_pg_pipe_collect(sg_pg_t *pg, sg_err_t *err)
     return rc;
 }
 
+static void buf_reserve(sg_pg_buf_t *buf, size_t extra);
+
 void sg_pg_array_literal(sg_pg_buf_t *buf, const char *const *items, size_t n)
 {
     sg_pg_buf_putc(buf, '{');
@@ -520,36 +522,62 @@ void sg_pg_array_literal(sg_pg_buf_t *buf, const char *const *items, size_t n)
         if (i)
             sg_pg_buf_putc(buf, ',');
         if (!items[i]) {
-            sg_pg_buf_puts(buf, "NULL");
+            sg_pg_buf_put(buf, "NULL", 4);
             continue;
         }
-        sg_pg_buf_putc(buf, '"');
-        for (const char *c = items[i]; *c; c++) {
-            if (*c == '"' || *c == '\\')
-                sg_pg_buf_putc(buf, '\\');
-            sg_pg_buf_putc(buf, *c);
+        /* Quoted, with " and backslash escaped, written straight into room for
+         * the worst case (the worker sends megabytes of these a second,
+         * mostly JSON, where quotes are everywhere). */
+        {
+            size_t len = strlen(items[i]);
+            char *o;
+
+            buf_reserve(buf, 2 * len + 2);
+            o = buf->data + buf->len;
+            *o++ = '"';
+            for (const char *c = items[i]; *c; c++) {
+                if (*c == '"' || *c == '\\')
+                    *o++ = '\\';
+                *o++ = *c;
+            }
+            *o++ = '"';
+            *o = '\0';
+            buf->len = (size_t)(o - buf->data);
         }
-        sg_pg_buf_putc(buf, '"');
     }
     sg_pg_buf_putc(buf, '}');
 }
 
+/* Room for extra more bytes and the terminating NUL. */
+static void buf_reserve(sg_pg_buf_t *buf, size_t extra)
+{
+    size_t cap = buf->cap ? buf->cap : 256;
+
+    if (buf->len + extra + 1 <= buf->cap)
+        return;
+    while (cap < buf->len + extra + 1)
+        cap *= 2;
+    if (!(buf->data = realloc(buf->data, cap)))
+        abort();
+    buf->cap = cap;
+}
+
+void sg_pg_buf_put(sg_pg_buf_t *buf, const char *s, size_t n)
+{
+    buf_reserve(buf, n);
+    memcpy(buf->data + buf->len, s, n);
+    buf->len += n;
+    buf->data[buf->len] = '\0';
+}
+
 void sg_pg_buf_putc(sg_pg_buf_t *buf, char c)
 {
-    if (buf->len + 2 > buf->cap) {
-        buf->cap = buf->cap ? buf->cap * 2 : 256;
-        buf->data = realloc(buf->data, buf->cap);
-        if (!buf->data)
-            abort();
-    }
-    buf->data[buf->len++] = c;
-    buf->data[buf->len] = '\0';
+    sg_pg_buf_put(buf, &c, 1);
 }
 
 void sg_pg_buf_puts(sg_pg_buf_t *buf, const char *s)
 {
-    while (*s)
-        sg_pg_buf_putc(buf, *s++);
+    sg_pg_buf_put(buf, s, strlen(s));
 }
 
 void sg_pg_buf_reset(sg_pg_buf_t *buf)

@@ -2,6 +2,7 @@
  * wrong class either retries a constraint violation forever or
  * dead-letters a saga over a failover. */
 #include <criterion/criterion.h>
+#include <string.h>
 
 #include "sagad/sg_pg.h"
 #include "unit.h"
@@ -74,4 +75,41 @@ Test(pg, code_pointer_may_be_null)
     cr_assert_eq(sg_pg_classify("40001", false, NULL), SG_ERRCLASS_TRANSIENT);
     cr_assert_eq(sg_pg_classify("23505", false, NULL), SG_ERRCLASS_PERMANENT);
     cr_assert_eq(sg_pg_classify(NULL, true, NULL), SG_ERRCLASS_TRANSIENT);
+}
+
+/* sg_pg_array_literal: the array parameters of every set-based statement
+ * the worker sends.  A value quoted wrong is a different value in the
+ * database, or a statement PostgreSQL refuses. */
+Test(pg, array_literal_quotes_every_value_and_spells_null)
+{
+    const char *items[] = {"plain", "", NULL, "a\"b", "c\\d", "{x,y}", "é \"\\\\\"", "NULL"};
+    sg_pg_buf_t b = {0};
+
+    sg_pg_array_literal(&b, items, 8);
+    cr_assert_str_eq(b.data, "{\"plain\",\"\",NULL,\"a\\\"b\",\"c\\\\d\",\"{x,y}\","
+                             "\"é \\\"\\\\\\\\\\\"\",\"NULL\"}");
+    sg_pg_buf_reset(&b);
+    sg_pg_array_literal(&b, items, 0);
+    cr_assert_str_eq(b.data, "{}");
+    sg_pg_buf_free(&b);
+}
+
+Test(pg, array_literal_grows_past_its_first_allocation)
+{
+    char big[3001];
+    const char *items[] = {big, big};
+    sg_pg_buf_t b = {0};
+
+    for (size_t i = 0; i < 3000; i++)
+        big[i] = i % 100 == 99 ? '"' : 'x';
+    big[3000] = '\0';
+    sg_pg_array_literal(&b, items, 2);
+    /* {"…",""…"} : each value 3000 chars plus 30 escapes, quoted. */
+    cr_assert_eq(b.len, 2 + 2 * (3000 + 30 + 2) + 1);
+    cr_assert_eq(strlen(b.data), b.len);
+    cr_assert_eq(b.data[0], '{');
+    cr_assert_eq(b.data[b.len - 1], '}');
+    cr_assert(strncmp(b.data + 1, "\"xxxxxxxxx", 10) == 0);
+    cr_assert(strstr(b.data, "xx\\\"xx") != NULL);
+    sg_pg_buf_free(&b);
 }

@@ -111,6 +111,7 @@ typedef struct sg_pg_buf_s {
     char *data;
     size_t len, cap;
 } sg_pg_buf_t;
+void sg_pg_buf_put(sg_pg_buf_t *buf, const char *s, size_t n);
 void sg_pg_buf_putc(sg_pg_buf_t *buf, char c);
 void sg_pg_buf_puts(sg_pg_buf_t *buf, const char *s);
 void sg_pg_buf_reset(sg_pg_buf_t *buf);
