@@ -44,6 +44,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,9 +172,14 @@ typedef struct loop_s {
     uint64_t kafka_commit_ms, next_kafka_commit; /* worker.kafka_commit_interval_ms */
     bool pg_up;
     /* Chaining (see the top of this file); on when L->w.chain. */
-    int32_t cmd_partitions;        /* of the commands topic, 0 or less: not known */
-    int32_t known_partitions;      /* the last count read that was known */
-    uint64_t partitions_read_at;   /* when cmd_partitions was last asked for (ms) */
+    int32_t cmd_partitions;      /* of the commands topic, 0 or less: not known */
+    int32_t known_partitions;    /* the last count read that was known */
+    uint64_t partitions_read_at; /* when cmd_partitions was last asked for (ms) */
+    /* The count as the watcher thread last read it, 0 when taken. */
+    pthread_t watcher;
+    bool watching;
+    atomic_int watched;
+    atomic_bool watcher_stop;
     uint64_t chain_paused_until;   /* a changed count stops chaining until then (ms) */
     uint64_t repartition_pause_ms; /* worker.chain_repartition_pause_ms */
     chain_entry_t *chain_set[CHAIN_BUCKETS];
@@ -658,9 +665,8 @@ static void pg_recover(loop_t *L, const sg_err_t *err)
         pg_state(L, true, NULL);
 }
 
-/* Asks the cluster for the commands topic's partition count, at most once
- * a second: an assignment calls this once per partition assigned, and
- * housekeeping every PARTITIONS_CHECK_MS.
+/* The commands topic's partition count, n (0 or less: not known), as read
+ * just now.
  *
  * Added partitions change where a key lands, and producers learn of them
  * only at their next metadata refresh (librdkafka: every 5 minutes), so
@@ -670,14 +676,9 @@ static void pg_recover(loop_t *L, const sg_err_t *err)
  * owner finds its attempt started and not finished, as after a crash).
  * So a changed count turns chaining off for
  * worker.chain_repartition_pause_ms. */
-static void refresh_partitions(loop_t *L, int timeout_ms)
+static void partitions_read(loop_t *L, int32_t n)
 {
-    int32_t n;
-
-    if (!L->w.chain || sg_cli_now_ms() - L->partitions_read_at < 1000)
-        return;
     L->partitions_read_at = sg_cli_now_ms();
-    n = sg_kafka_partition_count(L->consumer, L->w.topic_commands, timeout_ms);
     if (n > 0 && L->known_partitions > 0 && n != L->known_partitions) {
         char was[16], now[16], pause[24];
         snprintf(was, sizeof(was), "%d", (int)L->known_partitions);
@@ -693,6 +694,37 @@ static void refresh_partitions(loop_t *L, int timeout_ms)
     if (n > 0)
         L->known_partitions = n;
     L->cmd_partitions = n;
+}
+
+/* Asks the cluster for the count, at most once a second: an assignment
+ * calls this once per partition assigned. */
+static void refresh_partitions(loop_t *L, int timeout_ms)
+{
+    if (!L->w.chain || sg_cli_now_ms() - L->partitions_read_at < 1000)
+        return;
+    partitions_read(L, sg_kafka_partition_count(L->consumer, L->w.topic_commands, timeout_ms));
+}
+
+/* The watcher thread reads the count every PARTITIONS_CHECK_MS (every
+ * second while it is not known) for housekeeping to take: a metadata
+ * request from the loop itself, with a busy broker, held it up to 300 ms
+ * (the latency benchmark's worst stalls).  librdkafka's handle may be
+ * used from any thread. */
+static void *partition_watcher(void *arg)
+{
+    loop_t *L = arg;
+
+    while (!atomic_load(&L->watcher_stop)) {
+        int32_t n = sg_kafka_partition_count(L->consumer, L->w.topic_commands, 2000);
+        uint64_t until = sg_cli_now_ms() + (n > 0 ? PARTITIONS_CHECK_MS : 1000);
+
+        atomic_store(&L->watched, n > 0 ? n : -1);
+        while (!atomic_load(&L->watcher_stop) && sg_cli_now_ms() < until) {
+            struct timespec ts = {0, 100 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
 }
 
 /* L->parts is kept in partition order: send_fences() updates the offset
@@ -1756,9 +1788,11 @@ static void housekeeping(loop_t *L)
     L->next_housekeeping = sg_cli_now_ms() + HOUSEKEEPING_MS;
     ping_pg(L);
     kafka_commit(L, NULL);
-    if (L->nparts > 0 &&
-        (L->cmd_partitions <= 0 || sg_cli_now_ms() - L->partitions_read_at >= PARTITIONS_CHECK_MS))
-        refresh_partitions(L, 500);
+    if (L->watching) {
+        int n = atomic_exchange(&L->watched, 0);
+        if (n != 0 && L->nparts > 0)
+            partitions_read(L, n);
+    }
     sg_health_set(SG_CHECK_GROUP, sg_kafka_group_joined(L->consumer),
                   "consumer group %s not joined yet (no partition assignment received)",
                   L->w.group);
@@ -1902,12 +1936,22 @@ static int setup(loop_t *L, sg_cli_t *cli)
         fprintf(stderr, "%s: Kafka subscribe: %s\n", cli->prog, err.message);
         return SG_EXIT_INFRA;
     }
+    if (L->w.chain) {
+        if (pthread_create(&L->watcher, NULL, partition_watcher, L) != 0)
+            abort();
+        L->watching = true;
+    }
     L->pool = worker_pool_new((int)sg_config_int(cfg, "worker.threads"), cfg, &sg_cli_stop_now);
     return SG_EXIT_OK;
 }
 
 static void teardown(loop_t *L)
 {
+    if (L->watching) {
+        atomic_store(&L->watcher_stop, true);
+        pthread_join(L->watcher, NULL);
+        L->watching = false;
+    }
     L->drain_ms = 0;       /* drained already */
     sg_http_stop(L->http); /* nothing probes the consumer after this */
     L->http = NULL;

@@ -162,6 +162,12 @@ shared_buffers = 128MB
 fsync = on
 synchronous_commit = on
 full_page_writes = on
+# Checkpoints by time, not by WAL volume: with the default max_wal_size
+# (1GB) the benchmarks' write bursts checkpointed every 26 s, and a
+# checkpoint's full-page images in the WAL slow every commit after it.
+# Any write-heavy install raises it the same way.
+max_wal_size = 4GB
+checkpoint_timeout = 15min
 password_encryption = 'scram-sha-256'
 log_line_prefix = '%m [%p] %q%u@%d '
 EOF

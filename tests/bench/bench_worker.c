@@ -15,6 +15,7 @@
  * Prints a table and writes bench/results/worker.json.  Not a test. */
 #define _GNU_SOURCE /* memmem */
 #include <pthread.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -282,6 +283,7 @@ static const char *const hop_names[NHOPS] = {"in", "steps", "relay", "out"};
 
 typedef struct lat_s {
     double *sent, *ms, *accepted, *hop[NHOPS];
+    int *who; /* the saga of each sample */
     int n, want;
     volatile int stop;
 } lat_t;
@@ -336,6 +338,7 @@ static void *lat_consumer(void *arg)
                 lat->hop[HOP_STEPS][lat->n] = (t - lat->accepted[i]) * 1000.0;
                 lat->hop[HOP_RELAY][lat->n] = (made - t) * 1000.0;
                 lat->hop[HOP_OUT][lat->n] = (now - made) * 1000.0;
+                lat->who[lat->n] = i;
                 lat->ms[lat->n++] = (now - lat->sent[i]) * 1000.0;
             }
         }
@@ -343,6 +346,26 @@ static void *lat_consumer(void *arg)
     }
     sg_kafka_destroy(c);
     return NULL;
+}
+
+/* SAGAD_BENCH_LAT_DUMP=file: one line per sample, in completion order:
+ * seconds from the first saga.start produced, then the total and each
+ * hop in ms.  For finding where a tail comes from (one stall or many). */
+static void lat_dump(const lat_t *lat)
+{
+    const char *path = getenv("SAGAD_BENCH_LAT_DUMP");
+    FILE *f;
+
+    if (!path || !*path || lat->n == 0)
+        return;
+    if (!(f = fopen(path, "w")))
+        die("SAGAD_BENCH_LAT_DUMP", strerror(errno));
+    fprintf(f, "sent_s total_ms in_ms steps_ms relay_ms out_ms\n");
+    for (int k = 0; k < lat->n; k++)
+        fprintf(f, "%.3f %.1f %.1f %.1f %.1f %.1f\n", lat->sent[lat->who[k]] - lat->sent[0],
+                lat->ms[k], lat->hop[HOP_IN][k], lat->hop[HOP_STEPS][k], lat->hop[HOP_RELAY][k],
+                lat->hop[HOP_OUT][k]);
+    fclose(f);
 }
 
 static double pctl(double *v, int n, double q)
@@ -362,6 +385,7 @@ static void latency(double steps_per_s, int secs, double *p50, double *p99, int 
     lat.sent = calloc((size_t)want, sizeof(double));
     lat.ms = calloc((size_t)want, sizeof(double));
     lat.accepted = calloc((size_t)want, sizeof(double));
+    lat.who = calloc((size_t)want, sizeof(int));
     for (int h = 0; h < NHOPS; h++)
         lat.hop[h] = calloc((size_t)want, sizeof(double));
 
@@ -374,6 +398,7 @@ static void latency(double steps_per_s, int secs, double *p50, double *p99, int 
     lat.stop = 1;
     pthread_join(th, NULL);
     *n = lat.n;
+    lat_dump(&lat);
     *p50 = pctl(lat.ms, lat.n, 0.5);
     *p99 = pctl(lat.ms, lat.n, 0.99);
     for (int h = 0; h < NHOPS; h++) {
@@ -382,6 +407,7 @@ static void latency(double steps_per_s, int secs, double *p50, double *p99, int 
         free(lat.hop[h]);
     }
     free(lat.sent);
+    free(lat.who);
     free(lat.ms);
     free(lat.accepted);
 }
