@@ -65,7 +65,8 @@ static const sg_config_key_t config_table[] = {
      "PostgreSQL transactions the worker keeps out at once, each on its own connection: with "
      "2, the next batch is loaded and decided while the last one commits."},
     {"worker.crash_loop_limit", SG_CONFIG_INT, "3", 1, 1000, NULL, 0,
-     "Interrupted attempts of one command before it is dead-lettered (runtime.crash_loop)."},
+     "Interrupted attempts of one command before it is dead-lettered (runtime.crash_loop); "
+     "the last run before the limit happens with no other call beside it."},
     {"worker.dead_letter_hold_ms", SG_CONFIG_INT, "0", 0, 604800000, NULL, 0,
      "How long a saga whose forward step was dead-lettered stays `held` (nothing compensated, "
      "so dlq-tool can replay the step) before its compensation starts (0: at once)."},

@@ -295,6 +295,9 @@ typedef struct worker_cmd_s {
     bool abandoned;               /* its partition was lost while the call ran */
     bool chained;                 /* run ahead of its message: no msg, offset -1 */
     bool unchained;               /* chained, but its decision needs its message: dropped */
+    bool defer;                   /* a crash-loop suspect: decided again when it runs alone */
+    bool isolated;                /* ...which is now: no other call runs beside it */
+    bool suspect;                 /* waiting for that in worker_loop.c's suspects */
     bool copy;                    /* the message of a chained command that ran: acknowledged */
     char *follow;                 /* the step command its decision emitted for now, to chain */
     struct worker_cmd_s *origin;  /* chained: the command that emitted it, until placed */

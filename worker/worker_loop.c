@@ -140,14 +140,16 @@ typedef struct loop_s {
     worker_part_t **parts;
     size_t nparts;
     saga_slot_t *sagas[SAGA_BUCKETS];
-    vec_t ready;           /* READY, in arrival order */
-    vec_t returned;        /* RETURNED, from the pool */
-    vec_t graveyard;       /* abandoned or finished, freed at the end of the turn */
-    size_t held;           /* commands held (not freed), finished or not */
-    size_t active;         /* held and not FINISHED (nor PARKED) */
-    size_t active_chained; /* of them, chained commands: not what max_in_flight bounds */
-    vec_t lighten;         /* FINISHED but still in a FIFO: shed their payload at turn end */
-    vec_t spare;           /* freed commands, for reuse (cmd_new()) */
+    vec_t ready;            /* READY, in arrival order */
+    vec_t returned;         /* RETURNED, from the pool */
+    vec_t graveyard;        /* abandoned or finished, freed at the end of the turn */
+    size_t held;            /* commands held (not freed), finished or not */
+    size_t active;          /* held and not FINISHED (nor PARKED) */
+    size_t active_chained;  /* of them, chained commands: not what max_in_flight bounds */
+    vec_t lighten;          /* FINISHED but still in a FIFO: shed their payload at turn end */
+    vec_t spare;            /* freed commands, for reuse (cmd_new()) */
+    vec_t suspects;         /* crash-loop suspects waiting to run alone, in order */
+    worker_cmd_t *isolated; /* the suspect running alone now */
     size_t calling;
     bool paused;
     uint64_t last_poll; /* when intake last polled the consumer (ms) */
@@ -571,6 +573,9 @@ static void part_abandon(loop_t *L, worker_part_t *p, const char *why)
             saga_dequeue(L, c);
             vec_remove(&L->ready, c);
             vec_remove(&L->returned, c);
+            vec_remove(&L->suspects, c);
+            if (c == L->isolated)
+                L->isolated = NULL;
         }
         c->abandoned = true;
         c->part = NULL;
@@ -900,6 +905,7 @@ static void undo_batch(worker_cmd_t **batch, size_t n)
     for (size_t i = 0; i < n; i++) {
         worker_cmd_t *c = batch[i];
         c->finishing = false;
+        c->defer = false;
         if (c->calls) {
             c->calls = false;
             call_free(&c->call);
@@ -918,11 +924,18 @@ static void chain_discard(loop_t *L)
 }
 
 /* May the step command c's decision emitted (for saga s) be chained? */
+/* Crash-loop suspects waiting to run alone, or one running: no other
+ * call starts (see isolate_next()). */
+static bool isolating(const loop_t *L)
+{
+    return L->isolated || L->suspects.n > 0;
+}
+
 static bool chainable(const loop_t *L, const worker_cmd_t *c, const worker_saga_t *s)
 {
     size_t cap = (size_t)L->max_in_flight * WINDOW_FACTOR;
 
-    return L->w.chain && !L->draining && sg_cli_running && L->cmd_partitions > 0 &&
+    return L->w.chain && !L->draining && !isolating(L) && sg_cli_running && L->cmd_partitions > 0 &&
            sg_cli_now_ms() >= L->chain_paused_until && s && c->part && !c->abandoned &&
            L->nchain + L->chain_new->n < cap &&
            sg_kafka_key_partition(s->saga_id, strlen(s->saga_id), L->cmd_partitions) ==
@@ -1136,7 +1149,7 @@ static int txn_send(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
         }
         if (c->state == CMD_READY) {
             worker_saga_decide(&L->w, c, s);
-            c->finishing = !c->calls;
+            c->finishing = !c->calls && !c->defer;
         } else {
             worker_saga_complete(&L->w, c, s);
             c->finishing = true;
@@ -1204,6 +1217,17 @@ static int run_txn(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
  * releases its saga. */
 static void settle(loop_t *L, worker_cmd_t *c)
 {
+    if (c->defer) {
+        c->defer = false;
+        c->suspect = true; /* not back to ready (requeue()) */
+        vec_push(&L->suspects, c);
+        return;
+    }
+    if (c == L->isolated && !c->calls) {
+        /* done alone (with or without a call): the next suspect may run */
+        L->isolated = NULL;
+        c->isolated = false;
+    }
     if (c->calls) {
         c->calls = false;
         c->state = CMD_CALLING;
@@ -1505,7 +1529,7 @@ static void requeue(loop_t *L, worker_cmd_t **batch, size_t n)
 
     for (size_t i = 0; i < n; i++) {
         worker_cmd_t *c = batch[i];
-        if (c->abandoned)
+        if (c->abandoned || c->suspect)
             continue;
         if (c->state == CMD_RETURNED)
             vec_push(&keep_r, c);
@@ -1575,6 +1599,39 @@ static bool txn_out(const loop_t *L)
     return false;
 }
 
+/* A crash-loop suspect, deferred by worker_saga.c (its attempt was
+ * interrupted crash_loop_limit - 1 times), runs alone: new calls stop
+ * (may_start()), and once no call runs and no transaction is out, the
+ * first suspect is decided again, by itself.  A crash while it runs is
+ * then its own, and the next interruption dead-letters it; a command that
+ * was only running beside the one that crashed the worker runs alone,
+ * completes, and never reaches the limit.  One suspect at a time, so a
+ * crash loop slows the worker down until its command is dead-lettered. */
+static void isolate_next(loop_t *L)
+{
+    worker_cmd_t *c;
+
+    if (L->isolated || L->suspects.n == 0 || L->calling > 0 || L->returned.n > 0 || txn_out(L))
+        return;
+    c = L->suspects.v[0];
+    memmove(L->suspects.v, L->suspects.v + 1, sizeof(void *) * (L->suspects.n - 1));
+    L->suspects.n--;
+    c->suspect = false;
+    c->isolated = true;
+    L->isolated = c;
+    vec_push(&L->ready, c);
+    memmove(L->ready.v + 1, L->ready.v, sizeof(void *) * (L->ready.n - 1));
+    L->ready.v[0] = c;
+}
+
+/* May ready command c go into a batch now?  While suspects wait or one
+ * runs, no command that may start a call does, but the suspect. */
+static bool may_start(const loop_t *L, const worker_cmd_t *c)
+{
+    return !isolating(L) || c == L->isolated ||
+           (c->dec.type != WORKER_CMD_EXECUTE && c->dec.type != WORKER_CMD_COMPENSATE);
+}
+
 /* May the ready commands go out now?  Yes with no transaction out.  With
  * one out, a second pays off when there is a backlog to share
  * (batch_size / 4 commands or more); fewer wait for the one out and go
@@ -1606,13 +1663,14 @@ static bool turn(loop_t *L)
 {
     txn_slot_t *t = NULL;
     worker_cmd_t **batch;
-    size_t n = 0, nr, nd;
+    size_t n = 0, nr;
     /* Committed ones first: their commands settle (and free their sagas'
      * next commands) as soon as PostgreSQL has answered. */
     bool collected = collect_answered(L);
     sg_err_t err;
 
     take_returned(L);
+    isolate_next(L);
     for (int i = 0; i < L->nslots && !t; i++)
         if (!L->slots[i].batch)
             t = &L->slots[i];
@@ -1628,17 +1686,28 @@ static bool turn(loop_t *L)
     nr = L->returned.n < (size_t)L->batch_size ? L->returned.n : (size_t)L->batch_size;
     for (size_t i = 0; i < nr; i++)
         batch[n++] = L->returned.v[i];
-    nd = L->ready.n < (size_t)L->batch_size - n ? L->ready.n : (size_t)L->batch_size - n;
-    for (size_t i = 0; i < nd; i++)
-        batch[n++] = L->ready.v[i];
     /* An empty vector may have no array yet: memmove(NULL, ...) is
      * undefined even for 0 bytes (UBSan stops the worker on it). */
     if (nr)
         memmove(L->returned.v, L->returned.v + nr, sizeof(void *) * (L->returned.n - nr));
     L->returned.n -= nr;
-    if (nd)
-        memmove(L->ready.v, L->ready.v + nd, sizeof(void *) * (L->ready.n - nd));
-    L->ready.n -= nd;
+    /* Ready commands in order; those that may not start a call now stay. */
+    {
+        size_t kept = 0;
+        for (size_t i = 0; i < L->ready.n; i++) {
+            worker_cmd_t *c = L->ready.v[i];
+            if (n < (size_t)L->batch_size && may_start(L, c))
+                batch[n++] = c;
+            else
+                L->ready.v[kept++] = c;
+        }
+        L->ready.n = kept;
+    }
+    if (n == 0) {
+        free(batch);
+        bury(L);
+        return collected;
+    }
     use_txn(L, t);
     t->t0 = sg_cli_now_us();
     if (txn_send(L, batch, n, &err) == 0) {
@@ -1981,6 +2050,7 @@ static void teardown(loop_t *L)
     for (size_t i = 0; i < L->spare.n; i++)
         free(L->spare.v[i]);
     free(L->spare.v);
+    free(L->suspects.v);
     free(L->parts);
     free(L->ready.v);
     free(L->returned.v);

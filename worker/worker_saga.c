@@ -985,6 +985,14 @@ static void decide_step(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
             stale(w, cmd, "this attempt already ran");
             return;
         }
+        /* Its last run before the crash-loop limit happens alone
+         * (worker_loop.c, isolate_next()): a crash then is its own, not
+         * another command's it happened to run beside.  Nothing is written
+         * until then. */
+        if (saga->interrupted == w->crash_loop_limit - 1 && !cmd->isolated) {
+            cmd->defer = true;
+            return;
+        }
         mark_interrupted(w, cmd, comp);
         if (saga->interrupted >= w->crash_loop_limit) {
             sg_err_set(&err, SG_ERRCLASS_POISON, "runtime.crash_loop",
@@ -1108,8 +1116,8 @@ void worker_saga_decide(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
         break;
     }
     w->cur = NULL;
-    if (cmd->unchained)
-        return;
+    if (cmd->unchained || cmd->defer)
+        return; /* decided again later: counted then */
     /* Nothing said otherwise: a saga.start was stored, a step failed
      * before any call (deadline, bad arguments). */
     outcome = cmd->calls                          ? "called"

@@ -887,10 +887,15 @@ Test(worker, crash_loop_dead_letters_after_limit, .timeout = 180)
     snprintf(instance_env, sizeof(instance_env), "SAGAD_KAFKA_GROUP_INSTANCE_ID=%s", instance);
     sgw_pair_start(tools, 2, env);
     starts = 1;
+    /* The bystander's step is still sleeping when the crash step aborts
+     * the worker: its attempt is interrupted too, every time the two run
+     * side by side.  It must still complete: at crash_loop_limit - 1
+     * interruptions a command runs alone, so only the crash step's own
+     * crash reaches the limit. */
+    sgw_submit("bystander", "[{\"name\": \"a\", \"tool\": \"sleep\", \"args\": {\"ms\": 1500}}, "
+                            "{\"name\": \"b\", \"tool\": \"noop\"}]");
     sgw_submit("crashy", "[{\"name\": \"hold\", \"tool\": \"ledger.reversible\"},"
                          " {\"name\": \"boom\", \"tool\": \"crash\"}]");
-    sgw_submit("bystander", "[{\"name\": \"a\", \"tool\": \"noop\"}, {\"name\": \"b\", \"tool\": "
-                            "\"noop\"}]");
     for (;;) {
         char status[32];
         int rc;
@@ -940,4 +945,7 @@ Test(worker, crash_loop_dead_letters_after_limit, .timeout = 180)
     cr_expect_eq(sgw_q_int("SELECT calls FROM builtin_ledger WHERE key = 'crashy:0:c:g1'"), 1);
     sgw_expect_events("bystander", NULL, "saga.accepted", "step.succeeded", "step.succeeded",
                       "saga.completed", NULL);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE saga_id = 'bystander' AND "
+                           "step_idx = 0 AND error_code = 'runtime.interrupted'"),
+                 limit - 1, "the bystander's step was running at the first crash, alone after");
 }
