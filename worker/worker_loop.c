@@ -4,13 +4,15 @@
  *   1. takes what Kafka has (up to worker.max_in_flight unfinished commands,
  *      and a window of WINDOW_FACTOR times that behind the stored offset),
  *   2. takes the calls the pool finished,
- *   3. runs ONE transaction over a batch of both: the saga rows are locked,
- *      each command is decided (worker_saga.c), and the offsets of the
- *      touched partitions move over their contiguous finished prefix
+ *   3. sends one transaction over a batch of both: the saga rows are
+ *      locked, each command is decided (worker_saga.c), and the offsets of
+ *      the touched partitions move over their contiguous finished prefix
  *      through sagad_fence(), which refuses a worker that lost the
- *      partition (owner epoch);
- *   4. hands the calls decided in that transaction to the pool, and
- *   5. sleeps in poll() until Kafka or the pool has something.
+ *      partition (owner epoch); up to worker.transactions_in_flight of them
+ *      are out at once (see turn());
+ *   4. hands the calls decided in a transaction that committed to the
+ *      pool, and
+ *   5. sleeps in poll() until Kafka, the pool or PostgreSQL has something.
  *
  * A saga has at most one command in progress; its later commands wait in
  * its queue, so a slow step holds back its own saga only.  The offset
@@ -931,13 +933,23 @@ static bool isolating(const loop_t *L)
     return L->isolated || L->suspects.n > 0;
 }
 
+/* Commands chained in transactions not committed yet, in every slot. */
+static size_t chained_out(const loop_t *L)
+{
+    size_t n = 0;
+
+    for (int i = 0; i < L->nslots; i++)
+        n += L->slots[i].chain_new.n;
+    return n;
+}
+
 static bool chainable(const loop_t *L, const worker_cmd_t *c, const worker_saga_t *s)
 {
     size_t cap = (size_t)L->max_in_flight * WINDOW_FACTOR;
 
     return L->w.chain && !L->draining && !isolating(L) && sg_cli_running && L->cmd_partitions > 0 &&
            sg_cli_now_ms() >= L->chain_paused_until && s && c->part && !c->abandoned &&
-           L->nchain + L->chain_new->n < cap &&
+           L->nchain + chained_out(L) < cap &&
            sg_kafka_key_partition(s->saga_id, strlen(s->saga_id), L->cmd_partitions) ==
                c->part->partition;
 }
@@ -1619,17 +1631,28 @@ static void isolate_next(loop_t *L)
     c->suspect = false;
     c->isolated = true;
     L->isolated = c;
+    {
+        sg_log_ctx_t ctx;
+        cmd_ctx(c, &ctx);
+        sg_log(SG_LOG_WARN, &ctx,
+               "crash-loop suspect: its attempt was interrupted %d times; it runs alone now "
+               "(%zu more waiting), no other call beside it",
+               L->w.crash_loop_limit - 1, L->suspects.n);
+    }
     vec_push(&L->ready, c);
     memmove(L->ready.v + 1, L->ready.v, sizeof(void *) * (L->ready.n - 1));
     L->ready.v[0] = c;
 }
 
-/* May ready command c go into a batch now?  While suspects wait or one
- * runs, no command that may start a call does, but the suspect. */
+/* May ready command c go into a batch now?  While a suspect runs alone,
+ * no command that may start a call does.  While suspects wait for the
+ * worker to be quiet, no ready command does: returned calls finish, the
+ * transactions out come back, and nothing new keeps the worker busy. */
 static bool may_start(const loop_t *L, const worker_cmd_t *c)
 {
-    return !isolating(L) || c == L->isolated ||
-           (c->dec.type != WORKER_CMD_EXECUTE && c->dec.type != WORKER_CMD_COMPENSATE);
+    if (!isolating(L) || c == L->isolated)
+        return true;
+    return L->isolated && c->dec.type != WORKER_CMD_EXECUTE && c->dec.type != WORKER_CMD_COMPENSATE;
 }
 
 /* May the ready commands go out now?  Yes with no transaction out.  With
@@ -1641,7 +1664,13 @@ static bool may_start(const loop_t *L, const worker_cmd_t *c)
  * many commands; the rest run on the other connection. */
 static bool send_now(const loop_t *L)
 {
-    return !txn_out(L) || L->ready.n + L->returned.n >= (size_t)L->batch_size / 4;
+    size_t n = L->returned.n;
+
+    if (!txn_out(L))
+        return true;
+    for (size_t i = 0; i < L->ready.n && n < (size_t)L->batch_size / 4; i++)
+        n += may_start(L, L->ready.v[i]);
+    return n >= (size_t)L->batch_size / 4;
 }
 
 /* One turn: the transactions PostgreSQL has answered settle, and a batch
@@ -1755,14 +1784,27 @@ static void drain(loop_t *L, worker_part_t *p)
                 if ((!p || L->parts[i] == p) &&
                     (c->state == CMD_CALLING || c->state == CMD_RETURNED))
                     busy++;
-        /* A transaction out may yet give calls to run. */
-        if ((busy == 0 && !txn_out(L)) || sg_cli_now_ms() >= end || sg_cli_stop_now)
+        if (sg_cli_now_ms() >= end || sg_cli_stop_now)
             break;
+        if (busy == 0) {
+            /* A transaction out may yet give p's commands calls to run. */
+            if (!collect_all(L))
+                break;
+            continue;
+        }
         sg_health_beat();
-        if (!turn(L))
+        if (!turn(L)) {
+            char skip[64];
+            /* No intake here: what Kafka signals waits for the loop. */
+            while (read(L->kafka_pipe[0], skip, sizeof(skip)) > 0)
+                ;
             wait_events(L, 50);
+        }
     }
-    collect_all(L);
+    /* At a forced stop a transaction out is left to PostgreSQL, which
+     * rolls it back when the connection closes. */
+    if (!sg_cli_stop_now)
+        collect_all(L);
     L->draining = false;
 }
 
@@ -1872,11 +1914,16 @@ static void housekeeping(loop_t *L)
 
 static void report(loop_t *L, bool force)
 {
-    const worker_stats_t *s = &L->w.stats;
+    worker_stats_t committed = L->w.stats;
+    const worker_stats_t *s = &committed;
     char line[512];
 
     if (!force && sg_cli_now_ms() < L->next_report)
         return;
+    /* What transactions out decided counts once they commit. */
+    for (int i = 0; i < L->nslots; i++)
+        if (L->slots[i].batch)
+            stats_add(&committed, &L->slots[i].delta, -1);
     L->next_report = sg_cli_now_ms() + 10000;
     snprintf(line, sizeof(line),
              "consumed=%lld started=%lld rejected=%lld calls=%lld retries=%lld completed=%lld "
