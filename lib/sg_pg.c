@@ -38,8 +38,7 @@ struct sg_pg_s {
     sg_rng_t rng;
     /* Pipeline in progress: statements sent, results not read yet. */
     bool piping;
-    bool synced;  /* the sync is sent: only sg_pg_pipe_collect() may follow */
-    bool sync_ok; /* ...and PQpipelineSync() took it */
+    bool synced; /* the sync is sent: only sg_pg_pipe_collect() may follow */
     /* Reading the answers (pipe_read()), resumable: statement and slot
      * reached, prepares settled, outcome so far, the sync read. */
     int c_stmt, c_slot, c_prep, c_rc;
@@ -398,12 +397,12 @@ int sg_pg_pipe_sync(sg_pg_t *pg, sg_err_t *err)
     if (!pg->piping || pg->synced)
         return sg_err_set(err, SG_ERRCLASS_PERMANENT, "pg.query", "no pipeline in progress");
     pg->synced = true;
-    /* PQpipelineSync() also flushes what is buffered. */
-    pg->sync_ok = PQpipelineSync(pg->conn) == 1;
-    if (!pg->sync_ok && pg->pipe_err.cls == SG_ERRCLASS_NONE)
+    /* PQpipelineSync() also flushes what is buffered.  Not taken, there is
+     * nothing to read. */
+    pg->c_done = PQpipelineSync(pg->conn) != 1;
+    if (pg->c_done && pg->pipe_err.cls == SG_ERRCLASS_NONE)
         result_error(pg, NULL, &pg->pipe_err);
     pg->c_stmt = pg->c_slot = pg->c_prep = 0;
-    pg->c_done = !pg->sync_ok;
     pg->c_rc = pg->pipe_err.cls != SG_ERRCLASS_NONE ? -1 : 0;
     pg->c_err = pg->pipe_err;
     if (pg->pipe_err.cls != SG_ERRCLASS_NONE) {
@@ -411,11 +410,6 @@ int sg_pg_pipe_sync(sg_pg_t *pg, sg_err_t *err)
         return -1;
     }
     return 0;
-}
-
-bool sg_pg_pipe_pending(const sg_pg_t *pg)
-{
-    return pg->piping && pg->synced;
 }
 
 int sg_pg_pipe_end(sg_pg_t *pg, sg_err_t *err)
@@ -513,7 +507,19 @@ int sg_pg_pipe_collect(sg_pg_t *pg, sg_err_t *err)
     return rc;
 }
 
-static void buf_reserve(sg_pg_buf_t *buf, size_t extra);
+/* Room for extra more bytes and the terminating NUL. */
+static void buf_reserve(sg_pg_buf_t *buf, size_t extra)
+{
+    size_t cap = buf->cap ? buf->cap : 256;
+
+    if (buf->len + extra + 1 <= buf->cap)
+        return;
+    while (cap < buf->len + extra + 1)
+        cap *= 2;
+    if (!(buf->data = realloc(buf->data, cap)))
+        abort();
+    buf->cap = cap;
+}
 
 void sg_pg_array_literal(sg_pg_buf_t *buf, const char *const *items, size_t n)
 {
@@ -546,20 +552,6 @@ void sg_pg_array_literal(sg_pg_buf_t *buf, const char *const *items, size_t n)
         }
     }
     sg_pg_buf_putc(buf, '}');
-}
-
-/* Room for extra more bytes and the terminating NUL. */
-static void buf_reserve(sg_pg_buf_t *buf, size_t extra)
-{
-    size_t cap = buf->cap ? buf->cap : 256;
-
-    if (buf->len + extra + 1 <= buf->cap)
-        return;
-    while (cap < buf->len + extra + 1)
-        cap *= 2;
-    if (!(buf->data = realloc(buf->data, cap)))
-        abort();
-    buf->cap = cap;
 }
 
 void sg_pg_buf_put(sg_pg_buf_t *buf, const char *s, size_t n)

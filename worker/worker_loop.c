@@ -163,10 +163,10 @@ typedef struct loop_s {
     /* For the progress line: transactions, the commands in them, and the
      * time spent in them since the last line. */
     uint64_t txns, txn_cmds, txn_us;
-    /* Transactions (see turn()): worker.transactions_in_flight slots, the
-     * one being decided or run now, the one the next batch goes to. */
+    /* Transactions (see turn()): worker.transactions_in_flight slots and
+     * the one being decided or run now. */
     txn_slot_t slots[MAX_TXNS];
-    int nslots, next_slot;
+    int nslots;
     txn_slot_t *cur;
     worker_saga_t *sagas_buf; /* run_txn's sagas, kept between batches */
     size_t sagas_cap;
@@ -925,7 +925,6 @@ static void chain_discard(loop_t *L)
     L->chain_new->n = 0;
 }
 
-/* May the step command c's decision emitted (for saga s) be chained? */
 /* Crash-loop suspects waiting to run alone, or one running: no other
  * call starts (see isolate_next()). */
 static bool isolating(const loop_t *L)
@@ -943,6 +942,7 @@ static size_t chained_out(const loop_t *L)
     return n;
 }
 
+/* May the step command c's decision emitted (for saga s) be chained? */
 static bool chainable(const loop_t *L, const worker_cmd_t *c, const worker_saga_t *s)
 {
     size_t cap = (size_t)L->max_in_flight * WINDOW_FACTOR;
@@ -1108,7 +1108,6 @@ static int txn_send(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
      * decided again and would count twice. */
     worker_stats_t before = L->w.stats;
 
-    memset(&L->cur->delta, 0, sizeof(L->cur->delta));
     sg_metrics_batch_discard(L->w.metrics);
     for (size_t i = 0; i < n; i++)
         if (batch[i]->state == CMD_READY && !batch[i]->copy &&
@@ -1211,7 +1210,6 @@ static int txn_collect(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
             "attempt rows missing from RETURNING: their outcomes will not be recorded on them",
             NULL);
     sg_metrics_batch_commit(L->w.metrics);
-    memset(&L->cur->delta, 0, sizeof(L->cur->delta));
     pg_state(L, true, NULL);
     return 0;
 }
@@ -1370,7 +1368,7 @@ static void poison_single(loop_t *L, worker_cmd_t *c, const sg_err_t *why)
 }
 
 static void process(loop_t *L, worker_cmd_t **batch, size_t n);
-static bool collect_all(loop_t *L);
+static bool collect(loop_t *L, bool wait);
 
 /* After the transaction over batch, begun at t0 (us), committed (rc 0):
  * the commands settle.  Failed (rc -1, err): lost partitions and lost
@@ -1392,7 +1390,7 @@ static void txn_done(loop_t *L, worker_cmd_t **batch, size_t n, int rc, const sg
      * transaction out, on this one's connection. */
     {
         txn_slot_t *t = L->cur;
-        collect_all(L);
+        collect(L, true);
         use_txn(L, t);
     }
     if (strcmp(err->code, "pg.fenced") == 0) {
@@ -1578,26 +1576,17 @@ static bool collect_pending(loop_t *L, txn_slot_t *t)
     return true;
 }
 
-/* Every transaction out, collected: what uses a connection for anything
- * else (a rebalance, a drain's end, a failed transaction's aftermath)
- * comes here first.  True when one was out. */
-static bool collect_all(loop_t *L)
-{
-    bool any = false;
-
-    for (int i = 0; i < L->nslots; i++)
-        any |= collect_pending(L, &L->slots[(L->next_slot + i) % L->nslots]);
-    return any;
-}
-
-/* The transactions out whose answers have all come, collected. */
-static bool collect_answered(loop_t *L)
+/* The transactions out whose answers have all come, collected; with
+ * wait, every transaction out: what uses a connection for anything else
+ * (a rebalance, a drain's end, a failed transaction's aftermath) comes
+ * here first.  True when one was collected. */
+static bool collect(loop_t *L, bool wait)
 {
     bool any = false;
 
     for (int i = 0; i < L->nslots; i++) {
-        txn_slot_t *t = &L->slots[(L->next_slot + i) % L->nslots];
-        if (t->batch && sg_pg_pipe_answered(t->pg))
+        txn_slot_t *t = &L->slots[i];
+        if (t->batch && (wait || sg_pg_pipe_answered(t->pg)))
             any |= collect_pending(L, t);
     }
     return any;
@@ -1660,8 +1649,8 @@ static bool may_start(const loop_t *L, const worker_cmd_t *c)
  * (batch_size / 4 commands or more); fewer wait for the one out and go
  * with what its commit releases: at a low rate, more and smaller
  * transactions cost PostgreSQL more and the latency rises.  So a
- * transaction held up in PostgreSQL (a lock wait) holds up at most that
- * many commands; the rest run on the other connection. */
+ * transaction held up in its writes or commit holds up at most that many
+ * commands; the rest run on the other connection. */
 static bool send_now(const loop_t *L)
 {
     size_t n = L->returned.n;
@@ -1695,7 +1684,7 @@ static bool turn(loop_t *L)
     size_t n = 0, nr;
     /* Committed ones first: their commands settle (and free their sagas'
      * next commands) as soon as PostgreSQL has answered. */
-    bool collected = collect_answered(L);
+    bool collected = collect(L, false);
     sg_err_t err;
 
     take_returned(L);
@@ -1742,7 +1731,6 @@ static bool turn(loop_t *L)
     if (txn_send(L, batch, n, &err) == 0) {
         t->batch = batch;
         t->n = n;
-        L->next_slot = (int)(t - L->slots + 1) % L->nslots;
     } else {
         txn_done(L, batch, n, -1, &err, t->t0);
         requeue(L, batch, n);
@@ -1788,7 +1776,7 @@ static void drain(loop_t *L, worker_part_t *p)
             break;
         if (busy == 0) {
             /* A transaction out may yet give p's commands calls to run. */
-            if (!collect_all(L))
+            if (!collect(L, true))
                 break;
             continue;
         }
@@ -1804,7 +1792,7 @@ static void drain(loop_t *L, worker_part_t *p)
     /* At a forced stop a transaction out is left to PostgreSQL, which
      * rolls it back when the connection closes. */
     if (!sg_cli_stop_now)
-        collect_all(L);
+        collect(L, true);
     L->draining = false;
 }
 
@@ -1814,7 +1802,7 @@ static int64_t on_rebalance(void *opaque, bool assigned, const char *topic, int3
     worker_part_t *p;
 
     (void)topic;
-    collect_all(L);
+    collect(L, true);
     use_txn(L, &L->slots[0]);
     if (assigned)
         return take_partition(L, partition);
@@ -2005,7 +1993,7 @@ static int setup(loop_t *L, sg_cli_t *cli)
     }
     sg_pg_opts_from_config(&L->pgopts, cfg, "sagad-worker");
     L->pgopts.run = &sg_cli_running;
-    L->w.pg = sg_pg_connect(&L->pgopts, &err);
+    L->w.pg = L->slots[0].pg = sg_pg_connect(&L->pgopts, &err);
     if (!L->w.pg) {
         fprintf(stderr, "%s: PostgreSQL: %s\n", cli->prog, err.message);
         return err.cls == SG_ERRCLASS_PERMANENT ? SG_EXIT_FAIL : SG_EXIT_INFRA;
@@ -2022,7 +2010,6 @@ static int setup(loop_t *L, sg_cli_t *cli)
                 cli->prog, version, WORKER_SCHEMA_VERSION, cli->prog);
         return SG_EXIT_FAIL;
     }
-    L->slots[0].pg = L->w.pg;
     for (int i = 1; i < L->nslots; i++)
         if (!(L->slots[i].pg = sg_pg_connect(&L->pgopts, &err))) {
             fprintf(stderr, "%s: PostgreSQL (connection %d of %d): %s\n", cli->prog, i + 1,
@@ -2105,8 +2092,6 @@ static void teardown(loop_t *L)
     for (size_t i = 0; i < SAGA_BUCKETS; i++)
         while (L->sagas[i])
             saga_slot_free(L, L->sagas[i]);
-    if (!L->slots[0].pg)
-        sg_pg_destroy(L->w.pg); /* setup stopped before the slots took it */
     for (int i = 0; i < MAX_TXNS; i++) {
         txn_slot_t *t = &L->slots[i];
         free(t->batch); /* out at a forced stop: PostgreSQL rolls it back */

@@ -96,10 +96,9 @@ int sg_pg_pipe_end(sg_pg_t *pg, sg_err_t *err) __attribute__((warn_unused_result
  * PostgreSQL runs the statements: pipe_sync sends them all with the sync
  * (-1 with err when that failed; collect reports it again), pipe_collect
  * later reads the answers exactly as pipe_end does.  Between the two the
- * connection takes nothing else; pipe_pending says a collect is owed. */
+ * connection takes nothing else. */
 int sg_pg_pipe_sync(sg_pg_t *pg, sg_err_t *err) __attribute__((warn_unused_result));
 int sg_pg_pipe_collect(sg_pg_t *pg, sg_err_t *err) __attribute__((warn_unused_result));
-bool sg_pg_pipe_pending(const sg_pg_t *pg);
 /* Reads what answers have come, without waiting: true when all have (a
  * pipe_collect now would not wait), false while some are still due. */
 bool sg_pg_pipe_answered(sg_pg_t *pg);
