@@ -52,6 +52,7 @@ struct sg_pg_s {
     int *slot_stmt; /* statement number of each slot */
     stmt_t stmts[STMT_CACHE_SLOTS];
     int nstmts;
+    int renamed; /* names given to entries prepared again (sg_r<n>) */
     /* Prepares sent in the pipeline in progress: statement number and
      * cache entry, in send order. */
     int *prep_stmt, *prep_entry;
@@ -347,6 +348,64 @@ static int send_prepared(sg_pg_t *pg, const char *sql, int nparams, const char *
         e->state = STMT_PENDING;
     }
     return PQsendQueryPrepared(pg->conn, e->name, nparams, params, NULL, NULL, 0) == 1 ? 1 : -1;
+}
+
+static int exec_cached(sg_pg_t *pg, const char *sql, int nparams, const char *const *params,
+                       sg_pg_res_t **res, sg_err_t *err, bool again)
+{
+    int index;
+    stmt_t *e = stmt_lookup(pg, sql, nparams, &index);
+    PGresult *r;
+    ExecStatusType st;
+    const char *state;
+
+    if (!e)
+        return sg_pg_exec(pg, sql, nparams, params, res, err);
+    if (res)
+        *res = NULL;
+    if (e->state != STMT_READY) {
+        r = PQprepare(pg->conn, e->name, sql, nparams, NULL);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+            result_error(pg, r, err);
+            PQclear(r);
+            return -1;
+        }
+        PQclear(r);
+        e->state = STMT_READY;
+    }
+    r = PQexecPrepared(pg->conn, e->name, nparams, params, NULL, NULL, 0);
+    st = PQresultStatus(r);
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+        if (res)
+            *res = r;
+        else
+            PQclear(r);
+        return 0;
+    }
+    /* Gone (DEALLOCATE ALL, DISCARD ALL) or unusable for good (a table's
+     * columns changed under it, as a migration does: "cached plan must
+     * not change result type"): prepared again under a name not taken.
+     * Outside a transaction block that happens at once; inside one, the
+     * failure aborted the transaction, so it is reported and the caller's
+     * next try prepares it. */
+    state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    if (state && (strcmp(state, "26000") == 0 || strcmp(state, "0A000") == 0)) {
+        e->state = STMT_NONE;
+        snprintf(e->name, sizeof(e->name), "sg_r%d", pg->renamed++);
+        if (!again && PQtransactionStatus(pg->conn) == PQTRANS_IDLE) {
+            PQclear(r);
+            return exec_cached(pg, sql, nparams, params, res, err, true);
+        }
+    }
+    result_error(pg, r, err);
+    PQclear(r);
+    return -1;
+}
+
+int sg_pg_exec_cached(sg_pg_t *pg, const char *sql, int nparams, const char *const *params,
+                      sg_pg_res_t **res, sg_err_t *err)
+{
+    return exec_cached(pg, sql, nparams, params, res, err, false);
 }
 
 void sg_pg_pipe_send(sg_pg_t *pg, const char *sql, int nparams, const char *const *params,

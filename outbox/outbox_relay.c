@@ -138,7 +138,7 @@ static void fail(outbox_relay_t *r, const char *what, const sg_err_t *err)
 static int query(outbox_relay_t *r, const char *sql, int n, const char *const *params,
                  sg_pg_res_t **res, sg_err_t *err)
 {
-    return sg_pg_exec(r->pg, sql, n, params, res, err);
+    return sg_pg_exec_cached(r->pg, sql, n, params, res, err);
 }
 
 /* CONNECTING: a session, the schema check, the shard count check, LISTEN. */

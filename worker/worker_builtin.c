@@ -116,7 +116,7 @@ static void call_ledger(worker_thread_t *th, const worker_call_t *call, worker_r
         opts.connect_attempts = 1;
         th->pg = sg_pg_connect(&opts, &err);
     }
-    if (!th->pg || sg_pg_exec(th->pg, sql, 2, params, &res, &err) < 0) {
+    if (!th->pg || sg_pg_exec_cached(th->pg, sql, 2, params, &res, &err) < 0) {
         worker_result_error(out, SG_ERRCLASS_TRANSIENT, "tool.ledger.unavailable", "ledger: %s",
                             err.message);
         free(args);

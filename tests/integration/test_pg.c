@@ -207,3 +207,76 @@ Test(pg, pipeline_cache_is_bounded)
     cr_expect_eq(prepared_count(pg, "SELECT %"), 256);
     sg_pg_destroy(pg);
 }
+
+/* sg_pg_exec_cached: prepared once per session and reused, answers right
+ * (rows, and COMMAND_OK results too).  A statement whose table changed its
+ * columns under it (as a migration does to a running relay), or one
+ * deallocated behind its back, is prepared anew and run: at once outside
+ * a transaction block; inside one the failure aborted the transaction, so
+ * it is reported once and the next try works. */
+Test(pg, exec_cached_prepares_once_and_recovers_from_ddl_and_deallocate)
+{
+    static const char sel[] = "SELECT * FROM exec_cached_t WHERE id > $1::int ORDER BY id";
+    sg_err_t err;
+    sg_pg_t *pg = connect_url(sgt_pg_url(), 3, &err);
+    const char *p0[] = {"0"};
+    sg_pg_res_t *res;
+
+    cr_assert_not_null(pg, "%s", err.message);
+    cr_assert_eq(
+        sg_pg_exec(pg, "CREATE TEMP TABLE exec_cached_t (id int, v text)", 0, NULL, NULL, &err), 0,
+        "%s", err.message);
+    for (int i = 1; i <= 3; i++) {
+        char id[8];
+        const char *p[] = {id, "x"};
+        snprintf(id, sizeof(id), "%d", i);
+        cr_assert_eq(sg_pg_exec_cached(pg, "INSERT INTO exec_cached_t VALUES ($1::int, $2)", 2, p,
+                                       &res, &err),
+                     0, "%s", err.message);
+        cr_expect_not_null(res, "a command's result is handed over like sg_pg_exec's");
+        sg_pg_res_destroy(res);
+    }
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(sg_pg_exec_cached(pg, sel, 1, p0, &res, &err), 0, "%s", err.message);
+        cr_expect_eq(sg_pg_res_rows(res), 3);
+        cr_expect_str_eq(sg_pg_res_get(res, 2, 1), "x");
+        sg_pg_res_destroy(res);
+    }
+    cr_expect_eq(prepared_count(pg, sel), 1, "one prepared statement, reused");
+
+    /* The table's columns change: the old plan cannot be used again. */
+    cr_assert_eq(
+        sg_pg_exec(pg, "ALTER TABLE exec_cached_t ADD COLUMN w int DEFAULT 7", 0, NULL, NULL, &err),
+        0, "%s", err.message);
+    cr_assert_eq(sg_pg_exec_cached(pg, sel, 1, p0, &res, &err), 0, "%s", err.message);
+    cr_expect_str_eq(sg_pg_res_get(res, 0, 2), "7", "the new column is seen");
+    sg_pg_res_destroy(res);
+
+    /* Deallocated behind its back (DISCARD ALL, a pooler's reset). */
+    cr_assert_eq(sg_pg_exec(pg, "DEALLOCATE ALL", 0, NULL, NULL, &err), 0, "%s", err.message);
+    cr_assert_eq(sg_pg_exec_cached(pg, sel, 1, p0, &res, &err), 0, "%s", err.message);
+    cr_expect_eq(sg_pg_res_rows(res), 3);
+    sg_pg_res_destroy(res);
+
+    /* The same inside a transaction block: reported once, then fine. */
+    cr_assert_eq(sg_pg_exec(pg, "ALTER TABLE exec_cached_t DROP COLUMN w", 0, NULL, NULL, &err), 0,
+                 "%s", err.message);
+    cr_assert_eq(sg_pg_begin(pg, &err), 0, "%s", err.message);
+    cr_expect_eq(sg_pg_exec_cached(pg, sel, 1, p0, &res, &err), -1);
+    cr_expect(strstr(err.message, "0A000") != NULL, "%s", err.message);
+    sg_pg_rollback(pg);
+    cr_assert_eq(sg_pg_exec_cached(pg, sel, 1, p0, &res, &err), 0, "%s", err.message);
+    cr_expect_null(sg_pg_res_get(res, 0, 2), "two columns again");
+    sg_pg_res_destroy(res);
+
+    /* A new session: prepared again, silently. */
+    cr_assert_eq(sg_pg_reconnect(pg, &err), 0, "%s", err.message);
+    cr_assert_eq(
+        sg_pg_exec(pg, "CREATE TEMP TABLE exec_cached_t (id int, v text)", 0, NULL, NULL, &err), 0,
+        "%s", err.message);
+    cr_assert_eq(sg_pg_exec_cached(pg, sel, 1, p0, &res, &err), 0, "%s", err.message);
+    cr_expect_eq(sg_pg_res_rows(res), 0);
+    sg_pg_res_destroy(res);
+    cr_expect_eq(prepared_count(pg, sel), 1);
+    sg_pg_destroy(pg);
+}

@@ -52,6 +52,14 @@ int sg_pg_reconnect(sg_pg_t *pg, sg_err_t *err) __attribute__((warn_unused_resul
 int sg_pg_exec(sg_pg_t *pg, const char *sql, int nparams, const char *const *params,
                sg_pg_res_t **res, sg_err_t *err) __attribute__((warn_unused_result));
 
+/* sg_pg_exec for a statement run again and again (a loop's few fixed
+ * statements): prepared on its first use in this session and executed by
+ * name after, so PostgreSQL parses and plans it once.  SQL built at run
+ * time belongs in sg_pg_exec (the cache is bounded; past it this is
+ * sg_pg_exec). */
+int sg_pg_exec_cached(sg_pg_t *pg, const char *sql, int nparams, const char *const *params,
+                      sg_pg_res_t **res, sg_err_t *err) __attribute__((warn_unused_result));
+
 /* Runs a script of several statements (simple protocol, no parameters),
  * as migrations need.  Inside a transaction when the caller opened one. */
 int sg_pg_exec_script(sg_pg_t *pg, const char *sql, sg_err_t *err)
