@@ -372,7 +372,8 @@ Test(relay, timer_fires_at_due_time_not_before)
     cr_expect_str_eq(got.payload[0], "timer");
     cr_expect_geq(got.ts[0], due_ms, "published at %lld, due at %lld", (long long)got.ts[0],
                   (long long)due_ms);
-    cr_expect_lt(got.ts[0], due_ms + 2000, "and promptly after");
+    cr_expect_lt(got.ts[0], due_ms + 2000, "and promptly after: published at %lld, due at %lld",
+                 (long long)got.ts[0], (long long)due_ms);
     got_free(&got);
     sg_pg_destroy(pg);
 }
