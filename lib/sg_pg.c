@@ -382,20 +382,40 @@ static int exec_cached(sg_pg_t *pg, const char *sql, int nparams, const char *co
             PQclear(r);
         return 0;
     }
-    /* Gone (DEALLOCATE ALL, DISCARD ALL) or unusable for good (a table's
-     * columns changed under it, as a migration does: "cached plan must
-     * not change result type"): prepared again under a name not taken.
-     * Outside a transaction block that happens at once; inside one, the
-     * failure aborted the transaction, so it is reported and the caller's
-     * next try prepares it. */
     state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-    if (state && (strcmp(state, "26000") == 0 || strcmp(state, "0A000") == 0)) {
+    /* Unusable for good: a table's columns changed under it, as a
+     * migration does ("cached plan must not change result type").  It is
+     * prepared again under a name not taken (the old one is deallocated)
+     * and run at once outside a transaction block; inside one the failure
+     * aborted the transaction, so it is reported and the caller's next try
+     * prepares it. */
+    if (state && strcmp(state, "0A000") == 0) {
+        char old[sizeof(e->name)];
+        snprintf(old, sizeof(old), "%s", e->name);
         e->state = STMT_NONE;
         snprintf(e->name, sizeof(e->name), "sg_r%d", pg->renamed++);
         if (!again && PQtransactionStatus(pg->conn) == PQTRANS_IDLE) {
+            char sql_dealloc[32];
             PQclear(r);
+            snprintf(sql_dealloc, sizeof(sql_dealloc), "DEALLOCATE %s", old);
+            PQclear(PQexec(pg->conn, sql_dealloc));
             return exec_cached(pg, sql, nparams, params, res, err, true);
         }
+    }
+    /* Gone: something reset the session behind our back (DISCARD ALL, as
+     * a transaction-pooling pooler does).  That also dropped the session's
+     * advisory locks, LISTENs and settings, which preparing again would
+     * not bring back: the caller must start a new session. */
+    if (state && strcmp(state, "26000") == 0) {
+        sg_err_t cause;
+        stmts_forget(pg);
+        result_error(pg, r, &cause);
+        PQclear(r);
+        return sg_err_set(err, SG_ERRCLASS_TRANSIENT, "pg.session_reset",
+                          "the PostgreSQL session was reset behind sagad's back (%s): its "
+                          "prepared statements, advisory locks and LISTENs are gone; connect "
+                          "directly or through a pooler in session mode",
+                          cause.message);
     }
     result_error(pg, r, err);
     PQclear(r);

@@ -125,7 +125,8 @@ static void fail(outbox_relay_t *r, const char *what, const sg_err_t *err)
         r->exit_code = SG_EXIT_FAIL;
         sg_cli_running = 0;
     }
-    if (!sg_pg_ok(r->pg)) {
+    /* A reset session (pg.session_reset) lost its lock and LISTEN too. */
+    if (!sg_pg_ok(r->pg) || strcmp(err->code, "pg.session_reset") == 0) {
         sg_health_set(SG_CHECK_PG, false, "%s", err->message);
         hide_shard(r);
         sg_pg_destroy(r->pg);
@@ -181,7 +182,7 @@ static int step_connect(outbox_relay_t *r, sg_err_t *err)
      * enable_seqscan = off instead made plans that must scan a small
      * table (the shard trigger's relay_settings) cost past jit_above_cost:
      * 127 ms of JIT compilation per timer moved. */
-    if (query(r, "SET plan_cache_mode = force_custom_plan", 0, NULL, NULL, err) < 0)
+    if (sg_pg_exec(r->pg, "SET plan_cache_mode = force_custom_plan", 0, NULL, NULL, err) < 0)
         return -1;
     return sg_pg_listen(r->pg, "sagad_outbox", err);
 }

@@ -54,9 +54,12 @@ int sg_pg_exec(sg_pg_t *pg, const char *sql, int nparams, const char *const *par
 
 /* sg_pg_exec for a statement run again and again (a loop's few fixed
  * statements): prepared on its first use in this session and executed by
- * name after, so PostgreSQL parses and plans it once.  SQL built at run
- * time belongs in sg_pg_exec (the cache is bounded; past it this is
- * sg_pg_exec). */
+ * name after, so PostgreSQL parses it once (and plans it once too, unless
+ * the session sets plan_cache_mode).  SQL built at run time belongs in
+ * sg_pg_exec (the cache is bounded; past it this is sg_pg_exec).  Not
+ * inside a pipeline.  A statement a migration invalidated is prepared
+ * again; one the server no longer knows (the session was reset behind
+ * our back) fails with "pg.session_reset": start a new session. */
 int sg_pg_exec_cached(sg_pg_t *pg, const char *sql, int nparams, const char *const *params,
                       sg_pg_res_t **res, sg_err_t *err) __attribute__((warn_unused_result));
 
