@@ -304,6 +304,7 @@ typedef struct worker_cmd_s {
     int64_t attempt_id;           /* of the attempt row, once committed */
     char *definition;             /* a saga.start's definition (worker_definition), once built */
     struct worker_fresh_s *fresh; /* a saga.start's new saga, until its first step is chained */
+    uint64_t call_t0;             /* when its call was handed to the pool (us) */
     worker_call_t call;
     worker_result_t result;
 } worker_cmd_t;
