@@ -261,17 +261,18 @@ static int result_error(sg_pg_t *pg, PGresult *res, sg_err_t *err)
     return -1;
 }
 
-int sg_pg_exec(sg_pg_t *pg, const char *sql, int nparams, const char *const *params,
-               sg_pg_res_t **res, sg_err_t *err)
+static bool result_ok(const PGresult *r)
 {
-    PGresult *r;
-    ExecStatusType st;
+    ExecStatusType st = PQresultStatus(r);
 
-    if (res)
-        *res = NULL;
-    r = PQexecParams(pg->conn, sql, nparams, NULL, params, NULL, NULL, 0);
-    st = PQresultStatus(r);
-    if (!r || (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)) {
+    return r && (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK);
+}
+
+/* A statement's result: handed to the caller (or cleared) when it
+ * succeeded, else turned into err and cleared. */
+static int take_result(sg_pg_t *pg, PGresult *r, sg_pg_res_t **res, sg_err_t *err)
+{
+    if (!result_ok(r)) {
         result_error(pg, r, err);
         PQclear(r);
         return -1;
@@ -281,6 +282,15 @@ int sg_pg_exec(sg_pg_t *pg, const char *sql, int nparams, const char *const *par
     else
         PQclear(r);
     return 0;
+}
+
+int sg_pg_exec(sg_pg_t *pg, const char *sql, int nparams, const char *const *params,
+               sg_pg_res_t **res, sg_err_t *err)
+{
+    if (res)
+        *res = NULL;
+    return take_result(pg, PQexecParams(pg->conn, sql, nparams, NULL, params, NULL, NULL, 0), res,
+                       err);
 }
 
 int sg_pg_pipe_begin(sg_pg_t *pg, sg_err_t *err)
@@ -356,7 +366,6 @@ static int exec_cached(sg_pg_t *pg, const char *sql, int nparams, const char *co
     int index;
     stmt_t *e = stmt_lookup(pg, sql, nparams, &index);
     PGresult *r;
-    ExecStatusType st;
     const char *state;
 
     if (!e)
@@ -364,25 +373,12 @@ static int exec_cached(sg_pg_t *pg, const char *sql, int nparams, const char *co
     if (res)
         *res = NULL;
     if (e->state != STMT_READY) {
-        r = PQprepare(pg->conn, e->name, sql, nparams, NULL);
-        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-            result_error(pg, r, err);
-            PQclear(r);
+        if (take_result(pg, PQprepare(pg->conn, e->name, sql, nparams, NULL), NULL, err) < 0)
             return -1;
-        }
-        PQclear(r);
         e->state = STMT_READY;
     }
     r = PQexecPrepared(pg->conn, e->name, nparams, params, NULL, NULL, 0);
-    st = PQresultStatus(r);
-    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
-        if (res)
-            *res = r;
-        else
-            PQclear(r);
-        return 0;
-    }
-    state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    state = r && !result_ok(r) ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
     /* Unusable for good: a table's columns changed under it, as a
      * migration does ("cached plan must not change result type").  It is
      * prepared again under a name not taken (the old one is deallocated)
@@ -417,9 +413,7 @@ static int exec_cached(sg_pg_t *pg, const char *sql, int nparams, const char *co
                           "directly or through a pooler in session mode",
                           cause.message);
     }
-    result_error(pg, r, err);
-    PQclear(r);
-    return -1;
+    return take_result(pg, r, res, err);
 }
 
 int sg_pg_exec_cached(sg_pg_t *pg, const char *sql, int nparams, const char *const *params,

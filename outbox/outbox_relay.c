@@ -286,7 +286,7 @@ static int check_xid_reset(outbox_relay_t *r, sg_err_t *err)
 /* Moves due timers into the outbox in one statement: each fires once,
  * never early; SKIP LOCKED lets every active relay help.  The same
  * statement says how long until the next timer not fired now is due
- * (*next_ms, capped by cap; 0 when more are due than one batch takes).
+ * (*next_ms, capped by cap).
  * Both read the time once: now(), the statement's transaction start, so
  * "due" is an index condition on timers_due (clock_timestamp() is
  * volatile and was a filter, which walked every future timer). */
@@ -298,7 +298,6 @@ static int fire_timers(outbox_relay_t *r, uint64_t cap, uint64_t *next_ms, sg_er
     int64_t n, ms;
 
     snprintf(limit, sizeof(limit), "%lld", (long long)r->timer_batch);
-    *next_ms = cap;
     if (query(r,
               "WITH due AS (DELETE FROM timers WHERE id IN (SELECT id FROM timers "
               "WHERE due_at <= now() ORDER BY due_at, id LIMIT $1 "
@@ -314,7 +313,7 @@ static int fire_timers(outbox_relay_t *r, uint64_t cap, uint64_t *next_ms, sg_er
     ms = sg_pg_res_int(res, 0, 1, (int64_t)cap);
     sg_pg_res_destroy(res);
     sg_metric_add(SG_M_TIMERS_FIRED, NULL, (uint64_t)n);
-    if (n >= r->timer_batch || ms < 0)
+    if (ms < 0)
         ms = 0;
     *next_ms = (uint64_t)ms < cap ? (uint64_t)ms : cap;
     return (int)n;

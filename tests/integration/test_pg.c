@@ -208,6 +208,21 @@ Test(pg, pipeline_cache_is_bounded)
     sg_pg_destroy(pg);
 }
 
+/* A new (temporary) exec_cached_t, which sel reads empty. */
+static void fresh_table_reads_empty(sg_pg_t *pg, const char *sel)
+{
+    const char *p0[] = {"0"};
+    sg_pg_res_t *res;
+    sg_err_t err;
+
+    cr_assert_eq(
+        sg_pg_exec(pg, "CREATE TEMP TABLE exec_cached_t (id int, v text)", 0, NULL, NULL, &err), 0,
+        "%s", err.message);
+    cr_assert_eq(sg_pg_exec_cached(pg, sel, 1, p0, &res, &err), 0, "%s", err.message);
+    cr_expect_eq(sg_pg_res_rows(res), 0);
+    sg_pg_res_destroy(res);
+}
+
 /* sg_pg_exec_cached: prepared once per session and reused, answers right
  * (rows, and COMMAND_OK results too).  A statement whose table changed its
  * columns under it (as a migration does to a running relay) is prepared
@@ -262,12 +277,7 @@ Test(pg, exec_cached_prepares_once_and_recovers_from_ddl_and_deallocate)
     cr_expect_str_eq(err.code, "pg.session_reset");
     cr_expect_eq(err.cls, SG_ERRCLASS_TRANSIENT);
     cr_expect(strstr(err.message, "session mode") != NULL, "%s", err.message);
-    cr_assert_eq(
-        sg_pg_exec(pg, "CREATE TEMP TABLE exec_cached_t (id int, v text)", 0, NULL, NULL, &err), 0,
-        "%s", err.message);
-    cr_assert_eq(sg_pg_exec_cached(pg, sel, 1, p0, &res, &err), 0, "%s", err.message);
-    cr_expect_eq(sg_pg_res_rows(res), 0);
-    sg_pg_res_destroy(res);
+    fresh_table_reads_empty(pg, sel);
     cr_assert_eq(sg_pg_exec(pg, "INSERT INTO exec_cached_t VALUES (1, 'x'), (2, 'y'), (3, 'z')", 0,
                             NULL, NULL, &err),
                  0, "%s", err.message);
@@ -286,12 +296,7 @@ Test(pg, exec_cached_prepares_once_and_recovers_from_ddl_and_deallocate)
 
     /* A new session: prepared again, silently. */
     cr_assert_eq(sg_pg_reconnect(pg, &err), 0, "%s", err.message);
-    cr_assert_eq(
-        sg_pg_exec(pg, "CREATE TEMP TABLE exec_cached_t (id int, v text)", 0, NULL, NULL, &err), 0,
-        "%s", err.message);
-    cr_assert_eq(sg_pg_exec_cached(pg, sel, 1, p0, &res, &err), 0, "%s", err.message);
-    cr_expect_eq(sg_pg_res_rows(res), 0);
-    sg_pg_res_destroy(res);
+    fresh_table_reads_empty(pg, sel);
     cr_expect_eq(prepared_count(pg, sel), 1);
     sg_pg_destroy(pg);
 }
