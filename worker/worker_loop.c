@@ -155,9 +155,10 @@ typedef struct loop_s {
     worker_cmd_t *isolated; /* the suspect running alone now */
     size_t calling;
     /* Fast calls (see hold_for_calls()): when the last call was handed to
-     * the pool, how long calls take (a moving average), and until when
-     * the loop waits for them instead of sending (0: it does not). */
-    uint64_t last_submit_us, call_avg_us, hold_until_us;
+     * the pool, how long calls take (a moving average), and whether the
+     * loop waits for them instead of sending. */
+    uint64_t last_submit_us, call_avg_us;
+    bool holding;
     bool paused;
     uint64_t last_poll; /* when intake last polled the consumer (ms) */
     int kafka_pipe[2];
@@ -479,9 +480,10 @@ static worker_cmd_t *cmd_new(loop_t *L)
     return c;
 }
 
-/* Gives back the memory of a command cmd_shed() emptied. */
+/* Frees what a command holds and gives back its memory. */
 static void cmd_release(loop_t *L, worker_cmd_t *c)
 {
+    cmd_shed(c);
     if (L->spare.n < CMD_SPARE)
         vec_push(&L->spare, c);
     else
@@ -492,7 +494,6 @@ static void cmd_free(loop_t *L, worker_cmd_t *cmd)
 {
     if (cmd->state != CMD_FINISHED && cmd->state != CMD_PARKED)
         active_add(L, cmd, -1);
-    cmd_shed(cmd);
     cmd_release(L, cmd);
     L->held--;
 }
@@ -924,7 +925,6 @@ static void undo_batch(worker_cmd_t **batch, size_t n)
 static void chain_discard(loop_t *L)
 {
     for (size_t i = 0; i < L->chain_new->n; i++) {
-        cmd_shed(L->chain_new->v[i]);
         cmd_release(L, L->chain_new->v[i]);
     }
     L->chain_new->n = 0;
@@ -986,7 +986,6 @@ static void chain_follow(loop_t *L, worker_cmd_t *c, worker_saga_t *s)
         s->interrupted = s->finished = 0;
         worker_saga_decide(&L->w, v, s);
         if (v->unchained) {
-            cmd_shed(v);
             cmd_release(L, v);
             return;
         }
@@ -1504,13 +1503,15 @@ static void take_returned(loop_t *L)
 {
     size_t n = 0;
     void **done;
+    uint64_t now;
 
     worker_pool_ack(L->pool); /* first, so a call finishing now wakes us again */
     done = worker_pool_take_done(L->pool, &n);
+    now = n ? sg_cli_now_us() : 0;
 
     for (size_t i = 0; i < n; i++) {
         worker_cmd_t *c = done[i];
-        uint64_t took = sg_cli_now_us() - c->call_t0;
+        uint64_t took = now - c->call_t0;
         L->calling--;
         L->call_avg_us = L->call_avg_us ? (7 * L->call_avg_us + took) / 8 : took;
         if (c->abandoned) {
@@ -1564,6 +1565,17 @@ static void requeue(loop_t *L, worker_cmd_t **batch, size_t n)
     L->ready = keep_d;
 }
 
+/* Settles a transaction that was sent: what did not commit goes back to
+ * its queue (a commit settles every command of its batch). */
+static void txn_settle(loop_t *L, worker_cmd_t **batch, size_t n, int rc, const sg_err_t *err,
+                       uint64_t t0)
+{
+    txn_done(L, batch, n, rc, err, t0);
+    if (rc < 0)
+        requeue(L, batch, n);
+    free(batch);
+}
+
 /* Waits for transaction t, if it is out, and settles it.  True when it
  * was out. */
 static bool collect_pending(loop_t *L, txn_slot_t *t)
@@ -1578,9 +1590,7 @@ static bool collect_pending(loop_t *L, txn_slot_t *t)
     t->batch = NULL; /* what follows may run transactions of its own */
     use_txn(L, t);
     rc = txn_collect(L, batch, n, &err);
-    txn_done(L, batch, n, rc, &err, t->t0);
-    requeue(L, batch, n);
-    free(batch);
+    txn_settle(L, batch, n, rc, &err, t->t0);
     return true;
 }
 
@@ -1623,8 +1633,7 @@ static void isolate_next(loop_t *L)
     if (L->isolated || L->suspects.n == 0 || L->calling > 0 || L->returned.n > 0 || txn_out(L))
         return;
     c = L->suspects.v[0];
-    memmove(L->suspects.v, L->suspects.v + 1, sizeof(void *) * (L->suspects.n - 1));
-    L->suspects.n--;
+    vec_remove(&L->suspects, c);
     c->suspect = false;
     c->isolated = true;
     L->isolated = c;
@@ -1691,10 +1700,8 @@ static bool hold_for_calls(loop_t *L)
         L->returned.n + L->ready.n >= (size_t)L->batch_size / 4)
         return false;
     now = sg_cli_now_us();
-    if (now >= L->last_submit_us + CALL_HOLD_US)
-        return false;
-    L->hold_until_us = L->last_submit_us + CALL_HOLD_US;
-    return true;
+    L->holding = now < L->last_submit_us + CALL_HOLD_US;
+    return L->holding;
 }
 
 /* One turn: the transactions PostgreSQL has answered settle, and a batch
@@ -1722,7 +1729,7 @@ static bool turn(loop_t *L)
     bool collected = collect(L, false);
     sg_err_t err;
 
-    L->hold_until_us = 0;
+    L->holding = false;
     take_returned(L);
     isolate_next(L);
     for (int i = 0; i < L->nslots && !t; i++)
@@ -1768,9 +1775,7 @@ static bool turn(loop_t *L)
         t->batch = batch;
         t->n = n;
     } else {
-        txn_done(L, batch, n, -1, &err, t->t0);
-        requeue(L, batch, n);
-        free(batch);
+        txn_settle(L, batch, n, -1, &err, t->t0);
     }
     bury(L);
     return true;
@@ -1799,18 +1804,18 @@ static void wait_events(loop_t *L, int timeout_ms)
  * timeout_ms for anything (wait_events()). */
 static void wait_turn(loop_t *L, int timeout_ms)
 {
-    uint64_t now = sg_cli_now_us();
+    uint64_t now = sg_cli_now_us(), end = L->last_submit_us + CALL_HOLD_US;
     struct timespec ts = {0, 0};
     fd_set rd;
     int fd = worker_pool_fd(L->pool);
 
-    if (!L->hold_until_us) {
+    if (!L->holding) {
         wait_events(L, timeout_ms);
         return;
     }
-    if (now >= L->hold_until_us)
+    if (now >= end)
         return;
-    ts.tv_nsec = (long)(L->hold_until_us - now) * 1000;
+    ts.tv_nsec = (long)(end - now) * 1000;
     FD_ZERO(&rd);
     FD_SET(fd, &rd);
     if (pselect(fd + 1, &rd, NULL, NULL, &ts, NULL) < 0 && errno != EINTR)
@@ -2075,7 +2080,6 @@ static int setup(loop_t *L, sg_cli_t *cli)
                     L->nslots, err.message);
             return err.cls == SG_ERRCLASS_PERMANENT ? SG_EXIT_FAIL : SG_EXIT_INFRA;
         }
-    use_txn(L, &L->slots[0]);
     {
         const char *props[] = {"group.id", L->w.group, "client.id", L->w.worker_id, NULL};
         L->consumer = sg_kafka_new(cfg, SG_KAFKA_CONSUMER, props, errstr, sizeof(errstr));
