@@ -16,6 +16,7 @@
 #define _GNU_SOURCE /* memmem */
 #include <pthread.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -374,13 +375,28 @@ static double pctl(double *v, int n, double q)
     return n ? v[(int)(n * q)] : -1;
 }
 
-static void latency(double steps_per_s, int secs, double *p50, double *p99, int *n,
-                    double hops[NHOPS][2])
+/* The latency run: sagas offered at a steady rate for LAT_RAMP_S + secs
+ * seconds.  Sagas produced in the first LAT_RAMP_S seconds are not
+ * measured: that is the worker, relay and broker going from idle (the
+ * backlog's drain and the consumer's join) to the rate, a transition a
+ * system serving a steady load does not go through every ten seconds.
+ * The measured seconds are also cut into LAT_WINDOWS windows with a p99
+ * each, so a run whose p99 comes from one stall shows it.  A measured
+ * saga that never completed counts as infinitely late. */
+enum { LAT_RAMP_S = 3, LAT_WINDOWS = 3 };
+
+typedef struct lat_result_s {
+    double p50, p99, hops[NHOPS][2], win_p99[LAT_WINDOWS];
+    int n, missing;
+} lat_result_t;
+
+static void latency(double steps_per_s, int secs, lat_result_t *out)
 {
-    int want = (int)(steps_per_s / STEPS * secs);
+    int want = (int)(steps_per_s / STEPS * (LAT_RAMP_S + secs)), m = 0, k, w;
     lat_t lat = {.want = want};
+    double *ms, *hop[NHOPS], *win[LAT_WINDOWS], t0;
+    int nwin[LAT_WINDOWS] = {0}, *got;
     pthread_t th;
-    double t0;
 
     lat.sent = calloc((size_t)want, sizeof(double));
     lat.ms = calloc((size_t)want, sizeof(double));
@@ -397,19 +413,68 @@ static void latency(double steps_per_s, int secs, double *p50, double *p99, int 
         usleep(50000);
     lat.stop = 1;
     pthread_join(th, NULL);
-    *n = lat.n;
     lat_dump(&lat);
-    *p50 = pctl(lat.ms, lat.n, 0.5);
-    *p99 = pctl(lat.ms, lat.n, 0.99);
+
+    /* The measured samples, and the measured sagas that never completed. */
+    ms = calloc((size_t)want, sizeof(double));
+    got = calloc((size_t)want, sizeof(int));
+    for (int h = 0; h < NHOPS; h++)
+        hop[h] = calloc((size_t)want, sizeof(double));
+    for (w = 0; w < LAT_WINDOWS; w++)
+        win[w] = calloc((size_t)want, sizeof(double));
+    for (k = 0; k < lat.n; k++) {
+        double at = lat.sent[lat.who[k]] - lat.sent[0] - LAT_RAMP_S;
+        got[lat.who[k]] = 1;
+        if (at < 0)
+            continue;
+        w = (int)(at * LAT_WINDOWS / secs);
+        w = w < LAT_WINDOWS ? w : LAT_WINDOWS - 1;
+        win[w][nwin[w]++] = lat.ms[k];
+        for (int h = 0; h < NHOPS; h++)
+            hop[h][m] = lat.hop[h][k];
+        ms[m++] = lat.ms[k];
+    }
+    out->n = m;
+    out->missing = 0;
+    for (int i = 0; i < want; i++) {
+        double at = lat.sent[i] - lat.sent[0] - LAT_RAMP_S;
+        if (got[i] || at < 0)
+            continue;
+        w = (int)(at * LAT_WINDOWS / secs);
+        w = w < LAT_WINDOWS ? w : LAT_WINDOWS - 1;
+        win[w][nwin[w]++] = INFINITY;
+        ms[m++] = INFINITY;
+        out->missing++;
+    }
+    out->p50 = pctl(ms, m, 0.5);
+    out->p99 = pctl(ms, m, 0.99);
+    for (w = 0; w < LAT_WINDOWS; w++) {
+        out->win_p99[w] = pctl(win[w], nwin[w], 0.99);
+        free(win[w]);
+    }
     for (int h = 0; h < NHOPS; h++) {
-        hops[h][0] = pctl(lat.hop[h], lat.n, 0.5);
-        hops[h][1] = pctl(lat.hop[h], lat.n, 0.99);
+        out->hops[h][0] = pctl(hop[h], out->n, 0.5);
+        out->hops[h][1] = pctl(hop[h], out->n, 0.99);
+        free(hop[h]);
         free(lat.hop[h]);
     }
+    free(ms);
+    free(got);
     free(lat.sent);
     free(lat.who);
     free(lat.ms);
     free(lat.accepted);
+}
+
+/* A figure for JSON: a never-completed saga makes a percentile infinite,
+ * which JSON cannot spell; null says it. */
+static const char *jnum(char *buf, size_t size, double v)
+{
+    if (isfinite(v))
+        snprintf(buf, size, "%.2f", v);
+    else
+        snprintf(buf, size, "null");
+    return buf;
 }
 
 static long peak_rss_kb(pid_t pid)
@@ -432,9 +497,11 @@ int main(void)
 {
     int n = getenv("SAGAD_BENCH_SAGAS") ? atoi(getenv("SAGAD_BENCH_SAGAS")) : 5000;
     double lat_rate = getenv("SAGAD_BENCH_RATE") ? atof(getenv("SAGAD_BENCH_RATE")) : 1000;
-    double floor_kafka, floor_pg, rate, p50, p99, hops[NHOPS][2];
+    int lat_secs = getenv("SAGAD_BENCH_LAT_SECS") ? atoi(getenv("SAGAD_BENCH_LAT_SECS")) : 30;
+    double floor_kafka, floor_pg, rate;
+    lat_result_t lat;
+    char p50s[32], p99s[32], wins[LAT_WINDOWS * 34], wins_json[LAT_WINDOWS * 34] = "";
     bench_cpu_t c0, c1, c2, c3;
-    int nlat;
     long rss;
     char db[64];
     pid_t relay, worker;
@@ -477,9 +544,12 @@ int main(void)
          query_int(pg, "SELECT count(*) FROM outbox") > 0 && now_s() - t0 < 60;)
         usleep(100000);
     sleep(2);
-    fprintf(stderr, "bench-worker: latency at %.0f steps/s for 10 s...\n", lat_rate);
+    if (lat_secs < LAT_WINDOWS)
+        die("SAGAD_BENCH_LAT_SECS", "must be at least 3 (seconds)");
+    fprintf(stderr, "bench-worker: latency at %.0f steps/s for %d s, after %d s at that rate...\n",
+            lat_rate, lat_secs, LAT_RAMP_S);
     bench_cpu(&c2);
-    latency(lat_rate, 10, &p50, &p99, &nlat, hops);
+    latency(lat_rate, lat_secs, &lat);
     bench_cpu(&c3);
     rss = peak_rss_kb(worker);
     bench_stop(worker);
@@ -493,32 +563,48 @@ int main(void)
     printf("  %-52s %10.0f steps/s\n", "floor: the worker's SQL per step, no Kafka", floor_pg);
     printf("  %-52s %10.0f steps/s  (%.0f%% of the SQL floor; target >= 5000)\n",
            "worker: backlog of 3-step sagas", rate, 100.0 * rate / floor_pg);
-    printf("  %-52s %10.1f ms  (%d sagas)\n", "worker: saga.start -> saga.completed p50", p50,
-           nlat);
+    printf("  %-52s %10.1f ms  (%d sagas over %d s, %d never completed)\n",
+           "worker: saga.start -> saga.completed p50", lat.p50, lat.n + lat.missing, lat_secs,
+           lat.missing);
     printf("  %-52s %10.1f ms  (target p99 <= 50)\n", "worker: saga.start -> saga.completed p99",
-           p99);
+           lat.p99);
+    wins[0] = '\0';
+    for (int w = 0; w < LAT_WINDOWS; w++) {
+        char one[34];
+        snprintf(one, sizeof(one), "%s%.1f", w ? " / " : "", lat.win_p99[w]);
+        strcat(wins, one);
+    }
+    printf("  %-52s %s ms\n", "  p99 of each third of the run", wins);
     for (int h = 0; h < NHOPS; h++) {
         char what[64];
         snprintf(what, sizeof(what), "  of which %s, p50 / p99", hop_names[h]);
-        printf("  %-52s %6.1f / %5.1f ms\n", what, hops[h][0], hops[h][1]);
+        printf("  %-52s %6.1f / %5.1f ms\n", what, lat.hops[h][0], lat.hops[h][1]);
     }
     printf("  %-52s %10.1f MB  (target <= 64)\n", "worker: peak RSS", rss / 1024.0);
     bench_print_cpu(52, "backlog / latency", &c0, &c1, &c2, &c3);
 
+    for (int w = 0; w < LAT_WINDOWS; w++) {
+        char one[34];
+        snprintf(one, sizeof(one), "%s%s", w ? ", " : "", jnum(p50s, sizeof(p50s), lat.win_p99[w]));
+        strcat(wins_json, one);
+    }
     if (system("mkdir -p bench/results") == 0 && (fp = fopen("bench/results/worker.json", "w"))) {
         fprintf(fp,
                 "{\"sagas\": %d, \"steps_per_saga\": %d, \"floor_consume_msgs_per_s\": %.0f, "
                 "\"floor_sql_steps_per_s\": %.0f, \"worker_steps_per_s\": %.0f, "
-                "\"latency_offered_steps_per_s\": %.0f, \"start_to_completed_p50_ms\": %.2f, "
-                "\"start_to_completed_p99_ms\": %.2f, \"latency_samples\": %d, "
+                "\"latency_offered_steps_per_s\": %.0f, \"start_to_completed_p50_ms\": %s, "
+                "\"start_to_completed_p99_ms\": %s, \"latency_window_p99_ms\": [%s], "
+                "\"latency_samples\": %d, \"latency_never_completed\": %d, "
+                "\"latency_ramp_s\": %d, \"latency_measured_s\": %d, "
                 "\"worker_peak_rss_kb\": %ld, \"steal_pct_backlog\": %.1f, "
                 "\"steal_pct_latency\": %.1f, \"busy_pct_backlog\": %.1f, "
                 "\"busy_pct_latency\": %.1f, \"ours_pct_backlog\": %.1f, "
                 "\"ours_pct_latency\": %.1f, \"time\": %.0f}\n",
-                n, STEPS, floor_kafka, floor_pg, rate, lat_rate, p50, p99, nlat, rss,
-                bench_steal_pct(&c0, &c1), bench_steal_pct(&c2, &c3), bench_busy_pct(&c0, &c1),
-                bench_busy_pct(&c2, &c3), bench_ours_pct(&c0, &c1), bench_ours_pct(&c2, &c3),
-                now_s());
+                n, STEPS, floor_kafka, floor_pg, rate, lat_rate, jnum(p50s, sizeof(p50s), lat.p50),
+                jnum(p99s, sizeof(p99s), lat.p99), wins_json, lat.n, lat.missing, LAT_RAMP_S,
+                lat_secs, rss, bench_steal_pct(&c0, &c1), bench_steal_pct(&c2, &c3),
+                bench_busy_pct(&c0, &c1), bench_busy_pct(&c2, &c3), bench_ours_pct(&c0, &c1),
+                bench_ours_pct(&c2, &c3), now_s());
         fclose(fp);
     }
     unlink(regpath);
