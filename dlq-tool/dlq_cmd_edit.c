@@ -1,7 +1,10 @@
 /* dlq-tool edit ID: a new revision of a dead letter's payload, from
- * $EDITOR or --set PATH=VALUE, saved only when it passes the rules the
- * worker applies to a saga.start (worker_validate_start, with the tool
- * registry of worker.registry).  The original payload is never changed. */
+ * $EDITOR, --set PATH=VALUE or --file PATH, saved only when it passes the
+ * rules the worker applies to a saga.start (worker_validate_start, with
+ * the tool registry of worker.registry).  The original payload is never
+ * changed.  An editor's file that was not saved (the edit was refused, or
+ * the save failed) is kept, and its path printed: the operator's work is
+ * not thrown away, and --file takes it up again. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -161,12 +164,20 @@ static char *read_file(const char *path)
     return buf;
 }
 
+/* Trailing newlines and spaces are not part of a payload. */
+static char *trim_end(char *text)
+{
+    for (size_t n = text ? strlen(text) : 0; n > 0 && isspace((unsigned char)text[n - 1]);)
+        text[--n] = '\0';
+    return text;
+}
+
 /* Opens the payload (pretty when JSON) in $VISUAL / $EDITOR / vi, in a
- * file under $TMPDIR (/tmp without it); the edited text or NULL. */
-static char *run_editor(dlq_t *d, const char *text)
+ * file under $TMPDIR (/tmp without it); the edited text, its file left in
+ * path for the caller to remove or keep, or NULL (no file left). */
+static char *run_editor(dlq_t *d, const char *text, char *path, size_t path_size)
 {
     const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    char path[512];
     int fd, status;
     sg_json_t *doc = text ? sg_json_parse(text, strlen(text), NULL, NULL) : NULL;
     char *pretty = doc ? sg_json_print_pretty(doc) : NULL, *out = NULL;
@@ -174,12 +185,15 @@ static char *run_editor(dlq_t *d, const char *text)
     pid_t pid;
 
     sg_json_destroy(doc);
-    snprintf(path, sizeof(path), "%s/dlq-edit-XXXXXX", tmp);
+    snprintf(path, path_size, "%s/dlq-edit-XXXXXX", tmp);
     fd = mkstemp(path);
     if (fd < 0 || !(fp = fdopen(fd, "w"))) {
         dlq_warn(d, "cannot make a temporary file in %s (TMPDIR): %s", tmp, strerror(errno));
-        if (fd >= 0)
+        if (fd >= 0) {
             close(fd);
+            unlink(path);
+        }
+        path[0] = '\0';
         free(pretty);
         return NULL;
     }
@@ -192,16 +206,26 @@ static char *run_editor(dlq_t *d, const char *text)
         execl("/bin/sh", "sh", "-c", "${VISUAL:-$EDITOR} \"$1\"", "sh", path, (char *)NULL);
         _exit(127);
     }
-    if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+    /* An editor that exits non-zero (vi's :cq) abandons the edit. */
+    if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
         dlq_warn(d, "the editor failed: nothing saved");
-    } else {
-        out = read_file(path);
-        /* trailing newline and spaces are not part of the payload */
-        for (size_t n = out ? strlen(out) : 0; n > 0 && isspace((unsigned char)out[n - 1]);)
-            out[--n] = '\0';
+    else if (!(out = trim_end(read_file(path))))
+        dlq_warn(d, "cannot read the edited file %s: %s", path, strerror(errno));
+    if (!out) {
+        unlink(path);
+        path[0] = '\0';
     }
-    unlink(path);
     return out;
+}
+
+/* The payload of --file PATH, or NULL after saying why. */
+static char *from_file(dlq_t *d, const char *path)
+{
+    char *text = trim_end(read_file(path));
+
+    if (!text)
+        dlq_warn(d, "cannot read %s (--file): %s", path, strerror(errno));
+    return text;
 }
 
 static void print_problem(void *opaque, const char *path, const char *rule)
@@ -265,13 +289,19 @@ static int edit(dlq_t *d, const char *id)
 {
     const char *const *sets;
     size_t nsets = sg_cli_opt_all(&d->args, "--set", &sets);
+    const char *file = sg_cli_opt(&d->args, "--file");
     sg_pg_res_t *res;
-    char *text = NULL;
+    char *text = NULL, draft[512] = "";
     worker_registry_t *reg = NULL;
     sg_err_t err;
-    int rc = dlq_query(d, load_sql, 1, &id, &res);
+    int rc;
 
-    if (rc)
+    if (file && nsets) {
+        dlq_warn(d, "--file and --set: give one (the payload comes from a file, or is changed "
+                    "member by member)");
+        return SG_EXIT_USAGE;
+    }
+    if ((rc = dlq_query(d, load_sql, 1, &id, &res)))
         return rc;
     if (sg_pg_res_rows(res) == 0) {
         dlq_warn(d, "no dead letter %s", id);
@@ -290,9 +320,11 @@ static int edit(dlq_t *d, const char *id)
         rc = SG_EXIT_USAGE;
     } else {
         const char *cur = sg_pg_res_get(res, 0, 2);
-        text = nsets ? apply_sets(d, cur, sets, nsets) : run_editor(d, cur);
+        text = nsets  ? apply_sets(d, cur, sets, nsets)
+               : file ? from_file(d, file)
+                      : run_editor(d, cur, draft, sizeof(draft));
         if (!text)
-            rc = nsets ? SG_EXIT_USAGE : SG_EXIT_FAIL;
+            rc = nsets || file ? SG_EXIT_USAGE : SG_EXIT_FAIL;
         else if (unchanged(cur, text))
             fprintf(stderr, "no change: nothing saved\n");
         else if (!(rc = validate(d, reg, text))) {
@@ -306,6 +338,13 @@ static int edit(dlq_t *d, const char *id)
             }
         }
     }
+    if (draft[0] && rc != SG_EXIT_OK)
+        fprintf(stderr,
+                "your edit is kept in %s: fix it there, then save it with\n"
+                "  dlq-tool edit %s --file %s\n",
+                draft, id, draft);
+    else if (draft[0])
+        unlink(draft);
     free(text);
     sg_pg_res_destroy(res);
     worker_registry_destroy(reg);

@@ -50,6 +50,7 @@ static const sg_cli_opt_t replay_opts[] = {
 
 static const sg_cli_opt_t edit_opts[] = {
     {"--set", "PATH=VALUE", "set a member (JSON value, else a string); repeatable"},
+    {"--file", "PATH", "the new payload is this file's content (no editor)"},
     {"--reason", "TEXT", "why, kept with the revision"},
     {"--operator", "NAME", "who edits (default $USER)"},
     {NULL, NULL, NULL},
@@ -90,11 +91,14 @@ static const sg_cli_cmd_t dlq_cmds[] = {
      "is submitted again.  A saga still running or compensating is refused (exit 3).\n"
      "A filter selects pending entries unless --status says otherwise, oldest first.\n"
      "Exit 3 when any entry was refused (already replayed: use --force).\n"},
-    {"edit", dlq_cmd_edit, "ID [--set PATH=VALUE]...",
-     "fix a rejected submission's payload ($EDITOR, or --set), saved as a new revision", edit_opts,
+    {"edit", dlq_cmd_edit, "ID [--set PATH=VALUE]... | ID --file PATH",
+     "fix a rejected submission's payload ($EDITOR, --set or --file), saved as a new revision",
+     edit_opts,
      "The result must pass the worker's saga.start rules and the tool registry\n"
      "(worker.registry); otherwise every problem is printed as `JSON path: rule` and\n"
      "nothing is saved (exit 3).  PATH is like steps[1].tool or input.order.qty.\n"
+     "An editor's file that was not saved is kept, and its path printed: fix it and\n"
+     "save it with --file.\n"
      "Example: dlq-tool edit 42 --set steps[1].tool=inventory.reserve\n"},
     {"discard", dlq_cmd_discard, "ID... --reason TEXT",
      "mark entries resolved without replay (kept, not deleted)", discard_opts,

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sagad/sg_log.h"
@@ -363,6 +364,80 @@ Test(dlq, edit_checks_the_registry_first_and_uses_tmpdir)
               "%s", R.err);
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letter_revisions"), 0, "nothing saved");
     unlink(marker);
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *fp = fopen(path, "w");
+
+    cr_assert(fp, "cannot write %s", path);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+/* An edit the rules refuse keeps the editor's file, and says how to save
+ * it once fixed; --file saves it.  An editor's file is removed once its
+ * edit is saved or changed nothing. */
+Test(dlq, refused_editor_edit_is_kept_and_saved_with_file)
+{
+    static const char bad[] = "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-draft-1\", "
+                              "\"saga_id\": \"draft-1\", \"name\": \"t\", \"steps\": "
+                              "[{\"name\": \"a\", \"tool\": \"still.no.such\"}]}\n";
+    static const char good[] = "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-draft-1\", "
+                               "\"saga_id\": \"draft-1\", \"name\": \"t\", \"steps\": "
+                               "[{\"name\": \"a\", \"tool\": \"ledger\"}]}\n";
+    char id[32], src[256], dir[256], editor[300], tmpdir[300], draft[512] = "", hint[700];
+    char text[512];
+    const char *env[] = {editor, tmpdir, NULL};
+    const char *p;
+    FILE *fp;
+
+    rejected_submission("draft-1", id, sizeof(id));
+    sgt_unique(src, sizeof(src), "/tmp/sagad-draft-src");
+    sgt_unique(dir, sizeof(dir), "/tmp/sagad-draft-dir");
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    write_text(src, bad);
+    /* The editor "types" the bad payload over the file it is given. */
+    snprintf(editor, sizeof(editor), "EDITOR=cp %s", src);
+    snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s", dir);
+
+    cr_expect_eq(dlq_env(ARGS("edit", id), env), 3, "%s%s", R.out, R.err);
+    cr_expect(strstr(R.err, "$.steps[0].tool") != NULL, "the problem: %s", R.err);
+    cr_assert((p = strstr(R.err, "your edit is kept in ")) != NULL, "%s", R.err);
+    sscanf(p + strlen("your edit is kept in "), "%511[^:]", draft);
+    cr_expect(strncmp(draft, dir, strlen(dir)) == 0, "the file is under TMPDIR: %s", draft);
+    cr_assert((fp = fopen(draft, "r")) != NULL, "the edit's file was removed: %s", draft);
+    text[fread(text, 1, sizeof(text) - 1, fp)] = '\0';
+    fclose(fp);
+    cr_expect_str_eq(text, bad, "the file holds the refused edit");
+    snprintf(hint, sizeof(hint), "dlq-tool edit %s --file %s", id, draft);
+    cr_expect(strstr(R.err, hint) != NULL, "how to go on: %s", R.err);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letter_revisions"), 0, "nothing saved");
+
+    /* The operator fixes the kept file and saves it. */
+    write_text(draft, good);
+    cr_expect_eq(dlq(ARGS("edit", id, "--file", draft, "--set", "name=x")), 2, "%s%s", R.out,
+                 R.err);
+    cr_expect(strstr(R.err, "--file and --set") != NULL, "%s", R.err);
+    cr_expect_eq(dlq(ARGS("edit", id, "--file", "/nonexistent/edit.json")), 2, "%s%s", R.out,
+                 R.err);
+    cr_expect(strstr(R.err, "cannot read /nonexistent/edit.json (--file)") != NULL, "%s", R.err);
+    cr_assert_eq(dlq(ARGS("edit", id, "--file", draft, "--reason", "kept edit")), 0, "%s%s", R.out,
+                 R.err);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letter_revisions WHERE dead_letter_id = %s "
+                           "AND reason = 'kept edit' AND convert_from(payload, 'UTF8') LIKE "
+                           "'%%\"tool\": \"ledger\"%%'",
+                           id),
+                 1, "saved from the file");
+    unlink(draft);
+
+    /* The same payload again through the editor: no change, and no file
+     * left behind. */
+    write_text(src, good);
+    cr_expect_eq(dlq_env(ARGS("edit", id), env), 0, "%s%s", R.out, R.err);
+    cr_expect(strstr(R.err, "no change: nothing saved") != NULL, "%s", R.err);
+    cr_expect_eq(rmdir(dir), 0, "the editor's file was left in %s", dir);
+    unlink(src);
 }
 
 Test(dlq, compensation_exhausted_entry_replays_the_compensation)
