@@ -87,6 +87,8 @@ sg_errclass_t sg_pg_classify(const char *sqlstate, bool conn_bad, const char **c
         {"23", SG_ERRCLASS_PERMANENT, "pg.constraint"},
         {"22", SG_ERRCLASS_PERMANENT, "pg.data"},
         {"SGF01", SG_ERRCLASS_PERMANENT, "pg.fenced"}, /* sagad_fence(): partition lost */
+        /* invalid_sql_statement_name: a prepared statement gone (result_error) */
+        {"26000", SG_ERRCLASS_TRANSIENT, "pg.session_reset"},
     };
     const char *dummy;
 
@@ -257,6 +259,17 @@ static int result_error(sg_pg_t *pg, PGresult *res, sg_err_t *err)
     n = strlen(text);
     while (n > 0 && text[n - 1] == '\n')
         text[--n] = '\0';
+    /* Our prepared statements are gone: something reset the session
+     * behind our back (DISCARD ALL, as a transaction-pooling pooler does).
+     * That also dropped the session's advisory locks, LISTENs and
+     * settings.  The callers forget the statements (the next use prepares
+     * them again); the error says what to fix. */
+    if (strcmp(code, "pg.session_reset") == 0)
+        return sg_err_set(err, cls, code,
+                          "the PostgreSQL session was reset behind sagad's back (PostgreSQL %s: "
+                          "%s): its prepared statements, advisory locks and LISTENs are gone; "
+                          "connect directly or through a pooler in session mode",
+                          state, text);
     sg_err_set(err, cls, code, "PostgreSQL %s: %s", state ? state : "connection", text);
     return -1;
 }
@@ -398,22 +411,14 @@ static int exec_cached(sg_pg_t *pg, const char *sql, int nparams, const char *co
             return exec_cached(pg, sql, nparams, params, res, err, true);
         }
     }
-    /* Gone: something reset the session behind our back (DISCARD ALL, as
-     * a transaction-pooling pooler does).  That also dropped the session's
-     * advisory locks, LISTENs and settings, which preparing again would
-     * not bring back: the caller must start a new session. */
-    if (state && strcmp(state, "26000") == 0) {
-        sg_err_t cause;
+    /* Gone (26000): a reset session.  The statements are forgotten, but
+     * preparing them again would not bring back its advisory locks and
+     * LISTENs: the relay starts a new session on that error. */
+    if (take_result(pg, r, res, err) == 0)
+        return 0;
+    if (strcmp(err->code, "pg.session_reset") == 0)
         stmts_forget(pg);
-        result_error(pg, r, &cause);
-        PQclear(r);
-        return sg_err_set(err, SG_ERRCLASS_TRANSIENT, "pg.session_reset",
-                          "the PostgreSQL session was reset behind sagad's back (%s): its "
-                          "prepared statements, advisory locks and LISTENs are gone; connect "
-                          "directly or through a pooler in session mode",
-                          cause.message);
-    }
-    return take_result(pg, r, res, err);
+    return -1;
 }
 
 int sg_pg_exec_cached(sg_pg_t *pg, const char *sql, int nparams, const char *const *params,
@@ -566,6 +571,12 @@ int sg_pg_pipe_collect(sg_pg_t *pg, sg_err_t *err)
         *err = pg->c_err;
     for (int i = pg->c_prep; i < pg->nprep; i++)
         pg->c_prep_ok[i] = false;
+    /* A reset session lost the statements prepared before this pipeline;
+     * those it prepared itself (settled next) exist. */
+    if (rc < 0 && strcmp(pg->c_err.code, "pg.session_reset") == 0)
+        for (int i = 0; i < STMT_CACHE_SLOTS; i++)
+            if (pg->stmts[i].state == STMT_READY)
+                pg->stmts[i].state = STMT_NONE;
     prep_settle(pg, pg->c_prep_ok);
     if (PQstatus(pg->conn) != CONNECTION_OK)
         stmts_forget(pg);

@@ -177,6 +177,23 @@ Test(pg, pipeline_prepares_once_and_survives_abort_and_reconnect)
                  err.message);
     cr_expect_eq(v, 6);
 
+    /* The session reset behind its back (DISCARD ALL, a pooler's reset):
+     * reported as such, once; the statements are prepared again, and one
+     * prepared by the failing pipeline itself is not prepared twice. */
+    cr_assert_eq(sg_pg_exec(pg, "DISCARD ALL", 0, NULL, NULL, &err), 0, "%s", err.message);
+    cr_assert_eq(sg_pg_pipe_begin(pg, &err), 0);
+    sg_pg_pipe_send(pg, "SELECT 3 /* prepared after the reset */", 0, NULL, NULL);
+    sg_pg_pipe_send(pg, "SELECT $1::int + 1", 1, (const char *[]){"1"}, NULL);
+    cr_expect_eq(sg_pg_pipe_end(pg, &err), -1);
+    cr_expect_str_eq(err.code, "pg.session_reset", "%s", err.message);
+    cr_expect_eq(err.cls, SG_ERRCLASS_TRANSIENT);
+    cr_expect(strstr(err.message, "26000") && strstr(err.message, "session mode"), "%s",
+              err.message);
+    cr_assert_eq(pipe_once(pg, "2", "SELECT 3 /* prepared after the reset */", &v, &err), 0, "%s",
+                 err.message);
+    cr_expect_eq(v, 3);
+    cr_expect_eq(prepared_count(pg, "SELECT $1::int + 1"), 1);
+
     /* A new session has no prepared statements: they are prepared again. */
     cr_assert_eq(sg_pg_reconnect(pg, &err), 0, "%s", err.message);
     cr_expect_eq(prepared_count(pg, "%"), 0);
