@@ -211,11 +211,15 @@ sg_pg_t *sg_pg_connect(const sg_pg_opts_t *opts, sg_err_t *err)
     return pg;
 }
 
-/* A new session has none of the old one's prepared statements. */
+/* The session's prepared statements are gone (a new session, or the old
+ * one reset): each is prepared again on its next use.  One whose prepare
+ * is in the pipeline in progress was sent to the session as it is now;
+ * that pipeline's collect settles it (prep_settle()). */
 static void stmts_forget(sg_pg_t *pg)
 {
     for (int i = 0; i < STMT_CACHE_SLOTS; i++)
-        pg->stmts[i].state = STMT_NONE;
+        if (pg->stmts[i].state == STMT_READY)
+            pg->stmts[i].state = STMT_NONE;
 }
 
 void sg_pg_destroy(sg_pg_t *pg)
@@ -261,15 +265,17 @@ static int result_error(sg_pg_t *pg, PGresult *res, sg_err_t *err)
         text[--n] = '\0';
     /* Our prepared statements are gone: something reset the session
      * behind our back (DISCARD ALL, as a transaction-pooling pooler does).
-     * That also dropped the session's advisory locks, LISTENs and
-     * settings.  The callers forget the statements (the next use prepares
-     * them again); the error says what to fix. */
-    if (strcmp(code, "pg.session_reset") == 0)
+     * They are forgotten, so their next use prepares them again.  The reset
+     * also dropped the session's advisory locks, LISTENs and settings,
+     * which that does not bring back: the error says what to fix. */
+    if (strcmp(code, "pg.session_reset") == 0) {
+        stmts_forget(pg);
         return sg_err_set(err, cls, code,
                           "the PostgreSQL session was reset behind sagad's back (PostgreSQL %s: "
                           "%s): its prepared statements, advisory locks and LISTENs are gone; "
                           "connect directly or through a pooler in session mode",
                           state, text);
+    }
     sg_err_set(err, cls, code, "PostgreSQL %s: %s", state ? state : "connection", text);
     return -1;
 }
@@ -411,14 +417,9 @@ static int exec_cached(sg_pg_t *pg, const char *sql, int nparams, const char *co
             return exec_cached(pg, sql, nparams, params, res, err, true);
         }
     }
-    /* Gone (26000): a reset session.  The statements are forgotten, but
-     * preparing them again would not bring back its advisory locks and
-     * LISTENs: the relay starts a new session on that error. */
-    if (take_result(pg, r, res, err) == 0)
-        return 0;
-    if (strcmp(err->code, "pg.session_reset") == 0)
-        stmts_forget(pg);
-    return -1;
+    /* Gone (26000): result_error() reports a reset session; the relay
+     * starts a new one on that error. */
+    return take_result(pg, r, res, err);
 }
 
 int sg_pg_exec_cached(sg_pg_t *pg, const char *sql, int nparams, const char *const *params,
@@ -571,12 +572,6 @@ int sg_pg_pipe_collect(sg_pg_t *pg, sg_err_t *err)
         *err = pg->c_err;
     for (int i = pg->c_prep; i < pg->nprep; i++)
         pg->c_prep_ok[i] = false;
-    /* A reset session lost the statements prepared before this pipeline;
-     * those it prepared itself (settled next) exist. */
-    if (rc < 0 && strcmp(pg->c_err.code, "pg.session_reset") == 0)
-        for (int i = 0; i < STMT_CACHE_SLOTS; i++)
-            if (pg->stmts[i].state == STMT_READY)
-                pg->stmts[i].state = STMT_NONE;
     prep_settle(pg, pg->c_prep_ok);
     if (PQstatus(pg->conn) != CONNECTION_OK)
         stmts_forget(pg);

@@ -1443,14 +1443,22 @@ static bool intake_full(const loop_t *L)
            L->held >= (size_t)L->max_in_flight * WINDOW_FACTOR;
 }
 
+/* Empties the pipe librdkafka writes to when messages arrive: what it
+ * signalled is taken now (intake) or left for the loop (a drain). */
+static void kafka_wake_clear(loop_t *L)
+{
+    char skip[64];
+
+    while (read(L->kafka_pipe[0], skip, sizeof(skip)) > 0)
+        ;
+}
+
 static void intake(loop_t *L)
 {
     sg_kafka_msg_t *msg;
     sg_err_t err;
-    char drain[64];
 
-    while (read(L->kafka_pipe[0], drain, sizeof(drain)) > 0)
-        ;
+    kafka_wake_clear(L);
     /* Paused, one poll serves rebalances and keeps the group membership
      * (max.poll.interval.ms); paused partitions yield no messages. */
     if (L->paused || !intake_full(L))
@@ -1694,13 +1702,11 @@ static bool send_now(const loop_t *L)
 
 static bool hold_for_calls(loop_t *L)
 {
-    uint64_t now;
     if (L->draining || L->calling == 0 || txn_out(L) || L->call_avg_us == 0 ||
         L->call_avg_us > CALL_HOLD_US / 2 ||
         L->returned.n + L->ready.n >= (size_t)L->batch_size / 4)
         return false;
-    now = sg_cli_now_us();
-    L->holding = now < L->last_submit_us + CALL_HOLD_US;
+    L->holding = sg_cli_now_us() < L->last_submit_us + CALL_HOLD_US;
     return L->holding;
 }
 
@@ -1804,7 +1810,7 @@ static void wait_events(loop_t *L, int timeout_ms)
  * timeout_ms for anything (wait_events()). */
 static void wait_turn(loop_t *L, int timeout_ms)
 {
-    uint64_t now = sg_cli_now_us(), end = L->last_submit_us + CALL_HOLD_US;
+    uint64_t now, end = L->last_submit_us + CALL_HOLD_US;
     struct timespec ts = {0, 0};
     fd_set rd;
     int fd = worker_pool_fd(L->pool);
@@ -1813,7 +1819,7 @@ static void wait_turn(loop_t *L, int timeout_ms)
         wait_events(L, timeout_ms);
         return;
     }
-    if (now >= end)
+    if ((now = sg_cli_now_us()) >= end)
         return;
     ts.tv_nsec = (long)(end - now) * 1000;
     FD_ZERO(&rd);
@@ -1846,10 +1852,8 @@ static void drain(loop_t *L, worker_part_t *p)
         }
         sg_health_beat();
         if (!turn(L)) {
-            char skip[64];
             /* No intake here: what Kafka signals waits for the loop. */
-            while (read(L->kafka_pipe[0], skip, sizeof(skip)) > 0)
-                ;
+            kafka_wake_clear(L);
             wait_events(L, 50);
         }
     }
@@ -1966,12 +1970,13 @@ static void housekeeping(loop_t *L)
 
 static void report(loop_t *L, bool force)
 {
-    worker_stats_t committed = L->w.stats;
+    worker_stats_t committed;
     const worker_stats_t *s = &committed;
     char line[512];
 
     if (!force && sg_cli_now_ms() < L->next_report)
         return;
+    committed = L->w.stats;
     /* What transactions out decided counts once they commit. */
     for (int i = 0; i < L->nslots; i++)
         if (L->slots[i].batch)

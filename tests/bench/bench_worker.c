@@ -391,6 +391,18 @@ typedef struct lat_result_s {
     int n, missing;
 } lat_result_t;
 
+/* The window of a saga produced at sent seconds after the first one, -1
+ * when it was produced during the ramp. */
+static int window_of(double sent, int secs)
+{
+    int w;
+
+    if (sent < LAT_RAMP_S)
+        return -1;
+    w = (int)((sent - LAT_RAMP_S) * LAT_WINDOWS / secs);
+    return w < LAT_WINDOWS ? w : LAT_WINDOWS - 1;
+}
+
 static void latency(double steps_per_s, int secs, lat_result_t *out)
 {
     int want = (int)(steps_per_s / STEPS * (LAT_RAMP_S + secs)), m = 0, k, w;
@@ -424,12 +436,9 @@ static void latency(double steps_per_s, int secs, lat_result_t *out)
     for (w = 0; w < LAT_WINDOWS; w++)
         win[w] = calloc((size_t)want, sizeof(double));
     for (k = 0; k < lat.n; k++) {
-        double at = lat.sent[lat.who[k]] - lat.sent[0] - LAT_RAMP_S;
         got[lat.who[k]] = 1;
-        if (at < 0)
+        if ((w = window_of(lat.sent[lat.who[k]] - lat.sent[0], secs)) < 0)
             continue;
-        w = (int)(at * LAT_WINDOWS / secs);
-        w = w < LAT_WINDOWS ? w : LAT_WINDOWS - 1;
         win[w][nwin[w]++] = lat.ms[k];
         for (int h = 0; h < NHOPS; h++)
             hop[h][m] = lat.hop[h][k];
@@ -438,11 +447,8 @@ static void latency(double steps_per_s, int secs, lat_result_t *out)
     out->n = m;
     out->missing = 0;
     for (int i = 0; i < want; i++) {
-        double at = lat.sent[i] - lat.sent[0] - LAT_RAMP_S;
-        if (got[i] || at < 0)
+        if (got[i] || (w = window_of(lat.sent[i] - lat.sent[0], secs)) < 0)
             continue;
-        w = (int)(at * LAT_WINDOWS / secs);
-        w = w < LAT_WINDOWS ? w : LAT_WINDOWS - 1;
         win[w][nwin[w]++] = INFINITY;
         ms[m++] = INFINITY;
         out->missing++;
@@ -501,7 +507,7 @@ int main(void)
     int lat_secs = getenv("SAGAD_BENCH_LAT_SECS") ? atoi(getenv("SAGAD_BENCH_LAT_SECS")) : 30;
     double floor_kafka, floor_pg, rate;
     lat_result_t lat;
-    char p50s[32], p99s[32], wins[LAT_WINDOWS * 34], wins_json[LAT_WINDOWS * 34] = "";
+    char p50s[32], p99s[32], wins[LAT_WINDOWS * 34] = "", wins_json[LAT_WINDOWS * 34] = "";
     bench_cpu_t c0, c1, c2, c3;
     long rss;
     char db[64];
@@ -569,11 +575,12 @@ int main(void)
            lat.missing);
     printf("  %-52s %10.1f ms  (target p99 <= 50)\n", "worker: saga.start -> saga.completed p99",
            lat.p99);
-    wins[0] = '\0';
     for (int w = 0; w < LAT_WINDOWS; w++) {
-        char one[34];
-        snprintf(one, sizeof(one), "%s%.1f", w ? " / " : "", lat.win_p99[w]);
-        strcat(wins, one);
+        char num[32];
+        size_t a = strlen(wins), b = strlen(wins_json);
+        snprintf(wins + a, sizeof(wins) - a, "%s%.1f", w ? " / " : "", lat.win_p99[w]);
+        snprintf(wins_json + b, sizeof(wins_json) - b, "%s%s", w ? ", " : "",
+                 jnum(num, sizeof(num), lat.win_p99[w]));
     }
     printf("  %-52s %s ms\n", "  p99 of each third of the run", wins);
     for (int h = 0; h < NHOPS; h++) {
@@ -584,11 +591,6 @@ int main(void)
     printf("  %-52s %10.1f MB  (target <= 64)\n", "worker: peak RSS", rss / 1024.0);
     bench_print_cpu(52, "backlog / latency", &c0, &c1, &c2, &c3);
 
-    for (int w = 0; w < LAT_WINDOWS; w++) {
-        char one[34];
-        snprintf(one, sizeof(one), "%s%s", w ? ", " : "", jnum(p50s, sizeof(p50s), lat.win_p99[w]));
-        strcat(wins_json, one);
-    }
     if (system("mkdir -p bench/results") == 0 && (fp = fopen("bench/results/worker.json", "w"))) {
         fprintf(fp,
                 "{\"sagas\": %d, \"steps_per_saga\": %d, \"floor_consume_msgs_per_s\": %.0f, "
