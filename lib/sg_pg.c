@@ -159,6 +159,16 @@ static PGconn *connect_once(const sg_pg_opts_t *opts, sg_err_t *err)
         return NULL;
     }
     PQsetNoticeReceiver(conn, notice_receiver, NULL);
+    if (opts->session_sql) {
+        PGresult *res = PQexec(conn, opts->session_sql);
+        bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+        PQclear(res);
+        if (!ok) {
+            conn_error(err, conn, "cannot set up the PostgreSQL session");
+            PQfinish(conn);
+            return NULL;
+        }
+    }
     return conn;
 }
 

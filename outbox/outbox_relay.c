@@ -184,7 +184,7 @@ static int step_connect(outbox_relay_t *r, sg_err_t *err)
      * 127 ms of JIT compilation per timer moved. */
     if (sg_pg_exec(r->pg, "SET plan_cache_mode = force_custom_plan", 0, NULL, NULL, err) < 0)
         return -1;
-    return sg_pg_listen(r->pg, "sagad_outbox", err);
+    return sg_pg_listen(r->pg, SG_OUTBOX_CHANNEL, err);
 }
 
 static int load_cursor(outbox_relay_t *r, sg_err_t *err)

@@ -391,6 +391,9 @@ typedef struct worker_s {
      * keep what chaining needs (cmd->follow, cmd->fresh) only then. */
     bool chain;
     worker_writes_t *writes;
+    /* The open transaction wrote outbox rows: its COMMIT is followed by
+     * SG_OUTBOX_NOTIFY (the session is quiet, see worker_loop.c). */
+    bool outbox_written;
 } worker_t;
 
 worker_writes_t *worker_writes_new(void);

@@ -1113,6 +1113,7 @@ static int txn_send(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
     worker_stats_t before = L->w.stats;
 
     sg_metrics_batch_discard(L->w.metrics);
+    L->w.outbox_written = false;
     for (size_t i = 0; i < n; i++)
         if (batch[i]->state == CMD_READY && !batch[i]->copy &&
             (batch[i]->dec.type == WORKER_CMD_EXECUTE ||
@@ -1182,6 +1183,10 @@ static int txn_send(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
         L->chain_new->v[i]->txn = L->cur;
     send_fences(L);
     sg_pg_pipe_send(L->w.pg, "COMMIT", 0, NULL, NULL);
+    /* After the COMMIT, before the sync: a transaction of its own (see
+     * SG_OUTBOX_NOTIFY_OFF), skipped when the one before failed. */
+    if (L->w.outbox_written)
+        sg_pg_pipe_send(L->w.pg, SG_OUTBOX_NOTIFY, 0, NULL, NULL);
     if (sg_pg_pipe_sync(L->w.pg, err) < 0) {
         /* txn_collect() reports it and rolls back */
     }
@@ -2062,6 +2067,11 @@ static int setup(loop_t *L, sg_cli_t *cli)
     }
     sg_pg_opts_from_config(&L->pgopts, cfg, "sagad-worker");
     L->pgopts.run = &sg_cli_running;
+    /* The outbox trigger's NOTIFY would hold the cluster-wide NOTIFY lock
+     * through every commit's WAL flush, so that the two transactions out
+     * and every other notifying writer commit one at a time: txn_send()
+     * notifies after the COMMIT instead (migration 0009). */
+    L->pgopts.session_sql = SG_OUTBOX_NOTIFY_OFF;
     L->w.pg = L->slots[0].pg = sg_pg_connect(&L->pgopts, &err);
     if (!L->w.pg) {
         fprintf(stderr, "%s: PostgreSQL: %s\n", cli->prog, err.message);

@@ -102,10 +102,13 @@ void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row)
 /* ---- small helpers ----------------------------------------------------- */
 
 /* A statement other than the collected rows of worker_writes.c: those
- * go first, so it sees them. */
+ * go first, so it sees them.  These are rare (a dead letter, which writes
+ * its message to the outbox; an interrupted attempt): each counts as an
+ * outbox write. */
 static void send(worker_t *w, const char *sql, int n, const char *const *params)
 {
     worker_writes_flush(w);
+    w->outbox_written = true;
     sg_pg_pipe_send(w->pg, sql, n, params, NULL);
 }
 

@@ -228,6 +228,8 @@ void worker_writes_flush(worker_t *w)
             slot = &a->res;
             params[t->ncols] = w->worker_id;
         }
+        if (k == T_OUTBOX)
+            w->outbox_written = true;
         sg_pg_pipe_send(w->pg, sql[k], t->ncols + (k == T_ATTEMPT_NEW), params, slot);
         table_clear(t);
     }

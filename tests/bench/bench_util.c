@@ -44,7 +44,11 @@ void die(const char *what, const char *why)
 
 sg_pg_t *bench_connect(const char *url)
 {
-    sg_pg_opts_t opts = {url, "sagad-bench", 5000, 5, {100, 1000}, NULL};
+    sg_pg_opts_t opts = {.dsn = url,
+                         .application_name = "sagad-bench",
+                         .connect_timeout_ms = 5000,
+                         .connect_attempts = 5,
+                         .retry = {100, 1000}};
     sg_err_t err;
     sg_pg_t *pg = sg_pg_connect(&opts, &err);
 

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "../../worker/worker.h"
+#include "sagad/sg_migrate.h"
 #include "bench_util.h"
 
 #define STEPS 3
@@ -116,6 +117,8 @@ static double floor_sql(sg_pg_t *pg, int nsagas)
     if (!ids || !idx || !keys || !pays || !tops || !heads)
         die("floor", "out of memory");
     snprintf(count, sizeof(count), "%d", nsagas);
+    /* As the worker's sessions: the NOTIFY after the COMMIT, not in it. */
+    exec(pg, SG_OUTBOX_NOTIFY_OFF, 0, NULL);
     exec(pg,
          "INSERT INTO consumer_offsets (group_id, topic, partition, next_offset, owner_epoch) "
          "VALUES ('floor', 'floor', 0, 0, 1)",
@@ -193,6 +196,7 @@ static double floor_sql(sg_pg_t *pg, int nsagas)
                 sg_pg_pipe_send(pg, "SELECT sagad_fence('floor', 'floor', 0, 1, $1::bigint)", 1, po,
                                 NULL);
                 sg_pg_pipe_send(pg, "COMMIT", 0, NULL, NULL);
+                sg_pg_pipe_send(pg, SG_OUTBOX_NOTIFY, 0, NULL, NULL);
                 if (sg_pg_pipe_end(pg, &err) < 0)
                     die("floor transaction", err.message);
                 sg_pg_res_destroy(res);

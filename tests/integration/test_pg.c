@@ -10,7 +10,11 @@
 
 static sg_pg_t *connect_url(const char *url, int attempts, sg_err_t *err)
 {
-    sg_pg_opts_t opts = {url, "sagad-tests", 3000, attempts, {10, 50}, NULL};
+    sg_pg_opts_t opts = {.dsn = url,
+                         .application_name = "sagad-tests",
+                         .connect_timeout_ms = 3000,
+                         .connect_attempts = attempts,
+                         .retry = {10, 50}};
 
     return sg_pg_connect(&opts, err);
 }

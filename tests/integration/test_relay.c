@@ -352,6 +352,53 @@ Test(relay, standby_takes_over_after_kill_9)
     sg_pg_destroy(pg);
 }
 
+/* The outbox's NOTIFY (migration 0009): a writer's commit of outbox rows
+ * wakes the relay; an INSERT of no rows does not (the relay's own timer
+ * move is one on most wake-ups, and would wake it again: a spin); and a
+ * session that set SG_OUTBOX_NOTIFY_OFF, as the worker's do, is not
+ * notified for: it notifies after its COMMIT itself. */
+Test(relay, outbox_insert_notifies_unless_the_session_notifies_itself)
+{
+    const char *p[] = {topic};
+    const char *ins = "INSERT INTO outbox (topic, key, payload) VALUES ($1, 'k', "
+                      "convert_to('n', 'UTF8'))";
+    sg_pg_opts_t qopts = {.dsn = dsn,
+                          .application_name = "sagad-tests-quiet",
+                          .connect_timeout_ms = 5000,
+                          .connect_attempts = 3,
+                          .retry = {100, 1000},
+                          .session_sql = SG_OUTBOX_NOTIFY_OFF};
+    sg_pg_t *listener = sgt_db_connect(dsn), *writer = sgt_db_connect(dsn), *quiet;
+    sg_err_t err;
+
+    quiet = sg_pg_connect(&qopts, &err);
+    cr_assert_not_null(quiet, "%s", err.message);
+    cr_assert_eq(sg_pg_listen(listener, SG_OUTBOX_CHANNEL, &err), 0, "%s", err.message);
+
+    exec(writer, ins, 1, p);
+    cr_expect_eq(sg_pg_wait_notify(listener, 5000, &err), 1, "a committed row notifies");
+    exec(writer, "BEGIN", 0, NULL);
+    exec(writer, ins, 1, p);
+    exec(writer, ins, 1, p);
+    cr_expect_eq(sg_pg_wait_notify(listener, 300, &err), 0, "nothing before the commit");
+    exec(writer, "COMMIT", 0, NULL);
+    cr_expect_eq(sg_pg_wait_notify(listener, 5000, &err), 1, "two rows, one commit: notified");
+    cr_expect_eq(sg_pg_wait_notify(listener, 300, &err), 0, "once");
+    exec(writer, "INSERT INTO outbox (topic, key, payload) SELECT topic, key, payload FROM timers",
+         0, NULL);
+    cr_expect_eq(sg_pg_wait_notify(listener, 500, &err), 0, "an INSERT of no rows: no wake-up");
+
+    exec(quiet, ins, 1, p);
+    cr_expect_eq(sg_pg_wait_notify(listener, 500, &err), 0,
+                 "a session with sagad.outbox_notify off is not notified for");
+    exec(quiet, SG_OUTBOX_NOTIFY, 0, NULL);
+    cr_expect_eq(sg_pg_wait_notify(listener, 5000, &err), 1, "it notifies itself");
+    cr_expect_eq(sgt_query_int(writer, "SELECT count(*) FROM outbox"), 4, "every row written");
+    sg_pg_destroy(quiet);
+    sg_pg_destroy(writer);
+    sg_pg_destroy(listener);
+}
+
 Test(relay, timer_fires_at_due_time_not_before)
 {
     const char *p[] = {topic};

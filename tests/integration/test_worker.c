@@ -580,6 +580,18 @@ Test(worker, without_chaining_every_step_waits_for_its_message, .timeout = 120)
     expect_chained("nochain-1", env, 0);
 }
 
+/* The worker's sessions leave the outbox trigger out of their commits
+ * and notify after them (migration 0009): with the relay's poll at its
+ * longest (60 s), each of the three trips through the relay must still
+ * be woken by that notification for the saga to finish in time. */
+Test(worker, commits_wake_the_relay_without_its_poll, .timeout = 120)
+{
+    static const char *const env[] = {"SAGAD_WORKER_CHAIN=false", NULL};
+
+    sgw_env_add("SAGAD_RELAY_POLL_INTERVAL_MS=60000");
+    expect_chained("wake-1", env, 0);
+}
+
 /* A chained call that fails waits for its message, whose command takes
  * over the result: the dead letter names that message, and the step ran
  * once. */

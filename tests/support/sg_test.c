@@ -61,7 +61,11 @@ void sgt_unique(char *out, size_t out_size, const char *prefix)
 
 sg_pg_t *sgt_db_connect(const char *dsn)
 {
-    sg_pg_opts_t opts = {dsn, "sagad-tests", 5000, 3, {100, 1000}, NULL};
+    sg_pg_opts_t opts = {.dsn = dsn,
+                         .application_name = "sagad-tests",
+                         .connect_timeout_ms = 5000,
+                         .connect_attempts = 3,
+                         .retry = {100, 1000}};
     sg_err_t err;
     sg_pg_t *pg = sg_pg_connect(&opts, &err);
 

@@ -22,6 +22,15 @@ typedef struct sg_migration_s {
 /* The advisory lock key migrations hold ("sagad.migrate"). */
 #define SG_MIGRATE_LOCK_KEY 0x5a6ad0010001LL
 
+/* The outbox's wake-up (migration 0009): the relay LISTENs on
+ * SG_OUTBOX_CHANNEL.  A session that ran SG_OUTBOX_NOTIFY_OFF is not
+ * notified for by the outbox trigger: after the COMMIT of a transaction
+ * that wrote outbox rows it sends SG_OUTBOX_NOTIFY, in a transaction of
+ * its own, which keeps the cluster-wide NOTIFY lock out of its commit. */
+#define SG_OUTBOX_CHANNEL    "sagad_outbox"
+#define SG_OUTBOX_NOTIFY_OFF "SET sagad.outbox_notify = off"
+#define SG_OUTBOX_NOTIFY     "SELECT pg_notify('" SG_OUTBOX_CHANNEL "', '')"
+
 /* The embedded migrations, in version order. */
 const sg_migration_t *sg_migrate_list(size_t *count);
 

@@ -26,6 +26,7 @@ typedef struct sg_pg_opts_s {
     int connect_attempts; /* 0: retry until *run drops */
     sg_backoff_t retry;
     volatile sig_atomic_t *run; /* NULL, or a flag that stops retrying when 0 */
+    const char *session_sql;    /* NULL, or run on every new session (SET ...) */
 } sg_pg_opts_t;
 
 /* Fills opts from the pg.* keys of cfg.  cfg must outlive the opts. */
