@@ -4,9 +4,10 @@
 #   tests/run.sh [--only-integration] BUILD_DIR...
 #
 # Unit tests run first (no services).  Integration tests need the private
-# PostgreSQL and Kafka of deploy/local: they are started when not running
-# and stopped again at the end only if this script started them, so a
-# developer's running services are left as they were.
+# PostgreSQL of deploy/local and a Kafka of their own (below): they are
+# started when not running and stopped again at the end only if this
+# script started them, so a developer's running services are left as they
+# were.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,6 +52,21 @@ if [ $only_integration = 0 ]; then
         echo "== unit tests ($b)"
         SAGAD_TEST_BIN_DIR=$(bindir_of "$b") run_criterion "$b/tests/unit-tests"
     done
+fi
+
+# Kafka of their own: every test makes uniquely named topics and leaves
+# them behind, and on the broker of `make up` and `make demo` they piled
+# up, run after run, to 15,000 partitions, which that broker then took
+# over two minutes to load at start (longer than kafka.sh waits).  The
+# tests' broker lives under .run/test/kafka (ports 39092/39093, or
+# SAGAD_TEST_KAFKA_PORT and SAGAD_TEST_KAFKA_CONTROLLER_PORT), and its data
+# is wiped whenever this script starts it.  PostgreSQL is shared: each
+# test drops the database it made.
+export SAGAD_LOCAL_KAFKA_DIR=$PWD/.run/test/kafka
+export SAGAD_LOCAL_KAFKA_PORT=${SAGAD_TEST_KAFKA_PORT:-39092}
+export SAGAD_LOCAL_KAFKA_CONTROLLER_PORT=${SAGAD_TEST_KAFKA_CONTROLLER_PORT:-39093}
+if ! deploy/local/kafka.sh status >/dev/null 2>&1; then
+    rm -rf "$SAGAD_LOCAL_KAFKA_DIR/data" "$SAGAD_LOCAL_KAFKA_DIR/logs"
 fi
 
 # shellcheck source=tests/services.sh
