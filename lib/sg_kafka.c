@@ -607,6 +607,15 @@ int64_t sg_kafka_high_watermark(sg_kafka_t *k, const char *topic, int32_t partit
     return high;
 }
 
+int sg_kafka_query_watermarks(sg_kafka_t *k, const char *topic, int32_t partition, int timeout_ms,
+                              int64_t *low, int64_t *high)
+{
+    return rd_kafka_query_watermark_offsets(k->rk, topic, partition, low, high, timeout_ms) ==
+                   RD_KAFKA_RESP_ERR_NO_ERROR
+               ? 0
+               : -1;
+}
+
 int sg_kafka_partition_count(sg_kafka_t *k, const char *topic, int timeout_ms)
 {
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(k->rk, topic, NULL);

@@ -751,6 +751,56 @@ static int cmp_part(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The partition's log ends before the offset kept in PostgreSQL: the
+ * topic was deleted and made again, or the broker lost its data (an
+ * unclean leader election cuts the log back).  Every message it now
+ * holds came after what was consumed, yet sits below the stored offset,
+ * where intake would skip it as already taken: its sagas would never run.
+ * The stored offset goes back to the log's first offset instead (for our
+ * epoch only); a command already handled before the loss, if one comes
+ * again, is recognised by its saga's state and has no second effect.  (A
+ * new leader whose high watermark lags for a moment after a failover
+ * would land here too: the cost is handling the log again, still with no
+ * second effect.)  When the leader does not answer in 2 s, the check waits
+ * for the next assignment. */
+static void log_reset(loop_t *L, worker_part_t *p)
+{
+    char pstr[16], epoch[24], low_s[24];
+    const char *params[] = {L->w.group, L->w.topic_commands, pstr, epoch, low_s};
+    int64_t low, high;
+    sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+    sg_err_t err;
+
+    if (p->stored == 0 ||
+        sg_kafka_query_watermarks(L->consumer, L->w.topic_commands, p->partition, 2000, &low,
+                                  &high) < 0 ||
+        p->stored <= high)
+        return;
+    snprintf(pstr, sizeof(pstr), "%d", (int)p->partition);
+    snprintf(epoch, sizeof(epoch), "%lld", (long long)p->epoch);
+    snprintf(low_s, sizeof(low_s), "%lld", (long long)low);
+    ctx.topic = L->w.topic_commands;
+    ctx.partition = p->partition;
+    ctx.offset = p->stored;
+    if (sg_pg_exec(L->w.pg,
+                   "UPDATE consumer_offsets SET next_offset = $5::bigint, updated_at = now() "
+                   "WHERE group_id = $1 AND topic = $2 AND partition = $3::int AND "
+                   "owner_epoch = $4::bigint",
+                   5, params, NULL, &err) < 0) {
+        sg_log(SG_LOG_ERROR, &ctx,
+               "the partition's log ends at offset %lld, before the offset kept in "
+               "PostgreSQL, and moving that back failed (%s): restart the worker",
+               (long long)high, err.message);
+        return;
+    }
+    sg_log(SG_LOG_ERROR, &ctx,
+           "the partition's log ends at offset %lld, before the offset kept in PostgreSQL: "
+           "the topic was made again or the broker lost data; consuming from its first "
+           "offset, %lld (commands handled before are recognised and have no second effect)",
+           (long long)high, (long long)low);
+    p->stored = p->next_fetch = low;
+}
+
 static int64_t take_partition(loop_t *L, int32_t partition)
 {
     char pstr[16];
@@ -802,6 +852,7 @@ static int64_t take_partition(loop_t *L, int32_t partition)
                "kept in PostgreSQL",
                (long long)p->epoch);
     }
+    log_reset(L, p);
     return p->next_fetch;
 }
 

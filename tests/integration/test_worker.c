@@ -592,6 +592,37 @@ Test(worker, commits_wake_the_relay_without_its_poll, .timeout = 120)
     expect_chained("wake-1", env, 0);
 }
 
+/* The commands topic made again (or the broker's data lost) while
+ * PostgreSQL kept the offsets: the log now ends before the stored offset.
+ * Its messages are new ones; skipped as "already taken" their sagas would
+ * never run.  The worker says so and consumes from the log's start. */
+Test(worker, stored_offset_beyond_the_log_end_is_taken_back, .timeout = 120)
+{
+    const char *params[2];
+    sg_err_t err;
+
+    sgw_world_start(NULL, 1, NULL);
+    params[0] = sgw.group;
+    params[1] = sgw.topic_cmd;
+    cr_assert_eq(sg_pg_exec(sgw.pg,
+                            "INSERT INTO consumer_offsets (group_id, topic, partition, "
+                            "next_offset, owner_epoch) VALUES ($1, $2, 0, 500, 1)",
+                            2, params, NULL, &err),
+                 0, "%s", err.message);
+    sgw_start(&sgw.relay, "sagad-relay", NULL);
+    sgw_start(&sgw.worker, "sagad-worker", NULL);
+    sgw_submit("reset-1", "[{\"name\": \"a\", \"tool\": \"ledger\", \"args\": {\"n\": 1}}]");
+    sgw_wait_status("reset-1", "completed");
+    sgw_pair_stop();
+
+    cr_expect(strstr(sgw.worker.err, "before the offset kept in PostgreSQL: the topic was "
+                                     "made again or the broker lost data") != NULL,
+              "the worker says why it goes back: %s", sgt_bg_tail(&sgw.worker));
+    cr_expect_lt(sgw_q_int("SELECT next_offset FROM consumer_offsets WHERE partition = 0"), 500,
+                 "the stored offset was taken back");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM builtin_ledger WHERE calls = 1"), 1);
+}
+
 /* A chained call that fails waits for its message, whose command takes
  * over the result: the dead letter names that message, and the step ran
  * once. */

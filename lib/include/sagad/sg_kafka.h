@@ -149,6 +149,11 @@ bool sg_kafka_group_joined(const sg_kafka_t *k);
  * sent), -1 when not known yet. */
 int64_t sg_kafka_high_watermark(sg_kafka_t *k, const char *topic, int32_t partition);
 
+/* The partition's first and next offsets, asked of its leader; -1 when
+ * not answered within timeout_ms. */
+int sg_kafka_query_watermarks(sg_kafka_t *k, const char *topic, int32_t partition, int timeout_ms,
+                              int64_t *low, int64_t *high);
+
 /* Partitions currently assigned to this consumer, -1 on error. */
 int sg_kafka_assignment_count(sg_kafka_t *k);
 /* Partitions of topic from the cluster's metadata; -1 when not known
