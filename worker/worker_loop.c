@@ -782,17 +782,15 @@ static void log_reset(loop_t *L, worker_part_t *p)
     ctx.topic = L->w.topic_commands;
     ctx.partition = p->partition;
     ctx.offset = p->stored;
+    /* Consumed from low whatever this says: should it fail, the fences
+     * keep the old offset (they never lower it) and the partition's next
+     * owner goes back again, with no second effect. */
     if (sg_pg_exec(L->w.pg,
                    "UPDATE consumer_offsets SET next_offset = $5::bigint, updated_at = now() "
                    "WHERE group_id = $1 AND topic = $2 AND partition = $3::int AND "
                    "owner_epoch = $4::bigint",
-                   5, params, NULL, &err) < 0) {
-        sg_log(SG_LOG_ERROR, &ctx,
-               "the partition's log ends at offset %lld, before the offset kept in "
-               "PostgreSQL, and moving that back failed (%s): restart the worker",
-               (long long)high, err.message);
-        return;
-    }
+                   5, params, NULL, &err) < 0)
+        sg_log(SG_LOG_WARN, &ctx, "cannot move the stored offset back: %s", err.message);
     sg_log(SG_LOG_ERROR, &ctx,
            "the partition's log ends at offset %lld, before the offset kept in PostgreSQL: "
            "the topic was made again or the broker lost data; consuming from its first "
