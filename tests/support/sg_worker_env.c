@@ -148,20 +148,12 @@ long long sgw_jint(const sg_json_t *doc, const char *key)
 void sgw_env_add(const char *fmt, ...)
 {
     va_list ap;
-    char *kv = sgw.envbuf[sgw.nenv];
-    size_t klen;
 
     cr_assert_lt(sgw.nenv, (size_t)SGW_MAX_ENV);
     va_start(ap, fmt);
-    vsnprintf(kv, sizeof(sgw.envbuf[0]), fmt, ap);
+    vsnprintf(sgw.envbuf[sgw.nenv], sizeof(sgw.envbuf[sgw.nenv]), fmt, ap);
     va_end(ap);
-    klen = strcspn(kv, "=") + 1;
-    for (size_t i = 0; i < sgw.nenv; i++)
-        if (strncmp(sgw.envbuf[i], kv, klen) == 0) {
-            memcpy(sgw.envbuf[i], kv, sizeof(sgw.envbuf[0]));
-            return;
-        }
-    sgw.env[sgw.nenv] = kv;
+    sgw.env[sgw.nenv] = sgw.envbuf[sgw.nenv];
     sgw.env[++sgw.nenv] = NULL;
 }
 

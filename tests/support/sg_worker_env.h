@@ -86,9 +86,7 @@ extern const char *const sgw_run_args[]; /* {"run", NULL} */
 void sgw_setup(void);
 void sgw_teardown(void);
 
-/* Adds "KEY=value" to the environment of processes started later, in
- * place of the KEY= entry sgw_setup() made if there is one (a process
- * reads the first of two). */
+/* Adds "KEY=value" to the environment of processes started later. */
 void sgw_env_add(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Runs `sagad-worker args...` to completion; the test fails unless it exits 0. */
 void sgw_worker_cli(const char *const *args);
