@@ -96,7 +96,7 @@ static const sg_config_key_t config_table[] = {
     {"relay.batch_size", SG_CONFIG_INT, "1000", 1, 100000, NULL, 0,
      "Outbox rows published per batch; the cursor moves once the whole batch is acked."},
     {"relay.poll_interval_ms", SG_CONFIG_INT, "100", 1, 60000, NULL, 0,
-     "Longest wait for a NOTIFY before polling the outbox anyway."},
+     "Longest wait for a NOTIFY before polling the outbox and the timers anyway."},
     {"relay.standby_poll_ms", SG_CONFIG_INT, "1000", 50, 60000, NULL, 0,
      "How often a standby relay tries to take over an orphaned shard."},
     {"relay.delivery_timeout_ms", SG_CONFIG_INT, "30000", 1000, 3600000, NULL, 0,

@@ -759,26 +759,28 @@ int sg_pg_listen(sg_pg_t *pg, const char *channel, sg_err_t *err)
     return sg_pg_exec(pg, sql, 0, NULL, NULL, err);
 }
 
-static int drain_notifies(PGconn *conn)
+static int drain_notifies(PGconn *conn, const char *mark, bool *marked)
 {
     PGnotify *n;
     int got = 0;
 
     while ((n = PQnotifies(conn)) != NULL) {
         got = 1;
+        if (mark && marked && n->extra && strcmp(n->extra, mark) == 0)
+            *marked = true;
         PQfreemem(n);
     }
     return got;
 }
 
-int sg_pg_wait_notify(sg_pg_t *pg, int timeout_ms, sg_err_t *err)
+int sg_pg_wait_notify(sg_pg_t *pg, int timeout_ms, const char *mark, bool *marked, sg_err_t *err)
 {
     struct pollfd pfd = {PQsocket(pg->conn), POLLIN, 0};
     int rc;
 
     if (PQconsumeInput(pg->conn) == 0)
         return result_error(pg, NULL, err);
-    if (drain_notifies(pg->conn))
+    if (drain_notifies(pg->conn, mark, marked))
         return 1;
     if (pfd.fd < 0)
         return sg_err_set(err, SG_ERRCLASS_TRANSIENT, "pg.connection", "PostgreSQL: no socket");
@@ -787,7 +789,7 @@ int sg_pg_wait_notify(sg_pg_t *pg, int timeout_ms, sg_err_t *err)
         return 0;
     if (PQconsumeInput(pg->conn) == 0)
         return result_error(pg, NULL, err);
-    return drain_notifies(pg->conn);
+    return drain_notifies(pg->conn, mark, marked);
 }
 
 int64_t sg_pg_res_affected(const sg_pg_res_t *res)

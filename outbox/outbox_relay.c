@@ -64,6 +64,11 @@ typedef struct outbox_relay_s {
     int exit_code;
     sg_cli_t *cli;
     uint64_t next_stats;
+    /* Due timers are moved when timers_at has come (the next timer the
+     * last move saw, or relay.poll_interval_ms after it) or a writer told
+     * of new ones (timers_news: SG_OUTBOX_TIMERS_MARK). */
+    uint64_t timers_at;
+    bool timers_news;
 } outbox_relay_t;
 
 /* Sleeps up to ms, waking early when a stop is requested. */
@@ -95,6 +100,8 @@ static void set_state(outbox_relay_t *r, outbox_state_t st, const char *why)
     sg_log_kv(SG_LOG_INFO, "relay state change", "from", state_names[r->state], "to",
               state_names[st], "why", why, NULL);
     r->state = st;
+    if (st == RELAY_ACTIVE)
+        r->timers_at = 0; /* a shard taken (again): look at once */
     export_state(r);
 }
 
@@ -572,15 +579,30 @@ static void export_stats(outbox_relay_t *r)
     sg_pg_res_destroy(res);
 }
 
-/* ACTIVE: timers, one batch, and a wait when there is nothing to do. */
+/* ACTIVE: timers, one batch, and a wait when there is nothing to do.
+ *
+ * The timer move runs only when a timer may be due: the relay wakes for
+ * every worker commit, and moving timers on each wake was the most run
+ * statement of its backend, planned every time, to find none due.  The
+ * worker's notification after a commit that wrote timers carries
+ * SG_OUTBOX_TIMERS_MARK; another writer's new timer (an operator's
+ * INSERT) is seen within relay.poll_interval_ms, as the move still runs
+ * at least that often. */
 static int step_active(outbox_relay_t *r, sg_err_t *err)
 {
-    int fired, n;
-    uint64_t wait_ms, due_at, now;
+    int fired = 0, n;
+    uint64_t wait_ms, now;
 
-    if ((fired = fire_timers(r, r->poll_ms, &wait_ms, err)) < 0)
+    /* Notifications that came while busy: a batch is read next anyway. */
+    if (sg_pg_wait_notify(r->pg, 0, SG_OUTBOX_TIMERS_MARK, &r->timers_news, err) < 0)
         return -1;
-    due_at = sg_cli_now_ms() + wait_ms; /* the next timer, or the poll */
+    if (r->timers_news || sg_cli_now_ms() >= r->timers_at) {
+        r->timers_news = false;
+        if ((fired = fire_timers(r, r->poll_ms, &wait_ms, err)) < 0)
+            return -1;
+        /* the next timer, or the poll; at once while a move was full */
+        r->timers_at = fired > 0 ? 0 : sg_cli_now_ms() + wait_ms;
+    }
     if ((n = publish_batch(r, err)) < 0)
         return -1;
     r->failures = 0;
@@ -591,7 +613,8 @@ static int step_active(outbox_relay_t *r, sg_err_t *err)
         return 0;
     check_blocked(r);
     now = sg_cli_now_ms();
-    if (sg_pg_wait_notify(r->pg, now < due_at ? (int)(due_at - now) : 0, err) < 0)
+    if (sg_pg_wait_notify(r->pg, now < r->timers_at ? (int)(r->timers_at - now) : 0,
+                          SG_OUTBOX_TIMERS_MARK, &r->timers_news, err) < 0)
         return -1;
     return 0;
 }

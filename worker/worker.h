@@ -392,8 +392,9 @@ typedef struct worker_s {
     bool chain;
     worker_writes_t *writes;
     /* The open transaction wrote outbox rows: its COMMIT is followed by
-     * SG_OUTBOX_NOTIFY (the session is quiet, see worker_loop.c). */
-    bool outbox_written;
+     * SG_OUTBOX_NOTIFY (the session is quiet, see worker_loop.c); it
+     * wrote timers: by SG_OUTBOX_NOTIFY_TIMERS instead. */
+    bool outbox_written, timers_written;
 } worker_t;
 
 worker_writes_t *worker_writes_new(void);

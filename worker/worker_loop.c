@@ -1162,7 +1162,7 @@ static int txn_send(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
     worker_stats_t before = L->w.stats;
 
     sg_metrics_batch_discard(L->w.metrics);
-    L->w.outbox_written = false;
+    L->w.outbox_written = L->w.timers_written = false;
     for (size_t i = 0; i < n; i++)
         if (batch[i]->state == CMD_READY && !batch[i]->copy &&
             (batch[i]->dec.type == WORKER_CMD_EXECUTE ||
@@ -1234,7 +1234,9 @@ static int txn_send(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
     sg_pg_pipe_send(L->w.pg, "COMMIT", 0, NULL, NULL);
     /* After the COMMIT, before the sync: a transaction of its own (see
      * SG_OUTBOX_NOTIFY_OFF), skipped when the one before failed. */
-    if (L->w.outbox_written)
+    if (L->w.timers_written)
+        sg_pg_pipe_send(L->w.pg, SG_OUTBOX_NOTIFY_TIMERS, 0, NULL, NULL);
+    else if (L->w.outbox_written)
         sg_pg_pipe_send(L->w.pg, SG_OUTBOX_NOTIFY, 0, NULL, NULL);
     if (sg_pg_pipe_sync(L->w.pg, err) < 0) {
         /* txn_collect() reports it and rolls back */

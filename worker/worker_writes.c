@@ -230,6 +230,8 @@ void worker_writes_flush(worker_t *w)
         }
         if (k == T_OUTBOX)
             w->outbox_written = true;
+        if (k == T_TIMER)
+            w->timers_written = true;
         sg_pg_pipe_send(w->pg, sql[k], t->ncols + (k == T_ATTEMPT_NEW), params, slot);
         table_clear(t);
     }

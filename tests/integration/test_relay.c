@@ -376,27 +376,41 @@ Test(relay, outbox_insert_notifies_unless_the_session_notifies_itself)
     cr_assert_eq(sg_pg_listen(listener, SG_OUTBOX_CHANNEL, &err), 0, "%s", err.message);
 
     exec(writer, ins, 1, p);
-    cr_expect_eq(sg_pg_wait_notify(listener, 5000, &err), 1, "a committed row notifies");
+    cr_expect_eq(sg_pg_wait_notify(listener, 5000, NULL, NULL, &err), 1,
+                 "a committed row notifies");
     exec(writer, "BEGIN", 0, NULL);
     exec(writer, ins, 1, p);
     exec(writer, ins, 1, p);
-    cr_expect_eq(sg_pg_wait_notify(listener, 300, &err), 0, "nothing before the commit");
+    cr_expect_eq(sg_pg_wait_notify(listener, 300, NULL, NULL, &err), 0,
+                 "nothing before the commit");
     exec(writer, "COMMIT", 0, NULL);
-    cr_expect_eq(sg_pg_wait_notify(listener, 5000, &err), 1, "two rows, one commit: notified");
-    cr_expect_eq(sg_pg_wait_notify(listener, 300, &err), 0, "once");
+    cr_expect_eq(sg_pg_wait_notify(listener, 5000, NULL, NULL, &err), 1,
+                 "two rows, one commit: notified");
+    cr_expect_eq(sg_pg_wait_notify(listener, 300, NULL, NULL, &err), 0, "once");
     exec(writer, "INSERT INTO outbox (topic, key, payload) SELECT topic, key, payload FROM timers",
          0, NULL);
-    cr_expect_eq(sg_pg_wait_notify(listener, 500, &err), 0, "an INSERT of no rows: no wake-up");
+    cr_expect_eq(sg_pg_wait_notify(listener, 500, NULL, NULL, &err), 0,
+                 "an INSERT of no rows: no wake-up");
 
     exec(quiet, ins, 1, p);
-    cr_expect_eq(sg_pg_wait_notify(listener, 500, &err), 0,
+    cr_expect_eq(sg_pg_wait_notify(listener, 500, NULL, NULL, &err), 0,
                  "a session with sagad.outbox_notify off is not notified for");
     exec(quiet, SG_OUTBOX_NOTIFY, 0, NULL);
-    cr_expect_eq(sg_pg_wait_notify(listener, 5000, &err), 1, "it notifies itself");
+    cr_expect_eq(sg_pg_wait_notify(listener, 5000, NULL, NULL, &err), 1, "it notifies itself");
     cr_expect_eq(sgt_query_int(writer, "SELECT count(*) FROM outbox"), 4, "every row written");
     sg_pg_destroy(quiet);
     sg_pg_destroy(writer);
     sg_pg_destroy(listener);
+}
+
+/* Message i is the timer's, published at its due time or within 2 s after. */
+static void expect_timer_on_time(const got_t *got, size_t i, int64_t due_ms)
+{
+    cr_expect_str_eq(got->payload[i], "timer");
+    cr_expect_geq(got->ts[i], due_ms, "published at %lld, due at %lld", (long long)got->ts[i],
+                  (long long)due_ms);
+    cr_expect_lt(got->ts[i], due_ms + 2000, "and promptly after: published at %lld, due at %lld",
+                 (long long)got->ts[i], (long long)due_ms);
 }
 
 Test(relay, timer_fires_at_due_time_not_before)
@@ -416,11 +430,45 @@ Test(relay, timer_fires_at_due_time_not_before)
     consume(&got, 1, 30);
     cr_expect_eq(relay_stop(&relay, SIGTERM, NULL), 0);
     cr_assert_eq(got.n, 1);
-    cr_expect_str_eq(got.payload[0], "timer");
-    cr_expect_geq(got.ts[0], due_ms, "published at %lld, due at %lld", (long long)got.ts[0],
-                  (long long)due_ms);
-    cr_expect_lt(got.ts[0], due_ms + 2000, "and promptly after: published at %lld, due at %lld",
-                 (long long)got.ts[0], (long long)due_ms);
+    expect_timer_on_time(&got, 0, due_ms);
+    got_free(&got);
+    sg_pg_destroy(pg);
+}
+
+/* With the poll a minute long, a timer written after the relay's last
+ * look is moved on time only because its writer said so: the relay runs
+ * the timer move when the next timer it knows of is due, at its poll, or
+ * when a notification carries SG_OUTBOX_TIMERS_MARK. */
+Test(relay, a_new_timer_is_moved_when_its_writer_announces_it)
+{
+    const char *extra[] = {"SAGAD_RELAY_POLL_INTERVAL_MS=60000", NULL};
+    const char *p[] = {topic};
+    sg_pg_t *pg = sgt_db_connect(dsn);
+    sgt_proc_t relay;
+    int64_t due_ms;
+    got_t got;
+
+    relay_start(&relay, extra);
+    /* The relay has looked at the timers once it publishes a row. */
+    exec(pg,
+         "INSERT INTO outbox (topic, key, payload) VALUES ($1, convert_to('r', 'UTF8'), "
+         "convert_to('row', 'UTF8'))",
+         1, p);
+    consume(&got, 1, 30);
+    cr_assert_eq(got.n, 1, "the relay is publishing");
+    got_free(&got);
+    exec(pg, "BEGIN", 0, NULL);
+    exec(pg,
+         "INSERT INTO timers (due_at, topic, key, payload) VALUES (now() + interval '500 ms', "
+         "$1, 't', convert_to('timer', 'UTF8'))",
+         1, p);
+    exec(pg, SG_OUTBOX_NOTIFY_TIMERS, 0, NULL);
+    exec(pg, "COMMIT", 0, NULL);
+    due_ms = sgt_query_int(pg, "SELECT (extract(epoch FROM due_at) * 1000)::bigint FROM timers");
+    consume(&got, 2, 20); /* the row again (a new group reads from the start), then the timer */
+    cr_expect_eq(relay_stop(&relay, SIGTERM, NULL), 0);
+    cr_assert_eq(got.n, 2, "the timer fired before the relay's poll");
+    expect_timer_on_time(&got, 1, due_ms);
     got_free(&got);
     sg_pg_destroy(pg);
 }

@@ -598,10 +598,42 @@ Test(worker, commits_notify_the_relay_channel, .timeout = 120)
     sgw_start(&sgw.worker, "sagad-worker", NULL);
     sgw_submit("wake-1", "[{\"name\": \"a\", \"tool\": \"noop\"}]");
     sgw_wait_status("wake-1", "completed");
-    cr_expect_eq(sg_pg_wait_notify(listener, 5000, &err), 1, "the worker's commits notified %s",
-                 SG_OUTBOX_CHANNEL);
+    cr_expect_eq(sg_pg_wait_notify(listener, 5000, NULL, NULL, &err), 1,
+                 "the worker's commits notified %s", SG_OUTBOX_CHANNEL);
     cr_expect_gt(sgw_q_int("SELECT count(*) FROM outbox"), 0, "with its messages in the outbox");
     cr_expect_eq(sgw_proc_join(&sgw.worker, SIGTERM), 0, "%s", sgt_bg_tail(&sgw.worker));
+    sg_pg_destroy(listener);
+}
+
+/* A commit that wrote a retry's timer says so in its notification: the
+ * relay moves timers only when one it knows of is due, or when told of
+ * new ones (else it would see this one up to relay.poll_interval_ms late). */
+Test(worker, retry_timers_are_announced_to_the_relay, .timeout = 120)
+{
+    static const char *const env[] = {"SAGAD_RETRY_BASE_MS=40", "SAGAD_RETRY_CAP_MS=60", NULL};
+    bool marked = false;
+    sg_pg_t *listener;
+    sg_err_t err;
+
+    sgw_world_start(NULL, 1, env);
+    listener = sgt_db_connect(sgw.dsn);
+    cr_assert_eq(sg_pg_listen(listener, SG_OUTBOX_CHANNEL, &err), 0, "%s", err.message);
+    sgw_start(&sgw.relay, "sagad-relay", env);
+    sgw_start(&sgw.worker, "sagad-worker", env);
+    sgw_submit("timer-1", "[{\"name\": \"call\", \"tool\": \"fail\", \"args\": {\"class\": "
+                          "\"transient\", \"code\": \"tool.http.503\", \"times\": 3}}]");
+    sgw_wait_status("timer-1", "completed");
+    /* Only the worker sends the mark (the outbox trigger's payload is ''). */
+    for (int i = 0; i < 50 && !marked; i++)
+        cr_assert_geq(sg_pg_wait_notify(listener, 100, SG_OUTBOX_TIMERS_MARK, &marked, &err), 0,
+                      "%s", err.message);
+    cr_expect(marked, "a notification with payload '%s' after the retry's timer was written",
+              SG_OUTBOX_TIMERS_MARK);
+    /* Three retries: a full-jitter delay of 0 goes straight to the outbox
+     * with no timer, but not three times in a row (odds about 1 in 150,000). */
+    cr_expect_eq(sgw_q_int("SELECT attempts FROM steps"), 4, "the step was retried three times");
+    cr_expect_eq(sgw_proc_join(&sgw.worker, SIGTERM), 0, "%s", sgt_bg_tail(&sgw.worker));
+    cr_expect_eq(sgw_proc_join(&sgw.relay, SIGTERM), 0, "%s", sgt_bg_tail(&sgw.relay));
     sg_pg_destroy(listener);
 }
 

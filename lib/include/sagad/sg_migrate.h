@@ -30,6 +30,12 @@ typedef struct sg_migration_s {
 #define SG_OUTBOX_CHANNEL    "sagad_outbox"
 #define SG_OUTBOX_NOTIFY_OFF "SET sagad.outbox_notify = off"
 #define SG_OUTBOX_NOTIFY     "SELECT pg_notify('" SG_OUTBOX_CHANNEL "', '')"
+/* The same from a transaction that wrote timers: the relay moves due
+ * timers only when the next one it knows of is due, at least once every
+ * relay.poll_interval_ms, and when this payload tells it of new ones. */
+#define SG_OUTBOX_TIMERS_MARK "timers"
+#define SG_OUTBOX_NOTIFY_TIMERS                                                                    \
+    "SELECT pg_notify('" SG_OUTBOX_CHANNEL "', '" SG_OUTBOX_TIMERS_MARK "')"
 
 /* The embedded migrations, in version order. */
 const sg_migration_t *sg_migrate_list(size_t *count);

@@ -139,8 +139,9 @@ int sg_pg_listen(sg_pg_t *pg, const char *channel, sg_err_t *err)
 
 /* Waits up to timeout_ms for a notification on this connection.  Returns
  * 1 when at least one arrived (all pending ones are consumed), 0 on
- * timeout, -1 with err when the connection broke. */
-int sg_pg_wait_notify(sg_pg_t *pg, int timeout_ms, sg_err_t *err);
+ * timeout, -1 with err when the connection broke.  When mark is given,
+ * *marked is set (never cleared) if one of them carried it as payload. */
+int sg_pg_wait_notify(sg_pg_t *pg, int timeout_ms, const char *mark, bool *marked, sg_err_t *err);
 
 /* Maps a SQLSTATE (may be NULL) and whether the connection broke to an
  * error class and a stable code (pg.connection, pg.serialization,
