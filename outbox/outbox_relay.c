@@ -369,12 +369,19 @@ static int produce_row(outbox_relay_t *r, const sg_pg_res_t *res, size_t row, sg
     return rc;
 }
 
-/* Serves delivery reports until the batch is settled.  A stop request does
- * not cut this short (the batch is finished first); a second one does. */
+/* Sends what is queued at once and serves delivery reports until the
+ * batch is settled.  A stop request does not cut this short (the batch is
+ * finished first); a second one does.  A flush overrides linger.ms while
+ * it runs, so the batch leaves at once and together (one request per
+ * partition); with linger.ms 0 its first message left alone and the rest
+ * followed.  Requests are what the broker's CPU goes to: its request
+ * threads took 49 of its 52% of a core at 1,000 steps/s. */
 static void await_acks(outbox_relay_t *r)
 {
+    sg_err_t ignored;
+
     while (r->batch.pending > 0 && !sg_cli_stop_now)
-        sg_kafka_poll(r->producer, 50);
+        (void)sg_kafka_flush(r->producer, 50, &ignored); /* a timeout: go on */
 }
 
 static int advance_cursor(outbox_relay_t *r, const char *tx, const char *id, size_t n,
@@ -436,7 +443,8 @@ static int publish_batch(outbox_relay_t *r, sg_err_t *err)
         if (produce_row(r, res, i, err) < 0) {
             /* Queue full: serve reports and try the row again. */
             if (strcmp(err->code, "kafka.queue_full") == 0) {
-                sg_kafka_poll(r->producer, 100);
+                sg_err_t ignored;
+                (void)sg_kafka_flush(r->producer, 100, &ignored);
                 i--;
                 continue;
             }
@@ -681,12 +689,10 @@ static void run_loop(outbox_relay_t *r)
 int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
 {
     char errstr[512], timeout[32], host[64] = "unknown";
-    /* linger.ms 0 (librdkafka: 5): a batch is produced and then its acks
-     * awaited, so lingering only adds 5 ms to every hop of a saga; what is
-     * queued while a request is in flight still goes together. */
-    const char *props[] = {
-        "enable.idempotence", "true", "acks", "all", "message.timeout.ms", timeout,
-        "linger.ms",          "0",    NULL};
+    /* linger.ms stays librdkafka's (5 ms): a batch is queued whole and then
+     * flushed (await_acks), which sends it at once. */
+    const char *props[] = {"enable.idempotence", "true",  "acks", "all",
+                           "message.timeout.ms", timeout, NULL};
     const char *fp = getenv("SAGAD_TEST_FAILPOINT");
     sg_http_t *http;
     outbox_relay_t r;
