@@ -792,6 +792,11 @@ int sg_pg_wait_notify(sg_pg_t *pg, int timeout_ms, const char *mark, bool *marke
     return drain_notifies(pg->conn, mark, marked);
 }
 
+int sg_pg_notified(sg_pg_t *pg, const char *mark, bool *marked)
+{
+    return drain_notifies(pg->conn, mark, marked);
+}
+
 int64_t sg_pg_res_affected(const sg_pg_res_t *res)
 {
     const char *s = res ? PQcmdTuples((PGresult *)res) : NULL;

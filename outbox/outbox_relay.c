@@ -376,12 +376,17 @@ static int produce_row(outbox_relay_t *r, const sg_pg_res_t *res, size_t row, sg
  * partition); with linger.ms 0 its first message left alone and the rest
  * followed.  Requests are what the broker's CPU goes to: its request
  * threads took 49 of its 52% of a core at 1,000 steps/s. */
+static void send_queued(outbox_relay_t *r, int timeout_ms)
+{
+    sg_err_t ignored; /* a timeout: the caller goes on or waits again */
+
+    (void)sg_kafka_flush(r->producer, timeout_ms, &ignored);
+}
+
 static void await_acks(outbox_relay_t *r)
 {
-    sg_err_t ignored;
-
     while (r->batch.pending > 0 && !sg_cli_stop_now)
-        (void)sg_kafka_flush(r->producer, 50, &ignored); /* a timeout: go on */
+        send_queued(r, 50);
 }
 
 static int advance_cursor(outbox_relay_t *r, const char *tx, const char *id, size_t n,
@@ -443,8 +448,7 @@ static int publish_batch(outbox_relay_t *r, sg_err_t *err)
         if (produce_row(r, res, i, err) < 0) {
             /* Queue full: serve reports and try the row again. */
             if (strcmp(err->code, "kafka.queue_full") == 0) {
-                sg_err_t ignored;
-                (void)sg_kafka_flush(r->producer, 100, &ignored);
+                send_queued(r, 100);
                 i--;
                 continue;
             }
@@ -601,9 +605,9 @@ static int step_active(outbox_relay_t *r, sg_err_t *err)
     int fired = 0, n;
     uint64_t wait_ms, now;
 
-    /* Notifications that came while busy: a batch is read next anyway. */
-    if (sg_pg_wait_notify(r->pg, 0, SG_OUTBOX_TIMERS_MARK, &r->timers_news, err) < 0)
-        return -1;
+    /* Notifications that came with the last cycle's results, when it was
+     * too busy to wait (a batch is read next anyway). */
+    (void)sg_pg_notified(r->pg, SG_OUTBOX_TIMERS_MARK, &r->timers_news);
     if (r->timers_news || sg_cli_now_ms() >= r->timers_at) {
         r->timers_news = false;
         if ((fired = fire_timers(r, r->poll_ms, &wait_ms, err)) < 0)

@@ -581,6 +581,16 @@ Test(worker, without_chaining_every_step_waits_for_its_message, .timeout = 120)
     expect_chained("nochain-1", env, 0);
 }
 
+/* A session listening where the relay does. */
+static sg_pg_t *outbox_listener(void)
+{
+    sg_pg_t *listener = sgt_db_connect(sgw.dsn);
+    sg_err_t err;
+
+    cr_assert_eq(sg_pg_listen(listener, SG_OUTBOX_CHANNEL, &err), 0, "%s", err.message);
+    return listener;
+}
+
 /* The worker's sessions leave the outbox trigger out of their commits
  * (migration 0009) and notify on the relay's channel after them: without
  * that, the relay would learn of the worker's messages only at its next
@@ -593,8 +603,7 @@ Test(worker, commits_notify_the_relay_channel, .timeout = 120)
     sg_err_t err;
 
     sgw_world_start(NULL, 1, NULL);
-    listener = sgt_db_connect(sgw.dsn);
-    cr_assert_eq(sg_pg_listen(listener, SG_OUTBOX_CHANNEL, &err), 0, "%s", err.message);
+    listener = outbox_listener();
     sgw_start(&sgw.worker, "sagad-worker", NULL);
     sgw_submit("wake-1", "[{\"name\": \"a\", \"tool\": \"noop\"}]");
     sgw_wait_status("wake-1", "completed");
@@ -616,8 +625,7 @@ Test(worker, retry_timers_are_announced_to_the_relay, .timeout = 120)
     sg_err_t err;
 
     sgw_world_start(NULL, 1, env);
-    listener = sgt_db_connect(sgw.dsn);
-    cr_assert_eq(sg_pg_listen(listener, SG_OUTBOX_CHANNEL, &err), 0, "%s", err.message);
+    listener = outbox_listener();
     sgw_start(&sgw.relay, "sagad-relay", env);
     sgw_start(&sgw.worker, "sagad-worker", env);
     sgw_submit("timer-1", "[{\"name\": \"call\", \"tool\": \"fail\", \"args\": {\"class\": "

@@ -142,6 +142,10 @@ int sg_pg_listen(sg_pg_t *pg, const char *channel, sg_err_t *err)
  * timeout, -1 with err when the connection broke.  When mark is given,
  * *marked is set (never cleared) if one of them carried it as payload. */
 int sg_pg_wait_notify(sg_pg_t *pg, int timeout_ms, const char *mark, bool *marked, sg_err_t *err);
+/* The same for the notifications libpq has already read (while results
+ * came in), with no I/O: for a loop too busy to wait.  Returns 1 when
+ * there was one. */
+int sg_pg_notified(sg_pg_t *pg, const char *mark, bool *marked);
 
 /* Maps a SQLSTATE (may be NULL) and whether the connection broke to an
  * error class and a stable code (pg.connection, pg.serialization,
