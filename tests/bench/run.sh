@@ -24,11 +24,36 @@ sagad_services_up
 # Warm-up, not measured: a broker just started runs its first minutes of
 # load through the JVM's compilers. Right after a start, the worker
 # bench's p99 measured 387-531 ms; the same code on a broker that had run
-# a few minutes, 78-165 ms. One short worker bench run (1,000 sagas and
-# its 10 s latency phase) is spent on it; its figures are discarded.
-echo "bench: warm-up run of bench-worker (not measured)..." >&2
-SAGAD_BENCH_SAGAS=1000 build/bench/bench-worker >/dev/null 2>&1 ||
-    echo "bench: the warm-up run failed; measuring anyway" >&2
+# a few minutes, 78-165 ms. One short warm-up run was not enough: over
+# consecutive worker bench runs on a new broker, the broker took 97%,
+# 65%, 51%, 50%, 50% and 50% of a core for the same load, and its JIT
+# compiler threads 2.8 s, 0.5 s, 0.3 s, 0.4 s and 0.2 s of CPU per run
+# after the first. So worker bench runs are spent on it until one leaves
+# the compilers under a second of CPU (at most 4 runs); their figures are
+# discarded.
+kafka_pid=$(cat "$SAGAD_LOCAL_KAFKA_DIR/kafka.pid" 2>/dev/null || echo 0)
+# CPU ticks (1/100 s) the broker's JIT compiler threads have used so far.
+jit_ticks() {
+    local t sum=0
+    for t in /proc/"$kafka_pid"/task/*; do
+        case $(cat "$t/comm" 2>/dev/null) in
+        C1\ Compiler* | C2\ Compiler*)
+            # fields 14 and 15 of stat: utime and stime (comm has spaces,
+            # so count from the end of its parenthesis)
+            sum=$((sum + $(sed 's/.*) //' "$t/stat" | awk '{print $12 + $13}'))) ;;
+        esac
+    done
+    echo "$sum"
+}
+for run in 1 2 3 4; do
+    before=$(jit_ticks)
+    echo "bench: warm-up run $run of bench-worker (not measured)..." >&2
+    build/bench/bench-worker >/dev/null 2>&1 ||
+        echo "bench: the warm-up run failed; measuring anyway" >&2
+    spent=$(($(jit_ticks) - before))
+    echo "bench: the broker's JIT compilers used $((spent / 100)).$(printf %02d $((spent % 100))) s of CPU in it" >&2
+    ((spent >= 100)) || break
+done
 build/bench/bench-relay
 build/bench/bench-worker
 build/bench/bench-http
