@@ -59,8 +59,7 @@ typedef struct attempt_ins_s {
 
 enum { T_SAGA_NEW, T_ATTEMPT_NEW, T_ATTEMPT_DONE, T_STEP, T_SAGA, T_OUTBOX, T_TIMER, NTABLES };
 /* The kinds merged into one statement, and how many combinations of them
- * there are (the statements, built when first needed).  ALL_PARAMS bounds
- * the parameters of one statement: 34 when every merged kind has rows. */
+ * there are (the statements, built when first needed). */
 enum { T_MERGED = T_ATTEMPT_NEW, NMERGED = NTABLES - T_MERGED, ALL_PARAMS = 40 };
 
 struct worker_writes_s {
@@ -222,8 +221,7 @@ void worker_writes_free(worker_writes_t *wr)
     free(wr);
 }
 
-/* Appends text, a statement, with its parameter numbers ($n) moved up by
- * offset. */
+/* Appends sql with its parameter numbers moved up by offset. */
 static void put_renumbered(sg_pg_buf_t *b, const char *text, int offset)
 {
     char num[16];
