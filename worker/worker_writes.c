@@ -17,21 +17,7 @@
  *     the ids come from the sequence in insertion order), so a saga's
  *     events keep theirs;
  *   - a step or saga written twice before a flush is one row holding the
- *     last state, as one UPDATE must not match a row twice.
- *
- * The kinds after T_SAGA_NEW go out as ONE statement: each is a
- * data-modifying WITH item of the next, which PostgreSQL runs exactly
- * once and to completion whether or not anything reads it.  Per
- * statement, PostgreSQL binds a portal, starts and ends an executor,
- * fires the statement's trigger queue and counts it; at 1,000 steps/s
- * those fixed costs were a large part of the worker's backend.  Merged
- * this way they need no order among themselves: they write different
- * tables or different rows (an attempt is finished in a transaction after
- * the one that inserted it), and the foreign key checks of the new
- * attempts run at the end of the statement, after the steps they point
- * to were updated.  T_SAGA_NEW stays a statement of its own before them:
- * a step it inserts may be updated in the same flush, and the items of
- * one statement all read the snapshot it started with. */
+ *     last state, as one UPDATE must not match a row twice. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,9 +44,6 @@ typedef struct attempt_ins_s {
 } attempt_ins_t;
 
 enum { T_SAGA_NEW, T_ATTEMPT_NEW, T_ATTEMPT_DONE, T_STEP, T_SAGA, T_OUTBOX, T_TIMER, NTABLES };
-/* The kinds merged into one statement, and how many combinations of them
- * there are (the statements, built when first needed). */
-enum { T_MERGED = T_ATTEMPT_NEW, NMERGED = NTABLES - T_MERGED, ALL_PARAMS = 40 };
 
 struct worker_writes_s {
     table_t t[NTABLES];
@@ -68,8 +51,7 @@ struct worker_writes_s {
     size_t attempt_cap;
     attempt_ins_t *inserts;
     unsigned gen; /* bumped by every flush: slot numbers of older ones are void */
-    sg_pg_buf_t lit[ALL_PARAMS];
-    char *merged[1 << NMERGED]; /* by the set of kinds with rows */
+    sg_pg_buf_t lit[MAX_COLS];
 };
 
 static const int ncols[NTABLES] = {
@@ -213,95 +195,27 @@ void worker_writes_free(worker_writes_t *wr)
     for (int k = 0; k < NTABLES; k++)
         for (int c = 0; c < wr->t[k].ncols; c++)
             free(wr->t[k].col[c]);
-    for (int c = 0; c < ALL_PARAMS; c++)
+    for (int c = 0; c < MAX_COLS; c++)
         sg_pg_buf_free(&wr->lit[c]);
-    for (int m = 0; m < 1 << NMERGED; m++)
-        free(wr->merged[m]);
     free(wr->attempt_cmds);
     free(wr);
-}
-
-/* Appends sql with its parameter numbers moved up by offset. */
-static void put_renumbered(sg_pg_buf_t *b, const char *text, int offset)
-{
-    char num[16];
-
-    while (*text) {
-        if (*text == '$') {
-            char *end;
-            long n = strtol(text + 1, &end, 10);
-            snprintf(num, sizeof(num), "$%ld", n + offset);
-            sg_pg_buf_puts(b, num);
-            text = end;
-        } else {
-            sg_pg_buf_putc(b, *text++);
-        }
-    }
-}
-
-/* WITH item names, for reading the statement in pg_stat_statements. */
-static const char *const kind_name[NTABLES] = {
-    [T_ATTEMPT_DONE] = "attempts_done", [T_STEP] = "steps_set",   [T_SAGA] = "sagas_set",
-    [T_OUTBOX] = "outbox_new",          [T_TIMER] = "timers_new",
-};
-
-static int nparams_of(int k)
-{
-    return ncols[k] + (k == T_ATTEMPT_NEW); /* and the worker id */
-}
-
-/* The statement of the merged kinds in mask (bit k - T_MERGED), their
- * parameters numbered on in kind order: the new attempts' INSERT, when
- * there is one, is the main statement, as its RETURNING is read; else the
- * last kind is.  The others are WITH items before it. */
-static const char *merged_sql(worker_writes_t *wr, unsigned mask)
-{
-    sg_pg_buf_t b = {0};
-    int last = T_ATTEMPT_NEW, offset = 0, main_offset = 0, items = 0;
-
-    if (wr->merged[mask])
-        return wr->merged[mask];
-    if (!(mask & 1u << (T_ATTEMPT_NEW - T_MERGED)))
-        for (int k = T_MERGED; k < NTABLES; k++)
-            if (mask & 1u << (k - T_MERGED))
-                last = k;
-    for (int k = T_MERGED; k < NTABLES; k++) {
-        if (!(mask & 1u << (k - T_MERGED)))
-            continue;
-        if (k == last) {
-            main_offset = offset;
-        } else {
-            sg_pg_buf_puts(&b, items++ ? ", " : "WITH ");
-            sg_pg_buf_puts(&b, kind_name[k]);
-            sg_pg_buf_puts(&b, " AS (");
-            put_renumbered(&b, sql[k], offset);
-            sg_pg_buf_puts(&b, ") ");
-        }
-        offset += nparams_of(k);
-    }
-    put_renumbered(&b, sql[last], main_offset);
-    wr->merged[mask] = b.data;
-    return b.data;
 }
 
 void worker_writes_flush(worker_t *w)
 {
     worker_writes_t *wr = w->writes;
-    const char *params[ALL_PARAMS];
-    sg_pg_res_t **slot = NULL;
-    unsigned mask = 0;
-    int np = 0;
 
     for (int k = 0; k < NTABLES; k++) {
         table_t *t = &wr->t[k];
+        const char *params[MAX_COLS + 1];
+        sg_pg_res_t **slot = NULL;
 
         if (t->n == 0)
             continue;
         for (int c = 0; c < t->ncols; c++) {
-            sg_pg_buf_reset(&wr->lit[np]);
-            sg_pg_array_literal(&wr->lit[np], (const char *const *)t->col[c], t->n);
-            params[np] = wr->lit[np].data;
-            np++;
+            sg_pg_buf_reset(&wr->lit[c]);
+            sg_pg_array_literal(&wr->lit[c], (const char *const *)t->col[c], t->n);
+            params[c] = wr->lit[c].data;
         }
         if (k == T_ATTEMPT_NEW) {
             attempt_ins_t *a = calloc(1, sizeof(*a));
@@ -312,22 +226,15 @@ void worker_writes_flush(worker_t *w)
             a->next = wr->inserts;
             wr->inserts = a;
             slot = &a->res;
-            params[np++] = w->worker_id;
+            params[t->ncols] = w->worker_id;
         }
         if (k == T_OUTBOX)
             w->outbox_written = true;
         if (k == T_TIMER)
             w->timers_written = true;
+        sg_pg_pipe_send(w->pg, sql[k], t->ncols + (k == T_ATTEMPT_NEW), params, slot);
         table_clear(t);
-        if (k < T_MERGED) {
-            sg_pg_pipe_send(w->pg, sql[k], np, params, NULL);
-            np = 0;
-        } else {
-            mask |= 1u << (k - T_MERGED);
-        }
     }
-    if (mask)
-        sg_pg_pipe_send(w->pg, merged_sql(wr, mask), np, params, slot);
     next_gen(wr);
 }
 
