@@ -96,7 +96,14 @@ $(BUILD)/%.o: %.c $(RDKAFKA_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(EXTRA_CFLAGS) -c -o $@ $<
 
-$(BUILD)/gen/sg_migrations.c: $(MIGRATIONS) schemas/embed-sql.sh
+# The names of the migrations, rewritten only when they change: a removed
+# or renamed migration touches no file that is left, yet the embedded list
+# must be built again without it.
+MIGRATIONS_LIST := $(BUILD)/gen/migrations.list
+$(shell mkdir -p $(BUILD)/gen && echo '$(MIGRATIONS)' | cmp -s - $(MIGRATIONS_LIST) || \
+	echo '$(MIGRATIONS)' > $(MIGRATIONS_LIST))
+
+$(BUILD)/gen/sg_migrations.c: $(MIGRATIONS) $(MIGRATIONS_LIST) schemas/embed-sql.sh
 	@mkdir -p $(dir $@)
 	sh schemas/embed-sql.sh $@ $(MIGRATIONS)
 
