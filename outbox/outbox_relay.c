@@ -203,6 +203,16 @@ static int step_connect(outbox_relay_t *r, sg_err_t *err)
      * held every batch up by an fsync, and on a slow disk by its spikes. */
     if (sg_pg_exec(r->pg, "SET synchronous_commit = off", 0, NULL, NULL, err) < 0)
         return -1;
+    /* Read back, not echoed: what the session really runs with, for the
+     * operator (and the test that would notice either SET gone). */
+    if (sg_pg_exec(r->pg,
+                   "SELECT current_setting('synchronous_commit'), "
+                   "current_setting('plan_cache_mode')",
+                   0, NULL, &res, err) < 0)
+        return -1;
+    sg_log_kv(SG_LOG_INFO, "relay session settings", "synchronous_commit", sg_pg_res_get(res, 0, 0),
+              "plan_cache_mode", sg_pg_res_get(res, 0, 1), NULL);
+    sg_pg_res_destroy(res);
     return sg_pg_listen(r->pg, SG_OUTBOX_CHANNEL, err);
 }
 

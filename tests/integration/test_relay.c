@@ -284,6 +284,29 @@ Test(relay, late_commit_is_published_and_naive_poller_loses_it)
     sg_pg_destroy(pg);
 }
 
+/* The relay's session settings that its design relies on (RELAY.md):
+ * commits that do not wait for their flush, and custom plans for the
+ * outbox read.  Another session cannot see them, so the relay logs them
+ * as its session reads them back. */
+Test(relay, session_runs_without_flush_waits_and_with_custom_plans)
+{
+    sg_pg_t *pg = sgt_db_connect(dsn);
+    sgt_proc_t relay;
+    char *err = NULL;
+
+    relay_start(&relay, NULL);
+    wait_holder(pg, relay.pid);
+    cr_expect_eq(relay_stop(&relay, SIGTERM, &err), 0);
+    cr_expect(strstr(err, "\"msg\":\"relay session settings\"") &&
+                  strstr(err, "\"synchronous_commit\":\"off\"") &&
+                  strstr(err, "\"plan_cache_mode\":\"force_custom_plan\""),
+              "the relay's session: synchronous_commit off, plan_cache_mode "
+              "force_custom_plan: %s",
+              err);
+    free(err);
+    sg_pg_destroy(pg);
+}
+
 Test(relay, crash_between_ack_and_cursor_loses_nothing)
 {
     const char *crash[] = {"SAGAD_TEST_FAILPOINT=relay.after_ack", "SAGAD_RELAY_BATCH_SIZE=20",
