@@ -426,6 +426,17 @@ Test(relay, outbox_insert_notifies_unless_the_session_notifies_itself)
     sg_pg_destroy(listener);
 }
 
+/* Inserts one timer on this test's topic, due after delay (an interval);
+ * returns its due time in ms since the epoch. */
+static int64_t insert_timer(sg_pg_t *pg, const char *delay)
+{
+    return sgt_query_intf(pg,
+                          "INSERT INTO timers (due_at, topic, key, payload) VALUES (now() + "
+                          "interval '%s', '%s', 't', convert_to('timer', 'UTF8')) "
+                          "RETURNING (extract(epoch FROM due_at) * 1000)::bigint",
+                          delay, topic);
+}
+
 /* Message i is the timer's, published at its due time or within 2 s after. */
 static void expect_timer_on_time(const got_t *got, size_t i, int64_t due_ms)
 {
@@ -438,18 +449,13 @@ static void expect_timer_on_time(const got_t *got, size_t i, int64_t due_ms)
 
 Test(relay, timer_fires_at_due_time_not_before)
 {
-    const char *p[] = {topic};
     sg_pg_t *pg = sgt_db_connect(dsn);
     sgt_proc_t relay;
     int64_t due_ms;
     got_t got;
 
     relay_start(&relay, NULL);
-    exec(pg,
-         "INSERT INTO timers (due_at, topic, key, payload) VALUES (now() + interval '2 s', $1, "
-         "'t', convert_to('timer', 'UTF8'))",
-         1, p);
-    due_ms = sgt_query_int(pg, "SELECT (extract(epoch FROM due_at) * 1000)::bigint FROM timers");
+    due_ms = insert_timer(pg, "2 s");
     consume(&got, 1, 30);
     cr_expect_eq(relay_stop(&relay, SIGTERM, NULL), 0);
     cr_assert_eq(got.n, 1);
@@ -481,13 +487,9 @@ Test(relay, a_new_timer_is_moved_when_its_writer_announces_it)
     cr_assert_eq(got.n, 1, "the relay is publishing");
     got_free(&got);
     exec(pg, "BEGIN", 0, NULL);
-    exec(pg,
-         "INSERT INTO timers (due_at, topic, key, payload) VALUES (now() + interval '500 ms', "
-         "$1, 't', convert_to('timer', 'UTF8'))",
-         1, p);
+    due_ms = insert_timer(pg, "500 ms");
     exec(pg, SG_OUTBOX_NOTIFY_TIMERS, 0, NULL);
     exec(pg, "COMMIT", 0, NULL);
-    due_ms = sgt_query_int(pg, "SELECT (extract(epoch FROM due_at) * 1000)::bigint FROM timers");
     consume(&got, 2, 20); /* the row again (a new group reads from the start), then the timer */
     cr_expect_eq(relay_stop(&relay, SIGTERM, NULL), 0);
     cr_assert_eq(got.n, 2, "the timer fired before the relay's poll");
