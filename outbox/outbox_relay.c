@@ -188,10 +188,9 @@ static int step_connect(outbox_relay_t *r, sg_err_t *err)
      * sees the table's current size and takes the index (outbox_order).
      * enable_seqscan = off instead made plans that must scan a small
      * table (the shard trigger's relay_settings) cost past jit_above_cost:
-     * 127 ms of JIT compilation per timer moved. */
-    if (sg_pg_exec(r->pg, "SET plan_cache_mode = force_custom_plan", 0, NULL, NULL, err) < 0)
-        return -1;
-    /* The relay's commits do not wait for their WAL flush.  What it writes
+     * 127 ms of JIT compilation per timer moved.
+     *
+     * The relay's commits do not wait for their WAL flush.  What it writes
      * is where it got to (the cursor, the published rows' deletion, the
      * heartbeat) and due timers moved into the outbox; PostgreSQL loses at
      * most the latest of those in a crash of its own, never a worker's
@@ -200,14 +199,14 @@ static int step_connect(outbox_relay_t *r, sg_err_t *err)
      * publishes its batch again and a lost timer move fires the timer
      * again, the same message with the same id: duplicates, which
      * delivery is at least once already allows.  Waiting for the flush
-     * held every batch up by an fsync, and on a slow disk by its spikes. */
-    if (sg_pg_exec(r->pg, "SET synchronous_commit = off", 0, NULL, NULL, err) < 0)
-        return -1;
-    /* Read back, not echoed: what the session really runs with, for the
-     * operator (and the test that would notice either SET gone). */
+     * held every batch up by an fsync, and on a slow disk by its spikes.
+     *
+     * Both are set for the session in one statement; set_config() returns
+     * the value the session now runs with, which is logged for the
+     * operator (and for the test that would notice either one gone). */
     if (sg_pg_exec(r->pg,
-                   "SELECT current_setting('synchronous_commit'), "
-                   "current_setting('plan_cache_mode')",
+                   "SELECT set_config('synchronous_commit', 'off', false), "
+                   "set_config('plan_cache_mode', 'force_custom_plan', false)",
                    0, NULL, &res, err) < 0)
         return -1;
     sg_log_kv(SG_LOG_INFO, "relay session settings", "synchronous_commit", sg_pg_res_get(res, 0, 0),
