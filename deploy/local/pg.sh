@@ -201,8 +201,12 @@ bootstrap_roles() {
 DO $$
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sagad') THEN
-    CREATE ROLE sagad LOGIN CREATEDB PASSWORD 'sagad';
+    CREATE ROLE sagad LOGIN CREATEDB;
   END IF;
+  -- Set on every start: clusters made before the password changed (it was
+  -- 'sagad', which the log masking then hid inside every topic name,
+  -- "****.commands") get the current one.
+  ALTER ROLE sagad PASSWORD 'sagad-local-pw';
 END
 $$;
 EOF
@@ -294,7 +298,7 @@ do_url() {
     local running p=$port
     # A running cluster's own port wins over the environment's.
     if running=$(running_postmaster); then p=${running#* }; fi
-    echo "postgresql://sagad:sagad@127.0.0.1:$p/sagad"
+    echo "postgresql://sagad:sagad-local-pw@127.0.0.1:$p/sagad"
 }
 
 case "$cmd" in

@@ -36,7 +36,7 @@ export SAGAD_LOCAL_PG_PORT=${SAGAD_FAULTS_PG_PORT:-54339}
 export PGCONNECT_TIMEOUT=5
 
 kafka=127.0.0.1:$kafka_port
-pg_base=postgresql://sagad:sagad@127.0.0.1:$SAGAD_LOCAL_PG_PORT
+pg_base=postgresql://sagad:sagad-local-pw@127.0.0.1:$SAGAD_LOCAL_PG_PORT
 
 # Workload of each scenario: ROUNDS x KEYS rows, payload "k<key>:<round>",
 # written as ROUNDS x PARTS small transactions of KEYS/PARTS rows.
