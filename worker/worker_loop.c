@@ -327,6 +327,7 @@ static void chain_forget(loop_t *L, int32_t partition)
 }
 
 static void retire(loop_t *L, worker_cmd_t *c);
+static void cmd_ctx(const worker_cmd_t *c, sg_log_ctx_t *ctx);
 
 /* The copy r of the PARKED chained command v (the head of its saga's
  * queue) takes v's place, call and result, and is completed as any
@@ -372,11 +373,19 @@ static void park(loop_t *L, worker_cmd_t *v)
 {
     saga_slot_t *slot = saga_slot(L, v->dec.saga_id, false);
     worker_cmd_t *copy = find_copy(v);
+    sg_log_ctx_t ctx;
 
     v->state = CMD_PARKED;
     active_add(L, v, -1);
-    if (slot && copy)
+    if (slot && copy) {
         adopt(L, slot, v, copy);
+        return;
+    }
+    /* Says why the saga waits: should the message not come (the relay
+     * down), its outcome is not written yet. */
+    cmd_ctx(v, &ctx);
+    ctx.error_code = v->result.err.code;
+    sg_log(SG_LOG_INFO, &ctx, "chained call failed: its outcome waits for its message");
 }
 
 /* Queues cmd behind its saga; READY when it is the saga's only one. */

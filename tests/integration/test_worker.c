@@ -678,38 +678,82 @@ Test(worker, stored_offset_beyond_the_log_end_is_taken_back, .timeout = 120)
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM builtin_ledger WHERE calls = 1"), 1);
 }
 
-/* A chained call that fails waits for its message, whose command takes
- * over the result: the dead letter names that message, and the step ran
- * once. */
-Test(worker, chained_step_failure_is_recorded_on_its_message, .timeout = 120)
+/* After a chained step b failed: the saga compensated, both steps were
+ * chained, b ran once (attempts: "0:ok:-,1:<status>:<code>"), and its
+ * one dead letter (code dl_code) names b's message, offset 2, after
+ * saga.start and step a's.  Stops the processes. */
+static void expect_chained_failure_on_message(const char *saga_id, const char *attempts,
+                                              const char *dl_code)
 {
     char text[512], want[512];
 
-    sgw_pair_start(NULL, 1, NULL);
+    sgw_wait_status(saga_id, "compensated");
+    sgw_wait_int(3, "SELECT coalesce(sum(next_offset), 0) FROM consumer_offsets");
+    sgw_pair_stop();
+
+    cr_expect_eq(chained_steps(saga_id), 2, "steps a and b were chained");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(step_idx || ':' || status || ':' || "
+                                "coalesce(error_code, '-'), ',' ORDER BY id) FROM attempts"),
+                     attempts, "step b ran once, its result kept: %s", text);
+    cr_assert_eq(sgw_q_int("SELECT count(*) FROM dead_letters"), 1);
+    snprintf(want, sizeof(want), "%s|b|%s|0|2|cmd:%s:1:f:g1:a1", dl_code, sgw.topic_cmd, saga_id);
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT concat_ws('|', error_code, step_name, original_topic, "
+                                "original_partition, original_offset, "
+                                "convert_from(payload, 'UTF8')::jsonb->>'id') FROM dead_letters"),
+                     want, "the dead letter names step b's message");
+}
+
+/* A chained call that fails waits for its message, whose command takes
+ * over the result: the dead letter names that message, and the step ran
+ * once.  The relay starts only once the call has failed, so the message
+ * comes after it (the next test has the other order). */
+Test(worker, chained_step_failure_is_recorded_on_its_message, .timeout = 120)
+{
+    sgw_world_start(NULL, 1, NULL);
+    sgw_start(&sgw.worker, "sagad-worker", NULL);
     sgw_submit("chainfail-1",
                "[{\"name\": \"a\", \"tool\": \"noop\"},"
                " {\"name\": \"b\", \"tool\": \"fail\", \"args\": {\"class\": \"poison\", "
                "\"code\": \"tool.builtin.fail\", \"message\": \"bad input\"}}]");
-    sgw_wait_status("chainfail-1", "compensated");
-    sgw_wait_int(3, "SELECT coalesce(sum(next_offset), 0) FROM consumer_offsets");
-    sgw_pair_stop();
+    /* b's attempt row commits before its call, which fails in
+     * microseconds; the second is margin. */
+    sgw_wait_int(1, "SELECT count(*) FROM attempts WHERE step_idx = 1");
+    sleep(1);
+    sgw_start(&sgw.relay, "sagad-relay", NULL);
+    expect_chained_failure_on_message("chainfail-1", "0:ok:-,1:error:tool.builtin.fail",
+                                      "tool.builtin.fail");
+    cr_expect(strstr(sgw.worker.err, "chained call failed: its outcome waits for its message"),
+              "the worker says why the saga waits: %s", sgt_bg_tail(&sgw.worker));
+}
 
-    cr_expect_eq(chained_steps("chainfail-1"), 2, "steps a and b were chained");
-    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
-                                "SELECT string_agg(step_idx || ':' || status || ':' || "
-                                "coalesce(error_code, '-'), ',' ORDER BY id) FROM attempts"),
-                     "0:ok:-,1:error:tool.builtin.fail", "step b ran once, its result kept");
-    cr_assert_eq(sgw_q_int("SELECT count(*) FROM dead_letters"), 1);
-    cr_expect_str_eq(
-        sgw_q_text(text, sizeof(text),
-                   "SELECT concat_ws('|', error_code, step_name, original_topic, "
-                   "original_partition, original_offset, "
-                   "convert_from(payload, 'UTF8')::jsonb->>'id') FROM dead_letters"),
-        (snprintf(want, sizeof(want), "tool.builtin.fail|b|%s|0|2|cmd:chainfail-1:1:f:g1:a1",
-                  sgw.topic_cmd),
-         want),
-        "the dead letter names step b's message: offset 2, after saga.start and "
-        "step a's");
+/* The other order: the chained call's message arrives while the call still
+ * runs (it waits behind it in its saga's queue), and the call then fails.
+ * The message's command takes over the result at once. */
+Test(worker, chained_step_failing_after_its_message_came_is_recorded_on_it, .timeout = 120)
+{
+    static const char tools[] =
+        "\"sleep.cut\": {\"adapter\": \"builtin\", \"target\": \"sleep\", \"side_effect\": "
+        "\"read\", \"timeout_ms\": 3000, \"retry\": {\"max_attempts\": 1}}";
+    sgw_reader_t cmds;
+
+    sgw_pair_start(tools, 1, NULL);
+    sgw_submit("chainlate-1",
+               "[{\"name\": \"a\", \"tool\": \"noop\"},"
+               " {\"name\": \"b\", \"tool\": \"sleep.cut\", \"args\": {\"ms\": 60000}}]");
+    /* saga.start, then the step.execute of a and of b, published by the
+     * relay while b's call sleeps towards its 3 s timeout. */
+    sgw_reader_open(&cmds, sgw.topic_cmd);
+    sgw_reader_wait_count(&cmds, 3);
+    sgw_reader_close(&cmds);
+    cr_assert_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx = 1 AND finished_at IS "
+                           "NULL"),
+                 1, "step b's message came while its call still ran");
+    expect_chained_failure_on_message("chainlate-1", "0:ok:-,1:timeout:tool.timeout",
+                                      "runtime.budget.attempts_exhausted");
+    cr_expect_null(strstr(sgw.worker.err, "its outcome waits for its message"),
+                   "the message was there when the call failed: %s", sgt_bg_tail(&sgw.worker));
 }
 
 Test(worker, replayed_step_command_has_no_effect, .timeout = 120)
