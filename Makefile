@@ -98,10 +98,14 @@ $(BUILD)/%.o: %.c $(RDKAFKA_STAMP)
 
 # The names of the migrations, rewritten only when they change: a removed
 # or renamed migration touches no file that is left, yet the embedded list
-# must be built again without it.
+# must be built again without it.  Checked whenever the embedded list is
+# (FORCE); make sees its time unchanged when nothing was rewritten.
 MIGRATIONS_LIST := $(BUILD)/gen/migrations.list
-$(shell mkdir -p $(BUILD)/gen && echo '$(MIGRATIONS)' | cmp -s - $(MIGRATIONS_LIST) || \
-	echo '$(MIGRATIONS)' > $(MIGRATIONS_LIST))
+$(MIGRATIONS_LIST): FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(MIGRATIONS)' | cmp -s - $@ || echo '$(MIGRATIONS)' > $@
+.PHONY: FORCE
+FORCE:
 
 $(BUILD)/gen/sg_migrations.c: $(MIGRATIONS) $(MIGRATIONS_LIST) schemas/embed-sql.sh
 	@mkdir -p $(dir $@)
