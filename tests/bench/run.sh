@@ -34,13 +34,17 @@ sagad_services_up
 kafka_pid=$(cat "$SAGAD_LOCAL_KAFKA_DIR/kafka.pid" 2>/dev/null || echo 0)
 # CPU ticks (1/100 s) the broker's JIT compiler threads have used so far.
 jit_ticks() {
-    local t sum=0
+    local t comm stat sum=0
+    local -a f
     for t in /proc/"$kafka_pid"/task/*; do
-        case $(cat "$t/comm" 2>/dev/null) in
+        read -r comm <"$t/comm" 2>/dev/null || continue
+        case $comm in
         C1\ Compiler* | C2\ Compiler*)
             # fields 14 and 15 of stat: utime and stime (comm has spaces,
-            # so count from the end of its parenthesis)
-            sum=$((sum + $(sed 's/.*) //' "$t/stat" | awk '{print $12 + $13}'))) ;;
+            # so count from the end of its parenthesis: field 3 is f[0])
+            read -r stat <"$t/stat" 2>/dev/null || continue
+            read -ra f <<<"${stat##*) }"
+            sum=$((sum + f[11] + f[12])) ;;
         esac
     done
     echo "$sum"
