@@ -63,6 +63,31 @@ BUILD_DEB_PKGS := gcc make pkg-config curl ca-certificates libssl-dev zlib1g-dev
 DEB_PKGS := $(BUILD_DEB_PKGS) procps libcriterion-dev postgresql openjdk-17-jre-headless maven \
             kcat clang-format python3-jsonschema python3-venv gdb
 
+# The entry targets (below) install the packages before they build.
+ENTRY_GOALS := demo test bench up test-unit test-integration test-asan test-faults
+
+# A build without its packages stops here, naming the Debian packages and
+# what to type, not later with a compiler's "cJSON.h: No such file".  The
+# pkg-config modules the build reads, each with the package that has it
+# (librdkafka's own build needs openssl, zlib and libzstd); criterion only
+# for the test binaries.  Checked only when a goal builds something.
+BUILD_PC_DEBS := libpq:libpq-dev libcjson:libcjson-dev libcurl:libcurl4-openssl-dev \
+                 libmicrohttpd:libmicrohttpd-dev openssl:libssl-dev zlib:zlib1g-dev libzstd:libzstd-dev
+TEST_PC_DEBS  := criterion:libcriterion-dev
+NO_BUILD_GOALS := help deps deps-build down demo-stop clean format format-check schemas-check
+ifneq ($(SAGAD_DEPS),done)
+NO_BUILD_GOALS += $(ENTRY_GOALS)
+endif
+BUILD_GOALS := $(filter-out $(NO_BUILD_GOALS),$(or $(MAKECMDGOALS),all))
+ifneq ($(BUILD_GOALS),)
+CHECK_PC_DEBS := $(BUILD_PC_DEBS) $(if $(filter test% tests %-tests,$(BUILD_GOALS)),$(TEST_PC_DEBS))
+PKG_MISSING := $(shell command -v pkg-config >/dev/null || echo pkg-config; \
+                 for m in $(CHECK_PC_DEBS); do pkg-config --exists $${m%%:*} 2>/dev/null || echo $${m#*:}; done)
+ifneq ($(strip $(PKG_MISSING)),)
+$(error missing Debian packages: $(strip $(PKG_MISSING)). Run 'make deps' (as root, or with sudo) to install them, or begin with 'make demo' or 'make test', which install them first)
+endif
+endif
+
 
 .PHONY: docs docs-check bench schemas-check image-check k8s-check
 .PHONY: all help deps deps-build up down demo demo-stop test test-unit test-integration test-asan test-faults tests \
@@ -72,7 +97,7 @@ all: $(LIBSAGAD) $(PROGS)
 
 help:
 	@echo "make            build build/libsagad.a and bin/{sagad-worker,sagad-relay,dlq-tool,checkout-svc}"
-	@echo "make deps       install the Debian packages needed (no-op when present)"
+	@echo "make deps       install the Debian packages needed (no-op when present; demo, test, bench, up and test-* run it first)"
 	@echo "make up / down  start / stop the private PostgreSQL and Kafka under .run/"
 	@echo "make demo       services, checkout-svc, relay and worker up; three example sagas run end to end"
 	@echo "make demo-stop  stop the demo's checkout-svc, relay and worker"
@@ -174,32 +199,39 @@ BENCH_HTTP := $(BUILD)/bench/bench-http
 $(BENCH_HTTP): $(BUILD)/bench/bench_http.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
-# bench: throughput and latency beside the raw floors (not a test).
-bench: deps all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_HTTP) $(BENCH_DLQ)
-	tests/bench/run.sh
+deps:
+	deploy/deps.sh $(DEB_PKGS)
 
-deps-build: DEB_PKGS := $(BUILD_DEB_PKGS)
-deps deps-build:
-	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -z "$$missing" ]; then echo "deps: all Debian packages present"; exit 0; fi; \
-	sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
-	echo "deps: installing" $$missing; \
-	$$sudo apt-get update -q && \
-	DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends $$missing
-
-up:
-	deploy/local/pg.sh start
-	deploy/local/kafka.sh start
+deps-build:
+	deploy/deps.sh $(BUILD_DEB_PKGS)
 
 down:
 	examples/demo.sh stop
 	deploy/local/kafka.sh stop
 	deploy/local/pg.sh stop
 
-# test: unit tests, integration tests against the local services (started
-# if needed and stopped again only if this run started them), then the
-# same tests built with AddressSanitizer and UBSan, then the fault suite.
-test: deps tests docs-check schemas-check image-check k8s-check
+# The entry targets (ENTRY_GOALS): what a person types first.  Each
+# installs the Debian packages (make deps), then runs itself again in a
+# make of its own with SAGAD_DEPS=done: that make parses this file afresh,
+# so the pkg-config flags above are read after the packages are there (a
+# make that installs and builds in one parse compiles with empty flags).
+
+ifneq ($(SAGAD_DEPS),done)
+$(ENTRY_GOALS): deps
+	@$(MAKE) --no-print-directory SAGAD_DEPS=done $@
+else
+demo: all
+	examples/demo.sh
+
+up:
+	deploy/local/pg.sh start
+	deploy/local/kafka.sh start
+
+# test: the format and generated-docs checks, unit tests, integration tests
+# against the local services (started if needed and stopped again only if
+# this run started them), then the same tests built with AddressSanitizer
+# and UBSan, then the fault suite.
+test: tests format-check docs-check schemas-check image-check k8s-check
 	$(MAKE) --no-print-directory BUILD=build/asan BINDIR=build/asan/bin SAN=1 tests
 	tests/run.sh $(BUILD) build/asan
 	tests/faults/run.sh
@@ -219,8 +251,10 @@ test-asan:
 test-faults: all
 	tests/faults/run.sh
 
-demo: deps all
-	examples/demo.sh
+# bench: throughput and latency beside the raw floors (not a test).
+bench: all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_HTTP) $(BENCH_DLQ)
+	tests/bench/run.sh
+endif
 
 demo-stop:
 	examples/demo.sh stop
@@ -265,6 +299,7 @@ format:
 	clang-format -i $(FORMAT_SRCS)
 
 format-check:
+	@command -v clang-format >/dev/null || { echo "format-check: clang-format not found: 'make deps' installs it" >&2; exit 1; }
 	clang-format --dry-run -Werror $(FORMAT_SRCS)
 
 clean:
