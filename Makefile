@@ -279,8 +279,11 @@ docs-check: $(BINDIR)/sagad-worker
 # The JSON contracts, checked by an independent validator (Python
 # jsonschema): schemas, fixtures, and every error code in the C sources
 # registered in schemas/error_codes.json.
+# Debian's python3 where there is one: python3-jsonschema (make deps) is
+# installed for it, not for a python3 of pyenv or a venv ahead on PATH.
+SCHEMAS_PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
 schemas-check:
-	python3 tests/schemas/check.py
+	$(SCHEMAS_PYTHON) tests/schemas/check.py
 
 # image-check: deploy/Dockerfile's runtime packages cover every library the
 # built binaries load (ldd + dpkg -S), without a container engine.
