@@ -11,9 +11,11 @@
 # fail later with a compiler's "No such file or directory".
 set -uo pipefail
 
+# Installed means dpkg's "ii": a package removed but not purged is still
+# known to `dpkg -s` (state "rc", its config files left) yet has no files.
 missing=()
 for p in "$@"; do
-    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+    [ "$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null)" = "ii " ] || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
     echo "deps: all $# Debian packages present"
