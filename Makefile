@@ -56,9 +56,10 @@ INT_TEST  := $(BUILD)/tests/integration-tests
 TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/support/*.c))
 
 # Debian packages the build needs (also all the image's builder stage
-# installs, deploy/Dockerfile: make deps-build), then those the tests and
-# the local services need.
-BUILD_DEB_PKGS := gcc make pkg-config curl ca-certificates libssl-dev zlib1g-dev libzstd-dev \
+# installs, deploy/Dockerfile: make deps-build; g++ only because
+# librdkafka's configure insists on a C++ compiler), then those the tests
+# and the local services need.
+BUILD_DEB_PKGS := gcc g++ make pkg-config curl ca-certificates libssl-dev zlib1g-dev libzstd-dev \
                   libpq-dev libcjson-dev libcurl4-openssl-dev libmicrohttpd-dev
 DEB_PKGS := $(BUILD_DEB_PKGS) procps libcriterion-dev postgresql openjdk-17-jre-headless maven \
             kcat clang-format python3-jsonschema python3-venv gdb

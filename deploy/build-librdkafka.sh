@@ -20,7 +20,8 @@
 # package is pinned by version and sha256.  Offline: download it elsewhere
 # and point SAGAD_LIBRDKAFKA_CRATE at the file.
 #
-# Needs a C compiler, make, curl, and the -dev packages of the features
+# Needs a C compiler, a C++ compiler (configure refuses to run without
+# one, though only the C library is built), make, curl, and the -dev packages of the features
 # built in (BUILD_DEB_PKGS in the Makefile): OpenSSL (TLS, SASL SCRAM),
 # zlib and zstd (compression; snappy and lz4 are built in) and libcurl
 # (OAUTHBEARER OIDC).  Kerberos (SASL GSSAPI) is not built.
@@ -63,9 +64,11 @@ echo "librdkafka: building $RDKAFKA_VERSION (about a minute on two cores; log in
     cd "$src"
     # --enable-X makes a missing -dev package fail here, naming it, rather
     # than silently building a librdkafka without TLS or zstd.
+    # Chained with &&: set -e does not hold in a subshell on the left of
+    # ||, and a make after a failed configure hides its reason.
     ./configure --no-download --enable-ssl --enable-zlib --enable-zstd --enable-curl \
-        --disable-gssapi --disable-lz4-ext
-    make -C src -j"$(nproc)" librdkafka.a
+        --disable-gssapi --disable-lz4-ext &&
+        make -C src -j"$(nproc)" librdkafka.a
 ) >"$work/build.log" 2>&1 || {
     tail -30 "$work/build.log" >&2
     echo "librdkafka: build failed; the full log is $work/build.log (make deps installs what it needs)" >&2
