@@ -9,7 +9,7 @@
  *              SAGAD_ATTEMPT, SAGAD_TOOL, SAGAD_TIMEOUT_MS
  *   stdout     the answer: JSON data, or text kept as a string; at most
  *              max_response_bytes (more: tool.exec.output_too_large)
- *   stderr     the first 4 KiB go into the error message
+ *   stderr     up to 4 KiB is read; the error message (511 bytes) keeps its start
  *   exit       0 ok; 75 (EX_TEMPFAIL) transient tool.exec.tempfail; other
  *              permanent tool.exec.exit; killed by a signal: permanent
  *              tool.exec.signal naming it; past timeout_ms: tool.timeout
