@@ -76,7 +76,7 @@ BUILD_PC_DEBS := libpq:libpq-dev libcjson:libcjson-dev libcurl:libcurl4-openssl-
                  libmicrohttpd:libmicrohttpd-dev openssl:libssl-dev zlib:zlib1g-dev libzstd:libzstd-dev
 TEST_PC_DEBS  := criterion:libcriterion-dev
 NO_BUILD_GOALS := help deps deps-build down demo-stop clean format format-check schemas-check
-ifneq ($(SAGAD_DEPS),done)
+ifneq ($(DEPS_DONE),1)
 NO_BUILD_GOALS += $(ENTRY_GOALS)
 endif
 BUILD_GOALS := $(filter-out $(NO_BUILD_GOALS),$(or $(MAKECMDGOALS),all))
@@ -213,13 +213,15 @@ down:
 
 # The entry targets (ENTRY_GOALS): what a person types first.  Each
 # installs the Debian packages (make deps), then runs itself again in a
-# make of its own with SAGAD_DEPS=done: that make parses this file afresh,
+# make of its own with DEPS_DONE=1 (not a SAGAD_ name: make exports it to
+# the recipes, and the binaries refuse SAGAD_ variables they do not know):
+# that make parses this file afresh,
 # so the pkg-config flags above are read after the packages are there (a
 # make that installs and builds in one parse compiles with empty flags).
 
-ifneq ($(SAGAD_DEPS),done)
+ifneq ($(DEPS_DONE),1)
 $(ENTRY_GOALS): deps
-	@$(MAKE) --no-print-directory SAGAD_DEPS=done $@
+	@$(MAKE) --no-print-directory DEPS_DONE=1 $@
 else
 demo: all
 	examples/demo.sh
