@@ -76,7 +76,7 @@ typedef enum worker_status_e {
     WORKER_TIMEOUT,
 } worker_status_t;
 
-/* The normalised outcome of a call (DESIGN.md §4 envelope). */
+/* The normalised outcome of a call (the envelope, docs/ARCHITECTURE.md). */
 typedef struct worker_result_s {
     worker_status_t status;
     sg_err_t err;           /* class and code when status != OK */

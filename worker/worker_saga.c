@@ -1,4 +1,4 @@
-/* The saga state machine (DESIGN.md §3-§5).
+/* The saga state machine (docs/ARCHITECTURE.md, "The saga state machine").
  *
  * Each function here runs inside the open transaction of a batch, with the
  * saga row locked, and only sends statements into the pipeline: the step

@@ -1,4 +1,4 @@
--- sagad core tables (DESIGN.md §5).  Applied by `<binary> migrate` inside a
+-- sagad core tables (docs/ARCHITECTURE.md, "PostgreSQL model and guarantees").  Applied by `<binary> migrate` inside a
 -- transaction, so this file must not contain BEGIN/COMMIT.
 
 CREATE TABLE sagas (

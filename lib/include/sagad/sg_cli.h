@@ -15,7 +15,7 @@
 
 #include "sagad/sg_config.h"
 
-/* Exit codes shared by every binary (documented in README.md). */
+/* Exit codes shared by every binary (documented in docs/OPERATIONS.md). */
 #define SG_EXIT_OK      0 /* done */
 #define SG_EXIT_FAIL    1 /* the work failed, or nothing matched */
 #define SG_EXIT_USAGE   2 /* bad usage or bad configuration */

@@ -2,7 +2,7 @@
  *
  * An error carries a stable code ("area.sub.detail", registered in
  * schemas/error_codes.json), a class that tells the runtime what to do
- * (DESIGN.md §4), and a human message.  Functions that can fail take an
+ * (docs/ARCHITECTURE.md), and a human message.  Functions that can fail take an
  * sg_err_t * and fill it; a NULL err is allowed and discards the detail. */
 #ifndef SAGAD_ERR_H
 #define SAGAD_ERR_H
