@@ -90,7 +90,7 @@ endif
 endif
 
 
-.PHONY: docs docs-check bench schemas-check image-check k8s-check
+.PHONY: docs docs-check bench schemas-check structure-check image-check k8s-check
 .PHONY: all help deps deps-build up down demo demo-stop test test-unit test-integration test-asan test-faults tests \
         format format-check clean
 
@@ -108,6 +108,7 @@ help:
 	@echo "make bench      relay, worker and http-tool figures beside their raw floors"
 	@echo "make format-check  check .clang-format conformance"
 	@echo "make schemas-check schemas/, their fixtures and the error-code registry vs the C sources"
+	@echo "make structure-check  no call or include cycle among the C files, no program including another's"
 	@echo "make docs       regenerate docs/CONFIGURATION.md, deploy/sagad.sample.conf and docs/METRICS.md"
 	@echo "make image-check  deploy/Dockerfile's runtime packages cover what the binaries load"
 	@echo "make k8s-check  render deploy/k8s and validate it offline (schemas, config, probes, security)"
@@ -234,7 +235,7 @@ up:
 # against the local services (started if needed and stopped again only if
 # this run started them), then the same tests built with AddressSanitizer
 # and UBSan, then the fault suite.
-test: tests format-check docs-check schemas-check image-check k8s-check
+test: tests format-check structure-check docs-check schemas-check image-check k8s-check
 	$(MAKE) --no-print-directory BUILD=build/asan BINDIR=build/asan/bin SAN=1 tests
 	tests/run.sh $(BUILD) build/asan
 	tests/faults/run.sh
@@ -264,7 +265,8 @@ demo-stop:
 
 # The config reference, the sample config file and the metrics reference
 # are generated from the config table and the metrics catalog; docs-check
-# fails when a committed copy is stale.
+# fails when a committed copy is stale, or when a relative link in a
+# Markdown file points to no file or no heading.
 GEN_DOCS := docs/CONFIGURATION.md:--config-reference deploy/sagad.sample.conf:--config-sample \
             docs/METRICS.md:--metrics-reference
 
@@ -278,15 +280,22 @@ docs-check: $(BINDIR)/sagad-worker
 	  $(BINDIR)/sagad-worker $${d#*:} | diff -u $${d%%:*} - \
 	    || { echo "$${d%%:*} is stale: run make docs"; exit 1; }; \
 	done
+	$(CHECK_PYTHON) tests/docs/links.py
+
+# The checks run Debian's python3 where there is one: python3-jsonschema
+# (make deps) is installed for it, not for a pyenv python3 ahead on PATH.
+CHECK_PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
+
+# structure-check: no call cycle among the C files (read from the built
+# objects with nm), no include cycle, no program including another's files.
+structure-check: all
+	$(CHECK_PYTHON) tests/structure/check.py $(BUILD)
 
 # The JSON contracts, checked by an independent validator (Python
 # jsonschema): schemas, fixtures, and every error code in the C sources
 # registered in schemas/error_codes.json.
-# Debian's python3 where there is one: python3-jsonschema (make deps) is
-# installed for it, not for a python3 of pyenv or a venv ahead on PATH.
-SCHEMAS_PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
 schemas-check:
-	$(SCHEMAS_PYTHON) tests/schemas/check.py
+	$(CHECK_PYTHON) tests/schemas/check.py
 
 # image-check: deploy/Dockerfile's runtime packages cover every library the
 # built binaries load (ldd + dpkg -S), without a container engine.

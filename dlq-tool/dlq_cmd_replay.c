@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "dlq.h"
+#include "sagad/sg_run.h"
 
 enum {
     R_OUTCOME,
@@ -75,7 +76,7 @@ static int parse_rate(const char *s, double *out)
 
 static void sleep_until_ms(uint64_t t)
 {
-    uint64_t now = sg_cli_now_ms();
+    uint64_t now = sg_run_now_ms();
 
     if (t > now) {
         struct timespec ts = {(time_t)((t - now) / 1000), (long)((t - now) % 1000) * 1000000L};
@@ -199,7 +200,7 @@ static void replay_on(replay_run_t *run, sg_pg_t *pg)
     for (;;) {
         size_t i;
         pthread_mutex_lock(&run->lock);
-        if (run->rc != SG_EXIT_OK || !sg_cli_running || run->next >= run->n) {
+        if (run->rc != SG_EXIT_OK || !sg_run_running || run->next >= run->n) {
             pthread_mutex_unlock(&run->lock);
             return;
         }
@@ -207,7 +208,7 @@ static void replay_on(replay_run_t *run, sg_pg_t *pg)
         pthread_mutex_unlock(&run->lock);
         if (run->rate > 0)
             sleep_until_ms(run->t0 + (uint64_t)llround((double)i * 1000.0 / run->rate));
-        if (!sg_cli_running)
+        if (!sg_run_running)
             return;
         {
             int rc = replay_one(run, pg, run->ids[i]);
@@ -243,11 +244,11 @@ static int replay_all(replay_run_t *run, const char *const *ids, size_t n)
 
     if (!threads)
         abort();
-    sg_cli_trap_signals();
+    sg_run_trap_signals();
     pthread_mutex_init(&run->lock, NULL);
     run->ids = ids;
     run->n = n;
-    run->t0 = sg_cli_now_ms();
+    run->t0 = sg_run_now_ms();
     /* The command's own connection runs in this thread; the others get
      * one each.  One that cannot connect only means fewer at a time. */
     for (size_t i = 1; i < nthreads; i++) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "sagad/sg_kafka.h"
+#include "sagad/sg_run.h"
 #include "dlq.h"
 
 static const char *jstr(const sg_json_t *doc, const char *key)
@@ -63,7 +64,7 @@ int dlq_cmd_tail(sg_cli_t *cli, int argc, char **argv)
     json = sg_cli_opt(&d.args, "--json") != NULL;
     if (sg_cli_opt(&d.args, "--from-beginning"))
         props[3] = "earliest";
-    snprintf(group, sizeof(group), "dlq-tool-tail-%ld-%ld", (long)getpid(), (long)sg_cli_now_ms());
+    snprintf(group, sizeof(group), "dlq-tool-tail-%ld-%ld", (long)getpid(), (long)sg_run_now_ms());
     topic = sg_config_str(cli->cfg, "topic.dlq");
     if (!(k = sg_kafka_new(cli->cfg, SG_KAFKA_CONSUMER, props, errstr, sizeof(errstr)))) {
         dlq_warn(&d, "%s", errstr);
@@ -75,8 +76,8 @@ int dlq_cmd_tail(sg_cli_t *cli, int argc, char **argv)
         return dlq_close(&d, SG_EXIT_INFRA);
     }
     fprintf(stderr, "following %s (Ctrl-C stops)\n", topic);
-    sg_cli_trap_signals();
-    while (sg_cli_running && (max == 0 || seen < max)) {
+    sg_run_trap_signals();
+    while (sg_run_running && (max == 0 || seen < max)) {
         sg_kafka_msg_t *msg;
         int got = sg_kafka_consume(k, 200, &msg, &err);
 

@@ -10,6 +10,7 @@
 #include "sagad/sg_metrics.h"
 #include "sagad/sg_migrate.h"
 #include "sagad/sg_pg.h"
+#include "sagad/sg_run.h"
 #include "sagad/sg_version.h"
 
 extern char **environ;
@@ -291,25 +292,15 @@ int sg_cli_cmd_migrate(sg_cli_t *cli, int argc, char **argv)
     return SG_EXIT_OK;
 }
 
-volatile sig_atomic_t sg_cli_running = 1;
-volatile sig_atomic_t sg_cli_stop_now = 0;
-volatile sig_atomic_t sg_cli_reload_requested = 0;
-
-static void on_hup(int sig)
-{
-    (void)sig;
-    sg_cli_reload_requested = 1;
-}
-
 void sg_cli_reload(sg_cli_t *cli)
 {
     sg_config_t *fresh;
     sg_log_level_t level, old = sg_log_level;
     char errstr[1024];
 
-    if (!sg_cli_reload_requested)
+    if (!sg_run_reload_requested)
         return;
-    sg_cli_reload_requested = 0;
+    sg_run_reload_requested = 0;
     fresh = sg_config_new();
     if (sg_config_load_reloadable(fresh, cli->config_path, environ, errstr, sizeof(errstr)) < 0) {
         sg_log_kv(SG_LOG_WARN, "SIGHUP: config not reloaded, keeping the current values", "error",
@@ -322,38 +313,4 @@ void sg_cli_reload(sg_cli_t *cli)
         sg_log_level = level;
     }
     sg_config_destroy(fresh);
-}
-
-static void on_stop_signal(int sig)
-{
-    (void)sig;
-    if (!sg_cli_running)
-        sg_cli_stop_now = 1;
-    sg_cli_running = 0;
-}
-
-void sg_cli_trap_signals(void)
-{
-    struct sigaction sa;
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_stop_signal;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    sa.sa_handler = on_hup;
-    sigaction(SIGHUP, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-}
-
-uint64_t sg_cli_now_us(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
-uint64_t sg_cli_now_ms(void)
-{
-    return sg_cli_now_us() / 1000;
 }

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sagad/sg_cli.h"
+#include "sagad/sg_run.h"
 #include "sagad/sg_kafka.h"
 #include "sagad/sg_metrics.h"
 
@@ -93,14 +93,14 @@ void sg_health_refresh(void)
     pthread_mutex_lock(&probe_mu);
     for (size_t i = 0; i < SG_CHECK__COUNT; i++) {
         check_t *c = &checks[i];
-        uint64_t now = sg_cli_now_ms();
+        uint64_t now = sg_run_now_ms();
         char why[256] = "";
         bool ok;
 
         if (!c->probe || (c->probed_at && now - c->probed_at < (uint64_t)c->every_ms))
             continue;
         ok = c->probe(c->opaque, why, sizeof(why));
-        c->probed_at = sg_cli_now_ms();
+        c->probed_at = sg_run_now_ms();
         pthread_mutex_lock(&health_mu);
         set_locked((sg_check_t)i, ok, why);
         pthread_mutex_unlock(&health_mu);
@@ -110,12 +110,12 @@ void sg_health_refresh(void)
 
 void sg_health_beat(void)
 {
-    atomic_store(&last_beat, sg_cli_now_ms());
+    atomic_store(&last_beat, sg_run_now_ms());
 }
 
 bool sg_health_live(int64_t stall_ms, char *out, size_t out_size)
 {
-    uint64_t idle = sg_cli_now_ms() - atomic_load(&last_beat);
+    uint64_t idle = sg_run_now_ms() - atomic_load(&last_beat);
 
     if ((int64_t)idle < stall_ms)
         return true;
@@ -131,7 +131,7 @@ bool sg_health_ready(char *out, size_t out_size)
 
     sg_health_refresh();
     out[0] = '\0';
-    if (!sg_cli_running) {
+    if (!sg_run_running) {
         n += (size_t)snprintf(out, out_size, "draining: stop requested (SIGTERM)\n");
         ready = false;
     }

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sagad/sg_cli.h"
+#include "sagad/sg_run.h"
 #include "sagad/sg_log.h"
 
 /* How long a consumer's close may take: leaving the group on a reachable
@@ -355,8 +355,8 @@ void sg_kafka_close(sg_kafka_t *k)
         rd_kafka_consumer_close(k->rk);
         return;
     }
-    end = sg_cli_now_ms() + CLOSE_TIMEOUT_MS;
-    while (!atomic_load(&k->close_done) && sg_cli_now_ms() < end)
+    end = sg_run_now_ms() + CLOSE_TIMEOUT_MS;
+    while (!atomic_load(&k->close_done) && sg_run_now_ms() < end)
         usleep(5000);
     if (atomic_load(&k->close_done)) {
         pthread_join(t, NULL);

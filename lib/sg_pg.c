@@ -7,7 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "sagad/sg_health.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_mask.h"
 
@@ -199,7 +198,8 @@ static PGconn *connect_retry(const sg_pg_opts_t *opts, sg_rng_t *rng, sg_err_t *
         sg_log_kv(SG_LOG_WARN, "PostgreSQL not reachable, retrying", "error",
                   err ? err->message : "", NULL);
         for (uint64_t slept = 0; slept < delay && (!opts->run || *opts->run); slept += 50) {
-            sg_health_beat(); /* waiting out a backoff is not a stall */
+            if (opts->waiting)
+                opts->waiting();
             sleep_ms(delay - slept < 50 ? delay - slept : 50);
         }
     }

@@ -25,6 +25,7 @@
 #include "sagad/sg_metrics.h"
 #include "sagad/sg_migrate.h"
 #include "sagad/sg_pg.h"
+#include "sagad/sg_run.h"
 
 #define STATS_MS     5000 /* backlog, oldest row and due timers are counted this often */
 #define HEARTBEAT_MS 1000 /* the cursor row's heartbeat and blocked time are stored this often */
@@ -74,7 +75,7 @@ typedef struct outbox_relay_s {
 /* Sleeps up to ms, waking early when a stop is requested. */
 static void nap(uint64_t ms)
 {
-    for (uint64_t end = sg_cli_now_ms() + ms; sg_cli_running && sg_cli_now_ms() < end;) {
+    for (uint64_t end = sg_run_now_ms() + ms; sg_run_running && sg_run_now_ms() < end;) {
         struct timespec ts = {0, 20 * 1000000L};
         sg_health_beat();
         nanosleep(&ts, NULL);
@@ -130,7 +131,7 @@ static void fail(outbox_relay_t *r, const char *what, const sg_err_t *err)
      * stop, and let the supervisor (Kubernetes) show the crash loop. */
     if (r->state == RELAY_CONNECTING && err->cls == SG_ERRCLASS_PERMANENT) {
         r->exit_code = SG_EXIT_FAIL;
-        sg_cli_running = 0;
+        sg_run_running = 0;
     }
     /* A reset session (pg.session_reset) lost its lock and LISTEN too. */
     if (!sg_pg_ok(r->pg) || strcmp(err->code, "pg.session_reset") == 0) {
@@ -394,7 +395,7 @@ static void send_queued(outbox_relay_t *r, int timeout_ms)
 
 static void await_acks(outbox_relay_t *r)
 {
-    while (r->batch.pending > 0 && !sg_cli_stop_now)
+    while (r->batch.pending > 0 && !sg_run_stop_now)
         send_queued(r, 50);
 }
 
@@ -447,7 +448,7 @@ static int publish_batch(outbox_relay_t *r, sg_err_t *err)
               "AND o.tx < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY o.tx, o.id LIMIT $4",
               4, p, &res, err) < 0)
         return -1;
-    read_at = sg_cli_now_ms();
+    read_at = sg_run_now_ms();
     n = sg_pg_res_rows(res);
     if (n > 0)
         sg_log(SG_LOG_DEBUG, NULL, "batch of %zu rows after cursor %s/%lld, first %s/%s", n,
@@ -490,7 +491,7 @@ static int publish_batch(outbox_relay_t *r, sg_err_t *err)
     for (size_t i = 0; i < n; i++)
         sg_metric_observe(
             SG_M_OUTBOX_PUBLISH_LATENCY, NULL,
-            (double)(sg_pg_res_int(res, i, 6, 0) + (int64_t)(sg_cli_now_ms() - read_at)) / 1000.0);
+            (double)(sg_pg_res_int(res, i, 6, 0) + (int64_t)(sg_run_now_ms() - read_at)) / 1000.0);
     rc = (int)n;
 done:
     sg_pg_res_destroy(res);
@@ -507,9 +508,9 @@ static void check_blocked(outbox_relay_t *r)
     sg_pg_res_t *res = NULL;
     sg_err_t err;
 
-    if (sg_cli_now_ms() < r->next_blocked_check)
+    if (sg_run_now_ms() < r->next_blocked_check)
         return;
-    r->next_blocked_check = sg_cli_now_ms() + HEARTBEAT_MS;
+    r->next_blocked_check = sg_run_now_ms() + HEARTBEAT_MS;
     if (query(r,
               "SELECT coalesce((extract(epoch FROM now() - min(created_at)) * 1000)::bigint, 0) "
               "FROM outbox WHERE shard = $1 AND tx >= pg_snapshot_xmin(pg_current_snapshot())",
@@ -548,9 +549,9 @@ static int heartbeat(outbox_relay_t *r, sg_err_t *err)
     char blocked[32];
     const char *p[] = {r->shard_text, r->holder, blocked};
 
-    if (sg_cli_now_ms() < r->next_heartbeat)
+    if (sg_run_now_ms() < r->next_heartbeat)
         return 0;
-    r->next_heartbeat = sg_cli_now_ms() + HEARTBEAT_MS;
+    r->next_heartbeat = sg_run_now_ms() + HEARTBEAT_MS;
     snprintf(blocked, sizeof(blocked), "%lld", (long long)r->blocked_ms);
     return query(r,
                  "UPDATE relay_cursors SET holder = $2, heartbeat_at = now(), "
@@ -573,9 +574,9 @@ static void export_stats(outbox_relay_t *r)
     sg_pg_res_t *res = NULL;
     sg_err_t err;
 
-    if (sg_cli_now_ms() < r->next_stats)
+    if (sg_run_now_ms() < r->next_stats)
         return;
-    r->next_stats = sg_cli_now_ms() + STATS_MS;
+    r->next_stats = sg_run_now_ms() + STATS_MS;
     snprintf(id, sizeof(id), "%lld", (long long)r->cur_id);
     if (query(
             r,
@@ -617,12 +618,12 @@ static int step_active(outbox_relay_t *r, sg_err_t *err)
     /* Notifications that came with the last cycle's results, when it was
      * too busy to wait (a batch is read next anyway). */
     (void)sg_pg_notified(r->pg, SG_OUTBOX_TIMERS_MARK, &r->timers_news);
-    if (r->timers_news || sg_cli_now_ms() >= r->timers_at) {
+    if (r->timers_news || sg_run_now_ms() >= r->timers_at) {
         r->timers_news = false;
         if ((fired = fire_timers(r, r->poll_ms, &wait_ms, err)) < 0)
             return -1;
         /* the next timer, or the poll; at once while a move was full */
-        r->timers_at = fired > 0 ? 0 : sg_cli_now_ms() + wait_ms;
+        r->timers_at = fired > 0 ? 0 : sg_run_now_ms() + wait_ms;
     }
     if ((n = publish_batch(r, err)) < 0)
         return -1;
@@ -630,10 +631,10 @@ static int step_active(outbox_relay_t *r, sg_err_t *err)
     if (heartbeat(r, err) < 0)
         return -1;
     export_stats(r);
-    if (n >= r->batch_size || fired > 0 || !sg_cli_running)
+    if (n >= r->batch_size || fired > 0 || !sg_run_running)
         return 0;
     check_blocked(r);
-    now = sg_cli_now_ms();
+    now = sg_run_now_ms();
     if (sg_pg_wait_notify(r->pg, now < r->timers_at ? (int)(r->timers_at - now) : 0,
                           SG_OUTBOX_TIMERS_MARK, &r->timers_news, err) < 0)
         return -1;
@@ -661,7 +662,7 @@ static void run_loop(outbox_relay_t *r)
     sg_err_t err;
     int rc;
 
-    while (sg_cli_running) {
+    while (sg_run_running) {
         sg_err_clear(&err);
         sg_health_beat();
         sg_cli_reload(r->cli);
@@ -729,7 +730,8 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
     snprintf(r.holder, sizeof(r.holder), "%s:%d", host, (int)getpid());
     sg_pg_opts_from_config(&r.pgopts, cli->cfg, "sagad-relay");
     r.pgopts.connect_attempts = 1; /* the state machine retries forever */
-    r.pgopts.run = &sg_cli_running;
+    r.pgopts.run = &sg_run_running;
+    r.pgopts.waiting = sg_health_beat;
     snprintf(timeout, sizeof(timeout), "%lld",
              (long long)sg_config_int(cli->cfg, "relay.delivery_timeout_ms"));
     r.producer = sg_kafka_new(cli->cfg, SG_KAFKA_PRODUCER, props, errstr, sizeof(errstr));
@@ -737,7 +739,7 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
         fprintf(stderr, "%s: %s\n", cli->prog, errstr);
         return SG_EXIT_USAGE;
     }
-    sg_cli_trap_signals();
+    sg_run_trap_signals();
     http = sg_http_start(cli->cfg, SG_METRICS_RELAY,
                          SG_CHECK_BIT(SG_CHECK_PG) | SG_CHECK_BIT(SG_CHECK_SCHEMA) |
                              SG_CHECK_BIT(SG_CHECK_KAFKA) | SG_CHECK_BIT(SG_CHECK_LOCK),
@@ -758,7 +760,7 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
     sg_health_clear_probe(SG_CHECK_KAFKA);
     release(&r);
     sg_pg_destroy(r.pg);
-    if (!sg_cli_stop_now)
+    if (!sg_run_stop_now)
         sg_kafka_flush(r.producer, 10000, NULL);
     sg_kafka_destroy(r.producer);
     sg_log_kv(SG_LOG_INFO, "relay stopped", NULL);

@@ -200,6 +200,11 @@ typedef void (*worker_done_fn)(void *opaque, void *job);
 /* threads run calls; done(opaque, job) is called on the pool thread when a
  * call finished (the result is in the job); the caller wakes its loop. */
 worker_pool_t *worker_pool_new(int threads, const sg_config_t *cfg, volatile sig_atomic_t *stop);
+/* Stops taking calls and joins the pool's threads; calls handed to an
+ * asynchronous adapter may still finish into the pool afterwards, so the
+ * owner stops the adapters (worker_adapters_stop) between this and
+ * worker_pool_destroy, which frees it (and stops it first if need be). */
+void worker_pool_stop(worker_pool_t *pool);
 void worker_pool_destroy(worker_pool_t *pool);
 /* Queues a call.  job is opaque to the pool; call and out point into it. */
 void worker_pool_submit(worker_pool_t *pool, void *job, worker_call_t *call, worker_result_t *out);

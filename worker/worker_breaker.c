@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "sagad/sg_log.h"
+#include "sagad/sg_run.h"
 #include "worker.h"
 
 struct worker_breaker_s {
@@ -76,7 +77,7 @@ static void move(worker_breaker_t *b, const worker_tool_t *tool, worker_breaker_
 bool worker_breaker_admit(const worker_tool_t *tool, worker_result_t *out, bool *probe)
 {
     worker_breaker_t *b = tool->breaker;
-    int64_t now = (int64_t)sg_cli_now_ms(), wait_ms = 0;
+    int64_t now = (int64_t)sg_run_now_ms(), wait_ms = 0;
 
     *probe = false;
     if (!b)
@@ -108,7 +109,7 @@ bool worker_breaker_admit(const worker_tool_t *tool, worker_result_t *out, bool 
 void worker_breaker_record(const worker_tool_t *tool, const worker_result_t *res, bool probe)
 {
     worker_breaker_t *b = tool->breaker;
-    int64_t now = (int64_t)sg_cli_now_ms();
+    int64_t now = (int64_t)sg_run_now_ms();
     /* Transient, throttled and timeout: what sg_err_set() marks retriable. */
     bool failed = res->status != WORKER_OK && res->err.retriable;
 

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "sagad/sg_log.h"
+#include "sagad/sg_run.h"
 #include "worker.h"
 
 #define EXEC_STDERR_MAX 4096
@@ -257,7 +258,7 @@ static int pump(pid_t pid, int fds[3], const char *in, size_t in_len, exec_io_t 
         fcntl(fds[i], F_SETFL, O_NONBLOCK);
     for (;;) {
         struct pollfd pfd[3];
-        int64_t left = deadline - (int64_t)sg_cli_now_ms();
+        int64_t left = deadline - (int64_t)sg_run_now_ms();
         bool gone = exited(pid);
         if (fds[0] >= 0 && (in_off == in_len || gone)) {
             close(fds[0]);
@@ -324,7 +325,7 @@ static void map_exit(const worker_call_t *call, int status, exec_io_t *io, worke
 static void exec_call(worker_thread_t *th, const worker_call_t *call, worker_result_t *out)
 {
     const exec_tool_t *x = call->tool->state;
-    int64_t deadline = (int64_t)sg_cli_now_ms() + call->tool->timeout_ms;
+    int64_t deadline = (int64_t)sg_run_now_ms() + call->tool->timeout_ms;
     char envbuf[EXEC_ENV_MAX][320], *env[EXEC_ENV_MAX + 1];
     exec_io_t io = {.out_max = (size_t)call->tool->max_response_bytes};
     char *in = worker_request_json(call);

@@ -60,6 +60,7 @@
 #include "sagad/sg_log.h"
 #include "sagad/sg_metrics.h"
 #include "sagad/sg_migrate.h"
+#include "sagad/sg_run.h"
 #include "sagad/sg_version.h"
 #include "worker.h"
 
@@ -651,7 +652,7 @@ static void cmd_ctx(const worker_cmd_t *c, sg_log_ctx_t *ctx)
 static void pg_state(loop_t *L, bool up, const sg_err_t *err)
 {
     if (up)
-        L->last_pg_ok = sg_cli_now_ms();
+        L->last_pg_ok = sg_run_now_ms();
     if (up == L->pg_up)
         return;
     L->pg_up = up;
@@ -662,9 +663,9 @@ static void pg_backoff(loop_t *L)
 {
     sg_backoff_t b = {200, 5000};
     uint64_t ms = sg_backoff_delay_ms(&b, L->pg_failures < 10 ? L->pg_failures : 10, 0, &L->w.rng);
-    uint64_t end = sg_cli_now_ms() + ms;
+    uint64_t end = sg_run_now_ms() + ms;
 
-    while (sg_cli_now_ms() < end && !sg_cli_stop_now) {
+    while (sg_run_now_ms() < end && !sg_run_stop_now) {
         struct timespec ts = {0, 20 * 1000000L};
         sg_health_beat();
         nanosleep(&ts, NULL);
@@ -700,7 +701,7 @@ static void pg_recover(loop_t *L, const sg_err_t *err)
  * worker.chain_repartition_pause_ms. */
 static void partitions_read(loop_t *L, int32_t n)
 {
-    L->partitions_read_at = sg_cli_now_ms();
+    L->partitions_read_at = sg_run_now_ms();
     if (n > 0 && L->known_partitions > 0 && n != L->known_partitions) {
         char was[16], now[16], pause[24];
         snprintf(was, sizeof(was), "%d", (int)L->known_partitions);
@@ -711,7 +712,7 @@ static void partitions_read(loop_t *L, int32_t n)
                   "producers still hash keys over the old count",
                   "topic", L->w.topic_commands, "partitions_before", was, "partitions", now,
                   "pause_ms", pause, NULL);
-        L->chain_paused_until = sg_cli_now_ms() + L->repartition_pause_ms;
+        L->chain_paused_until = sg_run_now_ms() + L->repartition_pause_ms;
     }
     if (n > 0)
         L->known_partitions = n;
@@ -722,7 +723,7 @@ static void partitions_read(loop_t *L, int32_t n)
  * calls this once per partition assigned. */
 static void refresh_partitions(loop_t *L, int timeout_ms)
 {
-    if (!L->w.chain || sg_cli_now_ms() - L->partitions_read_at < 1000)
+    if (!L->w.chain || sg_run_now_ms() - L->partitions_read_at < 1000)
         return;
     partitions_read(L, sg_kafka_partition_count(L->consumer, L->w.topic_commands, timeout_ms));
 }
@@ -738,10 +739,10 @@ static void *partition_watcher(void *arg)
 
     while (!atomic_load(&L->watcher_stop)) {
         int32_t n = sg_kafka_partition_count(L->consumer, L->w.topic_commands, 2000);
-        uint64_t until = sg_cli_now_ms() + (n > 0 ? PARTITIONS_CHECK_MS : 1000);
+        uint64_t until = sg_run_now_ms() + (n > 0 ? PARTITIONS_CHECK_MS : 1000);
 
         atomic_store(&L->watched, n > 0 ? n : -1);
-        while (!atomic_load(&L->watcher_stop) && sg_cli_now_ms() < until) {
+        while (!atomic_load(&L->watcher_stop) && sg_run_now_ms() < until) {
             struct timespec ts = {0, 100 * 1000000L};
             nanosleep(&ts, NULL);
         }
@@ -824,7 +825,7 @@ static int64_t take_partition(loop_t *L, int32_t partition)
                       "owner_epoch = consumer_offsets.owner_epoch + 1, owner = EXCLUDED.owner, "
                       "updated_at = now() RETURNING next_offset, owner_epoch",
                       4, params, &res, &err) < 0) {
-        if (!sg_cli_running)
+        if (!sg_run_running)
             return -1;
         pg_recover(L, &err);
     }
@@ -1010,8 +1011,8 @@ static bool chainable(const loop_t *L, const worker_cmd_t *c, const worker_saga_
 {
     size_t cap = (size_t)L->max_in_flight * WINDOW_FACTOR;
 
-    return L->w.chain && !L->draining && !isolating(L) && sg_cli_running && L->cmd_partitions > 0 &&
-           sg_cli_now_ms() >= L->chain_paused_until && s && c->part && !c->abandoned &&
+    return L->w.chain && !L->draining && !isolating(L) && sg_run_running && L->cmd_partitions > 0 &&
+           sg_run_now_ms() >= L->chain_paused_until && s && c->part && !c->abandoned &&
            L->nchain + chained_out(L) < cap &&
            sg_kafka_key_partition(s->saga_id, strlen(s->saga_id), L->cmd_partitions) ==
                c->part->partition;
@@ -1311,7 +1312,7 @@ static void settle(loop_t *L, worker_cmd_t *c)
         c->calls = false;
         c->state = CMD_CALLING;
         L->calling++;
-        c->call_t0 = L->last_submit_us = sg_cli_now_us();
+        c->call_t0 = L->last_submit_us = sg_run_now_us();
         worker_pool_submit(L->pool, c, &c->call, &c->result);
         return;
     }
@@ -1335,10 +1336,10 @@ static void kafka_commit(loop_t *L, worker_part_t *p)
     int64_t *next;
     size_t n = 0;
 
-    if (!L->consumer || (!p && sg_cli_now_ms() < L->next_kafka_commit))
+    if (!L->consumer || (!p && sg_run_now_ms() < L->next_kafka_commit))
         return;
     if (!p)
-        L->next_kafka_commit = sg_cli_now_ms() + L->kafka_commit_ms;
+        L->next_kafka_commit = sg_run_now_ms() + L->kafka_commit_ms;
     parts = malloc(sizeof(*parts) * (L->nparts + 1));
     next = malloc(sizeof(*next) * (L->nparts + 1));
     if (!parts || !next)
@@ -1449,7 +1450,7 @@ static void txn_done(loop_t *L, worker_cmd_t **batch, size_t n, int rc, const sg
 {
     L->txns++;
     L->txn_cmds += n;
-    L->txn_us += sg_cli_now_us() - t0;
+    L->txn_us += sg_run_now_us() - t0;
     if (rc == 0) {
         L->pg_failures = 0;
         after_commit(L, batch, n);
@@ -1491,7 +1492,7 @@ static void txn_done(loop_t *L, worker_cmd_t **batch, size_t n, int rc, const sg
 static void process(loop_t *L, worker_cmd_t **batch, size_t n)
 {
     sg_err_t err;
-    uint64_t t0 = sg_cli_now_us();
+    uint64_t t0 = sg_run_now_us();
     int rc = run_txn(L, batch, n, &err);
 
     txn_done(L, batch, n, rc, &err, t0);
@@ -1527,7 +1528,7 @@ static void intake(loop_t *L)
     /* Paused, one poll serves rebalances and keeps the group membership
      * (max.poll.interval.ms); paused partitions yield no messages. */
     if (L->paused || !intake_full(L))
-        L->last_poll = sg_cli_now_ms();
+        L->last_poll = sg_run_now_ms();
     for (bool once = L->paused; once || !intake_full(L); once = false) {
         int rc;
         worker_part_t *p;
@@ -1562,7 +1563,7 @@ static void intake(loop_t *L)
         worker_decode(payload ? payload : "", payload ? len : 0, &L->w.limits, &cmd->dec);
         saga_enqueue(L, cmd);
     }
-    if (!L->paused && intake_full(L) && sg_cli_now_ms() - L->last_poll >= PAUSE_AFTER_MS) {
+    if (!L->paused && intake_full(L) && sg_run_now_ms() - L->last_poll >= PAUSE_AFTER_MS) {
         L->paused = sg_kafka_pause(L->consumer, true) == 0;
         if (L->paused)
             sg_metric_inc(SG_M_INTAKE_PAUSES, NULL);
@@ -1580,7 +1581,7 @@ static void take_returned(loop_t *L)
 
     worker_pool_ack(L->pool); /* first, so a call finishing now wakes us again */
     done = worker_pool_take_done(L->pool, &n);
-    now = n ? sg_cli_now_us() : 0;
+    now = n ? sg_run_now_us() : 0;
 
     for (size_t i = 0; i < n; i++) {
         worker_cmd_t *c = done[i];
@@ -1771,7 +1772,7 @@ static bool hold_for_calls(loop_t *L)
         L->call_avg_us > CALL_HOLD_US / 2 ||
         L->returned.n + L->ready.n >= (size_t)L->batch_size / 4)
         return false;
-    L->holding = sg_cli_now_us() < L->last_submit_us + CALL_HOLD_US;
+    L->holding = sg_run_now_us() < L->last_submit_us + CALL_HOLD_US;
     return L->holding;
 }
 
@@ -1841,7 +1842,7 @@ static bool turn(loop_t *L)
         return collected;
     }
     use_txn(L, t);
-    t->t0 = sg_cli_now_us();
+    t->t0 = sg_run_now_us();
     if (txn_send(L, batch, n, &err) == 0) {
         t->batch = batch;
         t->n = n;
@@ -1884,7 +1885,7 @@ static void wait_turn(loop_t *L, int timeout_ms)
         wait_events(L, timeout_ms);
         return;
     }
-    if ((now = sg_cli_now_us()) >= end)
+    if ((now = sg_run_now_us()) >= end)
         return;
     ts.tv_nsec = (long)(end - now) * 1000;
     FD_ZERO(&rd);
@@ -1897,7 +1898,7 @@ static void wait_turn(loop_t *L, int timeout_ms)
  * commits their outcomes, for up to the drain timeout. */
 static void drain(loop_t *L, worker_part_t *p)
 {
-    uint64_t end = sg_cli_now_ms() + (uint64_t)L->drain_ms;
+    uint64_t end = sg_run_now_ms() + (uint64_t)L->drain_ms;
 
     L->draining = true;
     for (;;) {
@@ -1907,7 +1908,7 @@ static void drain(loop_t *L, worker_part_t *p)
                 if ((!p || L->parts[i] == p) &&
                     (c->state == CMD_CALLING || c->state == CMD_RETURNED))
                     busy++;
-        if (sg_cli_now_ms() >= end || sg_cli_stop_now)
+        if (sg_run_now_ms() >= end || sg_run_stop_now)
             break;
         if (busy == 0) {
             /* A transaction out may yet give p's commands calls to run. */
@@ -1924,7 +1925,7 @@ static void drain(loop_t *L, worker_part_t *p)
     }
     /* At a forced stop a transaction out is left to PostgreSQL, which
      * rolls it back when the connection closes. */
-    if (!sg_cli_stop_now)
+    if (!sg_run_stop_now)
         collect(L, true);
     L->draining = false;
 }
@@ -1968,7 +1969,7 @@ static void ping_pg(loop_t *L)
     sg_err_t err;
     int version;
 
-    if (sg_cli_now_ms() - L->last_pg_ok < PG_PING_MS || txn_out(L))
+    if (sg_run_now_ms() - L->last_pg_ok < PG_PING_MS || txn_out(L))
         return;
     use_txn(L, &L->slots[0]);
     if (sg_migrate_current(L->w.pg, &version, &err) < 0) {
@@ -2015,9 +2016,9 @@ static void housekeeping(loop_t *L)
 {
     sg_health_beat();
     sg_cli_reload(L->cli);
-    if (sg_cli_now_ms() < L->next_housekeeping)
+    if (sg_run_now_ms() < L->next_housekeeping)
         return;
-    L->next_housekeeping = sg_cli_now_ms() + HOUSEKEEPING_MS;
+    L->next_housekeeping = sg_run_now_ms() + HOUSEKEEPING_MS;
     ping_pg(L);
     kafka_commit(L, NULL);
     if (L->watching) {
@@ -2039,14 +2040,14 @@ static void report(loop_t *L, bool force)
     const worker_stats_t *s = &committed;
     char line[512];
 
-    if (!force && sg_cli_now_ms() < L->next_report)
+    if (!force && sg_run_now_ms() < L->next_report)
         return;
     committed = L->w.stats;
     /* What transactions out decided counts once they commit. */
     for (int i = 0; i < L->nslots; i++)
         if (L->slots[i].batch)
             stats_add(&committed, &L->slots[i].delta, -1);
-    L->next_report = sg_cli_now_ms() + 10000;
+    L->next_report = sg_run_now_ms() + 10000;
     snprintf(line, sizeof(line),
              "consumed=%lld started=%lld rejected=%lld calls=%lld retries=%lld completed=%lld "
              "compensated=%lld failed=%lld dead_letters=%lld held_sagas=%lld stale=%lld held=%zu "
@@ -2126,7 +2127,8 @@ static int setup(loop_t *L, sg_cli_t *cli)
         return SG_EXIT_USAGE;
     }
     sg_pg_opts_from_config(&L->pgopts, cfg, "sagad-worker");
-    L->pgopts.run = &sg_cli_running;
+    L->pgopts.run = &sg_run_running;
+    L->pgopts.waiting = sg_health_beat;
     /* The outbox trigger's NOTIFY would hold the cluster-wide NOTIFY lock
      * through every commit's WAL flush, so that the two transactions out
      * and every other notifying writer commit one at a time: txn_send()
@@ -2182,7 +2184,7 @@ static int setup(loop_t *L, sg_cli_t *cli)
             abort();
         L->watching = true;
     }
-    L->pool = worker_pool_new((int)sg_config_int(cfg, "worker.threads"), cfg, &sg_cli_stop_now);
+    L->pool = worker_pool_new((int)sg_config_int(cfg, "worker.threads"), cfg, &sg_run_stop_now);
     return SG_EXIT_OK;
 }
 
@@ -2212,6 +2214,12 @@ static void teardown(loop_t *L)
     bury(L);
     sg_kafka_destroy(L->consumer);
     L->consumer = NULL;
+    /* Calls handed to asynchronous adapters finish (or are abandoned)
+     * while the pool can still take them. */
+    if (L->pool) {
+        worker_pool_stop(L->pool);
+        worker_adapters_stop();
+    }
     worker_pool_destroy(L->pool);
     L->pool = NULL;
     while (L->nparts)
@@ -2256,7 +2264,7 @@ int worker_cmd_run(sg_cli_t *cli, int argc, char **argv)
     (void)argv;
     if (!L)
         abort();
-    sg_cli_trap_signals();
+    sg_run_trap_signals();
     L->cli = cli;
     L->http = sg_http_start(cli->cfg, SG_METRICS_WORKER,
                             SG_CHECK_BIT(SG_CHECK_PG) | SG_CHECK_BIT(SG_CHECK_SCHEMA) |
@@ -2272,7 +2280,7 @@ int worker_cmd_run(sg_cli_t *cli, int argc, char **argv)
         sg_log_kv(SG_LOG_INFO, "worker running", "worker_id", L->w.worker_id, "group", L->w.group,
                   "topic", L->w.topic_commands, "registry", L->w.reg->path, "librdkafka",
                   sg_kafka_version(), NULL);
-        while (sg_cli_running) {
+        while (sg_run_running) {
             intake(L);
             if (!turn(L))
                 wait_turn(L, 100);
@@ -2285,7 +2293,7 @@ int worker_cmd_run(sg_cli_t *cli, int argc, char **argv)
     }
     teardown(L);
     free(L);
-    if (sg_cli_stop_now)
+    if (sg_run_stop_now)
         return SG_EXIT_FAIL;
     return rc;
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "sagad/sg_log.h"
+#include "sagad/sg_run.h"
 #include "worker.h"
 
 struct worker_pending_s {
@@ -38,6 +39,7 @@ struct worker_pool_s {
     void **done;
     size_t ndone, done_cap;
     bool stopping;
+    bool joined; /* worker_pool_stop ran */
     int nthreads;
     pthread_t *threads;
     worker_thread_t *ctx;
@@ -72,7 +74,7 @@ void worker_pool_finish(worker_pending_t *j)
     bool was_full, first;
     char b = 1;
 
-    j->out->latency_ms = (int64_t)sg_cli_now_ms() - j->t0;
+    j->out->latency_ms = (int64_t)sg_run_now_ms() - j->t0;
     if (j->admitted)
         worker_breaker_record(j->call->tool, j->out, j->probe);
     pthread_mutex_lock(&pool->lock);
@@ -106,7 +108,7 @@ static void run_job(worker_thread_t *th, pool_job_t *j)
 {
     const worker_adapter_t *ad = j->call->tool->adapter;
 
-    j->t0 = (int64_t)sg_cli_now_ms();
+    j->t0 = (int64_t)sg_run_now_ms();
     j->admitted = worker_breaker_admit(j->call->tool, j->out, &j->probe);
     if (!j->admitted) {
         worker_pool_finish(j);
@@ -169,9 +171,9 @@ worker_pool_t *worker_pool_new(int threads, const sg_config_t *cfg, volatile sig
     return pool;
 }
 
-void worker_pool_destroy(worker_pool_t *pool)
+void worker_pool_stop(worker_pool_t *pool)
 {
-    if (!pool)
+    if (!pool || pool->joined)
         return;
     pthread_mutex_lock(&pool->lock);
     pool->stopping = true;
@@ -179,9 +181,14 @@ void worker_pool_destroy(worker_pool_t *pool)
     pthread_mutex_unlock(&pool->lock);
     for (int i = 0; i < pool->nthreads; i++)
         pthread_join(pool->threads[i], NULL);
-    /* Calls handed to asynchronous adapters finish (or are abandoned)
-     * while the pool can still take them. */
-    worker_adapters_stop();
+    pool->joined = true;
+}
+
+void worker_pool_destroy(worker_pool_t *pool)
+{
+    if (!pool)
+        return;
+    worker_pool_stop(pool);
     while (pool->queue) {
         pool_job_t *j = pool->queue;
         pool->queue = j->next;

@@ -39,71 +39,17 @@ const char *worker_effect_name(worker_effect_t e)
     return effect_names[e];
 }
 
-void worker_result_clear(worker_result_t *out)
+bool worker_name_ok(const char *s)
 {
-    free(out->data);
-    memset(out, 0, sizeof(*out));
-}
+    size_t n = strlen(s);
 
-void worker_result_error(worker_result_t *out, sg_errclass_t cls, const char *code, const char *fmt,
-                         ...)
-{
-    va_list ap;
-    char msg[sizeof(out->err.message)];
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    out->status = cls == SG_ERRCLASS_TIMEOUT ? WORKER_TIMEOUT : WORKER_ERROR;
-    sg_err_set(&out->err, cls, code, "%s", msg);
-}
-
-char *worker_request_json(const worker_call_t *call)
-{
-    sg_json_t *b = sg_json_new_object();
-    char *text;
-
-    sg_json_add_str(b, "saga_id", call->saga_id);
-    sg_json_add_str(b, "step", call->step_name);
-    sg_json_add_int(b, "step_index", call->step_idx);
-    sg_json_add_str(b, "phase", call->compensate ? "compensate" : "forward");
-    sg_json_add_int(b, "attempt", call->attempt);
-    sg_json_add_str(b, "idempotency_key", call->idem_key);
-    sg_json_add_node(b, "args", sg_json_dup(call->args));
-    if (call->input)
-        sg_json_add_node(b, "input", sg_json_dup(call->input));
-    else
-        sg_json_add_null(b, "input");
-    text = sg_json_print(b);
-    sg_json_destroy(b);
-    return text;
-}
-
-void worker_result_data(worker_result_t *out, const char *buf, size_t len, size_t max)
-{
-    sg_json_limits_t lim = {max, 64};
-    sg_json_t *doc;
-    char *text;
-
-    free(out->data);
-    out->data = NULL;
-    if (len == 0)
-        return;
-    if ((doc = sg_json_parse(buf, len, &lim, NULL))) {
-        sg_json_destroy(doc);
-        out->data = strndup(buf, len);
-        return;
-    }
-    if (!sg_json_utf8_valid(buf, len))
-        return;
-    /* Text that is not JSON is kept as one JSON string. */
-    text = strndup(buf, len);
-    if (!text)
-        abort();
-    doc = sg_json_new_str(text);
-    out->data = sg_json_print(doc);
-    sg_json_destroy(doc);
-    free(text);
+    if (n == 0 || n > 64)
+        return false;
+    for (; *s; s++)
+        if (!(*s == '.' || *s == '_' || *s == '-' || (*s >= '0' && *s <= '9') ||
+              (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
+            return false;
+    return true;
 }
 
 static int bad(sg_err_t *err, const char *file, const char *path, const char *fmt, ...)

@@ -31,18 +31,6 @@ static bool saga_id_ok(const char *s)
     return true;
 }
 
-bool worker_name_ok(const char *s)
-{
-    size_t n = strlen(s);
-
-    if (n == 0 || n > 64)
-        return false;
-    for (; *s; s++)
-        if (*s == ':' || !id_char(*s))
-            return false;
-    return true;
-}
-
 /* Length in Unicode code points (the input is valid UTF-8). */
 static size_t cp_len(const char *s)
 {

@@ -11,6 +11,7 @@
 #include "sagad/sg_config.h"
 #include "sagad/sg_kafka.h"
 #include "sagad/sg_log.h"
+#include "sagad/sg_run.h"
 #include "unit.h"
 
 static const char *kind(sg_kafka_errkind_t k)
@@ -310,8 +311,8 @@ Test(kafka, close_that_cannot_finish_is_abandoned, .timeout = 90)
     cr_assert_not_null(c, "%s", errstr);
     sg_kafka_set_rebalance_hook(c, count_hook, calls);
     cr_assert_eq(sg_kafka_subscribe(c, topics, 1, &err), 0, "%s", err.message);
-    t0 = sg_cli_now_ms();
-    while (calls[0] == 0 && sg_cli_now_ms() - t0 < 30000) {
+    t0 = sg_run_now_ms();
+    while (calls[0] == 0 && sg_run_now_ms() - t0 < 30000) {
         sg_kafka_msg_t *m = NULL;
         if (sg_kafka_consume(c, 100, &m, &err) > 0)
             sg_kafka_msg_destroy(m);
@@ -320,9 +321,9 @@ Test(kafka, close_that_cannot_finish_is_abandoned, .timeout = 90)
 
     rd_kafka_mock_broker_set_rtt(mc, 1, 40000);
     sg_kafka_commit_offsets(c, topics[0], (const int32_t[]){0}, (const int64_t[]){1}, 1);
-    t0 = sg_cli_now_ms();
+    t0 = sg_run_now_ms();
     sg_kafka_destroy(c);
-    took = sg_cli_now_ms() - t0;
+    took = sg_run_now_ms() - t0;
     sg_log_set_stream(NULL);
     fclose(fp);
     cr_expect_lt(took, 20000, "destroy took %llu ms: the close was not abandoned at 10 s",

@@ -63,24 +63,11 @@ typedef struct sg_cli_app_s {
  * generated from its table entry, without loading the config. */
 int sg_cli_main(const sg_cli_app_t *app, int argc, char **argv);
 
-/* Lifecycle of the long-running `run` commands.  sg_cli_trap_signals()
- * makes the first SIGTERM/SIGINT clear sg_cli_running (stop taking work,
- * drain, exit 0) and the second also set sg_cli_stop_now (abandon what is
- * in flight, exit now); SIGPIPE is ignored. */
-extern volatile sig_atomic_t sg_cli_running;
-extern volatile sig_atomic_t sg_cli_stop_now;
-void sg_cli_trap_signals(void);
-
-/* SIGHUP sets sg_cli_reload_requested (sg_cli_trap_signals installs it);
- * the main loop calls sg_cli_reload() every turn, which then re-reads the
- * reloadable keys (log.level) from the config file and the environment,
- * applies them and logs the change.  A bad value is logged and ignored. */
-extern volatile sig_atomic_t sg_cli_reload_requested;
+/* The main loop calls sg_cli_reload() every turn: after a SIGHUP
+ * (sg_run_reload_requested, sagad/sg_run.h) it re-reads the reloadable
+ * keys (log.level) from the config file and the environment, applies them
+ * and logs the change.  A bad value is logged and ignored. */
 void sg_cli_reload(sg_cli_t *cli);
-
-/* Milliseconds on a monotonic clock, for deadlines and latencies. */
-uint64_t sg_cli_now_ms(void);
-uint64_t sg_cli_now_us(void);
 
 /* Arguments of a command parsed against its opts table: options in any
  * order before, between or after the positional arguments ("--" ends the

@@ -8,7 +8,7 @@
  * (sg_health_set), or probed on demand from the endpoint's thread with a
  * cached result (sg_health_set_probe, for Kafka reachability).  A process
  * is ready when every check it requires passes and it is not draining
- * (sg_cli_running still set: the first SIGTERM makes it unready at once).
+ * (sg_run_running still set: the first SIGTERM makes it unready at once).
  * Thread-safe. */
 #ifndef SAGAD_HEALTH_H
 #define SAGAD_HEALTH_H

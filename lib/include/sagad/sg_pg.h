@@ -26,7 +26,11 @@ typedef struct sg_pg_opts_s {
     int connect_attempts; /* 0: retry until *run drops */
     sg_backoff_t retry;
     volatile sig_atomic_t *run; /* NULL, or a flag that stops retrying when 0 */
-    const char *session_sql;    /* NULL, or run on every new session (SET ...) */
+    /* NULL, or called about every 50 ms while a connect waits out its
+     * backoff: the long-running binaries pass sg_health_beat, since such a
+     * wait is not a stall (sg_pg calls nothing above it). */
+    void (*waiting)(void);
+    const char *session_sql; /* NULL, or run on every new session (SET ...) */
 } sg_pg_opts_t;
 
 /* Fills opts from the pg.* keys of cfg.  cfg must outlive the opts. */

@@ -1,0 +1,26 @@
+/* sg_run: the process's clock and its run flags, a leaf every module may
+ * use (it calls nothing of sagad's).
+ *
+ * The long-running `run` commands call sg_run_trap_signals() once: the
+ * first SIGTERM/SIGINT clears sg_run_running (stop taking work, drain,
+ * exit 0), the second also sets sg_run_stop_now (abandon what is in
+ * flight, exit now); SIGHUP sets sg_run_reload_requested (sg_cli_reload
+ * acts on it); SIGPIPE is ignored.  The handlers only set these flags. */
+#ifndef SAGAD_RUN_H
+#define SAGAD_RUN_H
+
+#include <signal.h>
+#include <stdint.h>
+
+extern volatile sig_atomic_t sg_run_running;
+extern volatile sig_atomic_t sg_run_stop_now;
+extern volatile sig_atomic_t sg_run_reload_requested;
+
+void sg_run_trap_signals(void);
+
+/* Milliseconds and microseconds on a monotonic clock, for deadlines and
+ * latencies. */
+uint64_t sg_run_now_ms(void);
+uint64_t sg_run_now_us(void);
+
+#endif
