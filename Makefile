@@ -147,14 +147,9 @@ $(LIBSAGAD): $(LIB_OBJS)
 
 $(BINDIR)/sagad-worker: $(WORKER_OBJS) $(LIBSAGAD)
 $(BINDIR)/sagad-relay: $(RELAY_OBJS) $(LIBSAGAD)
-# dlq-tool checks edited submissions with the worker's own rules: it links
-# the worker's modules (an archive, so only what it uses is pulled in).
-WORKER_LIB := $(BUILD)/libworker.a
-$(WORKER_LIB): $(filter-out %/main.o,$(WORKER_OBJS))
-	@rm -f $@
-	ar rcs $@ $^
-
-$(BINDIR)/dlq-tool: $(DLQ_OBJS) $(WORKER_LIB) $(LIBSAGAD)
+# dlq-tool checks edited submissions with the worker's own rules, which
+# live in lib/ (sg_submit, sg_registry): it links no adapter of the worker.
+$(BINDIR)/dlq-tool: $(DLQ_OBJS) $(LIBSAGAD)
 $(BINDIR)/checkout-svc: $(CHECKOUT_OBJS) $(LIBSAGAD)
 $(CHECKOUT_OBJS): EXTRA_CFLAGS := $(MHD_CFLAGS)
 $(BINDIR)/checkout-svc: EXTRA_LIBS := $(MHD_LIBS)

@@ -1,6 +1,6 @@
 /* dlq-tool edit ID: a new revision of a dead letter's payload, from
  * $EDITOR, --set PATH=VALUE or --file PATH, saved only when it passes the
- * rules the worker applies to a saga.start (worker_validate_start, with
+ * rules the worker applies to a saga.start (sg_submit_validate, with
  * the tool registry of worker.registry).  The original payload is never
  * changed.  An editor's file that was not saved (the edit was refused, or
  * the save failed) is kept, and its path printed: the operator's work is
@@ -13,8 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../worker/worker.h"
 #include "dlq.h"
+#include "sagad/sg_registry.h"
+#include "sagad/sg_submit.h"
 
 static const char load_sql[] =
     "SELECT d.step_idx, d.status, sagad_utf8(p.payload), p.revision FROM dead_letters d "
@@ -237,27 +238,27 @@ static void print_problem(void *opaque, const char *path, const char *rule)
 /* The worker's rules: decodable, a saga.start, valid against the
  * contract and the registry.  0 when valid; an exit code after listing
  * every problem. */
-static int validate(dlq_t *d, const worker_registry_t *reg, const char *text)
+static int validate(dlq_t *d, const sg_registry_t *reg, const char *text)
 {
     const sg_config_t *cfg = d->cli->cfg;
     sg_json_limits_t lim = {(size_t)sg_config_int(cfg, "limits.max_message_bytes"),
                             (int)sg_config_int(cfg, "limits.max_json_depth")};
-    worker_decoded_t dec;
+    sg_decoded_t dec;
     int problems;
 
-    worker_decode(text, strlen(text), &lim, &dec);
-    if (dec.type == WORKER_CMD_POISON) {
+    sg_submit_decode(text, strlen(text), &lim, &dec);
+    if (dec.type == SG_CMD_POISON) {
         dlq_warn(d, "refused, nothing saved: the payload cannot be decoded [%s]", dec.err.code);
         fprintf(stderr, "  %s\n", dec.err.message);
         sg_json_destroy(dec.doc);
         return SG_EXIT_REFUSED;
     }
-    if (dec.type != WORKER_CMD_START) {
+    if (dec.type != SG_CMD_START) {
         dlq_warn(d, "refused, nothing saved: $.type: only a saga.start is edited");
         sg_json_destroy(dec.doc);
         return SG_EXIT_REFUSED;
     }
-    problems = worker_validate_start(dec.doc, reg, print_problem, NULL);
+    problems = sg_submit_validate(dec.doc, reg, print_problem, NULL);
     if (problems > 0)
         dlq_warn(d, "refused, nothing saved: %d problem%s above (JSON path: rule)", problems,
                  problems == 1 ? "" : "s");
@@ -292,7 +293,7 @@ static int edit(dlq_t *d, const char *id)
     const char *file = sg_cli_opt(&d->args, "--file");
     sg_pg_res_t *res;
     char *text = NULL, draft[512] = "";
-    worker_registry_t *reg = NULL;
+    sg_registry_t *reg = NULL;
     sg_err_t err;
     int rc;
 
@@ -312,8 +313,8 @@ static int edit(dlq_t *d, const char *id)
                  "so there is no payload to edit; fix the tool or registry and replay",
                  id, sg_pg_res_get(res, 0, 0));
         rc = SG_EXIT_REFUSED;
-    } else if (!(reg = worker_registry_load(sg_config_str(d->cli->cfg, "worker.registry"),
-                                            d->cli->cfg, &err))) {
+    } else if (!(reg = sg_registry_load(sg_config_str(d->cli->cfg, "worker.registry"), d->cli->cfg,
+                                        NULL, &err))) {
         /* Read before the editor opens: a registry that cannot be read
          * must not cost the operator an edit that then cannot be checked. */
         dlq_warn(d, "cannot check the tool registry: %s (worker.registry)", err.message);
@@ -347,7 +348,7 @@ static int edit(dlq_t *d, const char *id)
         unlink(draft);
     free(text);
     sg_pg_res_destroy(res);
-    worker_registry_destroy(reg);
+    sg_registry_destroy(reg);
     return rc;
 }
 

@@ -1,12 +1,13 @@
 /* sagad-worker internals.
  *
- *   worker_registry.c  the tool registry file and the adapter table
+ *   worker_registry.c  the adapter behind each tool of the registry (the file
+ *                      itself: lib/sg_registry.c)
+ *   worker_call.c      a call's request document and normalised outcome
  *   worker_builtin.c   the builtin adapter (noop, echo, fail, sleep, ledger, crash)
  *   worker_http.c      the http adapter: libcurl, one multi-handle thread
  *   worker_exec.c      the exec adapter: a child process per call
  *   worker_breaker.c   the circuit breaker of each http and exec tool
  *   worker_pool.c      threads that run tool calls, with per-tool limits
- *   worker_submit.c    decoding of commands, validation of saga.start
  *   worker_saga.c      the state machine: one decision per command, written
  *                      as statements into the transaction of its batch
  *   worker_loop.c      consumer loop, partitions, offsets, batches, signals
@@ -27,24 +28,13 @@
 #include "sagad/sg_kafka.h"
 #include "sagad/sg_metrics.h"
 #include "sagad/sg_pg.h"
+#include "sagad/sg_registry.h"
+#include "sagad/sg_submit.h"
 
 /* ---- tools and adapters ------------------------------------------------ */
 
-typedef enum worker_effect_e {
-    WORKER_EFFECT_READ,
-    WORKER_EFFECT_IDEMPOTENT,
-    WORKER_EFFECT_REVERSIBLE,
-    WORKER_EFFECT_IRREVERSIBLE,
-} worker_effect_t;
-
-typedef struct worker_policy_s {
-    int max_attempts; /* 0: the config's default */
-    int64_t base_ms, cap_ms;
-} worker_policy_t;
-
-typedef struct worker_tool_s worker_tool_t;
-typedef struct worker_adapter_s worker_adapter_t;
-typedef struct worker_breaker_s worker_breaker_t;
+typedef struct sg_tool_adapter_s worker_adapter_t;
+typedef struct sg_tool_breaker_s worker_breaker_t;
 /* A call the pool handed to an asynchronous adapter (see start below). */
 typedef struct worker_pending_s worker_pending_t;
 
@@ -58,7 +48,7 @@ typedef struct worker_thread_s {
 
 /* One tool call.  Everything is owned by the call. */
 typedef struct worker_call_s {
-    const worker_tool_t *tool;
+    const sg_tool_t *tool;
     char *saga_id;
     char *step_name;
     int step_idx;
@@ -89,9 +79,9 @@ typedef struct worker_result_s {
  *
  * prepare() checks a registry entry at load time: node is the tool's
  * object at JSON path base; on a bad entry it returns -1 with err saying
- * "PATH: rule".  fields lists the adapter's own registry fields (NULL:
- * none) beside the common ones; breaker says whether its tools get a
- * circuit breaker (downstreams outside the process).
+ * "PATH: rule".  Which fields an adapter's tools may have, and whether they
+ * get a circuit breaker, is the registry's contract (lib/sg_registry.c's
+ * adapter kinds); an adapter is found by the kind's name.
  *
  * A call runs one of two ways.  call() runs on a pool thread and returns
  * within the tool's timeout (plus a little).  Or, when start is set, the
@@ -99,49 +89,22 @@ typedef struct worker_result_s {
  * adapter calls worker_pool_finish(p) exactly once, from any thread, when
  * out is filled.  stop() (optional) runs once at pool shutdown, after the
  * pool threads are gone: it finishes or abandons every started call. */
-struct worker_adapter_s {
+struct sg_tool_adapter_s {
     const char *name;
-    int (*prepare)(worker_tool_t *tool, const sg_json_t *node, const char *base,
-                   const sg_config_t *cfg, sg_err_t *err);
+    int (*prepare)(sg_tool_t *tool, const sg_json_t *node, const char *base, const sg_config_t *cfg,
+                   sg_err_t *err);
     void (*call)(worker_thread_t *th, const worker_call_t *call, worker_result_t *out);
-    void (*release)(worker_tool_t *tool);
-    const char *const *fields;
-    bool breaker;
+    void (*release)(sg_tool_t *tool);
     void (*start)(worker_thread_t *th, worker_pending_t *p, const worker_call_t *call,
                   worker_result_t *out);
     void (*stop)(void);
 };
 
-struct worker_tool_s {
-    char *name;
-    const worker_adapter_t *adapter;
-    char *target; /* builtin name or URL; exec argv lives in target_json */
-    sg_json_t *target_json;
-    int64_t timeout_ms;
-    worker_effect_t effect;
-    char *compensation; /* default compensating tool, NULL when none */
-    worker_policy_t retry, comp_retry;
-    int concurrency;            /* 0: unlimited */
-    sg_json_t *args_schema;     /* NULL: any object */
-    int64_t max_response_bytes; /* http body / exec stdout cap */
-    void *state;                /* adapter's own */
-    int running;                /* calls in progress (pool lock) */
-    worker_breaker_t *breaker;  /* NULL for in-process adapters */
-};
-
-typedef struct worker_registry_s {
-    char *path;
-    worker_tool_t *tools;
-    size_t ntools;
-    sg_json_t *doc;
-} worker_registry_t;
-
-/* Loads and checks a registry file.  On failure returns NULL with err
- * naming the file, the JSON path and the rule. */
-worker_registry_t *worker_registry_load(const char *path, const sg_config_t *cfg, sg_err_t *err);
-void worker_registry_destroy(worker_registry_t *reg);
-const worker_tool_t *worker_registry_find(const worker_registry_t *reg, const char *name);
-const char *worker_effect_name(worker_effect_t e);
+/* Loads and checks a registry file (lib/sg_registry.c) and prepares each
+ * tool with its adapter: the tool's adapter, its state and, for external
+ * tools, its circuit breaker.  On failure returns NULL with err naming the
+ * file, the JSON path and the rule.  sg_registry_destroy releases it. */
+sg_registry_t *worker_registry_load(const char *path, const sg_config_t *cfg, sg_err_t *err);
 
 extern const worker_adapter_t worker_builtin_adapter;
 extern const worker_adapter_t worker_http_adapter;
@@ -172,12 +135,12 @@ void worker_breaker_destroy(worker_breaker_t *b);
 /* Decides whether a call of tool may go now.  false: out is filled with
  * tool.circuit_open and nothing may be sent.  *probe says the call is the
  * one half-open probe.  Tools without a breaker always go. */
-bool worker_breaker_admit(const worker_tool_t *tool, worker_result_t *out, bool *probe);
+bool worker_breaker_admit(const sg_tool_t *tool, worker_result_t *out, bool *probe);
 /* Feeds a finished (admitted) call's outcome into tool's breaker. */
-void worker_breaker_record(const worker_tool_t *tool, const worker_result_t *res, bool probe);
+void worker_breaker_record(const sg_tool_t *tool, const worker_result_t *res, bool probe);
 /* The state of tool's breaker (closed, no counts, for tools without one).
  * Thread-safe; for the metrics endpoint. */
-void worker_breaker_info(const worker_tool_t *tool, worker_breaker_info_t *out);
+void worker_breaker_info(const sg_tool_t *tool, worker_breaker_info_t *out);
 const char *worker_breaker_state_name(worker_breaker_state_t s);
 
 /* Fills res for a tool error (status error, or timeout for that class). */
@@ -218,58 +181,7 @@ void worker_pool_ack(worker_pool_t *pool);
 /* An asynchronous adapter's call is done (out filled); p is gone after. */
 void worker_pool_finish(worker_pending_t *p);
 
-/* ---- decoded commands -------------------------------------------------- */
-
-typedef enum worker_ctype_e {
-    WORKER_CMD_START,
-    WORKER_CMD_EXECUTE,
-    WORKER_CMD_COMPENSATE,
-    WORKER_CMD_RELEASE, /* saga.release: a held saga's hold ended */
-    WORKER_CMD_POISON,  /* could not be decoded: dead-lettered */
-} worker_ctype_t;
-
-#define WORKER_SAGA_ID_MAX 128
-
-/* Decodes the envelope of a command message.  Never fails: a message that
- * cannot be decoded comes back as WORKER_CMD_POISON with err set. */
-typedef struct worker_decoded_s {
-    worker_ctype_t type;
-    sg_json_t *doc;
-    char saga_id[WORKER_SAGA_ID_MAX + 1]; /* "" when unknown */
-    int step, attempt, generation;
-    sg_err_t err;
-} worker_decoded_t;
-
-void worker_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
-                   worker_decoded_t *out);
-
-/* Tool and step names: 1-64 characters of A-Z a-z 0-9 . _ - (they end up
- * in idempotency keys, paths and logs). */
-bool worker_name_ok(const char *s);
-
-/* One problem of a rejected submission. */
-typedef void (*worker_problem_fn)(void *opaque, const char *path, const char *rule);
-
-/* Validates a saga.start document against the contract and the registry:
- * calls fn once per problem; returns the number of problems. */
-int worker_validate_start(const sg_json_t *doc, const worker_registry_t *reg, worker_problem_fn fn,
-                          void *opaque);
-
-/* Checks args against tool's args schema; returns problems found. */
-int worker_validate_args(const worker_tool_t *tool, const sg_json_t *args, const char *base,
-                         worker_problem_fn fn, void *opaque);
-
-/* The stored definition of a valid saga.start (caller frees the text). */
-char *worker_definition(const sg_json_t *doc);
-
-/* The idempotency key of (saga, step, phase, generation): stable across
- * retries, fresh after a replay bumps the generation. */
-void worker_idem_key(char *out, size_t out_size, const char *saga_id, int step, bool compensate,
-                     int generation);
-
 /* ---- the run ----------------------------------------------------------- */
-
-#define WORKER_MAX_STEPS 64
 
 typedef struct worker_part_s worker_part_t;
 
@@ -292,7 +204,7 @@ typedef struct worker_cmd_s {
     worker_part_t *part;
     sg_kafka_msg_t *msg;
     int64_t offset;
-    worker_decoded_t dec;
+    sg_decoded_t dec;
     worker_cstate_t state;
     bool finishing;               /* will be FINISHED if the transaction commits */
     const void *txn;              /* that transaction (worker_loop.c's txn_slot_t) */
@@ -307,7 +219,7 @@ typedef struct worker_cmd_s {
     char *follow;                 /* the step command its decision emitted for now, to chain */
     struct worker_cmd_s *origin;  /* chained: the command that emitted it, until placed */
     int64_t attempt_id;           /* of the attempt row, once committed */
-    char *definition;             /* a saga.start's definition (worker_definition), once built */
+    char *definition;             /* a saga.start's definition (sg_submit_definition), once built */
     struct worker_fresh_s *fresh; /* a saga.start's new saga, until its first step is chained */
     uint64_t call_t0;             /* when its call was handed to the pool (us) */
     worker_call_t call;
@@ -345,7 +257,7 @@ typedef struct worker_saga_s {
     int64_t seq, retry_spent, retry_budget; /* budget -1: none */
     bool past_deadline;
     int nsteps;
-    worker_step_t steps[WORKER_MAX_STEPS];
+    worker_step_t steps[SG_MAX_STEPS];
     bool dirty;
     worker_slot_t slot;
     /* attempt rows of the command's (step, phase, generation, attempt) */
@@ -359,8 +271,8 @@ typedef struct worker_saga_s {
  * decided in the same transaction (chained).  Owns its texts. */
 typedef struct worker_fresh_s {
     worker_saga_t saga;
-    sg_json_t *steps;                      /* the effective steps; names and tools point here */
-    char *texts[2 * WORKER_MAX_STEPS + 2]; /* args, compensations, input, traceparent */
+    sg_json_t *steps;                  /* the effective steps; names and tools point here */
+    char *texts[2 * SG_MAX_STEPS + 2]; /* args, compensations, input, traceparent */
     size_t ntexts;
 } worker_fresh_t;
 
@@ -377,14 +289,14 @@ typedef struct worker_writes_s worker_writes_t;
 /* The worker's shared context. */
 typedef struct worker_s {
     const sg_config_t *cfg;
-    worker_registry_t *reg;
+    sg_registry_t *reg;
     sg_pg_t *pg;
     char worker_id[128];
     const char *group, *topic_commands, *topic_events, *topic_dlq;
     sg_json_limits_t limits;
     int crash_loop_limit;
     int64_t hold_ms; /* worker.dead_letter_hold_ms */
-    worker_policy_t retry, comp_retry;
+    sg_policy_t retry, comp_retry;
     int64_t budget_ms;
     sg_rng_t rng;
     worker_stats_t stats;

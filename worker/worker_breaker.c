@@ -19,7 +19,7 @@
 #include "sagad/sg_run.h"
 #include "worker.h"
 
-struct worker_breaker_s {
+struct sg_tool_breaker_s {
     pthread_mutex_t lock;
     worker_breaker_state_t state;
     int threshold, failures;
@@ -56,8 +56,7 @@ void worker_breaker_destroy(worker_breaker_t *b)
 }
 
 /* Lock held. */
-static void move(worker_breaker_t *b, const worker_tool_t *tool, worker_breaker_state_t to,
-                 int64_t now)
+static void move(worker_breaker_t *b, const sg_tool_t *tool, worker_breaker_state_t to, int64_t now)
 {
     char failures[16];
 
@@ -74,7 +73,7 @@ static void move(worker_breaker_t *b, const worker_tool_t *tool, worker_breaker_
         b->failures = 0;
 }
 
-bool worker_breaker_admit(const worker_tool_t *tool, worker_result_t *out, bool *probe)
+bool worker_breaker_admit(const sg_tool_t *tool, worker_result_t *out, bool *probe)
 {
     worker_breaker_t *b = tool->breaker;
     int64_t now = (int64_t)sg_run_now_ms(), wait_ms = 0;
@@ -106,7 +105,7 @@ bool worker_breaker_admit(const worker_tool_t *tool, worker_result_t *out, bool 
     return false;
 }
 
-void worker_breaker_record(const worker_tool_t *tool, const worker_result_t *res, bool probe)
+void worker_breaker_record(const sg_tool_t *tool, const worker_result_t *res, bool probe)
 {
     worker_breaker_t *b = tool->breaker;
     int64_t now = (int64_t)sg_run_now_ms();
@@ -126,7 +125,7 @@ void worker_breaker_record(const worker_tool_t *tool, const worker_result_t *res
     pthread_mutex_unlock(&b->lock);
 }
 
-void worker_breaker_info(const worker_tool_t *tool, worker_breaker_info_t *out)
+void worker_breaker_info(const sg_tool_t *tool, worker_breaker_info_t *out)
 {
     worker_breaker_t *b = tool->breaker;
 

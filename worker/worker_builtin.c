@@ -32,7 +32,7 @@ typedef enum builtin_e {
 
 static const char *const builtin_names[] = {"noop", "echo", "fail", "sleep", "ledger", "crash"};
 
-static int builtin_prepare(worker_tool_t *tool, const sg_json_t *node, const char *base,
+static int builtin_prepare(sg_tool_t *tool, const sg_json_t *node, const char *base,
                            const sg_config_t *cfg, sg_err_t *err)
 {
     char path[300];

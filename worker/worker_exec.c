@@ -55,7 +55,7 @@ typedef struct exec_io_s {
 
 /* ---- the registry entry ------------------------------------------------ */
 
-static void exec_release(worker_tool_t *tool)
+static void exec_release(sg_tool_t *tool)
 {
     exec_tool_t *x = tool->state;
 
@@ -68,7 +68,7 @@ static void exec_release(worker_tool_t *tool)
     tool->state = NULL;
 }
 
-static int exec_prepare(worker_tool_t *tool, const sg_json_t *node, const char *base,
+static int exec_prepare(sg_tool_t *tool, const sg_json_t *node, const char *base,
                         const sg_config_t *cfg, sg_err_t *err)
 {
     const sg_json_t *target = tool->target_json;
@@ -371,13 +371,9 @@ static void exec_call(worker_thread_t *th, const worker_call_t *call, worker_res
     free(in);
 }
 
-static const char *const exec_fields[] = {NULL};
-
 const worker_adapter_t worker_exec_adapter = {
     .name = "exec",
     .prepare = exec_prepare,
     .call = exec_call,
     .release = exec_release,
-    .fields = exec_fields,
-    .breaker = true,
 };

@@ -89,9 +89,6 @@ static void curl_init(void)
 
 /* ---- the registry entry ------------------------------------------------ */
 
-static const char *const http_fields[] = {"method",     "headers", "connect_timeout_ms",
-                                          "tls_verify", "ca_path", NULL};
-
 /* Headers the adapter sets itself; the registry cannot override them. */
 static const char *const reserved_headers[] = {
     "Idempotency-Key", "traceparent",       "Content-Type",
@@ -238,7 +235,7 @@ static int check_url(const char *url, const char *path, sg_err_t *err)
     return rc;
 }
 
-static void http_release(worker_tool_t *tool)
+static void http_release(sg_tool_t *tool)
 {
     http_tool_t *h = tool->state;
 
@@ -278,7 +275,7 @@ static int load_ca(http_tool_t *h, const sg_json_t *node, const char *base, sg_e
     return 0;
 }
 
-static int http_prepare(worker_tool_t *tool, const sg_json_t *node, const char *base,
+static int http_prepare(sg_tool_t *tool, const sg_json_t *node, const char *base,
                         const sg_config_t *cfg, sg_err_t *err)
 {
     static const char *const methods[] = {"POST", "PUT", "PATCH", "DELETE", NULL};
@@ -441,7 +438,7 @@ static void xfer_done(http_xfer_t *x)
     worker_pool_finish(p);
 }
 
-static CURL *make_easy(http_xfer_t *x, const worker_tool_t *tool)
+static CURL *make_easy(http_xfer_t *x, const sg_tool_t *tool)
 {
     const http_tool_t *h = tool->state;
     CURL *e = curl_easy_init();
@@ -747,8 +744,6 @@ const worker_adapter_t worker_http_adapter = {
     .name = "http",
     .prepare = http_prepare,
     .release = http_release,
-    .fields = http_fields,
-    .breaker = true,
     .start = http_start,
     .stop = http_stop,
 };

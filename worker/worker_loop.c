@@ -91,7 +91,7 @@
 #define CHAIN_BUCKETS  4096
 /* Most commands chained from one decision in one transaction: a step, or
  * the compensations a failure walks through. */
-#define CHAIN_DEPTH (2 * WORKER_MAX_STEPS + 2)
+#define CHAIN_DEPTH (2 * SG_MAX_STEPS + 2)
 
 struct worker_part_s {
     int32_t partition;
@@ -911,21 +911,21 @@ static int load_state(loop_t *L, worker_cmd_t **batch, size_t n, sg_pg_res_t **l
         a[k] = items + k * (n + 1);
     for (size_t i = 0; i < n; i++) {
         worker_cmd_t *c = batch[i];
-        if (!c->dec.saga_id[0] || c->dec.type == WORKER_CMD_POISON || c->copy)
+        if (!c->dec.saga_id[0] || c->dec.type == SG_CMD_POISON || c->copy)
             continue;
         a[A_IDS][nids++] = c->dec.saga_id;
         if (c->state == CMD_READY &&
-            (c->dec.type == WORKER_CMD_EXECUTE || c->dec.type == WORKER_CMD_COMPENSATE)) {
+            (c->dec.type == SG_CMD_EXECUTE || c->dec.type == SG_CMD_COMPENSATE)) {
             snprintf(nums[nc][0], 16, "%d", c->dec.step);
             snprintf(nums[nc][1], 16, "%d", c->dec.generation);
             snprintf(nums[nc][2], 16, "%d", c->dec.attempt);
             a[A_STEP_SAGA][nc] = c->dec.saga_id;
             a[A_STEP_IDX][nc] = nums[nc][0];
-            a[A_STEP_PHASE][nc] = c->dec.type == WORKER_CMD_COMPENSATE ? "compensate" : "forward";
+            a[A_STEP_PHASE][nc] = c->dec.type == SG_CMD_COMPENSATE ? "compensate" : "forward";
             a[A_STEP_GEN][nc] = nums[nc][1];
             a[A_STEP_ATTEMPT][nc] = nums[nc][2];
             nc++;
-        } else if (c->state == CMD_READY && c->dec.type == WORKER_CMD_START) {
+        } else if (c->state == CMD_READY && c->dec.type == SG_CMD_START) {
             a[A_START_SAGA][ns] = c->dec.saga_id;
             a[A_START_DEF][ns] = worker_cmd_definition(c);
             ns++;
@@ -1039,7 +1039,7 @@ static void chain_follow(loop_t *L, worker_cmd_t *c, worker_saga_t *s)
         v->offset = -1;
         v->origin = prev;
         v->state = CMD_READY;
-        worker_decode(payload, strlen(payload), &L->w.limits, &v->dec);
+        sg_submit_decode(payload, strlen(payload), &L->w.limits, &v->dec);
         free(payload);
         /* A command this transaction created has no attempt rows yet. */
         s->interrupted = s->finished = 0;
@@ -1175,8 +1175,7 @@ static int txn_send(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
     L->w.outbox_written = L->w.timers_written = false;
     for (size_t i = 0; i < n; i++)
         if (batch[i]->state == CMD_READY && !batch[i]->copy &&
-            (batch[i]->dec.type == WORKER_CMD_EXECUTE ||
-             batch[i]->dec.type == WORKER_CMD_COMPENSATE))
+            (batch[i]->dec.type == SG_CMD_EXECUTE || batch[i]->dec.type == SG_CMD_COMPENSATE))
             batch[i]->copy = chain_take(L, batch[i]);
     if (load_state(L, batch, n, &load, &counts, &conflicts, err) < 0)
         goto out;
@@ -1211,7 +1210,7 @@ static int txn_send(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
         goto out;
     for (size_t i = 0; i < n; i++) {
         worker_cmd_t *c = batch[i];
-        worker_saga_t *s = c->dec.type == WORKER_CMD_POISON || c->copy
+        worker_saga_t *s = c->dec.type == SG_CMD_POISON || c->copy
                                ? NULL
                                : find_saga(sagas, nsagas, c->dec.saga_id);
         c->part->touched = true;
@@ -1424,7 +1423,7 @@ static void poison_single(loop_t *L, worker_cmd_t *c, const sg_err_t *why)
     /* Last resort: decided again as poison, the message itself becomes a
      * dead letter, through the same transaction path as any other. */
     c->state = CMD_READY;
-    c->dec.type = WORKER_CMD_POISON;
+    c->dec.type = SG_CMD_POISON;
     sg_err_set(&c->dec.err, SG_ERRCLASS_POISON, "runtime.pg.rejected",
                "PostgreSQL refused to store the outcome of this message: %s", why->message);
     if (run_txn(L, &c, 1, &err) < 0) {
@@ -1560,7 +1559,7 @@ static void intake(loop_t *L)
         p->next_fetch = cmd->offset + 1;
         part_append(p, cmd);
         payload = sg_kafka_msg_payload(msg, &len);
-        worker_decode(payload ? payload : "", payload ? len : 0, &L->w.limits, &cmd->dec);
+        sg_submit_decode(payload ? payload : "", payload ? len : 0, &L->w.limits, &cmd->dec);
         saga_enqueue(L, cmd);
     }
     if (!L->paused && intake_full(L) && sg_run_now_ms() - L->last_poll >= PAUSE_AFTER_MS) {
@@ -1732,7 +1731,7 @@ static bool may_start(const loop_t *L, const worker_cmd_t *c)
 {
     if (!isolating(L) || c == L->isolated)
         return true;
-    return L->isolated && c->dec.type != WORKER_CMD_EXECUTE && c->dec.type != WORKER_CMD_COMPENSATE;
+    return L->isolated && c->dec.type != SG_CMD_EXECUTE && c->dec.type != SG_CMD_COMPENSATE;
 }
 
 /* May the ready commands go out now?  Yes with no transaction out.  With
@@ -1999,7 +1998,7 @@ static void export_gauges(loop_t *L)
     /* sagad_circuit_state{tool}: 0 closed, 1 half-open, 2 open (rising
      * with severity, as METRICS.md says; not the enum's order). */
     for (size_t i = 0; i < L->w.reg->ntools; i++) {
-        const worker_tool_t *tool = &L->w.reg->tools[i];
+        const sg_tool_t *tool = &L->w.reg->tools[i];
         worker_breaker_info_t info;
         if (!tool->breaker)
             continue;
@@ -2246,7 +2245,7 @@ static void teardown(loop_t *L)
         worker_writes_free(t->writes);
         sg_pg_destroy(t->pg);
     }
-    worker_registry_destroy(L->w.reg);
+    sg_registry_destroy(L->w.reg);
     free(L->sagas_buf);
     if (L->kafka_pipe[0] > 0) {
         close(L->kafka_pipe[0]);

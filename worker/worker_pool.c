@@ -52,7 +52,7 @@ static pool_job_t *take_runnable(worker_pool_t *pool)
     pool_job_t *prev = NULL;
 
     for (pool_job_t *j = pool->queue; j; prev = j, j = j->next) {
-        worker_tool_t *tool = (worker_tool_t *)j->call->tool;
+        sg_tool_t *tool = (sg_tool_t *)j->call->tool;
         if (tool->concurrency && tool->running >= tool->concurrency)
             continue;
         if (prev)
@@ -70,7 +70,7 @@ static pool_job_t *take_runnable(worker_pool_t *pool)
 void worker_pool_finish(worker_pending_t *j)
 {
     worker_pool_t *pool = j->pool;
-    worker_tool_t *tool = (worker_tool_t *)j->call->tool;
+    sg_tool_t *tool = (sg_tool_t *)j->call->tool;
     bool was_full, first;
     char b = 1;
 

@@ -78,7 +78,7 @@ void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row)
     for (; r < sg_pg_res_rows(res) && strcmp(sg_pg_res_get(res, r, L_SAGA_ID), id) == 0; r++) {
         worker_step_t *st;
         int idx = (int)sg_pg_res_int(res, r, L_IDX, -1);
-        if (idx < 0 || idx >= WORKER_MAX_STEPS)
+        if (idx < 0 || idx >= SG_MAX_STEPS)
             continue;
         st = &saga->steps[idx];
         st->idx = idx;
@@ -196,7 +196,7 @@ static void emit(worker_t *w, const char *topic, const char *traceparent, sg_jso
  * members.  Takes body. */
 static void event(worker_t *w, worker_saga_t *saga, const char *type, sg_json_t *body)
 {
-    char id[WORKER_SAGA_ID_MAX + 32], now[40];
+    char id[SG_SAGA_ID_MAX + 32], now[40];
     sg_json_t *ev;
 
     saga->seq++;
@@ -232,7 +232,7 @@ static void add_error(sg_json_t *b, const sg_err_t *err)
 static void command(worker_t *w, worker_saga_t *saga, int step, bool compensate, int attempt,
                     int64_t delay_ms)
 {
-    char id[WORKER_SAGA_ID_MAX + 64];
+    char id[SG_SAGA_ID_MAX + 64];
     sg_json_t *c;
 
     snprintf(id, sizeof(id), "cmd:%s:%d:%s:g%d:a%d", saga->saga_id, step, compensate ? "c" : "f",
@@ -336,7 +336,7 @@ static void dead_letter(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, int
         }
     }
     /* A rejected submission has no saga row, but its document names it. */
-    if (!saga && cmd->dec.type == WORKER_CMD_START)
+    if (!saga && cmd->dec.type == SG_CMD_START)
         saga_name = sg_json_string(sg_json_member(cmd->dec.doc, "name"));
     snprintf(maxb, sizeof(maxb), "%zu", w->limits.max_bytes);
     snprintf(sidx, sizeof(sidx), "%d", step);
@@ -568,7 +568,7 @@ static void step_dead_letter(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga
                              const sg_err_t *err)
 {
     sg_json_t *c;
-    char until[40], id[WORKER_SAGA_ID_MAX + 32];
+    char until[40], id[SG_SAGA_ID_MAX + 32];
 
     if (w->hold_ms <= 0) {
         dead_letter(w, cmd, saga, st->idx, false, err, NULL);
@@ -645,7 +645,7 @@ static void collect_problem(void *opaque, const char *path, const char *rule)
 static void reject(worker_t *w, worker_cmd_t *cmd, problem_list_t *pl, const char *code)
 {
     const char *sub_id = NULL;
-    char id[WORKER_SAGA_ID_MAX + 64], now[40];
+    char id[SG_SAGA_ID_MAX + 64], now[40];
     sg_json_t *ev;
     sg_err_t err;
 
@@ -671,7 +671,7 @@ static void reject(worker_t *w, worker_cmd_t *cmd, problem_list_t *pl, const cha
     w->decided = "rejected";
 }
 
-static char *effective_steps(const sg_json_t *doc, const worker_registry_t *reg)
+static char *effective_steps(const sg_json_t *doc, const sg_registry_t *reg)
 {
     const sg_json_t *steps = sg_json_member(doc, "steps");
     sg_json_t *out = sg_json_new_array();
@@ -682,7 +682,7 @@ static char *effective_steps(const sg_json_t *doc, const worker_registry_t *reg)
         const sg_json_t *args = sg_json_member(st, "args");
         const char *name = sg_json_string(sg_json_member(st, "name"));
         const char *tool = sg_json_string(sg_json_member(st, "tool"));
-        const worker_tool_t *t = worker_registry_find(reg, tool);
+        const sg_tool_t *t = sg_registry_find(reg, tool);
         sg_json_t *e = sg_json_new_object();
 
         sg_json_add_str(e, "name", name);
@@ -721,7 +721,7 @@ static void random_traceparent(worker_t *w, char *out, size_t size)
 const char *worker_cmd_definition(worker_cmd_t *cmd)
 {
     if (!cmd->definition)
-        cmd->definition = worker_definition(cmd->dec.doc);
+        cmd->definition = sg_submit_definition(cmd->dec.doc);
     return cmd->definition;
 }
 
@@ -752,7 +752,7 @@ static bool fresh_steps(worker_fresh_t *f, const char *steps_text)
 
     f->steps = sg_json_parse(steps_text, strlen(steps_text), NULL, NULL);
     n = sg_json_array_size(f->steps);
-    if (!f->steps || n == 0 || n > WORKER_MAX_STEPS)
+    if (!f->steps || n == 0 || n > SG_MAX_STEPS)
         return false;
     for (size_t i = 0; i < n; i++) {
         const sg_json_t *e = sg_json_array_get(f->steps, i),
@@ -796,7 +796,7 @@ static void decide_start(worker_t *w, worker_cmd_t *cmd, worker_saga_t *existing
         sg_json_destroy(pl.arr);
         return;
     }
-    if (worker_validate_start(cmd->dec.doc, w->reg, collect_problem, &pl) > 0) {
+    if (sg_submit_validate(cmd->dec.doc, w->reg, collect_problem, &pl) > 0) {
         reject(w, cmd, &pl, "input.schema.invalid");
         sg_json_destroy(pl.arr);
         return;
@@ -874,7 +874,7 @@ static bool prepare_call(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, wo
 {
     const char *tool_name = st->tool, *args_text = st->args;
     sg_json_t *comp = NULL, *args = NULL;
-    const worker_tool_t *tool;
+    const sg_tool_t *tool;
     problem_list_t pl = {NULL, "", 0};
     char key[256];
 
@@ -888,7 +888,7 @@ static bool prepare_call(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, wo
     }
     if (!args)
         args = sg_json_new_object();
-    tool = tool_name ? worker_registry_find(w->reg, tool_name) : NULL;
+    tool = tool_name ? sg_registry_find(w->reg, tool_name) : NULL;
     if (!tool) {
         sg_err_set(err, SG_ERRCLASS_PERMANENT, "tool.unknown",
                    "tool \"%s\" is not in the tool registry %s", tool_name ? tool_name : "(none)",
@@ -896,14 +896,14 @@ static bool prepare_call(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, wo
         goto fail;
     }
     pl.arr = sg_json_new_array();
-    if (worker_validate_args(tool, args, "$.args", collect_problem, &pl) > 0) {
+    if (sg_submit_validate_args(tool, args, "$.args", collect_problem, &pl) > 0) {
         sg_err_set(err, SG_ERRCLASS_PERMANENT, "tool.args.invalid", "args of tool %s: %s",
                    tool->name, pl.text);
         goto fail;
     }
     sg_json_destroy(pl.arr);
     sg_json_destroy(comp);
-    worker_idem_key(key, sizeof(key), saga->saga_id, st->idx, compensate, saga->generation);
+    sg_idem_key(key, sizeof(key), saga->saga_id, st->idx, compensate, saga->generation);
     cmd->call.tool = tool;
     cmd->call.saga_id = strdup(saga->saga_id);
     cmd->call.step_name = strdup(st->name);
@@ -948,7 +948,7 @@ static void mark_interrupted(worker_t *w, worker_cmd_t *cmd, bool compensate)
 
 static void decide_step(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
 {
-    bool comp = cmd->dec.type == WORKER_CMD_COMPENSATE;
+    bool comp = cmd->dec.type == SG_CMD_COMPENSATE;
     worker_step_t *st;
     int *attempts;
     sg_err_t err;
@@ -1094,27 +1094,27 @@ static void decide_release(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
 
 void worker_saga_decide(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
 {
-    static const char *const types[] = {[WORKER_CMD_START] = "saga.start",
-                                        [WORKER_CMD_EXECUTE] = "step.execute",
-                                        [WORKER_CMD_COMPENSATE] = "step.compensate",
-                                        [WORKER_CMD_RELEASE] = "saga.release",
-                                        [WORKER_CMD_POISON] = "undecodable"};
+    static const char *const types[] = {[SG_CMD_START] = "saga.start",
+                                        [SG_CMD_EXECUTE] = "step.execute",
+                                        [SG_CMD_COMPENSATE] = "step.compensate",
+                                        [SG_CMD_RELEASE] = "saga.release",
+                                        [SG_CMD_POISON] = "undecodable"};
     const char *outcome;
 
     w->decided = NULL;
     w->cur = cmd;
     switch (cmd->dec.type) {
-    case WORKER_CMD_POISON:
+    case SG_CMD_POISON:
         dead_letter(w, cmd, NULL, -1, false, &cmd->dec.err, NULL);
         break;
-    case WORKER_CMD_RELEASE:
+    case SG_CMD_RELEASE:
         decide_release(w, cmd, saga);
         break;
-    case WORKER_CMD_START:
+    case SG_CMD_START:
         decide_start(w, cmd, saga);
         break;
-    case WORKER_CMD_EXECUTE:
-    case WORKER_CMD_COMPENSATE:
+    case SG_CMD_EXECUTE:
+    case SG_CMD_COMPENSATE:
         decide_step(w, cmd, saga);
         break;
     }
@@ -1123,10 +1123,10 @@ void worker_saga_decide(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
         return; /* decided again later: counted then */
     /* Nothing said otherwise: a saga.start was stored, a step failed
      * before any call (deadline, bad arguments). */
-    outcome = cmd->calls                          ? "called"
-              : w->decided                        ? w->decided
-              : cmd->dec.type == WORKER_CMD_START ? "started"
-                                                  : "failed";
+    outcome = cmd->calls                      ? "called"
+              : w->decided                    ? w->decided
+              : cmd->dec.type == SG_CMD_START ? "started"
+                                              : "failed";
     sg_metrics_batch_inc(w->metrics, SG_M_COMMANDS_CONSUMED,
                          SG_LABELS(types[cmd->dec.type], outcome));
 }
@@ -1194,9 +1194,9 @@ static bool schedule_retry(worker_t *w, worker_saga_t *saga, worker_step_t *st, 
     int attempt = cmd->dec.attempt;
     /* The policy of the tool that was called: its retry, or its
      * compensate_retry when it ran as a compensation. */
-    const worker_tool_t *tool = cmd->call.tool;
-    const worker_policy_t *def = comp ? &w->comp_retry : &w->retry;
-    const worker_policy_t *own = tool ? (comp ? &tool->comp_retry : &tool->retry) : NULL;
+    const sg_tool_t *tool = cmd->call.tool;
+    const sg_policy_t *def = comp ? &w->comp_retry : &w->retry;
+    const sg_policy_t *own = tool ? (comp ? &tool->comp_retry : &tool->retry) : NULL;
     sg_backoff_t b;
     int max;
     uint64_t delay;
@@ -1271,7 +1271,7 @@ static void count_call(worker_t *w, const worker_cmd_t *cmd)
 
     sg_metrics_batch_observe(w->metrics, SG_M_STEP_DURATION, SG_LABELS(tool),
                              (double)r->latency_ms / 1000.0);
-    if (cmd->dec.type == WORKER_CMD_COMPENSATE) {
+    if (cmd->dec.type == SG_CMD_COMPENSATE) {
         if (r->status == WORKER_OK)
             sg_metrics_batch_inc(w->metrics, SG_M_COMPENSATIONS, SG_LABELS("ok"));
         return;
@@ -1283,7 +1283,7 @@ static void count_call(worker_t *w, const worker_cmd_t *cmd)
 
 static void complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
 {
-    bool comp = cmd->dec.type == WORKER_CMD_COMPENSATE;
+    bool comp = cmd->dec.type == SG_CMD_COMPENSATE;
     worker_step_t *st;
     sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
 

@@ -248,7 +248,7 @@ int worker_writes_committed(worker_writes_t *wr)
          * rather than trusted. */
         for (size_t i = 0; i < a->n; i++) {
             worker_cmd_t *c = a->cmds[i];
-            const char *phase = c->dec.type == WORKER_CMD_COMPENSATE ? "compensate" : "forward";
+            const char *phase = c->dec.type == SG_CMD_COMPENSATE ? "compensate" : "forward";
             c->attempt_id = 0;
             for (size_t k = 0; k < rows; k++) {
                 size_t r = (i + k) % rows;

@@ -22,7 +22,7 @@ static worker_result_t outcome(sg_errclass_t cls)
     return r;
 }
 
-static bool admit(const worker_tool_t *tool, bool *probe, worker_result_t *out)
+static bool admit(const sg_tool_t *tool, bool *probe, worker_result_t *out)
 {
     memset(out, 0, sizeof(*out));
     return worker_breaker_admit(tool, out, probe);
@@ -37,7 +37,7 @@ static void nap_ms(long ms)
 
 Test(breaker, opens_after_threshold_fails_fast_probes_once_and_closes)
 {
-    worker_tool_t tool = {.name = "pay"};
+    sg_tool_t tool = {.name = "pay"};
     worker_result_t out, fail = outcome(SG_ERRCLASS_TRANSIENT), ok = outcome(SG_ERRCLASS_NONE);
     worker_breaker_info_t info;
     bool probe;
@@ -78,7 +78,7 @@ Test(breaker, opens_after_threshold_fails_fast_probes_once_and_closes)
 
 Test(breaker, a_failed_probe_reopens_and_permanent_errors_count_as_answers)
 {
-    worker_tool_t tool = {.name = "pay"};
+    sg_tool_t tool = {.name = "pay"};
     worker_result_t out, fail = outcome(SG_ERRCLASS_TIMEOUT), perm = outcome(SG_ERRCLASS_PERMANENT),
                          late = outcome(SG_ERRCLASS_THROTTLED);
     worker_breaker_info_t info;
@@ -109,7 +109,7 @@ Test(breaker, a_failed_probe_reopens_and_permanent_errors_count_as_answers)
 
 Test(breaker, tools_without_a_breaker_always_go)
 {
-    worker_tool_t tool = {.name = "noop"};
+    sg_tool_t tool = {.name = "noop"};
     worker_breaker_info_t info;
     worker_result_t out;
     bool probe = true;
@@ -131,7 +131,7 @@ static const char *load_one(const char *members, char *msg, size_t size)
     int fd = mkstemp(path);
     FILE *fp = fdopen(fd, "w");
     sg_config_t *cfg = sg_config_new();
-    worker_registry_t *reg;
+    sg_registry_t *reg;
     sg_err_t err;
 
     cr_assert_not_null(fp);
@@ -139,7 +139,7 @@ static const char *load_one(const char *members, char *msg, size_t size)
     fclose(fp);
     reg = worker_registry_load(path, cfg, &err);
     snprintf(msg, size, "%s", reg ? "" : err.message);
-    worker_registry_destroy(reg);
+    sg_registry_destroy(reg);
     sg_config_destroy(cfg);
     unlink(path);
     return msg;

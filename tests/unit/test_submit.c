@@ -38,7 +38,7 @@ static char *write_temp(const char *text)
 }
 
 /* A registry of the tools the tests name. */
-static worker_registry_t *test_registry(void)
+static sg_registry_t *test_registry(void)
 {
     static const char text[] =
         "{\"v\":1,\"tools\":{"
@@ -52,7 +52,7 @@ static worker_registry_t *test_registry(void)
         "}}";
     sg_config_t *cfg = sg_config_new();
     sg_err_t err;
-    worker_registry_t *reg = worker_registry_load(write_temp(text), cfg, &err);
+    sg_registry_t *reg = worker_registry_load(write_temp(text), cfg, &err);
 
     cr_assert_not_null(reg, "test registry refused: %s", err.message);
     sg_config_destroy(cfg);
@@ -74,31 +74,31 @@ static void seen_problem(void *opaque, const char *path, const char *rule)
 }
 
 /* Decodes and validates text; returns the problems (0 = accepted). */
-static int submit(const char *text, size_t len, const worker_registry_t *reg, seen_t *seen)
+static int submit(const char *text, size_t len, const sg_registry_t *reg, seen_t *seen)
 {
     static const sg_json_limits_t lim = SG_JSON_LIMITS_DEFAULT;
-    worker_decoded_t dec;
+    sg_decoded_t dec;
     int n;
 
     memset(seen, 0, sizeof(*seen));
-    worker_decode(text, len, &lim, &dec);
-    if (dec.type != WORKER_CMD_START) {
+    sg_submit_decode(text, len, &lim, &dec);
+    if (dec.type != SG_CMD_START) {
         seen_problem(seen, "(decode)", dec.err.code[0] ? dec.err.message : "not a saga.start");
         sg_json_destroy(dec.doc);
         return 1;
     }
-    n = worker_validate_start(dec.doc, reg, seen_problem, seen);
+    n = sg_submit_validate(dec.doc, reg, seen_problem, seen);
     sg_json_destroy(dec.doc);
     return n;
 }
 
 /* Every tool name the fixtures use, registered as an idempotent noop. */
-static worker_registry_t *fixture_registry(const char *dir)
+static sg_registry_t *fixture_registry(const char *dir)
 {
     char text[65536] = "{\"v\":1,\"tools\":{", path[512];
     const char *sub[] = {"valid", "invalid"};
     sg_config_t *cfg = sg_config_new();
-    worker_registry_t *reg;
+    sg_registry_t *reg;
     bool first = true;
     sg_err_t err;
 
@@ -171,7 +171,7 @@ static bool expected_path(const char *dir, const char *name, char *out, size_t s
     return true;
 }
 
-static void each_fixture(const char *dir, bool valid, const worker_registry_t *reg)
+static void each_fixture(const char *dir, bool valid, const sg_registry_t *reg)
 {
     char path[512], file[800];
     DIR *d;
@@ -213,11 +213,11 @@ static void each_fixture(const char *dir, bool valid, const worker_registry_t *r
 
 Test(submit, agrees_with_the_json_schema_fixtures)
 {
-    worker_registry_t *reg = fixture_registry("tests/fixtures/saga-start");
+    sg_registry_t *reg = fixture_registry("tests/fixtures/saga-start");
 
     each_fixture("tests/fixtures/saga-start", true, reg);
     each_fixture("tests/fixtures/saga-start", false, reg);
-    worker_registry_destroy(reg);
+    sg_registry_destroy(reg);
 }
 
 Test(submit, step_command_fixtures_decode_as_the_schema_says)
@@ -233,7 +233,7 @@ Test(submit, step_command_fixtures_decode_as_the_schema_says)
         d = opendir(path);
         cr_assert_not_null(d);
         while ((e = readdir(d))) {
-            worker_decoded_t dec;
+            sg_decoded_t dec;
             size_t len;
             char *buf;
             bool ok;
@@ -241,9 +241,9 @@ Test(submit, step_command_fixtures_decode_as_the_schema_says)
                 continue;
             snprintf(file, sizeof(file), "%s/%s", path, e->d_name);
             buf = slurp(file, &len);
-            worker_decode(buf, len, &lim, &dec);
-            ok = dec.type == WORKER_CMD_EXECUTE || dec.type == WORKER_CMD_COMPENSATE ||
-                 dec.type == WORKER_CMD_RELEASE;
+            sg_submit_decode(buf, len, &lim, &dec);
+            ok = dec.type == SG_CMD_EXECUTE || dec.type == SG_CMD_COMPENSATE ||
+                 dec.type == SG_CMD_RELEASE;
             cr_expect_eq(ok, k == 0, "%s: worker decodes it as %s", file,
                          ok ? "a command" : dec.err.message);
             sg_json_destroy(dec.doc);
@@ -266,7 +266,7 @@ Test(submit, registry_fixtures_load_as_the_schema_says)
         d = opendir(path);
         cr_assert_not_null(d);
         while ((e = readdir(d))) {
-            worker_registry_t *reg;
+            sg_registry_t *reg;
             sg_err_t err;
             size_t len;
             char *buf;
@@ -281,7 +281,7 @@ Test(submit, registry_fixtures_load_as_the_schema_says)
             else
                 cr_expect_not_null(reg, "%s is valid by the JSON Schema but refused: %s", file,
                                    err.message);
-            worker_registry_destroy(reg);
+            sg_registry_destroy(reg);
             free(buf);
         }
         closedir(d);
@@ -295,7 +295,7 @@ Test(submit, registry_fixtures_load_as_the_schema_says)
 
 Test(submit, rules_json_schema_cannot_say_are_reported_with_paths)
 {
-    worker_registry_t *reg = test_registry();
+    sg_registry_t *reg = test_registry();
     seen_t seen;
     const char *dup =
         START("[{\"name\":\"a\",\"tool\":\"noop\"},{\"name\":\"a\",\"tool\":\"noop\"}]");
@@ -321,12 +321,12 @@ Test(submit, rules_json_schema_cannot_say_are_reported_with_paths)
     /* The registry's compensation (charge -> release) counts; irreversible
      * last is fine. */
     cr_expect_eq(submit(ok, strlen(ok), reg, &seen), 0, "%s", seen.all);
-    worker_registry_destroy(reg);
+    sg_registry_destroy(reg);
 }
 
 Test(submit, every_problem_is_reported_not_just_the_first)
 {
-    worker_registry_t *reg = test_registry();
+    sg_registry_t *reg = test_registry();
     const char *text = START("[{\"name\":\"a b\",\"tool\":\"teleport\",\"extra\":1},"
                              "{\"name\":\"x\",\"tool\":\"charge\",\"args\":{}}]");
     seen_t seen;
@@ -336,7 +336,7 @@ Test(submit, every_problem_is_reported_not_just_the_first)
     assert_contains(seen.all, "$.steps[0].name: pattern");
     assert_contains(seen.all, "$.steps[0].tool: unknown tool");
     assert_contains(seen.all, "$.steps[1].args.amount: required");
-    worker_registry_destroy(reg);
+    sg_registry_destroy(reg);
 }
 
 Test(submit, undecodable_commands_come_back_as_poison_with_a_code)
@@ -359,9 +359,9 @@ Test(submit, undecodable_commands_come_back_as_poison_with_a_code)
     };
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        worker_decoded_t dec;
-        worker_decode(cases[i].text, strlen(cases[i].text), &lim, &dec);
-        cr_expect_eq(dec.type, WORKER_CMD_POISON, "case %zu decoded", i);
+        sg_decoded_t dec;
+        sg_submit_decode(cases[i].text, strlen(cases[i].text), &lim, &dec);
+        cr_expect_eq(dec.type, SG_CMD_POISON, "case %zu decoded", i);
         cr_expect_str_eq(dec.err.code, cases[i].code, "case %zu: %s", i, dec.err.message);
         sg_json_destroy(dec.doc);
     }
@@ -371,9 +371,9 @@ Test(submit, idempotency_key_changes_with_phase_and_generation_only)
 {
     char a[128], b[128], c[128];
 
-    worker_idem_key(a, sizeof(a), "order-1", 2, false, 1);
-    worker_idem_key(b, sizeof(b), "order-1", 2, true, 1);
-    worker_idem_key(c, sizeof(c), "order-1", 2, false, 2);
+    sg_idem_key(a, sizeof(a), "order-1", 2, false, 1);
+    sg_idem_key(b, sizeof(b), "order-1", 2, true, 1);
+    sg_idem_key(c, sizeof(c), "order-1", 2, false, 2);
     cr_expect_str_eq(a, "order-1:2:f:g1");
     cr_expect_str_neq(a, b);
     cr_expect_str_neq(a, c);

@@ -1,17 +1,13 @@
-/* Decoding of command messages and validation of saga.start.
- *
- * schemas/saga-start.schema.json is the contract; this file checks the
- * same rules (tests run both over the same fixtures) plus the ones JSON
- * Schema cannot say: unique step names, registered tools, args valid for
- * their tool, compensation for reversible steps, irreversible steps last.
- * Every problem is reported, each with its JSON path and rule. */
+/* Decoding of command messages and validation of saga.start (the
+ * contract and its rules: sagad/sg_submit.h). */
+#include "sagad/sg_submit.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sagad/sg_schema.h"
-#include "worker.h"
 
 static bool id_char(char c)
 {
@@ -23,7 +19,7 @@ static bool saga_id_ok(const char *s)
 {
     size_t n = strlen(s);
 
-    if (n == 0 || n > WORKER_SAGA_ID_MAX)
+    if (n == 0 || n > SG_SAGA_ID_MAX)
         return false;
     for (; *s; s++)
         if (!id_char(*s))
@@ -42,8 +38,8 @@ static size_t cp_len(const char *s)
     return n;
 }
 
-void worker_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
-                   worker_decoded_t *out)
+void sg_submit_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
+                      sg_decoded_t *out)
 {
     const char *type = NULL, *saga_id = NULL;
     int64_t v = 0, step = 0, attempt = 0, gen = 0;
@@ -51,7 +47,7 @@ void worker_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
     sg_err_t *err = &out->err;
 
     memset(out, 0, sizeof(*out));
-    out->type = WORKER_CMD_POISON;
+    out->type = SG_CMD_POISON;
     out->doc = sg_json_parse(payload, len, lim, err);
     if (!out->doc)
         return;
@@ -76,7 +72,7 @@ void worker_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
     }
     snprintf(out->saga_id, sizeof(out->saga_id), "%s", saga_id);
     if (strcmp(type, "saga.start") == 0) {
-        out->type = WORKER_CMD_START;
+        out->type = SG_CMD_START;
         return;
     }
     if (strcmp(type, "saga.release") == 0) {
@@ -119,15 +115,13 @@ void worker_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
         goto poison;
     if (release)
         attempt = 1;
-    if (step < 0 || step >= WORKER_MAX_STEPS || attempt < 1 || attempt > 1000000 || gen < 1 ||
+    if (step < 0 || step >= SG_MAX_STEPS || attempt < 1 || attempt > 1000000 || gen < 1 ||
         gen > 1000000) {
         sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.invalid",
-                   "$: step must be 0-%d, attempt and generation 1-1000000", WORKER_MAX_STEPS - 1);
+                   "$: step must be 0-%d, attempt and generation 1-1000000", SG_MAX_STEPS - 1);
         return;
     }
-    out->type = release          ? WORKER_CMD_RELEASE
-                : type[5] == 'e' ? WORKER_CMD_EXECUTE
-                                 : WORKER_CMD_COMPENSATE;
+    out->type = release ? SG_CMD_RELEASE : type[5] == 'e' ? SG_CMD_EXECUTE : SG_CMD_COMPENSATE;
     out->step = (int)step;
     out->attempt = (int)attempt;
     out->generation = (int)gen;
@@ -141,7 +135,7 @@ poison:
 /* ---- saga.start validation --------------------------------------------- */
 
 typedef struct problems_s {
-    worker_problem_fn fn;
+    sg_problem_fn fn;
     void *opaque;
     int n;
 } problems_t;
@@ -167,8 +161,8 @@ static void schema_problem(void *opaque, const char *path, const char *rule)
     problem(opaque, path, "%s", rule);
 }
 
-int worker_validate_args(const worker_tool_t *tool, const sg_json_t *args, const char *base,
-                         worker_problem_fn fn, void *opaque)
+int sg_submit_validate_args(const sg_tool_t *tool, const sg_json_t *args, const char *base,
+                            sg_problem_fn fn, void *opaque)
 {
     problems_t p = {fn, opaque, 0};
 
@@ -262,17 +256,17 @@ static bool datetime_ok(const char *s)
            s[3] == ':' && s[4] >= '0' && s[4] <= '9' && s[5] >= '0' && s[5] <= '9' && s[6] == '\0';
 }
 
-static void check_call(const sg_json_t *obj, const char *base, const worker_registry_t *reg,
-                       const worker_tool_t **tool_out, problems_t *p)
+static void check_call(const sg_json_t *obj, const char *base, const sg_registry_t *reg,
+                       const sg_tool_t **tool_out, problems_t *p)
 {
     const char *tool_name = str_member(obj, base, "tool", true, 64, p);
     const sg_json_t *args = sg_json_member(obj, "args");
-    const worker_tool_t *tool = NULL;
+    const sg_tool_t *tool = NULL;
     char path[300];
 
     *tool_out = NULL;
     if (tool_name) {
-        tool = worker_registry_find(reg, tool_name);
+        tool = sg_registry_find(reg, tool_name);
         sg_json_path_key(path, sizeof(path), base, "tool");
         if (!tool)
             problem(p, path, "unknown tool \"%s\" (not in the tool registry)", tool_name);
@@ -281,12 +275,12 @@ static void check_call(const sg_json_t *obj, const char *base, const worker_regi
     if (args && !sg_json_is_object(args))
         problem(p, path, "type: expected object, got %s", sg_json_type_name(args));
     else if (tool)
-        worker_validate_args(tool, args, path, p->fn ? schema_problem : NULL, p);
+        sg_submit_validate_args(tool, args, path, p->fn ? schema_problem : NULL, p);
     *tool_out = tool;
 }
 
-int worker_validate_start(const sg_json_t *doc, const worker_registry_t *reg, worker_problem_fn fn,
-                          void *opaque)
+int sg_submit_validate(const sg_json_t *doc, const sg_registry_t *reg, sg_problem_fn fn,
+                       void *opaque)
 {
     static const char *const top_keys[] = {"v",        "type",     "id",
                                            "saga_id",  "name",     "steps",
@@ -296,8 +290,8 @@ int worker_validate_start(const sg_json_t *doc, const worker_registry_t *reg, wo
     static const char *const comp_keys[] = {"tool", "args", NULL};
     problems_t p = {fn, opaque, 0};
     const sg_json_t *steps = sg_json_member(doc, "steps"), *node;
-    const char *names[WORKER_MAX_STEPS];
-    worker_effect_t effects[WORKER_MAX_STEPS];
+    const char *names[SG_MAX_STEPS];
+    sg_effect_t effects[SG_MAX_STEPS];
     size_t nsteps;
     int last_reversible = -1;
 
@@ -330,17 +324,17 @@ int worker_validate_start(const sg_json_t *doc, const worker_registry_t *reg, wo
         return p.n;
     }
     nsteps = sg_json_array_size(steps);
-    if (nsteps > WORKER_MAX_STEPS) {
-        problem(&p, "$.steps", "maxItems: at most %d steps", WORKER_MAX_STEPS);
+    if (nsteps > SG_MAX_STEPS) {
+        problem(&p, "$.steps", "maxItems: at most %d steps", SG_MAX_STEPS);
         return p.n;
     }
     for (size_t i = 0; i < nsteps; i++) {
         const sg_json_t *st = sg_json_array_get(steps, i), *comp;
-        const worker_tool_t *tool = NULL, *ctool = NULL;
+        const sg_tool_t *tool = NULL, *ctool = NULL;
         char base[64], path[128];
 
         names[i] = NULL;
-        effects[i] = WORKER_EFFECT_READ;
+        effects[i] = SG_EFFECT_READ;
         sg_json_path_idx(base, sizeof(base), "$.steps", i);
         if (!sg_json_is_object(st)) {
             problem(&p, base, "type: expected object, got %s", sg_json_type_name(st));
@@ -349,7 +343,7 @@ int worker_validate_start(const sg_json_t *doc, const worker_registry_t *reg, wo
         only_keys(st, base, step_keys, &p);
         names[i] = str_member(st, base, "name", true, 64, &p);
         sg_json_path_key(path, sizeof(path), base, "name");
-        if (names[i] && !worker_name_ok(names[i])) {
+        if (names[i] && !sg_name_ok(names[i])) {
             problem(&p, path, "pattern: 1-64 characters of A-Z a-z 0-9 . _ -");
             names[i] = NULL;
         }
@@ -371,7 +365,7 @@ int worker_validate_start(const sg_json_t *doc, const worker_registry_t *reg, wo
         if (!tool)
             continue;
         effects[i] = tool->effect;
-        if (tool->effect == WORKER_EFFECT_REVERSIBLE) {
+        if (tool->effect == SG_EFFECT_REVERSIBLE) {
             if ((!comp || sg_json_is_null(comp)) && !tool->compensation)
                 problem(&p, path,
                         "required: tool \"%s\" is reversible, so the step must name its "
@@ -382,7 +376,7 @@ int worker_validate_start(const sg_json_t *doc, const worker_registry_t *reg, wo
     }
     for (size_t i = 0; i < nsteps; i++) {
         char path[64];
-        if (effects[i] != WORKER_EFFECT_IRREVERSIBLE || (int)i > last_reversible)
+        if (effects[i] != SG_EFFECT_IRREVERSIBLE || (int)i > last_reversible)
             continue;
         sg_json_path_idx(path, sizeof(path), "$.steps", i);
         problem(&p, path,
@@ -393,7 +387,7 @@ int worker_validate_start(const sg_json_t *doc, const worker_registry_t *reg, wo
     return p.n;
 }
 
-char *worker_definition(const sg_json_t *doc)
+char *sg_submit_definition(const sg_json_t *doc)
 {
     static const char *const keys[] = {"name",     "steps",           "input",
                                        "deadline", "retry_budget_ms", "metadata"};
@@ -410,8 +404,8 @@ char *worker_definition(const sg_json_t *doc)
     return text;
 }
 
-void worker_idem_key(char *out, size_t out_size, const char *saga_id, int step, bool compensate,
-                     int generation)
+void sg_idem_key(char *out, size_t out_size, const char *saga_id, int step, bool compensate,
+                 int generation)
 {
     snprintf(out, out_size, "%s:%d:%s:g%d", saga_id, step, compensate ? "c" : "f", generation);
 }

@@ -1,0 +1,65 @@
+/* sg_submit: the command messages' contract, shared by every binary that
+ * reads or checks them (sagad-worker decides them; dlq-tool checks an
+ * edited submission with the same rules before a replay).
+ *
+ * schemas/saga-start.schema.json and schemas/step-command.schema.json are
+ * the contract; sg_submit_validate checks the same rules (the tests run
+ * both over the same fixtures) plus those JSON Schema cannot say: unique
+ * step names, registered tools, args valid for their tool, a compensation
+ * for reversible steps, irreversible steps last.  Every problem is
+ * reported, each with its JSON path and rule. */
+#ifndef SAGAD_SUBMIT_H
+#define SAGAD_SUBMIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "sagad/sg_err.h"
+#include "sagad/sg_json.h"
+#include "sagad/sg_registry.h"
+
+typedef enum sg_ctype_e {
+    SG_CMD_START,
+    SG_CMD_EXECUTE,
+    SG_CMD_COMPENSATE,
+    SG_CMD_RELEASE, /* saga.release: a held saga's hold ended */
+    SG_CMD_POISON,  /* could not be decoded: dead-lettered */
+} sg_ctype_t;
+
+#define SG_SAGA_ID_MAX 128
+#define SG_MAX_STEPS   64
+
+/* Decodes the envelope of a command message.  Never fails: a message that
+ * cannot be decoded comes back as SG_CMD_POISON with err set. */
+typedef struct sg_decoded_s {
+    sg_ctype_t type;
+    sg_json_t *doc;
+    char saga_id[SG_SAGA_ID_MAX + 1]; /* "" when unknown */
+    int step, attempt, generation;
+    sg_err_t err;
+} sg_decoded_t;
+
+void sg_submit_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
+                      sg_decoded_t *out);
+
+/* One problem of a rejected submission. */
+typedef void (*sg_problem_fn)(void *opaque, const char *path, const char *rule);
+
+/* Validates a saga.start document against the contract and the registry:
+ * calls fn once per problem; returns the number of problems. */
+int sg_submit_validate(const sg_json_t *doc, const sg_registry_t *reg, sg_problem_fn fn,
+                       void *opaque);
+
+/* Checks args against tool's args schema; returns problems found. */
+int sg_submit_validate_args(const sg_tool_t *tool, const sg_json_t *args, const char *base,
+                            sg_problem_fn fn, void *opaque);
+
+/* The stored definition of a valid saga.start (caller frees the text). */
+char *sg_submit_definition(const sg_json_t *doc);
+
+/* The idempotency key of (saga, step, phase, generation): stable across
+ * retries, fresh after a replay bumps the generation. */
+void sg_idem_key(char *out, size_t out_size, const char *saga_id, int step, bool compensate,
+                 int generation);
+
+#endif
