@@ -61,16 +61,6 @@ log_tail() {
     done
 }
 
-# Alive and not a zombie: where PID 1 does not reap orphans (some container
-# runtimes), a dead broker lingers as a zombie that kill -0 still "finds".
-alive() {
-    local pid=$1 stat
-    [[ -r /proc/$pid/stat ]] || return 1
-    stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
-    stat=${stat##*) }
-    [[ ${stat%% *} != Z ]]
-}
-
 # The pid file's process, only if it is still our broker: a java process
 # running kafka.Kafka on our server.properties (guards against pid reuse).
 broker_pid() {

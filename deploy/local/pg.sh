@@ -64,16 +64,6 @@ fallback_dir() {
     echo "/var/tmp/sagad-pg-$(dir_hash)"
 }
 
-# A process counts as alive only if it exists and is not a zombie: in
-# containers whose PID 1 does not reap, kill -0 succeeds on zombies forever.
-alive() {
-    local pid=$1 stat
-    [[ -r /proc/$pid/stat ]] || return 1
-    stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
-    stat=${stat##*) }
-    [[ ${stat%% *} != Z ]]
-}
-
 # Resolve (without creating anything) where the cluster directory is.
 existing_cluster() {
     if [[ -L $link ]]; then
