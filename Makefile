@@ -109,7 +109,7 @@ help:
 	@echo "make format-check  check .clang-format conformance"
 	@echo "make schemas-check schemas/, their fixtures and the error-code registry vs the C sources"
 	@echo "make structure-check  no call or include cycle among the C files, no program including another's"
-	@echo "make docs       regenerate docs/CONFIGURATION.md, deploy/sagad.sample.conf and docs/METRICS.md"
+	@echo "make docs       regenerate docs/CONFIGURATION.md, deploy/sagad.sample.conf, docs/METRICS.md and docs/STATES.md"
 	@echo "make image-check  deploy/Dockerfile's runtime packages cover what the binaries load"
 	@echo "make k8s-check  render deploy/k8s and validate it offline (schemas, config, probes, security)"
 
@@ -263,7 +263,7 @@ demo-stop:
 # fails when a committed copy is stale, or when a relative link in a
 # Markdown file points to no file or no heading.
 GEN_DOCS := docs/CONFIGURATION.md:--config-reference deploy/sagad.sample.conf:--config-sample \
-            docs/METRICS.md:--metrics-reference
+            docs/METRICS.md:--metrics-reference docs/STATES.md:states
 
 docs: $(BINDIR)/sagad-worker
 	@for d in $(GEN_DOCS); do \

@@ -73,13 +73,14 @@ static const sg_cli_cmd_t dlq_cmds[] = {
     {"list", dlq_cmd_list, "[FILTERS] [--limit N] [--json]", "dead letters, newest first",
      list_opts,
      "Without --status every status is listed.  Exit 1 when nothing matches.\n"
-     "Example: dlq-tool list --code 'tool.http.*' --status pending --since 2h\n"},
+     "Example: dlq-tool list --code 'tool.http.*' --status pending --since 2h\n",
+     false},
     {"show", dlq_cmd_show, "ID [--json]",
      "one entry: the record, payload, attempt trail, saga state and replays", json_opt,
-     "The payload shown is the latest revision (see edit).\n"},
+     "The payload shown is the latest revision (see edit).\n", false},
     {"stats", dlq_cmd_stats, "[--json | --prometheus]",
      "counts by code and class, pending by age, oldest pending, replays by outcome", stats_opts,
-     NULL},
+     NULL, false},
     {"replay", dlq_cmd_replay, "ID... | FILTERS  --reason TEXT [options]",
      "re-inject entries, one transaction each, under a new saga generation", replay_opts,
      "Each entry is replayed in one transaction: a replays row, the entry marked\n"
@@ -90,7 +91,8 @@ static const sg_cli_cmd_t dlq_cmds[] = {
      "no step (a rejected or undecodable submission) -> the payload (latest revision)\n"
      "is submitted again.  A saga still running or compensating is refused (exit 3).\n"
      "A filter selects pending entries unless --status says otherwise, oldest first.\n"
-     "Exit 3 when any entry was refused (already replayed: use --force).\n"},
+     "Exit 3 when any entry was refused (already replayed: use --force).\n",
+     false},
     {"edit", dlq_cmd_edit, "ID [--set PATH=VALUE]... | ID --file PATH",
      "fix a rejected submission's payload ($EDITOR, --set or --file), saved as a new revision",
      edit_opts,
@@ -99,15 +101,18 @@ static const sg_cli_cmd_t dlq_cmds[] = {
      "nothing is saved (exit 3).  PATH is like steps[1].tool or input.order.qty.\n"
      "An editor's file that was not saved is kept, and its path printed: fix it and\n"
      "save it with --file.\n"
-     "Example: dlq-tool edit 42 --set steps[1].tool=inventory.reserve\n"},
+     "Example: dlq-tool edit 42 --set steps[1].tool=inventory.reserve\n",
+     false},
     {"discard", dlq_cmd_discard, "ID... --reason TEXT",
      "mark entries resolved without replay (kept, not deleted)", discard_opts,
-     "Discarding the entry of a held saga releases the hold: the saga compensates.\n"},
+     "Discarding the entry of a held saga releases the hold: the saga compensates.\n", false},
     {"saga", dlq_cmd_saga, "SAGA_ID [--json]",
-     "the saga's timeline: attempts, compensations, dead letters, edits, replays", json_opt, NULL},
+     "the saga's timeline: attempts, compensations, dead letters, edits, replays", json_opt, NULL,
+     false},
     {"tail", dlq_cmd_tail, "[--from-beginning] [--max N] [--json]",
-     "follow the DLQ topic live, one line per new entry", tail_opts, NULL},
-    {"migrate", sg_cli_cmd_migrate, "", "apply the database migrations and exit", NULL, NULL},
+     "follow the DLQ topic live, one line per new entry", tail_opts, NULL, false},
+    {"migrate", sg_cli_cmd_migrate, "", "apply the database migrations and exit", NULL, NULL,
+     false},
 };
 
 int main(int argc, char **argv)

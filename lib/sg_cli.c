@@ -115,6 +115,13 @@ int sg_cli_main(const sg_cli_app_t *app, int argc, char **argv)
     }
     cli.cmd = cmd;
     cli.config_path = config_path;
+    if (cmd && cmd->offline && !print_config) {
+        if (!cmd->args[0] && !cmd->opts && argc - i > 1) {
+            fprintf(stderr, "%s %s: takes no arguments\n", app->prog, cmd->name);
+            return SG_EXIT_USAGE;
+        }
+        return cmd->fn(&cli, argc - i, argv + i);
+    }
     cli.cfg = load_config(config_path, errstr, sizeof(errstr));
     if (!cli.cfg) {
         char masked[1024];

@@ -2,10 +2,12 @@
 #include "outbox.h"
 
 static const sg_cli_cmd_t outbox_cmds[] = {
-    {"run", outbox_cmd_run, "", "publish the outbox and fire due timers until SIGTERM", NULL, NULL},
+    {"run", outbox_cmd_run, "", "publish the outbox and fire due timers until SIGTERM", NULL, NULL,
+     false},
     {"status", outbox_cmd_status, "",
-     "backlog, oldest unpublished age, cursor and holder per shard", NULL, NULL},
-    {"migrate", sg_cli_cmd_migrate, "", "apply the database migrations and exit", NULL, NULL},
+     "backlog, oldest unpublished age, cursor and holder per shard", NULL, NULL, false},
+    {"migrate", sg_cli_cmd_migrate, "", "apply the database migrations and exit", NULL, NULL,
+     false},
 };
 
 int main(int argc, char **argv)

@@ -5,13 +5,18 @@
 #include "worker.h"
 
 static const sg_cli_cmd_t worker_cmds[] = {
-    {"run", worker_cmd_run, "", "consume step commands and run sagas until SIGTERM", NULL, NULL},
+    {"run", worker_cmd_run, "", "consume step commands and run sagas until SIGTERM", NULL, NULL,
+     false},
     {"check-registry", worker_cmd_check_registry, "[FILE]",
-     "check a tool registry file (default: worker.registry) and list its tools", NULL, NULL},
+     "check a tool registry file (default: worker.registry) and list its tools", NULL, NULL, false},
     {"topics", worker_cmd_topics, "[--partitions N]",
      "create the commands, events and dead-letter topics when missing (default 6 partitions)", NULL,
-     NULL},
-    {"migrate", sg_cli_cmd_migrate, "", "apply the database migrations and exit", NULL, NULL},
+     NULL, false},
+    {"migrate", sg_cli_cmd_migrate, "", "apply the database migrations and exit", NULL, NULL,
+     false},
+    {"states", worker_cmd_states, "",
+     "print the Markdown reference of the saga and step state machines (docs/STATES.md)", NULL,
+     NULL, true},
 };
 
 int main(int argc, char **argv)

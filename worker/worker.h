@@ -19,6 +19,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "sagad/sg_backoff.h"
 #include "sagad/sg_cli.h"
@@ -181,6 +182,44 @@ void worker_pool_ack(worker_pool_t *pool);
 /* An asynchronous adapter's call is done (out filled); p is gone after. */
 void worker_pool_finish(worker_pending_t *p);
 
+/* ---- saga and step states (worker_state.c) ----------------------------- */
+
+typedef enum worker_saga_status_e {
+    WORKER_SAGA_RUNNING,
+    WORKER_SAGA_HELD,
+    WORKER_SAGA_COMPLETED,
+    WORKER_SAGA_COMPENSATING,
+    WORKER_SAGA_COMPENSATED,
+    WORKER_SAGA_FAILED,
+    WORKER_SAGA__COUNT
+} worker_saga_status_t;
+
+typedef enum worker_step_status_e {
+    WORKER_STEP_PENDING,
+    WORKER_STEP_RUNNING,
+    WORKER_STEP_SUCCEEDED,
+    WORKER_STEP_FAILED,
+    WORKER_STEP_COMPENSATING,
+    WORKER_STEP_COMPENSATED,
+    WORKER_STEP_COMPENSATION_FAILED,
+    WORKER_STEP_SKIPPED,
+    WORKER_STEP__COUNT
+} worker_step_status_t;
+
+/* The names the sagas.status and steps.status columns hold. */
+const char *worker_saga_status_name(worker_saga_status_t s);
+const char *worker_step_status_name(worker_step_status_t s);
+/* 0 and *out set, or -1 for a name that is not a status. */
+int worker_saga_status_parse(const char *text, worker_saga_status_t *out);
+int worker_step_status_parse(const char *text, worker_step_status_t *out);
+/* True when the worker may change a status from to (its setters assert
+ * it); the replay functions' changes in SQL are not included. */
+bool worker_saga_transition_ok(worker_saga_status_t from, worker_saga_status_t to);
+bool worker_step_transition_ok(worker_step_status_t from, worker_step_status_t to);
+/* Writes the Markdown reference of both state machines (docs/STATES.md). */
+void worker_states_reference(FILE *out);
+int worker_cmd_states(sg_cli_t *cli, int argc, char **argv);
+
 /* ---- the run ----------------------------------------------------------- */
 
 typedef struct worker_part_s worker_part_t;
@@ -240,7 +279,7 @@ typedef struct worker_slot_s {
 typedef struct worker_step_s {
     int idx;
     const char *name, *tool, *args, *comp; /* into the state result */
-    char status[24];
+    worker_step_status_t status;
     int attempts, comp_attempts;
     char error_code[64];
     const char *result;   /* JSON text to store, NULL: unchanged */
@@ -252,7 +291,7 @@ typedef struct worker_step_s {
 /* A saga as loaded (FOR UPDATE) at the start of a transaction. */
 typedef struct worker_saga_s {
     const char *saga_id, *name, *input, *traceparent;
-    char status[16];
+    worker_saga_status_t status;
     int generation;
     int64_t seq, retry_spent, retry_budget; /* budget -1: none */
     bool past_deadline;

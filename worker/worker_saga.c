@@ -10,6 +10,7 @@
  * call's outcome is on_failure(); a forward step that fails for good goes
  * through step_failed(), a compensation through comp_failed(). */
 #include <stdarg.h>
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,18 @@ const char worker_sql_load[] =
     "ORDER BY t.saga_id, t.idx) st WHERE s.saga_id = ANY($1::text[]) "
     "ORDER BY s.saga_id FOR UPDATE OF s";
 
+/* A status column holds a name the check constraints allow; one this
+ * worker does not know means the schema is newer than the code, and no
+ * decision on that saga could be right. */
+static void status_of(const char *saga_id, int step, int parsed)
+{
+    if (parsed == 0)
+        return;
+    sg_log_kv(SG_LOG_ERROR, "unknown status in the database: is the schema newer than this worker?",
+              "saga_id", saga_id, "step", step < 0 ? "-" : "a step", NULL);
+    abort();
+}
+
 void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row)
 {
     size_t r = *row;
@@ -67,7 +80,8 @@ void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row)
     memset(saga, 0, sizeof(*saga));
     saga->saga_id = id;
     saga->name = sg_pg_res_get(res, r, L_NAME);
-    snprintf(saga->status, sizeof(saga->status), "%s", sg_pg_res_get(res, r, L_STATUS));
+    status_of(saga->saga_id, -1,
+              worker_saga_status_parse(sg_pg_res_get(res, r, L_STATUS), &saga->status));
     saga->generation = (int)sg_pg_res_int(res, r, L_GEN, 1);
     saga->seq = sg_pg_res_int(res, r, L_SEQ, 0);
     saga->retry_spent = sg_pg_res_int(res, r, L_SPENT, 0);
@@ -86,7 +100,8 @@ void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row)
         st->tool = sg_pg_res_get(res, r, L_TOOL);
         st->args = sg_pg_res_get(res, r, L_ARGS);
         st->comp = sg_pg_res_get(res, r, L_COMP);
-        snprintf(st->status, sizeof(st->status), "%s", sg_pg_res_get(res, r, L_STEP_STATUS));
+        status_of(id, idx,
+                  worker_step_status_parse(sg_pg_res_get(res, r, L_STEP_STATUS), &st->status));
         st->attempts = (int)sg_pg_res_int(res, r, L_ATTEMPTS, 0);
         st->comp_attempts = (int)sg_pg_res_int(res, r, L_COMP_ATTEMPTS, 0);
         /* run_health's blocking_failure names the code of a step that
@@ -402,15 +417,31 @@ static void dead_letter(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, int
     }
 }
 
-static void set_step(worker_step_t *st, const char *status)
+/* Every status change goes through these two: logged at debug level, and
+ * asserted to be a transition of worker_state.c's tables (so the tables,
+ * and docs/STATES.md printed from them, are what the code does). */
+static void set_step(const worker_saga_t *saga, worker_step_t *st, worker_step_status_t to)
 {
-    snprintf(st->status, sizeof(st->status), "%s", status);
+    sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+
+    assert(worker_step_transition_ok(st->status, to));
+    ctx.saga_id = saga->saga_id;
+    ctx.step = st->name;
+    sg_log(SG_LOG_DEBUG, &ctx, "step %d: %s -> %s", st->idx, worker_step_status_name(st->status),
+           worker_step_status_name(to));
+    st->status = to;
     st->dirty = true;
 }
 
-static void set_saga(worker_saga_t *saga, const char *status)
+static void set_saga(worker_saga_t *saga, worker_saga_status_t to)
 {
-    snprintf(saga->status, sizeof(saga->status), "%s", status);
+    sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+
+    assert(worker_saga_transition_ok(saga->status, to));
+    ctx.saga_id = saga->saga_id;
+    sg_log(SG_LOG_DEBUG, &ctx, "saga: %s -> %s", worker_saga_status_name(saga->status),
+           worker_saga_status_name(to));
+    saga->status = to;
     saga->dirty = true;
 }
 
@@ -421,19 +452,19 @@ static sg_json_t *run_health(const worker_saga_t *saga)
 
     for (int i = 0; i < saga->nsteps; i++) {
         const worker_step_t *st = &saga->steps[i];
-        if (strcmp(st->status, "succeeded") == 0) {
+        if (st->status == WORKER_STEP_SUCCEEDED) {
             ok++;
-        } else if (strcmp(st->status, "compensated") == 0) {
+        } else if (st->status == WORKER_STEP_COMPENSATED) {
             comp++;
-        } else if (strcmp(st->status, "skipped") == 0) {
+        } else if (st->status == WORKER_STEP_SKIPPED) {
             skipped++;
-        } else if (strcmp(st->status, "failed") == 0 ||
-                   strcmp(st->status, "compensation_failed") == 0) {
+        } else if (st->status == WORKER_STEP_FAILED ||
+                   st->status == WORKER_STEP_COMPENSATION_FAILED) {
             failed++;
-            if (!block || strcmp(st->status, "compensation_failed") == 0) {
+            if (!block || st->status == WORKER_STEP_COMPENSATION_FAILED) {
                 sg_json_destroy(block);
                 block = step_body(st);
-                sg_json_add_str(block, "status", st->status);
+                sg_json_add_str(block, "status", worker_step_status_name(st->status));
                 if (st->error_code[0])
                     sg_json_add_str(block, "error_code", st->error_code);
             }
@@ -451,20 +482,21 @@ static sg_json_t *run_health(const worker_saga_t *saga)
     return h;
 }
 
-static void terminal(worker_t *w, worker_saga_t *saga, const char *status)
+static void terminal(worker_t *w, worker_saga_t *saga, worker_saga_status_t to)
 {
     sg_json_t *b = sg_json_new_object();
+    const char *status = worker_saga_status_name(to);
     char type[32];
 
-    set_saga(saga, status);
+    set_saga(saga, to);
     sg_json_add_str(b, "status", status);
     sg_json_add_node(b, "run_health", run_health(saga));
     snprintf(type, sizeof(type), "saga.%s", status);
     event(w, saga, type, b);
     sg_metrics_batch_inc(w->metrics, SG_M_SAGAS_FINISHED, SG_LABELS(status));
-    if (strcmp(status, "completed") == 0)
+    if (to == WORKER_SAGA_COMPLETED)
         w->stats.completed++;
-    else if (strcmp(status, "compensated") == 0)
+    else if (to == WORKER_SAGA_COMPENSATED)
         w->stats.compensated++;
     else
         w->stats.failed++;
@@ -483,14 +515,9 @@ static void flush(worker_t *w, worker_saga_t *saga)
         snprintf(att, sizeof(att), "%d", st->attempts);
         snprintf(catt, sizeof(catt), "%d", st->comp_attempts);
         {
-            const char *vals[] = {saga->saga_id,
-                                  idx,
-                                  st->status,
-                                  att,
-                                  catt,
-                                  st->result,
-                                  st->error_code[0] ? st->error_code : NULL,
-                                  st->idem_key};
+            const char *vals[] = {
+                saga->saga_id, idx,        worker_step_status_name(st->status),       att,
+                catt,          st->result, st->error_code[0] ? st->error_code : NULL, st->idem_key};
             worker_write_step(w, &st->slot, vals);
         }
         st->dirty = false;
@@ -502,7 +529,7 @@ static void flush(worker_t *w, worker_saga_t *saga)
     snprintf(seq, sizeof(seq), "%lld", (long long)saga->seq);
     snprintf(spent, sizeof(spent), "%lld", (long long)saga->retry_spent);
     {
-        const char *vals[] = {saga->saga_id, saga->status, seq, spent};
+        const char *vals[] = {saga->saga_id, worker_saga_status_name(saga->status), seq, spent};
         worker_write_saga(w, &saga->slot, vals);
     }
     saga->dirty = false;
@@ -516,17 +543,17 @@ static void next_compensation(worker_t *w, worker_saga_t *saga, int from)
 {
     for (int j = from; j >= 0; j--) {
         worker_step_t *st = &saga->steps[j];
-        if (strcmp(st->status, "succeeded") != 0)
+        if (st->status != WORKER_STEP_SUCCEEDED)
             continue;
         if (st->comp && strcmp(st->comp, "null") != 0) {
-            set_step(st, "compensating");
+            set_step(saga, st, WORKER_STEP_COMPENSATING);
             st->comp_attempts = 0;
             command(w, saga, j, true, 1, 0);
             return;
         }
-        set_step(st, "skipped");
+        set_step(saga, st, WORKER_STEP_SKIPPED);
     }
-    terminal(w, saga, "compensated");
+    terminal(w, saga, WORKER_SAGA_COMPENSATED);
 }
 
 static void begin_compensation(worker_t *w, worker_saga_t *saga, int failed_step,
@@ -534,12 +561,12 @@ static void begin_compensation(worker_t *w, worker_saga_t *saga, int failed_step
 {
     sg_json_t *b = step_body(&saga->steps[failed_step]);
 
-    set_saga(saga, "compensating");
+    set_saga(saga, WORKER_SAGA_COMPENSATING);
     add_error(b, err);
     event(w, saga, "saga.compensating", b);
     for (int j = failed_step + 1; j < saga->nsteps; j++)
-        if (strcmp(saga->steps[j].status, "pending") == 0)
-            set_step(&saga->steps[j], "skipped");
+        if (saga->steps[j].status == WORKER_STEP_PENDING)
+            set_step(saga, &saga->steps[j], WORKER_STEP_SKIPPED);
     next_compensation(w, saga, failed_step - 1);
 }
 
@@ -548,14 +575,14 @@ static void comp_failed(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, wor
 {
     sg_json_t *b = step_body(st);
 
-    set_step(st, "compensation_failed");
+    set_step(saga, st, WORKER_STEP_COMPENSATION_FAILED);
     sg_metrics_batch_inc(w->metrics, SG_M_COMPENSATIONS, SG_LABELS("failed"));
     snprintf(st->error_code, sizeof(st->error_code), "%s", err->code);
     add_error(b, err);
     event(w, saga, "step.compensation_failed", b);
     /* The terminal event is the saga's last: consumers stop reading there. */
     dead_letter(w, cmd, saga, st->idx, true, err, NULL);
-    terminal(w, saga, "failed");
+    terminal(w, saga, WORKER_SAGA_FAILED);
 }
 
 /* A forward step that failed as poison: its dead letter, then either the
@@ -577,7 +604,7 @@ static void step_dead_letter(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga
     }
     iso_time(until, sizeof(until), w->hold_ms);
     dead_letter(w, cmd, saga, st->idx, false, err, until);
-    set_saga(saga, "held");
+    set_saga(saga, WORKER_SAGA_HELD);
     snprintf(id, sizeof(id), "cmd:%s:release:g%d", saga->saga_id, saga->generation);
     c = message_new("saga.release", id, saga->saga_id);
     sg_json_add_int(c, "generation", saga->generation);
@@ -592,7 +619,7 @@ static void step_failed(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, wor
 {
     sg_json_t *b = step_body(st);
 
-    set_step(st, "failed");
+    set_step(saga, st, WORKER_STEP_FAILED);
     snprintf(st->error_code, sizeof(st->error_code), "%s", err->code);
     sg_json_add_int(b, "attempt", cmd->dec.attempt);
     add_error(b, err);
@@ -764,7 +791,7 @@ static bool fresh_steps(worker_fresh_t *f, const char *steps_text)
         st->tool = sg_json_string(sg_json_member(e, "tool"));
         st->args = fresh_keep(f, sg_json_print(sg_json_member(e, "args")));
         st->comp = comp && !sg_json_is_null(comp) ? fresh_keep(f, sg_json_print(comp)) : NULL;
-        snprintf(st->status, sizeof(st->status), "pending");
+        st->status = WORKER_STEP_PENDING;
     }
     f->saga.nsteps = (int)n;
     return true;
@@ -843,7 +870,7 @@ static void decide_start(worker_t *w, worker_cmd_t *cmd, worker_saga_t *existing
     saga->input = input_text ? fresh_keep(fresh, input_text) : NULL;
     saga->generation = 1;
     saga->retry_budget = budget_ms;
-    snprintf(saga->status, sizeof(saga->status), "running");
+    saga->status = WORKER_SAGA_RUNNING;
     {
         sg_json_t *b = sg_json_new_object();
         sg_json_add_str(b, "name", name);
@@ -975,9 +1002,9 @@ static void decide_step(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
     }
     st = &saga->steps[cmd->dec.step];
     attempts = comp ? &st->comp_attempts : &st->attempts;
-    if (strcmp(saga->status, comp ? "compensating" : "running") != 0 ||
-        (comp ? strcmp(st->status, "compensating") != 0
-              : strcmp(st->status, "pending") != 0 && strcmp(st->status, "running") != 0)) {
+    if (saga->status != (comp ? WORKER_SAGA_COMPENSATING : WORKER_SAGA_RUNNING) ||
+        (comp ? st->status != WORKER_STEP_COMPENSATING
+              : st->status != WORKER_STEP_PENDING && st->status != WORKER_STEP_RUNNING)) {
         stale(w, cmd, "the step is not waiting for this command");
         return;
     }
@@ -1041,7 +1068,7 @@ static void decide_step(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
      * unfinished, which is how crash loops are detected. */
     *attempts = cmd->dec.attempt;
     if (!comp)
-        set_step(st, "running");
+        set_step(saga, st, WORKER_STEP_RUNNING);
     st->dirty = true;
     st->idem_key = cmd->call.idem_key; /* from prepare_call */
     snprintf(step, sizeof(step), "%d", st->idx);
@@ -1073,12 +1100,12 @@ static void decide_release(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
         stale(w, cmd, "the hold belongs to an older generation (the saga was replayed)");
         return;
     }
-    if (strcmp(saga->status, "held") != 0) {
+    if (saga->status != WORKER_SAGA_HELD) {
         stale(w, cmd, "the saga is not held");
         return;
     }
     for (int i = saga->nsteps - 1; i >= 0 && !st; i--)
-        if (strcmp(saga->steps[i].status, "failed") == 0)
+        if (saga->steps[i].status == WORKER_STEP_FAILED)
             st = &saga->steps[i];
     if (!st) {
         stale(w, cmd, "a held saga without a failed step");
@@ -1307,13 +1334,13 @@ static void complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
     }
     st = &saga->steps[cmd->dec.step];
     if ((comp ? st->comp_attempts : st->attempts) != cmd->dec.attempt ||
-        strcmp(st->status, comp ? "compensating" : "running") != 0) {
+        st->status != (comp ? WORKER_STEP_COMPENSATING : WORKER_STEP_RUNNING)) {
         stale(w, cmd, "the step moved on while the call ran");
         return;
     }
     if (comp) {
         if (cmd->result.status == WORKER_OK) {
-            set_step(st, "compensated");
+            set_step(saga, st, WORKER_STEP_COMPENSATED);
             event(w, saga, "step.compensated", step_body(st));
             next_compensation(w, saga, st->idx - 1);
         } else {
@@ -1321,7 +1348,7 @@ static void complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
         }
     } else if (cmd->result.status == WORKER_OK) {
         sg_json_t *b = step_body(st);
-        set_step(st, "succeeded");
+        set_step(saga, st, WORKER_STEP_SUCCEEDED);
         st->result = cmd->result.data ? cmd->result.data : "null";
         if (cmd->result.data && !sg_json_utf8_valid(st->result, strlen(st->result)))
             st->result = "null";
@@ -1330,7 +1357,7 @@ static void complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
         if (st->idx + 1 < saga->nsteps)
             command(w, saga, st->idx + 1, false, 1, 0);
         else
-            terminal(w, saga, "completed");
+            terminal(w, saga, WORKER_SAGA_COMPLETED);
     } else {
         on_failure(w, cmd, saga, st, false);
     }

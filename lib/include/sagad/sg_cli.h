@@ -48,6 +48,7 @@ struct sg_cli_cmd_s {
     const char *help;                                /* one line */
     const sg_cli_opt_t *opts; /* NULL: the command parses its own arguments */
     const char *detail;       /* NULL, or paragraphs for `COMMAND --help` */
+    bool offline;             /* runs without the config (cli->cfg NULL): printers of references */
 };
 
 typedef struct sg_cli_app_s {

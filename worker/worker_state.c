@@ -1,0 +1,181 @@
+/* The saga and step state machines as data: the status names (what the
+ * sagas.status and steps.status columns hold) and every legal transition
+ * with what causes it.  worker_saga.c changes a status only through its
+ * setters, which assert that the change is in these tables; `sagad-worker
+ * states` prints them as docs/STATES.md (make docs; make docs-check keeps
+ * the file current).  Pure: no I/O but the printer's stream. */
+#include <stdio.h>
+#include <string.h>
+
+#include "worker.h"
+
+static const char *const saga_names[WORKER_SAGA__COUNT] = {
+    "running", "held", "completed", "compensating", "compensated", "failed",
+};
+
+static const char *const step_names[WORKER_STEP__COUNT] = {
+    "pending",      "running",     "succeeded",           "failed",
+    "compensating", "compensated", "compensation_failed", "skipped",
+};
+
+/* A transition, where it happens and why.  by_worker: made by the worker's
+ * setters (asserted there); else by the replay functions in SQL
+ * (schemas/sql/0006_dlq_tool.sql), listed so the reference is whole. */
+typedef struct transition_s {
+    int from, to;
+    bool by_worker;
+    const char *when;
+    const char *where;
+} transition_t;
+
+static const transition_t saga_transitions[] = {
+    {WORKER_SAGA_RUNNING, WORKER_SAGA_COMPLETED, true, "the last step succeeded", "complete"},
+    {WORKER_SAGA_RUNNING, WORKER_SAGA_COMPENSATING, true,
+     "a forward step failed (permanent error, deadline, bad args), or was dead-lettered with no "
+     "hold",
+     "begin_compensation"},
+    {WORKER_SAGA_RUNNING, WORKER_SAGA_HELD, true,
+     "a forward step was dead-lettered and worker.dead_letter_hold_ms > 0", "step_dead_letter"},
+    {WORKER_SAGA_HELD, WORKER_SAGA_COMPENSATING, true,
+     "saga.release of its generation: the hold timer, or dlq-tool discard", "decide_release"},
+    {WORKER_SAGA_COMPENSATING, WORKER_SAGA_COMPENSATED, true,
+     "no succeeded step with a compensation is left", "next_compensation"},
+    {WORKER_SAGA_COMPENSATING, WORKER_SAGA_FAILED, true,
+     "a compensation failed or ran out of attempts (dead-lettered)", "comp_failed"},
+    {WORKER_SAGA_HELD, WORKER_SAGA_RUNNING, false, "dlq-tool replay: resume at the failed step",
+     "sagad_dlq_replay()"},
+    {WORKER_SAGA_COMPENSATED, WORKER_SAGA_RUNNING, false,
+     "dlq-tool replay: rerun from the first step", "sagad_dlq_replay()"},
+    {WORKER_SAGA_FAILED, WORKER_SAGA_COMPENSATING, false,
+     "dlq-tool replay: retry the failed compensation", "sagad_dlq_replay()"},
+};
+
+static const transition_t step_transitions[] = {
+    {WORKER_STEP_PENDING, WORKER_STEP_RUNNING, true,
+     "its command is decided: the attempt row is written before the call", "decide_step"},
+    {WORKER_STEP_RUNNING, WORKER_STEP_RUNNING, true, "a retry's command is decided", "decide_step"},
+    {WORKER_STEP_RUNNING, WORKER_STEP_SUCCEEDED, true, "the call succeeded", "complete"},
+    {WORKER_STEP_PENDING, WORKER_STEP_FAILED, true,
+     "at its decision: deadline passed, tool no longer registered, args break its schema",
+     "step_failed"},
+    {WORKER_STEP_RUNNING, WORKER_STEP_FAILED, true,
+     "permanent or poison failure, attempts or retry budget exhausted, crash loop, or a retry "
+     "decided past the deadline",
+     "step_failed"},
+    {WORKER_STEP_PENDING, WORKER_STEP_SKIPPED, true, "an earlier step failed: it is never called",
+     "begin_compensation"},
+    {WORKER_STEP_SUCCEEDED, WORKER_STEP_COMPENSATING, true,
+     "compensation reached it and it has a compensation", "next_compensation"},
+    {WORKER_STEP_SUCCEEDED, WORKER_STEP_SKIPPED, true,
+     "compensation reached it and it has none (read, idempotent or irreversible)",
+     "next_compensation"},
+    {WORKER_STEP_COMPENSATING, WORKER_STEP_COMPENSATED, true, "the compensation succeeded",
+     "complete"},
+    {WORKER_STEP_COMPENSATING, WORKER_STEP_COMPENSATION_FAILED, true,
+     "the compensation failed for good or ran out of attempts", "comp_failed"},
+    {WORKER_STEP_FAILED, WORKER_STEP_PENDING, false,
+     "dlq-tool replay of a held saga: the failed step runs again", "sagad_dlq_replay()"},
+    {-1, WORKER_STEP_PENDING, false, "dlq-tool replay of a compensated saga: every step",
+     "sagad_dlq_replay()"},
+    {WORKER_STEP_COMPENSATION_FAILED, WORKER_STEP_COMPENSATING, false,
+     "dlq-tool replay of a failed saga", "sagad_dlq_replay()"},
+};
+
+#define NELEMS(a) (sizeof(a) / sizeof((a)[0]))
+
+const char *worker_saga_status_name(worker_saga_status_t s)
+{
+    return (unsigned)s < WORKER_SAGA__COUNT ? saga_names[s] : "?";
+}
+
+const char *worker_step_status_name(worker_step_status_t s)
+{
+    return (unsigned)s < WORKER_STEP__COUNT ? step_names[s] : "?";
+}
+
+static int parse(const char *const *names, int n, const char *text)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], text) == 0)
+            return i;
+    return -1;
+}
+
+int worker_saga_status_parse(const char *text, worker_saga_status_t *out)
+{
+    int i = parse(saga_names, WORKER_SAGA__COUNT, text);
+
+    if (i < 0)
+        return -1;
+    *out = (worker_saga_status_t)i;
+    return 0;
+}
+
+int worker_step_status_parse(const char *text, worker_step_status_t *out)
+{
+    int i = parse(step_names, WORKER_STEP__COUNT, text);
+
+    if (i < 0)
+        return -1;
+    *out = (worker_step_status_t)i;
+    return 0;
+}
+
+static bool legal(const transition_t *t, size_t n, int from, int to)
+{
+    for (size_t i = 0; i < n; i++)
+        if (t[i].by_worker && t[i].from == from && t[i].to == to)
+            return true;
+    return false;
+}
+
+bool worker_saga_transition_ok(worker_saga_status_t from, worker_saga_status_t to)
+{
+    return legal(saga_transitions, NELEMS(saga_transitions), (int)from, (int)to);
+}
+
+bool worker_step_transition_ok(worker_step_status_t from, worker_step_status_t to)
+{
+    return legal(step_transitions, NELEMS(step_transitions), (int)from, (int)to);
+}
+
+static void print_table(FILE *out, const transition_t *t, size_t n, const char *const *names)
+{
+    fprintf(out, "| from | to | when | where |\n|---|---|---|---|\n");
+    for (size_t i = 0; i < n; i++) {
+        if (t[i].from < 0)
+            fprintf(out, "| any ");
+        else
+            fprintf(out, "| `%s` ", names[t[i].from]);
+        fprintf(out, "| `%s` | %s | `%s`%s |\n", names[t[i].to], t[i].when, t[i].where,
+                t[i].by_worker ? "" : " (SQL)");
+    }
+}
+
+void worker_states_reference(FILE *out)
+{
+    fprintf(out, "# Saga and step states\n\n"
+                 "Generated by `sagad-worker states` from the tables in worker/worker_state.c\n"
+                 "(`make docs`; `make docs-check` fails when this file is stale). The worker\n"
+                 "changes a status only through the setters of worker/worker_saga.c, which\n"
+                 "assert that the change is one of the rows below named after a function of\n"
+                 "worker_saga.c; rows marked (SQL) are made by `sagad_dlq_replay()`\n"
+                 "(schemas/sql/0006_dlq_tool.sql) when on-call replays a dead letter.\n"
+                 "A new saga starts `running` with every step `pending`.\n\n"
+                 "## Saga statuses (`sagas.status`)\n\n");
+    print_table(out, saga_transitions, NELEMS(saga_transitions), saga_names);
+    fprintf(out, "\nTerminal: `completed`, `compensated` and `failed`, each announced by the\n"
+                 "event `saga.<status>`; `failed` means a compensation did not happen and a\n"
+                 "person must look.\n\n"
+                 "## Step statuses (`steps.status`)\n\n");
+    print_table(out, step_transitions, NELEMS(step_transitions), step_names);
+}
+
+int worker_cmd_states(sg_cli_t *cli, int argc, char **argv)
+{
+    (void)cli;
+    (void)argc;
+    (void)argv;
+    worker_states_reference(stdout);
+    return fflush(stdout) == 0 ? SG_EXIT_OK : SG_EXIT_FAIL;
+}
