@@ -43,6 +43,7 @@
  *     unknown tool) is dropped, and its message decides it.
  * A worker that dies or loses the partition leaves the copy to the next
  * owner, which finds the attempt row as any redelivery would. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -330,6 +331,40 @@ static void chain_forget(loop_t *L, int32_t partition)
 static void retire(loop_t *L, worker_cmd_t *c);
 static void cmd_ctx(const worker_cmd_t *c, sg_log_ctx_t *ctx);
 
+static const char *const cstate_names[] = {"queued",   "ready",    "calling",
+                                           "returned", "finished", "parked"};
+
+/* The legal changes of a command's state ([from][to]).  A new command is
+ * QUEUED (zeroed) until saga_enqueue places it. */
+static const bool cstate_legal[6][6] = {
+    /* from QUEUED: placed behind its saga, made READY, or the copy a parked
+     * command adopts (RETURNED with the parked call's outcome) */
+    [CMD_QUEUED] = {[CMD_QUEUED] = true, [CMD_READY] = true, [CMD_RETURNED] = true},
+    /* from READY: decided and committed (a call, or done), a chained one's
+     * refused outcome waits for its message, or decided again as poison */
+    [CMD_READY] =
+        {[CMD_READY] = true, [CMD_CALLING] = true, [CMD_FINISHED] = true, [CMD_PARKED] = true},
+    [CMD_CALLING] = {[CMD_RETURNED] = true, [CMD_PARKED] = true},
+    [CMD_RETURNED] = {[CMD_READY] = true, [CMD_FINISHED] = true, [CMD_PARKED] = true},
+    /* FINISHED is final: the command is retired */
+    [CMD_PARKED] = {[CMD_FINISHED] = true},
+};
+
+/* Every change of a command's state: logged at debug level, asserted
+ * legal. */
+static void cmd_set_state(worker_cmd_t *c, worker_cstate_t to)
+{
+    sg_log_ctx_t ctx;
+
+    assert(cstate_legal[c->state][to]);
+    if (SG_LOG_DEBUG <= sg_log_level) {
+        cmd_ctx(c, &ctx);
+        sg_log(SG_LOG_DEBUG, &ctx, "command %s: %s -> %s", c->chained ? "(chained)" : "",
+               cstate_names[c->state], cstate_names[to]);
+    }
+    c->state = to;
+}
+
 /* The copy r of the PARKED chained command v (the head of its saga's
  * queue) takes v's place, call and result, and is completed as any
  * returned call: it has the message a dead letter names. */
@@ -351,9 +386,9 @@ static void adopt(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker_cmd_t *r
     r->attempt_id = v->attempt_id;
     memset(&v->call, 0, sizeof(v->call));
     memset(&v->result, 0, sizeof(v->result));
-    r->state = CMD_RETURNED;
+    cmd_set_state(r, CMD_RETURNED);
     vec_push(&L->returned, r);
-    v->state = CMD_FINISHED; /* not active since it parked */
+    cmd_set_state(v, CMD_FINISHED); /* not active since it parked */
     retire(L, v);
 }
 
@@ -376,7 +411,7 @@ static void park(loop_t *L, worker_cmd_t *v)
     worker_cmd_t *copy = find_copy(v);
     sg_log_ctx_t ctx;
 
-    v->state = CMD_PARKED;
+    cmd_set_state(v, CMD_PARKED);
     active_add(L, v, -1);
     if (slot && copy) {
         adopt(L, slot, v, copy);
@@ -395,7 +430,7 @@ static void saga_enqueue(loop_t *L, worker_cmd_t *cmd)
     saga_slot_t *slot;
 
     if (!cmd->dec.saga_id[0]) {
-        cmd->state = CMD_READY;
+        cmd_set_state(cmd, CMD_READY);
         vec_push(&L->ready, cmd);
         return;
     }
@@ -403,13 +438,13 @@ static void saga_enqueue(loop_t *L, worker_cmd_t *cmd)
     if (slot->tail) {
         slot->tail->saga_next = cmd;
         slot->tail = cmd;
-        cmd->state = CMD_QUEUED;
+        cmd_set_state(cmd, CMD_QUEUED);
         if (slot->head->state == CMD_PARKED && find_copy(slot->head) == cmd)
             adopt(L, slot, slot->head, cmd);
         return;
     }
     slot->head = slot->tail = cmd;
-    cmd->state = CMD_READY;
+    cmd_set_state(cmd, CMD_READY);
     vec_push(&L->ready, cmd);
 }
 
@@ -437,7 +472,7 @@ static void saga_dequeue(loop_t *L, worker_cmd_t *cmd)
         return;
     }
     if (slot->head->state == CMD_QUEUED) {
-        slot->head->state = CMD_READY;
+        cmd_set_state(slot->head, CMD_READY);
         vec_push(&L->ready, slot->head);
     }
 }
@@ -1038,7 +1073,7 @@ static void chain_follow(loop_t *L, worker_cmd_t *c, worker_saga_t *s)
         v->part = c->part;
         v->offset = -1;
         v->origin = prev;
-        v->state = CMD_READY;
+        cmd_set_state(v, CMD_READY);
         sg_submit_decode(payload, strlen(payload), &L->w.limits, &v->dec);
         free(payload);
         /* A command this transaction created has no attempt rows yet. */
@@ -1309,14 +1344,14 @@ static void settle(loop_t *L, worker_cmd_t *c)
     }
     if (c->calls) {
         c->calls = false;
-        c->state = CMD_CALLING;
+        cmd_set_state(c, CMD_CALLING);
         L->calling++;
         c->call_t0 = L->last_submit_us = sg_run_now_us();
         worker_pool_submit(L->pool, c, &c->call, &c->result);
         return;
     }
     c->finishing = false;
-    c->state = CMD_FINISHED;
+    cmd_set_state(c, CMD_FINISHED);
     active_add(L, c, -1);
     saga_dequeue(L, c);
     retire(L, c);
@@ -1422,7 +1457,7 @@ static void poison_single(loop_t *L, worker_cmd_t *c, const sg_err_t *why)
     }
     /* Last resort: decided again as poison, the message itself becomes a
      * dead letter, through the same transaction path as any other. */
-    c->state = CMD_READY;
+    cmd_set_state(c, CMD_READY);
     c->dec.type = SG_CMD_POISON;
     sg_err_set(&c->dec.err, SG_ERRCLASS_POISON, "runtime.pg.rejected",
                "PostgreSQL refused to store the outcome of this message: %s", why->message);
@@ -1595,7 +1630,7 @@ static void take_returned(loop_t *L)
             park(L, c);
             continue;
         }
-        c->state = CMD_RETURNED;
+        cmd_set_state(c, CMD_RETURNED);
         vec_push(&L->returned, c);
     }
     free(done);
