@@ -409,3 +409,31 @@ void sg_idem_key(char *out, size_t out_size, const char *saga_id, int step, bool
 {
     snprintf(out, out_size, "%s:%d:%s:g%d", saga_id, step, compensate ? "c" : "f", generation);
 }
+
+static bool lower_hex(const char *s, size_t n, bool *all_zero)
+{
+    *all_zero = true;
+    for (size_t i = 0; i < n; i++) {
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+        if (s[i] != '0')
+            *all_zero = false;
+    }
+    return true;
+}
+
+bool sg_traceparent_ok(const void *value, size_t len)
+{
+    const char *s = value;
+    bool zero;
+
+    if (!s || len != 55 || s[2] != '-' || s[35] != '-' || s[52] != '-')
+        return false;
+    if (!lower_hex(s, 2, &zero) || (s[0] == 'f' && s[1] == 'f'))
+        return false;
+    if (!lower_hex(s + 3, 32, &zero) || zero) /* trace id */
+        return false;
+    if (!lower_hex(s + 36, 16, &zero) || zero) /* parent id */
+        return false;
+    return lower_hex(s + 53, 2, &zero);
+}

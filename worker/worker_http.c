@@ -177,6 +177,16 @@ err:
     return NULL;
 }
 
+/* A header value sagad sends holds no control byte (CR or LF would start
+ * another header; libcurl sends what it is given). */
+static bool header_value_ok(const char *v)
+{
+    for (; *v; v++)
+        if ((unsigned char)*v < 0x20 || *v == 0x7f)
+            return false;
+    return true;
+}
+
 static int load_headers(http_tool_t *h, const sg_json_t *node, const char *base, sg_err_t *err)
 {
     const sg_json_t *obj = NULL;
@@ -200,6 +210,11 @@ static int load_headers(http_tool_t *h, const sg_json_t *node, const char *base,
             return fail(err, path, "must be a string");
         if (!(resolved = resolve_value(value, path, err)))
             return -1;
+        if (!header_value_ok(resolved)) {
+            memset(resolved, 0, strlen(resolved));
+            free(resolved);
+            return fail(err, path, "a header value must not hold control characters (CR, LF, ...)");
+        }
         line = malloc(strlen(name) + strlen(resolved) + 3);
         if (!line)
             abort();
@@ -394,6 +409,14 @@ static struct curl_slist *add_header(struct curl_slist *list, const char *name, 
     char line[512];
     struct curl_slist *l;
 
+    if (!header_value_ok(value)) {
+        /* Only a traceparent stored before intake checked it can get
+         * here; the request goes without it rather than with a broken
+         * header. */
+        sg_log_kv(SG_LOG_WARN, "header not sent: its value holds a control character", "header",
+                  name, NULL);
+        return list;
+    }
     snprintf(line, sizeof(line), "%s: %s", name, value);
     if (!(l = curl_slist_append(list, line)))
         abort();

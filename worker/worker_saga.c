@@ -745,6 +745,30 @@ static void random_traceparent(worker_t *w, char *out, size_t size)
              (unsigned long long)(b | 1), (unsigned long long)(c | 1));
 }
 
+/* A producer's traceparent that is not W3C trace context is never stored
+ * or sent on (CR or LF in it would add headers to every call of the
+ * saga): replaced, and said so, with what came escaped. */
+static void bad_traceparent(const worker_cmd_t *cmd, const void *h, size_t hlen, const char *tp)
+{
+    sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+    char seen[4 * 64 + 1];
+    size_t o = 0;
+
+    for (size_t i = 0; i < hlen && i < 64; i++) {
+        unsigned char c = ((const unsigned char *)h)[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\')
+            seen[o++] = (char)c;
+        else
+            o += (size_t)snprintf(seen + o, sizeof(seen) - o, "\\x%02x", c);
+    }
+    seen[o] = '\0';
+    ctx.saga_id = cmd->dec.saga_id;
+    sg_log(SG_LOG_WARN, &ctx,
+           "traceparent header is not W3C trace context (%zu bytes: %s%s); the saga gets a new "
+           "one: %s",
+           hlen, seen, hlen > 64 ? "..." : "", tp);
+}
+
 const char *worker_cmd_definition(worker_cmd_t *cmd)
 {
     if (!cmd->definition)
@@ -844,10 +868,13 @@ static void decide_start(worker_t *w, worker_cmd_t *cmd, worker_saga_t *existing
         snprintf(budget_text, sizeof(budget_text), "%lld", (long long)budget_ms);
     }
     h = sg_kafka_msg_header(cmd->msg, "traceparent", &hlen);
-    if (h && hlen == 55 && sg_json_utf8_valid(h, hlen))
+    if (sg_traceparent_ok(h, hlen)) {
         snprintf(tp, sizeof(tp), "%.*s", (int)hlen, (const char *)h);
-    else
+    } else {
         random_traceparent(w, tp, sizeof(tp));
+        if (h)
+            bad_traceparent(cmd, h, hlen, tp);
+    }
     {
         const char *vals[] = {cmd->dec.saga_id,
                               name,

@@ -17,6 +17,7 @@
 #include "../support/sg_test.h"
 #include "../support/sg_worker_env.h"
 #include "sagad/sg_json.h"
+#include "sagad/sg_submit.h"
 
 static sgt_bg_t svc;
 static char base[128]; /* http://127.0.0.1:PORT of checkout-svc */
@@ -192,6 +193,47 @@ Test(http, retries_keep_the_key_503_twice_then_ok_on_attempt_3)
                             "SELECT result->>'idempotency_key' FROM steps "
                             "WHERE idx = 2"),
                      "keys-1:2:f:g1", "the JSON answer is the step's result");
+}
+
+/* A producer's traceparent header of the right length but holding CR LF
+ * and another header: before, it was stored and sent verbatim on every
+ * call of the saga, and the downstream received the injected header. */
+Test(http, a_traceparent_that_is_not_w3c_is_replaced_and_adds_no_header)
+{
+    /* 55 bytes, as a W3C traceparent has: the length alone once let it in */
+    static const char bad[] = "00-0af7651916cd43dd8448eb211c80319c-b7\r\nX-Evil: yes1-01";
+    static const char msg[] = "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-tp-1\", "
+                              "\"saga_id\": \"tp-1\", \"name\": \"test\", \"steps\": "
+                              "[{\"name\": \"book\", \"tool\": \"co.book\"}]}";
+    const sg_kafka_header_t hdr = {"traceparent", bad, sizeof(bad) - 1};
+    const sg_json_t *reqs, *r;
+    const char *tp;
+    sg_json_t *doc;
+    char stored[128];
+
+    cr_assert_eq(sizeof(bad) - 1, 55);
+    start_all(NULL, NULL, NULL);
+    sgw_produce_headers(sgw.topic_cmd, "tp-1", msg, strlen(msg), &hdr, 1);
+    sgw_wait_status("tp-1", "completed");
+    sgw_pair_stop();
+
+    reqs = sgw_checkout_requests(base, "/shipping/book", &doc);
+    cr_assert_eq(sg_json_array_size(reqs), 1);
+    r = sg_json_array_get(reqs, 0);
+    cr_expect_null(sg_json_member(sg_json_member(r, "headers"), "x-evil"),
+                   "the injected header reached the downstream: x-evil: %s",
+                   req_header(r, "x-evil"));
+    tp = req_header(r, "traceparent");
+    cr_assert_not_null(tp);
+    cr_expect(sg_traceparent_ok(tp, strlen(tp)), "not W3C trace context: %s", tp);
+    cr_expect_neq(strncmp(tp, "00-0af7651916cd43dd8448eb211c80319c", 35), 0,
+                  "the producer's broken value was kept: %s", tp);
+    cr_expect_str_eq(q_text(stored, sizeof(stored), "SELECT traceparent FROM sagas"), tp,
+                     "the saga stores what its calls send");
+    expect_contains(sgw.worker.err, "traceparent header is not W3C trace context",
+                    "the replacement is logged");
+    expect_contains(sgw.worker.err, "b7\\\\x0d\\\\x0aX-Evil", "with the bytes that came, escaped");
+    sg_json_destroy(doc);
 }
 
 Test(http, a_400_is_not_retried_and_compensates_in_reverse_with_compensate_keys)

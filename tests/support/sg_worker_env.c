@@ -286,14 +286,20 @@ void sgw_expect_worker_alive(void)
 
 /* ---- producing ----------------------------------------------------------- */
 
-void sgw_produce(const char *topic, const char *key, const void *payload, size_t len)
+void sgw_produce_headers(const char *topic, const char *key, const void *payload, size_t len,
+                         const sg_kafka_header_t *headers, size_t nheaders)
 {
     sg_err_t err;
 
     cr_assert_eq(sg_kafka_produce(sgw.producer, topic, key, key ? strlen(key) : 0, payload, len,
-                                  NULL, 0, NULL, &err),
+                                  headers, nheaders, NULL, &err),
                  0, "%s", err.message);
     cr_assert_eq(sg_kafka_flush(sgw.producer, 30000, &err), 0, "%s", err.message);
+}
+
+void sgw_produce(const char *topic, const char *key, const void *payload, size_t len)
+{
+    sgw_produce_headers(topic, key, payload, len, NULL, 0);
 }
 
 /* Submits saga.start for saga_id with steps (a JSON array's text). */

@@ -118,6 +118,9 @@ int sgw_proc_join(sgt_bg_t *pr, int sig);
 void sgw_expect_worker_alive(void);
 
 void sgw_produce(const char *topic, const char *key, const void *payload, size_t len);
+/* The same with Kafka headers (name, value, value length each). */
+void sgw_produce_headers(const char *topic, const char *key, const void *payload, size_t len,
+                         const sg_kafka_header_t *headers, size_t nheaders);
 /* Submits saga.start for saga_id with steps (a JSON array's text). */
 void sgw_submit(const char *saga_id, const char *steps);
 

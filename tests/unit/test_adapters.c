@@ -171,6 +171,19 @@ Test(adapters, http_registry_entries_are_checked_at_load)
                                        "{\"X-Token\": \"${SGT_UNIT_TOKEN}\"}",
                              msg, sizeof(msg)),
                     "$.tools.pay.headers.X-Token: a ${...} reference must be ${env:NAME}");
+    /* A value with CR LF would add headers to every request; no other
+     * control byte gets through either. */
+    setenv("SGT_UNIT_CRLF", "t0ps3cret\r\nX-Evil: 1", 1);
+    load_one(HTTP_TOOL "\"target\": \"http://x/\", \"headers\": {\"X-Token\": "
+                       "\"${env:SGT_UNIT_CRLF}\"}",
+             msg, sizeof(msg));
+    assert_contains(msg, "$.tools.pay.headers.X-Token: the value holds a line break");
+    assert_not_contains(msg, "X-Evil");
+    assert_contains(load_one(HTTP_TOOL "\"target\": \"http://x/\", \"headers\": "
+                                       "{\"X-Tab\": \"a\\tb\"}",
+                             msg, sizeof(msg)),
+                    "$.tools.pay.headers.X-Tab: a header value must not hold control characters");
+    unsetenv("SGT_UNIT_CRLF");
     unsetenv("SGT_UNIT_NOT_SET");
     load_one(HTTP_TOOL "\"target\": \"http://x/\", \"headers\": {\"X-Token\": "
                        "\"${env:SGT_UNIT_TOKEN}-${env:SGT_UNIT_NOT_SET}\"}",

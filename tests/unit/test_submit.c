@@ -378,3 +378,29 @@ Test(submit, idempotency_key_changes_with_phase_and_generation_only)
     cr_expect_str_neq(a, b);
     cr_expect_str_neq(a, c);
 }
+
+Test(submit, only_a_w3c_traceparent_is_kept)
+{
+    static const char *const good[] = {
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00",
+        "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09",
+    };
+    static const char *const bad[] = {
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",  /* upper case */
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",  /* trace id zero */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",  /* parent id zero */
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",  /* version ff */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-1",   /* 54 bytes */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-011", /* 56 bytes */
+        "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "00-0af7651916cd43dd8448eb211c80319c-b7\r\nX-Evil: yes1-01", /* 55 bytes */
+        "",
+    };
+
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+        cr_expect(sg_traceparent_ok(good[i], strlen(good[i])), "refused: %s", good[i]);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        cr_expect(!sg_traceparent_ok(bad[i], strlen(bad[i])), "kept: %s", bad[i]);
+    cr_expect(!sg_traceparent_ok(NULL, 55));
+}

@@ -57,6 +57,12 @@ int sg_submit_validate_args(const sg_tool_t *tool, const sg_json_t *args, const 
 /* The stored definition of a valid saga.start (caller frees the text). */
 char *sg_submit_definition(const sg_json_t *doc);
 
+/* A W3C trace context header (version-traceid-parentid-flags): 55 bytes
+ * of lowercase hex and dashes, version not ff, neither id all zeros.  The
+ * only traceparent sagad keeps and sends on: anything else a producer put
+ * in the header (CR, LF, another header) is replaced. */
+bool sg_traceparent_ok(const void *value, size_t len);
+
 /* The idempotency key of (saga, step, phase, generation): stable across
  * retries, fresh after a replay bumps the generation. */
 void sg_idem_key(char *out, size_t out_size, const char *saga_id, int step, bool compensate,
