@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "sagad/sg_text.h"
+
 static const char *const class_names[] = {
     [SG_ERRCLASS_NONE] = "none",           [SG_ERRCLASS_TRANSIENT] = "transient",
     [SG_ERRCLASS_THROTTLED] = "throttled", [SG_ERRCLASS_TIMEOUT] = "timeout",
@@ -29,7 +31,10 @@ int sg_err_set(sg_err_t *err, sg_errclass_t cls, const char *code, const char *f
     err->fatal = false;
     snprintf(err->code, sizeof(err->code), "%s", code);
     va_start(ap, fmt);
-    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    /* Cut to fit, but never inside a UTF-8 character: the message is
+     * stored (attempts, dead letters), and PostgreSQL refuses half of one. */
+    if (vsnprintf(err->message, sizeof(err->message), fmt, ap) >= (int)sizeof(err->message))
+        err->message[sg_utf8_cut(err->message, sizeof(err->message))] = '\0';
     va_end(ap);
     return -1;
 }

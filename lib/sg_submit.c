@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "sagad/sg_schema.h"
+#include "sagad/sg_text.h"
 
 static bool id_char(char c)
 {
@@ -79,9 +80,9 @@ void sg_submit_decode(const void *payload, size_t len, const sg_json_limits_t *l
         release = true;
     } else if (strcmp(type, "step.execute") != 0 && strcmp(type, "step.compensate") != 0) {
         sg_err_set(err, SG_ERRCLASS_POISON, "input.message.unknown_type",
-                   "$.type: \"%.64s\" is not a command (saga.start, step.execute, "
+                   "$.type: \"%.*s\" is not a command (saga.start, step.execute, "
                    "step.compensate, saga.release)",
-                   type);
+                   (int)sg_utf8_cut(type, 64), type);
         return;
     }
     {
@@ -96,8 +97,9 @@ void sg_submit_decode(const void *payload, size_t len, const sg_json_limits_t *l
                 ;
             if (i == nknown) {
                 sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.invalid",
-                           "$.%.64s: additionalProperties: not allowed in a %s command",
-                           sg_json_key(m), release ? "saga.release" : "step");
+                           "$.%.*s: additionalProperties: not allowed in a %s command",
+                           (int)sg_utf8_cut(sg_json_key(m), 64), sg_json_key(m),
+                           release ? "saga.release" : "step");
                 return;
             }
         }

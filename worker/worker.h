@@ -254,6 +254,8 @@ typedef struct worker_cmd_s {
     bool defer;                   /* a crash-loop suspect: decided again when it runs alone */
     bool isolated;                /* ...which is now: no other call runs beside it */
     bool suspect;                 /* waiting for that in worker_loop.c's suspects */
+    int dl_refused;               /* times PostgreSQL refused its dead letter */
+    bool dl_minimal;              /* so its dead letter leaves out what may be refused */
     bool copy;                    /* the message of a chained command that ran: acknowledged */
     char *follow;                 /* the step command its decision emitted for now, to chain */
     struct worker_cmd_s *origin;  /* chained: the command that emitted it, until placed */

@@ -78,6 +78,9 @@
  * held, finished or not, is still bounded: this many times
  * worker.max_in_flight. */
 #define WINDOW_FACTOR 16
+/* Tries of a message's dead letter that PostgreSQL refuses before a
+ * reduced one is written instead (poison_single). */
+#define DEAD_LETTER_TRIES 3
 /* Full (either limit above), the worker just stops taking messages:
  * librdkafka keeps what it prefetched (bounded by queued.max.messages.
  * kbytes) and the next message is taken the moment a slot frees, which on
@@ -1436,6 +1439,7 @@ static void check_fences(loop_t *L)
  * letter (or, for a call's outcome, a permanent failure of the step). */
 static void poison_single(loop_t *L, worker_cmd_t *c, const sg_err_t *why)
 {
+    sg_log_ctx_t ctx;
     sg_err_t err;
 
     if (c->chained) {
@@ -1461,15 +1465,26 @@ static void poison_single(loop_t *L, worker_cmd_t *c, const sg_err_t *why)
     c->dec.type = SG_CMD_POISON;
     sg_err_set(&c->dec.err, SG_ERRCLASS_POISON, "runtime.pg.rejected",
                "PostgreSQL refused to store the outcome of this message: %s", why->message);
-    if (run_txn(L, &c, 1, &err) < 0) {
-        sg_log_ctx_t ctx;
-        cmd_ctx(c, &ctx);
-        ctx.error_code = err.code;
-        sg_log(SG_LOG_ERROR, &ctx, "could not even dead-letter a message; will retry: %s",
-               err.message);
+    if (run_txn(L, &c, 1, &err) == 0) {
+        after_commit(L, &c, 1);
         return;
     }
-    after_commit(L, &c, 1);
+    cmd_ctx(c, &ctx);
+    ctx.error_code = err.code;
+    /* Never the same refused insert for ever (the partition would stop):
+     * after a few tries, a dead letter of what surely fits, and why. */
+    if (++c->dl_refused >= DEAD_LETTER_TRIES && !c->dl_minimal) {
+        c->dl_minimal = true;
+        sg_log(SG_LOG_WARN, &ctx,
+               "PostgreSQL refused this message's dead letter %d times; writing a reduced one "
+               "(its headers left out, its message in ASCII): %s",
+               c->dl_refused, err.message);
+        if (run_txn(L, &c, 1, &err) == 0) {
+            after_commit(L, &c, 1);
+            return;
+        }
+    }
+    sg_log(SG_LOG_ERROR, &ctx, "could not even dead-letter a message; will retry: %s", err.message);
 }
 
 static void process(loop_t *L, worker_cmd_t **batch, size_t n);

@@ -261,6 +261,28 @@ static void command(worker_t *w, worker_saga_t *saga, int step, bool compensate,
          w->chain && delay_ms <= 0 && w->cur && !w->cur->follow ? &w->cur->follow : NULL);
 }
 
+/* A header name or value as JSON text: as it is when it is UTF-8 (no NUL)
+ * and does not itself start with "base64:", else "base64:" and its bytes
+ * in base64.  So a dead letter keeps every header whatever its bytes, and
+ * PostgreSQL's jsonb can hold it (a name that is not UTF-8 once made the
+ * dead-letter insert fail, for ever). */
+static char *header_text(const void *data, size_t len)
+{
+    char *b, *s;
+
+    if (sg_json_utf8_valid(data, len) && !(len >= 7 && memcmp(data, "base64:", 7) == 0)) {
+        if (!(s = strndup(data, len)))
+            abort();
+        return s;
+    }
+    b = base64(data, len);
+    if (!(s = malloc(strlen(b) + 8)))
+        abort();
+    sprintf(s, "base64:%s", b);
+    free(b);
+    return s;
+}
+
 static char *msg_headers_json(const sg_kafka_msg_t *msg)
 {
     sg_json_t *h = sg_json_new_object();
@@ -270,25 +292,30 @@ static char *msg_headers_json(const sg_kafka_msg_t *msg)
     char *text;
 
     for (size_t i = 0; msg && sg_kafka_msg_header_at(msg, i, &name, &val, &len); i++) {
+        char *n = header_text(name, strlen(name));
         if (!val) {
-            sg_json_add_null(h, name);
-        } else if (sg_json_utf8_valid(val, len)) {
-            char *s = strndup(val, len);
-            sg_json_add_str(h, name, s);
-            free(s);
+            sg_json_add_null(h, n);
         } else {
-            char *b = base64(val, len), *s = malloc(strlen(b) + 8);
-            if (!s)
-                abort();
-            sprintf(s, "base64:%s", b);
-            sg_json_add_str(h, name, s);
-            free(b);
-            free(s);
+            char *v = header_text(val, len);
+            sg_json_add_str(h, n, v);
+            free(v);
         }
+        free(n);
     }
     text = sg_json_print(h);
     sg_json_destroy(h);
     return text;
+}
+
+/* The reduced dead letter's message: "reduced dead letter: " and text in
+ * printable ASCII, every other byte as "?". */
+static void ascii_message(char *out, size_t size, const char *text)
+{
+    size_t o = (size_t)snprintf(out, size, "reduced dead letter (headers left out): ");
+
+    for (; *text && o + 1 < size; text++)
+        out[o++] = *text >= 0x20 && *text < 0x7f ? *text : '?';
+    out[o < size ? o : size - 1] = '\0';
 }
 
 /* Writes a dead letter (ledger row + DLQ message, one statement) for cmd's
@@ -337,7 +364,7 @@ static void dead_letter(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, int
     const char *saga_name = saga ? saga->name : NULL;
     const void *key = NULL, *payload = NULL;
     size_t key_len = 0, len = 0;
-    char *key64 = NULL, *payload64, *headers;
+    char *key64 = NULL, *payload64, *headers, message[sizeof(err->message) + 80];
     const sg_json_t *comp = NULL;
     sg_json_t *compdoc = NULL;
 
@@ -364,11 +391,17 @@ static void dead_letter(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, int
         key64 = base64(key, key_len);
     payload = sg_kafka_msg_payload(cmd->msg, &len);
     payload64 = base64(payload ? payload : "", payload ? len : 0);
-    headers = msg_headers_json(cmd->msg);
+    /* The reduced dead letter (worker_loop.c's last resort) keeps what
+     * surely fits: no headers, the message in printable ASCII. */
+    headers = cmd->dl_minimal ? NULL : msg_headers_json(cmd->msg);
+    if (cmd->dl_minimal)
+        ascii_message(message, sizeof(message), err->message);
+    else
+        snprintf(message, sizeof(message), "%s", err->message);
     {
         const char *params[] = {err->code,
                                 sg_errclass_name(err->cls),
-                                err->message,
+                                message,
                                 saga ? saga->saga_id
                                      : (cmd->dec.saga_id[0] ? cmd->dec.saga_id : NULL),
                                 saga_name,

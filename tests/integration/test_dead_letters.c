@@ -605,6 +605,78 @@ Test(dead_letters, outcome_postgresql_refuses)
     sgw_reader_close(&dlq);
 }
 
+/* A Kafka header whose name is not UTF-8 (and one whose value only looks
+ * encoded): once, the dead-letter insert failed on it for ever (SQLSTATE
+ * 22021) and the partition stopped.  Now the record keeps every header
+ * losslessly and the next message of the partition runs. */
+Test(dead_letters, a_header_name_that_is_not_utf8_is_kept_and_the_partition_goes_on)
+{
+    static const char payload[] = "not json";
+    const sg_kafka_header_t hdrs[] = {
+        {"\xff\xfe-trace", "x", 1},
+        {"x-plain", "base64:looks-encoded", 20},
+    };
+    char text[256];
+
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_produce_headers(sgw.topic_cmd, "hn-1", payload, strlen(payload), hdrs, 2);
+    sgw_submit("hn-2", "[{\"name\": \"a\", \"tool\": \"noop\"}]");
+    sgw_wait_status("hn-2", "completed");
+    /* the stored offset passed both messages: the partition goes on */
+    sgw_wait_int(1, "SELECT (sum(next_offset) >= 2)::int FROM consumer_offsets");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT error_code || '|' || convert_from(payload, 'UTF8') "
+                                "FROM dead_letters"),
+                     "input.json.malformed|not json");
+    /* 0xff 0xfe "-trace" in base64, and the look-alike value encoded too,
+     * so "base64:" always means encoded */
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text),
+                   "SELECT original_headers->>'base64://4tdHJhY2U=' FROM dead_letters"),
+        "x", "the name's bytes are kept: %s",
+        sgw_q_text(text, sizeof(text), "SELECT original_headers FROM dead_letters"));
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text), "SELECT original_headers->>'x-plain' FROM dead_letters"),
+        "base64:YmFzZTY0Omxvb2tzLWVuY29kZWQ=");
+}
+
+/* A dead letter PostgreSQL keeps refusing (here a trigger refuses any
+ * with a certain header): after a few tries the worker writes a reduced
+ * one, without the headers and saying why, and goes on. */
+Test(dead_letters, a_dead_letter_postgresql_refuses_is_reduced_not_retried_for_ever)
+{
+    static const char payload[] = "not json either";
+    const sg_kafka_header_t hdr = {"refuse-me", "1", 1};
+    char text[512];
+
+    script("CREATE FUNCTION refuse_dl() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+           "IF NEW.original_headers ? 'refuse-me' THEN RAISE EXCEPTION 'dead letter refused' "
+           "USING ERRCODE = '22021'; END IF; RETURN NEW; END $$; "
+           "CREATE TRIGGER refuse_dl BEFORE INSERT ON dead_letters FOR EACH ROW "
+           "EXECUTE FUNCTION refuse_dl()");
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_produce_headers(sgw.topic_cmd, "rd-1", payload, strlen(payload), &hdr, 1);
+    sgw_submit("rd-2", "[{\"name\": \"a\", \"tool\": \"noop\"}]");
+    sgw_wait_status("rd-2", "completed");
+    /* the stored offset passed both messages: the partition goes on */
+    sgw_wait_int(1, "SELECT (sum(next_offset) >= 2)::int FROM consumer_offsets");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT error_code || '|' || (original_headers IS NULL) || '|' "
+                                "|| original_offset || '|' || convert_from(payload, 'UTF8') "
+                                "FROM dead_letters"),
+                     "runtime.pg.rejected|true|0|not json either",
+                     "one reduced dead letter, with the message's bytes");
+    sgw_q_text(text, sizeof(text), "SELECT message FROM dead_letters");
+    cr_expect(strstr(text, "reduced dead letter (headers left out)") &&
+                  strstr(text, "dead letter refused"),
+              "the message says what was left out and why: %s", text);
+    cr_expect(strstr(sgw.worker.err, "writing a reduced one"), "the worker says so");
+}
+
 /* ---- the held saga ---------------------------------------------------------- */
 
 /* reserve (reversible ledger), charge (fails in generation 1 until

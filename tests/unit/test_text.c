@@ -1,0 +1,38 @@
+/* sg_utf8_cut: text cut to fit never ends inside a UTF-8 character. */
+#include <string.h>
+
+#include "sagad/sg_err.h"
+#include "sagad/sg_text.h"
+#include "unit.h"
+
+Test(text, a_cut_never_splits_a_character)
+{
+    /* "aé€😀": 1 + 2 + 3 + 4 bytes */
+    static const char s[] = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";
+    static const size_t want[] = {0, 1, 1, 3, 3, 3, 6, 6, 6, 6, 10, 10};
+    char out[16];
+
+    for (size_t max = 0; max < sizeof(want) / sizeof(want[0]); max++)
+        cr_expect_eq(sg_utf8_cut(s, max), want[max], "max %zu: got %zu, want %zu", max,
+                     sg_utf8_cut(s, max), want[max]);
+    /* a string that already ends in half a character (cut by bytes) */
+    cr_expect_eq(sg_utf8_cut("ab\xe2\x82", 10), 2);
+    cr_expect_eq(sg_utf8_cut("ab\xf0\x9f\x98", 10), 2);
+    cr_expect_eq(sg_utf8_cut("abc", 10), 3);
+    cr_expect_str_eq(sg_text_copy(out, 5, s), "a\xc3\xa9");
+    cr_expect_str_eq(sg_text_copy(out, 1, s), "");
+}
+
+Test(text, an_error_message_cut_to_fit_stays_utf8)
+{
+    char long_text[600];
+    sg_err_t err;
+
+    /* 509 ASCII bytes, then a 3-byte character that straddles the 511-byte
+     * end of sg_err_t's message */
+    memset(long_text, 'x', 509);
+    strcpy(long_text + 509, "\xe2\x82\xac tail");
+    sg_err_set(&err, SG_ERRCLASS_PERMANENT, "test.code", "%s", long_text);
+    cr_expect_eq(strlen(err.message), 509, "the half character is left out: %zu",
+                 strlen(err.message));
+}
