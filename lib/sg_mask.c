@@ -71,19 +71,23 @@ static void span_add(spans_t *s, size_t from, size_t to)
     s->n++;
 }
 
-/* scheme://user:SECRET@host: the span of SECRET for each URL in s. */
+/* scheme://user:SECRET@host: the span of SECRET for each URL in s.  The
+ * userinfo ends at the authority's last '@': a password with an '@' of
+ * its own (not percent-encoded, as people write them) is hidden whole. */
 static void find_userinfo(const char *s, spans_t *out)
 {
     for (const char *p = strstr(s, "://"); p; p = strstr(p + 3, "://")) {
-        const char *user = p + 3;
-        size_t len = strcspn(user, "/?#@ \t\n\"'");
-        const char *colon;
+        const char *user = p + 3, *at = NULL, *colon;
+        size_t len = strcspn(user, "/?# \t\n\"'");
 
-        if (user[len] != '@')
+        for (const char *q = user; q < user + len; q++)
+            if (*q == '@')
+                at = q;
+        if (!at)
             continue;
-        colon = memchr(user, ':', len);
+        colon = memchr(user, ':', (size_t)(at - user));
         if (colon)
-            span_add(out, (size_t)(colon + 1 - s), (size_t)(user + len - s));
+            span_add(out, (size_t)(colon + 1 - s), (size_t)(at - s));
     }
 }
 

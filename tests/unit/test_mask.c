@@ -27,6 +27,10 @@ Test(mask, context_patterns_hide_their_values)
     expect_hidden("authorization: Basic dXNlcjpwdw==", "dXNlcjpwdw==");
     expect_hidden("x-api-token = 'a b c'", "a b c");
     expect_hidden("connect to https://bot:ghp_x1@api.example.com/v1 failed", "ghp_x1");
+    /* an '@' in the password, not percent-encoded: hidden whole */
+    expect_hidden("postgresql://sagad:p4@ss@w0rd@db.example:5432/sagad", "p4@ss@w0rd");
+    expect_hidden("postgresql://sagad:p4@ss@w0rd@db.example:5432/sagad", "ss@w0rd");
+    expect_hidden("postgresql://sagad:p4@ss@w0rd@db.example:5432/sagad", "w0rd");
 }
 
 Test(mask, plain_text_is_left_alone)
