@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dlq.h"
+#include "sagad/sg_text.h"
 
 /* The --json document: the DLQ record plus what happened since. */
 static const char show_json_sql[] =
@@ -95,9 +96,13 @@ static const char show_replays_sql[] =
 static void kv(const sg_pg_res_t *res, const char *label, int col)
 {
     const char *v = sg_pg_res_get(res, 0, col);
+    char *shown;
 
-    if (v && *v)
-        printf("  %-14s %s\n", label, v);
+    if (v && *v) {
+        shown = sg_text_visible(v, false);
+        printf("  %-14s %s\n", label, shown);
+        free(shown);
+    }
 }
 
 static void print_payload(const sg_pg_res_t *res)
@@ -117,7 +122,11 @@ static void print_payload(const sg_pg_res_t *res)
         free(pretty);
         sg_json_destroy(doc);
     } else {
-        printf("  not JSON, as received:\n%s\n", text);
+        /* Shown, not obeyed: control characters other than line breaks
+         * and tabs come out as \xHH (the JSON above is escaped already). */
+        char *shown = sg_text_visible(text, true);
+        printf("  not JSON, as received:\n%s\n", shown);
+        free(shown);
     }
 }
 

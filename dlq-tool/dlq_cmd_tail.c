@@ -8,6 +8,7 @@
 
 #include "sagad/sg_kafka.h"
 #include "sagad/sg_run.h"
+#include "sagad/sg_text.h"
 #include "dlq.h"
 
 static const char *jstr(const sg_json_t *doc, const char *key)
@@ -32,10 +33,15 @@ static void print_entry(const sg_kafka_msg_t *msg, bool json)
         printf("offset %lld: not a dead-letter record (%zu bytes)\n",
                (long long)sg_kafka_msg_offset(msg), len);
     } else {
+        char *saga = sg_text_visible(jstr(doc, "saga_id"), false),
+             *step = sg_text_visible(jstr(doc, "step_name"), false),
+             *text = sg_text_visible(jstr(doc, "message"), false);
         sg_json_number(sg_json_member(doc, "id"), &id);
         printf("%s  #%.0f  %s (%s)  saga %s  step %s  %s\n", jstr(doc, "created_at"), id,
-               jstr(doc, "error_code"), jstr(doc, "error_class"), jstr(doc, "saga_id"),
-               jstr(doc, "step_name"), jstr(doc, "message"));
+               jstr(doc, "error_code"), jstr(doc, "error_class"), saga, step, text);
+        free(saga);
+        free(step);
+        free(text);
         sg_json_destroy(doc);
     }
     fflush(stdout);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dlq.h"
+#include "sagad/sg_text.h"
 
 sg_pg_t *dlq_connect(const dlq_t *d, sg_err_t *err)
 {
@@ -300,14 +301,23 @@ void dlq_table(const sg_pg_res_t *res, const char *const *header, int ncols, int
 {
     size_t rows = sg_pg_res_rows(res);
     int width[32];
+    char **cells;
 
     if (ncols > 32)
         ncols = 32;
+    /* What producers sent (keys, names, messages) is shown, never obeyed:
+     * control characters come out as \xHH. */
+    if (!(cells = calloc(rows * (size_t)ncols + 1, sizeof(*cells))))
+        abort();
+    for (size_t r = 0; r < rows; r++)
+        for (int c = 0; c < ncols; c++) {
+            const char *v = sg_pg_res_get(res, r, c);
+            cells[r * (size_t)ncols + (size_t)c] = sg_text_visible(v ? v : "-", false);
+        }
     for (int c = 0; c < ncols; c++) {
         width[c] = text_width(header[c]);
         for (size_t r = 0; r < rows; r++) {
-            const char *v = sg_pg_res_get(res, r, c);
-            int w = v ? text_width(v) : 1;
+            int w = text_width(cells[r * (size_t)ncols + (size_t)c]);
             if (w > width[c])
                 width[c] = w;
         }
@@ -318,10 +328,11 @@ void dlq_table(const sg_pg_res_t *res, const char *const *header, int ncols, int
         print_cell(header[c], width[c], maxw, c == ncols - 1);
     putchar('\n');
     for (size_t r = 0; r < rows; r++) {
-        for (int c = 0; c < ncols; c++) {
-            const char *v = sg_pg_res_get(res, r, c);
-            print_cell(v ? v : "-", width[c], maxw, c == ncols - 1);
-        }
+        for (int c = 0; c < ncols; c++)
+            print_cell(cells[r * (size_t)ncols + (size_t)c], width[c], maxw, c == ncols - 1);
         putchar('\n');
     }
+    for (size_t i = 0; i < rows * (size_t)ncols; i++)
+        free(cells[i]);
+    free(cells);
 }

@@ -1,5 +1,8 @@
 #include "sagad/sg_text.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 size_t sg_utf8_cut(const char *s, size_t max)
@@ -25,5 +28,57 @@ char *sg_text_copy(char *out, size_t out_size, const char *s)
 
     memcpy(out, s, n);
     out[n] = '\0';
+    return out;
+}
+
+/* Length of the valid UTF-8 character at u (at most n bytes), 0 if none. */
+static size_t utf8_len(const unsigned char *u, size_t n)
+{
+    size_t len = u[0] < 0x80             ? 1
+                 : (u[0] & 0xe0) == 0xc0 ? 2
+                 : (u[0] & 0xf0) == 0xe0 ? 3
+                 : (u[0] & 0xf8) == 0xf0 ? 4
+                                         : 0;
+    uint32_t cp;
+
+    if (len == 0 || len > n)
+        return 0;
+    cp = len == 1 ? u[0] : u[0] & (0x7f >> len);
+    for (size_t k = 1; k < len; k++) {
+        if ((u[k] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (u[k] & 0x3f);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0; /* overlong, out of range, surrogate */
+    return len;
+}
+
+char *sg_text_visible(const char *s, bool lines)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strlen(s), o = 0;
+    char *out = malloc(4 * n + 1);
+
+    if (!out)
+        abort();
+    for (size_t i = 0; i < n;) {
+        size_t len = utf8_len(u + i, n - i);
+        bool c1 = len == 2 && u[i] == 0xc2 && u[i + 1] < 0xa0;
+        bool ctl =
+            len == 1 && (u[i] < 0x20 || u[i] == 0x7f) && !(lines && (u[i] == '\n' || u[i] == '\t'));
+
+        if (len == 0 || ctl || c1) {
+            for (size_t k = 0; k < (len ? len : 1); k++)
+                o += (size_t)sprintf(out + o, "\\x%02x", u[i + k]);
+            i += len ? len : 1;
+        } else {
+            memcpy(out + o, u + i, len);
+            o += len;
+            i += len;
+        }
+    }
+    out[o] = '\0';
     return out;
 }

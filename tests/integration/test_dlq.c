@@ -602,6 +602,31 @@ Test(dlq, killed_mid_bulk_replay_leaves_each_entry_whole_or_untouched)
     cr_expect_eq(sgw_q_int("SELECT count(DISTINCT dead_letter_id) FROM replays"), KILL_ENTRIES);
 }
 
+/* Producer data reached the operator's terminal raw: an escape sequence in
+ * a key or a message could repaint it.  People's output shows control
+ * characters as \xHH; --json stays exact. */
+Test(dlq, control_characters_from_producers_are_shown_not_obeyed)
+{
+    static const char payload[] =
+        "{\"v\": 1, \"type\": \"x\\u001b[31m\", \"id\": \"i-1\", \"saga_id\": \"esc-1\"}";
+    char id[32];
+
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_produce(sgw.topic_cmd, "esc\x1b[2J", payload, strlen(payload));
+    sgw_wait_int(1, "SELECT count(*) FROM dead_letters");
+    sgw_pair_stop();
+    snprintf(id, sizeof(id), "%lld", dead_letter_of("esc-1"));
+
+    cr_assert_eq(dlq(ARGS("list")), 0, "%s", R.err);
+    cr_expect_null(strchr(R.out, 0x1b), "a raw ESC reached the terminal: %s", R.out);
+    cr_expect(strstr(R.out, "x\\x1b[31m"), "the message shows it escaped: %s", R.out);
+    cr_assert_eq(dlq(ARGS("show", id)), 0, "%s", R.err);
+    cr_expect_null(strchr(R.out, 0x1b), "a raw ESC reached the terminal: %s", R.out);
+    cr_expect(strstr(R.out, "esc\\x1b[2J"), "the key shows it escaped: %s", R.out);
+    cr_assert_eq(dlq(ARGS("list", "--json")), 0, "%s", R.err);
+    cr_expect(strstr(R.out, "x\\u001b[31m"), "--json keeps it exact (JSON-escaped): %s", R.out);
+}
+
 Test(dlq, every_subcommand_has_generated_help_and_usage_errors_exit_2)
 {
     static const char *const cmds[] = {"list", "show",    "stats", "replay",

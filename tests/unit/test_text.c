@@ -1,4 +1,5 @@
 /* sg_utf8_cut: text cut to fit never ends inside a UTF-8 character. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "sagad/sg_err.h"
@@ -35,4 +36,24 @@ Test(text, an_error_message_cut_to_fit_stays_utf8)
     sg_err_set(&err, SG_ERRCLASS_PERMANENT, "test.code", "%s", long_text);
     cr_expect_eq(strlen(err.message), 509, "the half character is left out: %zu",
                  strlen(err.message));
+}
+
+Test(text, what_producers_sent_is_shown_not_obeyed)
+{
+    char *v;
+
+    v = sg_text_visible("ok \x1b[31mred\x1b[0m\r\n\tend\x7f", false);
+    cr_expect_str_eq(v, "ok \\x1b[31mred\\x1b[0m\\x0d\\x0a\\x09end\\x7f");
+    free(v);
+    v = sg_text_visible("line 1\nline 2\t\x07", true);
+    cr_expect_str_eq(v, "line 1\nline 2\t\\x07", "line breaks and tabs kept for multi-line text");
+    free(v);
+    /* UTF-8 kept; a C1 control (U+009B, an 8-bit CSI) and bytes that are
+     * not UTF-8 escaped */
+    v = sg_text_visible("caf\xc3\xa9 \xe2\x82\xac \xc2\x9b"
+                        "2J \xff\xfe",
+                        false);
+    cr_expect_str_eq(v, "caf\xc3\xa9 \xe2\x82\xac \\xc2\\x9b"
+                        "2J \\xff\\xfe");
+    free(v);
 }
