@@ -82,10 +82,133 @@ static bool only_space(const char *p, const char *end)
     return true;
 }
 
+/* ---- I-JSON (RFC 7493): what cJSON accepts but would change ---------------
+ *
+ * cJSON decodes the escape \u0000 into a C string that ends there, so a
+ * name or an id would be read as its prefix; and it keeps the first of two
+ * equal member names where PostgreSQL's jsonb keeps the last, so the
+ * worker would check one message and store another.  Both are refused,
+ * naming the JSON path of the first. */
+
+typedef struct scan_frame_s {
+    bool obj, want_key;
+    size_t idx;
+    const char *key; /* the member's name in buf (raw, up to key_len) */
+    size_t key_len;
+} scan_frame_t;
+
+static void scan_path(char *out, size_t size, const scan_frame_t *f, int n, const char *key,
+                      size_t key_len)
+{
+    size_t o = (size_t)snprintf(out, size, "$");
+
+    for (int i = 0; i < n && o < size; i++) {
+        if (f[i].obj && f[i].key)
+            o += (size_t)snprintf(out + o, size - o, ".%.*s", (int)f[i].key_len, f[i].key);
+        else if (!f[i].obj)
+            o += (size_t)snprintf(out + o, size - o, "[%zu]", f[i].idx);
+    }
+    if (key && o < size)
+        snprintf(out + o, size - o, ".%.*s", (int)key_len, key);
+}
+
+/* The JSON path of the first \u0000 escape in buf (valid JSON, at most
+ * depth levels deep) into path; false when there is none. */
+static bool find_nul_escape(const char *buf, size_t len, int depth, char *path, size_t size)
+{
+    scan_frame_t f[depth + 1];
+    int n = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        char c = buf[i];
+        if (c == '"') {
+            size_t start = ++i;
+            bool key = n > 0 && f[n - 1].obj && f[n - 1].want_key;
+            for (; i < len && buf[i] != '"'; i++) {
+                if (buf[i] != '\\')
+                    continue;
+                if (i + 5 < len && buf[i + 1] == 'u' && memcmp(buf + i + 2, "0000", 4) == 0) {
+                    if (key)
+                        scan_path(path, size, f, n - 1, buf + start, i - start);
+                    else
+                        scan_path(path, size, f, n, NULL, 0);
+                    return true;
+                }
+                i++; /* the escaped character */
+            }
+            if (key) {
+                f[n - 1].key = buf + start;
+                f[n - 1].key_len = i - start;
+            }
+        } else if ((c == '{' || c == '[') && n <= depth) {
+            f[n++] = (scan_frame_t){c == '{', c == '{', 0, NULL, 0};
+        } else if ((c == '}' || c == ']') && n > 0) {
+            n--;
+        } else if (c == ',' && n > 0) {
+            if (f[n - 1].obj)
+                f[n - 1].want_key = true;
+            else
+                f[n - 1].idx++;
+        } else if (c == ':' && n > 0) {
+            f[n - 1].want_key = false;
+        }
+    }
+    return false;
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+    return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+/* The path of the first object (depth first) with two members of one
+ * name, and that name, into path; false when there is none. */
+static bool find_duplicate(const cJSON *node, const char *base, char *path, size_t size)
+{
+    const cJSON *c;
+    size_t n = 0;
+
+    if (!cJSON_IsObject(node) && !cJSON_IsArray(node))
+        return false;
+    for (c = node->child; c; c = c->next)
+        n++;
+    if (cJSON_IsObject(node) && n > 1) {
+        const cJSON **v = malloc(n * sizeof(*v));
+        size_t k = 0;
+        bool dup = false;
+
+        if (!v)
+            abort();
+        for (c = node->child; c; c = c->next)
+            v[k++] = c;
+        qsort(v, n, sizeof(*v), key_cmp);
+        for (k = 1; k < n && !dup; k++)
+            if (strcmp(v[k - 1]->string, v[k]->string) == 0) {
+                sg_json_path_key(path, size, base, v[k]->string);
+                dup = true;
+            }
+        free(v);
+        if (dup)
+            return true;
+    }
+    n = 0;
+    for (c = node->child; c; c = c->next, n++) {
+        char sub[512];
+        if (cJSON_IsObject(node))
+            sg_json_path_key(sub, sizeof(sub), base, c->string);
+        else
+            sg_json_path_idx(sub, sizeof(sub), base, n);
+        if (find_duplicate(c, sub, path, size))
+            return true;
+    }
+    return false;
+}
+
 sg_json_t *sg_json_parse(const char *buf, size_t len, const sg_json_limits_t *lim, sg_err_t *err)
 {
     sg_json_limits_t def = SG_JSON_LIMITS_DEFAULT;
     const char *end = NULL;
+    char path[512];
     cJSON *root;
     int depth;
 
@@ -99,6 +222,14 @@ sg_json_t *sg_json_parse(const char *buf, size_t len, const sg_json_limits_t *li
     }
     if (!buf || len == 0) {
         sg_err_set(err, SG_ERRCLASS_POISON, "input.json.malformed", "message is empty");
+        return NULL;
+    }
+    /* cJSON would skip it; refused instead, so the producer hears of it
+     * (RFC 8259 8.1: a networked JSON text must not start with one). */
+    if (len >= 3 && memcmp(buf, "\xef\xbb\xbf", 3) == 0) {
+        sg_err_set(err, SG_ERRCLASS_POISON, "input.json.malformed",
+                   "message starts with a UTF-8 byte-order mark (U+FEFF), which JSON sent over "
+                   "a network must not have (RFC 8259 8.1)");
         return NULL;
     }
     if (!sg_json_utf8_valid(buf, len)) {
@@ -126,6 +257,21 @@ sg_json_t *sg_json_parse(const char *buf, size_t len, const sg_json_limits_t *li
                    root ? "trailing data after the JSON value at byte %zu"
                         : "JSON syntax error near byte %zu",
                    at);
+        return NULL;
+    }
+    if (find_nul_escape(buf, len, depth, path, sizeof(path))) {
+        cJSON_Delete(root);
+        sg_err_set(err, SG_ERRCLASS_POISON, "input.json.nul",
+                   "%s: a string holds the escape \\u0000 (NUL), which sagad does not accept "
+                   "(I-JSON, RFC 7493): it would cut the string there",
+                   path);
+        return NULL;
+    }
+    if (find_duplicate(root, "$", path, sizeof(path))) {
+        cJSON_Delete(root);
+        sg_err_set(err, SG_ERRCLASS_POISON, "input.json.duplicate_key",
+                   "%s: the member name appears more than once in its object (I-JSON, RFC 7493)",
+                   path);
         return NULL;
     }
     return root;

@@ -677,6 +677,51 @@ Test(dead_letters, a_dead_letter_postgresql_refuses_is_reduced_not_retried_for_e
     cr_expect(strstr(sgw.worker.err, "writing a reduced one"), "the worker says so");
 }
 
+/* Hostile but well-formed JSON that cJSON would have changed: an escaped
+ * NUL cut an id to its prefix (the saga ran as "nx1-nul", or was taken
+ * for a duplicate of an existing saga and silently acknowledged), and of
+ * two equal member names the worker checked the first while PostgreSQL
+ * kept the last.  Each is now dead-lettered whole, with the JSON path. */
+Test(dead_letters, nul_escapes_and_duplicate_names_are_dead_lettered_whole)
+{
+    static const char nul_id[] = "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"s-1\", "
+                                 "\"saga_id\": \"nx1-nul\\u0000tail\", \"name\": \"t\", "
+                                 "\"steps\": [{\"name\": \"a\", \"tool\": \"noop\"}]}";
+    static const char dup_of_existing[] =
+        "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-cx1\", "
+        "\"saga_id\": \"cx1\\u0000x\", \"name\": \"test\", "
+        "\"steps\": [{\"name\": \"a\", \"tool\": \"noop\"}]}";
+    static const char dup_name[] = "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"s-3\", "
+                                   "\"saga_id\": \"dn-1\", \"saga_id\": \"dn-2\", \"name\": "
+                                   "\"t\", \"steps\": [{\"name\": \"a\", \"tool\": \"noop\"}]}";
+    char text[512];
+
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_submit("cx1", "[{\"name\": \"a\", \"tool\": \"noop\"}]");
+    sgw_wait_status("cx1", "completed");
+    sgw_produce(sgw.topic_cmd, "nx1", nul_id, strlen(nul_id));
+    sgw_produce(sgw.topic_cmd, "cx1", dup_of_existing, strlen(dup_of_existing));
+    sgw_produce(sgw.topic_cmd, "dn", dup_name, strlen(dup_name));
+    sgw_wait_int(3, "SELECT count(*) FROM dead_letters");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text),
+                   "SELECT string_agg(error_code || ' ' || split_part(message, ':', 1), "
+                   "', ' ORDER BY id) FROM dead_letters"),
+        "input.json.nul $.saga_id, input.json.nul $.saga_id, "
+        "input.json.duplicate_key $.saga_id");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters WHERE payload = "
+                           "convert_to('%s', 'UTF8')",
+                           "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"s-1\", \"saga_id\": "
+                           "\"nx1-nul\\u0000tail\", \"name\": \"t\", \"steps\": "
+                           "[{\"name\": \"a\", \"tool\": \"noop\"}]}"),
+                 1, "the payload is kept byte for byte");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(saga_id, ',' ORDER BY saga_id) FROM sagas"),
+                     "cx1", "no saga ran under a cut or a doubled id");
+}
+
 /* ---- the held saga ---------------------------------------------------------- */
 
 /* reserve (reversible ledger), charge (fails in generation 1 until

@@ -667,3 +667,48 @@ Test(json, string_root_prints_escaped_and_can_be_adopted)
     free(text);
     sg_json_destroy(obj);
 }
+
+/* ---- I-JSON (RFC 7493) ---- */
+
+/* Parsing text fails with code, and the message names path. */
+static void expect_refused_at(const char *text, const char *code, const char *path)
+{
+    sg_err_t err;
+    sg_json_t *root = parse_bytes(text, strlen(text), NULL, &err);
+    char want[256];
+
+    cr_assert_null(root, "accepted, expected %s: %s", code, text);
+    cr_expect_str_eq(err.code, code, "%s", err.message);
+    snprintf(want, sizeof(want), "%s: ", path);
+    cr_expect_eq(strncmp(err.message, want, strlen(want)), 0, "expected %s first in: %s", path,
+                 err.message);
+}
+
+Test(json, an_escaped_nul_is_refused_with_its_path)
+{
+    /* the ids and names of the hostile messages that were read as their
+     * prefix: "nx1-nul" instead of "nx1-nul\u0000tail" */
+    expect_refused_at("{\"saga_id\": \"nx1-nul\\u0000tail\"}", "input.json.nul", "$.saga_id");
+    expect_refused_at("{\"steps\": [{\"name\": \"a\"}, {\"name\": \"a\\u0000\\u001b[31mred\"}]}",
+                      "input.json.nul", "$.steps[1].name");
+    expect_refused_at("{\"input\": {\"k\\u0000\": 1}}", "input.json.nul", "$.input.k");
+    expect_refused_at("[1, [2, \"\\u0000\"]]", "input.json.nul", "$[1][1]");
+    expect_refused_at("\"\\u0000\"", "input.json.nul", "$");
+    /* an escaped backslash followed by u0000 is six characters, not NUL */
+    sg_json_destroy(parse_ok("{\"a\": \"\\\\u0000\", \"b\": \"\\u0001 \\u00e9\"}"));
+}
+
+Test(json, a_duplicate_member_name_is_refused_with_its_path)
+{
+    expect_refused_at("{\"saga_id\": \"a\", \"saga_id\": \"b\"}", "input.json.duplicate_key",
+                      "$.saga_id");
+    expect_refused_at("{\"steps\": [{\"name\": \"a\", \"args\": {\"x\": 1, \"y\": 2, \"x\": 3}}]}",
+                      "input.json.duplicate_key", "$.steps[0].args.x");
+    /* the same name in different objects is fine */
+    sg_json_destroy(parse_ok("{\"a\": {\"x\": 1}, \"b\": {\"x\": 2}, \"x\": [{\"x\": 3}]}"));
+}
+
+Test(json, a_byte_order_mark_is_refused)
+{
+    REFUSED_LIT("\xef\xbb\xbf{\"v\": 1}", "input.json.malformed");
+}
