@@ -117,8 +117,16 @@ static void scan_path(char *out, size_t size, const scan_frame_t *f, int n, cons
 static bool find_nul_escape(const char *buf, size_t len, int depth, char *path, size_t size)
 {
     scan_frame_t f[depth + 1];
+    const char *b = memchr(buf, '\\', len);
     int n = 0;
 
+    /* Most messages hold no escape at all, and few a \u0000: only then is
+     * the path worth a scan. */
+    for (; b && !(b + 5 < buf + len && b[1] == 'u' && memcmp(b + 2, "0000", 4) == 0);
+         b = memchr(b + 1, '\\', (size_t)(buf + len - b - 1)))
+        ;
+    if (!b)
+        return false;
     for (size_t i = 0; i < len; i++) {
         char c = buf[i];
         if (c == '"') {
@@ -161,6 +169,29 @@ static int key_cmp(const void *a, const void *b)
     return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
 }
 
+/* Whether some object under node has two members of one name: the cheap
+ * question asked of every message (no path is built). */
+static bool has_duplicate(const cJSON *node)
+{
+    const cJSON *c;
+    size_t n = 0;
+
+    for (c = node->child; c; c = c->next)
+        n++;
+    if (cJSON_IsObject(node) && n > 1 && n <= 16) {
+        for (const cJSON *a = node->child; a; a = a->next)
+            for (c = a->next; c; c = c->next)
+                if (strcmp(a->string, c->string) == 0)
+                    return true;
+    } else if (cJSON_IsObject(node) && n > 1) {
+        return true; /* large: find_duplicate sorts, and answers */
+    }
+    for (c = node->child; c; c = c->next)
+        if ((cJSON_IsObject(c) || cJSON_IsArray(c)) && has_duplicate(c))
+            return true;
+    return false;
+}
+
 /* The path of the first object (depth first) with two members of one
  * name, and that name, into path; false when there is none. */
 static bool find_duplicate(const cJSON *node, const char *base, char *path, size_t size)
@@ -172,7 +203,15 @@ static bool find_duplicate(const cJSON *node, const char *base, char *path, size
         return false;
     for (c = node->child; c; c = c->next)
         n++;
-    if (cJSON_IsObject(node) && n > 1) {
+    if (cJSON_IsObject(node) && n > 1 && n <= 16) {
+        /* small objects, the usual ones: pairwise, nothing allocated */
+        for (const cJSON *a = node->child; a; a = a->next)
+            for (c = a->next; c; c = c->next)
+                if (strcmp(a->string, c->string) == 0) {
+                    sg_json_path_key(path, size, base, c->string);
+                    return true;
+                }
+    } else if (cJSON_IsObject(node) && n > 1) {
         const cJSON **v = malloc(n * sizeof(*v));
         size_t k = 0;
         bool dup = false;
@@ -267,7 +306,8 @@ sg_json_t *sg_json_parse(const char *buf, size_t len, const sg_json_limits_t *li
                    path);
         return NULL;
     }
-    if (find_duplicate(root, "$", path, sizeof(path))) {
+    if ((cJSON_IsObject(root) || cJSON_IsArray(root)) && has_duplicate(root) &&
+        find_duplicate(root, "$", path, sizeof(path))) {
         cJSON_Delete(root);
         sg_err_set(err, SG_ERRCLASS_POISON, "input.json.duplicate_key",
                    "%s: the member name appears more than once in its object (I-JSON, RFC 7493)",
