@@ -704,6 +704,17 @@ Test(json, a_duplicate_member_name_is_refused_with_its_path)
                       "$.saga_id");
     expect_refused_at("{\"steps\": [{\"name\": \"a\", \"args\": {\"x\": 1, \"y\": 2, \"x\": 3}}]}",
                       "input.json.duplicate_key", "$.steps[0].args.x");
+    /* a large object (sorted, not pairwise): with and without one */
+    {
+        char big[512];
+        size_t o = (size_t)snprintf(big, sizeof(big), "{\"a\": {");
+        for (int i = 0; i < 20; i++)
+            o += (size_t)snprintf(big + o, sizeof(big) - o, "\"k%d\": %d, ", i, i);
+        snprintf(big + o, sizeof(big) - o, "\"k7\": 0}}");
+        expect_refused_at(big, "input.json.duplicate_key", "$.a.k7");
+        snprintf(big + o, sizeof(big) - o, "\"k20\": 0}}");
+        sg_json_destroy(parse_ok(big));
+    }
     /* the same name in different objects is fine */
     sg_json_destroy(parse_ok("{\"a\": {\"x\": 1}, \"b\": {\"x\": 2}, \"x\": [{\"x\": 3}]}"));
 }
