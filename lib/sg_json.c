@@ -1,6 +1,7 @@
 #include "sagad/sg_json.h"
 
 #include <cJSON.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,6 +170,57 @@ static int key_cmp(const void *a, const void *b)
     return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
 }
 
+/* A number cJSON would not give back as it came: it keeps a double and
+ * prints 15 significant digits whenever they read back within
+ * DBL_EPSILON (cJSON 1.7), so 9007199254740991 would be sent on as
+ * 9007199254740990; and an integer beyond 2^53 - 1 may already have lost
+ * digits when it was read.  Such numbers are refused, not altered. */
+static bool number_altered(const cJSON *n)
+{
+    double d = n->valuedouble, back;
+    char text[40];
+
+    if (d == floor(d) && fabs(d) > 9007199254740991.0)
+        return true;
+    if (d == (double)n->valueint)
+        return false; /* printed as an int, exactly */
+    snprintf(text, sizeof(text), "%1.15g", d);
+    back = strtod(text, NULL);
+    /* Read back exactly: that is what goes out.  Not within DBL_EPSILON:
+     * cJSON then prints 17 digits, exactly too.  In between it would
+     * print these 15 digits, which are another number. */
+    return back != d && fabs(back - d) <= fmax(fabs(back), fabs(d)) * DBL_EPSILON;
+}
+
+static bool has_bad_number(const cJSON *node)
+{
+    for (const cJSON *c = node->child; c; c = c->next)
+        if ((cJSON_IsNumber(c) && number_altered(c)) ||
+            ((cJSON_IsObject(c) || cJSON_IsArray(c)) && has_bad_number(c)))
+            return true;
+    return false;
+}
+
+static bool find_bad_number(const cJSON *node, const char *base, char *path, size_t size)
+{
+    size_t n = 0;
+
+    for (const cJSON *c = node->child; c; c = c->next, n++) {
+        char sub[512];
+        if (cJSON_IsObject(node))
+            sg_json_path_key(sub, sizeof(sub), base, c->string);
+        else
+            sg_json_path_idx(sub, sizeof(sub), base, n);
+        if (cJSON_IsNumber(c) && number_altered(c)) {
+            snprintf(path, size, "%s", sub);
+            return true;
+        }
+        if ((cJSON_IsObject(c) || cJSON_IsArray(c)) && find_bad_number(c, sub, path, size))
+            return true;
+    }
+    return false;
+}
+
 /* Whether some object under node has two members of one name: the cheap
  * question asked of every message (no path is built). */
 static bool has_duplicate(const cJSON *node)
@@ -241,6 +293,24 @@ static bool find_duplicate(const cJSON *node, const char *base, char *path, size
             return true;
     }
     return false;
+}
+
+int sg_json_exact_numbers(const sg_json_t *root, sg_err_t *err)
+{
+    char path[512];
+
+    if (cJSON_IsNumber(root)
+            ? number_altered(root)
+            : has_bad_number(root) && find_bad_number(root, "$", path, sizeof(path))) {
+        if (cJSON_IsNumber(root))
+            snprintf(path, sizeof(path), "$");
+        return sg_err_set(err, SG_ERRCLASS_POISON, "input.json.number_range",
+                          "%s: a number sagad cannot pass on unchanged (an integer beyond "
+                          "+/-(2^53-1), or more than the 15 significant digits sagad prints "
+                          "back): send it as a string",
+                          path);
+    }
+    return 0;
 }
 
 sg_json_t *sg_json_parse(const char *buf, size_t len, const sg_json_limits_t *lim, sg_err_t *err)

@@ -50,7 +50,7 @@ void sg_submit_decode(const void *payload, size_t len, const sg_json_limits_t *l
     memset(out, 0, sizeof(*out));
     out->type = SG_CMD_POISON;
     out->doc = sg_json_parse(payload, len, lim, err);
-    if (!out->doc)
+    if (!out->doc || sg_json_exact_numbers(out->doc, err) < 0)
         return;
     if (!sg_json_is_object(out->doc)) {
         sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.type", "$: must be an object, got %s",

@@ -722,6 +722,34 @@ Test(dead_letters, nul_escapes_and_duplicate_names_are_dead_lettered_whole)
                      "cx1", "no saga ran under a cut or a doubled id");
 }
 
+/* An order id beyond 2^53 in a step's args: cJSON read it as a double,
+ * and the downstream received 1.7000000001234568e+18.  Now refused whole,
+ * naming the path; a saga with numbers that go out as they came runs. */
+Test(dead_letters, a_number_that_would_reach_the_downstream_changed_is_dead_lettered)
+{
+    char text[512];
+
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_submit("nr-1", "[{\"name\": \"a\", \"tool\": \"echo\", \"args\": {\"order\": "
+                       "1700000000123456789}}]");
+    sgw_submit("nr-2", "[{\"name\": \"a\", \"tool\": \"echo\", \"args\": {\"order\": "
+                       "170000000012345, \"amount\": 0.1}}]");
+    sgw_wait_status("nr-2", "completed");
+    sgw_wait_int(1, "SELECT count(*) FROM dead_letters");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT error_code || ' ' || split_part(message, ':', 1) "
+                                "FROM dead_letters"),
+                     "input.json.number_range $.steps[0].args.order");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM sagas WHERE saga_id = 'nr-1'"), 0,
+                 "the saga with the altered number did not run");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT (result->>'order') || ' ' || (result->>'amount') "
+                                "FROM steps WHERE saga_id = 'nr-2'"),
+                     "170000000012345 0.1", "numbers that fit go out as they came");
+}
+
 /* ---- the held saga ---------------------------------------------------------- */
 
 /* reserve (reversible ledger), charge (fails in generation 1 until

@@ -723,3 +723,45 @@ Test(json, a_byte_order_mark_is_refused)
 {
     REFUSED_LIT("\xef\xbb\xbf{\"v\": 1}", "input.json.malformed");
 }
+
+/* Parsing and the number check: fails with input.json.number_range at
+ * path. */
+static void expect_number_refused(const char *text, const char *path)
+{
+    sg_json_t *root = parse_ok(text);
+    sg_err_t err;
+    char want[256];
+
+    cr_expect_eq(sg_json_exact_numbers(root, &err), -1, "accepted: %s", text);
+    cr_expect_str_eq(err.code, "input.json.number_range");
+    snprintf(want, sizeof(want), "%s: ", path);
+    cr_expect_eq(strncmp(err.message, want, strlen(want)), 0, "expected %s first in: %s", path,
+                 err.message);
+    sg_json_destroy(root);
+}
+
+Test(json, a_number_that_would_go_out_changed_is_refused_with_its_path)
+{
+    static const char *const kept[] = {
+        "{\"a\": 0, \"b\": -1, \"c\": 2147483648, \"d\": 123456789012345, \"e\": 0.1, "
+        "\"f\": 1.5e-7, \"g\": 3998, \"h\": -4.25, \"i\": 0.12345678901234567}",
+        "[9007199254740990, -9007199254740990]",
+        "42",
+    };
+    sg_err_t err;
+
+    /* an order id in minor units beyond 2^53: read as 1700000000123456768,
+     * sent on as 1.7000000001234568e+18 */
+    expect_number_refused("{\"args\": {\"order\": 1700000000123456789}}", "$.args.order");
+    /* 2^53 - 1 itself: cJSON would print 9007199254740990 */
+    expect_number_refused("{\"input\": [1, 9007199254740991]}", "$.input[1]");
+    /* 15 digits would read back within DBL_EPSILON, so cJSON prints "1" */
+    expect_number_refused("{\"x\": 1.0000000000000002}", "$.x");
+    expect_number_refused("-18014398509481985", "$");
+    expect_number_refused("{\"big\": 1e300}", "$.big");
+    for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
+        sg_json_t *root = parse_ok(kept[i]);
+        cr_expect_eq(sg_json_exact_numbers(root, &err), 0, "%s: %s", kept[i], err.message);
+        sg_json_destroy(root);
+    }
+}

@@ -35,6 +35,15 @@ bool sg_json_utf8_valid(const char *buf, size_t len);
  * stops counting once it exceeds limit (returns limit + 1). */
 int sg_json_depth(const char *buf, size_t len, int limit);
 
+/* 0 when every number in root goes out as it came in; else -1 with err
+ * input.json.number_range (class poison) naming the path of the first
+ * that would not: an integer beyond +/-(2^53-1) (it may have lost digits
+ * when read), or a value sagad's printer (cJSON's, 15 significant digits
+ * when they read back within DBL_EPSILON) would give back as another
+ * double.  The command messages' contract (sg_submit_decode) applies it;
+ * other documents (the registry) do not need it. */
+int sg_json_exact_numbers(const sg_json_t *root, sg_err_t *err);
+
 /* Parses exactly buf[0..len).  On failure returns NULL and sets err (class
  * poison) to input.too_large, input.utf8.invalid, input.json.too_deep or
  * input.json.malformed (with the byte offset).  The caller owns the result
