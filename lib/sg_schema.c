@@ -223,13 +223,47 @@ static int kw_any(const sg_json_t *val, const char *path, int depth, sg_err_t *e
  * and \w, \s, \b or \1 as GNU extensions: refuse a backslash before a
  * letter or digit.  Non-ASCII is refused too: in the C locale the matcher
  * sees bytes, so [é] or é+ would not mean what they say. */
+/* Also refused, since glibc's regcomp copies a repeated part once per
+ * repetition and can take gigabytes for a few hundred bytes of pattern
+ * (found by fuzzing: "a+++...+"): a quantifier right after another, a
+ * bound above PATTERN_MAX_BOUND, more than PATTERN_MAX_BOUNDS bounds, and
+ * a pattern longer than PATTERN_MAX_LEN. */
+#define PATTERN_MAX_LEN    256
+#define PATTERN_MAX_BOUND  100
+#define PATTERN_MAX_BOUNDS 2
+
 static int pattern_portable(const char *p, const char *path, sg_err_t *err)
 {
+    bool after_quantifier = false;
+    int bounds = 0;
+
+    if (strlen(p) > PATTERN_MAX_LEN)
+        return invalid(err, path, "longer than %d characters", PATTERN_MAX_LEN);
     for (const char *s = p; *s; s++) {
         unsigned char c = (unsigned char)*s, next = (unsigned char)s[1];
 
         if (c >= 0x80)
             return invalid(err, path, "non-ASCII characters are not supported");
+        if (c == '*' || c == '+' || c == '?' || c == '{') {
+            if (after_quantifier)
+                return invalid(err, path,
+                               "a quantifier right after another (as in a++ or a{2}*) is not "
+                               "POSIX ERE");
+            if (c == '{') {
+                char *end;
+                long lo = strtol(s + 1, &end, 10), hi = lo;
+                if (*end == ',')
+                    hi = end[1] == '}' ? lo : strtol(end + 1, &end, 10); /* {n,}: n */
+                if (++bounds > PATTERN_MAX_BOUNDS)
+                    return invalid(err, path, "more than %d bounds {n,m}", PATTERN_MAX_BOUNDS);
+                if (lo > PATTERN_MAX_BOUND || hi > PATTERN_MAX_BOUND)
+                    return invalid(err, path, "a bound above {%d}", PATTERN_MAX_BOUND);
+                s = strchr(s, '}') ? strchr(s, '}') : s;
+            }
+            after_quantifier = true;
+            continue;
+        }
+        after_quantifier = false;
         if (c != '\\')
             continue;
         if ((next >= '0' && next <= '9') || (next >= 'a' && next <= 'z') ||

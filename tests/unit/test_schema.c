@@ -501,6 +501,31 @@ Test(schema, perl_escapes_and_non_ascii_patterns_are_refused)
     VALID("{'pattern':'^\\\\$[0-9]+\\\\.[0-9]{2}$'}", "'$12.50'");
 }
 
+/* glibc's regcomp copies a repeated part once per repetition: the fuzzer
+ * found a 151-byte pattern ("a+++...") that took over 2 GB.  Patterns that
+ * could are refused at load; ordinary ones still pass. */
+Test(schema, patterns_that_could_blow_up_regcomp_are_refused)
+{
+    refused("{'pattern':'^a++$'}", "$.tools.reserve.args.pattern: a quantifier right after "
+                                   "another (as in a++ or a{2}*) is not POSIX ERE");
+    refused("{'pattern':'(ab){2}*'}", "$.tools.reserve.args.pattern: a quantifier right after "
+                                      "another (as in a++ or a{2}*) is not POSIX ERE");
+    refused("{'pattern':'a{1000}'}", "$.tools.reserve.args.pattern: a bound above {100}");
+    refused("{'pattern':'a{1,1000}'}", "$.tools.reserve.args.pattern: a bound above {100}");
+    refused("{'pattern':'(a{9}){9}b{9}'}",
+            "$.tools.reserve.args.pattern: more than 2 bounds {n,m}");
+    VALID("{'pattern':'^[A-Z]{2}-[0-9]{3,}$'}", "'AB-1234'");
+    VALID("{'pattern':'^a\\\\+\\\\+$'}", "'a++'");
+    {
+        char long_pattern[300];
+        memset(long_pattern, 'a', 257);
+        long_pattern[257] = '\0';
+        char schema[400];
+        snprintf(schema, sizeof(schema), "{'pattern':'%s'}", long_pattern);
+        refused(schema, "$.tools.reserve.args.pattern: longer than 256 characters");
+    }
+}
+
 /* Level n of a schema nested through items, n levels in all. */
 static char *nested_schema(int levels)
 {
