@@ -62,10 +62,10 @@ TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/support/*.c))
 BUILD_DEB_PKGS := gcc g++ make pkg-config curl ca-certificates libssl-dev zlib1g-dev libzstd-dev \
                   libpq-dev libcjson-dev libcurl4-openssl-dev libmicrohttpd-dev
 DEB_PKGS := $(BUILD_DEB_PKGS) procps libcriterion-dev postgresql openjdk-17-jre-headless maven \
-            kcat clang-format python3-jsonschema python3-venv gdb
+            kcat clang-format python3-jsonschema python3-venv gdb clang-14 libclang-rt-14-dev
 
 # The entry targets (below) install the packages before they build.
-ENTRY_GOALS := demo test bench up test-unit test-integration test-asan test-faults
+ENTRY_GOALS := demo test bench up test-unit test-integration test-asan test-faults fuzz
 
 # A build without its packages stops here, naming the Debian packages and
 # what to type, not later with a compiler's "cJSON.h: No such file".  The
@@ -90,7 +90,7 @@ endif
 endif
 
 
-.PHONY: docs docs-check bench schemas-check structure-check image-check k8s-check
+.PHONY: docs docs-check bench schemas-check structure-check image-check k8s-check fuzz fuzz-build
 .PHONY: all help deps deps-build up down demo demo-stop test test-unit test-integration test-asan test-faults tests \
         format format-check clean
 
@@ -105,6 +105,7 @@ help:
 	@echo "make test       unit + integration tests, then again under ASan/UBSan, the docs, schema, image and k8s checks, then the fault suite"
 	@echo "make test-asan  only the sanitizer run"
 	@echo "make test-faults  relay under broker and PostgreSQL restarts (private services)"
+	@echo "make fuzz       each libFuzzer target for FUZZ_SECONDS (default 180): executions/s and findings"
 	@echo "make bench      relay, worker and http-tool figures beside their raw floors"
 	@echo "make format-check  check .clang-format conformance"
 	@echo "make schemas-check schemas/, their fixtures and the error-code registry vs the C sources"
@@ -229,11 +230,12 @@ up:
 # test: the format and generated-docs checks, unit tests, integration tests
 # against the local services (started if needed and stopped again only if
 # this run started them), then the same tests built with AddressSanitizer
-# and UBSan, then the fault suite.
+# and UBSan, then the fault suite, then each fuzz target for 60 s.
 test: tests format-check structure-check docs-check schemas-check image-check k8s-check
 	$(MAKE) --no-print-directory BUILD=build/asan BINDIR=build/asan/bin SAN=1 tests
 	tests/run.sh $(BUILD) build/asan
 	tests/faults/run.sh
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=60
 
 test-unit: tests
 	$(UNIT_TEST)
@@ -253,10 +255,41 @@ test-faults: all
 # bench: throughput and latency beside the raw floors (not a test).
 bench: all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_HTTP) $(BENCH_DLQ)
 	tests/bench/run.sh
+
+fuzz: fuzz-build
+	tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_DIR) $(FUZZ_TARGETS)
 endif
 
 demo-stop:
 	examples/demo.sh stop
+
+# fuzz: libFuzzer targets (clang, with ASan and UBSan) for every decoder a
+# producer or a downstream reaches: command messages and saga.start
+# validation, the tool registry, args schemas, a tool's answer.  Each runs
+# FUZZ_SECONDS (default 180) from its committed seeds (tests/fuzz/run.sh);
+# make test runs them 60 s each.
+FUZZ_CC      ?= clang-14
+FUZZ_SECONDS ?= 180
+FUZZ_DIR     := build/fuzz
+FUZZ_TARGETS := submit registry schema result
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS   = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -g -O1 $(FUZZ_SAN) \
+                -Ilib/include $(PKG_CFLAGS) -MMD -MP
+FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FUZZ_DIR)/%.o) $(FUZZ_DIR)/worker/worker_call.o
+
+$(FUZZ_DIR)/%.o: %.c $(RDKAFKA_STAMP)
+	@command -v $(FUZZ_CC) >/dev/null || { echo "fuzz: $(FUZZ_CC) not found: make deps installs clang-14 and libclang-rt-14-dev" >&2; exit 1; }
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+$(FUZZ_DIR)/libfuzzsagad.a: $(FUZZ_LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_DIR)/libfuzzsagad.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS_ALL)
+
+fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
 
 # The config reference, the sample config file and the metrics reference
 # are generated from the config table and the metrics catalog; docs-check

@@ -336,24 +336,34 @@ static void register_secrets(const sg_json_t *node, const char *key)
 sg_registry_t *sg_registry_load(const char *path, const sg_config_t *cfg,
                                 const sg_registry_hooks_t *hooks, sg_err_t *err)
 {
+    size_t len = 0;
+    char *text = read_file(path, &len, err);
+    sg_registry_t *reg;
+
+    if (!text)
+        return NULL;
+    reg = sg_registry_parse(path, text, len, cfg, hooks, err);
+    free(text);
+    return reg;
+}
+
+sg_registry_t *sg_registry_parse(const char *path, const char *text, size_t len,
+                                 const sg_config_t *cfg, const sg_registry_hooks_t *hooks,
+                                 sg_err_t *err)
+{
     static const sg_json_limits_t lim = {REGISTRY_MAX_BYTES, 64};
     static const char *const known[] = {"v", "tools", "description", NULL};
     sg_registry_t *reg = calloc(1, sizeof(*reg));
     const sg_json_t *tools = NULL;
     int64_t v = 0;
-    size_t len = 0, n = 0;
-    char *text;
+    size_t n = 0;
 
     if (!reg)
         abort();
     reg->path = strdup(path);
     if (hooks)
         reg->hooks = *hooks;
-    text = read_file(path, &len, err);
-    if (!text)
-        goto err;
     reg->doc = sg_json_parse(text, len, &lim, err);
-    free(text);
     if (!reg->doc) {
         with_file(err, path);
         goto err;

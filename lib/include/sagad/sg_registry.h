@@ -98,6 +98,11 @@ typedef struct sg_registry_s {
 sg_registry_t *sg_registry_load(const char *path, const sg_config_t *cfg,
                                 const sg_registry_hooks_t *hooks, sg_err_t *err)
     __attribute__((warn_unused_result));
+/* The same from the file's text (text[0..len), path only names it in
+ * errors): what sg_registry_load does after reading the file. */
+sg_registry_t *sg_registry_parse(const char *path, const char *text, size_t len,
+                                 const sg_config_t *cfg, const sg_registry_hooks_t *hooks,
+                                 sg_err_t *err) __attribute__((warn_unused_result));
 /* Releases every tool through the hooks, then frees; NULL is a no-op. */
 void sg_registry_destroy(sg_registry_t *reg);
 const sg_tool_t *sg_registry_find(const sg_registry_t *reg, const char *name);
