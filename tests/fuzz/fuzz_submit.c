@@ -35,7 +35,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argc;
     (void)argv;
     if (!fp) {
-        fprintf(stderr, "fuzz_submit: run from the repository root (examples/checkout/tools.json)\n");
+        fprintf(stderr,
+                "fuzz_submit: run from the repository root (examples/checkout/tools.json)\n");
         abort();
     }
     cfg = sg_config_new();
