@@ -255,15 +255,8 @@ static bool find_duplicate(const cJSON *node, const char *base, char *path, size
         return false;
     for (c = node->child; c; c = c->next)
         n++;
-    if (cJSON_IsObject(node) && n > 1 && n <= 16) {
-        /* small objects, the usual ones: pairwise, nothing allocated */
-        for (const cJSON *a = node->child; a; a = a->next)
-            for (c = a->next; c; c = c->next)
-                if (strcmp(a->string, c->string) == 0) {
-                    sg_json_path_key(path, size, base, c->string);
-                    return true;
-                }
-    } else if (cJSON_IsObject(node) && n > 1) {
+    /* Only asked once has_duplicate found one: sorting is fine here. */
+    if (cJSON_IsObject(node) && n > 1) {
         const cJSON **v = malloc(n * sizeof(*v));
         size_t k = 0;
         bool dup = false;

@@ -57,8 +57,13 @@ static size_t utf8_len(const unsigned char *u, size_t n)
 
 char *sg_text_visible(const char *s, bool lines)
 {
-    const unsigned char *u = (const unsigned char *)s;
-    size_t n = strlen(s), o = 0;
+    return sg_text_visible_n(s, strlen(s), lines);
+}
+
+char *sg_text_visible_n(const void *bytes, size_t n, bool lines)
+{
+    const unsigned char *u = bytes;
+    size_t o = 0;
     char *out = malloc(4 * n + 1);
 
     if (!out)

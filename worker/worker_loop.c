@@ -1477,7 +1477,7 @@ static void poison_single(loop_t *L, worker_cmd_t *c, const sg_err_t *why)
         c->dl_minimal = true;
         sg_log(SG_LOG_WARN, &ctx,
                "PostgreSQL refused this message's dead letter %d times; writing a reduced one "
-               "(its headers left out, its message in ASCII): %s",
+               "(its headers left out, its message escaped): %s",
                c->dl_refused, err.message);
         if (run_txn(L, &c, 1, &err) == 0) {
             after_commit(L, &c, 1);

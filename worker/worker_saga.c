@@ -9,8 +9,8 @@
  * The one place where retry / compensate / dead-letter is decided for a
  * call's outcome is on_failure(); a forward step that fails for good goes
  * through step_failed(), a compensation through comp_failed(). */
-#include <stdarg.h>
 #include <assert.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "sagad/sg_log.h"
+#include "sagad/sg_text.h"
 #include "sagad/sg_version.h"
 #include "worker.h"
 
@@ -65,10 +66,13 @@ const char worker_sql_load[] =
  * decision on that saga could be right. */
 static void status_of(const char *saga_id, int step, int parsed)
 {
+    char idx[16];
+
     if (parsed == 0)
         return;
+    snprintf(idx, sizeof(idx), "%d", step);
     sg_log_kv(SG_LOG_ERROR, "unknown status in the database: is the schema newer than this worker?",
-              "saga_id", saga_id, "step", step < 0 ? "-" : "a step", NULL);
+              "saga_id", saga_id, "step", step < 0 ? "-" : idx, NULL);
     abort();
 }
 
@@ -307,17 +311,6 @@ static char *msg_headers_json(const sg_kafka_msg_t *msg)
     return text;
 }
 
-/* The reduced dead letter's message: "reduced dead letter: " and text in
- * printable ASCII, every other byte as "?". */
-static void ascii_message(char *out, size_t size, const char *text)
-{
-    size_t o = (size_t)snprintf(out, size, "reduced dead letter (headers left out): ");
-
-    for (; *text && o + 1 < size; text++)
-        out[o++] = *text >= 0x20 && *text < 0x7f ? *text : '?';
-    out[o < size ? o : size - 1] = '\0';
-}
-
 /* Writes a dead letter (ledger row + DLQ message, one statement) for cmd's
  * message.  step < 0 when no step is concerned.  The trail is every
  * attempt row of (saga, step, phase, generation), read in the same
@@ -392,12 +385,17 @@ static void dead_letter(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, int
     payload = sg_kafka_msg_payload(cmd->msg, &len);
     payload64 = base64(payload ? payload : "", payload ? len : 0);
     /* The reduced dead letter (worker_loop.c's last resort) keeps what
-     * surely fits: no headers, the message in printable ASCII. */
+     * surely fits: no headers, and the message with every control
+     * character and byte that is not UTF-8 written \xHH. */
     headers = cmd->dl_minimal ? NULL : msg_headers_json(cmd->msg);
-    if (cmd->dl_minimal)
-        ascii_message(message, sizeof(message), err->message);
-    else
+    if (cmd->dl_minimal) {
+        char *shown = sg_text_visible(err->message, false);
+        snprintf(message, sizeof(message), "reduced dead letter (headers left out): %.*s",
+                 (int)sg_utf8_cut(shown, sizeof(err->message)), shown);
+        free(shown);
+    } else {
         snprintf(message, sizeof(message), "%s", err->message);
+    }
     {
         const char *params[] = {err->code,
                                 sg_errclass_name(err->cls),
@@ -784,22 +782,14 @@ static void random_traceparent(worker_t *w, char *out, size_t size)
 static void bad_traceparent(const worker_cmd_t *cmd, const void *h, size_t hlen, const char *tp)
 {
     sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
-    char seen[4 * 64 + 1];
-    size_t o = 0;
+    char *seen = sg_text_visible_n(h, hlen < 64 ? hlen : 64, false);
 
-    for (size_t i = 0; i < hlen && i < 64; i++) {
-        unsigned char c = ((const unsigned char *)h)[i];
-        if (c >= 0x20 && c < 0x7f && c != '\\')
-            seen[o++] = (char)c;
-        else
-            o += (size_t)snprintf(seen + o, sizeof(seen) - o, "\\x%02x", c);
-    }
-    seen[o] = '\0';
     ctx.saga_id = cmd->dec.saga_id;
     sg_log(SG_LOG_WARN, &ctx,
            "traceparent header is not W3C trace context (%zu bytes: %s%s); the saga gets a new "
            "one: %s",
            hlen, seen, hlen > 64 ? "..." : "", tp);
+    free(seen);
 }
 
 const char *worker_cmd_definition(worker_cmd_t *cmd)

@@ -57,3 +57,11 @@ Test(text, what_producers_sent_is_shown_not_obeyed)
                         "2J \\xff\\xfe");
     free(v);
 }
+
+Test(text, bytes_with_a_nul_are_shown_whole)
+{
+    char *v = sg_text_visible_n("ab\0c\r", 5, false);
+
+    cr_expect_str_eq(v, "ab\\x00c\\x0d");
+    free(v);
+}

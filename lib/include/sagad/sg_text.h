@@ -17,6 +17,8 @@ size_t sg_utf8_cut(const char *s, size_t max);
  * U+0080-U+009F and bytes that are not UTF-8 become \xHH; other UTF-8
  * is kept.  For people's output only: --json stays exact. */
 char *sg_text_visible(const char *s, bool lines);
+/* The same for n bytes that may hold NUL (shown as \x00). */
+char *sg_text_visible_n(const void *bytes, size_t n, bool lines);
 
 /* Copies s into out (out_size > 0), cut with sg_utf8_cut; returns out. */
 char *sg_text_copy(char *out, size_t out_size, const char *s);
