@@ -265,17 +265,19 @@ demo-stop:
 
 # fuzz: libFuzzer targets (clang, with ASan and UBSan) for every decoder a
 # producer or a downstream reaches: command messages and saga.start
-# validation, the tool registry, args schemas, a tool's answer.  Each runs
+# validation, the tool registry, args schemas, a tool's answer, and how an
+# HTTP answer is classified.  Each runs
 # FUZZ_SECONDS (default 180) from its committed seeds (tests/fuzz/run.sh);
 # make test runs them 60 s each.
 FUZZ_CC      ?= clang-14
 FUZZ_SECONDS ?= 180
 FUZZ_DIR     := build/fuzz
-FUZZ_TARGETS := submit registry schema result
+FUZZ_TARGETS := submit registry schema result http
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS   = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -g -O1 $(FUZZ_SAN) \
                 -Ilib/include $(PKG_CFLAGS) -MMD -MP
-FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FUZZ_DIR)/%.o) $(FUZZ_DIR)/worker/worker_call.o
+FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FUZZ_DIR)/%.o) $(FUZZ_DIR)/worker/worker_call.o \
+                 $(FUZZ_DIR)/worker/worker_http_answer.o
 
 $(FUZZ_DIR)/%.o: %.c $(RDKAFKA_STAMP)
 	@command -v $(FUZZ_CC) >/dev/null || { echo "fuzz: $(FUZZ_CC) not found: make deps installs clang-14 and libclang-rt-14-dev" >&2; exit 1; }
@@ -287,7 +289,7 @@ $(FUZZ_DIR)/libfuzzsagad.a: $(FUZZ_LIB_OBJS)
 	ar rcs $@ $^
 
 $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_DIR)/libfuzzsagad.a
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS_ALL)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_DIR)/libfuzzsagad.a $(LDLIBS_ALL)
 
 fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
 

@@ -7,45 +7,71 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sagad/sg_text.h"
+
 /* Integers above 2^53 cannot round-trip through cJSON's double. */
 #define JSON_INT_MAX 9007199254740992.0
 
 bool sg_json_utf8_valid(const char *buf, size_t len)
 {
-    const unsigned char *s = (const unsigned char *)buf;
-    size_t i = 0;
+    return sg_utf8_valid(buf, len);
+}
 
-    while (i < len) {
-        unsigned char c = s[i];
-        size_t n;
-        uint32_t cp;
+/* Counts the digits of the number token at buf[*i] and returns its
+ * decimal exponent, saturated: where its first digit stands (int_digits
+ * + exponent) and how far its last one does (frac_digits - exponent). */
+static void number_extent(const char *buf, size_t len, size_t *i, long *high, long *low)
+{
+    long ints = 0, fracs = 0, exp = 0;
+    bool neg = false;
 
-        if (c == 0)
-            return false;
-        if (c < 0x80) {
+    if (*i < len && buf[*i] == '-')
+        (*i)++;
+    for (; *i < len && buf[*i] >= '0' && buf[*i] <= '9'; (*i)++)
+        ints++;
+    if (*i < len && buf[*i] == '.')
+        for ((*i)++; *i < len && buf[*i] >= '0' && buf[*i] <= '9'; (*i)++)
+            fracs++;
+    if (*i < len && (buf[*i] == 'e' || buf[*i] == 'E')) {
+        (*i)++;
+        if (*i < len && (buf[*i] == '+' || buf[*i] == '-'))
+            neg = buf[(*i)++] == '-';
+        for (; *i < len && buf[*i] >= '0' && buf[*i] <= '9'; (*i)++)
+            if (exp < 100000000)
+                exp = exp * 10 + (buf[*i] - '0');
+    }
+    if (neg)
+        exp = -exp;
+    *high = ints + exp;
+    *low = fracs - exp;
+}
+
+bool sg_json_numbers_fit_pg(const char *buf, size_t len)
+{
+    bool in_str = false;
+
+    for (size_t i = 0; i < len;) {
+        char c = buf[i];
+        long high, low;
+
+        if (in_str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = false;
             i++;
-            continue;
-        }
-        if ((c & 0xe0) == 0xc0)
-            n = 1, cp = c & 0x1f;
-        else if ((c & 0xf0) == 0xe0)
-            n = 2, cp = c & 0x0f;
-        else if ((c & 0xf8) == 0xf0)
-            n = 3, cp = c & 0x07;
-        else
-            return false;
-        if (len - i <= n) /* truncated sequence */
-            return false;
-        for (size_t k = 1; k <= n; k++) {
-            if ((s[i + k] & 0xc0) != 0x80)
+        } else if (c == '"') {
+            in_str = true;
+            i++;
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            number_extent(buf, len, &i, &high, &low);
+            /* numeric holds 131,072 digits before the point and 16,383
+             * after; kept well inside both. */
+            if (high > 131000 || low > 16000)
                 return false;
-            cp = (cp << 6) | (s[i + k] & 0x3f);
+        } else {
+            i++;
         }
-        /* Overlong forms, surrogates and code points past U+10FFFF. */
-        if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-            (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-            return false;
-        i += n + 1;
     }
     return true;
 }
@@ -608,6 +634,11 @@ void sg_json_add_int(sg_json_t *obj, const char *key, int64_t val)
     }
     snprintf(text, sizeof(text), "%lld", (long long)val);
     oom_check(cJSON_AddRawToObject(obj, key, text));
+}
+
+void sg_json_add_raw(sg_json_t *obj, const char *key, const char *json_text)
+{
+    oom_check(cJSON_AddRawToObject(obj, key, json_text));
 }
 
 void sg_json_add_bool(sg_json_t *obj, const char *key, bool val)

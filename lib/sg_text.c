@@ -55,6 +55,51 @@ static size_t utf8_len(const unsigned char *u, size_t n)
     return len;
 }
 
+bool sg_utf8_valid(const void *bytes, size_t n)
+{
+    const unsigned char *u = bytes;
+
+    for (size_t i = 0, len; i < n; i += len)
+        if (u[i] == 0 || (len = utf8_len(u + i, n - i)) == 0)
+            return false;
+    return true;
+}
+
+char *sg_base64_tagged(const void *bytes, size_t n)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *p = bytes;
+    char *out = malloc(7 + 4 * ((n + 2) / 3) + 1), *o = out;
+
+    if (!out)
+        abort();
+    memcpy(o, "base64:", 7);
+    o += 7;
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0) |
+                     (i + 2 < n ? p[i + 2] : 0);
+        *o++ = tab[v >> 18 & 63];
+        *o++ = tab[v >> 12 & 63];
+        *o++ = i + 1 < n ? tab[v >> 6 & 63] : '=';
+        *o++ = i + 2 < n ? tab[v & 63] : '=';
+    }
+    *o = '\0';
+    return out;
+}
+
+char *sg_text_or_base64(const void *bytes, size_t n)
+{
+    char *out;
+
+    if (!sg_utf8_valid(bytes, n) || (n >= 7 && memcmp(bytes, "base64:", 7) == 0))
+        return sg_base64_tagged(bytes, n);
+    if (!(out = malloc(n + 1)))
+        abort();
+    memcpy(out, bytes, n);
+    out[n] = '\0';
+    return out;
+}
+
 char *sg_text_visible(const char *s, bool lines)
 {
     return sg_text_visible_n(s, strlen(s), lines);

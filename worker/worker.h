@@ -5,6 +5,7 @@
  *   worker_call.c      a call's request document and normalised outcome
  *   worker_builtin.c   the builtin adapter (noop, echo, fail, sleep, ledger, crash)
  *   worker_http.c      the http adapter: libcurl, one multi-handle thread
+ *   worker_http_answer.c  what an HTTP status, body and Retry-After mean
  *   worker_exec.c      the exec adapter: a child process per call
  *   worker_breaker.c   the circuit breaker of each http and exec tool
  *   worker_pool.c      threads that run tool calls, with per-tool limits
@@ -111,6 +112,12 @@ extern const worker_adapter_t worker_builtin_adapter;
 extern const worker_adapter_t worker_http_adapter;
 extern const worker_adapter_t worker_exec_adapter;
 
+/* Fills out from an HTTP answer that arrived whole: status, body[0..len)
+ * (at most max bytes) and the Retry-After header's value ("" if none).
+ * The http adapter's outcome table (worker_http_answer.c). */
+void worker_http_answer(worker_result_t *out, const char *tool, long status, const char *body,
+                        size_t len, size_t max, const char *retry_after);
+
 /* Calls every adapter's stop hook (pool shutdown). */
 void worker_adapters_stop(void);
 
@@ -151,9 +158,9 @@ void worker_result_clear(worker_result_t *out);
 /* The request document of a call, as the http adapter sends it and the
  * exec adapter writes it to stdin (docs/ADAPTERS.md); caller frees. */
 char *worker_request_json(const worker_call_t *call);
-/* Sets out->data from a tool's answer buf[0..len): the JSON text when it
- * is JSON (at most max bytes), else one JSON string holding the text;
- * nothing when empty or not UTF-8. */
+/* Sets out->data from a tool's answer buf[0..len), without loss: the JSON
+ * text when it is JSON jsonb holds exactly (at most max bytes), else one
+ * JSON string holding the bytes (sg_text_or_base64); nothing when empty. */
 void worker_result_data(worker_result_t *out, const char *buf, size_t len, size_t max);
 
 /* ---- the call pool ----------------------------------------------------- */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sagad/sg_text.h"
 #include "worker.h"
 
 void worker_result_clear(worker_result_t *out)
@@ -49,6 +50,12 @@ char *worker_request_json(const worker_call_t *call)
     return text;
 }
 
+/* A tool's answer is kept whole, whatever it holds: JSON that jsonb can
+ * hold exactly (sagad's parser accepts it, and its numbers fit numeric)
+ * is kept as it came; anything else (not JSON, a NUL escape, duplicate
+ * names, a number past numeric's range, bytes that are not UTF-8) is
+ * kept as one JSON string, in sg_text_or_base64's lossless form.  Only
+ * an empty answer keeps nothing (the step's result is then null). */
 void worker_result_data(worker_result_t *out, const char *buf, size_t len, size_t max)
 {
     sg_json_limits_t lim = {max, 64};
@@ -61,15 +68,13 @@ void worker_result_data(worker_result_t *out, const char *buf, size_t len, size_
         return;
     if ((doc = sg_json_parse(buf, len, &lim, NULL))) {
         sg_json_destroy(doc);
-        out->data = strndup(buf, len);
-        return;
+        if (sg_json_numbers_fit_pg(buf, len)) {
+            if (!(out->data = strndup(buf, len)))
+                abort();
+            return;
+        }
     }
-    if (!sg_json_utf8_valid(buf, len))
-        return;
-    /* Text that is not JSON is kept as one JSON string. */
-    text = strndup(buf, len);
-    if (!text)
-        abort();
+    text = sg_text_or_base64(buf, len);
     doc = sg_json_new_str(text);
     out->data = sg_json_print(doc);
     sg_json_destroy(doc);

@@ -10,23 +10,7 @@
  * (values may hold ${env:NAME}, resolved at load and never logged),
  * connect_timeout_ms, tls_verify, ca_path, max_response_bytes.
  *
- * Outcome mapping (the only place it is decided):
- *   2xx                       ok; a JSON body is the data, other text a string
- *   408, 425, 5xx             transient  tool.http.<status>
- *   429                       throttled  tool.http.429
- *   other 3xx/4xx             permanent  tool.http.<status> (redirects are
- *                             not followed: a POST must not wander off)
- *   no answer in time         timeout    tool.timeout (retry, same key)
- *   no connection             transient  tool.http.connect (nothing sent)
- *   broken exchange           transient  tool.http.io
- *   certificate refused       permanent  tool.http.tls
- *   body over the cap         permanent  tool.http.response_too_large
- * A downstream body {"error_code", "retriable", "message"} can move a
- * status between retriable and not: tool.downstream.retriable (transient)
- * and tool.downstream.rejected (permanent); its own error_code is kept in
- * the message and the data, never made into one of our codes (ours are a
- * closed, registered set).  Retry-After (seconds or an HTTP-date) sets
- * retry_after_ms. */
+ * What an answer means for the call is decided in worker_http_answer.c. */
 #include <ctype.h>
 #include <curl/curl.h>
 #include <stdio.h>
@@ -41,8 +25,6 @@
 #include "sagad/sg_version.h"
 #include "sagad/sg_mask.h"
 #include "worker.h"
-
-#define RETRY_AFTER_MAX_MS (24LL * 3600 * 1000)
 
 typedef struct http_tool_s {
     char *method;
@@ -386,24 +368,6 @@ static size_t on_header(char *buf, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
-/* Retry-After as milliseconds from now: delta-seconds or an HTTP-date;
- * 0 when absent, past or unreadable. */
-static int64_t retry_after_ms(const char *v)
-{
-    int64_t ms = 0;
-
-    if (!*v)
-        return 0;
-    if (strspn(v, "0123456789") == strlen(v)) {
-        ms = strlen(v) > 9 ? RETRY_AFTER_MAX_MS : strtoll(v, NULL, 10) * 1000;
-    } else {
-        time_t t = curl_getdate(v, NULL);
-        if (t != (time_t)-1)
-            ms = ((int64_t)t - (int64_t)time(NULL)) * 1000;
-    }
-    return ms < 0 ? 0 : ms > RETRY_AFTER_MAX_MS ? RETRY_AFTER_MAX_MS : ms;
-}
-
 static struct curl_slist *add_header(struct curl_slist *list, const char *name, const char *value)
 {
     char line[512];
@@ -498,54 +462,6 @@ static CURL *make_easy(http_xfer_t *x, const sg_tool_t *tool)
 
 /* ---- the outcome ------------------------------------------------------- */
 
-static sg_errclass_t status_class(long status)
-{
-    if (status == 429)
-        return SG_ERRCLASS_THROTTLED;
-    if (status == 408 || status == 425 || status >= 500)
-        return SG_ERRCLASS_TRANSIENT;
-    return SG_ERRCLASS_PERMANENT;
-}
-
-/* A non-2xx answer, refined by a downstream error body when there is one. */
-static void map_status(http_xfer_t *x, long status)
-{
-    worker_result_t *out = x->out;
-    sg_errclass_t cls = status_class(status);
-    sg_json_t *doc = NULL;
-    const char *dcode = NULL, *dmsg = NULL;
-    bool dretry = false;
-    char code[32];
-
-    if (status < 300 || status > 599) {
-        worker_result_error(out, SG_ERRCLASS_TRANSIENT, "tool.http.io",
-                            "HTTP status %ld from tool %s is not one HTTP defines", status,
-                            x->call->tool->name);
-        return;
-    }
-    snprintf(code, sizeof(code), "tool.http.%ld", status);
-    if (x->resp_len)
-        doc = sg_json_parse(x->resp, x->resp_len, NULL, NULL);
-    dcode = sg_json_string(sg_json_member(doc, "error_code"));
-    dmsg = sg_json_string(sg_json_member(doc, "message"));
-    if (dcode && sg_json_get_bool(doc, "$", "retriable", true, &dretry, NULL) == 0) {
-        if (dretry && cls == SG_ERRCLASS_PERMANENT) {
-            cls = SG_ERRCLASS_TRANSIENT;
-            snprintf(code, sizeof(code), "%s", "tool.downstream.retriable");
-        } else if (!dretry && cls != SG_ERRCLASS_PERMANENT) {
-            cls = SG_ERRCLASS_PERMANENT;
-            snprintf(code, sizeof(code), "%s", "tool.downstream.rejected");
-        }
-        worker_result_error(out, cls, code, "HTTP %ld from tool %s: %s (retriable: %s): %s", status,
-                            x->call->tool->name, dcode, dretry ? "true" : "false",
-                            dmsg ? dmsg : "");
-    } else {
-        worker_result_error(out, cls, code, "HTTP %ld from tool %s", status, x->call->tool->name);
-    }
-    sg_json_destroy(doc);
-    out->retry_after_ms = retry_after_ms(x->retry_after);
-}
-
 static void map_curl_error(http_xfer_t *x, CURLcode rc)
 {
     worker_result_t *out = x->out;
@@ -600,15 +516,13 @@ static void complete(http_xfer_t *x, CURLcode rc)
 
     if (rc != CURLE_OK) {
         map_curl_error(x, rc);
+        if (!x->too_large)
+            worker_result_data(x->out, x->resp, x->resp_len, x->max);
     } else {
         curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
-        if (status >= 200 && status < 300)
-            x->out->status = WORKER_OK;
-        else
-            map_status(x, status);
+        worker_http_answer(x->out, x->call->tool->name, status, x->resp, x->resp_len, x->max,
+                           x->retry_after);
     }
-    if (!x->too_large)
-        worker_result_data(x->out, x->resp, x->resp_len, x->max);
     xfer_done(x);
 }
 

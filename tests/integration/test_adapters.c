@@ -672,6 +672,54 @@ Test(exec, exit_75_is_retried_and_text_output_is_kept_as_a_string)
                      "done on attempt 2\n", "non-JSON stdout is kept as a string");
 }
 
+/* A successful call whose answer PostgreSQL's jsonb cannot hold as it
+ * came (a \u0000 escape, bytes that are not UTF-8, duplicate names, a
+ * number past numeric's range) still succeeded: the step is recorded
+ * succeeded with the answer kept whole as a string, and an integer too
+ * large for a double is kept exact. */
+Test(exec, answers_jsonb_cannot_hold_are_kept_whole_and_the_step_succeeds)
+{
+    static const char *const answers[] = {
+        "{\\\"a\\\": \\\"x\\\\\\\\u0000y\\\"}", /* {"a": "x\u0000y"} */
+        "\\\\377\\\\376ok",                     /* not UTF-8 */
+        "{\\\"a\\\": 1, \\\"a\\\": 2}",         /* duplicate names */
+        "[1e200000]",                           /* past numeric */
+        "{\\\"id\\\": 123456789012345678901234567890}",
+    };
+    char tools[4096], steps[1024], text[512];
+    size_t o = 0;
+
+    for (size_t i = 0; i < 5; i++)
+        o += (size_t)snprintf(tools + o, sizeof(tools) - o,
+                              "%s\"ex.answer%zu\": {\"adapter\": \"exec\", \"target\": [\"%s\", "
+                              "\"%s\"], \"side_effect\": \"idempotent\"}",
+                              i ? "," : "", i, child("answer.sh"), answers[i]);
+    snprintf(steps, sizeof(steps),
+             "[{\"name\": \"a0\", \"tool\": \"ex.answer0\"}, {\"name\": \"a1\", \"tool\": "
+             "\"ex.answer1\"}, {\"name\": \"a2\", \"tool\": \"ex.answer2\"}, {\"name\": \"a3\", "
+             "\"tool\": \"ex.answer3\"}, {\"name\": \"a4\", \"tool\": \"ex.answer4\"}]");
+    sgw_pair_start(tools, 1, NULL);
+    sgw_submit("ans-1", steps);
+    sgw_wait_status("ans-1", "completed");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(q_text(text, sizeof(text),
+                            "SELECT string_agg(status || ':' || coalesce(error_code, '-'), ',' "
+                            "ORDER BY idx) FROM steps WHERE saga_id = 'ans-1'"),
+                     "succeeded:-,succeeded:-,succeeded:-,succeeded:-,succeeded:-",
+                     "every call that succeeded is recorded succeeded");
+    cr_expect_str_eq(q_text(text, sizeof(text), "SELECT result #>> '{}' FROM steps WHERE idx = 0"),
+                     "{\"a\": \"x\\u0000y\"}", "a NUL escape: the text, as a string");
+    cr_expect_str_eq(q_text(text, sizeof(text), "SELECT result #>> '{}' FROM steps WHERE idx = 1"),
+                     "base64://5vaw==", "bytes that are not UTF-8: in base64");
+    cr_expect_str_eq(q_text(text, sizeof(text), "SELECT result #>> '{}' FROM steps WHERE idx = 2"),
+                     "{\"a\": 1, \"a\": 2}", "duplicate names: the text, both kept");
+    cr_expect_str_eq(q_text(text, sizeof(text), "SELECT result #>> '{}' FROM steps WHERE idx = 3"),
+                     "[1e200000]", "a number numeric cannot hold: the text");
+    cr_expect_str_eq(q_text(text, sizeof(text), "SELECT result->>'id' FROM steps WHERE idx = 4"),
+                     "123456789012345678901234567890", "a large integer is exact");
+}
+
 Test(exec, a_timeout_kills_the_child_and_its_children_and_reaps_it)
 {
     char tools[1536], text[512], pid_file[128], grand_file[128];

@@ -258,8 +258,35 @@ Test(adapters, tool_answers_become_json_data)
     worker_result_data(&r, "done \"now\"\n", 11, 1024);
     cr_expect_str_eq(r.data, "\"done \\\"now\\\"\\n\"", "text becomes one JSON string");
     worker_result_data(&r, "\xff\xfe", 2, 1024);
-    cr_expect_null(r.data, "bytes that are not UTF-8 are not kept");
+    cr_expect_str_eq(r.data, "\"base64://4=\"", "bytes that are not UTF-8 are kept in base64");
     worker_result_data(&r, "", 0, 1024);
     cr_expect_null(r.data);
+    worker_result_clear(&r);
+}
+
+/* A 2xx answer jsonb cannot hold as it came is kept whole as a string:
+ * the step succeeded, and what the tool said is not lost. */
+Test(adapters, tool_answers_jsonb_cannot_hold_are_kept_whole)
+{
+    static const struct {
+        const char *body, *kept;
+    } cases[] = {
+        {"{\"id\": 9007199254740993123}", "{\"id\": 9007199254740993123}"}, /* exact */
+        {"{\"a\": \"x\\u0000y\"}", "\"{\\\"a\\\": \\\"x\\\\u0000y\\\"}\""},
+        {"{\"a\": 1, \"a\": 2}", "\"{\\\"a\\\": 1, \\\"a\\\": 2}\""},
+        {"[1e200000]", "\"[1e200000]\""},
+        {"[1.5e-20000]", "\"[1.5e-20000]\""},
+        {"[1e300, 0.5e-300]", "[1e300, 0.5e-300]"},
+        {"base64:abc", "\"base64:YmFzZTY0OmFiYw==\""},
+        {"ok\x00", "\"base64:b2sA\""},
+    };
+    worker_result_t r;
+
+    memset(&r, 0, sizeof(r));
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t len = strlen(cases[i].body) + (strcmp(cases[i].body, "ok") == 0);
+        worker_result_data(&r, cases[i].body, len, 1024);
+        cr_expect_str_eq(r.data, cases[i].kept, "answer %zu", i);
+    }
     worker_result_clear(&r);
 }

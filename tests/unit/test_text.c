@@ -65,3 +65,30 @@ Test(text, bytes_with_a_nul_are_shown_whole)
     cr_expect_str_eq(v, "ab\\x00c\\x0d");
     free(v);
 }
+
+Test(text, bytes_become_text_without_loss)
+{
+    static const struct {
+        const char *in;
+        size_t n;
+        const char *out;
+    } cases[] = {
+        {"plain", 5, "plain"},
+        {"caf\xc3\xa9", 5, "caf\xc3\xa9"},
+        {"", 0, ""},
+        {"\xff", 1, "base64:/w=="},             /* not UTF-8 */
+        {"a\0b", 3, "base64:YQBi"},             /* a NUL byte */
+        {"\xed\xa0\x80", 3, "base64:7aCA"},     /* a surrogate */
+        {"base64:x", 8, "base64:YmFzZTY0Ong="}, /* would read as encoded */
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *t = sg_text_or_base64(cases[i].in, cases[i].n);
+        cr_expect_str_eq(t, cases[i].out, "case %zu", i);
+        free(t);
+    }
+    cr_expect(sg_utf8_valid("caf\xc3\xa9", 5));
+    cr_expect_not(sg_utf8_valid("caf\xc3", 4), "half a character");
+    cr_expect_not(sg_utf8_valid("\xc0\xaf", 2), "overlong");
+    cr_expect_not(sg_utf8_valid("\xf4\x90\x80\x80", 4), "past U+10FFFF");
+}

@@ -31,6 +31,12 @@ typedef struct sg_json_limits_s {
  * surrogates, nothing above U+10FFFF, no NUL byte). */
 bool sg_json_utf8_valid(const char *buf, size_t len);
 
+/* True when every number in the JSON text buf (already parsed, so valid)
+ * fits PostgreSQL's numeric, which jsonb stores numbers in exactly: at
+ * most about 131,000 digits before the decimal point and 16,000 after,
+ * exponents included (1e200000 does not fit; jsonb would refuse it). */
+bool sg_json_numbers_fit_pg(const char *buf, size_t len);
+
 /* Deepest array/object nesting in buf, counting brackets outside strings;
  * stops counting once it exceeds limit (returns limit + 1). */
 int sg_json_depth(const char *buf, size_t len, int limit);
@@ -117,6 +123,10 @@ void sg_json_add_str(sg_json_t *obj, const char *key, const char *val);
 void sg_json_add_int(sg_json_t *obj, const char *key, int64_t val);
 void sg_json_add_bool(sg_json_t *obj, const char *key, bool val);
 void sg_json_add_node(sg_json_t *obj, const char *key, sg_json_t *child);
+/* Adds json_text, which the caller has checked is one JSON value, to be
+ * printed exactly as it is (a tool's answer goes into an envelope this
+ * way, so its numbers never pass through a double). */
+void sg_json_add_raw(sg_json_t *obj, const char *key, const char *json_text);
 void sg_json_append(sg_json_t *arr, sg_json_t *child);
 /* Editing (takes child): sg_json_set replaces member key of obj, or adds
  * it; sg_json_set_at replaces item idx of arr, or appends when idx is its

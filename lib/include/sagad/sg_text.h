@@ -20,6 +20,21 @@ char *sg_text_visible(const char *s, bool lines);
 /* The same for n bytes that may hold NUL (shown as \x00). */
 char *sg_text_visible_n(const void *bytes, size_t n, bool lines);
 
+/* True when bytes[0..n) is well-formed UTF-8 without a NUL byte (no
+ * overlong forms, no surrogates, nothing above U+10FFFF). */
+bool sg_utf8_valid(const void *bytes, size_t n);
+
+/* Bytes as text that PostgreSQL and JSON can hold, without loss (caller
+ * frees): the bytes themselves when they are valid UTF-8 without NUL and
+ * do not start with "base64:", else "base64:" and the bytes in standard
+ * padded base64 (RFC 4648).  A reader tells the two apart by the prefix.
+ * Used for Kafka headers in dead letters and for a tool's answer that is
+ * not JSON. */
+char *sg_text_or_base64(const void *bytes, size_t n);
+
+/* "base64:" and n bytes in standard padded base64 (caller frees). */
+char *sg_base64_tagged(const void *bytes, size_t n);
+
 /* Copies s into out (out_size > 0), cut with sg_utf8_cut; returns out. */
 char *sg_text_copy(char *out, size_t out_size, const char *s);
 
