@@ -242,7 +242,8 @@ static int validate(dlq_t *d, const sg_registry_t *reg, const char *text)
 {
     const sg_config_t *cfg = d->cli->cfg;
     sg_json_limits_t lim = {(size_t)sg_config_int(cfg, "limits.max_message_bytes"),
-                            (int)sg_config_int(cfg, "limits.max_json_depth")};
+                            (int)sg_config_int(cfg, "limits.max_json_depth"),
+                            (long)sg_config_int(cfg, "limits.max_json_nodes")};
     sg_decoded_t dec;
     int problems;
 

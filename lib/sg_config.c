@@ -35,6 +35,9 @@ static const sg_config_key_t config_table[] = {
      "Largest message accepted; a larger one is dead-lettered (input.too_large)."},
     {"limits.max_json_depth", SG_CONFIG_INT, "64", 2, 1000, NULL, 0,
      "Deepest JSON nesting accepted; deeper input is dead-lettered (input.json.too_deep)."},
+    {"limits.max_json_nodes", SG_CONFIG_INT, "20000", 16, 10000000, NULL, 0,
+     "Most JSON values and member names in one message (each parses into about 64 bytes); "
+     "more is dead-lettered (input.json.too_many_nodes)."},
     {"retry.base_ms", SG_CONFIG_INT, "250", 1, 3600000, NULL, 0,
      "Backoff base: attempt n waits random(0, min(cap, base * 2^n))."},
     {"retry.cap_ms", SG_CONFIG_INT, "30000", 1, 86400000, NULL, 0,

@@ -76,6 +76,39 @@ bool sg_json_numbers_fit_pg(const char *buf, size_t len)
     return true;
 }
 
+long sg_json_nodes(const char *buf, size_t len, long limit)
+{
+    long n = 0;
+    bool in_str = false, in_scalar = false;
+
+    for (size_t i = 0; i < len; i++) {
+        char c = buf[i];
+
+        if (in_str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = false;
+            continue;
+        }
+        if (c == '"' || c == '[' || c == '{') {
+            in_str = c == '"';
+            in_scalar = false;
+            n++;
+        } else if (c == '-' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || c == '+' ||
+                   c == '.' || (c >= 'A' && c <= 'Z')) {
+            /* A number or literal: counted at its first character. */
+            n += !in_scalar;
+            in_scalar = true;
+        } else {
+            in_scalar = false;
+        }
+        if (n > limit)
+            return limit + 1;
+    }
+    return n;
+}
+
 int sg_json_depth(const char *buf, size_t len, int limit)
 {
     int depth = 0, max = 0;
@@ -369,6 +402,12 @@ sg_json_t *sg_json_parse(const char *buf, size_t len, const sg_json_limits_t *li
     if (depth > lim->max_depth) {
         sg_err_set(err, SG_ERRCLASS_POISON, "input.json.too_deep",
                    "JSON nesting is deeper than %d (limits.max_json_depth)", lim->max_depth);
+        return NULL;
+    }
+    if (lim->max_nodes > 0 && sg_json_nodes(buf, len, lim->max_nodes) > lim->max_nodes) {
+        sg_err_set(err, SG_ERRCLASS_POISON, "input.json.too_many_nodes",
+                   "JSON has more than %ld values and member names (limits.max_json_nodes)",
+                   lim->max_nodes);
         return NULL;
     }
     root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);

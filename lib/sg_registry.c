@@ -351,7 +351,7 @@ sg_registry_t *sg_registry_parse(const char *path, const char *text, size_t len,
                                  const sg_config_t *cfg, const sg_registry_hooks_t *hooks,
                                  sg_err_t *err)
 {
-    static const sg_json_limits_t lim = {REGISTRY_MAX_BYTES, 64};
+    static const sg_json_limits_t lim = {REGISTRY_MAX_BYTES, 64, 0};
     static const char *const known[] = {"v", "tools", "description", NULL};
     sg_registry_t *reg = calloc(1, sizeof(*reg));
     const sg_json_t *tools = NULL;

@@ -58,7 +58,7 @@ char *worker_request_json(const worker_call_t *call)
  * an empty answer keeps nothing (the step's result is then null). */
 void worker_result_data(worker_result_t *out, const char *buf, size_t len, size_t max)
 {
-    sg_json_limits_t lim = {max, 64};
+    sg_json_limits_t lim = {max, 64, 0}; /* answers: bounded by max_response_bytes */
     sg_json_t *doc;
     char *text;
 

@@ -2147,6 +2147,7 @@ static int setup(loop_t *L, sg_cli_t *cli)
     L->w.topic_dlq = sg_config_str(cfg, "topic.dlq");
     L->w.limits.max_bytes = (size_t)sg_config_int(cfg, "limits.max_message_bytes");
     L->w.limits.max_depth = (int)sg_config_int(cfg, "limits.max_json_depth");
+    L->w.limits.max_nodes = (long)sg_config_int(cfg, "limits.max_json_nodes");
     L->w.crash_loop_limit = (int)sg_config_int(cfg, "worker.crash_loop_limit");
     L->w.hold_ms = sg_config_int(cfg, "worker.dead_letter_hold_ms");
     L->w.retry.max_attempts = (int)sg_config_int(cfg, "retry.max_attempts");

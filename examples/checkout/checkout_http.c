@@ -212,7 +212,7 @@ static sg_json_t *body_json(const req_t *req)
     if (req->len == 0 && !req->too_large)
         return NULL;
     if (!req->too_large && req->len <= CHECKOUT_LOG_BODY_MAX) {
-        sg_json_limits_t lim = {CHECKOUT_LOG_BODY_MAX, 64};
+        sg_json_limits_t lim = {CHECKOUT_LOG_BODY_MAX, 64, 0};
 
         if ((doc = sg_json_parse(req->body, req->len, &lim, NULL)) != NULL)
             return doc;
@@ -247,7 +247,7 @@ static uint64_t log_request(checkout_server_t *srv, struct MHD_Connection *conn,
 static void do_work(checkout_server_t *srv, int idx, const char *key, int status, const req_t *req,
                     checkout_reply_t *reply)
 {
-    sg_json_limits_t lim = {CHECKOUT_BODY_MAX, 64};
+    sg_json_limits_t lim = {CHECKOUT_BODY_MAX, 64, 0};
     sg_json_t *doc = NULL;
     char *error = NULL;
     sg_err_t err;
@@ -362,7 +362,7 @@ static mhd_result_t send_error(struct MHD_Connection *conn, int status, const ch
 static mhd_result_t admin_fault_add(checkout_server_t *srv, struct MHD_Connection *conn,
                                     const req_t *req)
 {
-    sg_json_limits_t lim = {CHECKOUT_BODY_MAX, 16};
+    sg_json_limits_t lim = {CHECKOUT_BODY_MAX, 16, 0};
     checkout_fault_t fault;
     sg_json_t *doc, *res;
     char errstr[512];

@@ -52,7 +52,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const sg_json_limits_t lim = {1 << 16, 64};
+    static const sg_json_limits_t lim = {1 << 16, 64, 20000};
     sg_decoded_t dec, again;
     char *printed, *def, *def2;
     int problems = 0;

@@ -73,7 +73,7 @@ static size_t discard(char *ptr, size_t size, size_t nmemb, void *userdata)
 
 static sg_json_t *json_of(const sgt_res_t *r)
 {
-    sg_json_limits_t lim = {64u << 20, 64};
+    sg_json_limits_t lim = {64u << 20, 64, 0};
     sg_err_t err;
     sg_json_t *doc = sg_json_parse(r->body, r->len, &lim, &err);
 

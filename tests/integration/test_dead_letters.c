@@ -394,6 +394,35 @@ Test(dead_letters, over_the_size_cap)
     sgw_reader_close(&dlq);
 }
 
+/* A saga.start whose input is an array of 30,000 small numbers (60 KB,
+ * far under the size cap) holds more values than limits.max_json_nodes
+ * (20,000): dead-lettered whole, never parsed into 30,000 nodes. */
+Test(dead_letters, too_many_json_nodes)
+{
+    static const char head[] =
+        "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-n\", \"saga_id\": "
+        "\"n-1\", \"name\": \"n\", \"steps\": [{\"name\": \"a\", "
+        "\"tool\": \"builtin.noop\"}], \"input\": [0";
+    size_t cap = sizeof(head) + 2 * 30000 + 8, len;
+    char *payload = malloc(cap);
+    sgw_reader_t dlq;
+    const sgw_msg_t *m;
+
+    cr_assert_not_null(payload);
+    len = (size_t)snprintf(payload, cap, "%s", head);
+    for (int i = 1; i < 30000; i++)
+        len += (size_t)snprintf(payload + len, cap - len, ",%d", i % 10);
+    len += (size_t)snprintf(payload + len, cap - len, "]}");
+    m = dead_letter_input(&dlq, "input.json.too_many_nodes", payload, len, NULL);
+    expect_dead_letter(m, "input.json.too_many_nodes|poison|-|-|-|-|-|-|0|0|t|0|0|pending", payload,
+                       len);
+    cr_expect(strstr(sgw_jstr(m->doc, "message"), "limits.max_json_nodes") != NULL,
+              "the message names the knob: %s", sgw_jstr(m->doc, "message"));
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM sagas"), 0, "no saga was started");
+    sgw_reader_close(&dlq);
+    free(payload);
+}
+
 Test(dead_letters, schema_violation_of_a_submission)
 {
     static const char payload[] = "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-1\", "

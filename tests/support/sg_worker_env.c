@@ -509,7 +509,7 @@ const sg_json_t *sgw_checkout_requests(const char *base, const char *path, sg_js
     snprintf(url, sizeof(url), "%s/_admin/requests?path=%s", base, path);
     body = sgt_http("GET", url, NULL, &status);
     cr_assert_eq(status, 200, "GET %s: %ld %s", url, status, body);
-    *doc = sg_json_parse(body, strlen(body), &(sg_json_limits_t){64 << 20, 64}, NULL);
+    *doc = sg_json_parse(body, strlen(body), &(sg_json_limits_t){64 << 20, 64, 0}, NULL);
     cr_assert_not_null(*doc, "GET %s: not JSON: %.200s", url, body);
     free(body);
     arr = sg_json_member(*doc, "requests");

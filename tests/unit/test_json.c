@@ -93,7 +93,7 @@ Test(json, truncated_documents_are_malformed)
 
 Test(json, size_cap)
 {
-    sg_json_limits_t lim = {16, 64};
+    sg_json_limits_t lim = {16, 64, 0};
     sg_err_t err;
     sg_json_t *root;
 
@@ -199,14 +199,14 @@ Test(json, nesting_deeper_than_the_limit_is_refused)
 
     /* Deep enough to exhaust a recursive parser's stack. */
     deep = nested(200000, &len);
-    cr_assert_null(sg_json_parse(deep, len, &(sg_json_limits_t){1 << 20, 64}, &err));
+    cr_assert_null(sg_json_parse(deep, len, &(sg_json_limits_t){1 << 20, 64, 0}, &err));
     cr_assert_str_eq(err.code, "input.json.too_deep");
     free(deep);
 }
 
 Test(json, objects_count_towards_depth)
 {
-    sg_json_limits_t lim = {1024, 2};
+    sg_json_limits_t lim = {1024, 2, 0};
 
     expect_refused("{\"a\":{\"b\":[1]}}", 15, &lim, "input.json.too_deep");
     sg_json_destroy(parse_ok("{\"a\":{\"b\":1}}"));
@@ -214,7 +214,7 @@ Test(json, objects_count_towards_depth)
 
 Test(json, brackets_inside_strings_do_not_count)
 {
-    sg_json_limits_t lim = {1024, 2};
+    sg_json_limits_t lim = {1024, 2, 0};
     const char *docs[] = {"[\"[[[[[[[[[[{{{{{{{{\"]", "{\"[[[[[[\":\"]]]]]]{{{{\"}",
                           "[\"\\\"[[[[[[[[\"]", "[\"\\\\\",\"x\"]"};
 
@@ -764,4 +764,31 @@ Test(json, a_number_that_would_go_out_changed_is_refused_with_its_path)
         cr_expect_eq(sg_json_exact_numbers(root, &err), 0, "%s: %s", kept[i], err.message);
         sg_json_destroy(root);
     }
+}
+
+Test(json, values_and_member_names_are_counted_and_capped)
+{
+    static const struct {
+        const char *text;
+        long nodes;
+    } cases[] = {
+        {"{}", 1},
+        {"[1, 2, 3]", 4},
+        {"{\"a\": [true, null, -1.5e+3], \"b\": \"x,[{\\\"\"}", 8},
+        {"[\"\\\\\", 10000000000000000000000]", 3},
+    };
+    sg_json_limits_t lim = {1024, 64, 6};
+    sg_err_t err;
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        cr_expect_eq(sg_json_nodes(cases[i].text, strlen(cases[i].text), 100), cases[i].nodes, "%s",
+                     cases[i].text);
+    cr_expect_eq(sg_json_nodes("[1,2,3,4,5,6,7,8,9]", 19, 4), 5, "stops past the limit");
+
+    cr_expect_not_null(sg_json_parse("[1, 2, 3, 4, 5]", 15, &lim, &err), "6 nodes: at the cap");
+    cr_expect_null(sg_json_parse("[1, 2, 3, 4, 5, 6]", 18, &lim, &err), "7 nodes: over it");
+    cr_expect_str_eq(err.code, "input.json.too_many_nodes");
+    cr_expect(strstr(err.message, "more than 6 values") != NULL, "%s", err.message);
+    lim.max_nodes = 0;
+    cr_expect_not_null(sg_json_parse("[1, 2, 3, 4, 5, 6]", 18, &lim, &err), "0: no cap");
 }

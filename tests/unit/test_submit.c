@@ -341,7 +341,7 @@ Test(submit, every_problem_is_reported_not_just_the_first)
 
 Test(submit, undecodable_commands_come_back_as_poison_with_a_code)
 {
-    static const sg_json_limits_t lim = {64, 8};
+    static const sg_json_limits_t lim = {64, 8, 0};
     const struct {
         const char *text;
         const char *code;

@@ -20,11 +20,14 @@ typedef struct cJSON sg_json_t;
 typedef struct sg_json_limits_s {
     size_t max_bytes; /* input.too_large above this */
     int max_depth;    /* input.json.too_deep above this */
+    /* input.json.too_many_nodes above this many values and member names
+     * (0: no cap; what is read is then bounded by max_bytes alone). */
+    long max_nodes;
 } sg_json_limits_t;
 
 #define SG_JSON_LIMITS_DEFAULT                                                                     \
     {                                                                                              \
-        1048576, 64                                                                                \
+        1048576, 64, 20000                                                                         \
     }
 
 /* Returns true when buf[0..len) is well-formed UTF-8 (no overlongs, no
@@ -36,6 +39,12 @@ bool sg_json_utf8_valid(const char *buf, size_t len);
  * most about 131,000 digits before the decimal point and 16,000 after,
  * exponents included (1e200000 does not fit; jsonb would refuse it). */
 bool sg_json_numbers_fit_pg(const char *buf, size_t len);
+
+/* Values and member names in the JSON text buf[0..len) (each object,
+ * array, string, number and literal counts one), counted without parsing;
+ * stops once past limit (returns limit + 1).  Each becomes a parsed node
+ * of about 64 bytes, so this bounds what parsing a message costs. */
+long sg_json_nodes(const char *buf, size_t len, long limit);
 
 /* Deepest array/object nesting in buf, counting brackets outside strings;
  * stops counting once it exceeds limit (returns limit + 1). */
