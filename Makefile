@@ -193,6 +193,10 @@ $(BENCH_DLQ): $(BUILD)/bench/bench_dlq.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
 BENCH_HTTP := $(BUILD)/bench/bench-http
+BENCH_FLOOD := $(BUILD)/bench/bench-flood
+
+$(BENCH_FLOOD): $(BUILD)/bench/bench_flood.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
 $(BENCH_HTTP): $(BUILD)/bench/bench_http.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
@@ -253,7 +257,7 @@ test-faults: all
 	tests/faults/run.sh
 
 # bench: throughput and latency beside the raw floors (not a test).
-bench: all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_HTTP) $(BENCH_DLQ)
+bench: all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_HTTP) $(BENCH_DLQ) $(BENCH_FLOOD)
 	tests/bench/run.sh
 
 fuzz: fuzz-build

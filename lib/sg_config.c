@@ -60,6 +60,11 @@ static const sg_config_key_t config_table[] = {
      "Unfinished commands held at once (running, or queued behind their saga; a chained "
      "command and its copy count once); fetching pauses above it, or when 16 times as many "
      "wait behind the stored offset."},
+    {"worker.intake_max_bytes", SG_CONFIG_INT, "67108864", 1048576, 1099511627776LL, NULL, 0,
+     "Bytes the messages the worker holds may cost at once, parsed or not (a message counts 4 "
+     "times its size, for its dead letter's copies, and while parsed its size again plus 64 "
+     "bytes per JSON value); intake waits above it. "
+     "The last message taken may pass it (one larger than it is taken alone)."},
     {"worker.threads", SG_CONFIG_INT, "16", 1, 1024, NULL, 0,
      "Tool calls running at once (threads of the call pool)."},
     {"worker.batch_size", SG_CONFIG_INT, "256", 1, 10000, NULL, 0,

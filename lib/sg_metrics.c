@@ -163,6 +163,17 @@ static const sg_metric_def_t catalog[SG_M__COUNT] = {
                             W,
                             "Commands taken from Kafka and not finished (running, or queued "
                             "behind their saga); intake stops at worker.max_in_flight."},
+    [SG_M_INTAKE_BYTES_HELD] = {"sagad_intake_bytes_held",
+                                SG_METRIC_GAUGE,
+                                {NULL},
+                                NULL,
+                                0,
+                                1,
+                                W,
+                                "Bytes of the messages held, counted against "
+                                "worker.intake_max_bytes: 4 times each message's size, and "
+                                "while it is parsed its size again plus 64 bytes per JSON "
+                                "value."},
     [SG_M_INTAKE_PAUSES] = {"sagad_intake_pauses_total",
                             SG_METRIC_COUNTER,
                             {NULL},

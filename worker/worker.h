@@ -250,6 +250,7 @@ typedef struct worker_cmd_s {
     worker_part_t *part;
     sg_kafka_msg_t *msg;
     int64_t offset;
+    size_t charge; /* bytes counted against worker.intake_max_bytes */
     sg_decoded_t dec;
     worker_cstate_t state;
     bool finishing;               /* will be FINISHED if the transaction commits */

@@ -148,10 +148,12 @@ typedef struct loop_s {
     worker_part_t **parts;
     size_t nparts;
     saga_slot_t *sagas[SAGA_BUCKETS];
-    vec_t ready;            /* READY, in arrival order */
-    vec_t returned;         /* RETURNED, from the pool */
-    vec_t graveyard;        /* abandoned or finished, freed at the end of the turn */
-    size_t held;            /* commands held (not freed), finished or not */
+    vec_t ready;       /* READY, in arrival order */
+    vec_t returned;    /* RETURNED, from the pool */
+    vec_t graveyard;   /* abandoned or finished, freed at the end of the turn */
+    size_t held;       /* commands held (not freed), finished or not */
+    size_t held_bytes; /* their charges (worker.intake_max_bytes) */
+    size_t intake_max_bytes;
     size_t active;          /* held and not FINISHED (nor PARKED) */
     size_t active_chained;  /* of them, chained commands: not what max_in_flight bounds */
     vec_t lighten;          /* FINISHED but still in a FIFO: shed their payload at turn end */
@@ -494,8 +496,10 @@ static void call_free(worker_call_t *call)
 }
 
 /* Frees what a command holds besides its place in the FIFO. */
-static void cmd_shed(worker_cmd_t *cmd)
+static void cmd_shed(loop_t *L, worker_cmd_t *cmd)
 {
+    L->held_bytes -= cmd->charge;
+    cmd->charge = 0;
     sg_kafka_msg_destroy(cmd->msg);
     cmd->msg = NULL;
     sg_json_destroy(cmd->dec.doc);
@@ -531,7 +535,7 @@ static worker_cmd_t *cmd_new(loop_t *L)
 /* Frees what a command holds and gives back its memory. */
 static void cmd_release(loop_t *L, worker_cmd_t *c)
 {
-    cmd_shed(c);
+    cmd_shed(L, c);
     if (L->spare.n < CMD_SPARE)
         vec_push(&L->spare, c);
     else
@@ -1551,11 +1555,15 @@ static void process(loop_t *L, worker_cmd_t **batch, size_t n)
 
 static int64_t on_rebalance(void *opaque, bool assigned, const char *topic, int32_t partition);
 
-/* Enough taken: max_in_flight unfinished commands, or the whole window. */
+/* Enough taken: max_in_flight unfinished commands, the whole window, or
+ * worker.intake_max_bytes of messages.  Checked before each message is
+ * taken, so the last one taken may pass the byte budget by its own
+ * charge (a message larger than the budget is still taken, alone). */
 static bool intake_full(const loop_t *L)
 {
     return (int)(L->active - L->active_chained) >= L->max_in_flight ||
-           L->held >= (size_t)L->max_in_flight * WINDOW_FACTOR;
+           L->held >= (size_t)L->max_in_flight * WINDOW_FACTOR ||
+           L->held_bytes >= L->intake_max_bytes;
 }
 
 /* Empties the pipe librdkafka writes to when messages arrive: what it
@@ -1610,6 +1618,13 @@ static void intake(loop_t *L)
         part_append(p, cmd);
         payload = sg_kafka_msg_payload(msg, &len);
         sg_submit_decode(payload ? payload : "", payload ? len : 0, &L->w.limits, &cmd->dec);
+        /* What the message may cost while held: its bytes as received,
+         * up to 3 times more while its dead letter is written (the base64
+         * text and libpq's copy of it: bench-flood's peak passed the
+         * budget by that much when only the first two terms counted), and
+         * while parsed its strings again and 64 bytes per value. */
+        cmd->charge = 4 * len + (cmd->dec.doc ? len + 64 * (size_t)cmd->dec.nodes : 0);
+        L->held_bytes += cmd->charge;
         saga_enqueue(L, cmd);
     }
     if (!L->paused && intake_full(L) && sg_run_now_ms() - L->last_poll >= PAUSE_AFTER_MS) {
@@ -1617,7 +1632,8 @@ static void intake(loop_t *L)
         if (L->paused)
             sg_metric_inc(SG_M_INTAKE_PAUSES, NULL);
     } else if (L->paused && (int)(L->active - L->active_chained) < L->max_in_flight * 3 / 4 &&
-               L->held < (size_t)L->max_in_flight * WINDOW_FACTOR * 3 / 4) {
+               L->held < (size_t)L->max_in_flight * WINDOW_FACTOR * 3 / 4 &&
+               L->held_bytes < L->intake_max_bytes / 4 * 3) {
         L->paused = !(sg_kafka_pause(L->consumer, false) == 0);
     }
 }
@@ -1656,7 +1672,7 @@ static void bury(loop_t *L)
     /* Lightened first: a command can be in both lists (finished, then
      * popped in the same turn), and the graveyard frees it. */
     for (size_t i = 0; i < L->lighten.n; i++)
-        cmd_shed(L->lighten.v[i]);
+        cmd_shed(L, L->lighten.v[i]);
     L->lighten.n = 0;
     for (size_t i = 0; i < L->graveyard.n; i++)
         cmd_free(L, L->graveyard.v[i]);
@@ -2033,6 +2049,7 @@ static void export_gauges(loop_t *L)
 {
     sg_metric_set(SG_M_STEPS_IN_FLIGHT, NULL, (double)L->calling);
     sg_metric_set(SG_M_COMMANDS_HELD, NULL, (double)L->held);
+    sg_metric_set(SG_M_INTAKE_BYTES_HELD, NULL, (double)L->held_bytes);
     sg_metric_set(SG_M_PARTITIONS_ASSIGNED, NULL, (double)L->nparts);
     for (size_t i = 0; i < L->nparts; i++) {
         worker_part_t *p = L->parts[i];
@@ -2148,6 +2165,7 @@ static int setup(loop_t *L, sg_cli_t *cli)
     L->w.limits.max_bytes = (size_t)sg_config_int(cfg, "limits.max_message_bytes");
     L->w.limits.max_depth = (int)sg_config_int(cfg, "limits.max_json_depth");
     L->w.limits.max_nodes = (long)sg_config_int(cfg, "limits.max_json_nodes");
+    L->intake_max_bytes = (size_t)sg_config_int(cfg, "worker.intake_max_bytes");
     L->w.crash_loop_limit = (int)sg_config_int(cfg, "worker.crash_loop_limit");
     L->w.hold_ms = sg_config_int(cfg, "worker.dead_letter_hold_ms");
     L->w.retry.max_attempts = (int)sg_config_int(cfg, "retry.max_attempts");

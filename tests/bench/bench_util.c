@@ -356,3 +356,22 @@ void bench_print_cpu(int width, const char *phases, const bench_cpu_t *a0, const
     printf("  %-*s %4.0f%% / %3.0f%%\n", width, "host CPU stolen by the hypervisor",
            bench_steal_pct(a0, a1), bench_steal_pct(b0, b1));
 }
+
+long bench_rss_kb(pid_t pid, const char *field)
+{
+    char path[64], line[256];
+    size_t n = strlen(field);
+    long kb = -1;
+    FILE *fp;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    if (!(fp = fopen(path, "r")))
+        return -1;
+    while (fgets(line, sizeof(line), fp))
+        if (strncmp(line, field, n) == 0 && line[n] == ':') {
+            kb = strtol(line + n + 1, NULL, 10);
+            break;
+        }
+    fclose(fp);
+    return kb;
+}

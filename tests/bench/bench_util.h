@@ -39,6 +39,9 @@ void bench_stop(pid_t pid);
  * its exit code. */
 int bench_run(const char *prog, char *const *args, char *const *env);
 int cmp_double(const void *a, const void *b);
+/* A process's memory in kB from /proc/PID/status: field "VmRSS" (now) or
+ * "VmHWM" (its peak); -1 when gone. */
+long bench_rss_kb(pid_t pid, const char *field);
 
 /* The host's CPU time (all cores) from /proc/stat, in ticks, and the part
  * of it the processes visible here used.  On a shared machine the

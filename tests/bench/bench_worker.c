@@ -488,22 +488,6 @@ static const char *jnum(char *buf, size_t size, double v)
     return buf;
 }
 
-static long peak_rss_kb(pid_t pid)
-{
-    char path[64], line[256];
-    long kb = -1;
-    FILE *fp;
-
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    if (!(fp = fopen(path, "r")))
-        return -1;
-    while (fgets(line, sizeof(line), fp))
-        if (sscanf(line, "VmHWM: %ld kB", &kb) == 1)
-            break;
-    fclose(fp);
-    return kb;
-}
-
 int main(void)
 {
     int n = getenv("SAGAD_BENCH_SAGAS") ? atoi(getenv("SAGAD_BENCH_SAGAS")) : 5000;
@@ -562,7 +546,7 @@ int main(void)
     bench_cpu(&c2);
     latency(lat_rate, lat_secs, &lat);
     bench_cpu(&c3);
-    rss = peak_rss_kb(worker);
+    rss = bench_rss_kb(worker, "VmHWM");
     bench_stop(worker);
     bench_stop(relay);
 

@@ -62,3 +62,4 @@ build/bench/bench-relay
 build/bench/bench-worker
 build/bench/bench-http
 build/bench/bench-dlq
+build/bench/bench-flood

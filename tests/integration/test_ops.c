@@ -637,3 +637,57 @@ Test(ops, a_busy_worker_never_pauses_a_stuck_one_does_and_resumes)
     wait_saga("stuck-1", "completed");
     wait_saga("stuck-2", "completed");
 }
+
+/* worker.intake_max_bytes at its least (1 MiB), and a saga.start of
+ * 900 KB whose charge (its size, and its size again while parsed) is
+ * larger than the whole budget: it is taken alone, not waited on for
+ * ever, the small sagas around it complete too, and once all is done
+ * every byte counted is given back (sagad_intake_bytes_held is 0). */
+Test(ops, a_message_larger_than_the_intake_budget_is_taken_alone_and_counted_back)
+{
+    const size_t pad = 900 * 1024;
+    char *big = malloc(pad + 512), errstr[256], id[32];
+    const char *props[] = {"bootstrap.servers", sgt_kafka(), "message.max.bytes", "2000000", NULL};
+    sg_kafka_t *k = sg_kafka_new(NULL, SG_KAFKA_PRODUCER, props, errstr, sizeof(errstr));
+    double t0, held = -1;
+    sgt_prom_t w;
+    int wport, rport, len;
+    sg_err_t err;
+
+    cr_assert_not_null(big);
+    cr_assert_not_null(k, "%s", errstr);
+    env_add(true, false, "SAGAD_WORKER_INTAKE_MAX_BYTES=1048576");
+    start_both(&wport, &rport);
+    free(get_until(wport, "/readyz", 200));
+
+    submit_n("ib-before", 3, "[{\"name\": \"a\", \"tool\": \"noop\"}]");
+    len = snprintf(big, pad + 512,
+                   "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-ib-big\", \"saga_id\": "
+                   "\"ib-big\", \"name\": \"ops\", \"steps\": [{\"name\": \"a\", \"tool\": "
+                   "\"noop\"}], \"input\": {\"blob\": \"");
+    memset(big + len, 'x', pad);
+    len += (int)pad;
+    len += snprintf(big + len, 16, "\"}}");
+    cr_assert_eq(
+        sg_kafka_produce(k, T.topic_cmd, "ib-big", 6, big, (size_t)len, NULL, 0, NULL, &err), 0,
+        "%s", err.message);
+    cr_assert_eq(sg_kafka_flush(k, 30000, &err), 0, "%s", err.message);
+    sg_kafka_destroy(k);
+    free(big);
+    submit_n("ib-after", 3, "[{\"name\": \"a\", \"tool\": \"noop\"}]");
+
+    wait_saga("ib-big", "completed");
+    for (int i = 0; i < 3; i++) {
+        snprintf(id, sizeof(id), "ib-before-%d", i);
+        wait_saga(id, "completed");
+        snprintf(id, sizeof(id), "ib-after-%d", i);
+        wait_saga(id, "completed");
+    }
+    /* The gauge is set once a second. */
+    for (t0 = sgt_now_s(); sgt_now_s() - t0 < 10 && held != 0; usleep(200000)) {
+        scrape(wport, &w);
+        held = sgt_prom_get(&w, "sagad_intake_bytes_held", "", -1);
+        sgt_prom_free(&w);
+    }
+    cr_expect_eq(held, 0, "every byte counted against the budget is given back, %.0f left", held);
+}

@@ -36,6 +36,7 @@ typedef struct sg_decoded_s {
     sg_json_t *doc;
     char saga_id[SG_SAGA_ID_MAX + 1]; /* "" when unknown */
     int step, attempt, generation;
+    long nodes; /* values and member names parsed into doc (0 when none) */
     sg_err_t err;
 } sg_decoded_t;
 
