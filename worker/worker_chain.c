@@ -2,7 +2,8 @@
  * back through the relay and Kafka.  This file owns the commands chained in
  * a transaction, the set of their copies still expected (chain_set), the
  * parked ones, and the commands topic's partition count with the thread
- * that watches it.  Below the transactions; calls only worker_cmdq.c.
+ * that watches it.  Below the transactions and partitions; of the loop's
+ * files it calls only worker_cmdq.c (and worker_saga.c for decisions).
  *
  * Chaining (worker.chain).  A decision that emits a saga's next step
  * command for now (not a timer) writes it to the outbox as always.  When

@@ -49,7 +49,7 @@
  * third), so it is kept for a worker that is stuck, not a busy one. */
 #define PAUSE_AFTER_MS 2000
 
-/* ---- Kafka -------------------------------------------------------------- */
+/* ---- intake: Kafka and the pool ----------------------------------------- */
 
 /* Enough taken: max_in_flight unfinished commands, or the whole window. */
 static bool intake_full(const loop_t *L)
@@ -152,6 +152,8 @@ void loop_take_returned(loop_t *L)
     }
     free(done);
 }
+
+/* ---- what goes out, and when ------------------------------------------ */
 
 /* A crash-loop suspect, deferred by worker_saga.c (its attempt was
  * interrupted crash_loop_limit - 1 times), runs alone: new calls stop
@@ -314,6 +316,8 @@ bool loop_turn(loop_t *L)
     return true;
 }
 
+/* ---- waits -------------------------------------------------------------- */
+
 /* Waits up to timeout_ms for a message, a call's return or, while a
  * transaction is out, PostgreSQL's answer. */
 void loop_wait_events(loop_t *L, int timeout_ms)
@@ -354,6 +358,8 @@ void loop_wait_turn(loop_t *L, int timeout_ms)
     if (pselect(fd + 1, &rd, NULL, NULL, &ts, NULL) < 0 && errno != EINTR)
         sg_log_kv(SG_LOG_WARN, "pselect failed", "error", strerror(errno), NULL);
 }
+
+/* ---- drain and rebalance ------------------------------------------------ */
 
 /* Lets running calls of partition p (all when p is NULL) finish and
  * commits their outcomes, for up to the drain timeout. */
