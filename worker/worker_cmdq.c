@@ -76,19 +76,6 @@ void loop_saga_slot_free(loop_t *L, saga_slot_t *slot)
     free(slot);
 }
 
-/* A command stops (or starts, +1) being active: unfinished and not
- * parked.  worker.max_in_flight bounds the commands taken from Kafka: a
- * chained command and its copy are one piece of work, which holds one
- * slot, the copy's (counting both, a limit of 2 ran one call at a time;
- * counting the copy neither, intake ran ahead and held twice the
- * messages). */
-void loop_active_add(loop_t *L, const worker_cmd_t *c, int delta)
-{
-    L->active += (size_t)(ssize_t)delta;
-    if (c->chained)
-        L->active_chained += (size_t)(ssize_t)delta;
-}
-
 /* ---- a command's state -------------------------------------------------- */
 
 static const char *const cstate_names[] = {"queued",   "ready",    "calling",
@@ -235,6 +222,19 @@ void loop_cmd_release(loop_t *L, worker_cmd_t *c)
         loop_vec_push(&L->spare, c);
     else
         free(c);
+}
+
+/* A command stops (or starts, +1) being active: unfinished and not
+ * parked.  worker.max_in_flight bounds the commands taken from Kafka: a
+ * chained command and its copy are one piece of work, which holds one
+ * slot, the copy's (counting both, a limit of 2 ran one call at a time;
+ * counting the copy neither, intake ran ahead and held twice the
+ * messages). */
+void loop_active_add(loop_t *L, const worker_cmd_t *c, int delta)
+{
+    L->active += (size_t)(ssize_t)delta;
+    if (c->chained)
+        L->active_chained += (size_t)(ssize_t)delta;
 }
 
 void loop_cmd_free(loop_t *L, worker_cmd_t *cmd)

@@ -1,10 +1,9 @@
-/* The `run` command: the life of one worker run.  Setup opens what the run
- * holds (the HTTP endpoint, the PostgreSQL connections of the transaction
- * slots, the consumer and its wake-up pipe, the partition watcher, the
- * pool) and teardown closes it in order; in between, the main loop turns
+/* The `run` command, the top of the loop's files: setup opens what a run
+ * holds (the HTTP endpoint, a PostgreSQL connection per transaction slot,
+ * the consumer and its wake-up pipe, the partition watcher, the pool) and
+ * teardown closes it in order; in between the main loop turns
  * (worker_loop.c), with housekeeping (liveness, SIGHUP, gauges, session
- * checks) and the progress line.  The top of the loop's files: calls down
- * into all of them. */
+ * checks) and the progress line. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,10 +1,9 @@
-/* The worker's transactions: a batch of ready commands and returned calls
- * decided in one transaction, two pipelined round trips, on one of
- * worker.transactions_in_flight connections (txn_slot_t), and what follows
- * when it commits (calls go to the pool, offsets move) or fails (fenced,
- * connection lost, a refused command split out and, last, dead-lettered).
- * Calls down into worker_parts.c, worker_session.c, worker_chain.c,
- * worker_cmdq.c and the decisions of worker_saga.c. */
+/* The worker's transactions (txn_slot_t): a batch of ready commands and
+ * returned calls decided in two pipelined round trips on one of
+ * worker.transactions_in_flight connections, and what follows a commit
+ * (calls to the pool, offsets move) or a failure (fenced, reconnect, a
+ * refused command split out, at last dead-lettered).  Calls worker_saga.c
+ * and, below it in the loop, worker_parts/session/chain/cmdq.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
