@@ -83,53 +83,69 @@ typedef struct txn_slot_s {
     uint64_t t0;          /* when it began (us) */
 } txn_slot_t;
 
+/* The loop's context, its fields grouped by the file that owns them. */
 typedef struct loop_s {
-    worker_t w;
+    worker_t w; /* what the decisions read and write through (worker_saga.c) */
+
+    /* worker_run.c: what the run holds, its settings and timers */
+    sg_cli_t *cli;
+    sg_http_t *http;
     sg_pg_opts_t pgopts;
     sg_kafka_t *consumer;
     worker_pool_t *pool;
-    worker_part_t **parts;
-    size_t nparts;
+    int kafka_pipe[2];
+    int max_in_flight, batch_size;
+    int64_t drain_ms;
+    uint64_t next_housekeeping;
+    uint64_t next_report;
+
+    /* worker_cmdq.c: the commands and the queues they wait in */
     saga_slot_t *sagas[SAGA_BUCKETS];
-    vec_t ready;            /* READY, in arrival order */
-    vec_t returned;         /* RETURNED, from the pool */
-    vec_t graveyard;        /* abandoned or finished, freed at the end of the turn */
-    size_t held;            /* commands held (not freed), finished or not */
-    size_t active;          /* held and not FINISHED (nor PARKED) */
-    size_t active_chained;  /* of them, chained commands: not what max_in_flight bounds */
-    vec_t lighten;          /* FINISHED but still in a FIFO: shed their payload at turn end */
-    vec_t spare;            /* freed commands, for reuse (loop_cmd_new()) */
+    vec_t ready;           /* READY, in arrival order */
+    vec_t returned;        /* RETURNED, from the pool */
+    vec_t graveyard;       /* abandoned or finished, freed at the end of the turn */
+    size_t held;           /* commands held (not freed), finished or not */
+    size_t active;         /* held and not FINISHED (nor PARKED) */
+    size_t active_chained; /* of them, chained commands: not what max_in_flight bounds */
+    vec_t lighten;         /* FINISHED but still in a FIFO: shed their payload at turn end */
+    vec_t spare;           /* freed commands, for reuse (loop_cmd_new()) */
+
+    /* worker_loop.c: the turn */
     vec_t suspects;         /* crash-loop suspects waiting to run alone, in order */
     worker_cmd_t *isolated; /* the suspect running alone now */
     size_t calling;
     /* Fast calls (see worker_loop.c's hold_for_calls()): when the last
-     * call was handed to the pool, how long calls take (a moving average), and whether the
-     * loop waits for them instead of sending. */
+     * call was handed to the pool, how long calls take (a moving
+     * average), and whether the loop waits for them instead of sending. */
     uint64_t last_submit_us, call_avg_us;
     bool holding;
     bool paused;
     uint64_t last_poll; /* when intake last polled the consumer (ms) */
-    int kafka_pipe[2];
-    int max_in_flight, batch_size;
-    int64_t drain_ms;
-    unsigned pg_failures;
-    uint64_t next_report;
-    /* For the progress line: transactions, the commands in them, and the
-     * time spent in them since the last line. */
-    uint64_t txns, txn_cmds, txn_us;
-    /* Transactions (see loop_turn()): worker.transactions_in_flight slots
-     * and the one being decided or run now. */
+    bool draining;      /* a drain starts no new call: nothing is chained */
+
+    /* worker_txn.c: transactions (see loop_turn()), worker.
+     * transactions_in_flight slots and the one being decided or run now */
     txn_slot_t slots[MAX_TXNS];
     int nslots;
     txn_slot_t *cur;
     worker_saga_t *sagas_buf; /* loop_txn_send()'s sagas, kept between batches */
     size_t sagas_cap;
-    sg_cli_t *cli;
-    sg_http_t *http;
-    uint64_t next_housekeeping, last_pg_ok;
+    /* For the progress line: transactions, the commands in them, and the
+     * time spent in them since the last line. */
+    uint64_t txns, txn_cmds, txn_us;
+
+    /* worker_parts.c: the partitions, in partition order */
+    worker_part_t **parts;
+    size_t nparts;
     uint64_t kafka_commit_ms, next_kafka_commit; /* worker.kafka_commit_interval_ms */
+
+    /* worker_session.c: the PostgreSQL session */
+    unsigned pg_failures;
+    uint64_t last_pg_ok;
     bool pg_up;
-    /* Chaining (see the top of worker_chain.c); on when L->w.chain. */
+
+    /* worker_chain.c: chaining (see the top of that file); on when
+     * L->w.chain. */
     int32_t cmd_partitions;      /* of the commands topic, 0 or less: not known */
     int32_t known_partitions;    /* the last count read that was known */
     uint64_t partitions_read_at; /* when cmd_partitions was last asked for (ms) */
@@ -143,7 +159,6 @@ typedef struct loop_s {
     chain_entry_t *chain_set[CHAIN_BUCKETS];
     size_t nchain;
     vec_t *chain_new; /* the current transaction's (txn_slot_t) */
-    bool draining;    /* a drain starts no new call: nothing is chained */
 } loop_t;
 
 /* Crash-loop suspects waiting to run alone, or one running: no other
