@@ -11,7 +11,12 @@
  *   worker_pool.c      threads that run tool calls, with per-tool limits
  *   worker_saga.c      the state machine: one decision per command, written
  *                      as statements into the transaction of its batch
- *   worker_loop.c      consumer loop, partitions, offsets, batches, signals
+ *   worker_run.c       the run command: setup, the main loop, teardown; the
+ *                      loop's files share worker_loop_int.h, which lists them:
+ *                      worker_loop.c (the turn), worker_txn.c (batches),
+ *                      worker_parts.c (partitions, offsets), worker_session.c,
+ *                      worker_chain.c (chaining), worker_cmdq.c (commands)
+ *   worker_topics.c    the topics command
  */
 #ifndef SAGAD_WORKER_H
 #define SAGAD_WORKER_H
@@ -237,12 +242,12 @@ typedef enum worker_cstate_e {
     CMD_CALLING,  /* attempt committed, tool call running */
     CMD_RETURNED, /* call finished, outcome to be committed */
     CMD_FINISHED, /* committed: the offset may pass it */
-    CMD_PARKED,   /* chained, its call failed: waits for its message (worker_loop.c) */
+    CMD_PARKED,   /* chained, its call failed: waits for its message (worker_chain.c) */
 } worker_cstate_t;
 
 /* One consumed message, from fetch to commit; or a chained command: one
  * the worker emitted and runs at once, before its message comes back
- * through the relay (worker_loop.c, "Chaining"). */
+ * through the relay (worker_chain.c, "Chaining"). */
 typedef struct worker_cmd_s {
     struct worker_cmd_s *saga_next; /* FIFO of its saga */
     struct worker_cmd_s *part_next; /* FIFO of its partition, offset order */
@@ -254,14 +259,14 @@ typedef struct worker_cmd_s {
     sg_decoded_t dec;
     worker_cstate_t state;
     bool finishing;               /* will be FINISHED if the transaction commits */
-    const void *txn;              /* that transaction (worker_loop.c's txn_slot_t) */
+    const void *txn;              /* that transaction (worker_loop_int.h's txn_slot_t) */
     bool calls;                   /* decided: call the tool after the commit */
     bool abandoned;               /* its partition was lost while the call ran */
     bool chained;                 /* run ahead of its message: no msg, offset -1 */
     bool unchained;               /* chained, but its decision needs its message: dropped */
     bool defer;                   /* a crash-loop suspect: decided again when it runs alone */
     bool isolated;                /* ...which is now: no other call runs beside it */
-    bool suspect;                 /* waiting for that in worker_loop.c's suspects */
+    bool suspect;                 /* waiting for that in the loop's suspects */
     int dl_refused;               /* times PostgreSQL refused its dead letter */
     bool dl_minimal;              /* so its dead letter leaves out what may be refused */
     bool copy;                    /* the message of a chained command that ran: acknowledged */
@@ -353,12 +358,12 @@ typedef struct worker_s {
     sg_metrics_batch_t *metrics; /* the open transaction's */
     const char *decided;         /* outcome of the command being decided, NULL: by default */
     worker_cmd_t *cur;           /* the command being decided or completed, else NULL */
-    /* worker.chain, and the default partitioner (worker_loop.c): decisions
+    /* worker.chain, and the default partitioner (worker_run.c): decisions
      * keep what chaining needs (cmd->follow, cmd->fresh) only then. */
     bool chain;
     worker_writes_t *writes;
     /* The open transaction wrote outbox rows: its COMMIT is followed by
-     * SG_OUTBOX_NOTIFY (the session is quiet, see worker_loop.c); it
+     * SG_OUTBOX_NOTIFY (the session is quiet, see worker_run.c); it
      * wrote timers: by SG_OUTBOX_NOTIFY_TIMERS instead. */
     bool outbox_written, timers_written;
 } worker_t;

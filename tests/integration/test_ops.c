@@ -599,7 +599,7 @@ Test(ops, a_busy_worker_never_pauses_a_stuck_one_does_and_resumes)
     env_add(true, false, "SAGAD_WORKER_MAX_IN_FLIGHT=2");
     /* Without chaining every call holds a slot from its message on: with
      * it, a chained call holds none until its own message comes back
-     * (worker_loop.c, active_add), so how full intake is would depend on
+     * (worker_cmdq.c, loop_active_add), so how full intake is would depend on
      * the relay's pace. */
     env_add(true, false, "SAGAD_WORKER_CHAIN=false");
     start_both(&wport, &rport);

@@ -15,6 +15,8 @@ Three rules, each a failure when broken:
    share).  The exceptions still waiting to be removed are listed in
    EXCEPTIONS below, each with the issue that removes it; an exception that
    no longer occurs is itself an error, so the list cannot go stale.
+4. A private header (PRIVATE below, like librdkafka's rdkafka_int.h) is
+   included by the files of its subsystem only.
 """
 import os
 import re
@@ -25,6 +27,11 @@ DIRS = ["lib", "worker", "outbox", "dlq-tool", "examples/checkout"]
 PROGRAMS = ["worker", "outbox", "dlq-tool", "examples/checkout"]
 # (including file, included file): known debts, with what ends them.
 EXCEPTIONS = set()
+# private header: the files that may include it
+PRIVATE = {
+    "worker/worker_loop_int.h": {"worker/worker_%s.c" % f for f in
+                                 ("run", "loop", "txn", "parts", "session", "chain", "cmdq")},
+}
 
 
 def sccs(graph):
@@ -139,6 +146,10 @@ def main():
                     seen.add((f, g))
                 else:
                     problems.append("%s includes %s: programs share code through lib/ only" % (f, g))
+    for f, edges in sorted(includes.items()):
+        for g in sorted(edges & set(PRIVATE)):
+            if f not in PRIVATE[g]:
+                problems.append("%s includes %s, private to %s" % (f, g, ", ".join(sorted(PRIVATE[g]))))
     for f, g in sorted(EXCEPTIONS - seen):
         problems.append("exception no longer needed, remove it from EXCEPTIONS: %s includes %s" % (f, g))
     for p in problems:

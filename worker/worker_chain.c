@@ -1,0 +1,329 @@
+/* Chaining: running a saga's next step command before its message comes
+ * back through the relay and Kafka.  This file owns the commands chained in
+ * a transaction, the set of their copies still expected (chain_set), the
+ * parked ones, and the commands topic's partition count with the thread
+ * that watches it.  Below the transactions and partitions; of the loop's
+ * files it calls only worker_cmdq.c (and worker_saga.c for decisions).
+ *
+ * Chaining (worker.chain).  A decision that emits a saga's next step
+ * command for now (not a timer) writes it to the outbox as always.  When
+ * that message will come back to this worker (its key, the saga id, maps
+ * to a partition of ours under librdkafka's default partitioner), the
+ * command is also decided at once, in the same transaction, as if it had
+ * arrived: its attempt row commits with the previous outcome, and its call
+ * starts right after the commit.  A saga's steps then cost one transaction
+ * each and no trip through the relay and Kafka.  The chained command sits
+ * at the head of its saga's queue and in its partition's FIFO (offset -1,
+ * which the stored offset ignores), so ordering, draining and abandoning
+ * treat it like any other.  A saga.start's first step command is chained
+ * the same way, decided with the saga the start just wrote (worker_fresh_t)
+ * unless the saga has a deadline.  Its message, when it arrives, is a copy:
+ *   - normally the chained command has finished by then (the saga queue
+ *     holds the copy back until it has), and the copy is acknowledged with
+ *     no transaction of its own beyond the offset (`chain` set, by message
+ *     id and partition);
+ *   - a chained call that failed is PARKED until its copy arrives, and the
+ *     copy takes over its result: failures may need a dead letter, which
+ *     names the message, and a chained command has none.  For the same
+ *     reason a chained command whose decision could dead-letter it (an
+ *     unknown tool) is dropped, and its message decides it.
+ * A worker that dies or loses the partition leaves the copy to the next
+ * owner, which finds the attempt row as any redelivery would. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sagad/sg_log.h"
+#include "sagad/sg_metrics.h"
+#include "sagad/sg_run.h"
+#include "worker_loop_int.h"
+
+#define PARTITIONS_CHECK_MS 10000 /* the commands topic's partition count, for chaining */
+/* Most commands chained from one decision in one transaction: a step, or
+ * the compensations a failure walks through. */
+#define CHAIN_DEPTH (2 * SG_MAX_STEPS + 2)
+
+/* ---- the copies expected ---------------------------------------------- */
+
+/* The message id of a command ("cmd:<saga>:<step>:..."), NULL if none. */
+static const char *cmd_id(const worker_cmd_t *c)
+{
+    return c->dec.doc ? sg_json_string(sg_json_member(c->dec.doc, "id")) : NULL;
+}
+
+static void chain_add(loop_t *L, int32_t partition, const char *id)
+{
+    chain_entry_t *e = malloc(sizeof(*e) + strlen(id) + 1);
+    unsigned b = loop_hash(id) % CHAIN_BUCKETS;
+
+    if (!e)
+        abort();
+    e->partition = partition;
+    strcpy(e->id, id);
+    e->next = L->chain_set[b];
+    L->chain_set[b] = e;
+    L->nchain++;
+}
+
+/* Is c the message of a chained command that ran here?  Forgets it. */
+bool loop_chain_take(loop_t *L, const worker_cmd_t *c)
+{
+    const char *id = cmd_id(c);
+    chain_entry_t **pp, *e;
+
+    if (!id || !c->part || L->nchain == 0)
+        return false;
+    for (pp = &L->chain_set[loop_hash(id) % CHAIN_BUCKETS]; (e = *pp); pp = &e->next)
+        if (e->partition == c->part->partition && strcmp(e->id, id) == 0) {
+            *pp = e->next;
+            free(e);
+            L->nchain--;
+            return true;
+        }
+    return false;
+}
+
+/* The partition is not ours any more: its copies are the next owner's. */
+void loop_chain_forget(loop_t *L, int32_t partition)
+{
+    for (size_t b = 0; b < CHAIN_BUCKETS && L->nchain; b++)
+        for (chain_entry_t **pp = &L->chain_set[b], *e; (e = *pp);) {
+            if (partition >= 0 && e->partition != partition) {
+                pp = &e->next;
+                continue;
+            }
+            *pp = e->next;
+            free(e);
+            L->nchain--;
+        }
+}
+
+/* ---- parked chained commands ------------------------------------------- */
+
+/* The copy r of the PARKED chained command v (the head of its saga's
+ * queue) takes v's place, call and result, and is completed as any
+ * returned call: it has the message a dead letter names. */
+static void adopt(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker_cmd_t *r)
+{
+    worker_cmd_t **pp;
+
+    for (pp = &v->saga_next; *pp && *pp != r; pp = &(*pp)->saga_next)
+        ;
+    *pp = r->saga_next;
+    r->saga_next = v->saga_next;
+    v->saga_next = NULL;
+    slot->head = r;
+    for (worker_cmd_t *c = slot->head; c; c = c->saga_next)
+        slot->tail = c;
+    loop_chain_take(L, r);
+    r->call = v->call;
+    r->result = v->result;
+    r->attempt_id = v->attempt_id;
+    memset(&v->call, 0, sizeof(v->call));
+    memset(&v->result, 0, sizeof(v->result));
+    loop_cmd_set_state(r, CMD_RETURNED);
+    loop_vec_push(&L->returned, r);
+    loop_cmd_set_state(v, CMD_FINISHED); /* not active since it parked */
+    loop_retire(L, v);
+}
+
+/* The copy of v among the commands queued behind it, if it came. */
+static worker_cmd_t *find_copy(const worker_cmd_t *v)
+{
+    const char *id = cmd_id(v);
+
+    for (worker_cmd_t *c = v->saga_next; c && id; c = c->saga_next)
+        if (!c->chained && c->part == v->part && cmd_id(c) && strcmp(cmd_id(c), id) == 0)
+            return c;
+    return NULL;
+}
+
+/* A chained command whose call failed: its outcome waits for its message
+ * (see the top of the file), holding its saga but no intake slot. */
+void loop_chain_park(loop_t *L, worker_cmd_t *v)
+{
+    saga_slot_t *slot = loop_saga_slot(L, v->dec.saga_id, false);
+    worker_cmd_t *copy = find_copy(v);
+    sg_log_ctx_t ctx;
+
+    loop_cmd_set_state(v, CMD_PARKED);
+    loop_active_add(L, v, -1);
+    if (slot && copy) {
+        adopt(L, slot, v, copy);
+        return;
+    }
+    /* Says why the saga waits: should the message not come (the relay
+     * down), its outcome is not written yet. */
+    loop_cmd_ctx(v, &ctx);
+    ctx.error_code = v->result.err.code;
+    sg_log(SG_LOG_INFO, &ctx, "chained call failed: its outcome waits for its message");
+}
+
+/* What intake queued behind the head of its saga's queue (slot): the copy
+ * of that head, a PARKED chained command, takes its place at once. */
+void loop_chain_arrived(loop_t *L, saga_slot_t *slot, worker_cmd_t *cmd)
+{
+    if (slot->head->state == CMD_PARKED && find_copy(slot->head) == cmd)
+        adopt(L, slot, slot->head, cmd);
+}
+
+/* ---- chaining in a transaction ----------------------------------------- */
+
+/* Drops the commands chained in a transaction that did not commit. */
+void loop_chain_discard(loop_t *L)
+{
+    for (size_t i = 0; i < L->chain_new->n; i++) {
+        loop_cmd_release(L, L->chain_new->v[i]);
+    }
+    L->chain_new->n = 0;
+}
+
+/* Commands chained in transactions not committed yet, in every slot. */
+static size_t chained_out(const loop_t *L)
+{
+    size_t n = 0;
+
+    for (int i = 0; i < L->nslots; i++)
+        n += L->slots[i].chain_new.n;
+    return n;
+}
+
+/* May the step command c's decision emitted (for saga s) be chained? */
+static bool chainable(const loop_t *L, const worker_cmd_t *c, const worker_saga_t *s)
+{
+    size_t cap = (size_t)L->max_in_flight * WINDOW_FACTOR;
+
+    return L->w.chain && !L->draining && !loop_isolating(L) && sg_run_running &&
+           L->cmd_partitions > 0 && sg_run_now_ms() >= L->chain_paused_until && s && c->part &&
+           !c->abandoned && L->nchain + chained_out(L) < cap &&
+           sg_kafka_key_partition(s->saga_id, strlen(s->saga_id), L->cmd_partitions) ==
+               c->part->partition;
+}
+
+/* Decides, in the open transaction, the step command c's decision emitted
+ * for now, and the ones those emit in turn (see the top of the file). */
+void loop_chain_follow(loop_t *L, worker_cmd_t *c, worker_saga_t *s)
+{
+    worker_cmd_t *prev = c;
+
+    for (int depth = 0; prev->follow && depth < CHAIN_DEPTH; depth++) {
+        char *payload = prev->follow;
+        worker_cmd_t *v;
+
+        prev->follow = NULL;
+        if (!chainable(L, c, s)) {
+            free(payload);
+            return;
+        }
+        v = loop_cmd_new(L);
+        v->chained = true;
+        v->part = c->part;
+        v->offset = -1;
+        v->origin = prev;
+        loop_cmd_set_state(v, CMD_READY);
+        sg_submit_decode(payload, strlen(payload), &L->w.limits, &v->dec);
+        free(payload);
+        /* A command this transaction created has no attempt rows yet. */
+        s->interrupted = s->finished = 0;
+        worker_saga_decide(&L->w, v, s);
+        if (v->unchained) {
+            loop_cmd_release(L, v);
+            return;
+        }
+        v->finishing = !v->calls;
+        L->w.stats.chained++;
+        sg_metrics_batch_inc(L->w.metrics, SG_M_CHAINED, SG_LABELS("run"));
+        loop_vec_push(L->chain_new, v);
+        prev = v;
+    }
+    free(prev->follow);
+    prev->follow = NULL;
+}
+
+/* After the commit: the chained commands take their places, each right
+ * behind the command that emitted it, and their copies are expected. */
+void loop_chain_place(loop_t *L)
+{
+    for (size_t i = 0; i < L->chain_new->n; i++) {
+        worker_cmd_t *v = L->chain_new->v[i], *o = v->origin;
+        worker_part_t *p = v->part;
+        /* o heads its saga's queue, or was placed just before v. */
+        saga_slot_t *slot = loop_saga_slot(L, v->dec.saga_id, false);
+
+        v->origin = NULL;
+        loop_part_append(p, v);
+        L->held++;
+        loop_active_add(L, v, 1);
+        v->saga_next = o->saga_next;
+        o->saga_next = v;
+        if (slot->tail == o)
+            slot->tail = v;
+        chain_add(L, p->partition, cmd_id(v));
+    }
+}
+
+/* ---- the commands topic's partition count ------------------------------ */
+
+/* The commands topic's partition count, n (0 or less: not known), as read
+ * just now.
+ *
+ * Added partitions change where a key lands, and producers learn of them
+ * only at their next metadata refresh (librdkafka: every 5 minutes), so
+ * for a while the relay hashes keys over the old count while this worker
+ * would predict with the new one, or the other way round.  A chained
+ * command whose message lands elsewhere runs twice (the other partition's
+ * owner finds its attempt started and not finished, as after a crash).
+ * So a changed count turns chaining off for
+ * worker.chain_repartition_pause_ms. */
+void loop_partitions_read(loop_t *L, int32_t n)
+{
+    L->partitions_read_at = sg_run_now_ms();
+    if (n > 0 && L->known_partitions > 0 && n != L->known_partitions) {
+        char was[16], now[16], pause[24];
+        snprintf(was, sizeof(was), "%d", (int)L->known_partitions);
+        snprintf(now, sizeof(now), "%d", (int)n);
+        snprintf(pause, sizeof(pause), "%llu", (unsigned long long)L->repartition_pause_ms);
+        sg_log_kv(SG_LOG_WARN,
+                  "the commands topic's partition count changed: chaining is off while "
+                  "producers still hash keys over the old count",
+                  "topic", L->w.topic_commands, "partitions_before", was, "partitions", now,
+                  "pause_ms", pause, NULL);
+        L->chain_paused_until = sg_run_now_ms() + L->repartition_pause_ms;
+    }
+    if (n > 0)
+        L->known_partitions = n;
+    L->cmd_partitions = n;
+}
+
+/* Asks the cluster for the count, at most once a second: an assignment
+ * calls this once per partition assigned. */
+void loop_refresh_partitions(loop_t *L, int timeout_ms)
+{
+    if (!L->w.chain || sg_run_now_ms() - L->partitions_read_at < 1000)
+        return;
+    loop_partitions_read(L, sg_kafka_partition_count(L->consumer, L->w.topic_commands, timeout_ms));
+}
+
+/* The watcher thread reads the count every PARTITIONS_CHECK_MS (every
+ * second while it is not known) for housekeeping to take: a metadata
+ * request from the loop itself, with a busy broker, held it up to 300 ms
+ * (the latency benchmark's worst stalls).  librdkafka's handle may be
+ * used from any thread. */
+void *loop_partition_watcher(void *arg)
+{
+    loop_t *L = arg;
+
+    while (!atomic_load(&L->watcher_stop)) {
+        int32_t n = sg_kafka_partition_count(L->consumer, L->w.topic_commands, 2000);
+        uint64_t until = sg_run_now_ms() + (n > 0 ? PARTITIONS_CHECK_MS : 1000);
+
+        atomic_store(&L->watched, n > 0 ? n : -1);
+        while (!atomic_load(&L->watcher_stop) && sg_run_now_ms() < until) {
+            struct timespec ts = {0, 100 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
+}

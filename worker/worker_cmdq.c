@@ -1,0 +1,316 @@
+/* Where the loop's commands live: their memory (allocation, the spare
+ * list, shedding a finished one's payload, freeing at the end of a turn),
+ * the queue of each saga and the FIFO of each partition they sit in, the
+ * loop's vectors (ready, returned, ...), and a command's state, which
+ * changes through loop_cmd_set_state() only.  Calls nothing of the loop's
+ * other files. */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "sagad/sg_log.h"
+#include "worker_loop_int.h"
+
+#define CMD_SPARE 1024 /* freed commands kept for reuse: 1.5 MB */
+
+/* ---- vectors ------------------------------------------------------------ */
+
+void loop_vec_push(vec_t *vec, worker_cmd_t *cmd)
+{
+    if (vec->n == vec->cap) {
+        vec->cap = vec->cap ? vec->cap * 2 : 256;
+        vec->v = realloc(vec->v, sizeof(*vec->v) * vec->cap);
+        if (!vec->v)
+            abort();
+    }
+    vec->v[vec->n++] = cmd;
+}
+
+void loop_vec_remove(vec_t *vec, const worker_cmd_t *cmd)
+{
+    for (size_t i = 0; i < vec->n; i++)
+        if (vec->v[i] == cmd) {
+            memmove(&vec->v[i], &vec->v[i + 1], sizeof(*vec->v) * (vec->n - i - 1));
+            vec->n--;
+            return;
+        }
+}
+
+/* ---- per-saga queues ---------------------------------------------------- */
+
+unsigned loop_hash(const char *s)
+{
+    unsigned h = 2166136261u;
+
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h % SAGA_BUCKETS;
+}
+
+saga_slot_t *loop_saga_slot(loop_t *L, const char *id, bool create)
+{
+    saga_slot_t **pp = &L->sagas[loop_hash(id)], *s;
+
+    for (s = *pp; s; s = s->next)
+        if (strcmp(s->id, id) == 0)
+            return s;
+    if (!create)
+        return NULL;
+    s = calloc(1, sizeof(*s) + strlen(id) + 1);
+    if (!s)
+        abort();
+    strcpy(s->id, id);
+    s->next = *pp;
+    *pp = s;
+    return s;
+}
+
+void loop_saga_slot_free(loop_t *L, saga_slot_t *slot)
+{
+    saga_slot_t **pp = &L->sagas[loop_hash(slot->id)];
+
+    while (*pp != slot)
+        pp = &(*pp)->next;
+    *pp = slot->next;
+    free(slot);
+}
+
+/* ---- a command's state -------------------------------------------------- */
+
+static const char *const cstate_names[] = {"queued",   "ready",    "calling",
+                                           "returned", "finished", "parked"};
+
+/* The legal changes of a command's state ([from][to]).  A new command is
+ * QUEUED (zeroed) until loop_saga_enqueue places it. */
+static const bool cstate_legal[6][6] = {
+    /* from QUEUED: placed behind its saga, made READY, or the copy a parked
+     * command adopts (RETURNED with the parked call's outcome) */
+    [CMD_QUEUED] = {[CMD_QUEUED] = true, [CMD_READY] = true, [CMD_RETURNED] = true},
+    /* from READY: decided and committed (a call, or done), a chained one's
+     * refused outcome waits for its message, or decided again as poison */
+    [CMD_READY] =
+        {[CMD_READY] = true, [CMD_CALLING] = true, [CMD_FINISHED] = true, [CMD_PARKED] = true},
+    [CMD_CALLING] = {[CMD_RETURNED] = true, [CMD_PARKED] = true},
+    [CMD_RETURNED] = {[CMD_READY] = true, [CMD_FINISHED] = true, [CMD_PARKED] = true},
+    /* FINISHED is final: the command is retired */
+    [CMD_PARKED] = {[CMD_FINISHED] = true},
+};
+
+/* Every change of a command's state: logged at debug level, asserted
+ * legal. */
+void loop_cmd_set_state(worker_cmd_t *c, worker_cstate_t to)
+{
+    sg_log_ctx_t ctx;
+
+    assert(cstate_legal[c->state][to]);
+    if (SG_LOG_DEBUG <= sg_log_level) {
+        loop_cmd_ctx(c, &ctx);
+        sg_log(SG_LOG_DEBUG, &ctx, "command %s: %s -> %s", c->chained ? "(chained)" : "",
+               cstate_names[c->state], cstate_names[to]);
+    }
+    c->state = to;
+}
+
+/* Queues cmd behind its saga; READY when it is the saga's only one.  A
+ * copy of a chained command that parked is then adopted by it
+ * (loop_chain_arrived(), which intake calls next with the slot returned). */
+saga_slot_t *loop_saga_enqueue(loop_t *L, worker_cmd_t *cmd)
+{
+    saga_slot_t *slot;
+
+    if (!cmd->dec.saga_id[0]) {
+        loop_cmd_set_state(cmd, CMD_READY);
+        loop_vec_push(&L->ready, cmd);
+        return NULL;
+    }
+    slot = loop_saga_slot(L, cmd->dec.saga_id, true);
+    if (slot->tail) {
+        slot->tail->saga_next = cmd;
+        slot->tail = cmd;
+        loop_cmd_set_state(cmd, CMD_QUEUED);
+        return slot;
+    }
+    slot->head = slot->tail = cmd;
+    loop_cmd_set_state(cmd, CMD_READY);
+    loop_vec_push(&L->ready, cmd);
+    return NULL;
+}
+
+/* Removes cmd from its saga's queue; the next one becomes READY. */
+void loop_saga_dequeue(loop_t *L, worker_cmd_t *cmd)
+{
+    saga_slot_t *slot;
+    worker_cmd_t **pp;
+
+    if (!cmd->dec.saga_id[0] || !(slot = loop_saga_slot(L, cmd->dec.saga_id, false)))
+        return;
+    for (pp = &slot->head; *pp && *pp != cmd; pp = &(*pp)->saga_next)
+        ;
+    if (!*pp)
+        return;
+    *pp = cmd->saga_next;
+    if (slot->tail == cmd) {
+        slot->tail = NULL;
+        for (worker_cmd_t *c = slot->head; c; c = c->saga_next)
+            slot->tail = c;
+    }
+    cmd->saga_next = NULL;
+    if (!slot->head) {
+        loop_saga_slot_free(L, slot);
+        return;
+    }
+    if (slot->head->state == CMD_QUEUED) {
+        loop_cmd_set_state(slot->head, CMD_READY);
+        loop_vec_push(&L->ready, slot->head);
+    }
+}
+
+/* ---- command memory ----------------------------------------------------- */
+
+void loop_call_free(worker_call_t *call)
+{
+    free(call->saga_id);
+    free(call->step_name);
+    free(call->idem_key);
+    free(call->traceparent);
+    sg_json_destroy(call->args);
+    sg_json_destroy(call->input);
+    memset(call, 0, sizeof(*call));
+}
+
+/* Frees what a command holds besides its place in the FIFO. */
+static void cmd_shed(loop_t *L, worker_cmd_t *cmd)
+{
+    L->held_bytes -= cmd->charge;
+    cmd->charge = 0;
+    sg_kafka_msg_destroy(cmd->msg);
+    cmd->msg = NULL;
+    sg_json_destroy(cmd->dec.doc);
+    cmd->dec.doc = NULL;
+    free(cmd->follow);
+    cmd->follow = NULL;
+    free(cmd->definition);
+    cmd->definition = NULL;
+    worker_fresh_free(cmd->fresh);
+    cmd->fresh = NULL;
+    loop_call_free(&cmd->call);
+    worker_result_clear(&cmd->result);
+}
+
+/* A command is 1.5 KB, a size for which malloc first sorts every small
+ * free chunk back into its bins (malloc_consolidate): 5% of the worker's
+ * CPU in a backlog, a command in and out per step.  Freed commands are
+ * kept for the next ones instead, up to CMD_SPARE of them. */
+worker_cmd_t *loop_cmd_new(loop_t *L)
+{
+    worker_cmd_t *c;
+
+    if (L->spare.n == 0) {
+        if (!(c = calloc(1, sizeof(*c))))
+            abort();
+        return c;
+    }
+    c = L->spare.v[--L->spare.n];
+    memset(c, 0, sizeof(*c));
+    return c;
+}
+
+/* Frees what a command holds and gives back its memory. */
+void loop_cmd_release(loop_t *L, worker_cmd_t *c)
+{
+    cmd_shed(L, c);
+    if (L->spare.n < CMD_SPARE)
+        loop_vec_push(&L->spare, c);
+    else
+        free(c);
+}
+
+/* A command stops (or starts, +1) being active: unfinished and not
+ * parked.  worker.max_in_flight bounds the commands taken from Kafka: a
+ * chained command and its copy are one piece of work, which holds one
+ * slot, the copy's (counting both, a limit of 2 ran one call at a time;
+ * counting the copy neither, intake ran ahead and held twice the
+ * messages). */
+void loop_active_add(loop_t *L, const worker_cmd_t *c, int delta)
+{
+    L->active += (size_t)(ssize_t)delta;
+    if (c->chained)
+        L->active_chained += (size_t)(ssize_t)delta;
+}
+
+void loop_cmd_free(loop_t *L, worker_cmd_t *cmd)
+{
+    if (cmd->state != CMD_FINISHED && cmd->state != CMD_PARKED)
+        loop_active_add(L, cmd, -1);
+    loop_cmd_release(L, cmd);
+    L->held--;
+}
+
+/* ---- partition FIFOs --------------------------------------------------- */
+
+void loop_part_append(worker_part_t *p, worker_cmd_t *c)
+{
+    c->part_prev = p->tail;
+    c->part_next = NULL;
+    if (p->tail)
+        p->tail->part_next = c;
+    else
+        p->head = c;
+    p->tail = c;
+}
+
+void loop_part_unlink(worker_part_t *p, worker_cmd_t *c)
+{
+    if (c->part_prev)
+        c->part_prev->part_next = c->part_next;
+    else
+        p->head = c->part_next;
+    if (c->part_next)
+        c->part_next->part_prev = c->part_prev;
+    else
+        p->tail = c->part_prev;
+    c->part_next = c->part_prev = NULL;
+}
+
+/* A finished command leaves memory at the end of the turn.  One with an
+ * offset waits in its partition's FIFO, light, until the offset passes it;
+ * a chained one holds no offset and leaves the FIFO at once (else it would
+ * fill the window behind a slow command: a saga of n steps chains n). */
+void loop_retire(loop_t *L, worker_cmd_t *c)
+{
+    if (c->chained && c->part) {
+        loop_part_unlink(c->part, c);
+        loop_vec_push(&L->graveyard, c);
+    } else {
+        loop_vec_push(&L->lighten, c);
+    }
+}
+
+/* Where a command's log lines say they come from. */
+void loop_cmd_ctx(const worker_cmd_t *c, sg_log_ctx_t *ctx)
+{
+    sg_log_ctx_t init = SG_LOG_CTX_INIT;
+
+    *ctx = init;
+    ctx->saga_id = c->dec.saga_id[0] ? c->dec.saga_id : NULL;
+    ctx->step = c->call.step_name;
+    ctx->attempt = c->dec.attempt > 0 ? c->dec.attempt : -1;
+    ctx->topic = c->msg ? sg_kafka_msg_topic(c->msg) : NULL;
+    ctx->partition = c->msg ? sg_kafka_msg_partition(c->msg) : -1;
+    ctx->offset = c->offset;
+}
+
+/* ---- the end of a turn ------------------------------------------------- */
+
+void loop_bury(loop_t *L)
+{
+    /* Lightened first: a command can be in both lists (finished, then
+     * popped in the same turn), and the graveyard frees it. */
+    for (size_t i = 0; i < L->lighten.n; i++)
+        cmd_shed(L, L->lighten.v[i]);
+    L->lighten.n = 0;
+    for (size_t i = 0; i < L->graveyard.n; i++)
+        loop_cmd_free(L, L->graveyard.v[i]);
+    L->graveyard.n = 0;
+}

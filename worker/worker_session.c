@@ -1,0 +1,50 @@
+/* The health of the worker's PostgreSQL session: whether it is up (for
+ * /readyz and sagad_pg_connected, and when it last answered), and the
+ * backoff and reconnect after a failure, counted in pg_failures.  Used by
+ * the transactions, partition ownership and housekeeping alike. */
+#include <time.h>
+
+#include "sagad/sg_health.h"
+#include "sagad/sg_log.h"
+#include "sagad/sg_run.h"
+#include "worker_loop_int.h"
+
+/* The session's state for /readyz and sagad_pg_connected, set on change. */
+void loop_pg_state(loop_t *L, bool up, const sg_err_t *err)
+{
+    if (up)
+        L->last_pg_ok = sg_run_now_ms();
+    if (up == L->pg_up)
+        return;
+    L->pg_up = up;
+    sg_health_set(SG_CHECK_PG, up, "%s", err ? err->message : "connection lost");
+}
+
+static void pg_backoff(loop_t *L)
+{
+    sg_backoff_t b = {200, 5000};
+    uint64_t ms = sg_backoff_delay_ms(&b, L->pg_failures < 10 ? L->pg_failures : 10, 0, &L->w.rng);
+    uint64_t end = sg_run_now_ms() + ms;
+
+    while (sg_run_now_ms() < end && !sg_run_stop_now) {
+        struct timespec ts = {0, 20 * 1000000L};
+        sg_health_beat();
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* After a failure: reconnect when the session is gone. */
+void loop_pg_recover(loop_t *L, const sg_err_t *err)
+{
+    sg_err_t e;
+
+    loop_pg_state(L, false, err);
+    if (L->pg_failures++ == 0)
+        sg_log_kv(SG_LOG_WARN, "PostgreSQL transaction failed; retrying with backoff", "error",
+                  err->message, "error_code", err->code, NULL);
+    pg_backoff(L);
+    if (!sg_pg_ok(L->w.pg) && sg_pg_reconnect(L->w.pg, &e) < 0)
+        sg_log_kv(SG_LOG_WARN, "PostgreSQL reconnect failed", "error", e.message, NULL);
+    else if (sg_pg_ok(L->w.pg))
+        loop_pg_state(L, true, NULL);
+}

@@ -1,0 +1,553 @@
+/* The worker's transactions (txn_slot_t): a batch of ready commands and
+ * returned calls decided in two pipelined round trips on one of
+ * worker.transactions_in_flight connections, and what follows a commit
+ * (calls to the pool, offsets move) or a failure (fenced, reconnect, a
+ * refused command split out, at last dead-lettered).  Calls worker_saga.c
+ * and, below it in the loop, worker_parts/session/chain/cmdq.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sagad/sg_log.h"
+#include "sagad/sg_metrics.h"
+#include "sagad/sg_migrate.h"
+#include "sagad/sg_run.h"
+#include "worker_loop_int.h"
+
+/* Tries of a message's dead letter that PostgreSQL refuses before a
+ * reduced one is written instead (poison_single). */
+#define DEAD_LETTER_TRIES 3
+
+/* ---- one transaction ---------------------------------------------------- */
+
+static int cmp_saga(const void *a, const void *b)
+{
+    return strcmp(((const worker_saga_t *)a)->saga_id, ((const worker_saga_t *)b)->saga_id);
+}
+
+static worker_saga_t *find_saga(worker_saga_t *sagas, size_t n, const char *id)
+{
+    worker_saga_t key;
+
+    key.saga_id = id;
+    return id[0] ? bsearch(&key, sagas, n, sizeof(*sagas), cmp_saga) : NULL;
+}
+
+/* The array parameters of load_state(): every saga of the batch; (saga,
+ * step, phase, generation, attempt) of each step command; (saga,
+ * definition) of each saga.start. */
+enum {
+    A_IDS,
+    A_STEP_SAGA,
+    A_STEP_IDX,
+    A_STEP_PHASE,
+    A_STEP_GEN,
+    A_STEP_ATTEMPT,
+    A_START_SAGA,
+    A_START_DEF,
+    NARRAYS
+};
+
+/* Round trip 1: BEGIN, the saga rows (locked), the attempt rows of step
+ * commands (crash detection), the definitions of resubmitted sagas. */
+static int load_state(loop_t *L, worker_cmd_t **batch, size_t n, sg_pg_res_t **load,
+                      sg_pg_res_t **counts, sg_pg_res_t **conflicts, sg_err_t *err)
+{
+    const char **items = calloc(NARRAYS * (n + 1), sizeof(char *)), **a[NARRAYS], *p[NARRAYS];
+    char(*nums)[3][16] = calloc(n + 1, sizeof(*nums));
+    sg_pg_buf_t b[NARRAYS] = {{0}};
+    size_t nids = 0, nc = 0, ns = 0;
+    int rc;
+
+    if (!items || !nums)
+        abort();
+    for (size_t k = 0; k < NARRAYS; k++)
+        a[k] = items + k * (n + 1);
+    for (size_t i = 0; i < n; i++) {
+        worker_cmd_t *c = batch[i];
+        if (!c->dec.saga_id[0] || c->dec.type == SG_CMD_POISON || c->copy)
+            continue;
+        a[A_IDS][nids++] = c->dec.saga_id;
+        if (c->state == CMD_READY &&
+            (c->dec.type == SG_CMD_EXECUTE || c->dec.type == SG_CMD_COMPENSATE)) {
+            snprintf(nums[nc][0], 16, "%d", c->dec.step);
+            snprintf(nums[nc][1], 16, "%d", c->dec.generation);
+            snprintf(nums[nc][2], 16, "%d", c->dec.attempt);
+            a[A_STEP_SAGA][nc] = c->dec.saga_id;
+            a[A_STEP_IDX][nc] = nums[nc][0];
+            a[A_STEP_PHASE][nc] = c->dec.type == SG_CMD_COMPENSATE ? "compensate" : "forward";
+            a[A_STEP_GEN][nc] = nums[nc][1];
+            a[A_STEP_ATTEMPT][nc] = nums[nc][2];
+            nc++;
+        } else if (c->state == CMD_READY && c->dec.type == SG_CMD_START) {
+            a[A_START_SAGA][ns] = c->dec.saga_id;
+            a[A_START_DEF][ns] = worker_cmd_definition(c);
+            ns++;
+        }
+    }
+    for (size_t k = 0; k < NARRAYS; k++) {
+        sg_pg_array_literal(&b[k], a[k], k == A_IDS ? nids : k < A_START_SAGA ? nc : ns);
+        p[k] = b[k].data;
+    }
+    if (sg_pg_pipe_begin(L->w.pg, err) < 0) {
+        rc = -1;
+        goto out;
+    }
+    sg_pg_pipe_send(L->w.pg, "BEGIN", 0, NULL, NULL);
+    sg_pg_pipe_send(L->w.pg, worker_sql_load, 1, &p[A_IDS], load);
+    if (nc)
+        sg_pg_pipe_send(
+            L->w.pg,
+            "SELECT u.saga_id, count(*) FILTER (WHERE a.finished_at IS NULL OR "
+            "a.error_code = 'runtime.interrupted'), count(*) FILTER (WHERE a.finished_at IS "
+            "NOT NULL AND a.error_code IS DISTINCT FROM 'runtime.interrupted') "
+            "FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::int[]) "
+            "AS u(saga_id, step, phase, gen, attempt) JOIN attempts a ON a.saga_id = u.saga_id "
+            "AND a.step_idx = u.step AND a.phase = u.phase AND a.generation = u.gen AND "
+            "a.attempt = u.attempt GROUP BY u.saga_id",
+            5, &p[A_STEP_SAGA], counts);
+    if (ns)
+        sg_pg_pipe_send(L->w.pg,
+                        "SELECT s.saga_id, s.definition = u.def FROM unnest($1::text[], "
+                        "$2::jsonb[]) AS u(id, def) JOIN sagas s ON s.saga_id = u.id",
+                        2, &p[A_START_SAGA], conflicts);
+    rc = sg_pg_pipe_end(L->w.pg, err);
+out:
+    free(items);
+    free(nums);
+    for (size_t k = 0; k < NARRAYS; k++)
+        sg_pg_buf_free(&b[k]);
+    return rc;
+}
+
+/* Undoes the in-memory effects of a transaction that did not commit. */
+static void undo_batch(worker_cmd_t **batch, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        worker_cmd_t *c = batch[i];
+        c->finishing = false;
+        c->defer = false;
+        if (c->calls) {
+            c->calls = false;
+            loop_call_free(&c->call);
+        }
+    }
+}
+
+/* The counters are all int64_t: a transaction's part of them is kept as a
+ * difference, taken back if it does not commit. */
+_Static_assert(sizeof(worker_stats_t) % sizeof(int64_t) == 0, "worker_stats_t: int64_t only");
+enum { NSTATS = sizeof(worker_stats_t) / sizeof(int64_t) };
+
+void loop_stats_add(worker_stats_t *to, const worker_stats_t *d, int sign)
+{
+    int64_t *a = (int64_t *)to;
+    const int64_t *b = (const int64_t *)d;
+
+    for (size_t i = 0; i < NSTATS; i++)
+        a[i] += sign * b[i];
+}
+
+/* Makes t the current transaction: the decisions write through its
+ * connection, rows, metrics and chain. */
+void loop_use_txn(loop_t *L, txn_slot_t *t)
+{
+    L->cur = t;
+    L->w.pg = t->pg;
+    L->w.writes = t->writes;
+    L->w.metrics = &t->metrics;
+    L->chain_new = &t->chain_new;
+}
+
+/* Undoes what the current transaction, which did not commit, did in
+ * memory. */
+static void txn_abort(loop_t *L, worker_cmd_t **batch, size_t n)
+{
+    sg_pg_rollback(L->w.pg);
+    worker_writes_discard(L->w.writes);
+    undo_batch(batch, n);
+    loop_chain_discard(L);
+    sg_metrics_batch_discard(L->w.metrics);
+    loop_stats_add(&L->w.stats, &L->cur->delta, -1);
+    memset(&L->cur->delta, 0, sizeof(L->cur->delta));
+}
+
+/* One transaction over batch in the current slot, sent up to its COMMIT
+ * without waiting for the answers: txn_collect() reads them.  Returns -1
+ * with err, the transaction undone, when it failed before COMMIT was
+ * sent. */
+int loop_txn_send(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
+{
+    sg_pg_res_t *load = NULL, *counts = NULL, *conflicts = NULL;
+    worker_saga_t *sagas = NULL;
+    size_t nsagas = 0, row = 0;
+    int rc = -1;
+    /* Counted only if the transaction commits: a rolled-back batch is
+     * decided again and would count twice. */
+    worker_stats_t before = L->w.stats;
+
+    sg_metrics_batch_discard(L->w.metrics);
+    L->w.outbox_written = L->w.timers_written = false;
+    for (size_t i = 0; i < n; i++)
+        if (batch[i]->state == CMD_READY && !batch[i]->copy &&
+            (batch[i]->dec.type == SG_CMD_EXECUTE || batch[i]->dec.type == SG_CMD_COMPENSATE))
+            batch[i]->copy = loop_chain_take(L, batch[i]);
+    if (load_state(L, batch, n, &load, &counts, &conflicts, err) < 0)
+        goto out;
+    /* A saga is 11 KB (its step table): the array is kept from batch to
+     * batch, as zeroing and freeing megabytes per transaction showed in
+     * profiles.  worker_saga_load() clears each saga it fills. */
+    if (L->sagas_cap < n + 1) {
+        free(L->sagas_buf);
+        L->sagas_cap = n + 1;
+        if (!(L->sagas_buf = malloc(L->sagas_cap * sizeof(*sagas))))
+            abort();
+    }
+    sagas = L->sagas_buf;
+    while (row < sg_pg_res_rows(load))
+        worker_saga_load(&sagas[nsagas++], load, &row);
+    qsort(sagas, nsagas, sizeof(*sagas), cmp_saga);
+    for (size_t r = 0; r < sg_pg_res_rows(counts); r++) {
+        worker_saga_t *s = find_saga(sagas, nsagas, sg_pg_res_get(counts, r, 0));
+        if (s) {
+            s->interrupted = sg_pg_res_int(counts, r, 1, 0);
+            s->finished = sg_pg_res_int(counts, r, 2, 0);
+        }
+    }
+    for (size_t r = 0; r < sg_pg_res_rows(conflicts); r++) {
+        worker_saga_t *s = find_saga(sagas, nsagas, sg_pg_res_get(conflicts, r, 0));
+        if (s)
+            s->same_definition = strcmp(sg_pg_res_get(conflicts, r, 1), "t") == 0;
+    }
+
+    /* Round trip 2: every decision's statements, the fences, COMMIT. */
+    if (sg_pg_pipe_begin(L->w.pg, err) < 0)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        worker_cmd_t *c = batch[i];
+        worker_saga_t *s = c->dec.type == SG_CMD_POISON || c->copy
+                               ? NULL
+                               : find_saga(sagas, nsagas, c->dec.saga_id);
+        c->part->touched = true;
+        if (c->copy) {
+            /* Its chained command ran here: only the offset moves. */
+            c->finishing = true;
+            L->w.stats.copies++;
+            sg_metrics_batch_inc(L->w.metrics, SG_M_CHAINED, SG_LABELS("copy"));
+            continue;
+        }
+        if (c->state == CMD_READY) {
+            worker_saga_decide(&L->w, c, s);
+            c->finishing = !c->calls && !c->defer;
+        } else {
+            worker_saga_complete(&L->w, c, s);
+            c->finishing = true;
+        }
+        /* A saga.start that created its saga chains its first step
+         * from the saga as written. */
+        loop_chain_follow(L, c, s ? s : c->fresh ? &c->fresh->saga : NULL);
+        worker_fresh_free(c->fresh);
+        c->fresh = NULL;
+    }
+    worker_writes_flush(&L->w);
+    for (size_t i = 0; i < n; i++)
+        batch[i]->txn = L->cur;
+    for (size_t i = 0; i < L->chain_new->n; i++)
+        L->chain_new->v[i]->txn = L->cur;
+    loop_send_fences(L);
+    sg_pg_pipe_send(L->w.pg, "COMMIT", 0, NULL, NULL);
+    /* After the COMMIT, before the sync: a transaction of its own (see
+     * SG_OUTBOX_NOTIFY_OFF), skipped when the one before failed. */
+    if (L->w.timers_written)
+        sg_pg_pipe_send(L->w.pg, SG_OUTBOX_NOTIFY_TIMERS, 0, NULL, NULL);
+    else if (L->w.outbox_written)
+        sg_pg_pipe_send(L->w.pg, SG_OUTBOX_NOTIFY, 0, NULL, NULL);
+    if (sg_pg_pipe_sync(L->w.pg, err) < 0) {
+        /* txn_collect() reports it and rolls back */
+    }
+    rc = 0;
+out:
+    L->cur->delta = L->w.stats;
+    loop_stats_add(&L->cur->delta, &before, -1);
+    if (rc < 0)
+        txn_abort(L, batch, n);
+    for (size_t i = 0; i < L->nparts; i++)
+        L->parts[i]->touched = false;
+    sg_pg_res_destroy(load);
+    sg_pg_res_destroy(counts);
+    sg_pg_res_destroy(conflicts);
+    return rc;
+}
+
+/* Reads the answers of the current transaction, which loop_txn_send() sent.
+ * Returns 0 when it committed; -1 with err, the transaction undone, when
+ * not. */
+static int txn_collect(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
+{
+    if (sg_pg_pipe_collect(L->w.pg, err) < 0) {
+        txn_abort(L, batch, n);
+        return -1;
+    }
+    if (worker_writes_committed(L->w.writes) > 0)
+        sg_log_kv(
+            SG_LOG_ERROR,
+            "attempt rows missing from RETURNING: their outcomes will not be recorded on them",
+            NULL);
+    sg_metrics_batch_commit(L->w.metrics);
+    loop_pg_state(L, true, NULL);
+    return 0;
+}
+
+/* One transaction over batch in the current slot, waited for.  Returns 0
+ * when committed, -1 with err. */
+static int run_txn(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
+{
+    if (loop_txn_send(L, batch, n, err) < 0)
+        return -1;
+    return txn_collect(L, batch, n, err);
+}
+
+/* ---- after the commit --------------------------------------------------- */
+
+/* A committed command: its call goes to the pool, or it is finished and
+ * releases its saga. */
+static void settle(loop_t *L, worker_cmd_t *c)
+{
+    if (c->defer) {
+        c->defer = false;
+        c->suspect = true; /* not back to ready (requeue()) */
+        loop_vec_push(&L->suspects, c);
+        return;
+    }
+    if (c == L->isolated && !c->calls) {
+        /* done alone (with or without a call): the next suspect may run */
+        L->isolated = NULL;
+        c->isolated = false;
+    }
+    if (c->calls) {
+        c->calls = false;
+        loop_cmd_set_state(c, CMD_CALLING);
+        L->calling++;
+        c->call_t0 = L->last_submit_us = sg_run_now_us();
+        worker_pool_submit(L->pool, c, &c->call, &c->result);
+        return;
+    }
+    c->finishing = false;
+    loop_cmd_set_state(c, CMD_FINISHED);
+    loop_active_add(L, c, -1);
+    loop_saga_dequeue(L, c);
+    loop_retire(L, c);
+}
+
+/* After a commit: finished commands release their saga and the offset
+ * moves; decided calls go to the pool. */
+static void after_commit(loop_t *L, worker_cmd_t **batch, size_t n)
+{
+    loop_chain_place(L);
+    for (size_t i = 0; i < n; i++)
+        settle(L, batch[i]);
+    for (size_t i = 0; i < L->chain_new->n; i++)
+        settle(L, L->chain_new->v[i]);
+    L->chain_new->n = 0;
+    for (size_t i = 0; i < L->nparts; i++) {
+        worker_part_t *p = L->parts[i];
+        int64_t wm = loop_part_watermark(p, NULL);
+        loop_part_pop_finished(L, p);
+        if (wm > p->stored)
+            p->stored = wm;
+    }
+    loop_kafka_commit(L, NULL);
+}
+
+/* ---- after a failure ---------------------------------------------------- */
+
+/* A command PostgreSQL refuses on its own: its outcome becomes a dead
+ * letter (or, for a call's outcome, a permanent failure of the step). */
+static void poison_single(loop_t *L, worker_cmd_t *c, const sg_err_t *why)
+{
+    sg_log_ctx_t ctx;
+    sg_err_t err;
+
+    if (c->chained) {
+        /* The dead letter needs its message: parked until it comes. */
+        worker_result_clear(&c->result);
+        worker_result_error(&c->result, SG_ERRCLASS_POISON, "runtime.pg.rejected",
+                            "the tool's answer could not be stored: %s", why->message);
+        loop_chain_park(L, c);
+        return;
+    }
+    if (c->state == CMD_RETURNED && strcmp(c->result.err.code, "runtime.pg.rejected") != 0) {
+        worker_result_clear(&c->result);
+        worker_result_error(&c->result, SG_ERRCLASS_POISON, "runtime.pg.rejected",
+                            "the tool's answer could not be stored: %s", why->message);
+        if (run_txn(L, &c, 1, &err) == 0) {
+            after_commit(L, &c, 1);
+            return;
+        }
+    }
+    /* Last resort: decided again as poison, the message itself becomes a
+     * dead letter, through the same transaction path as any other. */
+    loop_cmd_set_state(c, CMD_READY);
+    c->dec.type = SG_CMD_POISON;
+    sg_err_set(&c->dec.err, SG_ERRCLASS_POISON, "runtime.pg.rejected",
+               "PostgreSQL refused to store the outcome of this message: %s", why->message);
+    if (run_txn(L, &c, 1, &err) == 0) {
+        after_commit(L, &c, 1);
+        return;
+    }
+    loop_cmd_ctx(c, &ctx);
+    ctx.error_code = err.code;
+    /* Never the same refused insert for ever (the partition would stop):
+     * after a few tries, a dead letter of what surely fits, and why. */
+    if (++c->dl_refused >= DEAD_LETTER_TRIES && !c->dl_minimal) {
+        c->dl_minimal = true;
+        sg_log(SG_LOG_WARN, &ctx,
+               "PostgreSQL refused this message's dead letter %d times; writing a reduced one "
+               "(its headers left out, its message escaped): %s",
+               c->dl_refused, err.message);
+        if (run_txn(L, &c, 1, &err) == 0) {
+            after_commit(L, &c, 1);
+            return;
+        }
+    }
+    sg_log(SG_LOG_ERROR, &ctx, "could not even dead-letter a message; will retry: %s", err.message);
+}
+
+static void process(loop_t *L, worker_cmd_t **batch, size_t n);
+
+/* After the transaction over batch, begun at t0 (us), committed (rc 0):
+ * the commands settle.  Failed (rc -1, err): lost partitions and lost
+ * connections are sorted out, and a refused batch is split so one bad
+ * command cannot hold up the others. */
+static void txn_done(loop_t *L, worker_cmd_t **batch, size_t n, int rc, const sg_err_t *err,
+                     uint64_t t0)
+{
+    L->txns++;
+    L->txn_cmds += n;
+    L->txn_us += sg_run_now_us() - t0;
+    if (rc == 0) {
+        L->pg_failures = 0;
+        after_commit(L, batch, n);
+        return;
+    }
+    /* What follows (a check of the fences that drops partitions, a
+     * reconnect, transactions of one command each) runs with no other
+     * transaction out, on this one's connection. */
+    {
+        txn_slot_t *t = L->cur;
+        loop_collect(L, true);
+        loop_use_txn(L, t);
+    }
+    if (strcmp(err->code, "pg.fenced") == 0) {
+        sg_log_kv(SG_LOG_WARN, "fenced: a partition was taken over", "error", err->message, NULL);
+        loop_check_fences(L);
+        return; /* the rest is retried next turn */
+    }
+    if (err->cls != SG_ERRCLASS_PERMANENT || !sg_pg_ok(L->w.pg)) {
+        loop_pg_recover(L, err);
+        return;
+    }
+    if (n > 1) {
+        for (size_t i = 0; i < n; i++)
+            if (!batch[i]->abandoned)
+                process(L, &batch[i], 1);
+        return;
+    }
+    {
+        sg_log_ctx_t ctx;
+        loop_cmd_ctx(batch[0], &ctx);
+        ctx.error_code = err->code;
+        sg_log(SG_LOG_WARN, &ctx, "PostgreSQL refused a command's outcome: %s", err->message);
+    }
+    poison_single(L, batch[0], err);
+}
+
+/* Runs the batch and waits for it. */
+static void process(loop_t *L, worker_cmd_t **batch, size_t n)
+{
+    sg_err_t err;
+    uint64_t t0 = sg_run_now_us();
+    int rc = run_txn(L, batch, n, &err);
+
+    txn_done(L, batch, n, rc, &err, t0);
+}
+
+/* ---- transactions out --------------------------------------------------- */
+
+/* What of batch did not commit goes back to the front of its queue, in
+ * order. */
+static void requeue(loop_t *L, worker_cmd_t **batch, size_t n)
+{
+    vec_t keep_r = {0}, keep_d = {0};
+
+    for (size_t i = 0; i < n; i++) {
+        worker_cmd_t *c = batch[i];
+        if (c->abandoned || c->suspect)
+            continue;
+        if (c->state == CMD_RETURNED)
+            loop_vec_push(&keep_r, c);
+        else if (c->state == CMD_READY)
+            loop_vec_push(&keep_d, c);
+    }
+    for (size_t i = 0; i < L->returned.n; i++)
+        loop_vec_push(&keep_r, L->returned.v[i]);
+    for (size_t i = 0; i < L->ready.n; i++)
+        loop_vec_push(&keep_d, L->ready.v[i]);
+    free(L->returned.v);
+    free(L->ready.v);
+    L->returned = keep_r;
+    L->ready = keep_d;
+}
+
+/* Settles a transaction that was sent: what did not commit goes back to
+ * its queue (a commit settles every command of its batch). */
+void loop_txn_settle(loop_t *L, worker_cmd_t **batch, size_t n, int rc, const sg_err_t *err,
+                     uint64_t t0)
+{
+    txn_done(L, batch, n, rc, err, t0);
+    if (rc < 0)
+        requeue(L, batch, n);
+    free(batch);
+}
+
+/* Waits for transaction t, if it is out, and settles it.  True when it
+ * was out. */
+static bool collect_pending(loop_t *L, txn_slot_t *t)
+{
+    worker_cmd_t **batch = t->batch;
+    size_t n = t->n;
+    sg_err_t err;
+    int rc;
+
+    if (!batch)
+        return false;
+    t->batch = NULL; /* what follows may run transactions of its own */
+    loop_use_txn(L, t);
+    rc = txn_collect(L, batch, n, &err);
+    loop_txn_settle(L, batch, n, rc, &err, t->t0);
+    return true;
+}
+
+/* The transactions out whose answers have all come, collected; with
+ * wait, every transaction out: what uses a connection for anything else
+ * (a rebalance, a drain's end, a failed transaction's aftermath) comes
+ * here first.  True when one was collected. */
+bool loop_collect(loop_t *L, bool wait)
+{
+    bool any = false;
+
+    for (int i = 0; i < L->nslots; i++) {
+        txn_slot_t *t = &L->slots[i];
+        if (t->batch && (wait || sg_pg_pipe_answered(t->pg)))
+            any |= collect_pending(L, t);
+    }
+    return any;
+}
+
+bool loop_txn_out(const loop_t *L)
+{
+    for (int i = 0; i < L->nslots; i++)
+        if (L->slots[i].batch)
+            return true;
+    return false;
+}
