@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "dlq.h"
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_registry.h"
 #include "sagad/sg_submit.h"
 
@@ -154,8 +155,7 @@ static char *read_file(const char *path)
     do {
         if (len + 4096 + 1 > cap) {
             cap = cap ? cap * 2 : 8192;
-            if (!(buf = realloc(buf, cap)))
-                abort();
+            buf = sg_xrealloc(buf, cap);
         }
         n = fread(buf + len, 1, cap - len - 1, fp);
         len += n;

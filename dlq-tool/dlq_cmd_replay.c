@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "dlq.h"
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_run.h"
 
 enum {
@@ -163,12 +164,9 @@ static int select_ids(dlq_t *d, dlq_filter_t *f, long limit, char ***ids, size_t
     if ((rc = dlq_query(d, sql, f->n, f->params, &res)))
         return rc;
     *n = sg_pg_res_rows(res);
-    *ids = calloc(*n + 1, sizeof(**ids));
-    if (!*ids)
-        abort();
+    *ids = sg_xcalloc(*n + 1, sizeof(**ids));
     for (size_t i = 0; i < *n; i++)
-        if (!((*ids)[i] = strdup(sg_pg_res_get(res, i, 0))))
-            abort();
+        (*ids)[i] = sg_xstrdup(sg_pg_res_get(res, i, 0));
     sg_pg_res_destroy(res);
     return SG_EXIT_OK;
 }
@@ -240,10 +238,8 @@ static void *replay_thread(void *arg)
 static int replay_all(replay_run_t *run, const char *const *ids, size_t n)
 {
     size_t nthreads = n < (size_t)run->parallel ? n : (size_t)run->parallel, started = 0;
-    replay_thread_t *threads = calloc(nthreads, sizeof(*threads));
+    replay_thread_t *threads = sg_xcalloc(nthreads, sizeof(*threads));
 
-    if (!threads)
-        abort();
     sg_run_trap_signals();
     pthread_mutex_init(&run->lock, NULL);
     run->ids = ids;

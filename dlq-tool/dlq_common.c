@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dlq.h"
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_text.h"
 
 sg_pg_t *dlq_connect(const dlq_t *d, sg_err_t *err)
@@ -307,8 +308,7 @@ void dlq_table(const sg_pg_res_t *res, const char *const *header, int ncols, int
         ncols = 32;
     /* What producers sent (keys, names, messages) is shown, never obeyed:
      * control characters come out as \xHH. */
-    if (!(cells = calloc(rows * (size_t)ncols + 1, sizeof(*cells))))
-        abort();
+    cells = sg_xcalloc(rows * (size_t)ncols + 1, sizeof(*cells));
     for (size_t r = 0; r < rows; r++)
         for (int c = 0; c < ncols; c++) {
             const char *v = sg_pg_res_get(res, r, c);

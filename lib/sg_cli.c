@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_mask.h"
 #include "sagad/sg_metrics.h"
@@ -196,11 +197,9 @@ int sg_cli_parse(const sg_cli_t *cli, int argc, char **argv, sg_cli_args_t *args
         args->nopts++;
     args->opts = opts;
     args->argc = argc;
-    args->vals = calloc(args->nopts * (size_t)argc + 1, sizeof(*args->vals));
-    args->nvals = calloc(args->nopts + 1, sizeof(*args->nvals));
-    args->pos = calloc((size_t)argc + 1, sizeof(*args->pos));
-    if (!args->vals || !args->nvals || !args->pos)
-        abort();
+    args->vals = sg_xcalloc(args->nopts * (size_t)argc + 1, sizeof(*args->vals));
+    args->nvals = sg_xcalloc(args->nopts + 1, sizeof(*args->nvals));
+    args->pos = sg_xcalloc((size_t)argc + 1, sizeof(*args->pos));
     for (int i = 1; i < argc; i++) {
         const sg_cli_opt_t *o;
         char name[64];

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_mask.h"
 
 #define MiB (1024 * 1024)
@@ -144,10 +145,8 @@ struct sg_config_s {
 
 static void *xmalloc(size_t n)
 {
-    void *p = malloc(n);
+    void *p = sg_xmalloc(n);
 
-    if (!p)
-        abort();
     return p;
 }
 
@@ -253,10 +252,8 @@ static void val_store(config_val_t *v, const char *text, int64_t i, const char *
 
 sg_config_t *sg_config_new(void)
 {
-    sg_config_t *cfg = calloc(1, sizeof(*cfg));
+    sg_config_t *cfg = sg_xcalloc(1, sizeof(*cfg));
 
-    if (!cfg)
-        abort();
     for (size_t i = 0; i < CONFIG_NKEYS; i++) {
         const sg_config_key_t *k = &config_table[i];
         char rule[128];

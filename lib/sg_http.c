@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_health.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_metrics.h"
@@ -40,10 +41,8 @@ static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, char 
 
 static char *text(const char *s)
 {
-    char *p = strdup(s);
+    char *p = sg_xstrdup(s);
 
-    if (!p)
-        abort();
     return p;
 }
 
@@ -124,9 +123,7 @@ sg_http_t *sg_http_start(const sg_config_t *cfg, unsigned served_by, unsigned re
     sg_metrics_init(served_by);
     sg_metric_set(SG_M_BUILD_INFO, SG_LABELS(SAGAD_VERSION), 1);
     sg_health_init(required_checks);
-    http = calloc(1, sizeof(*http));
-    if (!http)
-        abort();
+    http = sg_xcalloc(1, sizeof(*http));
     http->stall_ms = sg_config_int(cfg, "health.stall_ms");
     errno = 0;
     http->d =

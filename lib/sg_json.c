@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_text.h"
 
 /* Integers above 2^53 cannot round-trip through cJSON's double. */
@@ -316,12 +317,10 @@ static bool find_duplicate(const cJSON *node, const char *base, char *path, size
         n++;
     /* Only asked once has_duplicate found one: sorting is fine here. */
     if (cJSON_IsObject(node) && n > 1) {
-        const cJSON **v = malloc(n * sizeof(*v));
+        const cJSON **v = sg_xmalloc(n * sizeof(*v));
         size_t k = 0;
         bool dup = false;
 
-        if (!v)
-            abort();
         for (c = node->child; c; c = c->next)
             v[k++] = c;
         qsort(v, n, sizeof(*v), key_cmp);
@@ -636,8 +635,7 @@ const char *sg_json_string(const sg_json_t *node)
 
 static cJSON *oom_check(cJSON *node)
 {
-    if (!node)
-        abort();
+    sg_xcheck(node, "cJSON");
     return node;
 }
 
@@ -722,19 +720,15 @@ void sg_json_append(sg_json_t *arr, sg_json_t *child)
 
 char *sg_json_print(const sg_json_t *node)
 {
-    char *s = cJSON_PrintUnformatted(node);
+    char *s = sg_xcheck(cJSON_PrintUnformatted(node), "cJSON_PrintUnformatted");
 
-    if (!s)
-        abort();
     return s;
 }
 
 char *sg_json_print_pretty(const sg_json_t *node)
 {
-    char *s = cJSON_Print(node);
+    char *s = sg_xcheck(cJSON_Print(node), "cJSON_Print");
 
-    if (!s)
-        abort();
     return s;
 }
 

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_run.h"
 #include "sagad/sg_log.h"
 
@@ -293,12 +294,10 @@ err:
 sg_kafka_t *sg_kafka_new(const sg_config_t *cfg, sg_kafka_role_t role, const char *const *props,
                          char *errstr, size_t errstr_size)
 {
-    sg_kafka_t *k = calloc(1, sizeof(*k));
+    sg_kafka_t *k = sg_xcalloc(1, sizeof(*k));
     rd_kafka_conf_t *conf;
     char rderr[512];
 
-    if (!k)
-        abort();
     k->role = role;
     pthread_mutex_init(&k->hook_lock, NULL);
     conf = build_conf(k, cfg, props, errstr, errstr_size);

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sagad/sg_alloc.h"
+
 #define W SG_METRICS_WORKER
 #define R SG_METRICS_RELAY
 
@@ -343,9 +345,7 @@ static void metrics_alloc(void)
 
         while (m->nlabels < SG_METRIC_MAX_LABELS && d->labels[m->nlabels])
             m->nlabels++;
-        m->series = calloc(d->max_series + 1, sizeof(*m->series));
-        if (!m->series)
-            abort();
+        m->series = sg_xcalloc(d->max_series + 1, sizeof(*m->series));
         pthread_mutex_init(&m->mu, NULL);
     }
 }
@@ -356,14 +356,10 @@ static void series_fill(series_t *s, const sg_metric_def_t *d, size_t nlabels,
                         const char *const *labels)
 {
     for (size_t i = 0; i < nlabels; i++) {
-        s->labels[i] = strdup(labels ? labels[i] : "_other");
-        if (!s->labels[i])
-            abort();
+        s->labels[i] = sg_xstrdup(labels ? labels[i] : "_other");
     }
     if (d->type == SG_METRIC_HISTOGRAM) {
-        s->buckets = calloc(d->nbuckets + 1, sizeof(*s->buckets));
-        if (!s->buckets)
-            abort();
+        s->buckets = sg_xcalloc(d->nbuckets + 1, sizeof(*s->buckets));
     }
 }
 
@@ -542,9 +538,7 @@ static void buf_printf(buf_t *b, const char *fmt, ...)
             return;
         }
         b->cap = b->cap * 2 + (size_t)n + 1;
-        b->data = realloc(b->data, b->cap);
-        if (!b->data)
-            abort();
+        b->data = sg_xrealloc(b->data, b->cap);
     }
 }
 
@@ -643,10 +637,8 @@ static const char *type_name(sg_metric_type_t t)
 
 char *sg_metrics_render(void)
 {
-    buf_t b = {malloc(16384), 0, 16384};
+    buf_t b = {sg_xmalloc(16384), 0, 16384};
 
-    if (!b.data)
-        abort();
     b.data[0] = '\0';
     pthread_once(&metrics_once, metrics_alloc);
     for (size_t i = 0; i < SG_M__COUNT; i++) {
@@ -720,9 +712,7 @@ static void batch_push(sg_metrics_batch_t *b, sg_metric_id_t id, const char *con
 {
     if (b->n == b->cap) {
         b->cap = b->cap ? b->cap * 2 : 64;
-        b->v = realloc(b->v, b->cap * sizeof(*b->v));
-        if (!b->v)
-            abort();
+        b->v = sg_xrealloc(b->v, b->cap * sizeof(*b->v));
     }
     /* The series is resolved now: the label strings may not outlive the
      * transaction (they point into its results). */

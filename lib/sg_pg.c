@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_mask.h"
 
@@ -207,10 +208,8 @@ static PGconn *connect_retry(const sg_pg_opts_t *opts, sg_rng_t *rng, sg_err_t *
 
 sg_pg_t *sg_pg_connect(const sg_pg_opts_t *opts, sg_err_t *err)
 {
-    sg_pg_t *pg = calloc(1, sizeof(*pg));
+    sg_pg_t *pg = sg_xcalloc(1, sizeof(*pg));
 
-    if (!pg)
-        abort();
     pg->opts = *opts;
     sg_rng_seed(&pg->rng, 0);
     pg->conn = connect_retry(&pg->opts, &pg->rng, err);
@@ -351,9 +350,7 @@ static stmt_t *stmt_lookup(sg_pg_t *pg, const char *sql, int nparams, int *index
         if (!e->sql) {
             if (pg->nstmts >= STMT_CACHE_MAX)
                 return NULL;
-            e->sql = strdup(sql);
-            if (!e->sql)
-                abort();
+            e->sql = sg_xstrdup(sql);
             e->nparams = nparams;
             e->state = STMT_NONE;
             snprintf(e->name, sizeof(e->name), "sg_%d", pg->nstmts++);
@@ -377,10 +374,8 @@ static int send_prepared(sg_pg_t *pg, const char *sql, int nparams, const char *
             return -1;
         if (pg->nprep == pg->prep_cap) {
             pg->prep_cap = pg->prep_cap ? pg->prep_cap * 2 : 16;
-            pg->prep_stmt = realloc(pg->prep_stmt, sizeof(int) * (size_t)pg->prep_cap);
-            pg->prep_entry = realloc(pg->prep_entry, sizeof(int) * (size_t)pg->prep_cap);
-            if (!pg->prep_stmt || !pg->prep_entry)
-                abort();
+            pg->prep_stmt = sg_xrealloc(pg->prep_stmt, sizeof(int) * (size_t)pg->prep_cap);
+            pg->prep_entry = sg_xrealloc(pg->prep_entry, sizeof(int) * (size_t)pg->prep_cap);
         }
         pg->prep_stmt[pg->nprep] = pg->nsent++;
         pg->prep_entry[pg->nprep++] = index;
@@ -457,10 +452,8 @@ void sg_pg_pipe_send(sg_pg_t *pg, const char *sql, int nparams, const char *cons
     if (slot) {
         if (pg->nslots == pg->slots_cap) {
             pg->slots_cap = pg->slots_cap ? pg->slots_cap * 2 : 64;
-            pg->slots = realloc(pg->slots, sizeof(*pg->slots) * (size_t)pg->slots_cap);
-            pg->slot_stmt = realloc(pg->slot_stmt, sizeof(int) * (size_t)pg->slots_cap);
-            if (!pg->slots || !pg->slot_stmt)
-                abort();
+            pg->slots = sg_xrealloc(pg->slots, sizeof(*pg->slots) * (size_t)pg->slots_cap);
+            pg->slot_stmt = sg_xrealloc(pg->slot_stmt, sizeof(int) * (size_t)pg->slots_cap);
         }
         pg->slots[pg->nslots] = slot;
         pg->slot_stmt[pg->nslots++] = pg->nsent;
@@ -605,8 +598,7 @@ static void buf_reserve(sg_pg_buf_t *buf, size_t extra)
         return;
     while (cap < buf->len + extra + 1)
         cap *= 2;
-    if (!(buf->data = realloc(buf->data, cap)))
-        abort();
+    buf->data = sg_xrealloc(buf->data, cap);
     buf->cap = cap;
 }
 
@@ -739,13 +731,9 @@ unsigned char *sg_pg_res_bytea(const sg_pg_res_t *res, size_t row, int col, size
     *len = 0;
     if (!s)
         return NULL;
-    raw = PQunescapeBytea((const unsigned char *)s, len);
-    if (!raw)
-        abort();
+    raw = sg_xcheck(PQunescapeBytea((const unsigned char *)s, len), "PQunescapeBytea");
     /* Hand out plain malloc memory: callers must not need PQfreemem. */
-    copy = malloc(*len ? *len : 1);
-    if (!copy)
-        abort();
+    copy = sg_xmalloc(*len ? *len : 1);
     memcpy(copy, raw, *len);
     PQfreemem(raw);
     return copy;

@@ -3,6 +3,7 @@
  * schemas/tool-registry.schema.json; the first problem fails the load with
  * the file, the JSON path and the rule, because a worker running with half
  * a registry would reject or fail sagas for reasons nobody can see. */
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_registry.h"
 
 #include <errno.h>
@@ -214,7 +215,7 @@ static int load_tool(sg_tool_t *t, const sg_json_t *node, const char *name, cons
     size_t i;
 
     sg_json_path_key(base, sizeof(base), "$.tools", name);
-    t->name = strdup(name);
+    t->name = sg_xstrdup(name);
     if (!sg_name_ok(name))
         return sg_registry_bad(err, file, base,
                                "tool names are 1-64 characters of A-Z a-z 0-9 . _ -");
@@ -250,7 +251,7 @@ static int load_tool(sg_tool_t *t, const sg_json_t *node, const char *name, cons
     if (!target)
         return sg_registry_bad(err, file, path, "required");
     if (sg_json_string(target))
-        t->target = strdup(sg_json_string(target));
+        t->target = sg_xstrdup(sg_json_string(target));
     t->target_json = sg_json_dup(target);
     v = 30000;
     if (int_field(node, base, "timeout_ms", 1, 3600000, &v, file, err) < 0)
@@ -269,7 +270,7 @@ static int load_tool(sg_tool_t *t, const sg_json_t *node, const char *name, cons
                                "an irreversible tool cannot be undone: no compensation");
     }
     if (comp)
-        t->compensation = strdup(comp);
+        t->compensation = sg_xstrdup(comp);
     if (args) {
         sg_json_path_key(path, sizeof(path), base, "args");
         if (sg_schema_check(args, path, err) < 0)
@@ -296,9 +297,7 @@ static char *read_file(const char *path, size_t *len, sg_err_t *err)
                    strerror(errno));
         return NULL;
     }
-    buf = malloc(REGISTRY_MAX_BYTES + 1);
-    if (!buf)
-        abort();
+    buf = sg_xmalloc(REGISTRY_MAX_BYTES + 1);
     n = fread(buf, 1, REGISTRY_MAX_BYTES + 1, fp);
     if (ferror(fp) || n > REGISTRY_MAX_BYTES) {
         sg_err_set(err, SG_ERRCLASS_PERMANENT, "config.registry.unreadable",
@@ -353,14 +352,12 @@ sg_registry_t *sg_registry_parse(const char *path, const char *text, size_t len,
 {
     static const sg_json_limits_t lim = {REGISTRY_MAX_BYTES, 64, 0};
     static const char *const known[] = {"v", "tools", "description", NULL};
-    sg_registry_t *reg = calloc(1, sizeof(*reg));
+    sg_registry_t *reg = sg_xcalloc(1, sizeof(*reg));
     const sg_json_t *tools = NULL;
     int64_t v = 0;
     size_t n = 0;
 
-    if (!reg)
-        abort();
-    reg->path = strdup(path);
+    reg->path = sg_xstrdup(path);
     if (hooks)
         reg->hooks = *hooks;
     reg->doc = sg_json_parse(text, len, &lim, err);
@@ -386,9 +383,7 @@ sg_registry_t *sg_registry_parse(const char *path, const char *text, size_t len,
     }
     for (const sg_json_t *m = sg_json_first(tools); m; m = sg_json_next(m))
         n++;
-    reg->tools = calloc(n ? n : 1, sizeof(*reg->tools));
-    if (!reg->tools)
-        abort();
+    reg->tools = sg_xcalloc(n ? n : 1, sizeof(*reg->tools));
     for (const sg_json_t *m = sg_json_first(tools); m; m = sg_json_next(m)) {
         sg_tool_t *t = &reg->tools[reg->ntools++];
         if (load_tool(t, m, sg_json_key(m), path, cfg, &reg->hooks, err) < 0)

@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "sagad/sg_alloc.h"
+
 size_t sg_utf8_cut(const char *s, size_t max)
 {
     const unsigned char *u = (const unsigned char *)s;
@@ -69,10 +71,8 @@ char *sg_base64_tagged(const void *bytes, size_t n)
 {
     static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     const unsigned char *p = bytes;
-    char *out = malloc(7 + 4 * ((n + 2) / 3) + 1), *o = out;
+    char *out = sg_xmalloc(7 + 4 * ((n + 2) / 3) + 1), *o = out;
 
-    if (!out)
-        abort();
     memcpy(o, "base64:", 7);
     o += 7;
     for (size_t i = 0; i < n; i += 3) {
@@ -93,8 +93,7 @@ char *sg_text_or_base64(const void *bytes, size_t n)
 
     if (!sg_utf8_valid(bytes, n) || (n >= 7 && memcmp(bytes, "base64:", 7) == 0))
         return sg_base64_tagged(bytes, n);
-    if (!(out = malloc(n + 1)))
-        abort();
+    out = sg_xmalloc(n + 1);
     memcpy(out, bytes, n);
     out[n] = '\0';
     return out;
@@ -109,10 +108,8 @@ char *sg_text_visible_n(const void *bytes, size_t n, bool lines)
 {
     const unsigned char *u = bytes;
     size_t o = 0;
-    char *out = malloc(4 * n + 1);
+    char *out = sg_xmalloc(4 * n + 1);
 
-    if (!out)
-        abort();
     for (size_t i = 0; i < n;) {
         size_t len = utf8_len(u + i, n - i);
         bool c1 = len == 2 && u[i] == 0xc2 && u[i + 1] < 0xa0;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_run.h"
 #include "worker.h"
@@ -37,10 +38,8 @@ const char *worker_breaker_state_name(worker_breaker_state_t s)
 
 worker_breaker_t *worker_breaker_new(int threshold, int64_t cooldown_ms)
 {
-    worker_breaker_t *b = calloc(1, sizeof(*b));
+    worker_breaker_t *b = sg_xcalloc(1, sizeof(*b));
 
-    if (!b)
-        abort();
     pthread_mutex_init(&b->lock, NULL);
     b->threshold = threshold;
     b->cooldown_ms = cooldown_ms;

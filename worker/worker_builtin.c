@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_log.h"
 #include "worker.h"
 
@@ -87,7 +88,7 @@ static void call_fail(const worker_call_t *call, worker_result_t *out)
         (generations >= 0 && call->generation > generations)) {
         char buf[64];
         snprintf(buf, sizeof(buf), "{\"attempt\":%d}", call->attempt);
-        out->data = strdup(buf);
+        out->data = sg_xstrdup(buf);
         out->status = WORKER_OK;
         return;
     }
@@ -124,7 +125,7 @@ static void call_ledger(worker_thread_t *th, const worker_call_t *call, worker_r
     }
     snprintf(buf, sizeof(buf), "{\"key\":\"%s\",\"calls\":%s}", call->idem_key,
              sg_pg_res_get(res, 0, 0));
-    out->data = strdup(buf);
+    out->data = sg_xstrdup(buf);
     out->status = WORKER_OK;
     sg_pg_res_destroy(res);
     free(args);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_text.h"
 #include "worker.h"
 
@@ -69,8 +70,7 @@ void worker_result_data(worker_result_t *out, const char *buf, size_t len, size_
     if ((doc = sg_json_parse(buf, len, &lim, NULL))) {
         sg_json_destroy(doc);
         if (sg_json_numbers_fit_pg(buf, len)) {
-            if (!(out->data = strndup(buf, len)))
-                abort();
+            out->data = sg_xstrndup(buf, len);
             return;
         }
     }

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_metrics.h"
 #include "sagad/sg_run.h"
@@ -55,11 +56,9 @@ static const char *cmd_id(const worker_cmd_t *c)
 
 static void chain_add(loop_t *L, int32_t partition, const char *id)
 {
-    chain_entry_t *e = malloc(sizeof(*e) + strlen(id) + 1);
+    chain_entry_t *e = sg_xmalloc(sizeof(*e) + strlen(id) + 1);
     unsigned b = loop_hash(id) % CHAIN_BUCKETS;
 
-    if (!e)
-        abort();
     e->partition = partition;
     strcpy(e->id, id);
     e->next = L->chain_set[b];

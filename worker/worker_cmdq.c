@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_log.h"
 #include "worker_loop_int.h"
 
@@ -20,9 +21,7 @@ void loop_vec_push(vec_t *vec, worker_cmd_t *cmd)
 {
     if (vec->n == vec->cap) {
         vec->cap = vec->cap ? vec->cap * 2 : 256;
-        vec->v = realloc(vec->v, sizeof(*vec->v) * vec->cap);
-        if (!vec->v)
-            abort();
+        vec->v = sg_xrealloc(vec->v, sizeof(*vec->v) * vec->cap);
     }
     vec->v[vec->n++] = cmd;
 }
@@ -57,9 +56,7 @@ saga_slot_t *loop_saga_slot(loop_t *L, const char *id, bool create)
             return s;
     if (!create)
         return NULL;
-    s = calloc(1, sizeof(*s) + strlen(id) + 1);
-    if (!s)
-        abort();
+    s = sg_xcalloc(1, sizeof(*s) + strlen(id) + 1);
     strcpy(s->id, id);
     s->next = *pp;
     *pp = s;
@@ -207,8 +204,7 @@ worker_cmd_t *loop_cmd_new(loop_t *L)
     worker_cmd_t *c;
 
     if (L->spare.n == 0) {
-        if (!(c = calloc(1, sizeof(*c))))
-            abort();
+        c = sg_xcalloc(1, sizeof(*c));
         return c;
     }
     c = L->spare.v[--L->spare.n];

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_run.h"
 #include "worker.h"
@@ -72,29 +73,25 @@ static int exec_prepare(sg_tool_t *tool, const sg_json_t *node, const char *base
                         const sg_config_t *cfg, sg_err_t *err)
 {
     const sg_json_t *target = tool->target_json;
-    exec_tool_t *x = calloc(1, sizeof(*x));
+    exec_tool_t *x = sg_xcalloc(1, sizeof(*x));
     size_t n = sg_json_array_size(target);
     char path[300], item[320];
 
     (void)node;
     (void)cfg;
-    if (!x)
-        abort();
     tool->state = x;
     sg_json_path_key(path, sizeof(path), base, "target");
     if (!sg_json_is_array(target) || n == 0)
         return sg_err_set(err, SG_ERRCLASS_PERMANENT, "config.registry.invalid",
                           "%s: an exec target is argv: an array of strings, program first", path);
-    x->argv = calloc(n + 1, sizeof(char *));
-    if (!x->argv)
-        abort();
+    x->argv = sg_xcalloc(n + 1, sizeof(char *));
     for (size_t i = 0; i < n; i++) {
         const char *s = sg_json_string(sg_json_array_get(target, i));
         sg_json_path_idx(item, sizeof(item), path, i);
         if (!s)
             return sg_err_set(err, SG_ERRCLASS_PERMANENT, "config.registry.invalid",
                               "%s: must be a string", item);
-        x->argv[i] = strdup(s);
+        x->argv[i] = sg_xstrdup(s);
     }
     sg_json_path_idx(item, sizeof(item), path, 0);
     if (x->argv[0][0] != '/')
@@ -190,9 +187,7 @@ static void keep_out(exec_io_t *io, const char *buf, size_t n)
     }
     if (io->out_len + n + 1 > io->out_cap) {
         io->out_cap = (io->out_len + n + 1) * 2;
-        io->out = realloc(io->out, io->out_cap);
-        if (!io->out)
-            abort();
+        io->out = sg_xrealloc(io->out, io->out_cap);
     }
     memcpy(io->out + io->out_len, buf, n);
     io->out_len += n;

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_mask.h"
 #include "sagad/sg_version.h"
@@ -95,9 +96,7 @@ static bool header_name_ok(const char *s)
 /* Appends [p, p+n) to the growing string *buf. */
 static void append(char **buf, size_t *len, const char *p, size_t n)
 {
-    *buf = realloc(*buf, *len + n + 1);
-    if (!*buf)
-        abort();
+    *buf = sg_xrealloc(*buf, *len + n + 1);
     memcpy(*buf + *len, p, n);
     *len += n;
     (*buf)[*len] = '\0';
@@ -197,16 +196,12 @@ static int load_headers(http_tool_t *h, const sg_json_t *node, const char *base,
             free(resolved);
             return fail(err, path, "a header value must not hold control characters (CR, LF, ...)");
         }
-        line = malloc(strlen(name) + strlen(resolved) + 3);
-        if (!line)
-            abort();
+        line = sg_xmalloc(strlen(name) + strlen(resolved) + 3);
         sprintf(line, "%s: %s", name, resolved);
         /* The secret is wiped from the heap copy before it is freed. */
         memset(resolved, 0, strlen(resolved));
         free(resolved);
-        h->headers = realloc(h->headers, sizeof(char *) * (h->nheaders + 1));
-        if (!h->headers)
-            abort();
+        h->headers = sg_xrealloc(h->headers, sizeof(char *) * (h->nheaders + 1));
         h->headers[h->nheaders++] = line;
     }
     return 0;
@@ -214,12 +209,10 @@ static int load_headers(http_tool_t *h, const sg_json_t *node, const char *base,
 
 static int check_url(const char *url, const char *path, sg_err_t *err)
 {
-    CURLU *u = curl_url();
+    CURLU *u = sg_xcheck(curl_url(), "curl_url");
     char *scheme = NULL, *host = NULL;
     int rc = 0;
 
-    if (!u)
-        abort();
     if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
         curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
         curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK)
@@ -266,9 +259,9 @@ static int load_ca(http_tool_t *h, const sg_json_t *node, const char *base, sg_e
                           "%s: %s cannot be read (a CA bundle file or a hashed CA directory)", path,
                           ca);
     if (S_ISDIR(st.st_mode))
-        h->ca_dir = strdup(ca);
+        h->ca_dir = sg_xstrdup(ca);
     else
-        h->ca_file = strdup(ca);
+        h->ca_file = sg_xstrdup(ca);
     return 0;
 }
 
@@ -276,14 +269,12 @@ static int http_prepare(sg_tool_t *tool, const sg_json_t *node, const char *base
                         const sg_config_t *cfg, sg_err_t *err)
 {
     static const char *const methods[] = {"POST", "PUT", "PATCH", "DELETE", NULL};
-    http_tool_t *h = calloc(1, sizeof(*h));
+    http_tool_t *h = sg_xcalloc(1, sizeof(*h));
     const char *method = "POST";
     char path[300];
     size_t i;
 
     (void)cfg;
-    if (!h)
-        abort();
     tool->state = h;
     pthread_once(&curl_once, curl_init);
     if (curl_init_rc != CURLE_OK)
@@ -305,7 +296,7 @@ static int http_prepare(sg_tool_t *tool, const sg_json_t *node, const char *base
                     "must be one of POST, PUT, PATCH, DELETE (a call carries a JSON "
                     "body)");
     }
-    h->method = strdup(method);
+    h->method = sg_xstrdup(method);
     h->connect_timeout_ms = 10000;
     if (sg_json_get_int(node, base, "connect_timeout_ms", false, &h->connect_timeout_ms, err) < 0)
         return -1;
@@ -336,9 +327,7 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
         size_t cap = x->resp_cap ? x->resp_cap : 4096;
         while (cap < x->resp_len + n + 1)
             cap *= 2;
-        x->resp = realloc(x->resp, cap);
-        if (!x->resp)
-            abort();
+        x->resp = sg_xrealloc(x->resp, cap);
         x->resp_cap = cap;
     }
     memcpy(x->resp + x->resp_len, ptr, n);
@@ -382,8 +371,7 @@ static struct curl_slist *add_header(struct curl_slist *list, const char *name, 
         return list;
     }
     snprintf(line, sizeof(line), "%s: %s", name, value);
-    if (!(l = curl_slist_append(list, line)))
-        abort();
+    l = sg_xcheck(curl_slist_append(list, line), "curl_slist_append");
     return l;
 }
 
@@ -392,8 +380,7 @@ static struct curl_slist *request_headers(const http_tool_t *h, const worker_cal
     struct curl_slist *l = NULL;
 
     for (size_t i = 0; i < h->nheaders; i++)
-        if (!(l = curl_slist_append(l, h->headers[i])))
-            abort();
+        l = sg_xcheck(curl_slist_append(l, h->headers[i]), "curl_slist_append");
     l = add_header(l, "Idempotency-Key", call->idem_key);
     if (call->traceparent)
         l = add_header(l, "traceparent", call->traceparent);
@@ -401,8 +388,7 @@ static struct curl_slist *request_headers(const http_tool_t *h, const worker_cal
     l = add_header(l, "Accept", "application/json");
     l = add_header(l, "User-Agent", "sagad/" SAGAD_VERSION);
     /* No 100-continue round trip for large bodies. */
-    if (!(l = curl_slist_append(l, "Expect:")))
-        abort();
+    l = sg_xcheck(curl_slist_append(l, "Expect:"), "curl_slist_append");
     return l;
 }
 
@@ -632,10 +618,8 @@ static int engine_submit(http_xfer_t *x, volatile sig_atomic_t *stop_now)
 static void http_start(worker_thread_t *th, worker_pending_t *p, const worker_call_t *call,
                        worker_result_t *out)
 {
-    http_xfer_t *x = calloc(1, sizeof(*x));
+    http_xfer_t *x = sg_xcalloc(1, sizeof(*x));
 
-    if (!x)
-        abort();
     x->pending = p;
     x->call = call;
     x->out = out;

@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_health.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_metrics.h"
@@ -288,9 +289,7 @@ bool loop_turn(loop_t *L)
         loop_bury(L);
         return collected;
     }
-    batch = malloc(sizeof(*batch) * (size_t)L->batch_size);
-    if (!batch)
-        abort();
+    batch = sg_xmalloc(sizeof(*batch) * (size_t)L->batch_size);
     nr = L->returned.n < (size_t)L->batch_size ? L->returned.n : (size_t)L->batch_size;
     for (size_t i = 0; i < nr; i++)
         batch[n++] = L->returned.v[i];

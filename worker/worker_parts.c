@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_metrics.h"
 #include "sagad/sg_run.h"
@@ -186,12 +187,8 @@ int64_t loop_take_partition(loop_t *L, int32_t partition)
     if ((p = loop_part_find(L, partition))) /* a stale one: start over */
         part_abandon(L, p, "assigned again");
     else {
-        p = calloc(1, sizeof(*p));
-        if (!p)
-            abort();
-        L->parts = realloc(L->parts, sizeof(*L->parts) * (L->nparts + 1));
-        if (!L->parts)
-            abort();
+        p = sg_xcalloc(1, sizeof(*p));
+        L->parts = sg_xrealloc(L->parts, sizeof(*L->parts) * (L->nparts + 1));
         L->parts[L->nparts++] = p;
     }
     p->partition = partition;
@@ -224,14 +221,12 @@ int64_t loop_take_partition(loop_t *L, int32_t partition)
  * one statement for all of them, in partition order (L->parts's). */
 void loop_send_fences(loop_t *L)
 {
-    char(*nums)[3][24] = calloc(L->nparts + 1, sizeof(*nums));
-    const char **items = calloc(3 * (L->nparts + 1), sizeof(char *));
+    char(*nums)[3][24] = sg_xcalloc(L->nparts + 1, sizeof(*nums));
+    const char **items = sg_xcalloc(3 * (L->nparts + 1), sizeof(char *));
     sg_pg_buf_t lit[3] = {{0}};
     const char *params[5] = {L->w.group, L->w.topic_commands};
     size_t n = 0;
 
-    if (!nums || !items)
-        abort();
     for (size_t i = 0; i < L->nparts; i++) {
         worker_part_t *p = L->parts[i];
         if (!p->touched)
@@ -275,10 +270,8 @@ void loop_kafka_commit(loop_t *L, worker_part_t *p)
         return;
     if (!p)
         L->next_kafka_commit = sg_run_now_ms() + L->kafka_commit_ms;
-    parts = malloc(sizeof(*parts) * (L->nparts + 1));
-    next = malloc(sizeof(*next) * (L->nparts + 1));
-    if (!parts || !next)
-        abort();
+    parts = sg_xmalloc(sizeof(*parts) * (L->nparts + 1));
+    next = sg_xmalloc(sizeof(*next) * (L->nparts + 1));
     for (size_t i = 0; i < L->nparts; i++) {
         worker_part_t *q = L->parts[i];
         if ((p && q != p) || q->stored <= q->in_kafka)

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_run.h"
 #include "worker.h"
@@ -83,9 +84,7 @@ void worker_pool_finish(worker_pending_t *j)
     first = pool->ndone == 0;
     if (pool->ndone == pool->done_cap) {
         pool->done_cap = pool->done_cap ? pool->done_cap * 2 : 64;
-        pool->done = realloc(pool->done, sizeof(void *) * pool->done_cap);
-        if (!pool->done)
-            abort();
+        pool->done = sg_xrealloc(pool->done, sizeof(void *) * pool->done_cap);
     }
     pool->done[pool->ndone++] = j->job;
     free(j);
@@ -145,9 +144,9 @@ static void *pool_main(void *arg)
 
 worker_pool_t *worker_pool_new(int threads, const sg_config_t *cfg, volatile sig_atomic_t *stop)
 {
-    worker_pool_t *pool = calloc(1, sizeof(*pool));
+    worker_pool_t *pool = sg_xcalloc(1, sizeof(*pool));
 
-    if (!pool || pipe(pool->pipe_fd) < 0)
+    if (pipe(pool->pipe_fd) < 0)
         abort();
     fcntl(pool->pipe_fd[0], F_SETFL, O_NONBLOCK);
     fcntl(pool->pipe_fd[1], F_SETFL, O_NONBLOCK);
@@ -156,10 +155,8 @@ worker_pool_t *worker_pool_new(int threads, const sg_config_t *cfg, volatile sig
     pthread_mutex_init(&pool->lock, NULL);
     pthread_cond_init(&pool->cond, NULL);
     pool->nthreads = threads;
-    pool->threads = calloc((size_t)threads, sizeof(pthread_t));
-    pool->ctx = calloc((size_t)threads, sizeof(*pool->ctx));
-    if (!pool->threads || !pool->ctx)
-        abort();
+    pool->threads = sg_xcalloc((size_t)threads, sizeof(pthread_t));
+    pool->ctx = sg_xcalloc((size_t)threads, sizeof(*pool->ctx));
     for (int i = 0; i < threads; i++) {
         worker_thread_t *th = &pool->ctx[i];
         th->cfg = cfg;
@@ -206,10 +203,8 @@ void worker_pool_destroy(worker_pool_t *pool)
 
 void worker_pool_submit(worker_pool_t *pool, void *job, worker_call_t *call, worker_result_t *out)
 {
-    pool_job_t *j = calloc(1, sizeof(*j));
+    pool_job_t *j = sg_xcalloc(1, sizeof(*j));
 
-    if (!j)
-        abort();
     j->pool = pool;
     j->job = job;
     j->call = call;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_health.h"
 #include "sagad/sg_http.h"
 #include "sagad/sg_log.h"
@@ -331,14 +332,12 @@ static void teardown(loop_t *L)
 
 int worker_cmd_run(sg_cli_t *cli, int argc, char **argv)
 {
-    loop_t *L = calloc(1, sizeof(*L));
+    loop_t *L = sg_xcalloc(1, sizeof(*L));
     char errstr[512];
     int rc;
 
     (void)argc; /* sg_cli_main refuses arguments: the table says it takes none */
     (void)argv;
-    if (!L)
-        abort();
     sg_run_trap_signals();
     L->cli = cli;
     L->http = sg_http_start(cli->cfg, SG_METRICS_WORKER,

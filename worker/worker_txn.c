@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_metrics.h"
 #include "sagad/sg_migrate.h"
@@ -53,14 +54,12 @@ enum {
 static int load_state(loop_t *L, worker_cmd_t **batch, size_t n, sg_pg_res_t **load,
                       sg_pg_res_t **counts, sg_pg_res_t **conflicts, sg_err_t *err)
 {
-    const char **items = calloc(NARRAYS * (n + 1), sizeof(char *)), **a[NARRAYS], *p[NARRAYS];
-    char(*nums)[3][16] = calloc(n + 1, sizeof(*nums));
+    const char **items = sg_xcalloc(NARRAYS * (n + 1), sizeof(char *)), **a[NARRAYS], *p[NARRAYS];
+    char(*nums)[3][16] = sg_xcalloc(n + 1, sizeof(*nums));
     sg_pg_buf_t b[NARRAYS] = {{0}};
     size_t nids = 0, nc = 0, ns = 0;
     int rc;
 
-    if (!items || !nums)
-        abort();
     for (size_t k = 0; k < NARRAYS; k++)
         a[k] = items + k * (n + 1);
     for (size_t i = 0; i < n; i++) {
@@ -200,8 +199,7 @@ int loop_txn_send(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
     if (L->sagas_cap < n + 1) {
         free(L->sagas_buf);
         L->sagas_cap = n + 1;
-        if (!(L->sagas_buf = malloc(L->sagas_cap * sizeof(*sagas))))
-            abort();
+        L->sagas_buf = sg_xmalloc(L->sagas_cap * sizeof(*sagas));
     }
     sagas = L->sagas_buf;
     while (row < sg_pg_res_rows(load))

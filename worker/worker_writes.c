@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sagad/sg_alloc.h"
 #include "worker.h"
 
 enum { MAX_COLS = 9 };
@@ -120,8 +121,7 @@ static char *dup_or_null(const char *s)
 
     if (!s)
         return NULL;
-    if (!(d = strdup(s)))
-        abort();
+    d = sg_xstrdup(s);
     return d;
 }
 
@@ -131,8 +131,7 @@ static size_t row_add(table_t *t, const char *const *vals)
     if (t->n == t->cap) {
         t->cap = t->cap ? t->cap * 2 : 64;
         for (int c = 0; c < t->ncols; c++)
-            if (!(t->col[c] = realloc(t->col[c], t->cap * sizeof(char *))))
-                abort();
+            t->col[c] = sg_xrealloc(t->col[c], t->cap * sizeof(char *));
     }
     for (int c = 0; c < t->ncols; c++)
         t->col[c][t->n] = dup_or_null(vals[c]);
@@ -163,10 +162,8 @@ static void next_gen(worker_writes_t *wr)
 
 worker_writes_t *worker_writes_new(void)
 {
-    worker_writes_t *wr = calloc(1, sizeof(*wr));
+    worker_writes_t *wr = sg_xcalloc(1, sizeof(*wr));
 
-    if (!wr)
-        abort();
     for (int k = 0; k < NTABLES; k++)
         wr->t[k].ncols = ncols[k];
     wr->gen = 1;
@@ -218,9 +215,8 @@ void worker_writes_flush(worker_t *w)
             params[c] = wr->lit[c].data;
         }
         if (k == T_ATTEMPT_NEW) {
-            attempt_ins_t *a = calloc(1, sizeof(*a));
-            if (!a || !(a->cmds = malloc(t->n * sizeof(*a->cmds))))
-                abort();
+            attempt_ins_t *a = sg_xcalloc(1, sizeof(*a));
+            a->cmds = sg_xmalloc(t->n * sizeof(*a->cmds));
             memcpy(a->cmds, wr->attempt_cmds, t->n * sizeof(*a->cmds));
             a->n = t->n;
             a->next = wr->inserts;
@@ -282,8 +278,7 @@ void worker_write_attempt(worker_t *w, worker_cmd_t *cmd, const char *const vals
 
     if (r >= wr->attempt_cap) {
         wr->attempt_cap = wr->attempt_cap ? wr->attempt_cap * 2 : 64;
-        if (!(wr->attempt_cmds = realloc(wr->attempt_cmds, wr->attempt_cap * sizeof(cmd))))
-            abort();
+        wr->attempt_cmds = sg_xrealloc(wr->attempt_cmds, wr->attempt_cap * sizeof(cmd));
     }
     wr->attempt_cmds[r] = cmd;
 }
