@@ -27,7 +27,7 @@ int dlq_cmd_list(sg_cli_t *cli, int argc, char **argv)
     dlq_t d;
     dlq_filter_t f;
     sg_pg_res_t *res = NULL;
-    char sql[2048], limit[24];
+    char sql[2048];
     const char *before;
     bool json;
     long n;
@@ -47,9 +47,8 @@ int dlq_cmd_list(sg_cli_t *cli, int argc, char **argv)
         dlq_filter_add(&f, "d.id < $%d::bigint", dlq_filter_param(&f, before));
     }
     json = sg_cli_opt(&d.args, "--json") != NULL;
-    snprintf(limit, sizeof(limit), "%ld", n);
     snprintf(sql, sizeof(sql), "SELECT %s FROM dead_letters d%s ORDER BY d.id DESC LIMIT $%d",
-             json ? LIST_JSON : LIST_TABLE, f.where, dlq_filter_param(&f, limit));
+             json ? LIST_JSON : LIST_TABLE, f.where, dlq_filter_param(&f, SG_PG_INT(n)));
     if ((rc = dlq_query(&d, sql, f.n, f.params, &res)))
         return dlq_close(&d, rc);
     if (sg_pg_res_rows(res) == 0) {

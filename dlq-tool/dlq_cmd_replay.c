@@ -155,12 +155,11 @@ static void free_ids(char **ids, size_t n)
 static int select_ids(dlq_t *d, dlq_filter_t *f, long limit, char ***ids, size_t *n)
 {
     sg_pg_res_t *res;
-    char sql[1536], lim[24];
+    char sql[1536];
     int rc;
 
-    snprintf(lim, sizeof(lim), "%ld", limit);
     snprintf(sql, sizeof(sql), "SELECT d.id FROM dead_letters d%s ORDER BY d.id LIMIT $%d",
-             f->where, dlq_filter_param(f, lim));
+             f->where, dlq_filter_param(f, SG_PG_INT(limit)));
     if ((rc = dlq_query(d, sql, f->n, f->params, &res)))
         return rc;
     *n = sg_pg_res_rows(res);

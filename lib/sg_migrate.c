@@ -65,10 +65,8 @@ int sg_migrate_current(sg_pg_t *pg, int *version, sg_err_t *err)
 
 static int apply_one(sg_pg_t *pg, const sg_migration_t *m, sg_err_t *err)
 {
-    char ver[16];
-    const char *params[2] = {ver, m->name};
+    const char *params[2] = {SG_PG_INT(m->version), m->name};
 
-    snprintf(ver, sizeof(ver), "%d", m->version);
     if (sg_pg_begin(pg, err) < 0)
         return -1;
     if (sg_pg_exec_script(pg, m->sql, err) < 0 ||
@@ -114,12 +112,10 @@ static int apply_pending(sg_pg_t *pg, int *from, int *to, sg_err_t *err)
 
 int sg_migrate_run(sg_pg_t *pg, int *from, int *to, sg_err_t *err)
 {
-    char key[32];
-    const char *params[1] = {key};
+    const char *params[1] = {SG_PG_INT(SG_MIGRATE_LOCK_KEY)};
     int f = 0, t = 0, rc;
     sg_err_t unlock_err;
 
-    snprintf(key, sizeof(key), "%lld", SG_MIGRATE_LOCK_KEY);
     /* Session lock: held across the per-migration transactions, released
      * by the server if this process dies. */
     if (sg_pg_exec(pg, "SELECT pg_advisory_lock($1::bigint)", 1, params, NULL, err) < 0)

@@ -801,3 +801,9 @@ int sg_pg_socket(const sg_pg_t *pg)
 {
     return pg && pg->conn ? PQsocket(pg->conn) : -1;
 }
+
+const char *sg_pg_int_text(char buf[24], long long v)
+{
+    snprintf(buf, 24, "%lld", v);
+    return buf;
+}

@@ -237,13 +237,11 @@ static int load_cursor(outbox_relay_t *r, sg_err_t *err)
 static int step_standby(outbox_relay_t *r, sg_err_t *err)
 {
     for (int s = 0; s < r->nshards; s++) {
-        char key[32];
-        const char *p[] = {key};
+        const char *p[] = {SG_PG_INT(OUTBOX_LOCK_BASE + s)};
         sg_pg_res_t *res = NULL;
         const char *got;
         bool mine;
 
-        snprintf(key, sizeof(key), "%lld", OUTBOX_LOCK_BASE + s);
         if (query(r, "SELECT pg_try_advisory_lock($1::bigint)", 1, p, &res, err) < 0)
             return -1;
         got = sg_pg_res_get(res, 0, 0);
@@ -321,12 +319,10 @@ static int check_xid_reset(outbox_relay_t *r, sg_err_t *err)
  * volatile and was a filter, which walked every future timer). */
 static int fire_timers(outbox_relay_t *r, uint64_t cap, uint64_t *next_ms, sg_err_t *err)
 {
-    char limit[16];
-    const char *p[] = {limit};
+    const char *p[] = {SG_PG_INT(r->timer_batch)};
     sg_pg_res_t *res = NULL;
     int64_t n, ms;
 
-    snprintf(limit, sizeof(limit), "%lld", (long long)r->timer_batch);
     if (query(r,
               "WITH due AS (DELETE FROM timers WHERE id IN (SELECT id FROM timers "
               "WHERE due_at <= now() ORDER BY due_at, id LIMIT $1 "
@@ -402,11 +398,8 @@ static void await_acks(outbox_relay_t *r)
 static int advance_cursor(outbox_relay_t *r, const char *tx, const char *id, size_t n,
                           sg_err_t *err)
 {
-    char count[32], old_id[32];
-    const char *p[] = {r->shard_text, tx, id, count, r->cur_tx, old_id};
+    const char *p[] = {r->shard_text, tx, id, SG_PG_INT(n), r->cur_tx, SG_PG_INT(r->cur_id)};
 
-    snprintf(count, sizeof(count), "%zu", n);
-    snprintf(old_id, sizeof(old_id), "%lld", (long long)r->cur_id);
     /* One statement: the cursor moves and the published rows go together,
      * on the session holding the shard lock, so a relay that lost its lock
      * (its session died) cannot move anything.  The delete is bounded
@@ -430,15 +423,12 @@ static int advance_cursor(outbox_relay_t *r, const char *tx, const char *id, siz
 /* Reads and publishes one batch.  Returns rows published, -1 on error. */
 static int publish_batch(outbox_relay_t *r, sg_err_t *err)
 {
-    char id[32], limit[16];
-    const char *p[] = {r->shard_text, r->cur_tx, id, limit};
+    const char *p[] = {r->shard_text, r->cur_tx, SG_PG_INT(r->cur_id), SG_PG_INT(r->batch_size)};
     sg_pg_res_t *res = NULL;
     uint64_t read_at;
     size_t n;
     int rc = -1;
 
-    snprintf(id, sizeof(id), "%lld", (long long)r->cur_id);
-    snprintf(limit, sizeof(limit), "%lld", (long long)r->batch_size);
     if (query(r,
               /* The text column is aliased: a bare `tx` in ORDER BY would
                * name it and sort xids as text ('29019' < '3'). */
@@ -546,13 +536,11 @@ static void check_blocked(outbox_relay_t *r)
 
 static int heartbeat(outbox_relay_t *r, sg_err_t *err)
 {
-    char blocked[32];
-    const char *p[] = {r->shard_text, r->holder, blocked};
+    const char *p[] = {r->shard_text, r->holder, SG_PG_INT(r->blocked_ms)};
 
     if (sg_run_now_ms() < r->next_heartbeat)
         return 0;
     r->next_heartbeat = sg_run_now_ms() + HEARTBEAT_MS;
-    snprintf(blocked, sizeof(blocked), "%lld", (long long)r->blocked_ms);
     return query(r,
                  "UPDATE relay_cursors SET holder = $2, heartbeat_at = now(), "
                  "xmin_blocked_ms = $3::bigint WHERE shard = $1",
@@ -569,15 +557,13 @@ static int heartbeat(outbox_relay_t *r, sg_err_t *err)
  * backlog, a stall of every saga's next hop once per STATS_MS. */
 static void export_stats(outbox_relay_t *r)
 {
-    char id[32];
-    const char *p[] = {r->shard_text, r->cur_tx, id};
+    const char *p[] = {r->shard_text, r->cur_tx, SG_PG_INT(r->cur_id)};
     sg_pg_res_t *res = NULL;
     sg_err_t err;
 
     if (sg_run_now_ms() < r->next_stats)
         return;
     r->next_stats = sg_run_now_ms() + STATS_MS;
-    snprintf(id, sizeof(id), "%lld", (long long)r->cur_id);
     if (query(
             r,
             "SELECT (SELECT count(*) FROM outbox WHERE shard = $1 AND (tx, id) > ($2::xid8, "
@@ -643,13 +629,11 @@ static int step_active(outbox_relay_t *r, sg_err_t *err)
 
 static void release(outbox_relay_t *r)
 {
-    char key[32];
-    const char *p[] = {key};
+    const char *p[] = {SG_PG_INT(OUTBOX_LOCK_BASE + r->shard)};
     sg_err_t err;
 
     if (!r->pg || r->shard < 0)
         return;
-    snprintf(key, sizeof(key), "%lld", OUTBOX_LOCK_BASE + r->shard);
     if (query(r, "SELECT pg_advisory_unlock($1::bigint)", 1, p, NULL, &err) < 0)
         sg_log_kv(SG_LOG_WARN, "cannot release the shard lock (the server drops it on close)",
                   "error", err.message, NULL);

@@ -22,8 +22,7 @@ static const char status_sql[] =
 
 int outbox_cmd_status(sg_cli_t *cli, int argc, char **argv)
 {
-    char base[32];
-    const char *p[] = {base};
+    const char *p[] = {SG_PG_INT(OUTBOX_LOCK_BASE)};
     sg_pg_opts_t opts;
     sg_pg_res_t *res = NULL;
     sg_pg_t *pg;
@@ -37,7 +36,6 @@ int outbox_cmd_status(sg_cli_t *cli, int argc, char **argv)
         fprintf(stderr, "%s status: %s\n", cli->prog, err.message);
         return SG_EXIT_INFRA;
     }
-    snprintf(base, sizeof(base), "%lld", OUTBOX_LOCK_BASE);
     if (sg_pg_exec(pg, status_sql, 1, p, &res, &err) < 0) {
         fprintf(stderr, "%s status: %s (has `sagad-relay migrate` run?)\n", cli->prog, err.message);
         sg_pg_destroy(pg);

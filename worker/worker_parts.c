@@ -129,8 +129,6 @@ static int cmp_part(const void *a, const void *b)
  * for the next assignment. */
 static void log_reset(loop_t *L, worker_part_t *p)
 {
-    char pstr[16], epoch[24], low_s[24];
-    const char *params[] = {L->w.group, L->w.topic_commands, pstr, epoch, low_s};
     int64_t low, high;
     sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
     sg_err_t err;
@@ -140,9 +138,8 @@ static void log_reset(loop_t *L, worker_part_t *p)
                                   &high) < 0 ||
         p->stored <= high)
         return;
-    snprintf(pstr, sizeof(pstr), "%d", (int)p->partition);
-    snprintf(epoch, sizeof(epoch), "%lld", (long long)p->epoch);
-    snprintf(low_s, sizeof(low_s), "%lld", (long long)low);
+    const char *params[] = {L->w.group, L->w.topic_commands, SG_PG_INT(p->partition),
+                            SG_PG_INT(p->epoch), SG_PG_INT(low)};
     ctx.topic = L->w.topic_commands;
     ctx.partition = p->partition;
     ctx.offset = p->stored;
@@ -165,13 +162,11 @@ static void log_reset(loop_t *L, worker_part_t *p)
 
 int64_t loop_take_partition(loop_t *L, int32_t partition)
 {
-    char pstr[16];
-    const char *params[] = {L->w.group, L->w.topic_commands, pstr, L->w.worker_id};
+    const char *params[] = {L->w.group, L->w.topic_commands, SG_PG_INT(partition), L->w.worker_id};
     sg_pg_res_t *res = NULL;
     worker_part_t *p;
     sg_err_t err;
 
-    snprintf(pstr, sizeof(pstr), "%d", (int)partition);
     while (sg_pg_exec(L->w.pg,
                       "INSERT INTO consumer_offsets (group_id, topic, partition, next_offset, "
                       "owner_epoch, owner) VALUES ($1, $2, $3::int, 0, 1, $4) "

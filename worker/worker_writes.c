@@ -291,11 +291,8 @@ void worker_write_attempt_done(worker_t *w, const char *const vals[6])
 void worker_write_message(worker_t *w, int64_t delay_ms, const char *topic, const char *key,
                           const char *headers, const char *payload)
 {
-    char delay[24];
-
     if (delay_ms > 0) {
-        const char *vals[] = {delay, topic, key, headers, payload};
-        snprintf(delay, sizeof(delay), "%lld", (long long)delay_ms);
+        const char *vals[] = {SG_PG_INT(delay_ms), topic, key, headers, payload};
         row_add(&w->writes->t[T_TIMER], vals);
     } else {
         const char *vals[] = {topic, key, headers, payload};

@@ -54,6 +54,13 @@ int sg_pg_reconnect(sg_pg_t *pg, sg_err_t *err) __attribute__((warn_unused_resul
  * On success returns 0 and, if res is not NULL, hands the result to the
  * caller (free with sg_pg_res_destroy); on failure returns -1, sets err
  * with the class of the SQLSTATE and leaves *res NULL. */
+/* An integer as the text of a statement parameter, written into a buffer
+ * that lives until the end of the enclosing block (a compound literal), so
+ * a parameter list can be written where it is used:
+ *     const char *p[] = {group, SG_PG_INT(partition), SG_PG_INT(epoch)}; */
+#define SG_PG_INT(v) sg_pg_int_text((char[24]){0}, (long long)(v))
+const char *sg_pg_int_text(char buf[24], long long v);
+
 int sg_pg_exec(sg_pg_t *pg, const char *sql, int nparams, const char *const *params,
                sg_pg_res_t **res, sg_err_t *err) __attribute__((warn_unused_result));
 
