@@ -347,6 +347,18 @@ static const case_t cases[] = {
      .step_rows = "s---",
      .saga_row = 'R',
      .log = "step call succeeded in 12 ms"},
+    {.name = "success of the step before the last: the last step's command",
+     .saga = 'R',
+     .steps = "ssrp",
+     .att = {1, 1, 1},
+     .kind = RET_OK,
+     .step = 2,
+     .attempt = 1,
+     .effects = "step.succeeded,step.execute",
+     .saga_after = 'R',
+     .steps_after = "sssp",
+     .step_rows = "--s-",
+     .saga_row = 'R'},
     {.name = "last step success: the saga is completed",
      .saga = 'R',
      .steps = "sssr",
@@ -593,6 +605,22 @@ static const case_t cases[] = {
      .kind = EXEC,
      .step = 1,
      .attempt = 1,
+     .finished = 1,
+     .effects = "",
+     .saga_after = 'R',
+     .steps_after = "srpp",
+     .step_rows = "----",
+     .saga_row = '-',
+     .consumed = "ignored",
+     .log = "already ran"},
+    {.name = "duplicate of an attempt that was interrupted, then finished",
+     .saga = 'R',
+     .steps = "srpp",
+     .att = {1, 1},
+     .kind = EXEC,
+     .step = 1,
+     .attempt = 1,
+     .interrupted = 1,
      .finished = 1,
      .effects = "",
      .saga_after = 'R',
@@ -1087,5 +1115,23 @@ Test(saga, a_held_saga_dead_letter_says_until_when)
     cr_expect_eq(timer->u.msg.delay_ms, 60000);
     assert_contains(timer->u.msg.payload, "\"id\":\"cmd:order-1:release:g1\"");
     cr_expect_eq(fx.out.stats.held, 1);
+    fx_fini(&fx);
+}
+
+Test(saga, a_compensation_stored_as_json_null_is_no_compensation)
+{
+    fx_t fx;
+    char got[512];
+
+    fx_init(&fx);
+    fx_saga(&fx, 'R', "sssr", (int[]){1, 1, 1, 1}, NULL);
+    fx.saga.steps[2].comp = "null";
+    fx_returned(&fx, false, 3, 1, WORKER_ERROR, SG_ERRCLASS_PERMANENT, false);
+    fx_decide(&fx, true);
+    effects(&fx.out, got, sizeof(got));
+    cr_expect_str_eq(got, "step.failed,saga.compensating,step.compensate");
+    cr_expect_eq(fx.saga.steps[2].status, WORKER_STEP_SKIPPED);
+    cr_expect_eq(fx.saga.steps[0].status, WORKER_STEP_COMPENSATING);
+    cr_expect_eq(message(&fx.out, "step.compensate")->u.msg.step, 0);
     fx_fini(&fx);
 }
