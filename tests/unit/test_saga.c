@@ -762,6 +762,33 @@ static const case_t cases[] = {
      .unchained = true},
 };
 
+/* The transitions the setters logged over the table's rows. */
+static bool seen_saga[WORKER_SAGA__COUNT][WORKER_SAGA__COUNT];
+static bool seen_step[WORKER_STEP__COUNT][WORKER_STEP__COUNT];
+
+/* Reads the setters' debug lines "saga: FROM -> TO", "step N: FROM -> TO". */
+static void note_transitions(const worker_outcome_t *out)
+{
+    for (size_t i = 0; i < out->n; i++) {
+        const char *text = out->ops[i].u.log.text;
+        char from[32], to[32];
+        worker_saga_status_t sf, st;
+        worker_step_status_t pf, pt;
+
+        if (out->ops[i].kind != WORKER_OP_LOG)
+            continue;
+        if (sscanf(text, "saga: %31s -> %31s", from, to) == 2) {
+            cr_assert_eq(worker_saga_status_parse(from, &sf), 0);
+            cr_assert_eq(worker_saga_status_parse(to, &st), 0);
+            seen_saga[sf][st] = true;
+        } else if (sscanf(text, "step %*d: %31s -> %31s", from, to) == 2) {
+            cr_assert_eq(worker_step_status_parse(from, &pf), 0);
+            cr_assert_eq(worker_step_status_parse(to, &pt), 0);
+            seen_step[pf][pt] = true;
+        }
+    }
+}
+
 static void run_case(const case_t *c)
 {
     fx_t fx;
@@ -819,6 +846,7 @@ static void run_case(const case_t *c)
     cr_expect_str_eq(consumed(&fx.out), c->consumed ? c->consumed : "-", "%s: consumed", c->name);
     if (c->log)
         cr_expect(logged(&fx.out, c->log), "%s: no log line with \"%s\"", c->name, c->log);
+    note_transitions(&fx.out);
     fx_fini(&fx);
 }
 
@@ -829,6 +857,18 @@ Test(saga, every_transition_of_the_table)
 {
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         run_case(&cases[i]);
+    /* Every transition the worker may make (worker_state.c's tables,
+     * docs/STATES.md) is made by some row. */
+    for (int f = 0; f < WORKER_SAGA__COUNT; f++)
+        for (int t = 0; t < WORKER_SAGA__COUNT; t++)
+            cr_expect(!worker_saga_transition_ok(f, t) || seen_saga[f][t],
+                      "no row makes the saga transition %s -> %s", worker_saga_status_name(f),
+                      worker_saga_status_name(t));
+    for (int f = 0; f < WORKER_STEP__COUNT; f++)
+        for (int t = 0; t < WORKER_STEP__COUNT; t++)
+            cr_expect(!worker_step_transition_ok(f, t) || seen_step[f][t],
+                      "no row makes the step transition %s -> %s", worker_step_status_name(f),
+                      worker_step_status_name(t));
 }
 
 /* ---- saga.start --------------------------------------------------------- */
