@@ -35,6 +35,7 @@ typedef struct worker_rules_s {
 /* The command and what the world says at the time of the decision. */
 typedef struct worker_input_s {
     const worker_cmd_t *cmd;
+    bool returned;           /* decide its call's outcome (cmd->result), not the command */
     int32_t partition;       /* of its message, -1: none */
     const void *traceparent; /* a saga.start's header, NULL: none */
     size_t traceparent_len;
@@ -133,8 +134,8 @@ typedef struct worker_outcome_s {
     bool keep_fresh;       /* ...which the loop may chain from */
 } worker_outcome_t;
 
-/* Decides cmd (in->cmd) against saga (NULL: none, or poison): a READY
- * command, or the outcome of a RETURNED call.  Updates saga's rows in
+/* Decides cmd (in->cmd) against saga (NULL: none, or poison): the
+ * command, or with in->returned the outcome of its call.  Updates saga's rows in
  * place, as a command decided after it in the same transaction must see
  * them, and records every effect in out (zeroed first).  Pure. */
 void worker_decide(const worker_rules_t *rules, const worker_input_t *in, worker_saga_t *saga,

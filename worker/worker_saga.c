@@ -639,7 +639,7 @@ void worker_decide(const worker_rules_t *rules, const worker_input_t *in, worker
     worker_dc_t d = {rules, in, in->cmd, out};
 
     memset(out, 0, sizeof(*out));
-    if (in->cmd->state == CMD_RETURNED)
+    if (in->returned)
         decide_returned(&d, saga);
     else
         decide_ready(&d, saga);

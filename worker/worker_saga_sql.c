@@ -494,7 +494,7 @@ static int64_t wall_ms(void)
     return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
 }
 
-static void decide_apply(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
+static void decide_apply(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, bool returned)
 {
     const worker_rules_t rules = {
         .reg = w->reg,
@@ -511,13 +511,14 @@ static void decide_apply(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
     };
     worker_input_t in = {
         .cmd = cmd,
+        .returned = returned,
         .partition = sg_kafka_msg_partition(cmd->msg),
         .now_ms = wall_ms(),
         .rng = &w->rng,
     };
     worker_outcome_t out;
 
-    if (cmd->state == CMD_READY && cmd->dec.type == SG_CMD_START)
+    if (!returned && cmd->dec.type == SG_CMD_START)
         in.traceparent = sg_kafka_msg_header(cmd->msg, "traceparent", &in.traceparent_len);
     worker_decide(&rules, &in, saga, &out);
     apply(w, cmd, &out);
@@ -526,12 +527,12 @@ static void decide_apply(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
 
 void worker_saga_decide(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
 {
-    decide_apply(w, cmd, saga);
+    decide_apply(w, cmd, saga, false);
 }
 
 void worker_saga_complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
 {
-    decide_apply(w, cmd, saga);
+    decide_apply(w, cmd, saga, true);
 }
 
 const char *worker_cmd_definition(worker_cmd_t *cmd)

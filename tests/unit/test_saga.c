@@ -155,6 +155,7 @@ static void fx_returned(fx_t *fx, bool comp, int step, int attempt, worker_statu
 {
     fx_command(fx, comp ? SG_CMD_COMPENSATE : SG_CMD_EXECUTE, step, attempt, 1);
     fx->cmd.state = CMD_RETURNED;
+    fx->in.returned = true;
     fx->cmd.attempt_id = 99;
     fx->cmd.call.tool = sg_registry_find(fx->reg, comp ? "release" : steps[step].tool);
     fx->cmd.call.step_name = (char *)steps[step].name;
