@@ -99,7 +99,7 @@ typedef struct worker_op_s {
             int step; /* -1: no step concerned */
             bool compensate;
             int generation;
-            sg_err_t err;
+            sg_err_t *err; /* owned: a copy, kept out of line as it is large */
             const char *saga_name, *step_name, *traceparent;
             char *tool; /* owned */
             bool has_saga;

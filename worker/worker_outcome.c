@@ -257,7 +257,9 @@ void worker_out_dead_letter(worker_dc_t *d, worker_saga_t *saga, int step, bool 
     op->u.dead.step = st ? step : -1;
     op->u.dead.compensate = compensate;
     op->u.dead.generation = saga ? saga->generation : cmd->dec.generation;
-    op->u.dead.err = *err;
+    if (!(op->u.dead.err = malloc(sizeof(*err))))
+        abort();
+    *op->u.dead.err = *err;
     op->u.dead.has_saga = saga != NULL;
     op->u.dead.saga_name = saga ? saga->name : NULL;
     /* A rejected submission has no saga row, but its document names it. */
@@ -347,6 +349,7 @@ static void op_free(worker_op_t *op)
         break;
     case WORKER_OP_DEAD_LETTER:
         free(op->u.dead.tool);
+        free(op->u.dead.err);
         break;
     case WORKER_OP_LOG:
         free(op->u.log.text);

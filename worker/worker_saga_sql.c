@@ -231,7 +231,7 @@ static void apply_dead_letter(worker_t *w, const worker_cmd_t *cmd, const worker
         "  'sagad-payload-omitted', CASE WHEN (m.rec->>'payload_omitted')::boolean "
         "    THEN 'true' END, 'traceparent', $21::text)), "
         "  convert_to(m.rec::text, 'UTF8') FROM m";
-    const sg_err_t *err = &op->u.dead.err;
+    const sg_err_t *err = op->u.dead.err;
     const sg_kafka_msg_t *msg = cmd->msg;
     char sidx[16], part[16], off[24], ts[24], gen[16], maxb[24];
     const void *key = NULL, *payload = NULL;

@@ -971,7 +971,7 @@ Test(saga, start_rejected_by_validation_is_announced_and_dead_lettered)
     assert_contains(ev->u.msg.payload, "\"problems\":[{\"path\":\"$.steps[0].tool\"");
     cr_expect_str_eq(ev->u.msg.headers, "{\"sagad-type\":\"saga.rejected\"}");
     dl = nth_op(&fx.out, WORKER_OP_DEAD_LETTER, 0);
-    cr_expect_str_eq(dl->u.dead.err.code, "input.schema.invalid");
+    cr_expect_str_eq(dl->u.dead.err->code, "input.schema.invalid");
     cr_expect_str_eq(dl->u.dead.saga_name, "order");
     cr_expect_eq(dl->u.dead.step, -1);
     cr_expect_not(dl->u.dead.has_saga);
@@ -1010,7 +1010,7 @@ Test(saga, start_of_an_existing_saga_other_definition_is_a_conflict)
     fx_decide(&fx, true);
     effects(&fx.out, got, sizeof(got));
     cr_expect_str_eq(got, "saga.rejected,DL");
-    cr_expect_str_eq(nth_op(&fx.out, WORKER_OP_DEAD_LETTER, 0)->u.dead.err.code,
+    cr_expect_str_eq(nth_op(&fx.out, WORKER_OP_DEAD_LETTER, 0)->u.dead.err->code,
                      "input.saga.conflict");
     assert_contains(message(&fx.out, "saga.rejected")->u.msg.payload,
                     "unique: this saga_id is already used with a different definition");
@@ -1088,7 +1088,7 @@ Test(saga, a_tool_gone_from_the_registry_is_dead_lettered_bad_args_compensate)
     fx_decide(&fx, true);
     effects(&fx.out, got, sizeof(got));
     cr_expect_str_eq(got, "step.failed,DL,saga.dead_lettered,saga.compensating,step.compensate");
-    cr_expect_str_eq(nth_op(&fx.out, WORKER_OP_DEAD_LETTER, 0)->u.dead.err.code, "tool.unknown");
+    cr_expect_str_eq(nth_op(&fx.out, WORKER_OP_DEAD_LETTER, 0)->u.dead.err->code, "tool.unknown");
     cr_expect_str_eq(nth_op(&fx.out, WORKER_OP_DEAD_LETTER, 0)->u.dead.tool, "teleport");
     fx_fini(&fx);
 
@@ -1124,7 +1124,7 @@ Test(saga, poison_and_commands_of_unknown_sagas_or_steps_are_dead_lettered)
     fx_decide(&fx, false);
     effects(&fx.out, got, sizeof(got));
     cr_expect_str_eq(got, "DL");
-    cr_expect_str_eq(nth_op(&fx.out, WORKER_OP_DEAD_LETTER, 0)->u.dead.err.code,
+    cr_expect_str_eq(nth_op(&fx.out, WORKER_OP_DEAD_LETTER, 0)->u.dead.err->code,
                      "input.saga.unknown");
     fx_fini(&fx);
 
@@ -1134,7 +1134,7 @@ Test(saga, poison_and_commands_of_unknown_sagas_or_steps_are_dead_lettered)
     fx_decide(&fx, true);
     effects(&fx.out, got, sizeof(got));
     cr_expect_str_eq(got, "DL,saga.dead_lettered");
-    cr_expect_str_eq(nth_op(&fx.out, WORKER_OP_DEAD_LETTER, 0)->u.dead.err.code,
+    cr_expect_str_eq(nth_op(&fx.out, WORKER_OP_DEAD_LETTER, 0)->u.dead.err->code,
                      "input.schema.invalid");
     cr_expect_eq(fx.saga.status, WORKER_SAGA_RUNNING);
     fx_fini(&fx);
