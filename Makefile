@@ -109,7 +109,7 @@ help:
 	@echo "make bench      relay, worker and http-tool figures beside their raw floors"
 	@echo "make format-check  check .clang-format conformance"
 	@echo "make schemas-check schemas/, their fixtures and the error-code registry vs the C sources"
-	@echo "make structure-check  no call or include cycle among the C files, no program including another's, private headers kept private"
+	@echo "make structure-check  no call or include cycle among the C files, no program including another's, private headers kept private, the saga decision pure"
 	@echo "make docs       regenerate docs/CONFIGURATION.md, deploy/sagad.sample.conf, docs/METRICS.md and docs/STATES.md"
 	@echo "make image-check  deploy/Dockerfile's runtime packages cover what the binaries load"
 	@echo "make k8s-check  render deploy/k8s and validate it offline (schemas, config, probes, security)"
@@ -322,9 +322,11 @@ CHECK_PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
 
 # structure-check: no call cycle among the C files (read from the built
 # objects with nm), no include cycle, no program including another's files,
-# no private header (worker/worker_loop_int.h) included outside its files.
+# no private header (worker/worker_loop_int.h) included outside its files;
+# the saga decision's files call nothing that does I/O (pure.py).
 structure-check: all
 	$(CHECK_PYTHON) tests/structure/check.py $(BUILD)
+	$(CHECK_PYTHON) tests/structure/pure.py $(BUILD)
 
 # The JSON contracts, checked by an independent validator (Python
 # jsonschema): schemas, fixtures, and every error code in the C sources

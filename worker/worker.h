@@ -9,8 +9,11 @@
  *   worker_exec.c      the exec adapter: a child process per call
  *   worker_breaker.c   the circuit breaker of each http and exec tool
  *   worker_pool.c      threads that run tool calls, with per-tool limits
- *   worker_saga.c      the state machine: one decision per command, written
- *                      as statements into the transaction of its batch
+ *   worker_saga.c      the state machine: one pure decision per command or
+ *                      call outcome (worker_decide.h, with worker_saga_start.c
+ *                      and worker_outcome.c)
+ *   worker_saga_sql.c  the load of a batch's sagas, and the apply of a
+ *                      decision's outcome into the transaction of its batch
  *   worker_run.c       the run command: setup, the main loop, teardown; the
  *                      loop's files share worker_loop_int.h, which lists them:
  *                      worker_loop.c (the turn), worker_txn.c (batches),
@@ -356,8 +359,6 @@ typedef struct worker_s {
     worker_stats_t stats;
     /* Metrics of the open transaction, applied when it commits. */
     sg_metrics_batch_t *metrics; /* the open transaction's */
-    const char *decided;         /* outcome of the command being decided, NULL: by default */
-    worker_cmd_t *cur;           /* the command being decided or completed, else NULL */
     /* worker.chain, and the default partitioner (worker_run.c): decisions
      * keep what chaining needs (cmd->follow, cmd->fresh) only then. */
     bool chain;

@@ -1,7 +1,8 @@
 /* The saga and step state machines as data: the status names (what the
  * sagas.status and steps.status columns hold) and every legal transition
- * with what causes it.  worker_saga.c changes a status only through its
- * setters, which assert that the change is in these tables; `sagad-worker
+ * with what causes it.  The decisions (worker_saga.c) change a status only
+ * through its setters, which assert that the change is in these tables, and
+ * tests/unit/test_saga.c checks that its table makes every one; `sagad-worker
  * states` prints them as docs/STATES.md (make docs; make docs-check keeps
  * the file current).  Pure: no I/O but the printer's stream. */
 #include <stdio.h>
@@ -29,7 +30,7 @@ typedef struct transition_s {
 } transition_t;
 
 static const transition_t saga_transitions[] = {
-    {WORKER_SAGA_RUNNING, WORKER_SAGA_COMPLETED, true, "the last step succeeded", "complete"},
+    {WORKER_SAGA_RUNNING, WORKER_SAGA_COMPLETED, true, "the last step succeeded", "step_succeeded"},
     {WORKER_SAGA_RUNNING, WORKER_SAGA_COMPENSATING, true,
      "a forward step failed (permanent error, deadline, bad args), or was dead-lettered with no "
      "hold",
@@ -52,9 +53,10 @@ static const transition_t saga_transitions[] = {
 
 static const transition_t step_transitions[] = {
     {WORKER_STEP_PENDING, WORKER_STEP_RUNNING, true,
-     "its command is decided: the attempt row is written before the call", "decide_step"},
-    {WORKER_STEP_RUNNING, WORKER_STEP_RUNNING, true, "a retry's command is decided", "decide_step"},
-    {WORKER_STEP_RUNNING, WORKER_STEP_SUCCEEDED, true, "the call succeeded", "complete"},
+     "its command is decided: the attempt row is written before the call", "start_attempt"},
+    {WORKER_STEP_RUNNING, WORKER_STEP_RUNNING, true, "a retry's command is decided",
+     "start_attempt"},
+    {WORKER_STEP_RUNNING, WORKER_STEP_SUCCEEDED, true, "the call succeeded", "step_succeeded"},
     {WORKER_STEP_PENDING, WORKER_STEP_FAILED, true,
      "at its decision: deadline passed, tool no longer registered, args break its schema",
      "step_failed"},
@@ -70,7 +72,7 @@ static const transition_t step_transitions[] = {
      "compensation reached it and it has none (read, idempotent or irreversible)",
      "next_compensation"},
     {WORKER_STEP_COMPENSATING, WORKER_STEP_COMPENSATED, true, "the compensation succeeded",
-     "complete"},
+     "decide_returned"},
     {WORKER_STEP_COMPENSATING, WORKER_STEP_COMPENSATION_FAILED, true,
      "the compensation failed for good or ran out of attempts", "comp_failed"},
     {WORKER_STEP_FAILED, WORKER_STEP_PENDING, false,
@@ -159,8 +161,10 @@ void worker_states_reference(FILE *out)
                  "(`make docs`; `make docs-check` fails when this file is stale). The worker\n"
                  "changes a status only through the setters of worker/worker_saga.c, which\n"
                  "assert that the change is one of the rows below named after a function of\n"
-                 "worker_saga.c; rows marked (SQL) are made by `sagad_dlq_replay()`\n"
-                 "(schemas/sql/0006_dlq_tool.sql) when on-call replays a dead letter.\n"
+                 "worker_saga.c (tests/unit/test_saga.c checks that its table of\n"
+                 "transitions makes every one); rows marked (SQL) are made by\n"
+                 "`sagad_dlq_replay()` (schemas/sql/0006_dlq_tool.sql) when on-call\n"
+                 "replays a dead letter.\n"
                  "A new saga starts `running` with every step `pending`.\n\n"
                  "## Saga statuses (`sagas.status`)\n\n");
     print_table(out, saga_transitions, NELEMS(saga_transitions), saga_names);

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""make structure-check: the saga decision stays a pure function.
+
+  tests/structure/pure.py BUILD_DIR
+
+The files of the decision (worker/worker_decide.h) may call only what
+cannot reach PostgreSQL, Kafka, the clock, a random source of its own, the
+log or the metrics: JSON and text helpers, the registry and submission
+checks of lib/, the backoff (its generator comes in), the other pure files
+and worker_state.c's tables, and libc's memory, string and formatting
+functions.  Read from the built objects' undefined symbols (nm), so a call
+added through any header is seen.  Fails naming the file and the symbol.
+"""
+import os
+import re
+import subprocess
+import sys
+
+PURE = ["worker/worker_saga.c", "worker/worker_saga_start.c", "worker/worker_outcome.c"]
+# Files whose symbols the pure ones may use besides each other's.
+PURE_DEPS = ["worker/worker_state.c"]
+ALLOWED = re.compile(
+    r"^(sg_json_\w+|sg_err_set|sg_errclass_name|sg_registry_find|sg_submit_(decode|validate|"
+    r"validate_args|definition)|sg_traceparent_ok|sg_idem_key|sg_text_visible(_n)?|sg_utf8_\w+|"
+    r"sg_backoff_delay_ms|sg_rng_upto|"
+    r"abort|__assert_fail|__stack_chk_fail|malloc|calloc|realloc|free|strdup|strndup|strlen|"
+    r"strcmp|strncmp|strchr|strstr|memcmp|memcpy|memmove|memset|snprintf|vsnprintf|sprintf|"
+    r"gmtime_r|__\w+_chk)$")
+
+
+def nm(obj, *flags):
+    res = subprocess.run(["nm", *flags, obj], capture_output=True, text=True, check=True)
+    return [line.split()[-1] for line in res.stdout.splitlines() if line.strip()]
+
+
+def obj_of(build, src):
+    return os.path.join(build, src[:-2] + ".o")
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: tests/structure/pure.py BUILD_DIR")
+    os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    build = sys.argv[1]
+    own = set()
+    for src in PURE + PURE_DEPS:
+        own.update(nm(obj_of(build, src), "--defined-only", "-g"))
+    problems = []
+    for src in PURE:
+        for sym in nm(obj_of(build, src), "-u"):
+            if sym not in own and not ALLOWED.match(sym):
+                problems.append("%s calls %s: the decision is pure (worker/worker_decide.h)"
+                                % (src, sym))
+    for p in problems:
+        print("structure-check: " + p, file=sys.stderr)
+    if problems:
+        sys.exit(1)
+    print("structure-check: ok, the decision's %d files call nothing impure" % len(PURE))
+
+
+if __name__ == "__main__":
+    main()

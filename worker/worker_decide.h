@@ -1,0 +1,194 @@
+/* The saga state machine's private contract: what a decision reads and
+ * what it returns.
+ *
+ *   worker_saga.c        the decisions on step commands, saga.release and
+ *                        a call's outcome (worker_decide)
+ *   worker_saga_start.c  the decision on saga.start, and a step's call
+ *                        checked against the registry
+ *   worker_outcome.c     the outcome: its ops, the messages built into it
+ *   worker_saga_sql.c    the load of a batch's sagas, and the apply of an
+ *                        outcome into the transaction (SQL, logs, metrics)
+ *
+ * A decision is pure: rows and a command in, an outcome out.  It sends no
+ * statement, reads no clock (now comes in), draws no randomness but from
+ * the generator it is given, and does no I/O; worker_saga_sql.c applies
+ * what it returns. */
+#ifndef SAGAD_WORKER_DECIDE_H
+#define SAGAD_WORKER_DECIDE_H
+
+#include "sagad/sg_log.h"
+#include "worker.h"
+
+/* The worker's settings a decision follows. */
+typedef struct worker_rules_s {
+    const sg_registry_t *reg;
+    const sg_json_limits_t *limits;            /* parsing a tool's answer */
+    const char *topic_commands, *topic_events; /* where messages go */
+    int crash_loop_limit;
+    int64_t hold_ms;   /* worker.dead_letter_hold_ms */
+    int64_t budget_ms; /* the default retry budget */
+    const sg_policy_t *retry, *comp_retry;
+    bool chain;               /* keep what chaining needs (follow, fresh) */
+    sg_log_level_t log_level; /* log lines above it are not recorded */
+} worker_rules_t;
+
+/* The command and what the world says at the time of the decision. */
+typedef struct worker_input_s {
+    const worker_cmd_t *cmd;
+    bool returned;           /* decide its call's outcome (cmd->result), not the command */
+    int32_t partition;       /* of its message, -1: none */
+    const void *traceparent; /* a saga.start's header, NULL: none */
+    size_t traceparent_len;
+    int64_t now_ms; /* wall clock: event times, retry_at, held_until */
+    sg_rng_t *rng;  /* backoff jitter, new trace ids */
+} worker_input_t;
+
+typedef enum worker_op_kind_e {
+    WORKER_OP_SAGA_NEW,     /* insert a saga with its steps */
+    WORKER_OP_ATTEMPT,      /* the attempt row, written before its call */
+    WORKER_OP_ATTEMPT_DONE, /* the call's outcome on its attempt row */
+    WORKER_OP_INTERRUPTED,  /* unfinished attempt rows marked interrupted */
+    WORKER_OP_STEP,         /* a step's row */
+    WORKER_OP_SAGA,         /* the saga's row */
+    WORKER_OP_MESSAGE,      /* an event or a command: outbox, or timer when delayed */
+    WORKER_OP_DEAD_LETTER,  /* ledger row and DLQ message of the command's message */
+    WORKER_OP_LOG,          /* a log line */
+    WORKER_OP_METRIC,       /* a metric to count or observe */
+} worker_op_kind_t;
+
+/* One effect of a decision.  Strings marked owned belong to the op; the
+ * others point into the saga or the command, which outlive the apply. */
+typedef struct worker_op_s {
+    worker_op_kind_t kind;
+    const char *saga_id;
+    union {
+        struct {
+            const char *name, *definition, *input, *deadline, *traceparent; /* NULL: none */
+            char *metadata, *steps, *def_owned; /* owned; def_owned: definition if made here */
+            int64_t retry_budget_ms;            /* -1: none */
+        } saga_new;
+        struct { /* ATTEMPT and INTERRUPTED */
+            int step, generation, attempt;
+            bool compensate;
+            char *idem_key; /* owned; NULL for INTERRUPTED */
+        } attempt;
+        struct {
+            int64_t id, latency_ms;
+            worker_status_t status;
+            sg_errclass_t cls;
+            char *error_code, *envelope; /* owned; error_code NULL when ok */
+        } done;
+        struct {
+            int idx, attempts, comp_attempts;
+            worker_step_status_t status;
+            char *result, *error_code, *idem_key; /* owned; NULL: unchanged */
+            worker_slot_t *slot;
+        } step;
+        struct {
+            worker_saga_status_t status;
+            int64_t seq, retry_spent;
+            worker_slot_t *slot;
+        } saga;
+        struct {
+            const char *topic;
+            char *key, *type, *headers, *payload; /* owned; key: the saga's id */
+            int64_t delay_ms;                     /* > 0: a timer */
+            int step, attempt, generation;        /* step commands; else -1 */
+        } msg;
+        struct {
+            int step; /* -1: no step concerned */
+            bool compensate;
+            int generation;
+            sg_err_t *err; /* owned: a copy, kept out of line as it is large */
+            const char *saga_name, *step_name, *traceparent;
+            char *tool; /* owned */
+            bool has_saga;
+        } dead;
+        struct {
+            sg_log_level_t level;
+            sg_log_ctx_t ctx;        /* ctx.error_code points to error_code */
+            char *text, *error_code; /* owned */
+        } log;
+        struct {
+            sg_metric_id_t id;
+            char *labels[3]; /* owned, NULL-terminated */
+            bool observe;
+            double value;
+        } metric;
+    } u;
+} worker_op_t;
+
+/* What a decision returns: its effects in the order they are applied, and
+ * what the loop does with the command next. */
+typedef struct worker_outcome_s {
+    worker_op_t *ops;
+    size_t n, cap;
+    worker_stats_t stats; /* added to the worker's */
+    const char *decided;  /* commands_consumed's label, NULL: by default */
+    bool calls;           /* call the tool after the commit: call is filled */
+    bool defer;           /* a crash-loop suspect: decide again when alone */
+    bool unchained;       /* chained, but needs its message: dropped */
+    worker_call_t call;
+    char *follow;          /* the step command emitted for now, to chain */
+    worker_fresh_t *fresh; /* a saga.start's new saga (its rows' slots) */
+    bool keep_fresh;       /* ...which the loop may chain from */
+} worker_outcome_t;
+
+/* Decides cmd (in->cmd) against saga (NULL: none, or poison): the
+ * command, or with in->returned the outcome of its call.  Updates saga's rows in
+ * place, as a command decided after it in the same transaction must see
+ * them, and records every effect in out (zeroed first).  Pure. */
+void worker_decide(const worker_rules_t *rules, const worker_input_t *in, worker_saga_t *saga,
+                   worker_outcome_t *out);
+
+/* Frees what out still owns (the call, follow and fresh unless taken). */
+void worker_outcome_free(worker_outcome_t *out);
+
+/* ---- between the decision files ---------------------------------------- */
+
+/* One decision in progress. */
+typedef struct worker_dc_s {
+    const worker_rules_t *rules;
+    const worker_input_t *in;
+    const worker_cmd_t *cmd;
+    worker_outcome_t *out;
+} worker_dc_t;
+
+worker_op_t *worker_out_op(worker_dc_t *d, worker_op_kind_t kind, const char *saga_id);
+void worker_out_log(worker_dc_t *d, sg_log_level_t level, const sg_log_ctx_t *ctx, const char *fmt,
+                    ...) __attribute__((format(printf, 4, 5)));
+/* Counts id with up to three labels (NULL-terminated). */
+void worker_out_count(worker_dc_t *d, sg_metric_id_t id, const char *const *labels);
+void worker_out_observe(worker_dc_t *d, sg_metric_id_t id, const char *const *labels, double value);
+/* ms since the epoch as 2026-01-02T03:04:05.678Z. */
+void worker_iso_time(char *out, size_t size, int64_t ms);
+/* The members every message starts with: v, type, id, saga_id. */
+sg_json_t *worker_out_message_new(const char *type, const char *id, const char *saga_id);
+/* Queues msg (keyed by its saga_id) now or as a timer; takes msg. */
+worker_op_t *worker_out_emit(worker_dc_t *d, const char *topic, const char *traceparent,
+                             sg_json_t *msg, int64_t delay_ms);
+/* A new event of saga (seq bumped); takes body. */
+void worker_out_event(worker_dc_t *d, worker_saga_t *saga, const char *type, sg_json_t *body);
+/* step.execute / step.compensate for (step, attempt), now or later; the
+ * first one for now is kept as the outcome's follow when chaining. */
+void worker_out_command(worker_dc_t *d, worker_saga_t *saga, int step, bool compensate, int attempt,
+                        int64_t delay_ms);
+sg_json_t *worker_out_step_body(const worker_step_t *st);
+void worker_out_add_error(sg_json_t *body, const sg_err_t *err);
+/* The dirty step rows and the saga row. */
+void worker_out_rows(worker_dc_t *d, worker_saga_t *saga);
+/* A dead letter of the command's message (step < 0: none concerned), and
+ * the saga.dead_lettered event when there is a saga. */
+void worker_out_dead_letter(worker_dc_t *d, worker_saga_t *saga, int step, bool compensate,
+                            const sg_err_t *err, const char *held_until);
+/* A duplicate or stale command: no effect but its log line and metric. */
+void worker_out_stale(worker_dc_t *d, const char *why);
+
+/* worker_saga_start.c */
+void worker_decide_start(worker_dc_t *d, worker_saga_t *existing);
+/* Fills d->out->call for step st; false (err set) when the call cannot be
+ * made: unknown tool, bad args. */
+bool worker_prepare_call(worker_dc_t *d, const worker_saga_t *saga, const worker_step_t *st,
+                         bool compensate, sg_err_t *err);
+
+#endif

@@ -1,0 +1,374 @@
+/* The outcome of a saga decision (worker_decide.h): the list of its
+ * effects, and the messages, rows, dead letters and log lines the
+ * decisions add to it, built here so the decision files say only what
+ * happens.  Owns every text an op holds and frees it.  Pure: no SQL, no
+ * clock (times come from the input's now), no I/O. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "worker_decide.h"
+
+static char *dup_or_null(const char *s)
+{
+    char *d;
+
+    if (!s)
+        return NULL;
+    if (!(d = strdup(s)))
+        abort();
+    return d;
+}
+
+worker_op_t *worker_out_op(worker_dc_t *d, worker_op_kind_t kind, const char *saga_id)
+{
+    worker_outcome_t *out = d->out;
+    worker_op_t *op;
+
+    if (out->n == out->cap) {
+        size_t cap = out->cap ? 2 * out->cap : 16;
+        worker_op_t *ops = realloc(out->ops, cap * sizeof(*ops));
+        if (!ops)
+            abort();
+        out->ops = ops;
+        out->cap = cap;
+    }
+    op = &out->ops[out->n++];
+    memset(op, 0, sizeof(*op));
+    op->kind = kind;
+    op->saga_id = saga_id;
+    return op;
+}
+
+void worker_out_log(worker_dc_t *d, sg_log_level_t level, const sg_log_ctx_t *ctx, const char *fmt,
+                    ...)
+{
+    worker_op_t *op;
+    va_list ap;
+    int n;
+
+    if (level > d->rules->log_level)
+        return;
+    op = worker_out_op(d, WORKER_OP_LOG, ctx->saga_id);
+    op->u.log.level = level;
+    op->u.log.ctx = *ctx;
+    op->u.log.error_code = dup_or_null(ctx->error_code);
+    op->u.log.ctx.error_code = op->u.log.error_code;
+    va_start(ap, fmt);
+    n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || !(op->u.log.text = malloc((size_t)n + 1)))
+        abort();
+    va_start(ap, fmt);
+    vsnprintf(op->u.log.text, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+}
+
+static worker_op_t *metric(worker_dc_t *d, sg_metric_id_t id, const char *const *labels)
+{
+    worker_op_t *op = worker_out_op(d, WORKER_OP_METRIC, NULL);
+
+    op->u.metric.id = id;
+    for (int i = 0; labels && labels[i] && i < 3; i++)
+        op->u.metric.labels[i] = dup_or_null(labels[i]);
+    return op;
+}
+
+void worker_out_count(worker_dc_t *d, sg_metric_id_t id, const char *const *labels)
+{
+    metric(d, id, labels);
+}
+
+void worker_out_observe(worker_dc_t *d, sg_metric_id_t id, const char *const *labels, double value)
+{
+    worker_op_t *op = metric(d, id, labels);
+
+    op->u.metric.observe = true;
+    op->u.metric.value = value;
+}
+
+void worker_iso_time(char *out, size_t size, int64_t ms)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+
+    gmtime_r(&t, &tm);
+    snprintf(out, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+}
+
+static char *headers_json(const char *type, const char *traceparent)
+{
+    sg_json_t *h = sg_json_new_object();
+    char *text;
+
+    sg_json_add_str(h, "sagad-type", type);
+    if (traceparent)
+        sg_json_add_str(h, "traceparent", traceparent);
+    text = sg_json_print(h);
+    sg_json_destroy(h);
+    return text;
+}
+
+sg_json_t *worker_out_message_new(const char *type, const char *id, const char *saga_id)
+{
+    sg_json_t *m = sg_json_new_object();
+
+    sg_json_add_int(m, "v", 1);
+    sg_json_add_str(m, "type", type);
+    sg_json_add_str(m, "id", id);
+    sg_json_add_str(m, "saga_id", saga_id);
+    return m;
+}
+
+worker_op_t *worker_out_emit(worker_dc_t *d, const char *topic, const char *traceparent,
+                             sg_json_t *msg, int64_t delay_ms)
+{
+    const char *type = sg_json_string(sg_json_member(msg, "type"));
+    worker_op_t *op = worker_out_op(d, WORKER_OP_MESSAGE, NULL);
+
+    op->u.msg.topic = topic;
+    op->u.msg.type = dup_or_null(type);
+    op->u.msg.headers = headers_json(type, traceparent);
+    op->u.msg.payload = sg_json_print(msg);
+    op->u.msg.delay_ms = delay_ms;
+    op->u.msg.step = op->u.msg.attempt = op->u.msg.generation = -1;
+    op->u.msg.key = dup_or_null(sg_json_string(sg_json_member(msg, "saga_id")));
+    op->saga_id = op->u.msg.key;
+    sg_json_destroy(msg);
+    return op;
+}
+
+void worker_out_event(worker_dc_t *d, worker_saga_t *saga, const char *type, sg_json_t *body)
+{
+    char id[SG_SAGA_ID_MAX + 32], now[40];
+    sg_json_t *ev;
+
+    saga->seq++;
+    saga->dirty = true;
+    snprintf(id, sizeof(id), "evt:%s:%lld", saga->saga_id, (long long)saga->seq);
+    worker_iso_time(now, sizeof(now), d->in->now_ms);
+    ev = worker_out_message_new(type, id, saga->saga_id);
+    sg_json_add_int(ev, "seq", saga->seq);
+    sg_json_add_str(ev, "time", now);
+    for (const sg_json_t *m = body ? sg_json_first(body) : NULL; m; m = sg_json_next(m))
+        sg_json_add_node(ev, sg_json_key(m), sg_json_dup(m));
+    sg_json_destroy(body);
+    worker_out_emit(d, d->rules->topic_events, saga->traceparent, ev, 0);
+}
+
+void worker_out_command(worker_dc_t *d, worker_saga_t *saga, int step, bool compensate, int attempt,
+                        int64_t delay_ms)
+{
+    char id[SG_SAGA_ID_MAX + 64];
+    worker_op_t *op;
+    sg_json_t *c;
+
+    snprintf(id, sizeof(id), "cmd:%s:%d:%s:g%d:a%d", saga->saga_id, step, compensate ? "c" : "f",
+             saga->generation, attempt);
+    c = worker_out_message_new(compensate ? "step.compensate" : "step.execute", id, saga->saga_id);
+    sg_json_add_int(c, "step", step);
+    sg_json_add_int(c, "attempt", attempt);
+    sg_json_add_int(c, "generation", saga->generation);
+    op = worker_out_emit(d, d->rules->topic_commands, saga->traceparent, c, delay_ms);
+    op->u.msg.step = step;
+    op->u.msg.attempt = attempt;
+    op->u.msg.generation = saga->generation;
+    /* Sent now: the loop may chain it (run it in this transaction). */
+    if (d->rules->chain && delay_ms <= 0 && !d->out->follow)
+        d->out->follow = dup_or_null(op->u.msg.payload);
+}
+
+sg_json_t *worker_out_step_body(const worker_step_t *st)
+{
+    sg_json_t *b = sg_json_new_object();
+
+    sg_json_add_int(b, "step", st->idx);
+    sg_json_add_str(b, "step_name", st->name);
+    return b;
+}
+
+void worker_out_add_error(sg_json_t *b, const sg_err_t *err)
+{
+    sg_json_add_str(b, "error_code", err->code);
+    sg_json_add_str(b, "error_class", sg_errclass_name(err->cls));
+    sg_json_add_str(b, "message", err->message);
+}
+
+void worker_out_rows(worker_dc_t *d, worker_saga_t *saga)
+{
+    worker_op_t *op;
+
+    for (int i = 0; i < saga->nsteps; i++) {
+        worker_step_t *st = &saga->steps[i];
+        if (!st->dirty)
+            continue;
+        op = worker_out_op(d, WORKER_OP_STEP, saga->saga_id);
+        op->u.step.idx = i;
+        op->u.step.status = st->status;
+        op->u.step.attempts = st->attempts;
+        op->u.step.comp_attempts = st->comp_attempts;
+        op->u.step.result = dup_or_null(st->result);
+        op->u.step.error_code = dup_or_null(st->error_code[0] ? st->error_code : NULL);
+        op->u.step.idem_key = dup_or_null(st->idem_key);
+        op->u.step.slot = &st->slot;
+        st->dirty = false;
+        st->result = NULL;
+        st->idem_key = NULL;
+    }
+    if (!saga->dirty)
+        return;
+    op = worker_out_op(d, WORKER_OP_SAGA, saga->saga_id);
+    op->u.saga.status = saga->status;
+    op->u.saga.seq = saga->seq;
+    op->u.saga.retry_spent = saga->retry_spent;
+    op->u.saga.slot = &saga->slot;
+    saga->dirty = false;
+}
+
+/* The tool a dead letter names: the step's, or its compensation's. */
+static char *dead_tool(const worker_step_t *st, bool compensate)
+{
+    const char *tool = st->tool;
+    sg_json_t *comp = NULL;
+    char *out;
+
+    if (compensate && st->comp) {
+        comp = sg_json_parse(st->comp, strlen(st->comp), NULL, NULL);
+        if (comp)
+            sg_json_get_str(comp, "$", "tool", false, &tool, NULL);
+    }
+    out = dup_or_null(tool);
+    sg_json_destroy(comp);
+    return out;
+}
+
+void worker_out_dead_letter(worker_dc_t *d, worker_saga_t *saga, int step, bool compensate,
+                            const sg_err_t *err, const char *held_until)
+{
+    const worker_cmd_t *cmd = d->cmd;
+    const worker_step_t *st = saga && step >= 0 ? &saga->steps[step] : NULL;
+    worker_op_t *op;
+
+    op = worker_out_op(d, WORKER_OP_DEAD_LETTER,
+                       saga ? saga->saga_id : (cmd->dec.saga_id[0] ? cmd->dec.saga_id : NULL));
+    op->u.dead.step = st ? step : -1;
+    op->u.dead.compensate = compensate;
+    op->u.dead.generation = saga ? saga->generation : cmd->dec.generation;
+    if (!(op->u.dead.err = malloc(sizeof(*err))))
+        abort();
+    *op->u.dead.err = *err;
+    op->u.dead.has_saga = saga != NULL;
+    op->u.dead.saga_name = saga ? saga->name : NULL;
+    /* A rejected submission has no saga row, but its document names it. */
+    if (!saga && cmd->dec.type == SG_CMD_START)
+        op->u.dead.saga_name = sg_json_string(sg_json_member(cmd->dec.doc, "name"));
+    op->u.dead.step_name = st ? st->name : NULL;
+    op->u.dead.tool = st ? dead_tool(st, compensate) : NULL;
+    op->u.dead.traceparent = saga ? saga->traceparent : NULL;
+    d->out->stats.dead_letters++;
+    d->out->decided = "dead_lettered";
+    worker_out_count(d, SG_M_DEAD_LETTERS, SG_LABELS(err->code));
+    if (saga) {
+        sg_json_t *b = st ? worker_out_step_body(st) : sg_json_new_object();
+        worker_out_add_error(b, err);
+        if (held_until)
+            sg_json_add_str(b, "held_until", held_until);
+        worker_out_event(d, saga, "saga.dead_lettered", b);
+    }
+}
+
+void worker_out_stale(worker_dc_t *d, const char *why)
+{
+    const worker_cmd_t *cmd = d->cmd;
+    sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+
+    d->out->stats.stale++;
+    d->out->decided = "ignored";
+    worker_out_count(d, SG_M_DUPLICATES_IGNORED,
+                     SG_LABELS(cmd->state == CMD_RETURNED ? "outcome" : "command"));
+    ctx.saga_id = cmd->dec.saga_id;
+    ctx.step = cmd->call.step_name;
+    ctx.attempt = cmd->dec.attempt;
+    ctx.partition = cmd->part ? d->in->partition : -1;
+    ctx.offset = cmd->offset;
+    worker_out_log(d, SG_LOG_INFO, &ctx, "duplicate or stale command, no effect: %s", why);
+}
+
+void worker_fresh_free(worker_fresh_t *f)
+{
+    if (!f)
+        return;
+    for (size_t i = 0; i < f->ntexts; i++)
+        free(f->texts[i]);
+    sg_json_destroy(f->steps);
+    free(f);
+}
+
+static void call_free(worker_call_t *call)
+{
+    free(call->saga_id);
+    free(call->step_name);
+    free(call->idem_key);
+    free(call->traceparent);
+    sg_json_destroy(call->args);
+    sg_json_destroy(call->input);
+    memset(call, 0, sizeof(*call));
+}
+
+static void op_free(worker_op_t *op)
+{
+    switch (op->kind) {
+    case WORKER_OP_SAGA_NEW:
+        free(op->u.saga_new.metadata);
+        free(op->u.saga_new.steps);
+        free(op->u.saga_new.def_owned);
+        break;
+    case WORKER_OP_ATTEMPT:
+    case WORKER_OP_INTERRUPTED:
+        free(op->u.attempt.idem_key);
+        break;
+    case WORKER_OP_ATTEMPT_DONE:
+        free(op->u.done.error_code);
+        free(op->u.done.envelope);
+        break;
+    case WORKER_OP_STEP:
+        free(op->u.step.result);
+        free(op->u.step.error_code);
+        free(op->u.step.idem_key);
+        break;
+    case WORKER_OP_SAGA:
+        break;
+    case WORKER_OP_MESSAGE:
+        free(op->u.msg.key);
+        free(op->u.msg.type);
+        free(op->u.msg.headers);
+        free(op->u.msg.payload);
+        break;
+    case WORKER_OP_DEAD_LETTER:
+        free(op->u.dead.tool);
+        free(op->u.dead.err);
+        break;
+    case WORKER_OP_LOG:
+        free(op->u.log.text);
+        free(op->u.log.error_code);
+        break;
+    case WORKER_OP_METRIC:
+        for (int i = 0; i < 3; i++)
+            free(op->u.metric.labels[i]);
+        break;
+    }
+}
+
+void worker_outcome_free(worker_outcome_t *out)
+{
+    for (size_t i = 0; i < out->n; i++)
+        op_free(&out->ops[i]);
+    free(out->ops);
+    call_free(&out->call);
+    free(out->follow);
+    worker_fresh_free(out->fresh);
+    memset(out, 0, sizeof(*out));
+}

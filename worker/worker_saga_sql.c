@@ -1,0 +1,543 @@
+/* The saga state machine's side that touches PostgreSQL and Kafka: the
+ * load of a batch's sagas into typed rows (worker_sql_load), and the apply
+ * of a decision's outcome (worker_decide.h) into the open transaction:
+ * its rows into the batch's writes (worker_writes.c), the statements of
+ * its dead letters and interrupted attempts into the pipeline, its log
+ * lines and metrics.  Owns the column order of the load, the dead-letter
+ * statement and what it takes from the Kafka message.
+ *
+ * worker_saga_decide and worker_saga_complete, which the loop calls, are
+ * each: read the clock and the message, decide (worker_saga.c), apply. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "sagad/sg_log.h"
+#include "sagad/sg_text.h"
+#include "sagad/sg_version.h"
+#include "worker_decide.h"
+
+/* Column order of worker_sql_load. */
+enum {
+    L_SAGA_ID,
+    L_NAME,
+    L_STATUS,
+    L_GEN,
+    L_SEQ,
+    L_SPENT,
+    L_BUDGET,
+    L_PAST_DEADLINE,
+    L_INPUT,
+    L_TRACEPARENT,
+    L_IDX,
+    L_STEP_NAME,
+    L_TOOL,
+    L_ARGS,
+    L_COMP,
+    L_STEP_STATUS,
+    L_ATTEMPTS,
+    L_COMP_ATTEMPTS,
+    L_ERROR_CODE,
+};
+
+/* The steps are read per saga (LATERAL), which makes the plan an index
+ * lookup of each saga's steps whatever the statistics say.  As a plain
+ * join, a steps table not yet analyzed (a new install under load, before
+ * autovacuum's first ANALYZE) was hashed whole: 27 ms a batch at 70,000
+ * steps against 3-6 ms, and growing with the table.  The subquery's ORDER
+ * BY (steps_pkey's order) keeps the planner from flattening it back into
+ * that join. */
+const char worker_sql_load[] =
+    "SELECT s.saga_id, s.name, s.status, s.generation, s.seq, s.retry_spent_ms, "
+    "coalesce(s.retry_budget_ms, -1), coalesce(s.deadline < now(), false), s.input::text, "
+    "s.traceparent, st.idx, st.name, st.tool, st.args::text, st.compensate::text, st.status, "
+    "st.attempts, st.comp_attempts, st.error_code "
+    "FROM sagas s CROSS JOIN LATERAL (SELECT * FROM steps t WHERE t.saga_id = s.saga_id "
+    "ORDER BY t.saga_id, t.idx) st WHERE s.saga_id = ANY($1::text[]) "
+    "ORDER BY s.saga_id FOR UPDATE OF s";
+
+/* A status column holds a name the check constraints allow; one this
+ * worker does not know means the schema is newer than the code, and no
+ * decision on that saga could be right. */
+static void status_of(const char *saga_id, int step, int parsed)
+{
+    char idx[16];
+
+    if (parsed == 0)
+        return;
+    snprintf(idx, sizeof(idx), "%d", step);
+    sg_log_kv(SG_LOG_ERROR, "unknown status in the database: is the schema newer than this worker?",
+              "saga_id", saga_id, "step", step < 0 ? "-" : idx, NULL);
+    abort();
+}
+
+void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row)
+{
+    size_t r = *row;
+    const char *id = sg_pg_res_get(res, r, L_SAGA_ID);
+
+    memset(saga, 0, sizeof(*saga));
+    saga->saga_id = id;
+    saga->name = sg_pg_res_get(res, r, L_NAME);
+    status_of(saga->saga_id, -1,
+              worker_saga_status_parse(sg_pg_res_get(res, r, L_STATUS), &saga->status));
+    saga->generation = (int)sg_pg_res_int(res, r, L_GEN, 1);
+    saga->seq = sg_pg_res_int(res, r, L_SEQ, 0);
+    saga->retry_spent = sg_pg_res_int(res, r, L_SPENT, 0);
+    saga->retry_budget = sg_pg_res_int(res, r, L_BUDGET, -1);
+    saga->past_deadline = strcmp(sg_pg_res_get(res, r, L_PAST_DEADLINE), "t") == 0;
+    saga->input = sg_pg_res_get(res, r, L_INPUT);
+    saga->traceparent = sg_pg_res_get(res, r, L_TRACEPARENT);
+    for (; r < sg_pg_res_rows(res) && strcmp(sg_pg_res_get(res, r, L_SAGA_ID), id) == 0; r++) {
+        worker_step_t *st;
+        int idx = (int)sg_pg_res_int(res, r, L_IDX, -1);
+        if (idx < 0 || idx >= SG_MAX_STEPS)
+            continue;
+        st = &saga->steps[idx];
+        st->idx = idx;
+        st->name = sg_pg_res_get(res, r, L_STEP_NAME);
+        st->tool = sg_pg_res_get(res, r, L_TOOL);
+        st->args = sg_pg_res_get(res, r, L_ARGS);
+        st->comp = sg_pg_res_get(res, r, L_COMP);
+        status_of(id, idx,
+                  worker_step_status_parse(sg_pg_res_get(res, r, L_STEP_STATUS), &st->status));
+        st->attempts = (int)sg_pg_res_int(res, r, L_ATTEMPTS, 0);
+        st->comp_attempts = (int)sg_pg_res_int(res, r, L_COMP_ATTEMPTS, 0);
+        /* run_health's blocking_failure names the code of a step that
+         * failed in an earlier transaction. */
+        snprintf(st->error_code, sizeof(st->error_code), "%s",
+                 sg_pg_res_get(res, r, L_ERROR_CODE) ? sg_pg_res_get(res, r, L_ERROR_CODE) : "");
+        if (idx + 1 > saga->nsteps)
+            saga->nsteps = idx + 1;
+    }
+    *row = r;
+}
+
+/* ---- the apply --------------------------------------------------------- */
+
+/* A statement other than the collected rows of worker_writes.c: those
+ * go first, so it sees them.  These are rare (a dead letter, which writes
+ * its message to the outbox; an interrupted attempt): each counts as an
+ * outbox write. */
+static void send(worker_t *w, const char *sql, int n, const char *const *params)
+{
+    worker_writes_flush(w);
+    w->outbox_written = true;
+    sg_pg_pipe_send(w->pg, sql, n, params, NULL);
+}
+
+static char *base64(const void *data, size_t len)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *p = data;
+    char *out = malloc(4 * ((len + 2) / 3) + 1), *o = out;
+
+    if (!out)
+        abort();
+    for (size_t i = 0; i < len; i += 3) {
+        unsigned v = (unsigned)p[i] << 16 | (i + 1 < len ? (unsigned)p[i + 1] << 8 : 0) |
+                     (i + 2 < len ? p[i + 2] : 0);
+        *o++ = tab[v >> 18 & 63];
+        *o++ = tab[v >> 12 & 63];
+        *o++ = i + 1 < len ? tab[v >> 6 & 63] : '=';
+        *o++ = i + 2 < len ? tab[v & 63] : '=';
+    }
+    *o = '\0';
+    return out;
+}
+
+/* A header name or value as JSON text: as it is when it is UTF-8 (no NUL)
+ * and does not itself start with "base64:", else "base64:" and its bytes
+ * in base64.  So a dead letter keeps every header whatever its bytes, and
+ * PostgreSQL's jsonb can hold it (a name that is not UTF-8 once made the
+ * dead-letter insert fail, for ever). */
+static char *header_text(const void *data, size_t len)
+{
+    char *b, *s;
+
+    if (sg_json_utf8_valid(data, len) && !(len >= 7 && memcmp(data, "base64:", 7) == 0)) {
+        if (!(s = strndup(data, len)))
+            abort();
+        return s;
+    }
+    b = base64(data, len);
+    if (!(s = malloc(strlen(b) + 8)))
+        abort();
+    sprintf(s, "base64:%s", b);
+    free(b);
+    return s;
+}
+
+static char *msg_headers_json(const sg_kafka_msg_t *msg)
+{
+    sg_json_t *h = sg_json_new_object();
+    const char *name;
+    const void *val;
+    size_t len;
+    char *text;
+
+    for (size_t i = 0; msg && sg_kafka_msg_header_at(msg, i, &name, &val, &len); i++) {
+        char *n = header_text(name, strlen(name));
+        if (!val) {
+            sg_json_add_null(h, n);
+        } else {
+            char *v = header_text(val, len);
+            sg_json_add_str(h, n, v);
+            free(v);
+        }
+        free(n);
+    }
+    text = sg_json_print(h);
+    sg_json_destroy(h);
+    return text;
+}
+
+/* Writes a dead letter (ledger row + DLQ message, one statement) for cmd's
+ * message.  The trail is every attempt row of (saga, step, phase,
+ * generation), read in the same transaction, so it includes the attempt
+ * finished just before.  The DLQ message's headers let plain Kafka tools
+ * filter without parsing JSON. */
+static void apply_dead_letter(worker_t *w, const worker_cmd_t *cmd, const worker_op_t *op)
+{
+    static const char sql[] =
+        "WITH t AS (SELECT count(*) AS n, "
+        "  coalesce(jsonb_agg(jsonb_build_object('attempt', a.attempt, 'started_at', a.started_at, "
+        "    'finished_at', a.finished_at, 'status', a.status, 'error_code', a.error_code, "
+        "    'error_class', a.error_class, 'message', a.envelope->>'message', 'latency_ms', "
+        "    a.latency_ms, 'worker_id', a.worker_id) ORDER BY a.id), '[]') AS trail, "
+        "  min(a.started_at) AS first_at, max(coalesce(a.finished_at, a.started_at)) AS last_at "
+        "  FROM attempts a WHERE a.saga_id = $4 AND a.step_idx = $6::int AND a.phase = $9 "
+        "  AND a.generation = $19::int), "
+        "dl AS (INSERT INTO dead_letters (error_code, error_class, message, saga_id, saga_name, "
+        "  step_idx, step_name, tool, phase, attempts, trail, original_topic, original_partition, "
+        "  original_offset, original_key, original_timestamp, original_headers, payload, "
+        "  first_failure_at, last_failure_at, worker_id, sagad_version) "
+        "  SELECT $1, $2, $3, $4, $5, $6::int, $7, $8, $9, t.n, t.trail, $10, $11::int, "
+        "  $12::bigint, decode($13, 'base64'), to_timestamp($14::bigint / 1000.0), $15::jsonb, "
+        "  decode($16, 'base64'), coalesce(t.first_at, now()), greatest(t.last_at, now()), "
+        "  $17, $18 FROM t RETURNING *), "
+        "m AS (SELECT dl.*, sagad_dead_letter_message(dl.*::dead_letters, $22::bigint) AS rec "
+        "  FROM dl) "
+        "INSERT INTO outbox (topic, key, headers, payload) "
+        "SELECT $20, convert_to(m.saga_id, 'UTF8'), jsonb_strip_nulls(jsonb_build_object("
+        "  'sagad-type', 'dead_letter', 'sagad-error-code', m.error_code, "
+        "  'sagad-error-class', m.error_class, 'sagad-saga-id', m.saga_id, "
+        "  'sagad-original-topic', m.original_topic, "
+        "  'sagad-original-partition', m.original_partition::text, "
+        "  'sagad-original-offset', m.original_offset::text, 'sagad-dead-letter-id', m.id::text, "
+        "  'sagad-step', m.step_name, 'sagad-step-index', m.step_idx::text, "
+        "  'sagad-tool', m.tool, 'sagad-phase', m.phase, "
+        "  'sagad-payload-omitted', CASE WHEN (m.rec->>'payload_omitted')::boolean "
+        "    THEN 'true' END, 'traceparent', $21::text)), "
+        "  convert_to(m.rec::text, 'UTF8') FROM m";
+    const sg_err_t *err = op->u.dead.err;
+    const sg_kafka_msg_t *msg = cmd->msg;
+    char sidx[16], part[16], off[24], ts[24], gen[16], maxb[24];
+    const void *key = NULL, *payload = NULL;
+    size_t key_len = 0, len = 0;
+    char *key64 = NULL, *payload64, *headers, message[sizeof(err->message) + 80];
+    bool st = op->u.dead.step >= 0;
+    sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+
+    snprintf(maxb, sizeof(maxb), "%zu", w->limits.max_bytes);
+    snprintf(sidx, sizeof(sidx), "%d", op->u.dead.step);
+    snprintf(gen, sizeof(gen), "%d", op->u.dead.generation);
+    snprintf(part, sizeof(part), "%d", (int)sg_kafka_msg_partition(msg));
+    snprintf(off, sizeof(off), "%lld", (long long)cmd->offset);
+    snprintf(ts, sizeof(ts), "%lld", (long long)sg_kafka_msg_timestamp(msg));
+    key = sg_kafka_msg_key(msg, &key_len);
+    if (key)
+        key64 = base64(key, key_len);
+    payload = sg_kafka_msg_payload(msg, &len);
+    payload64 = base64(payload ? payload : "", payload ? len : 0);
+    /* The reduced dead letter (worker_loop.c's last resort) keeps what
+     * surely fits: no headers, and the message with every control
+     * character and byte that is not UTF-8 written \xHH. */
+    headers = cmd->dl_minimal ? NULL : msg_headers_json(msg);
+    if (cmd->dl_minimal) {
+        char *shown = sg_text_visible(err->message, false);
+        snprintf(message, sizeof(message), "reduced dead letter (headers left out): %.*s",
+                 (int)sg_utf8_cut(shown, sizeof(err->message)), shown);
+        free(shown);
+    } else {
+        snprintf(message, sizeof(message), "%s", err->message);
+    }
+    {
+        const char *params[] = {err->code,
+                                sg_errclass_name(err->cls),
+                                message,
+                                op->saga_id,
+                                op->u.dead.saga_name,
+                                st ? sidx : NULL,
+                                op->u.dead.step_name,
+                                op->u.dead.tool,
+                                st ? (op->u.dead.compensate ? "compensate" : "forward") : NULL,
+                                sg_kafka_msg_topic(msg),
+                                part,
+                                off,
+                                key64,
+                                sg_kafka_msg_timestamp(msg) >= 0 ? ts : NULL,
+                                headers,
+                                payload64,
+                                w->worker_id,
+                                SAGAD_VERSION,
+                                gen,
+                                w->topic_dlq,
+                                op->u.dead.traceparent,
+                                maxb};
+        send(w, sql, 22, params);
+    }
+    free(key64);
+    free(payload64);
+    free(headers);
+    ctx.saga_id = op->u.dead.has_saga ? op->saga_id : NULL;
+    ctx.step = op->u.dead.step_name;
+    ctx.error_code = err->code;
+    ctx.topic = sg_kafka_msg_topic(msg);
+    ctx.partition = sg_kafka_msg_partition(msg);
+    ctx.offset = cmd->offset;
+    sg_log(SG_LOG_WARN, &ctx, "dead-lettered: %s", err->message);
+}
+
+static void apply_interrupted(worker_t *w, const worker_op_t *op)
+{
+    char step[16], gen[16], att[16];
+    const char *params[] = {op->saga_id, step, op->u.attempt.compensate ? "compensate" : "forward",
+                            gen, att};
+
+    snprintf(step, sizeof(step), "%d", op->u.attempt.step);
+    snprintf(gen, sizeof(gen), "%d", op->u.attempt.generation);
+    snprintf(att, sizeof(att), "%d", op->u.attempt.attempt);
+    send(w,
+         "UPDATE attempts SET finished_at = now(), status = 'error', "
+         "error_code = 'runtime.interrupted', error_class = 'timeout', "
+         "envelope = jsonb_build_object('status', 'error', 'error_code', 'runtime.interrupted', "
+         "'class', 'timeout', 'retriable', true, 'message', "
+         "'the attempt started but never finished: the worker died or lost the partition') "
+         "WHERE saga_id = $1 AND step_idx = $2::int AND phase = $3 AND generation = $4::int "
+         "AND attempt = $5::int AND finished_at IS NULL",
+         5, params);
+}
+
+static void apply_saga_new(worker_t *w, const worker_op_t *op)
+{
+    char budget[24];
+    const char *vals[] = {op->saga_id,
+                          op->u.saga_new.name,
+                          op->u.saga_new.definition,
+                          op->u.saga_new.input,
+                          op->u.saga_new.metadata,
+                          op->u.saga_new.deadline,
+                          op->u.saga_new.retry_budget_ms >= 0 ? budget : NULL,
+                          op->u.saga_new.traceparent,
+                          op->u.saga_new.steps};
+
+    snprintf(budget, sizeof(budget), "%lld", (long long)op->u.saga_new.retry_budget_ms);
+    worker_write_saga_new(w, vals);
+}
+
+static void apply_attempt(worker_t *w, worker_cmd_t *cmd, const worker_op_t *op)
+{
+    char step[16], gen[16], att[16];
+    const char *vals[] = {op->saga_id, step, op->u.attempt.compensate ? "compensate" : "forward",
+                          gen,         att,  op->u.attempt.idem_key};
+
+    snprintf(step, sizeof(step), "%d", op->u.attempt.step);
+    snprintf(gen, sizeof(gen), "%d", op->u.attempt.generation);
+    snprintf(att, sizeof(att), "%d", op->u.attempt.attempt);
+    worker_write_attempt(w, cmd, vals);
+}
+
+static void apply_attempt_done(worker_t *w, const worker_op_t *op)
+{
+    static const char *const status_names[] = {"ok", "error", "timeout"};
+    bool ok = op->u.done.status == WORKER_OK;
+    char id[24], lat[24];
+    const char *vals[] = {id,
+                          status_names[op->u.done.status],
+                          ok ? NULL : op->u.done.error_code,
+                          ok ? NULL : sg_errclass_name(op->u.done.cls),
+                          lat,
+                          op->u.done.envelope};
+
+    snprintf(id, sizeof(id), "%lld", (long long)op->u.done.id);
+    snprintf(lat, sizeof(lat), "%lld", (long long)op->u.done.latency_ms);
+    worker_write_attempt_done(w, vals);
+}
+
+static void apply_step(worker_t *w, const worker_op_t *op)
+{
+    char idx[16], att[16], catt[16];
+    const char *vals[] = {op->saga_id,
+                          idx,
+                          worker_step_status_name(op->u.step.status),
+                          att,
+                          catt,
+                          op->u.step.result,
+                          op->u.step.error_code,
+                          op->u.step.idem_key};
+
+    snprintf(idx, sizeof(idx), "%d", op->u.step.idx);
+    snprintf(att, sizeof(att), "%d", op->u.step.attempts);
+    snprintf(catt, sizeof(catt), "%d", op->u.step.comp_attempts);
+    worker_write_step(w, op->u.step.slot, vals);
+}
+
+static void apply_saga(worker_t *w, const worker_op_t *op)
+{
+    char seq[24], spent[24];
+    const char *vals[] = {op->saga_id, worker_saga_status_name(op->u.saga.status), seq, spent};
+
+    snprintf(seq, sizeof(seq), "%lld", (long long)op->u.saga.seq);
+    snprintf(spent, sizeof(spent), "%lld", (long long)op->u.saga.retry_spent);
+    worker_write_saga(w, op->u.saga.slot, vals);
+}
+
+static void apply_metric(worker_t *w, const worker_op_t *op)
+{
+    const char *const *labels =
+        op->u.metric.labels[0] ? (const char *const *)op->u.metric.labels : NULL;
+
+    if (op->u.metric.observe)
+        sg_metrics_batch_observe(w->metrics, op->u.metric.id, labels, op->u.metric.value);
+    else
+        sg_metrics_batch_inc(w->metrics, op->u.metric.id, labels);
+}
+
+static void apply_op(worker_t *w, worker_cmd_t *cmd, const worker_op_t *op)
+{
+    switch (op->kind) {
+    case WORKER_OP_SAGA_NEW:
+        apply_saga_new(w, op);
+        break;
+    case WORKER_OP_ATTEMPT:
+        apply_attempt(w, cmd, op);
+        break;
+    case WORKER_OP_ATTEMPT_DONE:
+        apply_attempt_done(w, op);
+        break;
+    case WORKER_OP_INTERRUPTED:
+        apply_interrupted(w, op);
+        break;
+    case WORKER_OP_STEP:
+        apply_step(w, op);
+        break;
+    case WORKER_OP_SAGA:
+        apply_saga(w, op);
+        break;
+    case WORKER_OP_MESSAGE:
+        worker_write_message(w, op->u.msg.delay_ms, op->u.msg.topic, op->u.msg.key,
+                             op->u.msg.headers, op->u.msg.payload);
+        break;
+    case WORKER_OP_DEAD_LETTER:
+        apply_dead_letter(w, cmd, op);
+        break;
+    case WORKER_OP_LOG:
+        sg_log(op->u.log.level, &op->u.log.ctx, "%s", op->u.log.text);
+        break;
+    case WORKER_OP_METRIC:
+        apply_metric(w, op);
+        break;
+    }
+}
+
+static void stats_add(worker_stats_t *to, const worker_stats_t *d)
+{
+    to->consumed += d->consumed;
+    to->stale += d->stale;
+    to->started += d->started;
+    to->rejected += d->rejected;
+    to->calls += d->calls;
+    to->dead_letters += d->dead_letters;
+    to->completed += d->completed;
+    to->compensated += d->compensated;
+    to->failed += d->failed;
+    to->retries += d->retries;
+    to->fenced += d->fenced;
+    to->held += d->held;
+    to->chained += d->chained;
+    to->copies += d->copies;
+}
+
+/* Writes out's effects in order, and hands the command what the loop
+ * does next with it: its call, its chained follower, its fresh saga. */
+static void apply(worker_t *w, worker_cmd_t *cmd, worker_outcome_t *out)
+{
+    for (size_t i = 0; i < out->n; i++)
+        apply_op(w, cmd, &out->ops[i]);
+    stats_add(&w->stats, &out->stats);
+    if (out->defer)
+        cmd->defer = true;
+    if (out->unchained)
+        cmd->unchained = true;
+    if (out->calls) {
+        cmd->calls = true;
+        cmd->call = out->call;
+        memset(&out->call, 0, sizeof(out->call));
+    }
+    if (out->follow && !cmd->follow) {
+        cmd->follow = out->follow;
+        out->follow = NULL;
+    }
+    if (out->keep_fresh) {
+        cmd->fresh = out->fresh;
+        out->fresh = NULL;
+    }
+}
+
+static int64_t wall_ms(void)
+{
+    struct timeval tv;
+
+    gettimeofday(&tv, NULL);
+    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+static void decide_apply(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, bool returned)
+{
+    const worker_rules_t rules = {
+        .reg = w->reg,
+        .limits = &w->limits,
+        .topic_commands = w->topic_commands,
+        .topic_events = w->topic_events,
+        .crash_loop_limit = w->crash_loop_limit,
+        .hold_ms = w->hold_ms,
+        .budget_ms = w->budget_ms,
+        .retry = &w->retry,
+        .comp_retry = &w->comp_retry,
+        .chain = w->chain,
+        .log_level = sg_log_level,
+    };
+    worker_input_t in = {
+        .cmd = cmd,
+        .returned = returned,
+        .partition = sg_kafka_msg_partition(cmd->msg),
+        .now_ms = wall_ms(),
+        .rng = &w->rng,
+    };
+    worker_outcome_t out;
+
+    if (!returned && cmd->dec.type == SG_CMD_START)
+        in.traceparent = sg_kafka_msg_header(cmd->msg, "traceparent", &in.traceparent_len);
+    worker_decide(&rules, &in, saga, &out);
+    apply(w, cmd, &out);
+    worker_outcome_free(&out);
+}
+
+void worker_saga_decide(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
+{
+    decide_apply(w, cmd, saga, false);
+}
+
+void worker_saga_complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga)
+{
+    decide_apply(w, cmd, saga, true);
+}
+
+const char *worker_cmd_definition(worker_cmd_t *cmd)
+{
+    if (!cmd->definition)
+        cmd->definition = sg_submit_definition(cmd->dec.doc);
+    return cmd->definition;
+}

@@ -1,0 +1,317 @@
+/* What the tool registry says about a command: the decision on saga.start
+ * (validation, rejection, the effective steps it is stored with, the fresh
+ * saga the loop chains its first step from) and a step's call checked
+ * against the registry (tool, args schema).  Part of the pure decision
+ * (worker_decide.h): it adds to the outcome, nothing else. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sagad/sg_text.h"
+#include "worker_decide.h"
+
+typedef struct problem_list_s {
+    sg_json_t *arr;
+    char text[400];
+    int n;
+} problem_list_t;
+
+static void collect_problem(void *opaque, const char *path, const char *rule)
+{
+    problem_list_t *pl = opaque;
+    sg_json_t *p = sg_json_new_object();
+    size_t len = strlen(pl->text);
+
+    sg_json_add_str(p, "path", path);
+    sg_json_add_str(p, "rule", rule);
+    sg_json_append(pl->arr, p);
+    if (pl->n++ < 3)
+        snprintf(pl->text + len, sizeof(pl->text) - len, "%s%s: %s", len ? "; " : "", path, rule);
+}
+
+/* saga.rejected (seq 0: the saga does not exist, or is another one) and a
+ * dead letter so the submission can be fixed and replayed. */
+static void reject(worker_dc_t *d, problem_list_t *pl, const char *code)
+{
+    const worker_cmd_t *cmd = d->cmd;
+    const char *sub_id = NULL;
+    char id[SG_SAGA_ID_MAX + 64], now[40];
+    sg_json_t *ev;
+    sg_err_t err;
+
+    sg_json_get_str(cmd->dec.doc, "$", "id", false, &sub_id, NULL);
+    snprintf(id, sizeof(id), "evt:%s:rejected:%d:%lld", cmd->dec.saga_id, (int)d->in->partition,
+             (long long)cmd->offset);
+    worker_iso_time(now, sizeof(now), d->in->now_ms);
+    ev = worker_out_message_new("saga.rejected", id, cmd->dec.saga_id);
+    sg_json_add_int(ev, "seq", 0);
+    sg_json_add_str(ev, "time", now);
+    if (sub_id)
+        sg_json_add_str(ev, "submission_id", sub_id);
+    sg_json_add_str(ev, "error_code", code);
+    sg_json_add_str(ev, "error_class", "permanent");
+    sg_json_add_str(ev, "message", pl->text);
+    sg_json_add_node(ev, "problems", pl->arr);
+    pl->arr = NULL;
+    worker_out_emit(d, d->rules->topic_events, NULL, ev, 0);
+    d->out->stats.rejected++;
+    sg_err_set(&err, SG_ERRCLASS_PERMANENT, code, "saga.start rejected: %d problem(s): %s", pl->n,
+               pl->text);
+    worker_out_dead_letter(d, NULL, -1, false, &err, NULL);
+    d->out->decided = "rejected";
+}
+
+static char *effective_steps(const sg_json_t *doc, const sg_registry_t *reg)
+{
+    const sg_json_t *steps = sg_json_member(doc, "steps");
+    sg_json_t *out = sg_json_new_array();
+    char *text;
+
+    for (size_t i = 0; i < sg_json_array_size(steps); i++) {
+        const sg_json_t *st = sg_json_array_get(steps, i), *comp = sg_json_member(st, "compensate");
+        const sg_json_t *args = sg_json_member(st, "args");
+        const char *name = sg_json_string(sg_json_member(st, "name"));
+        const char *tool = sg_json_string(sg_json_member(st, "tool"));
+        const sg_tool_t *t = sg_registry_find(reg, tool);
+        sg_json_t *e = sg_json_new_object();
+
+        sg_json_add_str(e, "name", name);
+        sg_json_add_str(e, "tool", tool);
+        sg_json_add_node(e, "args", args ? sg_json_dup(args) : sg_json_new_object());
+        if (comp && !sg_json_is_null(comp)) {
+            sg_json_t *c = sg_json_dup(comp);
+            if (!sg_json_member(c, "args"))
+                sg_json_add_node(c, "args", args ? sg_json_dup(args) : sg_json_new_object());
+            sg_json_add_node(e, "compensate", c);
+        } else if (t && t->compensation) {
+            /* The registry's compensating tool, called with the step's args. */
+            sg_json_t *c = sg_json_new_object();
+            sg_json_add_str(c, "tool", t->compensation);
+            sg_json_add_node(c, "args", args ? sg_json_dup(args) : sg_json_new_object());
+            sg_json_add_node(e, "compensate", c);
+        } else {
+            sg_json_add_null(e, "compensate");
+        }
+        sg_json_append(out, e);
+    }
+    text = sg_json_print(out);
+    sg_json_destroy(out);
+    return text;
+}
+
+static void random_traceparent(sg_rng_t *rng, char *out, size_t size)
+{
+    uint64_t a = sg_rng_upto(rng, UINT64_MAX), b = sg_rng_upto(rng, UINT64_MAX),
+             c = sg_rng_upto(rng, UINT64_MAX);
+
+    snprintf(out, size, "00-%016llx%016llx-%016llx-01", (unsigned long long)a,
+             (unsigned long long)(b | 1), (unsigned long long)(c | 1));
+}
+
+/* The saga's traceparent: the producer's, or a new one when it sent none
+ * or one that is not W3C trace context.  That one is never stored or sent
+ * on (CR or LF in it would add headers to every call of the saga):
+ * replaced, and said so, with what came escaped. */
+static void traceparent(worker_dc_t *d, char *tp, size_t size)
+{
+    const char *h = d->in->traceparent;
+    size_t hlen = d->in->traceparent_len;
+    sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+    char *seen;
+
+    if (sg_traceparent_ok(h, hlen)) {
+        snprintf(tp, size, "%.*s", (int)hlen, h);
+        return;
+    }
+    random_traceparent(d->in->rng, tp, size);
+    if (!h)
+        return;
+    seen = sg_text_visible_n(h, hlen < 64 ? hlen : 64, false);
+    ctx.saga_id = d->cmd->dec.saga_id;
+    worker_out_log(d, SG_LOG_WARN, &ctx,
+                   "traceparent header is not W3C trace context (%zu bytes: %s%s); the saga gets "
+                   "a new one: %s",
+                   hlen, seen, hlen > 64 ? "..." : "", tp);
+    free(seen);
+}
+
+/* Keeps text (malloc'd) with f; returns it. */
+static const char *fresh_keep(worker_fresh_t *f, char *text)
+{
+    if (!text || f->ntexts == sizeof(f->texts) / sizeof(f->texts[0]))
+        abort();
+    return f->texts[f->ntexts++] = text;
+}
+
+/* The steps of a new saga from the effective steps it was inserted with
+ * (steps_text, see effective_steps), as the load would read them back:
+ * pending, never attempted. */
+static bool fresh_steps(worker_fresh_t *f, const char *steps_text)
+{
+    size_t n;
+
+    f->steps = sg_json_parse(steps_text, strlen(steps_text), NULL, NULL);
+    n = sg_json_array_size(f->steps);
+    if (!f->steps || n == 0 || n > SG_MAX_STEPS)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        const sg_json_t *e = sg_json_array_get(f->steps, i),
+                        *comp = sg_json_member(e, "compensate");
+        worker_step_t *st = &f->saga.steps[i];
+
+        st->idx = (int)i;
+        st->name = sg_json_string(sg_json_member(e, "name"));
+        st->tool = sg_json_string(sg_json_member(e, "tool"));
+        st->args = fresh_keep(f, sg_json_print(sg_json_member(e, "args")));
+        st->comp = comp && !sg_json_is_null(comp) ? fresh_keep(f, sg_json_print(comp)) : NULL;
+        st->status = WORKER_STEP_PENDING;
+    }
+    f->saga.nsteps = (int)n;
+    return true;
+}
+
+/* An existing saga: the same submission again, or a conflicting one.  A
+ * new one: the problems of its document, if any. */
+static bool refused(worker_dc_t *d, const worker_saga_t *existing)
+{
+    problem_list_t pl = {sg_json_new_array(), "", 0};
+    bool no = true;
+
+    if (existing && existing->same_definition) {
+        worker_out_stale(d, "saga.start of an existing saga with the same definition");
+    } else if (existing) {
+        collect_problem(&pl, "$.saga_id",
+                        "unique: this saga_id is already used with a different definition");
+        reject(d, &pl, "input.saga.conflict");
+    } else if (sg_submit_validate(d->cmd->dec.doc, d->rules->reg, collect_problem, &pl) > 0) {
+        reject(d, &pl, "input.schema.invalid");
+    } else {
+        no = false;
+    }
+    sg_json_destroy(pl.arr);
+    return no;
+}
+
+/* The saga row and its steps, from the submission. */
+static worker_op_t *saga_row(worker_dc_t *d, worker_fresh_t *fresh, char *tp)
+{
+    const sg_json_t *doc = d->cmd->dec.doc, *input, *meta;
+    worker_op_t *op = worker_out_op(d, WORKER_OP_SAGA_NEW, d->cmd->dec.saga_id);
+
+    op->u.saga_new.definition = d->cmd->definition;
+    if (!op->u.saga_new.definition)
+        op->u.saga_new.definition = op->u.saga_new.def_owned = sg_submit_definition(doc);
+    op->u.saga_new.steps = effective_steps(doc, d->rules->reg);
+    sg_json_get_str(doc, "$", "name", true, &op->u.saga_new.name, NULL);
+    sg_json_get_str(doc, "$", "deadline", false, &op->u.saga_new.deadline, NULL);
+    if ((input = sg_json_member(doc, "input")))
+        op->u.saga_new.input = fresh_keep(fresh, sg_json_print(input));
+    if ((meta = sg_json_member(doc, "metadata")))
+        op->u.saga_new.metadata = sg_json_print(meta);
+    op->u.saga_new.retry_budget_ms = -1;
+    if (sg_json_member(doc, "retry_budget_ms"))
+        sg_json_get_int(doc, "$", "retry_budget_ms", true, &op->u.saga_new.retry_budget_ms, NULL);
+    op->u.saga_new.traceparent = fresh_keep(fresh, tp);
+    return op;
+}
+
+void worker_decide_start(worker_dc_t *d, worker_saga_t *existing)
+{
+    const worker_cmd_t *cmd = d->cmd;
+    worker_fresh_t *fresh;
+    worker_saga_t *saga;
+    worker_op_t *row;
+    char tp[64] = "";
+    char *tp_kept;
+
+    if (refused(d, existing))
+        return;
+    if (!(fresh = calloc(1, sizeof(*fresh))))
+        abort();
+    d->out->fresh = fresh;
+    traceparent(d, tp, sizeof(tp));
+    if (!(tp_kept = strdup(tp)))
+        abort();
+    row = saga_row(d, fresh, tp_kept);
+    /* A fresh saga, as the rows just written say. */
+    saga = &fresh->saga;
+    saga->saga_id = cmd->dec.saga_id;
+    saga->name = row->u.saga_new.name;
+    saga->traceparent = row->u.saga_new.traceparent;
+    saga->input = row->u.saga_new.input;
+    saga->generation = 1;
+    saga->retry_budget = row->u.saga_new.retry_budget_ms;
+    saga->status = WORKER_SAGA_RUNNING;
+    {
+        sg_json_t *b = sg_json_new_object();
+        sg_json_add_str(b, "name", saga->name);
+        sg_json_add_int(b, "steps",
+                        (int64_t)sg_json_array_size(sg_json_member(cmd->dec.doc, "steps")));
+        worker_out_event(d, saga, "saga.accepted", b);
+    }
+    worker_out_command(d, saga, 0, false, 1, 0);
+    saga->dirty = true;
+    worker_out_rows(d, saga);
+    d->out->stats.started++;
+    worker_out_count(d, SG_M_SAGAS_STARTED, NULL);
+    /* The steps too, as a load would return them, when the loop may chain
+     * the first step.  Not with a deadline: whether it passed is
+     * PostgreSQL's clock's to say, in the next transaction. */
+    d->out->keep_fresh =
+        d->rules->chain && !row->u.saga_new.deadline && fresh_steps(fresh, row->u.saga_new.steps);
+}
+
+bool worker_prepare_call(worker_dc_t *d, const worker_saga_t *saga, const worker_step_t *st,
+                         bool compensate, sg_err_t *err)
+{
+    const char *tool_name = st->tool, *args_text = st->args;
+    sg_json_t *comp = NULL, *args = NULL;
+    const sg_tool_t *tool;
+    problem_list_t pl = {NULL, "", 0};
+    worker_call_t *call = &d->out->call;
+    char key[256];
+
+    if (compensate) {
+        comp = st->comp ? sg_json_parse(st->comp, strlen(st->comp), NULL, NULL) : NULL;
+        tool_name = comp ? sg_json_string(sg_json_member(comp, "tool")) : NULL;
+        args =
+            comp && sg_json_member(comp, "args") ? sg_json_dup(sg_json_member(comp, "args")) : NULL;
+    } else if (args_text) {
+        args = sg_json_parse(args_text, strlen(args_text), NULL, NULL);
+    }
+    if (!args)
+        args = sg_json_new_object();
+    tool = tool_name ? sg_registry_find(d->rules->reg, tool_name) : NULL;
+    if (!tool) {
+        sg_err_set(err, SG_ERRCLASS_PERMANENT, "tool.unknown",
+                   "tool \"%s\" is not in the tool registry %s", tool_name ? tool_name : "(none)",
+                   d->rules->reg->path);
+        goto fail;
+    }
+    pl.arr = sg_json_new_array();
+    if (sg_submit_validate_args(tool, args, "$.args", collect_problem, &pl) > 0) {
+        sg_err_set(err, SG_ERRCLASS_PERMANENT, "tool.args.invalid", "args of tool %s: %s",
+                   tool->name, pl.text);
+        goto fail;
+    }
+    sg_json_destroy(pl.arr);
+    sg_json_destroy(comp);
+    sg_idem_key(key, sizeof(key), saga->saga_id, st->idx, compensate, saga->generation);
+    call->tool = tool;
+    call->saga_id = strdup(saga->saga_id);
+    call->step_name = strdup(st->name);
+    call->step_idx = st->idx;
+    call->compensate = compensate;
+    call->attempt = d->cmd->dec.attempt;
+    call->generation = saga->generation;
+    call->idem_key = strdup(key);
+    call->traceparent = saga->traceparent ? strdup(saga->traceparent) : NULL;
+    call->args = args;
+    call->input = saga->input ? sg_json_parse(saga->input, strlen(saga->input), NULL, NULL) : NULL;
+    return true;
+fail:
+    sg_json_destroy(pl.arr);
+    sg_json_destroy(comp);
+    sg_json_destroy(args);
+    return false;
+}
