@@ -67,14 +67,12 @@ bool sg_utf8_valid(const void *bytes, size_t n)
     return true;
 }
 
-char *sg_base64_tagged(const void *bytes, size_t n)
+char *sg_base64(const void *bytes, size_t n)
 {
     static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     const unsigned char *p = bytes;
-    char *out = sg_xmalloc(7 + 4 * ((n + 2) / 3) + 1), *o = out;
+    char *out = sg_xmalloc(4 * ((n + 2) / 3) + 1), *o = out;
 
-    memcpy(o, "base64:", 7);
-    o += 7;
     for (size_t i = 0; i < n; i += 3) {
         unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0) |
                      (i + 2 < n ? p[i + 2] : 0);
@@ -84,6 +82,16 @@ char *sg_base64_tagged(const void *bytes, size_t n)
         *o++ = i + 2 < n ? tab[v & 63] : '=';
     }
     *o = '\0';
+    return out;
+}
+
+char *sg_base64_tagged(const void *bytes, size_t n)
+{
+    char *b = sg_base64(bytes, n), *out = sg_xmalloc(strlen(b) + 8);
+
+    memcpy(out, "base64:", 7);
+    strcpy(out + 7, b);
+    free(b);
     return out;
 }
 

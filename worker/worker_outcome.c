@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sagad/sg_alloc.h"
 #include "worker_decide.h"
 
 static char *dup_or_null(const char *s)
@@ -17,8 +18,7 @@ static char *dup_or_null(const char *s)
 
     if (!s)
         return NULL;
-    if (!(d = strdup(s)))
-        abort();
+    d = sg_xstrdup(s);
     return d;
 }
 
@@ -29,9 +29,7 @@ worker_op_t *worker_out_op(worker_dc_t *d, worker_op_kind_t kind, const char *sa
 
     if (out->n == out->cap) {
         size_t cap = out->cap ? 2 * out->cap : 16;
-        worker_op_t *ops = realloc(out->ops, cap * sizeof(*ops));
-        if (!ops)
-            abort();
+        worker_op_t *ops = sg_xrealloc(out->ops, cap * sizeof(*ops));
         out->ops = ops;
         out->cap = cap;
     }
@@ -59,8 +57,9 @@ void worker_out_log(worker_dc_t *d, sg_log_level_t level, const sg_log_ctx_t *ct
     va_start(ap, fmt);
     n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (n < 0 || !(op->u.log.text = malloc((size_t)n + 1)))
-        abort();
+    if (n < 0)
+        abort(); /* a format the C library cannot print: a programming error */
+    op->u.log.text = sg_xmalloc((size_t)n + 1);
     va_start(ap, fmt);
     vsnprintf(op->u.log.text, (size_t)n + 1, fmt, ap);
     va_end(ap);
@@ -257,8 +256,7 @@ void worker_out_dead_letter(worker_dc_t *d, worker_saga_t *saga, int step, bool 
     op->u.dead.step = st ? step : -1;
     op->u.dead.compensate = compensate;
     op->u.dead.generation = saga ? saga->generation : cmd->dec.generation;
-    if (!(op->u.dead.err = malloc(sizeof(*err))))
-        abort();
+    op->u.dead.err = sg_xmalloc(sizeof(*err));
     *op->u.dead.err = *err;
     op->u.dead.has_saga = saga != NULL;
     op->u.dead.saga_name = saga ? saga->name : NULL;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sagad/sg_alloc.h"
 #include "worker_decide.h"
 
 /* Every status change goes through these two: logged at debug level, and
@@ -289,8 +290,7 @@ static void start_attempt(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st
     op->u.attempt.compensate = comp;
     op->u.attempt.generation = saga->generation;
     op->u.attempt.attempt = cmd->dec.attempt;
-    if (!(op->u.attempt.idem_key = strdup(d->out->call.idem_key)))
-        abort();
+    op->u.attempt.idem_key = sg_xstrdup(d->out->call.idem_key);
     worker_out_rows(d, saga);
     d->out->calls = true;
 }
@@ -433,7 +433,7 @@ static void finish_attempt(worker_dc_t *d)
     static const char *const status_names[] = {"ok", "error", "timeout"};
     const worker_cmd_t *cmd = d->cmd;
     const worker_result_t *r = &cmd->result;
-    sg_json_t *env = sg_json_new_object(), *meta = sg_json_new_object(), *data = NULL;
+    sg_json_t *env = sg_json_new_object(), *meta = sg_json_new_object();
     worker_op_t *op;
 
     sg_json_add_str(env, "status", status_names[r->status]);
@@ -448,13 +448,11 @@ static void finish_attempt(worker_dc_t *d)
         sg_json_add_bool(env, "retriable", false);
         sg_json_add_null(env, "message");
     }
-    if (r->data && !(data = sg_json_parse(r->data, strlen(r->data), d->rules->limits, NULL))) {
-        /* Not JSON: kept as a string. */
-        data = sg_json_new_object();
-        sg_json_add_str(data, "text", r->data);
-    }
-    if (data)
-        sg_json_add_node(env, "data", data);
+    /* The answer as worker_result_data kept it: JSON that jsonb holds as
+     * it is, never re-printed through cJSON's doubles (which rounded an
+     * integer beyond 2^53 in the envelope while the step's result kept it). */
+    if (r->data)
+        sg_json_add_raw(env, "data", r->data);
     else
         sg_json_add_null(env, "data");
     sg_json_add_str(meta, "tool", cmd->call.tool->name);
@@ -468,8 +466,8 @@ static void finish_attempt(worker_dc_t *d)
     op->u.done.id = cmd->attempt_id;
     op->u.done.status = r->status;
     op->u.done.cls = r->err.cls;
-    if (r->status != WORKER_OK && !(op->u.done.error_code = strdup(r->err.code)))
-        abort();
+    if (r->status != WORKER_OK)
+        op->u.done.error_code = sg_xstrdup(r->err.code);
     op->u.done.latency_ms = r->latency_ms;
     op->u.done.envelope = sg_json_print(env);
     sg_json_destroy(env);
@@ -592,9 +590,7 @@ static void step_succeeded(worker_dc_t *d, worker_saga_t *saga, worker_step_t *s
     sg_json_t *b = worker_out_step_body(st);
 
     set_step(d, saga, st, WORKER_STEP_SUCCEEDED);
-    st->result = r->data ? r->data : "null";
-    if (r->data && !sg_json_utf8_valid(st->result, strlen(st->result)))
-        st->result = "null";
+    st->result = r->data ? r->data : "null"; /* JSON jsonb holds (worker_result_data) */
     sg_json_add_int(b, "attempt", d->cmd->dec.attempt);
     worker_out_event(d, saga, "step.succeeded", b);
     if (st->idx + 1 < saga->nsteps)

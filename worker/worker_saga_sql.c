@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_text.h"
 #include "sagad/sg_version.h"
@@ -127,48 +128,6 @@ static void send(worker_t *w, const char *sql, int n, const char *const *params)
     sg_pg_pipe_send(w->pg, sql, n, params, NULL);
 }
 
-static char *base64(const void *data, size_t len)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    const unsigned char *p = data;
-    char *out = malloc(4 * ((len + 2) / 3) + 1), *o = out;
-
-    if (!out)
-        abort();
-    for (size_t i = 0; i < len; i += 3) {
-        unsigned v = (unsigned)p[i] << 16 | (i + 1 < len ? (unsigned)p[i + 1] << 8 : 0) |
-                     (i + 2 < len ? p[i + 2] : 0);
-        *o++ = tab[v >> 18 & 63];
-        *o++ = tab[v >> 12 & 63];
-        *o++ = i + 1 < len ? tab[v >> 6 & 63] : '=';
-        *o++ = i + 2 < len ? tab[v & 63] : '=';
-    }
-    *o = '\0';
-    return out;
-}
-
-/* A header name or value as JSON text: as it is when it is UTF-8 (no NUL)
- * and does not itself start with "base64:", else "base64:" and its bytes
- * in base64.  So a dead letter keeps every header whatever its bytes, and
- * PostgreSQL's jsonb can hold it (a name that is not UTF-8 once made the
- * dead-letter insert fail, for ever). */
-static char *header_text(const void *data, size_t len)
-{
-    char *b, *s;
-
-    if (sg_json_utf8_valid(data, len) && !(len >= 7 && memcmp(data, "base64:", 7) == 0)) {
-        if (!(s = strndup(data, len)))
-            abort();
-        return s;
-    }
-    b = base64(data, len);
-    if (!(s = malloc(strlen(b) + 8)))
-        abort();
-    sprintf(s, "base64:%s", b);
-    free(b);
-    return s;
-}
-
 static char *msg_headers_json(const sg_kafka_msg_t *msg)
 {
     sg_json_t *h = sg_json_new_object();
@@ -178,11 +137,11 @@ static char *msg_headers_json(const sg_kafka_msg_t *msg)
     char *text;
 
     for (size_t i = 0; msg && sg_kafka_msg_header_at(msg, i, &name, &val, &len); i++) {
-        char *n = header_text(name, strlen(name));
+        char *n = sg_text_or_base64(name, strlen(name));
         if (!val) {
             sg_json_add_null(h, n);
         } else {
-            char *v = header_text(val, len);
+            char *v = sg_text_or_base64(val, len);
             sg_json_add_str(h, n, v);
             free(v);
         }
@@ -233,24 +192,17 @@ static void apply_dead_letter(worker_t *w, const worker_cmd_t *cmd, const worker
         "  convert_to(m.rec::text, 'UTF8') FROM m";
     const sg_err_t *err = op->u.dead.err;
     const sg_kafka_msg_t *msg = cmd->msg;
-    char sidx[16], part[16], off[24], ts[24], gen[16], maxb[24];
     const void *key = NULL, *payload = NULL;
     size_t key_len = 0, len = 0;
     char *key64 = NULL, *payload64, *headers, message[sizeof(err->message) + 80];
     bool st = op->u.dead.step >= 0;
     sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
 
-    snprintf(maxb, sizeof(maxb), "%zu", w->limits.max_bytes);
-    snprintf(sidx, sizeof(sidx), "%d", op->u.dead.step);
-    snprintf(gen, sizeof(gen), "%d", op->u.dead.generation);
-    snprintf(part, sizeof(part), "%d", (int)sg_kafka_msg_partition(msg));
-    snprintf(off, sizeof(off), "%lld", (long long)cmd->offset);
-    snprintf(ts, sizeof(ts), "%lld", (long long)sg_kafka_msg_timestamp(msg));
     key = sg_kafka_msg_key(msg, &key_len);
     if (key)
-        key64 = base64(key, key_len);
+        key64 = sg_base64(key, key_len);
     payload = sg_kafka_msg_payload(msg, &len);
-    payload64 = base64(payload ? payload : "", payload ? len : 0);
+    payload64 = sg_base64(payload ? payload : "", payload ? len : 0);
     /* The reduced dead letter (worker_loop.c's last resort) keeps what
      * surely fits: no headers, and the message with every control
      * character and byte that is not UTF-8 written \xHH. */
@@ -264,28 +216,29 @@ static void apply_dead_letter(worker_t *w, const worker_cmd_t *cmd, const worker
         snprintf(message, sizeof(message), "%s", err->message);
     }
     {
-        const char *params[] = {err->code,
-                                sg_errclass_name(err->cls),
-                                message,
-                                op->saga_id,
-                                op->u.dead.saga_name,
-                                st ? sidx : NULL,
-                                op->u.dead.step_name,
-                                op->u.dead.tool,
-                                st ? (op->u.dead.compensate ? "compensate" : "forward") : NULL,
-                                sg_kafka_msg_topic(msg),
-                                part,
-                                off,
-                                key64,
-                                sg_kafka_msg_timestamp(msg) >= 0 ? ts : NULL,
-                                headers,
-                                payload64,
-                                w->worker_id,
-                                SAGAD_VERSION,
-                                gen,
-                                w->topic_dlq,
-                                op->u.dead.traceparent,
-                                maxb};
+        const char *params[] = {
+            err->code,
+            sg_errclass_name(err->cls),
+            message,
+            op->saga_id,
+            op->u.dead.saga_name,
+            st ? SG_PG_INT(op->u.dead.step) : NULL,
+            op->u.dead.step_name,
+            op->u.dead.tool,
+            st ? (op->u.dead.compensate ? "compensate" : "forward") : NULL,
+            sg_kafka_msg_topic(msg),
+            SG_PG_INT(sg_kafka_msg_partition(msg)),
+            SG_PG_INT(cmd->offset),
+            key64,
+            sg_kafka_msg_timestamp(msg) >= 0 ? SG_PG_INT(sg_kafka_msg_timestamp(msg)) : NULL,
+            headers,
+            payload64,
+            w->worker_id,
+            SAGAD_VERSION,
+            SG_PG_INT(op->u.dead.generation),
+            w->topic_dlq,
+            op->u.dead.traceparent,
+            SG_PG_INT(w->limits.max_bytes)};
         send(w, sql, 22, params);
     }
     free(key64);
@@ -302,13 +255,10 @@ static void apply_dead_letter(worker_t *w, const worker_cmd_t *cmd, const worker
 
 static void apply_interrupted(worker_t *w, const worker_op_t *op)
 {
-    char step[16], gen[16], att[16];
-    const char *params[] = {op->saga_id, step, op->u.attempt.compensate ? "compensate" : "forward",
-                            gen, att};
+    const char *params[] = {op->saga_id, SG_PG_INT(op->u.attempt.step),
+                            op->u.attempt.compensate ? "compensate" : "forward",
+                            SG_PG_INT(op->u.attempt.generation), SG_PG_INT(op->u.attempt.attempt)};
 
-    snprintf(step, sizeof(step), "%d", op->u.attempt.step);
-    snprintf(gen, sizeof(gen), "%d", op->u.attempt.generation);
-    snprintf(att, sizeof(att), "%d", op->u.attempt.attempt);
     send(w,
          "UPDATE attempts SET finished_at = now(), status = 'error', "
          "error_code = 'runtime.interrupted', error_class = 'timeout', "
@@ -322,30 +272,29 @@ static void apply_interrupted(worker_t *w, const worker_op_t *op)
 
 static void apply_saga_new(worker_t *w, const worker_op_t *op)
 {
-    char budget[24];
-    const char *vals[] = {op->saga_id,
-                          op->u.saga_new.name,
-                          op->u.saga_new.definition,
-                          op->u.saga_new.input,
-                          op->u.saga_new.metadata,
-                          op->u.saga_new.deadline,
-                          op->u.saga_new.retry_budget_ms >= 0 ? budget : NULL,
-                          op->u.saga_new.traceparent,
-                          op->u.saga_new.steps};
+    const char *vals[] = {
+        op->saga_id,
+        op->u.saga_new.name,
+        op->u.saga_new.definition,
+        op->u.saga_new.input,
+        op->u.saga_new.metadata,
+        op->u.saga_new.deadline,
+        op->u.saga_new.retry_budget_ms >= 0 ? SG_PG_INT(op->u.saga_new.retry_budget_ms) : NULL,
+        op->u.saga_new.traceparent,
+        op->u.saga_new.steps};
 
-    snprintf(budget, sizeof(budget), "%lld", (long long)op->u.saga_new.retry_budget_ms);
     worker_write_saga_new(w, vals);
 }
 
 static void apply_attempt(worker_t *w, worker_cmd_t *cmd, const worker_op_t *op)
 {
-    char step[16], gen[16], att[16];
-    const char *vals[] = {op->saga_id, step, op->u.attempt.compensate ? "compensate" : "forward",
-                          gen,         att,  op->u.attempt.idem_key};
+    const char *vals[] = {op->saga_id,
+                          SG_PG_INT(op->u.attempt.step),
+                          op->u.attempt.compensate ? "compensate" : "forward",
+                          SG_PG_INT(op->u.attempt.generation),
+                          SG_PG_INT(op->u.attempt.attempt),
+                          op->u.attempt.idem_key};
 
-    snprintf(step, sizeof(step), "%d", op->u.attempt.step);
-    snprintf(gen, sizeof(gen), "%d", op->u.attempt.generation);
-    snprintf(att, sizeof(att), "%d", op->u.attempt.attempt);
     worker_write_attempt(w, cmd, vals);
 }
 
@@ -353,44 +302,33 @@ static void apply_attempt_done(worker_t *w, const worker_op_t *op)
 {
     static const char *const status_names[] = {"ok", "error", "timeout"};
     bool ok = op->u.done.status == WORKER_OK;
-    char id[24], lat[24];
-    const char *vals[] = {id,
-                          status_names[op->u.done.status],
-                          ok ? NULL : op->u.done.error_code,
-                          ok ? NULL : sg_errclass_name(op->u.done.cls),
-                          lat,
-                          op->u.done.envelope};
+    const char *vals[] = {
+        SG_PG_INT(op->u.done.id),          status_names[op->u.done.status],
+        ok ? NULL : op->u.done.error_code, ok ? NULL : sg_errclass_name(op->u.done.cls),
+        SG_PG_INT(op->u.done.latency_ms),  op->u.done.envelope};
 
-    snprintf(id, sizeof(id), "%lld", (long long)op->u.done.id);
-    snprintf(lat, sizeof(lat), "%lld", (long long)op->u.done.latency_ms);
     worker_write_attempt_done(w, vals);
 }
 
 static void apply_step(worker_t *w, const worker_op_t *op)
 {
-    char idx[16], att[16], catt[16];
     const char *vals[] = {op->saga_id,
-                          idx,
+                          SG_PG_INT(op->u.step.idx),
                           worker_step_status_name(op->u.step.status),
-                          att,
-                          catt,
+                          SG_PG_INT(op->u.step.attempts),
+                          SG_PG_INT(op->u.step.comp_attempts),
                           op->u.step.result,
                           op->u.step.error_code,
                           op->u.step.idem_key};
 
-    snprintf(idx, sizeof(idx), "%d", op->u.step.idx);
-    snprintf(att, sizeof(att), "%d", op->u.step.attempts);
-    snprintf(catt, sizeof(catt), "%d", op->u.step.comp_attempts);
     worker_write_step(w, op->u.step.slot, vals);
 }
 
 static void apply_saga(worker_t *w, const worker_op_t *op)
 {
-    char seq[24], spent[24];
-    const char *vals[] = {op->saga_id, worker_saga_status_name(op->u.saga.status), seq, spent};
+    const char *vals[] = {op->saga_id, worker_saga_status_name(op->u.saga.status),
+                          SG_PG_INT(op->u.saga.seq), SG_PG_INT(op->u.saga.retry_spent)};
 
-    snprintf(seq, sizeof(seq), "%lld", (long long)op->u.saga.seq);
-    snprintf(spent, sizeof(spent), "%lld", (long long)op->u.saga.retry_spent);
     worker_write_saga(w, op->u.saga.slot, vals);
 }
 

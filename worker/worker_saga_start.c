@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_text.h"
 #include "worker_decide.h"
 
@@ -226,12 +227,10 @@ void worker_decide_start(worker_dc_t *d, worker_saga_t *existing)
 
     if (refused(d, existing))
         return;
-    if (!(fresh = calloc(1, sizeof(*fresh))))
-        abort();
+    fresh = sg_xcalloc(1, sizeof(*fresh));
     d->out->fresh = fresh;
     traceparent(d, tp, sizeof(tp));
-    if (!(tp_kept = strdup(tp)))
-        abort();
+    tp_kept = sg_xstrdup(tp);
     row = saga_row(d, fresh, tp_kept);
     /* A fresh saga, as the rows just written say. */
     saga = &fresh->saga;

@@ -718,6 +718,13 @@ Test(exec, answers_jsonb_cannot_hold_are_kept_whole_and_the_step_succeeds)
                      "[1e200000]", "a number numeric cannot hold: the text");
     cr_expect_str_eq(q_text(text, sizeof(text), "SELECT result->>'id' FROM steps WHERE idx = 4"),
                      "123456789012345678901234567890", "a large integer is exact");
+    cr_expect_str_eq(q_text(text, sizeof(text),
+                            "SELECT envelope->'data'->>'id' FROM attempts WHERE step_idx = 4"),
+                     "123456789012345678901234567890",
+                     "and exact in the attempt's envelope too (not through a double)");
+    cr_expect_str_eq(q_text(text, sizeof(text),
+                            "SELECT envelope->>'data' FROM attempts WHERE step_idx = 1"),
+                     "base64://5vaw==", "the envelope keeps what the result keeps");
 }
 
 Test(exec, a_timeout_kills_the_child_and_its_children_and_reaps_it)

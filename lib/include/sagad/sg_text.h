@@ -32,6 +32,8 @@ bool sg_utf8_valid(const void *bytes, size_t n);
  * not JSON. */
 char *sg_text_or_base64(const void *bytes, size_t n);
 
+/* n bytes in standard padded base64, RFC 4648 (caller frees). */
+char *sg_base64(const void *bytes, size_t n);
 /* "base64:" and n bytes in standard padded base64 (caller frees). */
 char *sg_base64_tagged(const void *bytes, size_t n);
 
