@@ -722,9 +722,9 @@ Test(exec, answers_jsonb_cannot_hold_are_kept_whole_and_the_step_succeeds)
                             "SELECT envelope->'data'->>'id' FROM attempts WHERE step_idx = 4"),
                      "123456789012345678901234567890",
                      "and exact in the attempt's envelope too (not through a double)");
-    cr_expect_str_eq(q_text(text, sizeof(text),
-                            "SELECT envelope->>'data' FROM attempts WHERE step_idx = 1"),
-                     "base64://5vaw==", "the envelope keeps what the result keeps");
+    cr_expect_str_eq(
+        q_text(text, sizeof(text), "SELECT envelope->>'data' FROM attempts WHERE step_idx = 1"),
+        "base64://5vaw==", "the envelope keeps what the result keeps");
 }
 
 Test(exec, a_timeout_kills_the_child_and_its_children_and_reaps_it)
