@@ -49,9 +49,9 @@
 /* ---- the copies expected ---------------------------------------------- */
 
 /* The message id of a command ("cmd:<saga>:<step>:..."), NULL if none. */
-static const char *cmd_id(const worker_cmd_t *c)
+static const char *cmd_id(const worker_cmd_t *cmd)
 {
-    return c->dec.doc ? sg_json_string(sg_json_member(c->dec.doc, "id")) : NULL;
+    return cmd->dec.doc ? sg_json_string(sg_json_member(cmd->dec.doc, "id")) : NULL;
 }
 
 static void chain_add(loop_t *L, int32_t partition, const char *id)
@@ -67,15 +67,15 @@ static void chain_add(loop_t *L, int32_t partition, const char *id)
 }
 
 /* Is c the message of a chained command that ran here?  Forgets it. */
-bool loop_chain_take(loop_t *L, const worker_cmd_t *c)
+bool loop_chain_take(loop_t *L, const worker_cmd_t *cmd)
 {
-    const char *id = cmd_id(c);
+    const char *id = cmd_id(cmd);
     chain_entry_t **pp, *e;
 
-    if (!id || !c->part || L->nchain == 0)
+    if (!id || !cmd->part || L->nchain == 0)
         return false;
     for (pp = &L->chain_set[loop_hash(id) % CHAIN_BUCKETS]; (e = *pp); pp = &e->next)
-        if (e->partition == c->part->partition && strcmp(e->id, id) == 0) {
+        if (e->partition == cmd->part->partition && strcmp(e->id, id) == 0) {
             *pp = e->next;
             free(e);
             L->nchain--;
@@ -114,8 +114,8 @@ static void adopt(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker_cmd_t *r
     r->saga_next = v->saga_next;
     v->saga_next = NULL;
     slot->head = r;
-    for (worker_cmd_t *c = slot->head; c; c = c->saga_next)
-        slot->tail = c;
+    for (worker_cmd_t *cmd = slot->head; cmd; cmd = cmd->saga_next)
+        slot->tail = cmd;
     loop_chain_take(L, r);
     r->call = v->call;
     r->result = v->result;
@@ -133,9 +133,9 @@ static worker_cmd_t *find_copy(const worker_cmd_t *v)
 {
     const char *id = cmd_id(v);
 
-    for (worker_cmd_t *c = v->saga_next; c && id; c = c->saga_next)
-        if (!c->chained && c->part == v->part && cmd_id(c) && strcmp(cmd_id(c), id) == 0)
-            return c;
+    for (worker_cmd_t *cmd = v->saga_next; cmd && id; cmd = cmd->saga_next)
+        if (!cmd->chained && cmd->part == v->part && cmd_id(cmd) && strcmp(cmd_id(cmd), id) == 0)
+            return cmd;
     return NULL;
 }
 
@@ -190,35 +190,35 @@ static size_t chained_out(const loop_t *L)
 }
 
 /* May the step command c's decision emitted (for saga s) be chained? */
-static bool chainable(const loop_t *L, const worker_cmd_t *c, const worker_saga_t *s)
+static bool chainable(const loop_t *L, const worker_cmd_t *cmd, const worker_saga_t *s)
 {
     size_t cap = (size_t)L->max_in_flight * WINDOW_FACTOR;
 
     return L->w.chain && !L->draining && !loop_isolating(L) && sg_run_running &&
-           L->cmd_partitions > 0 && sg_run_now_ms() >= L->chain_paused_until && s && c->part &&
-           !c->abandoned && L->nchain + chained_out(L) < cap &&
+           L->cmd_partitions > 0 && sg_run_now_ms() >= L->chain_paused_until && s && cmd->part &&
+           !cmd->abandoned && L->nchain + chained_out(L) < cap &&
            sg_kafka_key_partition(s->saga_id, strlen(s->saga_id), L->cmd_partitions) ==
-               c->part->partition;
+               cmd->part->partition;
 }
 
 /* Decides, in the open transaction, the step command c's decision emitted
  * for now, and the ones those emit in turn (see the top of the file). */
-void loop_chain_follow(loop_t *L, worker_cmd_t *c, worker_saga_t *s)
+void loop_chain_follow(loop_t *L, worker_cmd_t *cmd, worker_saga_t *s)
 {
-    worker_cmd_t *prev = c;
+    worker_cmd_t *prev = cmd;
 
     for (int depth = 0; prev->follow && depth < CHAIN_DEPTH; depth++) {
         char *payload = prev->follow;
         worker_cmd_t *v;
 
         prev->follow = NULL;
-        if (!chainable(L, c, s)) {
+        if (!chainable(L, cmd, s)) {
             free(payload);
             return;
         }
         v = loop_cmd_new(L);
         v->chained = true;
-        v->part = c->part;
+        v->part = cmd->part;
         v->offset = -1;
         v->origin = prev;
         loop_cmd_set_state(v, CMD_READY);

@@ -96,17 +96,17 @@ static const bool cstate_legal[6][6] = {
 
 /* Every change of a command's state: logged at debug level, asserted
  * legal. */
-void loop_cmd_set_state(worker_cmd_t *c, worker_cstate_t to)
+void loop_cmd_set_state(worker_cmd_t *cmd, worker_cstate_t to)
 {
     sg_log_ctx_t ctx;
 
-    assert(cstate_legal[c->state][to]);
+    assert(cstate_legal[cmd->state][to]);
     if (SG_LOG_DEBUG <= sg_log_level) {
-        loop_cmd_ctx(c, &ctx);
-        sg_log(SG_LOG_DEBUG, &ctx, "command %s: %s -> %s", c->chained ? "(chained)" : "",
-               cstate_names[c->state], cstate_names[to]);
+        loop_cmd_ctx(cmd, &ctx);
+        sg_log(SG_LOG_DEBUG, &ctx, "command %s: %s -> %s", cmd->chained ? "(chained)" : "",
+               cstate_names[cmd->state], cstate_names[to]);
     }
-    c->state = to;
+    cmd->state = to;
 }
 
 /* Queues cmd behind its saga; READY when it is the saga's only one.  A
@@ -201,25 +201,25 @@ static void cmd_shed(loop_t *L, worker_cmd_t *cmd)
  * kept for the next ones instead, up to CMD_SPARE of them. */
 worker_cmd_t *loop_cmd_new(loop_t *L)
 {
-    worker_cmd_t *c;
+    worker_cmd_t *cmd;
 
     if (L->spare.n == 0) {
-        c = sg_xcalloc(1, sizeof(*c));
-        return c;
+        cmd = sg_xcalloc(1, sizeof(*cmd));
+        return cmd;
     }
-    c = L->spare.v[--L->spare.n];
-    memset(c, 0, sizeof(*c));
-    return c;
+    cmd = L->spare.v[--L->spare.n];
+    memset(cmd, 0, sizeof(*cmd));
+    return cmd;
 }
 
 /* Frees what a command holds and gives back its memory. */
-void loop_cmd_release(loop_t *L, worker_cmd_t *c)
+void loop_cmd_release(loop_t *L, worker_cmd_t *cmd)
 {
-    cmd_shed(L, c);
+    cmd_shed(L, cmd);
     if (L->spare.n < CMD_SPARE)
-        loop_vec_push(&L->spare, c);
+        loop_vec_push(&L->spare, cmd);
     else
-        free(c);
+        free(cmd);
 }
 
 /* A command stops (or starts, +1) being active: unfinished and not
@@ -228,10 +228,10 @@ void loop_cmd_release(loop_t *L, worker_cmd_t *c)
  * slot, the copy's (counting both, a limit of 2 ran one call at a time;
  * counting the copy neither, intake ran ahead and held twice the
  * messages). */
-void loop_active_add(loop_t *L, const worker_cmd_t *c, int delta)
+void loop_active_add(loop_t *L, const worker_cmd_t *cmd, int delta)
 {
     L->active += (size_t)(ssize_t)delta;
-    if (c->chained)
+    if (cmd->chained)
         L->active_chained += (size_t)(ssize_t)delta;
 }
 
@@ -245,56 +245,56 @@ void loop_cmd_free(loop_t *L, worker_cmd_t *cmd)
 
 /* ---- partition FIFOs --------------------------------------------------- */
 
-void loop_part_append(worker_part_t *p, worker_cmd_t *c)
+void loop_part_append(worker_part_t *p, worker_cmd_t *cmd)
 {
-    c->part_prev = p->tail;
-    c->part_next = NULL;
+    cmd->part_prev = p->tail;
+    cmd->part_next = NULL;
     if (p->tail)
-        p->tail->part_next = c;
+        p->tail->part_next = cmd;
     else
-        p->head = c;
-    p->tail = c;
+        p->head = cmd;
+    p->tail = cmd;
 }
 
-void loop_part_unlink(worker_part_t *p, worker_cmd_t *c)
+void loop_part_unlink(worker_part_t *p, worker_cmd_t *cmd)
 {
-    if (c->part_prev)
-        c->part_prev->part_next = c->part_next;
+    if (cmd->part_prev)
+        cmd->part_prev->part_next = cmd->part_next;
     else
-        p->head = c->part_next;
-    if (c->part_next)
-        c->part_next->part_prev = c->part_prev;
+        p->head = cmd->part_next;
+    if (cmd->part_next)
+        cmd->part_next->part_prev = cmd->part_prev;
     else
-        p->tail = c->part_prev;
-    c->part_next = c->part_prev = NULL;
+        p->tail = cmd->part_prev;
+    cmd->part_next = cmd->part_prev = NULL;
 }
 
 /* A finished command leaves memory at the end of the turn.  One with an
  * offset waits in its partition's FIFO, light, until the offset passes it;
  * a chained one holds no offset and leaves the FIFO at once (else it would
  * fill the window behind a slow command: a saga of n steps chains n). */
-void loop_retire(loop_t *L, worker_cmd_t *c)
+void loop_retire(loop_t *L, worker_cmd_t *cmd)
 {
-    if (c->chained && c->part) {
-        loop_part_unlink(c->part, c);
-        loop_vec_push(&L->graveyard, c);
+    if (cmd->chained && cmd->part) {
+        loop_part_unlink(cmd->part, cmd);
+        loop_vec_push(&L->graveyard, cmd);
     } else {
-        loop_vec_push(&L->lighten, c);
+        loop_vec_push(&L->lighten, cmd);
     }
 }
 
 /* Where a command's log lines say they come from. */
-void loop_cmd_ctx(const worker_cmd_t *c, sg_log_ctx_t *ctx)
+void loop_cmd_ctx(const worker_cmd_t *cmd, sg_log_ctx_t *ctx)
 {
     sg_log_ctx_t init = SG_LOG_CTX_INIT;
 
     *ctx = init;
-    ctx->saga_id = c->dec.saga_id[0] ? c->dec.saga_id : NULL;
-    ctx->step = c->call.step_name;
-    ctx->attempt = c->dec.attempt > 0 ? c->dec.attempt : -1;
-    ctx->topic = c->msg ? sg_kafka_msg_topic(c->msg) : NULL;
-    ctx->partition = c->msg ? sg_kafka_msg_partition(c->msg) : -1;
-    ctx->offset = c->offset;
+    ctx->saga_id = cmd->dec.saga_id[0] ? cmd->dec.saga_id : NULL;
+    ctx->step = cmd->call.step_name;
+    ctx->attempt = cmd->dec.attempt > 0 ? cmd->dec.attempt : -1;
+    ctx->topic = cmd->msg ? sg_kafka_msg_topic(cmd->msg) : NULL;
+    ctx->partition = cmd->msg ? sg_kafka_msg_partition(cmd->msg) : -1;
+    ctx->offset = cmd->offset;
 }
 
 /* ---- the end of a turn ------------------------------------------------- */

@@ -9,7 +9,7 @@
  *      the touched partitions move over their contiguous finished prefix
  *      through sagad_fence(), which refuses a worker that lost the
  *      partition (owner epoch); up to worker.transactions_in_flight of them
- *      are out at once (see loop_turn());
+ *      are out at once (see turn());
  *   4. hands the calls decided in a transaction that committed to the
  *      pool, and
  *   5. sleeps in poll() until Kafka, the pool or PostgreSQL has something.
@@ -19,10 +19,11 @@
  * PostgreSQL keeps is the first unfinished offset of the partition, which
  * is where the next owner starts.
  *
- * This file owns the turn: intake, the choice of what goes into a batch
- * and when, the waits, crash-loop isolation, the drain and the rebalance
- * hook.  It calls down into worker_txn.c (transactions), worker_parts.c,
- * worker_chain.c and worker_cmdq.c; worker_run.c calls it. */
+ * This file owns the main loop and its turn: intake, the choice of what
+ * goes into a batch and when, the waits, crash-loop isolation, the drain
+ * and the rebalance hook.  It calls down into worker_txn.c (transactions),
+ * worker_parts.c, worker_chain.c and worker_cmdq.c; worker_run.c calls
+ * loop_run() once, which calls the run back after each turn. */
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -73,7 +74,7 @@ static void kafka_wake_clear(loop_t *L)
         ;
 }
 
-void loop_intake(loop_t *L)
+static void intake(loop_t *L)
 {
     sg_kafka_msg_t *msg;
     sg_err_t err;
@@ -148,20 +149,20 @@ void loop_take_returned(loop_t *L)
     now = n ? sg_run_now_us() : 0;
 
     for (size_t i = 0; i < n; i++) {
-        worker_cmd_t *c = done[i];
-        uint64_t took = now - c->call_t0;
+        worker_cmd_t *cmd = done[i];
+        uint64_t took = now - cmd->call_t0;
         L->calling--;
         L->call_avg_us = L->call_avg_us ? (7 * L->call_avg_us + took) / 8 : took;
-        if (c->abandoned) {
-            loop_cmd_free(L, c);
+        if (cmd->abandoned) {
+            loop_cmd_free(L, cmd);
             continue;
         }
-        if (c->chained && c->result.status != WORKER_OK) {
-            loop_chain_park(L, c);
+        if (cmd->chained && cmd->result.status != WORKER_OK) {
+            loop_chain_park(L, cmd);
             continue;
         }
-        loop_cmd_set_state(c, CMD_RETURNED);
-        loop_vec_push(&L->returned, c);
+        loop_cmd_set_state(cmd, CMD_RETURNED);
+        loop_vec_push(&L->returned, cmd);
     }
     free(done);
 }
@@ -178,37 +179,37 @@ void loop_take_returned(loop_t *L)
  * crash loop slows the worker down until its command is dead-lettered. */
 static void isolate_next(loop_t *L)
 {
-    worker_cmd_t *c;
+    worker_cmd_t *cmd;
 
     if (L->isolated || L->suspects.n == 0 || L->calling > 0 || L->returned.n > 0 || loop_txn_out(L))
         return;
-    c = L->suspects.v[0];
-    loop_vec_remove(&L->suspects, c);
-    c->suspect = false;
-    c->isolated = true;
-    L->isolated = c;
+    cmd = L->suspects.v[0];
+    loop_vec_remove(&L->suspects, cmd);
+    cmd->suspect = false;
+    cmd->isolated = true;
+    L->isolated = cmd;
     {
         sg_log_ctx_t ctx;
-        loop_cmd_ctx(c, &ctx);
+        loop_cmd_ctx(cmd, &ctx);
         sg_log(SG_LOG_WARN, &ctx,
                "crash-loop suspect: its attempt was interrupted %d times; it runs alone now "
                "(%zu more waiting), no other call beside it",
                L->w.crash_loop_limit - 1, L->suspects.n);
     }
-    loop_vec_push(&L->ready, c);
+    loop_vec_push(&L->ready, cmd);
     memmove(L->ready.v + 1, L->ready.v, sizeof(void *) * (L->ready.n - 1));
-    L->ready.v[0] = c;
+    L->ready.v[0] = cmd;
 }
 
 /* May ready command c go into a batch now?  While a suspect runs alone,
  * no command that may start a call does.  While suspects wait for the
  * worker to be quiet, no ready command does: returned calls finish, the
  * transactions out come back, and nothing new keeps the worker busy. */
-static bool may_start(const loop_t *L, const worker_cmd_t *c)
+static bool may_start(const loop_t *L, const worker_cmd_t *cmd)
 {
-    if (!loop_isolating(L) || c == L->isolated)
+    if (!loop_isolating(L) || cmd == L->isolated)
         return true;
-    return L->isolated && c->dec.type != SG_CMD_EXECUTE && c->dec.type != SG_CMD_COMPENSATE;
+    return L->isolated && cmd->dec.type != SG_CMD_EXECUTE && cmd->dec.type != SG_CMD_COMPENSATE;
 }
 
 /* May the ready commands go out now?  Yes with no transaction out.  With
@@ -238,7 +239,7 @@ static bool send_now(const loop_t *L)
  * needs to.  So, with no transaction out, calls started less than
  * CALL_HOLD_US ago and calls averaging under half that, the loop waits
  * for them, at most CALL_HOLD_US after the last one started (the main
- * loop's loop_wait_turn()).  Slower tools (an HTTP call takes milliseconds)
+ * loop's wait_turn()).  Slower tools (an HTTP call takes milliseconds)
  * never hold anything up, and neither does a batch big enough to go. */
 #define CALL_HOLD_US 300
 
@@ -267,7 +268,7 @@ static bool hold_for_calls(loop_t *L)
  * transaction that commits after a later one keeps the offset where it is
  * (sagad_fence() takes the greater), and the fence rows are updated in
  * partition order, so the two transactions cannot deadlock on them. */
-bool loop_turn(loop_t *L)
+static bool turn(loop_t *L)
 {
     txn_slot_t *t = NULL;
     worker_cmd_t **batch;
@@ -302,11 +303,11 @@ bool loop_turn(loop_t *L)
     {
         size_t kept = 0;
         for (size_t i = 0; i < L->ready.n; i++) {
-            worker_cmd_t *c = L->ready.v[i];
-            if (n < (size_t)L->batch_size && may_start(L, c))
-                batch[n++] = c;
+            worker_cmd_t *cmd = L->ready.v[i];
+            if (n < (size_t)L->batch_size && may_start(L, cmd))
+                batch[n++] = cmd;
             else
-                L->ready.v[kept++] = c;
+                L->ready.v[kept++] = cmd;
         }
         L->ready.n = kept;
     }
@@ -350,7 +351,7 @@ void loop_wait_events(loop_t *L, int timeout_ms)
 /* The main loop's wait after a turn with nothing sent: for the calls it
  * holds for (hold_for_calls()), at most until the hold ends; else up to
  * timeout_ms for anything (loop_wait_events()). */
-void loop_wait_turn(loop_t *L, int timeout_ms)
+static void wait_turn(loop_t *L, int timeout_ms)
 {
     uint64_t now, end = L->last_submit_us + CALL_HOLD_US;
     struct timespec ts = {0, 0};
@@ -382,9 +383,9 @@ void loop_drain(loop_t *L, worker_part_t *p)
     for (;;) {
         size_t busy = 0;
         for (size_t i = 0; i < L->nparts; i++)
-            for (worker_cmd_t *c = L->parts[i]->head; c; c = c->part_next)
+            for (worker_cmd_t *cmd = L->parts[i]->head; cmd; cmd = cmd->part_next)
                 if ((!p || L->parts[i] == p) &&
-                    (c->state == CMD_CALLING || c->state == CMD_RETURNED))
+                    (cmd->state == CMD_CALLING || cmd->state == CMD_RETURNED))
                     busy++;
         if (sg_run_now_ms() >= end || sg_run_stop_now)
             break;
@@ -395,7 +396,7 @@ void loop_drain(loop_t *L, worker_part_t *p)
             continue;
         }
         sg_health_beat();
-        if (!loop_turn(L)) {
+        if (!turn(L)) {
             /* No intake here: what Kafka signals waits for the loop. */
             kafka_wake_clear(L);
             loop_wait_events(L, 50);
@@ -406,6 +407,16 @@ void loop_drain(loop_t *L, worker_part_t *p)
     if (!sg_run_stop_now)
         loop_collect(L, true);
     L->draining = false;
+}
+
+void loop_run(loop_t *L, void (*each_turn)(loop_t *L))
+{
+    while (sg_run_running) {
+        intake(L);
+        if (!turn(L))
+            wait_turn(L, 100);
+        each_turn(L);
+    }
 }
 
 int64_t loop_on_rebalance(void *opaque, bool assigned, const char *topic, int32_t partition)

@@ -125,7 +125,7 @@ typedef struct loop_s {
     uint64_t last_poll; /* when intake last polled the consumer (ms) */
     bool draining;      /* a drain starts no new call: nothing is chained */
 
-    /* worker_txn.c: transactions (see loop_turn()), worker.
+    /* worker_txn.c: transactions (see worker_loop.c's turn()), worker.
      * transactions_in_flight slots and the one being decided or run now */
     txn_slot_t slots[MAX_TXNS];
     int nslots;
@@ -188,23 +188,23 @@ saga_slot_t *loop_saga_enqueue(loop_t *L, worker_cmd_t *cmd);
 void loop_saga_dequeue(loop_t *L, worker_cmd_t *cmd);
 /* Every change of a command's state: logged at debug level, asserted
  * legal. */
-void loop_cmd_set_state(worker_cmd_t *c, worker_cstate_t to);
+void loop_cmd_set_state(worker_cmd_t *cmd, worker_cstate_t to);
 /* Where a command's log lines say they come from. */
-void loop_cmd_ctx(const worker_cmd_t *c, sg_log_ctx_t *ctx);
+void loop_cmd_ctx(const worker_cmd_t *cmd, sg_log_ctx_t *ctx);
 /* A zeroed command, from the spare list when it has one (never NULL). */
 worker_cmd_t *loop_cmd_new(loop_t *L);
 /* Frees what c holds and gives its memory back (not counted as held). */
-void loop_cmd_release(loop_t *L, worker_cmd_t *c);
+void loop_cmd_release(loop_t *L, worker_cmd_t *cmd);
 /* Releases a held command and counts it out of held and active. */
 void loop_cmd_free(loop_t *L, worker_cmd_t *cmd);
 void loop_call_free(worker_call_t *call);
 /* A command stops (or starts, +1) being active. */
-void loop_active_add(loop_t *L, const worker_cmd_t *c, int delta);
+void loop_active_add(loop_t *L, const worker_cmd_t *cmd, int delta);
 /* The partition FIFO: c appended at its tail, or unlinked. */
-void loop_part_append(worker_part_t *p, worker_cmd_t *c);
-void loop_part_unlink(worker_part_t *p, worker_cmd_t *c);
+void loop_part_append(worker_part_t *p, worker_cmd_t *cmd);
+void loop_part_unlink(worker_part_t *p, worker_cmd_t *cmd);
 /* A finished command leaves memory at the end of the turn (loop_bury). */
-void loop_retire(loop_t *L, worker_cmd_t *c);
+void loop_retire(loop_t *L, worker_cmd_t *cmd);
 /* The end of a turn: finished commands shed their payload, those out of
  * every queue are freed. */
 void loop_bury(loop_t *L);
@@ -212,7 +212,7 @@ void loop_bury(loop_t *L);
 /* ---- worker_chain.c: chaining ------------------------------------------ */
 
 /* Is c the message of a chained command that ran here?  Forgets it. */
-bool loop_chain_take(loop_t *L, const worker_cmd_t *c);
+bool loop_chain_take(loop_t *L, const worker_cmd_t *cmd);
 /* Forgets the expected copies of partition (-1: of all). */
 void loop_chain_forget(loop_t *L, int32_t partition);
 /* A message loop_saga_enqueue() queued behind slot's head: when it is the
@@ -223,7 +223,7 @@ void loop_chain_park(loop_t *L, worker_cmd_t *v);
 /* In the open transaction: decides what c's decision emitted for now (s
  * its saga).  After the commit, loop_chain_place() queues those commands;
  * after a rollback, loop_chain_discard() drops them. */
-void loop_chain_follow(loop_t *L, worker_cmd_t *c, worker_saga_t *s);
+void loop_chain_follow(loop_t *L, worker_cmd_t *cmd, worker_saga_t *s);
 void loop_chain_place(loop_t *L);
 void loop_chain_discard(loop_t *L);
 /* The commands topic's partition count n, as read just now; or asked for
@@ -281,16 +281,14 @@ bool loop_txn_out(const loop_t *L);
 
 /* ---- worker_loop.c: the turn ------------------------------------------- */
 
-/* Takes what Kafka has, up to the limits of intake. */
-void loop_intake(loop_t *L);
+/* The main loop: intake, a turn, a wait when the turn sent nothing, then
+ * each_turn (the run's housekeeping and progress line, worker_run.c),
+ * until a stop is asked.  The one call into the turn from above. */
+void loop_run(loop_t *L, void (*each_turn)(loop_t *L));
 /* Takes the calls the pool finished. */
 void loop_take_returned(loop_t *L);
-/* One turn; true when it collected or sent a transaction. */
-bool loop_turn(loop_t *L);
-/* Waits up to timeout_ms for a message, a call or PostgreSQL's answer; or,
- * after a turn with nothing sent, for the calls it holds for. */
+/* Waits up to timeout_ms for a message, a call or PostgreSQL's answer. */
 void loop_wait_events(loop_t *L, int timeout_ms);
-void loop_wait_turn(loop_t *L, int timeout_ms);
 /* Lets the running calls of p (all when NULL) finish and commit. */
 void loop_drain(loop_t *L, worker_part_t *p);
 /* The consumer's rebalance hook (opaque: the loop). */

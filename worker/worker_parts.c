@@ -29,21 +29,21 @@ worker_part_t *loop_part_find(loop_t *L, int32_t partition)
  * transaction finishes are unfinished until that one commits. */
 int64_t loop_part_watermark(const worker_part_t *p, const txn_slot_t *t)
 {
-    for (const worker_cmd_t *c = p->head; c; c = c->part_next)
-        if (c->state != CMD_FINISHED && !(c->finishing && c->txn == t) && !c->chained)
-            return c->offset;
+    for (const worker_cmd_t *cmd = p->head; cmd; cmd = cmd->part_next)
+        if (cmd->state != CMD_FINISHED && !(cmd->finishing && cmd->txn == t) && !cmd->chained)
+            return cmd->offset;
     return p->next_fetch;
 }
 
 /* Unlinks the finished prefix of the partition's FIFO.  The commands are
  * freed at the end of the turn, not here: the batch that finished them
- * (loop_turn(), worker_txn.c's process()) still reads them after the commit. */
+ * (worker_loop.c's turn(), worker_txn.c's process()) still reads them after the commit. */
 void loop_part_pop_finished(loop_t *L, worker_part_t *p)
 {
     while (p->head && p->head->state == CMD_FINISHED) {
-        worker_cmd_t *c = p->head;
-        loop_part_unlink(p, c);
-        loop_vec_push(&L->graveyard, c);
+        worker_cmd_t *cmd = p->head;
+        loop_part_unlink(p, cmd);
+        loop_vec_push(&L->graveyard, cmd);
     }
 }
 
@@ -54,23 +54,23 @@ static void part_abandon(loop_t *L, worker_part_t *p, const char *why)
     size_t n = 0;
 
     while (p->head) {
-        worker_cmd_t *c = p->head;
-        p->head = c->part_next;
-        if (c->state != CMD_FINISHED) {
+        worker_cmd_t *cmd = p->head;
+        p->head = cmd->part_next;
+        if (cmd->state != CMD_FINISHED) {
             n++;
-            loop_saga_dequeue(L, c);
-            loop_vec_remove(&L->ready, c);
-            loop_vec_remove(&L->returned, c);
-            loop_vec_remove(&L->suspects, c);
-            if (c == L->isolated)
+            loop_saga_dequeue(L, cmd);
+            loop_vec_remove(&L->ready, cmd);
+            loop_vec_remove(&L->returned, cmd);
+            loop_vec_remove(&L->suspects, cmd);
+            if (cmd == L->isolated)
                 L->isolated = NULL;
         }
-        c->abandoned = true;
-        c->part = NULL;
+        cmd->abandoned = true;
+        cmd->part = NULL;
         /* A running call is freed when it returns; the rest at the end of
          * the turn (a batch in progress may still point at them). */
-        if (c->state != CMD_CALLING)
-            loop_vec_push(&L->graveyard, c);
+        if (cmd->state != CMD_CALLING)
+            loop_vec_push(&L->graveyard, cmd);
     }
     p->tail = NULL;
     loop_chain_forget(L, p->partition);

@@ -2,8 +2,9 @@
  * holds (the HTTP endpoint, a PostgreSQL connection per transaction slot,
  * the consumer and its wake-up pipe, the partition watcher, the pool) and
  * teardown closes it in order; in between the main loop turns
- * (worker_loop.c), with housekeeping (liveness, SIGHUP, gauges, session
- * checks) and the progress line. */
+ * (loop_run(), worker_loop.c), calling back each_turn() here for
+ * housekeeping (liveness, SIGHUP, gauges, session checks) and the
+ * progress line. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -140,6 +141,13 @@ static void report(loop_t *L, bool force)
 
 /* Chaining predicts the partition of the relay's messages with
  * librdkafka's default partitioner; another one turns chaining off. */
+/* What the run does after each turn of the loop. */
+static void each_turn(loop_t *L)
+{
+    report(L, false);
+    housekeeping(L);
+}
+
 static void check_partitioner(void *opaque, const char *key, const char *value)
 {
     loop_t *L = opaque;
@@ -354,13 +362,7 @@ int worker_cmd_run(sg_cli_t *cli, int argc, char **argv)
         sg_log_kv(SG_LOG_INFO, "worker running", "worker_id", L->w.worker_id, "group", L->w.group,
                   "topic", L->w.topic_commands, "registry", L->w.reg->path, "librdkafka",
                   sg_kafka_version(), NULL);
-        while (sg_run_running) {
-            loop_intake(L);
-            if (!loop_turn(L))
-                loop_wait_turn(L, 100);
-            report(L, false);
-            housekeeping(L);
-        }
+        loop_run(L, each_turn);
         sg_log_kv(SG_LOG_INFO, "stopping: finishing running calls", NULL);
         loop_drain(L, NULL);
         report(L, true);

@@ -63,24 +63,24 @@ static int load_state(loop_t *L, worker_cmd_t **batch, size_t n, sg_pg_res_t **l
     for (size_t k = 0; k < NARRAYS; k++)
         a[k] = items + k * (n + 1);
     for (size_t i = 0; i < n; i++) {
-        worker_cmd_t *c = batch[i];
-        if (!c->dec.saga_id[0] || c->dec.type == SG_CMD_POISON || c->copy)
+        worker_cmd_t *cmd = batch[i];
+        if (!cmd->dec.saga_id[0] || cmd->dec.type == SG_CMD_POISON || cmd->copy)
             continue;
-        a[A_IDS][nids++] = c->dec.saga_id;
-        if (c->state == CMD_READY &&
-            (c->dec.type == SG_CMD_EXECUTE || c->dec.type == SG_CMD_COMPENSATE)) {
-            snprintf(nums[nc][0], 16, "%d", c->dec.step);
-            snprintf(nums[nc][1], 16, "%d", c->dec.generation);
-            snprintf(nums[nc][2], 16, "%d", c->dec.attempt);
-            a[A_STEP_SAGA][nc] = c->dec.saga_id;
+        a[A_IDS][nids++] = cmd->dec.saga_id;
+        if (cmd->state == CMD_READY &&
+            (cmd->dec.type == SG_CMD_EXECUTE || cmd->dec.type == SG_CMD_COMPENSATE)) {
+            snprintf(nums[nc][0], 16, "%d", cmd->dec.step);
+            snprintf(nums[nc][1], 16, "%d", cmd->dec.generation);
+            snprintf(nums[nc][2], 16, "%d", cmd->dec.attempt);
+            a[A_STEP_SAGA][nc] = cmd->dec.saga_id;
             a[A_STEP_IDX][nc] = nums[nc][0];
-            a[A_STEP_PHASE][nc] = c->dec.type == SG_CMD_COMPENSATE ? "compensate" : "forward";
+            a[A_STEP_PHASE][nc] = cmd->dec.type == SG_CMD_COMPENSATE ? "compensate" : "forward";
             a[A_STEP_GEN][nc] = nums[nc][1];
             a[A_STEP_ATTEMPT][nc] = nums[nc][2];
             nc++;
-        } else if (c->state == CMD_READY && c->dec.type == SG_CMD_START) {
-            a[A_START_SAGA][ns] = c->dec.saga_id;
-            a[A_START_DEF][ns] = worker_cmd_definition(c);
+        } else if (cmd->state == CMD_READY && cmd->dec.type == SG_CMD_START) {
+            a[A_START_SAGA][ns] = cmd->dec.saga_id;
+            a[A_START_DEF][ns] = worker_cmd_definition(cmd);
             ns++;
         }
     }
@@ -123,12 +123,12 @@ out:
 static void undo_batch(worker_cmd_t **batch, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        worker_cmd_t *c = batch[i];
-        c->finishing = false;
-        c->defer = false;
-        if (c->calls) {
-            c->calls = false;
-            loop_call_free(&c->call);
+        worker_cmd_t *cmd = batch[i];
+        cmd->finishing = false;
+        cmd->defer = false;
+        if (cmd->calls) {
+            cmd->calls = false;
+            loop_call_free(&cmd->call);
         }
     }
 }
@@ -222,30 +222,30 @@ int loop_txn_send(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
     if (sg_pg_pipe_begin(L->w.pg, err) < 0)
         goto out;
     for (size_t i = 0; i < n; i++) {
-        worker_cmd_t *c = batch[i];
-        worker_saga_t *s = c->dec.type == SG_CMD_POISON || c->copy
+        worker_cmd_t *cmd = batch[i];
+        worker_saga_t *s = cmd->dec.type == SG_CMD_POISON || cmd->copy
                                ? NULL
-                               : find_saga(sagas, nsagas, c->dec.saga_id);
-        c->part->touched = true;
-        if (c->copy) {
+                               : find_saga(sagas, nsagas, cmd->dec.saga_id);
+        cmd->part->touched = true;
+        if (cmd->copy) {
             /* Its chained command ran here: only the offset moves. */
-            c->finishing = true;
+            cmd->finishing = true;
             L->w.stats.copies++;
             sg_metrics_batch_inc(L->w.metrics, SG_M_CHAINED, SG_LABELS("copy"));
             continue;
         }
-        if (c->state == CMD_READY) {
-            worker_saga_decide(&L->w, c, s);
-            c->finishing = !c->calls && !c->defer;
+        if (cmd->state == CMD_READY) {
+            worker_saga_decide(&L->w, cmd, s);
+            cmd->finishing = !cmd->calls && !cmd->defer;
         } else {
-            worker_saga_complete(&L->w, c, s);
-            c->finishing = true;
+            worker_saga_complete(&L->w, cmd, s);
+            cmd->finishing = true;
         }
         /* A saga.start that created its saga chains its first step
          * from the saga as written. */
-        loop_chain_follow(L, c, s ? s : c->fresh ? &c->fresh->saga : NULL);
-        worker_fresh_free(c->fresh);
-        c->fresh = NULL;
+        loop_chain_follow(L, cmd, s ? s : cmd->fresh ? &cmd->fresh->saga : NULL);
+        worker_fresh_free(cmd->fresh);
+        cmd->fresh = NULL;
     }
     worker_writes_flush(&L->w);
     for (size_t i = 0; i < n; i++)
@@ -309,32 +309,32 @@ static int run_txn(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
 
 /* A committed command: its call goes to the pool, or it is finished and
  * releases its saga. */
-static void settle(loop_t *L, worker_cmd_t *c)
+static void settle(loop_t *L, worker_cmd_t *cmd)
 {
-    if (c->defer) {
-        c->defer = false;
-        c->suspect = true; /* not back to ready (requeue()) */
-        loop_vec_push(&L->suspects, c);
+    if (cmd->defer) {
+        cmd->defer = false;
+        cmd->suspect = true; /* not back to ready (requeue()) */
+        loop_vec_push(&L->suspects, cmd);
         return;
     }
-    if (c == L->isolated && !c->calls) {
+    if (cmd == L->isolated && !cmd->calls) {
         /* done alone (with or without a call): the next suspect may run */
         L->isolated = NULL;
-        c->isolated = false;
+        cmd->isolated = false;
     }
-    if (c->calls) {
-        c->calls = false;
-        loop_cmd_set_state(c, CMD_CALLING);
+    if (cmd->calls) {
+        cmd->calls = false;
+        loop_cmd_set_state(cmd, CMD_CALLING);
         L->calling++;
-        c->call_t0 = L->last_submit_us = sg_run_now_us();
-        worker_pool_submit(L->pool, c, &c->call, &c->result);
+        cmd->call_t0 = L->last_submit_us = sg_run_now_us();
+        worker_pool_submit(L->pool, cmd, &cmd->call, &cmd->result);
         return;
     }
-    c->finishing = false;
-    loop_cmd_set_state(c, CMD_FINISHED);
-    loop_active_add(L, c, -1);
-    loop_saga_dequeue(L, c);
-    loop_retire(L, c);
+    cmd->finishing = false;
+    loop_cmd_set_state(cmd, CMD_FINISHED);
+    loop_active_add(L, cmd, -1);
+    loop_saga_dequeue(L, cmd);
+    loop_retire(L, cmd);
 }
 
 /* After a commit: finished commands release their saga and the offset
@@ -361,50 +361,50 @@ static void after_commit(loop_t *L, worker_cmd_t **batch, size_t n)
 
 /* A command PostgreSQL refuses on its own: its outcome becomes a dead
  * letter (or, for a call's outcome, a permanent failure of the step). */
-static void poison_single(loop_t *L, worker_cmd_t *c, const sg_err_t *why)
+static void poison_single(loop_t *L, worker_cmd_t *cmd, const sg_err_t *why)
 {
     sg_log_ctx_t ctx;
     sg_err_t err;
 
-    if (c->chained) {
+    if (cmd->chained) {
         /* The dead letter needs its message: parked until it comes. */
-        worker_result_clear(&c->result);
-        worker_result_error(&c->result, SG_ERRCLASS_POISON, "runtime.pg.rejected",
+        worker_result_clear(&cmd->result);
+        worker_result_error(&cmd->result, SG_ERRCLASS_POISON, "runtime.pg.rejected",
                             "the tool's answer could not be stored: %s", why->message);
-        loop_chain_park(L, c);
+        loop_chain_park(L, cmd);
         return;
     }
-    if (c->state == CMD_RETURNED && strcmp(c->result.err.code, "runtime.pg.rejected") != 0) {
-        worker_result_clear(&c->result);
-        worker_result_error(&c->result, SG_ERRCLASS_POISON, "runtime.pg.rejected",
+    if (cmd->state == CMD_RETURNED && strcmp(cmd->result.err.code, "runtime.pg.rejected") != 0) {
+        worker_result_clear(&cmd->result);
+        worker_result_error(&cmd->result, SG_ERRCLASS_POISON, "runtime.pg.rejected",
                             "the tool's answer could not be stored: %s", why->message);
-        if (run_txn(L, &c, 1, &err) == 0) {
-            after_commit(L, &c, 1);
+        if (run_txn(L, &cmd, 1, &err) == 0) {
+            after_commit(L, &cmd, 1);
             return;
         }
     }
     /* Last resort: decided again as poison, the message itself becomes a
      * dead letter, through the same transaction path as any other. */
-    loop_cmd_set_state(c, CMD_READY);
-    c->dec.type = SG_CMD_POISON;
-    sg_err_set(&c->dec.err, SG_ERRCLASS_POISON, "runtime.pg.rejected",
+    loop_cmd_set_state(cmd, CMD_READY);
+    cmd->dec.type = SG_CMD_POISON;
+    sg_err_set(&cmd->dec.err, SG_ERRCLASS_POISON, "runtime.pg.rejected",
                "PostgreSQL refused to store the outcome of this message: %s", why->message);
-    if (run_txn(L, &c, 1, &err) == 0) {
-        after_commit(L, &c, 1);
+    if (run_txn(L, &cmd, 1, &err) == 0) {
+        after_commit(L, &cmd, 1);
         return;
     }
-    loop_cmd_ctx(c, &ctx);
+    loop_cmd_ctx(cmd, &ctx);
     ctx.error_code = err.code;
     /* Never the same refused insert for ever (the partition would stop):
      * after a few tries, a dead letter of what surely fits, and why. */
-    if (++c->dl_refused >= DEAD_LETTER_TRIES && !c->dl_minimal) {
-        c->dl_minimal = true;
+    if (++cmd->dl_refused >= DEAD_LETTER_TRIES && !cmd->dl_minimal) {
+        cmd->dl_minimal = true;
         sg_log(SG_LOG_WARN, &ctx,
                "PostgreSQL refused this message's dead letter %d times; writing a reduced one "
                "(its headers left out, its message escaped): %s",
-               c->dl_refused, err.message);
-        if (run_txn(L, &c, 1, &err) == 0) {
-            after_commit(L, &c, 1);
+               cmd->dl_refused, err.message);
+        if (run_txn(L, &cmd, 1, &err) == 0) {
+            after_commit(L, &cmd, 1);
             return;
         }
     }
@@ -479,13 +479,13 @@ static void requeue(loop_t *L, worker_cmd_t **batch, size_t n)
     vec_t keep_r = {0}, keep_d = {0};
 
     for (size_t i = 0; i < n; i++) {
-        worker_cmd_t *c = batch[i];
-        if (c->abandoned || c->suspect)
+        worker_cmd_t *cmd = batch[i];
+        if (cmd->abandoned || cmd->suspect)
             continue;
-        if (c->state == CMD_RETURNED)
-            loop_vec_push(&keep_r, c);
-        else if (c->state == CMD_READY)
-            loop_vec_push(&keep_d, c);
+        if (cmd->state == CMD_RETURNED)
+            loop_vec_push(&keep_r, cmd);
+        else if (cmd->state == CMD_READY)
+            loop_vec_push(&keep_d, cmd);
     }
     for (size_t i = 0; i < L->returned.n; i++)
         loop_vec_push(&keep_r, L->returned.v[i]);

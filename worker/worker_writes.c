@@ -243,20 +243,20 @@ int worker_writes_committed(worker_writes_t *wr)
         /* RETURNING comes in insertion order; the key columns are checked
          * rather than trusted. */
         for (size_t i = 0; i < a->n; i++) {
-            worker_cmd_t *c = a->cmds[i];
-            const char *phase = c->dec.type == SG_CMD_COMPENSATE ? "compensate" : "forward";
-            c->attempt_id = 0;
+            worker_cmd_t *cmd = a->cmds[i];
+            const char *phase = cmd->dec.type == SG_CMD_COMPENSATE ? "compensate" : "forward";
+            cmd->attempt_id = 0;
             for (size_t k = 0; k < rows; k++) {
                 size_t r = (i + k) % rows;
-                if (strcmp(sg_pg_res_get(a->res, r, 1), c->dec.saga_id) == 0 &&
-                    sg_pg_res_int(a->res, r, 2, -1) == c->dec.step &&
+                if (strcmp(sg_pg_res_get(a->res, r, 1), cmd->dec.saga_id) == 0 &&
+                    sg_pg_res_int(a->res, r, 2, -1) == cmd->dec.step &&
                     strcmp(sg_pg_res_get(a->res, r, 3), phase) == 0 &&
-                    sg_pg_res_int(a->res, r, 4, -1) == c->dec.attempt) {
-                    c->attempt_id = sg_pg_res_int(a->res, r, 0, 0);
+                    sg_pg_res_int(a->res, r, 4, -1) == cmd->dec.attempt) {
+                    cmd->attempt_id = sg_pg_res_int(a->res, r, 0, 0);
                     break;
                 }
             }
-            if (!c->attempt_id)
+            if (!cmd->attempt_id)
                 missing++;
         }
     }
