@@ -251,6 +251,15 @@ typedef enum worker_cstate_e {
 /* One consumed message, from fetch to commit; or a chained command: one
  * the worker emitted and runs at once, before its message comes back
  * through the relay (worker_chain.c, "Chaining"). */
+/* A step command a decision emitted for now, as the loop chains it: what
+ * its message says, without printing and parsing it (set: there is one). */
+typedef struct worker_follow_s {
+    bool set;
+    sg_ctype_t type; /* SG_CMD_EXECUTE or SG_CMD_COMPENSATE */
+    int step, attempt, generation;
+    char id[SG_SAGA_ID_MAX + 64]; /* the message's id, which its copy will carry */
+} worker_follow_t;
+
 typedef struct worker_cmd_s {
     struct worker_cmd_s *saga_next; /* FIFO of its saga */
     struct worker_cmd_s *part_next; /* FIFO of its partition, offset order */
@@ -273,7 +282,7 @@ typedef struct worker_cmd_s {
     int dl_refused;               /* times PostgreSQL refused its dead letter */
     bool dl_minimal;              /* so its dead letter leaves out what may be refused */
     bool copy;                    /* the message of a chained command that ran: acknowledged */
-    char *follow;                 /* the step command its decision emitted for now, to chain */
+    worker_follow_t follow;       /* the step command its decision emitted for now, to chain */
     struct worker_cmd_s *origin;  /* chained: the command that emitted it, until placed */
     int64_t attempt_id;           /* of the attempt row, once committed */
     char *definition;             /* a saga.start's definition (sg_submit_definition), once built */

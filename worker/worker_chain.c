@@ -207,23 +207,29 @@ void loop_chain_follow(loop_t *L, worker_cmd_t *cmd, worker_saga_t *s)
 {
     worker_cmd_t *prev = cmd;
 
-    for (int depth = 0; prev->follow && depth < CHAIN_DEPTH; depth++) {
-        char *payload = prev->follow;
+    for (int depth = 0; prev->follow.set && depth < CHAIN_DEPTH; depth++) {
+        const worker_follow_t *f = &prev->follow;
         worker_cmd_t *v;
 
-        prev->follow = NULL;
-        if (!chainable(L, cmd, s)) {
-            free(payload);
+        prev->follow.set = false;
+        if (!chainable(L, cmd, s))
             return;
-        }
         v = loop_cmd_new(L);
         v->chained = true;
         v->part = cmd->part;
         v->offset = -1;
         v->origin = prev;
         loop_cmd_set_state(v, CMD_READY);
-        sg_submit_decode(payload, strlen(payload), &L->w.limits, &v->dec);
-        free(payload);
+        /* What decoding its message would give, taken from the decision
+         * as it is (not printed and parsed back); its id is what the
+         * copy is matched by (cmd_id). */
+        v->dec.type = f->type;
+        snprintf(v->dec.saga_id, sizeof(v->dec.saga_id), "%s", s->saga_id);
+        v->dec.step = f->step;
+        v->dec.attempt = f->attempt;
+        v->dec.generation = f->generation;
+        v->dec.doc = sg_json_new_object();
+        sg_json_add_str(v->dec.doc, "id", f->id);
         /* A command this transaction created has no attempt rows yet. */
         s->interrupted = s->finished = 0;
         worker_saga_decide(&L->w, v, s);
@@ -237,8 +243,7 @@ void loop_chain_follow(loop_t *L, worker_cmd_t *cmd, worker_saga_t *s)
         loop_vec_push(L->chain_new, v);
         prev = v;
     }
-    free(prev->follow);
-    prev->follow = NULL;
+    prev->follow.set = false;
 }
 
 /* After the commit: the chained commands take their places, each right

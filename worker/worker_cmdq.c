@@ -185,8 +185,7 @@ static void cmd_shed(loop_t *L, worker_cmd_t *cmd)
     cmd->msg = NULL;
     sg_json_destroy(cmd->dec.doc);
     cmd->dec.doc = NULL;
-    free(cmd->follow);
-    cmd->follow = NULL;
+    cmd->follow.set = false;
     free(cmd->definition);
     cmd->definition = NULL;
     worker_fresh_free(cmd->fresh);

@@ -129,9 +129,9 @@ typedef struct worker_outcome_s {
     bool defer;           /* a crash-loop suspect: decide again when alone */
     bool unchained;       /* chained, but needs its message: dropped */
     worker_call_t call;
-    char *follow;          /* the step command emitted for now, to chain */
-    worker_fresh_t *fresh; /* a saga.start's new saga (its rows' slots) */
-    bool keep_fresh;       /* ...which the loop may chain from */
+    worker_follow_t follow; /* the step command emitted for now, to chain */
+    worker_fresh_t *fresh;  /* a saga.start's new saga (its rows' slots) */
+    bool keep_fresh;        /* ...which the loop may chain from */
 } worker_outcome_t;
 
 /* Decides cmd (in->cmd) against saga (NULL: none, or poison): the

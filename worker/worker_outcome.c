@@ -176,8 +176,15 @@ void worker_out_command(worker_dc_t *d, worker_saga_t *saga, int step, bool comp
     op->u.msg.attempt = attempt;
     op->u.msg.generation = saga->generation;
     /* Sent now: the loop may chain it (run it in this transaction). */
-    if (d->rules->chain && delay_ms <= 0 && !d->out->follow)
-        d->out->follow = dup_or_null(op->u.msg.payload);
+    if (d->rules->chain && delay_ms <= 0 && !d->out->follow.set) {
+        worker_follow_t *f = &d->out->follow;
+        f->set = true;
+        f->type = compensate ? SG_CMD_COMPENSATE : SG_CMD_EXECUTE;
+        f->step = step;
+        f->attempt = attempt;
+        f->generation = saga->generation;
+        snprintf(f->id, sizeof(f->id), "%s", id);
+    }
 }
 
 sg_json_t *worker_out_step_body(const worker_step_t *st)
@@ -366,7 +373,6 @@ void worker_outcome_free(worker_outcome_t *out)
         op_free(&out->ops[i]);
     free(out->ops);
     call_free(&out->call);
-    free(out->follow);
     worker_fresh_free(out->fresh);
     memset(out, 0, sizeof(*out));
 }

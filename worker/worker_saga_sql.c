@@ -414,9 +414,9 @@ static void apply(worker_t *w, worker_cmd_t *cmd, worker_outcome_t *out)
         cmd->call = out->call;
         memset(&out->call, 0, sizeof(out->call));
     }
-    if (out->follow && !cmd->follow) {
+    if (out->follow.set && !cmd->follow.set) {
         cmd->follow = out->follow;
-        out->follow = NULL;
+        out->follow.set = false;
     }
     if (out->keep_fresh) {
         cmd->fresh = out->fresh;

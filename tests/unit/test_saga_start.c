@@ -61,7 +61,12 @@ Test(saga, start_accepted_writes_the_saga_and_its_first_command)
     cr_expect_eq(first->u.msg.delay_ms, 0);
     /* chained: the first command as sent, and the saga as the load would
      * return it */
-    cr_expect_str_eq(fx.out.follow, first->u.msg.payload);
+    cr_assert(fx.out.follow.set);
+    cr_expect_eq(fx.out.follow.type, SG_CMD_EXECUTE);
+    cr_expect_eq(fx.out.follow.step, first->u.msg.step);
+    cr_expect_eq(fx.out.follow.attempt, first->u.msg.attempt);
+    cr_expect_eq(fx.out.follow.generation, first->u.msg.generation);
+    assert_contains(first->u.msg.payload, fx.out.follow.id);
     cr_assert(fx.out.keep_fresh);
     cr_expect_eq(fx.out.fresh->saga.nsteps, 2);
     cr_expect_eq(fx.out.fresh->saga.status, WORKER_SAGA_RUNNING);
