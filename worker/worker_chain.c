@@ -3,7 +3,7 @@
  * a transaction, the set of their copies still expected (chain_set), the
  * parked ones, and the commands topic's partition count with the thread
  * that watches it.  Below the transactions and partitions; of the loop's
- * files it calls only worker_cmdq.c (and worker_saga.c for decisions).
+ * files it calls only worker_cmdq.c (and worker_saga_sql.c for decisions).
  *
  * Chaining (worker.chain).  A decision that emits a saga's next step
  * command for now (not a timer) writes it to the outbox as always.  When

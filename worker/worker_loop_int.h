@@ -5,11 +5,13 @@
  * worker_parts.c, worker_session.c, worker_txn.c and worker_run.c include
  * it; the rest of the worker sees worker.h.
  *
- * Calls go one way, down this list (each file calls only those below it):
- *   worker_run.c      the `run` command: setup, the main loop, housekeeping,
- *                     the progress line, teardown
- *   worker_loop.c     one turn: intake, batches, waits, crash-loop
- *                     isolation, drain, rebalance
+ * Calls go one way, down this list (each file calls only those below it;
+ * the one call back up is through a function pointer: loop_run() calls the
+ * run's each_turn() after every turn):
+ *   worker_run.c      the `run` command: setup, housekeeping, the progress
+ *                     line, teardown
+ *   worker_loop.c     the main loop and its turn: intake, batches, waits,
+ *                     crash-loop isolation, drain, rebalance
  *   worker_txn.c      the batched transactions over the connections, and
  *                     what follows a commit or a failure
  *   worker_parts.c    partitions: ownership (epochs), offsets, fences

@@ -203,7 +203,7 @@ static void apply_dead_letter(worker_t *w, const worker_cmd_t *cmd, const worker
         key64 = sg_base64(key, key_len);
     payload = sg_kafka_msg_payload(msg, &len);
     payload64 = sg_base64(payload ? payload : "", payload ? len : 0);
-    /* The reduced dead letter (worker_loop.c's last resort) keeps what
+    /* The reduced dead letter (worker_txn.c's last resort) keeps what
      * surely fits: no headers, and the message with every control
      * character and byte that is not UTF-8 written \xHH. */
     headers = cmd->dl_minimal ? NULL : msg_headers_json(msg);

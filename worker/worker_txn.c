@@ -2,8 +2,9 @@
  * returned calls decided in two pipelined round trips on one of
  * worker.transactions_in_flight connections, and what follows a commit
  * (calls to the pool, offsets move) or a failure (fenced, reconnect, a
- * refused command split out, at last dead-lettered).  Calls worker_saga.c
- * and, below it in the loop, worker_parts/session/chain/cmdq.c. */
+ * refused command split out, at last dead-lettered).  Calls
+ * worker_saga_sql.c (load, decide and apply) and, below it in the loop,
+ * worker_parts/session/chain/cmdq.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
