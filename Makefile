@@ -39,11 +39,12 @@ MIGRATIONS := $(sort $(wildcard schemas/sql/*.sql))
 
 # The binaries the container image ships (deploy/Dockerfile), then the
 # example service the tests and the demo use.
-SAGAD_PROGS := $(BINDIR)/sagad-worker $(BINDIR)/sagad-relay $(BINDIR)/dlq-tool
+SAGAD_PROGS := $(BINDIR)/sagad-worker $(BINDIR)/sagad-relay $(BINDIR)/dlq-tool $(BINDIR)/sagactl
 PROGS := $(SAGAD_PROGS) $(BINDIR)/checkout-svc
 WORKER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard worker/*.c))
 RELAY_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard outbox/*.c))
 DLQ_OBJS    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard dlq-tool/*.c))
+CTL_OBJS    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard ctl/*.c))
 # The example downstream service of the tests, the demo and the benchmark.
 CHECKOUT_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard examples/checkout/*.c))
 MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
@@ -97,7 +98,7 @@ endif
 all: $(LIBSAGAD) $(PROGS)
 
 help:
-	@echo "make            build build/libsagad.a and bin/{sagad-worker,sagad-relay,dlq-tool,checkout-svc}"
+	@echo "make            build build/libsagad.a and bin/{sagad-worker,sagad-relay,dlq-tool,sagactl,checkout-svc}"
 	@echo "make deps       install the Debian packages needed (no-op when present; demo, test, bench, up and test-* run it first)"
 	@echo "make up / down  start / stop the private PostgreSQL and Kafka under .run/"
 	@echo "make demo       services, checkout-svc, relay and worker up; three example sagas run end to end"
@@ -151,6 +152,8 @@ $(BINDIR)/sagad-relay: $(RELAY_OBJS) $(LIBSAGAD)
 # dlq-tool checks edited submissions with the worker's own rules, which
 # live in lib/ (sg_submit, sg_registry): it links no adapter of the worker.
 $(BINDIR)/dlq-tool: $(DLQ_OBJS) $(LIBSAGAD)
+# sagactl, like dlq-tool, checks with lib/'s rules and links no worker code.
+$(BINDIR)/sagactl: $(CTL_OBJS) $(LIBSAGAD)
 $(BINDIR)/checkout-svc: $(CHECKOUT_OBJS) $(LIBSAGAD)
 $(CHECKOUT_OBJS): EXTRA_CFLAGS := $(MHD_CFLAGS)
 $(BINDIR)/checkout-svc: EXTRA_LIBS := $(MHD_LIBS)

@@ -20,10 +20,15 @@ static void usage(const sg_cli_app_t *app, FILE *out)
     fprintf(out, "usage: %s [--config FILE] [--print-config] COMMAND [ARGS]\n", app->prog);
     fprintf(out, "       %s --help | --version\n\n%s\n\ncommands:\n", app->prog, app->summary);
     for (size_t i = 0; i < app->ncmds; i++) {
-        char left[64];
+        char left[160];
 
+        /* A long synopsis gets a line of its own, so the summaries stay
+         * in one column. */
         snprintf(left, sizeof(left), "%s %s", app->cmds[i].name, app->cmds[i].args);
-        fprintf(out, "  %-28s %s\n", left, app->cmds[i].help);
+        if (strlen(left) > 28)
+            fprintf(out, "  %s\n  %-28s %s\n", left, "", app->cmds[i].help);
+        else
+            fprintf(out, "  %-28s %s\n", left, app->cmds[i].help);
     }
     fprintf(out, "\n`%s COMMAND --help` describes a command and its options.\n", app->prog);
     fprintf(out, "\noptions:\n"
