@@ -215,8 +215,7 @@ sg_registry_t *ctl_registry(const ctl_t *c)
     if (!path)
         path = sg_config_str(c->cfg, "worker.registry");
     if (!(reg = sg_registry_load(path, c->cfg, NULL, &err)))
-        ctl_warn(c, "cannot use the tool registry: %s (--registry or worker.registry)",
-                 err.message);
+        ctl_warn(c, "cannot use the tool registry: %s", err.message);
     return reg;
 }
 
