@@ -33,6 +33,22 @@ static int read_config(ctl_t *c)
     return SG_EXIT_OK;
 }
 
+/* The daemons' JSON log lines (librdkafka's connection errors among them)
+ * are not for a person at a terminal: sagactl says what failed in its own
+ * sentences.  log.level = debug keeps them, for a bug report. */
+static void quiet_logs(const ctl_t *c)
+{
+    static FILE *devnull;
+
+    if (strcmp(sg_config_str(c->cfg, "log.level"), "debug") == 0) {
+        sg_log_level = SG_LOG_DEBUG;
+        return;
+    }
+    sg_log_level = SG_LOG_ERROR;
+    if (!devnull && (devnull = fopen("/dev/null", "w")))
+        sg_log_set_stream(devnull);
+}
+
 int ctl_open(ctl_t *c, sg_cli_t *cli, int argc, char **argv, bool connect)
 {
     sg_pg_opts_t opts;
@@ -42,14 +58,12 @@ int ctl_open(ctl_t *c, sg_cli_t *cli, int argc, char **argv, bool connect)
     memset(c, 0, sizeof(*c));
     c->cli = cli;
     c->cfg = cli->cfg;
-    /* The daemons' JSON log lines are not for a person at a terminal:
-     * only librdkafka's and libpq's errors get through. */
-    sg_log_level = SG_LOG_ERROR;
     if (sg_cli_parse(cli, argc, argv, &c->args) < 0)
         return SG_EXIT_USAGE;
     c->json = sg_cli_opt(&c->args, "--json") != NULL;
     if (!c->cfg && (rc = read_config(c)))
         return rc;
+    quiet_logs(c);
     if (!connect)
         return SG_EXIT_OK;
     sg_pg_opts_from_config(&opts, c->cfg, "sagactl");
