@@ -111,7 +111,8 @@ help:
 	@echo "make format-check  check .clang-format conformance"
 	@echo "make schemas-check schemas/, their fixtures and the error-code registry vs the C sources"
 	@echo "make structure-check  no call or include cycle among the C files, no program including another's"
-	@echo "make docs       regenerate docs/CONFIGURATION.md, deploy/sagad.sample.conf, docs/METRICS.md and docs/STATES.md"
+	@echo "make docs       regenerate docs/CONFIGURATION.md, deploy/sagad.sample.conf, docs/METRICS.md, docs/STATES.md,"
+	@echo "                and each program's man page (docs/man) and bash/zsh completions (docs/completion)"
 	@echo "make image-check  deploy/Dockerfile's runtime packages cover what the binaries load"
 	@echo "make k8s-check  render deploy/k8s and validate it offline (schemas, config, probes, security)"
 
@@ -307,16 +308,34 @@ fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
 GEN_DOCS := docs/CONFIGURATION.md:--config-reference deploy/sagad.sample.conf:--config-sample \
             docs/METRICS.md:--metrics-reference docs/STATES.md:states
 
-docs: $(BINDIR)/sagad-worker
+# Each shipped program's man page and bash and zsh completions come from
+# its command table, as its --help does (PROG --man, PROG --completion
+# SHELL); tests/docs/cli_docs.py checks the three say the same.
+CLI_PROGS := sagactl dlq-tool sagad-worker sagad-relay
+CLI_DOCS = $(foreach p,$(CLI_PROGS),docs/man/$(p).1:$(p):--man \
+             docs/completion/$(p).bash:$(p):--completion:bash docs/completion/_$(p):$(p):--completion:zsh)
+
+docs: $(SAGAD_PROGS)
 	@for d in $(GEN_DOCS); do \
 	  $(BINDIR)/sagad-worker $${d#*:} > $${d%%:*} && echo "wrote $${d%%:*}" || exit 1; \
 	done
+	@mkdir -p docs/man docs/completion
+	@for d in $(CLI_DOCS); do \
+	  f=$${d%%:*}; a=$${d#*:}; \
+	  $(BINDIR)/$$(echo $$a | tr ':' ' ') > $$f && echo "wrote $$f" || exit 1; \
+	done
 
-docs-check: $(BINDIR)/sagad-worker
+docs-check: $(SAGAD_PROGS)
 	@for d in $(GEN_DOCS); do \
 	  $(BINDIR)/sagad-worker $${d#*:} | diff -u $${d%%:*} - \
 	    || { echo "$${d%%:*} is stale: run make docs"; exit 1; }; \
 	done
+	@for d in $(CLI_DOCS); do \
+	  f=$${d%%:*}; a=$${d#*:}; \
+	  $(BINDIR)/$$(echo $$a | tr ':' ' ') | diff -u $$f - >/dev/null \
+	    || { echo "$$f is stale: run make docs"; exit 1; }; \
+	done
+	$(CHECK_PYTHON) tests/docs/cli_docs.py $(BINDIR) $(CLI_PROGS)
 	$(CHECK_PYTHON) tests/docs/links.py
 
 # The checks run Debian's python3 where there is one: python3-jsonschema
