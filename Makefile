@@ -185,6 +185,7 @@ $(BUILD)/bench/%.o: tests/bench/%.c $(RDKAFKA_STAMP)
 
 BENCH_WORKER := $(BUILD)/bench/bench-worker
 BENCH_DLQ := $(BUILD)/bench/bench-dlq
+BENCH_CTL := $(BUILD)/bench/bench-ctl
 
 $(BENCH_RELAY): $(BUILD)/bench/bench_relay.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
@@ -194,6 +195,9 @@ $(BENCH_WORKER): $(BUILD)/bench/bench_worker.o $(BUILD)/bench/bench_util.o $(fil
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
 $(BENCH_DLQ): $(BUILD)/bench/bench_dlq.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
+$(BENCH_CTL): $(BUILD)/bench/bench_ctl.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
 BENCH_HTTP := $(BUILD)/bench/bench-http
@@ -261,7 +265,7 @@ test-faults: all
 	tests/faults/run.sh
 
 # bench: throughput and latency beside the raw floors (not a test).
-bench: all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_HTTP) $(BENCH_DLQ) $(BENCH_FLOOD)
+bench: all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_HTTP) $(BENCH_DLQ) $(BENCH_FLOOD) $(BENCH_CTL)
 	tests/bench/run.sh
 
 fuzz: fuzz-build
