@@ -54,13 +54,35 @@ static void random_hex(char *out, size_t bytes)
         sprintf(out + 2 * i, "%02x", r[i]);
 }
 
-/* Gives the document the ids it lacks; keeps the producer's bytes when it
- * has them both (or is not a JSON object: the check says why). */
+/* text with "key":"val" added as the object's first member: written into
+ * the bytes rather than printed again from a parse, so every other byte
+ * (a number cJSON would round, the order of members) is sent as it came.
+ * text is a JSON object (checked by the caller).  Caller frees. */
+static char *add_member(const char *text, size_t len, const char *key, const char *val,
+                        size_t *out_len)
+{
+    size_t brace = strspn(text, " \t\r\n"), rest = brace + 1, n;
+    bool empty;
+    char *out;
+
+    while (rest < len && strchr(" \t\r\n", text[rest]))
+        rest++;
+    empty = rest < len && text[rest] == '}';
+    n = len + strlen(key) + strlen(val) + 8;
+    if (!(out = malloc(n)))
+        abort();
+    *out_len = (size_t)snprintf(out, n, "%.*s\"%s\":\"%s\"%s%.*s", (int)(brace + 1), text, key, val,
+                                empty ? "" : ",", (int)(len - brace - 1), text + brace + 1);
+    return out;
+}
+
+/* Gives the document the ids it lacks (or keeps the producer's bytes
+ * whole when it has both, or is not a JSON object: the check says why). */
 static void fill_ids(const ctl_t *c, char *text, size_t len, submission_t *s)
 {
+    static const char *const keys[] = {"saga_id", "id"};
     sg_json_limits_t lim;
     sg_json_t *doc;
-    const char *v;
 
     memset(s, 0, sizeof(*s));
     s->text = text;
@@ -70,28 +92,21 @@ static void fill_ids(const ctl_t *c, char *text, size_t len, submission_t *s)
         sg_json_destroy(doc);
         return;
     }
-    if (!sg_json_member(doc, "saga_id")) {
-        char hex[33];
+    for (int i = 0; i < 2; i++) {
+        char *out = i == 0 ? s->saga_id : s->id, hex[33];
+        const sg_json_t *m = sg_json_member(doc, keys[i]);
+
+        if (m) {
+            snprintf(out, sizeof(s->id), "%s", sg_json_string(m) ? sg_json_string(m) : "");
+            continue;
+        }
         random_hex(hex, 8);
-        snprintf(s->saga_id, sizeof(s->saga_id), "saga-%s", hex);
-        sg_json_add_str(doc, "saga_id", s->saga_id);
+        snprintf(out, sizeof(s->id), "%s-%s", i == 0 ? "saga" : "msg", hex);
+        text = add_member(s->text, s->len, keys[i], out, &len);
+        free(s->text);
+        s->text = text;
+        s->len = len;
         s->generated = true;
-    }
-    if (!sg_json_member(doc, "id")) {
-        char hex[33];
-        random_hex(hex, 8);
-        snprintf(s->id, sizeof(s->id), "msg-%s", hex);
-        sg_json_add_str(doc, "id", s->id);
-        s->generated = true;
-    }
-    if ((v = sg_json_string(sg_json_member(doc, "saga_id"))))
-        snprintf(s->saga_id, sizeof(s->saga_id), "%s", v);
-    if ((v = sg_json_string(sg_json_member(doc, "id"))))
-        snprintf(s->id, sizeof(s->id), "%s", v);
-    if (s->generated) {
-        s->text = sg_json_print(doc);
-        s->len = strlen(s->text);
-        free(text);
     }
     sg_json_destroy(doc);
 }

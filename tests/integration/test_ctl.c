@@ -299,10 +299,21 @@ Test(ctl, submit_wait_completes_with_exit_0)
     sgw_pair_start(NULL, 1, NULL);
     rc = ctl(ARGS("submit", "--wait", "--timeout", "60s",
                   saga_file("ctl-ok", "[{\"name\": \"a\", \"tool\": \"noop\"}, {\"name\": \"b\", "
-                                      "\"tool\": \"echo\", \"args\": {\"x\": 1}}]")));
+                                      "\"tool\": \"echo\", \"args\": {\"x\": 1.50}}]")));
     cr_assert_eq(rc, 0, "exit %d\nstdout %s\nstderr %s", rc, R.out, R.err);
     submitted_id(saga, sizeof(saga));
     cr_expect(strncmp(saga, "saga-", 5) == 0, "generated id %s", saga);
+    {
+        /* The generated ids are written into the producer's bytes: the
+         * rest goes out as it was written (1.50, not 1.5). */
+        sgw_reader_t r = {0};
+        sgw_reader_open(&r, sgw.topic_cmd);
+        sgw_reader_wait_count(&r, 1);
+        cr_expect(strstr(r.v[0].raw, "\"saga_id\":\"saga-") != NULL, "%s", r.v[0].raw);
+        cr_expect(strstr(r.v[0].raw, "\"args\": {\"x\": 1.50}") != NULL, "%s", r.v[0].raw);
+        cr_expect_str_eq(r.v[0].key, saga);
+        sgw_reader_close(&r);
+    }
     cr_expect(strstr(R.out, "completed: 2 of 2 steps ok") != NULL, "%s", R.out);
     sgw_q_text(status, sizeof(status), "SELECT status FROM sagas WHERE saga_id = '%s'", saga);
     cr_expect_str_eq(status, "completed");
