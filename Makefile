@@ -107,7 +107,7 @@ help:
 	@echo "make test-asan  only the sanitizer run"
 	@echo "make test-faults  relay under broker and PostgreSQL restarts (private services)"
 	@echo "make fuzz       each libFuzzer target for FUZZ_SECONDS (default 180): executions/s and findings"
-	@echo "make bench      relay, worker and http-tool figures beside their raw floors"
+	@echo "make bench      relay, worker, http-tool, dlq-tool and sagactl figures beside their raw floors"
 	@echo "make format-check  check .clang-format conformance"
 	@echo "make schemas-check schemas/, their fixtures and the error-code registry vs the C sources"
 	@echo "make structure-check  no call or include cycle among the C files, no program including another's"
