@@ -13,6 +13,7 @@ words) and compares them.
 """
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -102,6 +103,13 @@ def check(bindir, prog):
             fresh = unroff(fresh)
         if fresh != text:
             problems.append(f"{prog}: the committed {name} is stale: run make docs")
+    # Scripts a shell can load (zsh is checked where it is installed).
+    for shell, path in (("bash", prog + ".bash"), ("zsh", "_" + prog)):
+        if shutil.which(shell):
+            r = subprocess.run([shell, "-n", os.path.join(ROOT, "docs", "completion", path)],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                problems.append(f"{shell} -n {path}: {r.stderr.strip()}")
     top = run(bindir, prog, "--help")
     cmds = parse_help(top)
     if not cmds:
