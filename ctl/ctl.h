@@ -14,6 +14,7 @@
 
 #include "sagad/sg_cli.h"
 #include "sagad/sg_json.h"
+#include "sagad/sg_kafka.h"
 #include "sagad/sg_pg.h"
 #include "sagad/sg_registry.h"
 
@@ -92,6 +93,25 @@ void ctl_problems_free(ctl_problems_t *p);
 /* Prints the problems: "PATH: rule" lines, or with json one object
  * {"valid", "code", "problems": [{path, rule}]}. */
 void ctl_problems_print(const ctl_problems_t *p, bool json);
+
+/* A reader of the events topic with a throwaway group that commits
+ * nothing.  "Now" is when it is opened, not when it joins its group: it
+ * asks where every partition ends and starts there (the rebalance hook
+ * gives those offsets), so nothing published in between is missed. */
+typedef struct ctl_events_s {
+    sg_kafka_t *k;
+    const char *topic;
+    int64_t *end; /* per partition: where it ended when opened */
+    int nparts;
+    bool from_beginning;
+} ctl_events_t;
+
+/* Opens e at the end of the events topic, or at its oldest message when
+ * from_beginning; group names the group's prefix.  SG_EXIT_OK, or an exit
+ * code after saying why (Kafka unreachable, no such topic: SG_EXIT_INFRA).
+ * ctl_events_close(e) in every case. */
+int ctl_events_open(const ctl_t *c, const char *group, bool from_beginning, ctl_events_t *e);
+void ctl_events_close(ctl_events_t *e);
 
 /* The events that end a saga: completed, compensated, failed, cancelled
  * (and rejected, which ends a submission). */

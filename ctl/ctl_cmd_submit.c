@@ -3,10 +3,9 @@
  * saga_id (librdkafka's idempotent producer, acks=all), and with --wait
  * follows the events topic until the saga ends.
  *
- * The wait cannot miss the outcome however fast the worker is: before
- * producing, it reads where every partition of the events topic ends,
- * and its consumer starts there (the rebalance hook gives those offsets),
- * so every event written after the submission is seen. */
+ * The wait cannot miss the outcome however fast the worker is: its
+ * consumer is positioned before producing (ctl_events_open), so every
+ * event written after the submission is seen. */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,13 +26,6 @@ typedef struct submission_s {
     char saga_id[160], id[160];
     bool generated; /* saga_id or id was made here */
 } submission_t;
-
-typedef struct waiter_s {
-    sg_kafka_t *k;
-    const char *topic;
-    int64_t *end; /* per partition: where the topic ended before producing */
-    int nparts;
-} waiter_t;
 
 static void random_hex(char *out, size_t bytes)
 {
@@ -109,64 +101,6 @@ static void fill_ids(const ctl_t *c, char *text, size_t len, submission_t *s)
         s->generated = true;
     }
     sg_json_destroy(doc);
-}
-
-static int64_t start_at(void *opaque, bool assigned, const char *topic, int32_t partition)
-{
-    const waiter_t *w = opaque;
-
-    (void)topic;
-    if (!assigned || partition < 0 || partition >= w->nparts)
-        return -1;
-    return w->end[partition];
-}
-
-/* A consumer of the events topic that will start where each partition
- * ends now.  SG_EXIT_OK, or an exit code after saying why. */
-static int waiter_open(const ctl_t *c, waiter_t *w)
-{
-    char group[96], errstr[512];
-    const char *props[] = {"group.id", group, "auto.offset.reset", "latest", NULL};
-    sg_err_t err;
-
-    memset(w, 0, sizeof(*w));
-    w->topic = sg_config_str(c->cfg, "topic.events");
-    snprintf(group, sizeof(group), "sagactl-wait-%ld-%llu", (long)getpid(),
-             (unsigned long long)sg_run_now_ms());
-    if (!(w->k = sg_kafka_new(c->cfg, SG_KAFKA_CONSUMER, props, errstr, sizeof(errstr)))) {
-        ctl_warn(c, "%s", errstr);
-        return SG_EXIT_USAGE;
-    }
-    if ((w->nparts = sg_kafka_partition_count(w->k, w->topic, 10000)) <= 0) {
-        ctl_warn(c,
-                 "cannot read the events topic %s: Kafka unreachable or no such topic "
-                 "(check kafka.bootstrap.servers and topic.events)",
-                 w->topic);
-        return SG_EXIT_INFRA;
-    }
-    if (!(w->end = calloc((size_t)w->nparts, sizeof(*w->end))))
-        abort();
-    for (int p = 0; p < w->nparts; p++) {
-        int64_t low;
-        if (sg_kafka_query_watermarks(w->k, w->topic, p, 10000, &low, &w->end[p]) < 0 ||
-            w->end[p] < 0) {
-            ctl_warn(c, "cannot read where partition %d of %s ends: Kafka unreachable", p,
-                     w->topic);
-            return SG_EXIT_INFRA;
-        }
-    }
-    sg_kafka_set_rebalance_hook(w->k, start_at, w);
-    if (sg_kafka_subscribe(w->k, &w->topic, 1, &err) < 0) {
-        ctl_warn(c, "cannot follow %s: %s", w->topic, err.message);
-        return SG_EXIT_INFRA;
-    }
-    return SG_EXIT_OK;
-}
-
-static void waiter_close(waiter_t *w)
-{
-    sg_kafka_destroy(w->k);
-    free(w->end);
 }
 
 static int produce(const ctl_t *c, const submission_t *s, int64_t timeout_ms)
@@ -298,7 +232,8 @@ static bool ends(const sg_json_t *ev, const submission_t *s)
     return strcmp(type, "saga.rejected") != 0 || !sub || strcmp(sub, s->id) == 0;
 }
 
-static int wait_outcome(const ctl_t *c, waiter_t *w, const submission_t *s, uint64_t deadline_ms)
+static int wait_outcome(const ctl_t *c, ctl_events_t *w, const submission_t *s,
+                        uint64_t deadline_ms)
 {
     sg_err_t err;
 
@@ -336,7 +271,7 @@ static int submit(ctl_t *c, const sg_registry_t *reg, char *text, size_t len)
     uint64_t started = sg_run_now_ms();
     ctl_problems_t p;
     submission_t s;
-    waiter_t w = {0};
+    ctl_events_t w = {0};
     int64_t timeout_ms;
     int rc;
 
@@ -354,12 +289,13 @@ static int submit(ctl_t *c, const sg_registry_t *reg, char *text, size_t len)
     }
     ctl_problems_free(&p);
     sg_run_trap_signals();
-    if ((!wait || !(rc = waiter_open(c, &w))) && !(rc = produce(c, &s, timeout_ms))) {
+    if ((!wait || !(rc = ctl_events_open(c, "sagactl-wait", false, &w))) &&
+        !(rc = produce(c, &s, timeout_ms))) {
         print_submitted(c, &s);
         if (wait)
             rc = wait_outcome(c, &w, &s, started + (uint64_t)timeout_ms);
     }
-    waiter_close(&w);
+    ctl_events_close(&w);
     free(s.text);
     return rc;
 }

@@ -2,7 +2,8 @@
  * decoded line per event (--json: the event as it came), like kcat -C.
  * Reads with a throwaway consumer group and commits nothing, so it never
  * disturbs another reader.  Following one saga, it stops after the
- * saga's last event. */
+ * saga's last event.  --name needs PostgreSQL only for sagas accepted
+ * before the watch began (events other than saga.accepted carry no name). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,28 +14,83 @@
 #include "sagad/sg_run.h"
 #include "sagad/sg_text.h"
 
+/* With --name: every saga id met so far and whether it has that name. */
+typedef struct seen_s {
+    char *saga_id;
+    bool match;
+} seen_t;
+
 typedef struct follow_s {
+    const ctl_t *c;
     const char *saga_id; /* NULL: every saga */
     const char *name;    /* NULL: any name */
-    char **ids;          /* with name: the sagas seen accepted under it */
-    size_t nids;
+    seen_t *seen;
+    size_t nseen;
+    sg_pg_t *pg; /* where names of sagas accepted before the watch are asked */
+    bool no_pg;  /* PostgreSQL not configured or not reachable: not asked */
 } follow_t;
 
-static bool known(const follow_t *f, const char *saga)
+static seen_t *find_seen(const follow_t *f, const char *saga)
 {
-    for (size_t i = 0; i < f->nids; i++)
-        if (strcmp(f->ids[i], saga) == 0)
-            return true;
-    return false;
+    for (size_t i = 0; i < f->nseen; i++)
+        if (strcmp(f->seen[i].saga_id, saga) == 0)
+            return &f->seen[i];
+    return NULL;
 }
 
-/* Whether ev is one the watch shows; learns the sagas of --name from
- * their saga.accepted (the only event that carries the name). */
+static seen_t *add_seen(follow_t *f, const char *saga, bool match)
+{
+    if (!(f->seen = realloc(f->seen, (f->nseen + 1) * sizeof(*f->seen))) ||
+        !(f->seen[f->nseen].saga_id = strdup(saga)))
+        abort();
+    f->seen[f->nseen].match = match;
+    return &f->seen[f->nseen++];
+}
+
+/* The name of a saga accepted before the watch began, from PostgreSQL
+ * when pg.dsn is set and reachable (asked once per saga); else false. */
+static bool named_in_pg(follow_t *f, const char *saga)
+{
+    const char *dsn = sg_config_str(f->c->cfg, "pg.dsn");
+    sg_pg_res_t *res = NULL;
+    sg_pg_opts_t opts;
+    sg_err_t err;
+    bool match;
+
+    if (f->no_pg)
+        return false;
+    if (!f->pg) {
+        sg_pg_opts_from_config(&opts, f->c->cfg, "sagactl");
+        opts.connect_attempts = 1;
+        if (!dsn || !*dsn || !(f->pg = sg_pg_connect(&opts, &err))) {
+            ctl_warn(f->c,
+                     "sagas accepted before the watch began are not shown: their names "
+                     "are in PostgreSQL, %s",
+                     dsn && *dsn ? "which cannot be reached" : "and pg.dsn is not set");
+            f->no_pg = true;
+            return false;
+        }
+    }
+    if (sg_pg_exec(f->pg, "SELECT 1 FROM sagas WHERE saga_id = $1 AND name = $2", 2,
+                   (const char *const[]){saga, f->name}, &res, &err) < 0) {
+        ctl_warn(f->c, "cannot ask PostgreSQL for saga names: %s", err.message);
+        f->no_pg = true;
+        return false;
+    }
+    match = sg_pg_res_rows(res) > 0;
+    sg_pg_res_destroy(res);
+    return match;
+}
+
+/* Whether ev is one the watch shows.  A saga's name is on its
+ * saga.accepted only: the sagas of --name are learnt from it, and a saga
+ * first met on a later event is looked up once. */
 static bool wanted(follow_t *f, const sg_json_t *ev)
 {
     const char *saga = sg_json_string(sg_json_member(ev, "saga_id"));
     const char *type = sg_json_string(sg_json_member(ev, "type"));
     const char *name = sg_json_string(sg_json_member(ev, "name"));
+    seen_t *s;
 
     if (!saga)
         return false;
@@ -42,14 +98,13 @@ static bool wanted(follow_t *f, const sg_json_t *ev)
         return strcmp(saga, f->saga_id) == 0;
     if (!f->name)
         return true;
-    if (type && strcmp(type, "saga.accepted") == 0 && name && strcmp(name, f->name) == 0 &&
-        !known(f, saga)) {
-        if (!(f->ids = realloc(f->ids, (f->nids + 1) * sizeof(*f->ids))) ||
-            !(f->ids[f->nids] = strdup(saga)))
-            abort();
-        f->nids++;
-    }
-    return known(f, saga);
+    if ((s = find_seen(f, saga)))
+        return s->match;
+    if (type && strcmp(type, "saga.accepted") == 0)
+        return add_seen(f, saga, name && strcmp(name, f->name) == 0)->match;
+    if (type && strcmp(type, "saga.rejected") == 0)
+        return false; /* a submission refused: no saga, no name */
+    return add_seen(f, saga, named_in_pg(f, saga))->match;
 }
 
 static const char *jstr(const sg_json_t *ev, const char *key)
@@ -115,42 +170,26 @@ static bool show(const ctl_t *c, follow_t *f, const sg_kafka_msg_t *msg, long *s
 
 static int follow(ctl_t *c, follow_t *f, long max)
 {
-    char group[96], errstr[512];
-    const char *props[] = {"group.id", group, "auto.offset.reset", "latest", NULL};
-    const char *topic = sg_config_str(c->cfg, "topic.events");
-    sg_kafka_t *k;
+    ctl_events_t e;
     sg_err_t err;
     long seen = 0;
-    int rc = SG_EXIT_OK;
+    int rc =
+        ctl_events_open(c, "sagactl-watch", sg_cli_opt(&c->args, "--from-beginning") != NULL, &e);
 
-    if (sg_cli_opt(&c->args, "--from-beginning"))
-        props[3] = "earliest";
-    snprintf(group, sizeof(group), "sagactl-watch-%ld-%llu", (long)getpid(),
-             (unsigned long long)sg_run_now_ms());
-    if (!(k = sg_kafka_new(c->cfg, SG_KAFKA_CONSUMER, props, errstr, sizeof(errstr)))) {
-        ctl_warn(c, "%s", errstr);
-        return SG_EXIT_USAGE;
-    }
-    if (sg_kafka_partition_count(k, topic, 10000) <= 0) {
-        ctl_warn(c, "cannot read the events topic %s: Kafka unreachable or no such topic", topic);
-        sg_kafka_destroy(k);
-        return SG_EXIT_INFRA;
-    }
-    if (sg_kafka_subscribe(k, &topic, 1, &err) < 0) {
-        ctl_warn(c, "cannot follow %s: %s", topic, err.message);
-        sg_kafka_destroy(k);
-        return SG_EXIT_INFRA;
+    if (rc) {
+        ctl_events_close(&e);
+        return rc;
     }
     if (isatty(2))
-        fprintf(stderr, "following %s (Ctrl-C stops)\n", topic);
+        fprintf(stderr, "following %s (Ctrl-C stops)\n", e.topic);
     sg_run_trap_signals();
     while (sg_run_running && (max == 0 || seen < max)) {
         sg_kafka_msg_t *msg;
-        int got = sg_kafka_consume(k, 200, &msg, &err);
+        int got = sg_kafka_consume(e.k, 200, &msg, &err);
         bool last = false;
 
-        if (got < 0 && (err.fatal || sg_kafka_fatal(k))) {
-            ctl_warn(c, "lost %s: %s", topic, err.message);
+        if (got < 0 && (err.fatal || sg_kafka_fatal(e.k))) {
+            ctl_warn(c, "lost %s: %s", e.topic, err.message);
             rc = SG_EXIT_INFRA;
             break;
         }
@@ -161,7 +200,7 @@ static int follow(ctl_t *c, follow_t *f, long max)
         if (last)
             break;
     }
-    sg_kafka_destroy(k);
+    ctl_events_close(&e);
     return rc;
 }
 
@@ -181,10 +220,12 @@ int ctl_cmd_watch(sg_cli_t *cli, int argc, char **argv)
     }
     if (ctl_opt_long(&c, "--max", 0, 1000000000L, &max) < 0)
         return ctl_close(&c, SG_EXIT_USAGE);
+    f.c = &c;
     f.saga_id = c.args.npos ? c.args.pos[0] : NULL;
     rc = follow(&c, &f, max);
-    for (size_t i = 0; i < f.nids; i++)
-        free(f.ids[i]);
-    free(f.ids);
+    for (size_t i = 0; i < f.nseen; i++)
+        free(f.seen[i].saga_id);
+    free(f.seen);
+    sg_pg_destroy(f.pg);
     return ctl_close(&c, rc);
 }

@@ -6,10 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ctl.h"
+#include "sagad/sg_kafka.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_mask.h"
+#include "sagad/sg_run.h"
 #include "sagad/sg_submit.h"
 #include "sagad/sg_text.h"
 
@@ -332,4 +335,63 @@ bool ctl_event_terminal(const char *type)
         if (strcmp(type, ends[i]) == 0)
             return true;
     return false;
+}
+
+static int64_t start_at(void *opaque, bool assigned, const char *topic, int32_t partition)
+{
+    const ctl_events_t *e = opaque;
+
+    (void)topic;
+    if (!assigned || e->from_beginning || partition < 0 || partition >= e->nparts)
+        return -1;
+    return e->end[partition];
+}
+
+int ctl_events_open(const ctl_t *c, const char *group, bool from_beginning, ctl_events_t *e)
+{
+    char gid[96], errstr[512];
+    const char *props[] = {"group.id", gid, "auto.offset.reset",
+                           from_beginning ? "earliest" : "latest", NULL};
+    sg_err_t err;
+
+    memset(e, 0, sizeof(*e));
+    e->from_beginning = from_beginning;
+    e->topic = sg_config_str(c->cfg, "topic.events");
+    snprintf(gid, sizeof(gid), "%s-%ld-%llu", group, (long)getpid(),
+             (unsigned long long)sg_run_now_ms());
+    if (!(e->k = sg_kafka_new(c->cfg, SG_KAFKA_CONSUMER, props, errstr, sizeof(errstr)))) {
+        ctl_warn(c, "%s", errstr);
+        return SG_EXIT_USAGE;
+    }
+    if ((e->nparts = sg_kafka_partition_count(e->k, e->topic, 10000)) <= 0) {
+        ctl_warn(c,
+                 "cannot read the events topic %s: Kafka unreachable or no such topic "
+                 "(check kafka.bootstrap.servers and topic.events)",
+                 e->topic);
+        return SG_EXIT_INFRA;
+    }
+    if (!(e->end = calloc((size_t)e->nparts, sizeof(*e->end))))
+        abort();
+    for (int p = 0; !from_beginning && p < e->nparts; p++) {
+        int64_t low;
+        if (sg_kafka_query_watermarks(e->k, e->topic, p, 10000, &low, &e->end[p]) < 0 ||
+            e->end[p] < 0) {
+            ctl_warn(c, "cannot read where partition %d of %s ends: Kafka unreachable", p,
+                     e->topic);
+            return SG_EXIT_INFRA;
+        }
+    }
+    sg_kafka_set_rebalance_hook(e->k, start_at, e);
+    if (sg_kafka_subscribe(e->k, &e->topic, 1, &err) < 0) {
+        ctl_warn(c, "cannot follow %s: %s", e->topic, err.message);
+        return SG_EXIT_INFRA;
+    }
+    return SG_EXIT_OK;
+}
+
+void ctl_events_close(ctl_events_t *e)
+{
+    sg_kafka_destroy(e->k);
+    free(e->end);
+    memset(e, 0, sizeof(*e));
 }

@@ -35,7 +35,7 @@ static const sg_cli_opt_t list_opts[] = {
 };
 
 static const sg_cli_opt_t watch_opts[] = {
-    {"--name", "N", "only sagas of this name (learnt from their saga.accepted)"},
+    {"--name", "N", "only sagas of this name"},
     {"--from-beginning", NULL, "start at the oldest event still in the topic"},
     {"--max", "N", "stop after N events"},
     {"--json", NULL, "each event as it came, one per line"},
@@ -83,7 +83,10 @@ static const sg_cli_cmd_t ctl_cmds[] = {
      false},
     {"watch", ctl_cmd_watch, "[SAGA_ID | --name N] [--from-beginning] [--json]",
      "follow the events topic live, one decoded line per event", watch_opts,
-     "Following one saga, watch ends after the saga's last event.\n", true},
+     "Following one saga, watch ends after the saga's last event.  --name knows a saga\n"
+     "by its saga.accepted, or for a saga accepted before the watch began, asks\n"
+     "PostgreSQL once (pg.dsn; without it such sagas are not shown, and it says so).\n",
+     true},
     {"cancel", ctl_cmd_control, "SAGA_ID --reason TEXT [--by NAME]",
      "stop a saga: no new call starts, completed steps are compensated", control_opts, NOT_YET,
      true},

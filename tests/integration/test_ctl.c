@@ -516,3 +516,36 @@ Test(ctl, cancel_approve_reject_refuse_until_the_worker_handles_them)
     cr_expect_eq(ctl(ARGS("cancel", "s1")), 2, "--reason is required");
     cr_expect_eq(ctl(ARGS("approve", "s1", "--reason", "x")), 2, "STEP is required");
 }
+
+/* ---- watch --name ---- */
+
+/* A saga of that name accepted before the watch began is known by asking
+ * PostgreSQL (its later events carry no name); another name is not shown. */
+Test(ctl, watch_name_shows_its_sagas_also_those_accepted_before_it_began)
+{
+    sgt_bg_t w = {0};
+    const char *line;
+    int rc;
+
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_submit("other-1", "[{\"name\": \"nap\", \"tool\": \"sleep\", \"args\": {\"ms\": 7000}}, "
+                          "{\"name\": \"after\", \"tool\": \"noop\"}]");
+    rc = ctl(
+        ARGS("submit", saga_file("ctl-named", "[{\"name\": \"nap\", \"tool\": \"sleep\", \"args\": "
+                                              "{\"ms\": 7000}}, {\"name\": \"after\", \"tool\": "
+                                              "\"noop\"}]")));
+    cr_assert_eq(rc, 0, "%s", R.err);
+    sgw_event_wait("other-1", "saga.accepted");
+    /* Both sagas are asleep in their first step; the watch begins now,
+     * after their saga.accepted. */
+    sgt_bg_start(&w, "sagactl", ARGS("watch", "--name", "ctl-named", "--max", "3"), sgw.env);
+    rc = sgt_bg_join(&w, 60);
+    cr_assert_eq(rc, 0, "exit %d: %s", rc, w.err);
+    line = w.out;
+    cr_expect(strstr(line, "#2  step.succeeded  step 0 (nap)") != NULL, "%s", w.out);
+    cr_expect(strstr(line, "#3  step.succeeded  step 1 (after)") != NULL, "%s", w.out);
+    cr_expect(strstr(line, "#4  saga.completed") != NULL, "%s", w.out);
+    cr_expect(strstr(line, "other-1") == NULL, "another saga's events:\n%s", w.out);
+    sgt_bg_free(&w);
+    sgw_pair_stop();
+}
