@@ -195,7 +195,7 @@ static int before_exists(ctl_t *c)
 static void print_page(const ctl_t *c, const sg_pg_res_t *res, size_t rows)
 {
     static const char *const header[] = {"SAGA_ID", "NAME",          "STATUS", "STEPS OK",
-                                         "NOW AT",  "CREATED (UTC)", "IDLE"};
+                                         "NOW AT",  "CREATED (UTC)", "UPDATED"};
     sg_table_t *t;
 
     if (c->json) {
@@ -241,7 +241,7 @@ int ctl_cmd_list(sg_cli_t *cli, int argc, char **argv)
     snprintf(sql, sizeof(sql),
              "SELECT s.saga_id, s.name, s.status, %s, "
              " to_char(s.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'), "
-             " justify_interval(date_trunc('second', now() - s.updated_at))::text, "
+             " justify_interval(date_trunc('second', now() - s.updated_at))::text || ' ago', "
              " jsonb_build_object('saga_id', s.saga_id, 'name', s.name, 'status', s.status, "
              "  'created_at', s.created_at, 'updated_at', s.updated_at, 'generation', "
              "  s.generation, 'idle_s', round(extract(epoch FROM now() - s.updated_at), 3))::text "

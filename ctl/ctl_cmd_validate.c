@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ctl.h"
 
@@ -32,11 +33,13 @@ int ctl_cmd_validate(sg_cli_t *cli, int argc, char **argv)
     ctl_check(&c, text, len, reg, &p);
     ctl_problems_print(&p, c.json);
     if (p.n) {
-        ctl_warn(&c, "%s would be refused (%s): %zu problem%s", path, p.code, p.n,
+        ctl_warn(&c, "%s would be refused (%s): %zu problem%s",
+                 strcmp(path, "-") == 0 ? "standard input" : path, p.code, p.n,
                  p.n == 1 ? "" : "s");
         rc = SG_EXIT_REFUSED;
     } else if (!c.json) {
-        fprintf(stderr, "%s: valid against %s\n", path, reg->path);
+        fprintf(stderr, "%s: valid against %s\n", strcmp(path, "-") == 0 ? "standard input" : path,
+                reg->path);
     }
     ctl_problems_free(&p);
     free(text);
