@@ -39,11 +39,12 @@ MIGRATIONS := $(sort $(wildcard schemas/sql/*.sql))
 
 # The binaries the container image ships (deploy/Dockerfile), then the
 # example service the tests and the demo use.
-SAGAD_PROGS := $(BINDIR)/sagad-worker $(BINDIR)/sagad-relay $(BINDIR)/dlq-tool
+SAGAD_PROGS := $(BINDIR)/sagad-worker $(BINDIR)/sagad-relay $(BINDIR)/dlq-tool $(BINDIR)/sagactl
 PROGS := $(SAGAD_PROGS) $(BINDIR)/checkout-svc
 WORKER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard worker/*.c))
 RELAY_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard outbox/*.c))
 DLQ_OBJS    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard dlq-tool/*.c))
+CTL_OBJS    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard ctl/*.c))
 # The example downstream service of the tests, the demo and the benchmark.
 CHECKOUT_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard examples/checkout/*.c))
 MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
@@ -97,7 +98,7 @@ endif
 all: $(LIBSAGAD) $(PROGS)
 
 help:
-	@echo "make            build build/libsagad.a and bin/{sagad-worker,sagad-relay,dlq-tool,checkout-svc}"
+	@echo "make            build build/libsagad.a and bin/{sagad-worker,sagad-relay,dlq-tool,sagactl,checkout-svc}"
 	@echo "make deps       install the Debian packages needed (no-op when present; demo, test, bench, up and test-* run it first)"
 	@echo "make up / down  start / stop the private PostgreSQL and Kafka under .run/"
 	@echo "make demo       services, checkout-svc, relay and worker up; three example sagas run end to end"
@@ -106,11 +107,12 @@ help:
 	@echo "make test-asan  only the sanitizer run"
 	@echo "make test-faults  relay under broker and PostgreSQL restarts (private services)"
 	@echo "make fuzz       each libFuzzer target for FUZZ_SECONDS (default 180): executions/s and findings"
-	@echo "make bench      relay, worker and http-tool figures beside their raw floors"
+	@echo "make bench      relay, worker, http-tool, dlq-tool and sagactl figures beside their raw floors"
 	@echo "make format-check  check .clang-format conformance"
 	@echo "make schemas-check schemas/, their fixtures and the error-code registry vs the C sources"
 	@echo "make structure-check  no call or include cycle among the C files, no program including another's, private headers kept private, the saga decision pure"
-	@echo "make docs       regenerate docs/CONFIGURATION.md, deploy/sagad.sample.conf, docs/METRICS.md and docs/STATES.md"
+	@echo "make docs       regenerate docs/CONFIGURATION.md, deploy/sagad.sample.conf, docs/METRICS.md, docs/STATES.md,"
+	@echo "                and each program's man page (docs/man) and bash/zsh completions (docs/completion)"
 	@echo "make image-check  deploy/Dockerfile's runtime packages cover what the binaries load"
 	@echo "make k8s-check  render deploy/k8s and validate it offline (schemas, config, probes, security)"
 
@@ -151,6 +153,8 @@ $(BINDIR)/sagad-relay: $(RELAY_OBJS) $(LIBSAGAD)
 # dlq-tool checks edited submissions with the worker's own rules, which
 # live in lib/ (sg_submit, sg_registry): it links no adapter of the worker.
 $(BINDIR)/dlq-tool: $(DLQ_OBJS) $(LIBSAGAD)
+# sagactl, like dlq-tool, checks with lib/'s rules and links no worker code.
+$(BINDIR)/sagactl: $(CTL_OBJS) $(LIBSAGAD)
 $(BINDIR)/checkout-svc: $(CHECKOUT_OBJS) $(LIBSAGAD)
 $(CHECKOUT_OBJS): EXTRA_CFLAGS := $(MHD_CFLAGS)
 $(BINDIR)/checkout-svc: EXTRA_LIBS := $(MHD_LIBS)
@@ -181,6 +185,7 @@ $(BUILD)/bench/%.o: tests/bench/%.c $(RDKAFKA_STAMP)
 
 BENCH_WORKER := $(BUILD)/bench/bench-worker
 BENCH_DLQ := $(BUILD)/bench/bench-dlq
+BENCH_CTL := $(BUILD)/bench/bench-ctl
 
 $(BENCH_RELAY): $(BUILD)/bench/bench_relay.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
@@ -190,6 +195,9 @@ $(BENCH_WORKER): $(BUILD)/bench/bench_worker.o $(BUILD)/bench/bench_util.o $(fil
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
 $(BENCH_DLQ): $(BUILD)/bench/bench_dlq.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
+$(BENCH_CTL): $(BUILD)/bench/bench_ctl.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
 BENCH_HTTP := $(BUILD)/bench/bench-http
@@ -257,7 +265,7 @@ test-faults: all
 	tests/faults/run.sh
 
 # bench: throughput and latency beside the raw floors (not a test).
-bench: all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_HTTP) $(BENCH_DLQ) $(BENCH_FLOOD)
+bench: all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_HTTP) $(BENCH_DLQ) $(BENCH_FLOOD) $(BENCH_CTL)
 	tests/bench/run.sh
 
 fuzz: fuzz-build
@@ -304,16 +312,34 @@ fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
 GEN_DOCS := docs/CONFIGURATION.md:--config-reference deploy/sagad.sample.conf:--config-sample \
             docs/METRICS.md:--metrics-reference docs/STATES.md:states
 
-docs: $(BINDIR)/sagad-worker
+# Each shipped program's man page and bash and zsh completions come from
+# its command table, as its --help does (PROG --man, PROG --completion
+# SHELL); tests/docs/cli_docs.py checks the three say the same.
+CLI_PROGS := sagactl dlq-tool sagad-worker sagad-relay
+CLI_DOCS = $(foreach p,$(CLI_PROGS),docs/man/$(p).1:$(p):--man \
+             docs/completion/$(p).bash:$(p):--completion:bash docs/completion/_$(p):$(p):--completion:zsh)
+
+docs: $(SAGAD_PROGS)
 	@for d in $(GEN_DOCS); do \
 	  $(BINDIR)/sagad-worker $${d#*:} > $${d%%:*} && echo "wrote $${d%%:*}" || exit 1; \
 	done
+	@mkdir -p docs/man docs/completion
+	@for d in $(CLI_DOCS); do \
+	  f=$${d%%:*}; a=$${d#*:}; \
+	  $(BINDIR)/$$(echo $$a | tr ':' ' ') > $$f && echo "wrote $$f" || exit 1; \
+	done
 
-docs-check: $(BINDIR)/sagad-worker
+docs-check: $(SAGAD_PROGS)
 	@for d in $(GEN_DOCS); do \
 	  $(BINDIR)/sagad-worker $${d#*:} | diff -u $${d%%:*} - \
 	    || { echo "$${d%%:*} is stale: run make docs"; exit 1; }; \
 	done
+	@for d in $(CLI_DOCS); do \
+	  f=$${d%%:*}; a=$${d#*:}; \
+	  $(BINDIR)/$$(echo $$a | tr ':' ' ') | diff -u $$f - >/dev/null \
+	    || { echo "$$f is stale: run make docs"; exit 1; }; \
+	done
+	$(CHECK_PYTHON) tests/docs/cli_docs.py $(BINDIR) $(CLI_PROGS)
 	$(CHECK_PYTHON) tests/docs/links.py
 
 # The checks run Debian's python3 where there is one: python3-jsonschema

@@ -7,12 +7,14 @@
 #      payment answers 429 with Retry-After: 1 once;
 #   3. sagad-relay and sagad-worker started in the background with the
 #      checkout tool registry (examples/checkout/tools.json: http tools);
-#   4. three example sagas submitted to Kafka: one completes despite the
-#      faults (retried with the same Idempotency-Key); then email is made
-#      to answer 400 and the next one is compensated in reverse order; one
-#      is malformed and is rejected and dead-lettered;
-#   5. each saga's timeline printed from the events topic, and what
-#      checkout-svc saw.
+#   4. three example sagas: two submitted with `sagactl submit --wait`, one
+#      completes despite the faults (retried with the same Idempotency-Key,
+#      exit 0); then email is made to answer 400 and the next one is
+#      compensated in reverse order (exit 1); the third is malformed:
+#      sagactl validate refuses it, and sent anyway (kcat) the worker
+#      rejects and dead-letters it with the same problems;
+#   5. each saga's events printed by `sagactl watch`, the newest sagas by
+#      `sagactl list`, and what checkout-svc saw.
 #   6. the malformed saga shown by dlq-tool list and show, a partial fix
 #      refused, the fix made with dlq-tool edit --set, replayed, completing.
 #
@@ -97,78 +99,65 @@ echo "relay pid $(cat "$run/relay.pid"), worker pid $(cat "$run/worker.pid")"
 suffix=$(date +%s)
 ids=()
 
-submit() { # FILE: submits it under a fresh saga id, appended to ids
-    local f=$1 id
-    id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["saga_id"])' "$f")-$suffix
-    ids+=("$id")
+with_id() { # FILE ID: the saga.start of FILE under saga id ID, one line
     python3 -c 'import json,sys
 d = json.load(open(sys.argv[1])); d["saga_id"] = sys.argv[2]; d["id"] = "sub-" + sys.argv[2]
-print(json.dumps(d, separators=(",", ":")))' "$f" "$id" |
-        kcat -b "$bootstrap" -P -t "$topic_commands" -k "$id"
-    echo "  $f -> saga $id"
+print(json.dumps(d, separators=(",", ":")))' "$1" "$2"
 }
 
-saga_state() { # ID: its status, "rejected" or "pending"
-    psql "$SAGAD_PG_DSN" -Atc "SELECT coalesce((SELECT status FROM sagas WHERE saga_id = '$1'),
-        (SELECT 'rejected' FROM dead_letters WHERE saga_id = '$1' LIMIT 1), 'pending')"
-}
-
-wait_terminal() { # ID
-    local deadline=$((SECONDS + 60)) state
-    while :; do
-        state=$(saga_state "$1")
-        case $state in completed | compensated | failed | rejected) break ;; esac
-        if [ $SECONDS -ge $deadline ]; then
-            echo "demo: saga $1 still $state after 60 s; see $run/worker.log" >&2
-            exit 1
-        fi
-        sleep 0.5
-    done
-    echo "  $1: $state"
+submit_wait() { # FILE WANT_EXIT: sagactl submit --wait under a fresh saga id
+    local f=$1 want=$2 id rc=0
+    id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["saga_id"])' "$f")-$suffix
+    ids+=("$id")
+    echo "\$ sagactl submit --wait --timeout 60s $f   (as saga $id)"
+    with_id "$f" "$id" | bin/sagactl submit --wait --timeout 60s - || rc=$?
+    if [ "$rc" != "$want" ]; then
+        echo "demo: sagactl submit exited $rc, not $want; see $run/worker.log" >&2
+        exit 1
+    fi
+    echo "  (exit $rc)"
 }
 
 echo
-echo "== submitting the example sagas"
-submit examples/sagas/checkout-ok.json
-wait_terminal "${ids[0]}"
+echo "== submitting the example sagas with sagactl"
+submit_wait examples/sagas/checkout-ok.json 0
 echo "  (email now answers 400)"
 curl -fsS -X POST "$checkout/_admin/faults" \
     -d '{"path": "/email/send", "status": 400}' >/dev/null
-submit examples/sagas/checkout-fails.json
-submit examples/sagas/malformed.json
+submit_wait examples/sagas/checkout-fails.json 1
 
+# The malformed submission: sagactl checks it with the worker's own rules
+# and sends nothing.  A producer that does not check (kcat here) gets the
+# same problems back from the worker as saga.rejected, and a dead letter
+# that dlq-tool fixes below.
+bad=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["saga_id"])' \
+    examples/sagas/malformed.json)-$suffix
+ids+=("$bad")
 echo
-echo "== waiting for the outcomes"
-for id in "${ids[@]:1}"; do
-    wait_terminal "$id"
+echo "\$ sagactl validate examples/sagas/malformed.json"
+bin/sagactl validate examples/sagas/malformed.json || echo "  (exit $?: refused; sagactl submit sends nothing)"
+echo "  sent anyway with kcat, as saga $bad"
+with_id examples/sagas/malformed.json "$bad" | kcat -b "$bootstrap" -P -t "$topic_commands" -k "$bad"
+deadline=$((SECONDS + 60))
+until [ -n "$(psql "$SAGAD_PG_DSN" -Atc "SELECT 1 FROM dead_letters WHERE saga_id = '$bad' LIMIT 1")" ]; do
+    if [ $SECONDS -ge $deadline ]; then
+        echo "demo: saga $bad not rejected in 60 s; see $run/worker.log" >&2
+        exit 1
+    fi
+    sleep 0.5
 done
 sleep 1 # the relay publishes the last events
 
 echo
-echo "== timelines, from the $topic_events topic"
-kcat -b "$bootstrap" -C -t "$topic_events" -e -q -f '%k\t%s\n' |
-    python3 -c '
-import json, sys
-ids = sys.argv[1:]
-events = {i: [] for i in ids}
-for line in sys.stdin:
-    key, _, body = line.rstrip("\n").partition("\t")
-    if key in events:
-        events[key].append(json.loads(body))
-for i in ids:
-    print("saga", i)
-    for e in sorted(events[i], key=lambda e: e["seq"]):
-        what = e.get("step_name", "")
-        extra = e.get("error_code", "")
-        if e["type"] == "saga.rejected":
-            extra = "; ".join(p["path"] + ": " + p["rule"] for p in e["problems"])
-        if "run_health" in e:
-            h = e["run_health"]
-            extra = "ok=%d failed=%d compensated=%d skipped=%d" % (
-                h["ok"], h["failed"], h["compensated"], h["skipped"])
-        print("  %3d  %-24s %-8s %s" % (e["seq"], e["type"], what, extra))
-    print()
-' "${ids[@]}"
+echo "== timelines, from the $topic_events topic: sagactl watch ID --from-beginning"
+for id in "${ids[@]}"; do
+    bin/sagactl watch "$id" --from-beginning
+    echo
+done
+
+echo "== sagactl list --since 10m"
+bin/sagactl list --since 10m --limit 5 || true
+echo
 
 echo "== what checkout-svc saw (method path status Idempotency-Key), from $checkout/_admin/requests"
 curl -fsS "$checkout/_admin/requests" | python3 -c '
@@ -186,10 +175,9 @@ psql "$SAGAD_PG_DSN" -c "SELECT id, error_code, saga_id, left(message, 70) AS me
     FROM dead_letters WHERE saga_id LIKE '%-$suffix' ORDER BY id"
 
 # ---- dlq-tool: the malformed saga found, fixed and replayed (issue 6) ----
-# Self-contained: needs only ${ids[2]} (the malformed saga), SAGAD_PG_DSN,
+# Self-contained: needs only $bad (the malformed saga), SAGAD_PG_DSN,
 # SAGAD_WORKER_REGISTRY and the SAGAD_TOPIC_* variables exported above.
 # The fix uses no email step: email.send answers 400 by now.
-bad=${ids[2]}
 echo "== dlq-tool list --saga $bad"
 bin/dlq-tool list --saga "$bad"
 dl=$(bin/dlq-tool list --saga "$bad" --json --limit 1 |
@@ -221,8 +209,8 @@ until [ "$(psql "$SAGAD_PG_DSN" -Atc "SELECT status FROM sagas WHERE saga_id = '
 done
 echo "  $bad: completed"
 echo
-echo "== dlq-tool saga $bad"
-bin/dlq-tool saga "$bad"
+echo "== sagactl show $bad   (also: dlq-tool saga $bad)"
+bin/sagactl show "$bad"
 echo
 echo "checkout-svc, the relay and the worker are still running."
 echo "Stop them with: make demo-stop    (and PostgreSQL + Kafka with: make down)"

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "sagad/sg_alloc.h"
+#include "sagad/sg_cli_doc.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_mask.h"
 #include "sagad/sg_metrics.h"
@@ -21,21 +22,25 @@ static void usage(const sg_cli_app_t *app, FILE *out)
     fprintf(out, "usage: %s [--config FILE] [--print-config] COMMAND [ARGS]\n", app->prog);
     fprintf(out, "       %s --help | --version\n\n%s\n\ncommands:\n", app->prog, app->summary);
     for (size_t i = 0; i < app->ncmds; i++) {
+        char left[160];
+
+        /* A long synopsis gets a line of its own, so the summaries stay
+         * in one column. */
+        snprintf(left, sizeof(left), "%s %s", app->cmds[i].name, app->cmds[i].args);
+        if (strlen(left) > 28)
+            fprintf(out, "  %s\n  %-28s %s\n", left, "", app->cmds[i].help);
+        else
+            fprintf(out, "  %-28s %s\n", left, app->cmds[i].help);
+    }
+    fprintf(out, "\n`%s COMMAND --help` describes a command and its options.\n\noptions:\n",
+            app->prog);
+    for (const sg_cli_opt_t *o = sg_cli_global_opts; o->name; o++) {
         char left[64];
 
-        snprintf(left, sizeof(left), "%s %s", app->cmds[i].name, app->cmds[i].args);
-        fprintf(out, "  %-28s %s\n", left, app->cmds[i].help);
+        snprintf(left, sizeof(left), "%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+        fprintf(out, "  %-20s %s\n", left, o->help);
     }
-    fprintf(out, "\n`%s COMMAND --help` describes a command and its options.\n", app->prog);
-    fprintf(out, "\noptions:\n"
-                 "  --config FILE     config file of `key = value` lines (also SAGAD_CONFIG)\n"
-                 "  --print-config    print the effective config, secrets masked, and exit\n"
-                 "  --config-reference  print the Markdown reference of every config key\n"
-                 "  --config-sample   print a sample config file of every key at its default\n"
-                 "  --metrics-reference print the Markdown reference of every metric\n"
-                 "  --help            this text\n"
-                 "  --version         print the version\n"
-                 "\nEvery key can be set in the environment: pg.dsn is SAGAD_PG_DSN, "
+    fprintf(out, "\nEvery key can be set in the environment: pg.dsn is SAGAD_PG_DSN, "
                  "kafka.bootstrap.servers\nis SAGAD_KAFKA_BOOTSTRAP_SERVERS. "
                  "Keys: docs/CONFIGURATION.md.\n"
                  "Exit codes: 0 ok, 1 failed, 2 usage or config error, 3 refused for safety,\n"
@@ -90,6 +95,15 @@ int sg_cli_main(const sg_cli_app_t *app, int argc, char **argv)
             return SG_EXIT_OK;
         } else if (strcmp(argv[i], "--metrics-reference") == 0) {
             sg_metrics_write_reference(stdout);
+            return SG_EXIT_OK;
+        } else if (strcmp(argv[i], "--man") == 0) {
+            sg_cli_write_man(app, stdout);
+            return SG_EXIT_OK;
+        } else if (strcmp(argv[i], "--completion") == 0 && i + 1 < argc) {
+            if (sg_cli_write_completion(app, argv[i + 1], stdout) < 0) {
+                fprintf(stderr, "%s: --completion %s: bash or zsh\n", app->prog, argv[i + 1]);
+                return SG_EXIT_USAGE;
+            }
             return SG_EXIT_OK;
         } else if (strcmp(argv[i], "--print-config") == 0) {
             print_config = true;

@@ -62,4 +62,5 @@ build/bench/bench-relay
 build/bench/bench-worker
 build/bench/bench-http
 build/bench/bench-dlq
+build/bench/bench-ctl
 build/bench/bench-flood

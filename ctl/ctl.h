@@ -1,0 +1,129 @@
+/* sagactl internals: one ctl_cmd_<verb>.c per command (or per family of
+ * commands reading the same data), shared helpers in ctl_common.c.
+ *
+ * Exit codes: sg_cli's SG_EXIT_* (0 ok, 1 failed outcome or nothing
+ * matched, 2 usage or config, 3 refused, 4 PostgreSQL or Kafka
+ * unreachable) and CTL_EXIT_TIMEOUT for a --wait that ran out.  Data goes
+ * to stdout, diagnostics to stderr as plain sentences. */
+#ifndef SAGAD_CTL_H
+#define SAGAD_CTL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sagad/sg_cli.h"
+#include "sagad/sg_json.h"
+#include "sagad/sg_kafka.h"
+#include "sagad/sg_pg.h"
+#include "sagad/sg_registry.h"
+
+#define CTL_EXIT_TIMEOUT 124 /* as timeout(1): --wait ran out */
+
+/* What every command holds: its parsed arguments, the config (the
+ * loaded one, or for offline commands one read without the checks a
+ * connection needs) and, once connected, PostgreSQL. */
+typedef struct ctl_s {
+    sg_cli_t *cli;
+    sg_cli_args_t args;
+    const sg_config_t *cfg;
+    sg_config_t *own_cfg; /* offline commands: read here, freed by ctl_close */
+    sg_pg_t *pg;
+    bool json;
+} ctl_t;
+
+/* Parses the command's arguments (and reads the config for an offline
+ * command); connects to PostgreSQL when connect.  Returns SG_EXIT_OK, or
+ * the exit code after saying why on stderr. */
+int ctl_open(ctl_t *c, sg_cli_t *cli, int argc, char **argv, bool connect);
+/* Frees what ctl_open made and returns rc. */
+int ctl_close(ctl_t *c, int rc);
+
+/* Prints "sagactl VERB: message" on stderr. */
+void ctl_warn(const ctl_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Runs a parameterised statement: SG_EXIT_OK, or after saying why on
+ * stderr SG_EXIT_INFRA (SG_EXIT_USAGE for a value PostgreSQL refused). */
+int ctl_query(ctl_t *c, const char *sql, int n, const char *const *params, sg_pg_res_t **res)
+    __attribute__((warn_unused_result));
+
+/* The one positional argument a command takes, or NULL after saying why
+ * (what names it: "saga ID", "FILE"). */
+const char *ctl_one_arg(const ctl_t *c, const char *what);
+
+/* A duration: N followed by ms, s, m, h or d ("90s", "30m", "2h").
+ * false when s is not one. */
+bool ctl_duration_ms(const char *s, int64_t *ms);
+/* The duration option name (absent: def_ms); -1 after saying why. */
+int ctl_opt_duration(const ctl_t *c, const char *name, int64_t def_ms, int64_t *ms);
+/* A whole number option from 1 to max (absent: def); -1 after saying why. */
+int ctl_opt_long(const ctl_t *c, const char *name, long def, long max, long *out);
+
+/* Reads FILE, or standard input for "-", whole: at most max bytes (more
+ * is refused).  NULL after saying why, with *len SIZE_MAX when the input
+ * was too large, 0 when it could not be read.  Caller frees. */
+char *ctl_read_input(const ctl_t *c, const char *path, size_t max, size_t *len);
+
+/* The JSON limits of the config (limits.*), as the worker applies them. */
+void ctl_limits(const ctl_t *c, sg_json_limits_t *lim);
+
+/* The tool registry of --registry, else worker.registry, read as every
+ * front end reads it (sg_registry_load, no adapter hooks).  NULL after
+ * saying why. */
+sg_registry_t *ctl_registry(const ctl_t *c);
+
+/* One problem of a submission: its JSON path and rule. */
+typedef struct ctl_problem_s {
+    char *path, *rule;
+} ctl_problem_t;
+
+typedef struct ctl_problems_s {
+    ctl_problem_t *v;
+    size_t n, cap;
+    char code[64]; /* the worker's error code of the refusal */
+} ctl_problems_t;
+
+/* The worker's verdict on the saga.start text[0..len): 0 when it would
+ * accept it; otherwise the number of problems, listed in p (the same
+ * sg_submit_decode and sg_submit_validate the worker runs; a message the
+ * worker dead-letters undecoded is one problem at "$").  Free p with
+ * ctl_problems_free. */
+int ctl_check(const ctl_t *c, const char *text, size_t len, const sg_registry_t *reg,
+              ctl_problems_t *p);
+void ctl_problems_free(ctl_problems_t *p);
+/* Prints the problems: "PATH: rule" lines, or with json one object
+ * {"valid", "code", "problems": [{path, rule}]}. */
+void ctl_problems_print(const ctl_problems_t *p, bool json);
+
+/* A reader of the events topic with a throwaway group that commits
+ * nothing.  "Now" is when it is opened, not when it joins its group: it
+ * asks where every partition ends and starts there (the rebalance hook
+ * gives those offsets), so nothing published in between is missed. */
+typedef struct ctl_events_s {
+    sg_kafka_t *k;
+    const char *topic;
+    int64_t *end; /* per partition: where it ended when opened */
+    int nparts;
+    bool from_beginning;
+} ctl_events_t;
+
+/* Opens e at the end of the events topic, or at its oldest message when
+ * from_beginning; group names the group's prefix.  SG_EXIT_OK, or an exit
+ * code after saying why (Kafka unreachable, no such topic: SG_EXIT_INFRA).
+ * ctl_events_close(e) in every case. */
+int ctl_events_open(const ctl_t *c, const char *group, bool from_beginning, ctl_events_t *e);
+void ctl_events_close(ctl_events_t *e);
+
+/* The events that end a saga: completed, compensated, failed, cancelled
+ * (and rejected, which ends a submission). */
+bool ctl_event_terminal(const char *type);
+
+/* Commands. */
+int ctl_cmd_validate(sg_cli_t *cli, int argc, char **argv);
+int ctl_cmd_submit(sg_cli_t *cli, int argc, char **argv);
+int ctl_cmd_status(sg_cli_t *cli, int argc, char **argv);
+int ctl_cmd_show(sg_cli_t *cli, int argc, char **argv);
+int ctl_cmd_list(sg_cli_t *cli, int argc, char **argv);
+int ctl_cmd_watch(sg_cli_t *cli, int argc, char **argv);
+int ctl_cmd_control(sg_cli_t *cli, int argc, char **argv);
+
+#endif

@@ -1,0 +1,392 @@
+/* What every sagactl command shares: arguments, config, the connection,
+ * durations, input files and the worker's verdict on a submission. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "sagad/sg_alloc.h"
+#include "sagad/sg_kafka.h"
+#include "sagad/sg_log.h"
+#include "sagad/sg_mask.h"
+#include "sagad/sg_run.h"
+#include "sagad/sg_submit.h"
+#include "sagad/sg_text.h"
+
+extern char **environ;
+
+/* An offline command (validate, submit, watch) needs no pg.dsn: the
+ * config is read as the others read it, without the required-key check. */
+static int read_config(ctl_t *c)
+{
+    char errstr[1024], masked[1024];
+
+    c->own_cfg = sg_config_new();
+    if ((c->cli->config_path &&
+         sg_config_load_file(c->own_cfg, c->cli->config_path, errstr, sizeof(errstr)) < 0) ||
+        sg_config_load_env(c->own_cfg, environ, errstr, sizeof(errstr)) < 0) {
+        sg_mask(errstr, masked, sizeof(masked));
+        ctl_warn(c, "%s", masked);
+        return SG_EXIT_USAGE;
+    }
+    c->cfg = c->own_cfg;
+    return SG_EXIT_OK;
+}
+
+/* The daemons' JSON log lines (librdkafka's connection errors among them)
+ * are not for a person at a terminal: sagactl says what failed in its own
+ * sentences.  log.level = debug keeps them, for a bug report. */
+static void quiet_logs(const ctl_t *c)
+{
+    static FILE *devnull;
+
+    if (strcmp(sg_config_str(c->cfg, "log.level"), "debug") == 0) {
+        sg_log_level = SG_LOG_DEBUG;
+        return;
+    }
+    sg_log_level = SG_LOG_ERROR;
+    if (!devnull && (devnull = fopen("/dev/null", "w")))
+        sg_log_set_stream(devnull);
+}
+
+int ctl_open(ctl_t *c, sg_cli_t *cli, int argc, char **argv, bool connect)
+{
+    sg_pg_opts_t opts;
+    sg_err_t err;
+    int rc;
+
+    memset(c, 0, sizeof(*c));
+    c->cli = cli;
+    c->cfg = cli->cfg;
+    if (sg_cli_parse(cli, argc, argv, &c->args) < 0)
+        return SG_EXIT_USAGE;
+    c->json = sg_cli_opt(&c->args, "--json") != NULL;
+    if (!c->cfg && (rc = read_config(c)))
+        return rc;
+    quiet_logs(c);
+    if (!connect)
+        return SG_EXIT_OK;
+    sg_pg_opts_from_config(&opts, c->cfg, "sagactl");
+    opts.connect_attempts = 3;
+    if (!(c->pg = sg_pg_connect(&opts, &err))) {
+        ctl_warn(c, "cannot reach PostgreSQL: %s (check pg.dsn / SAGAD_PG_DSN)", err.message);
+        return SG_EXIT_INFRA;
+    }
+    return SG_EXIT_OK;
+}
+
+int ctl_close(ctl_t *c, int rc)
+{
+    sg_pg_destroy(c->pg);
+    sg_cli_args_free(&c->args);
+    sg_config_destroy(c->own_cfg);
+    memset(c, 0, sizeof(*c));
+    return rc;
+}
+
+void ctl_warn(const ctl_t *c, const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "%s %s: ", c->cli->prog, c->cli->cmd->name);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+int ctl_query(ctl_t *c, const char *sql, int n, const char *const *params, sg_pg_res_t **res)
+{
+    sg_err_t err;
+
+    if (sg_pg_exec(c->pg, sql, n, params, res, &err) == 0)
+        return SG_EXIT_OK;
+    ctl_warn(c, "query failed: %s [%s]", err.message, err.code);
+    return strcmp(err.code, "pg.data") == 0 ? SG_EXIT_USAGE : SG_EXIT_INFRA;
+}
+
+const char *ctl_one_arg(const ctl_t *c, const char *what)
+{
+    if (c->args.npos != 1) {
+        ctl_warn(c, "needs one %s (try %s %s --help)", what, c->cli->prog, c->cli->cmd->name);
+        return NULL;
+    }
+    return c->args.pos[0];
+}
+
+bool ctl_duration_ms(const char *s, int64_t *ms)
+{
+    static const struct {
+        const char *unit;
+        int64_t ms;
+    } units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
+    char *end;
+    long long n;
+
+    errno = 0;
+    n = strtoll(s, &end, 10);
+    if (end == s || n < 0 || errno || *s == '-' || *s == '+' || *s == ' ')
+        return false;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcmp(end, units[i].unit) == 0) {
+            if (n > INT64_MAX / units[i].ms / 1000)
+                return false;
+            *ms = n * units[i].ms;
+            return true;
+        }
+    }
+    return false;
+}
+
+int ctl_opt_duration(const ctl_t *c, const char *name, int64_t def_ms, int64_t *ms)
+{
+    const char *v = sg_cli_opt(&c->args, name);
+
+    *ms = def_ms;
+    if (v && !ctl_duration_ms(v, ms)) {
+        ctl_warn(c, "%s %s: a duration is a whole number and a unit: 500ms, 90s, 30m, 2h or 7d",
+                 name, v);
+        return -1;
+    }
+    return 0;
+}
+
+int ctl_opt_long(const ctl_t *c, const char *name, long def, long max, long *out)
+{
+    const char *v = sg_cli_opt(&c->args, name);
+    char *end;
+
+    *out = def;
+    if (!v)
+        return 0;
+    errno = 0;
+    *out = strtol(v, &end, 10);
+    if (end == v || *end || errno || *out < 1 || *out > max) {
+        ctl_warn(c, "%s %s: must be a whole number from 1 to %ld", name, v, max);
+        return -1;
+    }
+    return 0;
+}
+
+char *ctl_read_input(const ctl_t *c, const char *path, size_t max, size_t *len)
+{
+    bool std_in = strcmp(path, "-") == 0;
+    FILE *fp = std_in ? stdin : fopen(path, "rb");
+    size_t cap = 65536, n = 0;
+    char *buf;
+
+    if (!fp) {
+        ctl_warn(c, "cannot read %s: %s", path, strerror(errno));
+        *len = 0;
+        return NULL;
+    }
+    buf = sg_xmalloc(cap + 1);
+    for (;;) {
+        size_t got = fread(buf + n, 1, cap - n, fp);
+        n += got;
+        if (n > max || got == 0)
+            break;
+        if (n == cap) {
+            cap *= 2;
+            buf = sg_xrealloc(buf, cap + 1);
+        }
+    }
+    if (ferror(fp) || n > max) {
+        if (n > max)
+            ctl_warn(c,
+                     "%s is larger than limits.max_message_bytes (%zu bytes): the worker "
+                     "would dead-letter it (input.too_large)",
+                     std_in ? "standard input" : path, max);
+        else
+            ctl_warn(c, "cannot read %s: %s", path, strerror(errno));
+        free(buf);
+        buf = NULL;
+        *len = n > max ? SIZE_MAX : 0;
+    } else {
+        buf[n] = '\0';
+        *len = n;
+    }
+    if (!std_in)
+        fclose(fp);
+    return buf;
+}
+
+void ctl_limits(const ctl_t *c, sg_json_limits_t *lim)
+{
+    lim->max_bytes = (size_t)sg_config_int(c->cfg, "limits.max_message_bytes");
+    lim->max_depth = (int)sg_config_int(c->cfg, "limits.max_json_depth");
+    lim->max_nodes = (long)sg_config_int(c->cfg, "limits.max_json_nodes");
+}
+
+sg_registry_t *ctl_registry(const ctl_t *c)
+{
+    const char *path = sg_cli_opt(&c->args, "--registry");
+    sg_registry_t *reg;
+    sg_err_t err;
+
+    if (!path)
+        path = sg_config_str(c->cfg, "worker.registry");
+    if (!(reg = sg_registry_load(path, c->cfg, NULL, &err)))
+        ctl_warn(c, "cannot use the tool registry: %s", err.message);
+    return reg;
+}
+
+static void add_problem(void *opaque, const char *path, const char *rule)
+{
+    ctl_problems_t *p = opaque;
+
+    if (p->n == p->cap) {
+        p->cap = p->cap ? p->cap * 2 : 8;
+        p->v = sg_xrealloc(p->v, p->cap * sizeof(*p->v));
+    }
+    p->v[p->n].path = sg_xstrdup(path);
+    p->v[p->n].rule = sg_xstrdup(rule);
+    p->n++;
+}
+
+int ctl_check(const ctl_t *c, const char *text, size_t len, const sg_registry_t *reg,
+              ctl_problems_t *p)
+{
+    sg_json_limits_t lim;
+    sg_decoded_t dec;
+
+    memset(p, 0, sizeof(*p));
+    ctl_limits(c, &lim);
+    sg_submit_decode(text, len, &lim, &dec);
+    if (dec.type == SG_CMD_POISON) {
+        /* The worker dead-letters it as it came, with this code. */
+        const char *sep = strstr(dec.err.message, ": ");
+        char path[256];
+
+        snprintf(p->code, sizeof(p->code), "%s", dec.err.code);
+        /* "$.type: rule" as path and rule; a message without a path
+         * (malformed JSON) is a problem of the whole document. */
+        if (dec.err.message[0] == '$' && sep && (size_t)(sep - dec.err.message) < sizeof(path)) {
+            snprintf(path, sizeof(path), "%.*s", (int)(sep - dec.err.message), dec.err.message);
+            add_problem(p, path, sep + 2);
+        } else {
+            add_problem(p, "$", dec.err.message);
+        }
+    } else if (dec.type != SG_CMD_START) {
+        snprintf(p->code, sizeof(p->code), "%s", "input.schema.invalid");
+        add_problem(p, "$.type", "a submission is a saga.start");
+    } else if (sg_submit_validate(dec.doc, reg, add_problem, p) > 0) {
+        snprintf(p->code, sizeof(p->code), "%s", "input.schema.invalid");
+    }
+    sg_json_destroy(dec.doc);
+    return (int)p->n;
+}
+
+void ctl_problems_free(ctl_problems_t *p)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        free(p->v[i].path);
+        free(p->v[i].rule);
+    }
+    free(p->v);
+    memset(p, 0, sizeof(*p));
+}
+
+void ctl_problems_print(const ctl_problems_t *p, bool json)
+{
+    if (json) {
+        sg_json_t *doc = sg_json_new_object(), *arr = sg_json_new_array();
+        char *text;
+
+        sg_json_add_bool(doc, "valid", p->n == 0);
+        if (p->n)
+            sg_json_add_str(doc, "code", p->code);
+        for (size_t i = 0; i < p->n; i++) {
+            sg_json_t *o = sg_json_new_object();
+            sg_json_add_str(o, "path", p->v[i].path);
+            sg_json_add_str(o, "rule", p->v[i].rule);
+            sg_json_append(arr, o);
+        }
+        sg_json_add_node(doc, "problems", arr);
+        text = sg_json_print(doc);
+        printf("%s\n", text);
+        free(text);
+        sg_json_destroy(doc);
+        return;
+    }
+    for (size_t i = 0; i < p->n; i++) {
+        char *path = sg_text_visible(p->v[i].path, false),
+             *rule = sg_text_visible(p->v[i].rule, false);
+        printf("%s: %s\n", path, rule);
+        free(path);
+        free(rule);
+    }
+}
+
+bool ctl_event_terminal(const char *type)
+{
+    static const char *const ends[] = {"saga.completed", "saga.compensated", "saga.failed",
+                                       "saga.cancelled", "saga.rejected"};
+
+    for (size_t i = 0; type && i < sizeof(ends) / sizeof(ends[0]); i++)
+        if (strcmp(type, ends[i]) == 0)
+            return true;
+    return false;
+}
+
+static int64_t start_at(void *opaque, bool assigned, const char *topic, int32_t partition)
+{
+    const ctl_events_t *e = opaque;
+
+    (void)topic;
+    if (!assigned || e->from_beginning || partition < 0 || partition >= e->nparts)
+        return -1;
+    return e->end[partition];
+}
+
+int ctl_events_open(const ctl_t *c, const char *group, bool from_beginning, ctl_events_t *e)
+{
+    char gid[96], errstr[512];
+    const char *props[] = {"group.id", gid, "auto.offset.reset",
+                           from_beginning ? "earliest" : "latest", NULL};
+    sg_err_t err;
+
+    memset(e, 0, sizeof(*e));
+    e->from_beginning = from_beginning;
+    e->topic = sg_config_str(c->cfg, "topic.events");
+    snprintf(gid, sizeof(gid), "%s-%ld-%llu", group, (long)getpid(),
+             (unsigned long long)sg_run_now_ms());
+    if (!(e->k = sg_kafka_new(c->cfg, SG_KAFKA_CONSUMER, props, errstr, sizeof(errstr)))) {
+        ctl_warn(c, "%s", errstr);
+        return SG_EXIT_USAGE;
+    }
+    if ((e->nparts = sg_kafka_partition_count(e->k, e->topic, 10000)) <= 0) {
+        ctl_warn(c,
+                 "cannot read the events topic %s: Kafka unreachable or no such topic "
+                 "(check kafka.bootstrap.servers and topic.events)",
+                 e->topic);
+        return SG_EXIT_INFRA;
+    }
+    e->end = sg_xcalloc((size_t)e->nparts, sizeof(*e->end));
+    for (int p = 0; !from_beginning && p < e->nparts; p++) {
+        int64_t low;
+        if (sg_kafka_query_watermarks(e->k, e->topic, p, 10000, &low, &e->end[p]) < 0 ||
+            e->end[p] < 0) {
+            ctl_warn(c, "cannot read where partition %d of %s ends: Kafka unreachable", p,
+                     e->topic);
+            return SG_EXIT_INFRA;
+        }
+    }
+    sg_kafka_set_rebalance_hook(e->k, start_at, e);
+    if (sg_kafka_subscribe(e->k, &e->topic, 1, &err) < 0) {
+        ctl_warn(c, "cannot follow %s: %s", e->topic, err.message);
+        return SG_EXIT_INFRA;
+    }
+    return SG_EXIT_OK;
+}
+
+void ctl_events_close(ctl_events_t *e)
+{
+    sg_kafka_destroy(e->k);
+    free(e->end);
+    memset(e, 0, sizeof(*e));
+}

@@ -1,0 +1,107 @@
+/* sagactl: one command for producers and on-call to validate, submit,
+ * follow, find and (once the worker handles them) cancel and approve
+ * sagas.  Every command, its options and its `--help`, man page and
+ * shell completion come from the table below. */
+#include "ctl.h"
+
+static const sg_cli_opt_t validate_opts[] = {
+    {"--registry", "FILE", "the tool registry (default: the config's worker.registry)"},
+    {"--json", NULL, "one JSON object: valid, code, problems"},
+    {NULL, NULL, NULL},
+};
+
+static const sg_cli_opt_t submit_opts[] = {
+    {"--wait", NULL, "follow the events topic until the saga ends; print the outcome"},
+    {"--timeout", "DUR", "how long --wait waits (default 5m): 500ms, 90s, 30m, 2h"},
+    {"--registry", "FILE", "the tool registry (default: the config's worker.registry)"},
+    {"--json", NULL, "the submission and the outcome event as JSON lines"},
+    {NULL, NULL, NULL},
+};
+
+static const sg_cli_opt_t json_opt[] = {
+    {"--json", NULL, "machine-readable JSON"},
+    {NULL, NULL, NULL},
+};
+
+static const sg_cli_opt_t list_opts[] = {
+    {"--status", "S", "running, held, completed, compensating, compensated or failed"},
+    {"--name", "N", "sagas of this name"},
+    {"--since", "DUR", "created in the last DUR (90s, 30m, 2h, 7d)"},
+    {"--stuck", "DUR", "running or compensating, with no progress for DUR"},
+    {"--limit", "N", "at most N sagas (default 50)"},
+    {"--before", "SAGA_ID", "the next page: sagas created before this one"},
+    {"--json", NULL, "one JSON object per line"},
+    {NULL, NULL, NULL},
+};
+
+static const sg_cli_opt_t watch_opts[] = {
+    {"--name", "N", "only sagas of this name"},
+    {"--from-beginning", NULL, "start at the oldest event still in the topic"},
+    {"--max", "N", "stop after N events"},
+    {"--json", NULL, "each event as it came, one per line"},
+    {NULL, NULL, NULL},
+};
+
+static const sg_cli_opt_t control_opts[] = {
+    {"--reason", "TEXT", "why (required; kept in the saga's history)"},
+    {"--by", "NAME", "who asks (default: the login name; refused when unknown)"},
+    {NULL, NULL, NULL},
+};
+
+#define NOT_YET                                                                                    \
+    "Not available yet: the worker does not handle the control commands (issue 25).\n"             \
+    "The command checks its arguments, sends nothing, and exits 3 (refused).\n"
+
+static const sg_cli_cmd_t ctl_cmds[] = {
+    {"validate", ctl_cmd_validate, "FILE|- [--registry FILE] [--json]",
+     "check a saga.start offline with the worker's rules and the tool registry", validate_opts,
+     "Prints every problem as `JSON-path: rule`, the problems the worker's saga.rejected\n"
+     "event would carry.  No Kafka or PostgreSQL needed (nor pg.dsn).\n"
+     "Exit 0 valid, 3 refused, 2 when the file or the registry cannot be read.\n"
+     "Example: sagactl validate --registry tools.json order.json\n",
+     true},
+    {"submit", ctl_cmd_submit, "FILE|- [--wait] [--timeout DUR] [--json]",
+     "validate, then produce a saga.start to the commands topic keyed by its saga_id", submit_opts,
+     "A file may omit id and saga_id: they are generated and printed.  Nothing is sent\n"
+     "when the worker would refuse it (the problems are printed, exit 3).\n"
+     "With --wait: exit 0 completed, 1 compensated, failed, cancelled or rejected,\n"
+     "4 Kafka unreachable, 124 not finished within --timeout (the saga goes on).\n"
+     "Example: sagactl submit --wait --timeout 2m order.json\n",
+     true},
+    {"status", ctl_cmd_status, "SAGA_ID [--json]",
+     "where a saga stands: status, steps done, the step it is at, last progress", json_opt,
+     "Exit 1 when there is no such saga.\n", false},
+    {"show", ctl_cmd_show, "SAGA_ID [--json]",
+     "the saga's timeline: attempts, keys, latencies, errors, compensations, replays, edits",
+     json_opt, "`dlq-tool saga SAGA_ID` is the same view.  Exit 1 when there is no such saga.\n",
+     false},
+    {"list", ctl_cmd_list, "[--status S] [--name N] [--since DUR] [--stuck DUR] [--limit N]",
+     "sagas, newest first, a page at a time", list_opts,
+     "When there are more, the next page's --before is printed on stderr.\n"
+     "Exit 1 when no saga matches.\n"
+     "Example: sagactl list --stuck 15m      (what on-call asks first)\n",
+     false},
+    {"watch", ctl_cmd_watch, "[SAGA_ID | --name N] [--from-beginning] [--json]",
+     "follow the events topic live, one decoded line per event", watch_opts,
+     "Following one saga, watch ends after the saga's last event.  --name knows a saga\n"
+     "by its saga.accepted, or for a saga accepted before the watch began, asks\n"
+     "PostgreSQL once (pg.dsn; without it such sagas are not shown, and it says so).\n",
+     true},
+    {"cancel", ctl_cmd_control, "SAGA_ID --reason TEXT [--by NAME]",
+     "stop a saga: no new call starts, completed steps are compensated", control_opts, NOT_YET,
+     true},
+    {"approve", ctl_cmd_control, "SAGA_ID STEP --reason TEXT [--by NAME]",
+     "let a step waiting for approval run", control_opts, NOT_YET, true},
+    {"reject", ctl_cmd_control, "SAGA_ID STEP --reason TEXT [--by NAME]",
+     "refuse a step waiting for approval: the saga compensates", control_opts, NOT_YET, true},
+};
+
+int main(int argc, char **argv)
+{
+    static const sg_cli_app_t app = {
+        "sagactl", "sagactl",
+        "Validates, submits, follows and finds sagas: the producer's and on-call's command.",
+        ctl_cmds, sizeof(ctl_cmds) / sizeof(ctl_cmds[0])};
+
+    return sg_cli_main(&app, argc, argv);
+}
