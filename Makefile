@@ -63,7 +63,7 @@ TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/support/*.c))
 BUILD_DEB_PKGS := gcc g++ make pkg-config curl ca-certificates libssl-dev zlib1g-dev libzstd-dev \
                   libpq-dev libcjson-dev libcurl4-openssl-dev libmicrohttpd-dev
 DEB_PKGS := $(BUILD_DEB_PKGS) procps libcriterion-dev postgresql openjdk-17-jre-headless maven \
-            kcat clang-format python3-jsonschema python3-venv gdb clang-14 libclang-rt-14-dev
+            kcat clang-format python3-jsonschema python3-venv gdb clang-14 libclang-rt-14-dev zsh
 
 # The entry targets (below) install the packages before they build.
 ENTRY_GOALS := demo test bench up test-unit test-integration test-asan test-faults fuzz

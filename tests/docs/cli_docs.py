@@ -103,13 +103,15 @@ def check(bindir, prog):
             fresh = unroff(fresh)
         if fresh != text:
             problems.append(f"{prog}: the committed {name} is stale: run make docs")
-    # Scripts a shell can load (zsh is checked where it is installed).
+    # Scripts a shell can load (make deps installs zsh, so both are checked).
     for shell, path in (("bash", prog + ".bash"), ("zsh", "_" + prog)):
-        if shutil.which(shell):
-            r = subprocess.run([shell, "-n", os.path.join(ROOT, "docs", "completion", path)],
-                               capture_output=True, text=True)
-            if r.returncode != 0:
-                problems.append(f"{shell} -n {path}: {r.stderr.strip()}")
+        if not shutil.which(shell):
+            problems.append(f"{shell} not found: make deps installs it")
+            continue
+        r = subprocess.run([shell, "-n", os.path.join(ROOT, "docs", "completion", path)],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            problems.append(f"{shell} -n {path}: {r.stderr.strip()}")
     top = run(bindir, prog, "--help")
     cmds = parse_help(top)
     if not cmds:
