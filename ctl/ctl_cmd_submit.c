@@ -174,11 +174,27 @@ static void describe_failure(const sg_json_t *ev, char *out, size_t size)
              comp == 1 ? "" : "s");
 }
 
+/* The status a saga.duplicate answers with, when the saga is finished. */
+static const char *duplicate_done(const sg_json_t *ev)
+{
+    const char *st = sg_json_string(sg_json_member(ev, "status"));
+    static const char *const done[] = {"completed", "compensated", "failed", "cancelled"};
+
+    for (size_t i = 0; st && i < sizeof(done) / sizeof(done[0]); i++)
+        if (strcmp(st, done[i]) == 0)
+            return st;
+    return NULL;
+}
+
 /* Prints the outcome event; its exit code. */
 static int print_outcome(const ctl_t *c, const sg_json_t *ev, const char *raw, size_t len)
 {
     const char *type = sg_json_string(sg_json_member(ev, "type"));
     const char *status = strchr(type, '.') + 1;
+    bool again = strcmp(type, "saga.duplicate") == 0;
+
+    if (again) /* the saga was submitted before and is finished */
+        status = duplicate_done(ev);
     const sg_json_t *output = sg_json_member(ev, "output");
     char *sid = sg_text_visible(sg_json_string(sg_json_member(ev, "saga_id")), false);
     char detail[512] = "";
@@ -201,11 +217,12 @@ static int print_outcome(const ctl_t *c, const sg_json_t *ev, const char *raw, s
         double ok = 0, total = 0;
         sg_json_number(sg_json_member(rh, "ok"), &ok);
         sg_json_number(sg_json_member(rh, "steps_total"), &total);
-        if (strcmp(type, "saga.completed") == 0)
+        if (strcmp(status, "completed") == 0)
             snprintf(detail, sizeof(detail), ": %.0f of %.0f steps ok", ok, total);
         else
             describe_failure(ev, detail, sizeof(detail));
-        printf("saga %s %s%s\n", sid, status, detail);
+        printf("saga %s %s%s%s\n", sid, status, detail,
+               again ? " (submitted before; this submission changed nothing)" : "");
         if (output) {
             char *o = sg_json_print(output), *vis = sg_text_visible(o, false);
             printf("output: %s\n", vis);
@@ -215,7 +232,7 @@ static int print_outcome(const ctl_t *c, const sg_json_t *ev, const char *raw, s
     }
     free(sid);
     fflush(stdout);
-    return strcmp(type, "saga.completed") == 0 ? SG_EXIT_OK : SG_EXIT_FAIL;
+    return strcmp(status, "completed") == 0 ? SG_EXIT_OK : SG_EXIT_FAIL;
 }
 
 /* The event ends this submission: a terminal event of the saga, or the
@@ -227,7 +244,13 @@ static bool ends(const sg_json_t *ev, const submission_t *s)
     const char *saga = sg_json_string(sg_json_member(ev, "saga_id"));
     const char *sub = sg_json_string(sg_json_member(ev, "submission_id"));
 
-    if (!saga || strcmp(saga, s->saga_id) != 0 || !ctl_event_terminal(type))
+    if (!saga || strcmp(saga, s->saga_id) != 0)
+        return false;
+    /* The answer to this very submission sent again: it ends the wait
+     * when the saga is finished; else its terminal event will. */
+    if (type && strcmp(type, "saga.duplicate") == 0)
+        return sub && strcmp(sub, s->id) == 0 && duplicate_done(ev);
+    if (!ctl_event_terminal(type))
         return false;
     return strcmp(type, "saga.rejected") != 0 || !sub || strcmp(sub, s->id) == 0;
 }

@@ -186,6 +186,9 @@ void worker_out_stale(worker_dc_t *d, const char *why);
 
 /* worker_saga_start.c */
 void worker_decide_start(worker_dc_t *d, worker_saga_t *existing);
+/* What the saga's steps add up to: the run_health of terminal events and
+ * of saga.duplicate (worker_outcome.c). */
+sg_json_t *worker_run_health(const worker_saga_t *saga);
 /* Fills d->out->call for step st; false (err set) when the call cannot be
  * made: unknown tool, bad args. */
 bool worker_prepare_call(worker_dc_t *d, const worker_saga_t *saga, const worker_step_t *st,

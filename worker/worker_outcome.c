@@ -376,3 +376,40 @@ void worker_outcome_free(worker_outcome_t *out)
     worker_fresh_free(out->fresh);
     memset(out, 0, sizeof(*out));
 }
+
+sg_json_t *worker_run_health(const worker_saga_t *saga)
+{
+    sg_json_t *h = sg_json_new_object(), *block = NULL;
+    int ok = 0, failed = 0, comp = 0, skipped = 0;
+
+    for (int i = 0; i < saga->nsteps; i++) {
+        const worker_step_t *st = &saga->steps[i];
+        if (st->status == WORKER_STEP_SUCCEEDED) {
+            ok++;
+        } else if (st->status == WORKER_STEP_COMPENSATED) {
+            comp++;
+        } else if (st->status == WORKER_STEP_SKIPPED) {
+            skipped++;
+        } else if (st->status == WORKER_STEP_FAILED ||
+                   st->status == WORKER_STEP_COMPENSATION_FAILED) {
+            failed++;
+            if (!block || st->status == WORKER_STEP_COMPENSATION_FAILED) {
+                sg_json_destroy(block);
+                block = worker_out_step_body(st);
+                sg_json_add_str(block, "status", worker_step_status_name(st->status));
+                if (st->error_code[0])
+                    sg_json_add_str(block, "error_code", st->error_code);
+            }
+        }
+    }
+    sg_json_add_int(h, "steps_total", saga->nsteps);
+    sg_json_add_int(h, "ok", ok);
+    sg_json_add_int(h, "failed", failed);
+    sg_json_add_int(h, "compensated", comp);
+    sg_json_add_int(h, "skipped", skipped);
+    if (block)
+        sg_json_add_node(h, "blocking_failure", block);
+    else
+        sg_json_add_null(h, "blocking_failure");
+    return h;
+}

@@ -49,43 +49,6 @@ static void set_saga(worker_dc_t *d, worker_saga_t *saga, worker_saga_status_t t
     saga->dirty = true;
 }
 
-static sg_json_t *run_health(const worker_saga_t *saga)
-{
-    sg_json_t *h = sg_json_new_object(), *block = NULL;
-    int ok = 0, failed = 0, comp = 0, skipped = 0;
-
-    for (int i = 0; i < saga->nsteps; i++) {
-        const worker_step_t *st = &saga->steps[i];
-        if (st->status == WORKER_STEP_SUCCEEDED) {
-            ok++;
-        } else if (st->status == WORKER_STEP_COMPENSATED) {
-            comp++;
-        } else if (st->status == WORKER_STEP_SKIPPED) {
-            skipped++;
-        } else if (st->status == WORKER_STEP_FAILED ||
-                   st->status == WORKER_STEP_COMPENSATION_FAILED) {
-            failed++;
-            if (!block || st->status == WORKER_STEP_COMPENSATION_FAILED) {
-                sg_json_destroy(block);
-                block = worker_out_step_body(st);
-                sg_json_add_str(block, "status", worker_step_status_name(st->status));
-                if (st->error_code[0])
-                    sg_json_add_str(block, "error_code", st->error_code);
-            }
-        }
-    }
-    sg_json_add_int(h, "steps_total", saga->nsteps);
-    sg_json_add_int(h, "ok", ok);
-    sg_json_add_int(h, "failed", failed);
-    sg_json_add_int(h, "compensated", comp);
-    sg_json_add_int(h, "skipped", skipped);
-    if (block)
-        sg_json_add_node(h, "blocking_failure", block);
-    else
-        sg_json_add_null(h, "blocking_failure");
-    return h;
-}
-
 static void terminal(worker_dc_t *d, worker_saga_t *saga, worker_saga_status_t to)
 {
     sg_json_t *b = sg_json_new_object();
@@ -94,7 +57,7 @@ static void terminal(worker_dc_t *d, worker_saga_t *saga, worker_saga_status_t t
 
     set_saga(d, saga, to);
     sg_json_add_str(b, "status", status);
-    sg_json_add_node(b, "run_health", run_health(saga));
+    sg_json_add_node(b, "run_health", worker_run_health(saga));
     snprintf(type, sizeof(type), "saga.%s", status);
     worker_out_event(d, saga, type, b);
     worker_out_count(d, SG_M_SAGAS_FINISHED, SG_LABELS(status));

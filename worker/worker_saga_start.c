@@ -171,15 +171,35 @@ static bool fresh_steps(worker_fresh_t *f, const char *steps_text)
     return true;
 }
 
+/* The same submission again changes nothing, but a producer that sends it
+ * again is asking where its saga stands, so it is answered: saga.duplicate,
+ * with the saga's status, the id of the message answered and, once the
+ * saga is finished, its run_health. */
+static void answer_duplicate(worker_dc_t *d, worker_saga_t *saga)
+{
+    sg_json_t *b = sg_json_new_object();
+    const char *id = sg_json_string(sg_json_member(d->cmd->dec.doc, "id"));
+
+    sg_json_add_str(b, "status", worker_saga_status_name(saga->status));
+    if (id)
+        sg_json_add_str(b, "submission_id", id);
+    if (saga->status == WORKER_SAGA_COMPLETED || saga->status == WORKER_SAGA_COMPENSATED ||
+        saga->status == WORKER_SAGA_FAILED)
+        sg_json_add_node(b, "run_health", worker_run_health(saga));
+    worker_out_event(d, saga, "saga.duplicate", b);
+    worker_out_rows(d, saga);
+    worker_out_stale(d, "saga.start of an existing saga with the same definition: answered");
+}
+
 /* An existing saga: the same submission again, or a conflicting one.  A
  * new one: the problems of its document, if any. */
-static bool refused(worker_dc_t *d, const worker_saga_t *existing)
+static bool refused(worker_dc_t *d, worker_saga_t *existing)
 {
     problem_list_t pl = {sg_json_new_array(), "", 0};
     bool no = true;
 
     if (existing && existing->same_definition) {
-        worker_out_stale(d, "saga.start of an existing saga with the same definition");
+        answer_duplicate(d, existing);
     } else if (existing) {
         collect_problem(&pl, "$.saga_id",
                         "unique: this saga_id is already used with a different definition");

@@ -386,6 +386,36 @@ Test(ctl, submit_wait_compensates_with_exit_1)
     sgw_pair_stop();
 }
 
+/* The same submission sent again (the same file: the same id, saga_id and
+ * definition) is answered by the worker with saga.duplicate; for a saga
+ * that finished, submit --wait exits with its outcome at once instead of
+ * waiting for a terminal event that will never come again. */
+Test(ctl, submitting_a_finished_saga_again_is_answered_with_its_outcome)
+{
+    const char *file =
+        temp_file("{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-ctl-again\", "
+                  "\"saga_id\": \"ctl-again\", \"name\": \"again\", \"steps\": [{\"name\": "
+                  "\"a\", \"tool\": \"noop\"}]}");
+    const sg_json_t *ev;
+    int rc;
+
+    sgw_pair_start(NULL, 1, NULL);
+    rc = ctl(ARGS("submit", "--wait", "--timeout", "60s", file));
+    cr_assert_eq(rc, 0, "exit %d\nstdout %s\nstderr %s", rc, R.out, R.err);
+    rc = ctl(ARGS("submit", "--wait", "--timeout", "30s", file));
+    cr_expect_eq(rc, 0, "exit %d\nstdout %s\nstderr %s", rc, R.out, R.err);
+    cr_expect(strstr(R.out, "saga ctl-again completed: 1 of 1 steps ok (submitted before") != NULL,
+              "%s", R.out);
+    ev = sgw_event_wait("ctl-again", "saga.duplicate");
+    cr_expect_str_eq(sgw_jstr(ev, "status"), "completed");
+    cr_expect_str_eq(sgw_jstr(ev, "submission_id"), "sub-ctl-again");
+    cr_expect_not_null(sg_json_member(ev, "run_health"), "a finished saga's run_health");
+    cr_expect_eq(sgw_q_int("SELECT seq FROM sagas WHERE saga_id = 'ctl-again'"), 4,
+                 "accepted 1, succeeded 2, completed 3, duplicate 4");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM steps WHERE saga_id = 'ctl-again'"), 1);
+    sgw_pair_stop();
+}
+
 Test(ctl, submit_wait_times_out_with_exit_124)
 {
     double t0 = sgt_now_s();

@@ -124,6 +124,7 @@ Test(saga, start_rejected_by_validation_is_announced_and_dead_lettered)
 
 Test(saga, start_of_an_existing_saga_same_definition_is_a_duplicate)
 {
+    const worker_op_t *ev;
     fx_t fx;
     char got[512];
 
@@ -133,10 +134,34 @@ Test(saga, start_of_an_existing_saga_same_definition_is_a_duplicate)
     fx_start(&fx, good_start);
     fx_decide(&fx, true);
     fx_effects(&fx.out, got, sizeof(got));
-    cr_expect_str_eq(got, "");
+    cr_expect_str_eq(got, "saga.duplicate", "answered, nothing else");
+    cr_expect(fx_nth_op(&fx.out, WORKER_OP_SAGA, 0) != NULL, "the saga's row keeps the new seq");
+    ev = fx_message(&fx.out, "saga.duplicate");
+    cr_assert_not_null(ev);
+    assert_contains(ev->u.msg.payload, "\"status\":\"running\"");
+    assert_contains(ev->u.msg.payload, "\"seq\":6");
+    cr_expect_null(strstr(ev->u.msg.payload, "run_health"), "not finished: no run_health");
     cr_expect_str_eq(fx_consumed(&fx.out), "ignored");
     cr_expect(fx_counted(&fx.out, SG_M_DUPLICATES_IGNORED, "command"));
-    cr_expect_eq(fx.saga.seq, 5, "the saga is untouched");
+    cr_expect_eq(fx.saga.status, WORKER_SAGA_RUNNING, "the saga itself is untouched");
+    cr_expect_null(fx.out.fresh);
+    fx_fini(&fx);
+}
+
+Test(saga, start_of_a_finished_saga_again_is_answered_with_its_outcome)
+{
+    const worker_op_t *ev;
+    fx_t fx;
+
+    fx_init(&fx);
+    fx_saga(&fx, 'D', "ssss", NULL, NULL);
+    fx.saga.same_definition = true;
+    fx_start(&fx, good_start);
+    fx_decide(&fx, true);
+    ev = fx_message(&fx.out, "saga.duplicate");
+    cr_assert_not_null(ev);
+    assert_contains(ev->u.msg.payload, "\"status\":\"completed\"");
+    assert_contains(ev->u.msg.payload, "\"run_health\":{\"steps_total\":4,\"ok\":4");
     fx_fini(&fx);
 }
 
