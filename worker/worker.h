@@ -330,6 +330,8 @@ typedef struct worker_saga_s {
     int64_t interrupted, finished;
     /* saga.start of an existing saga: same definition? */
     bool same_definition;
+    /* "<partition>:<offset>" its saga.start was read at (NULL: not known) */
+    const char *origin;
 } worker_saga_t;
 
 /* The saga a saga.start created in the open transaction, as the next
@@ -393,7 +395,7 @@ int worker_writes_committed(worker_writes_t *wr);
 void worker_writes_discard(worker_writes_t *wr);
 /* The rows, values as text in the column order of their statement in
  * worker_writes.c (NULL: SQL NULL); the values are copied. */
-void worker_write_saga_new(worker_t *w, const char *const vals[9]);
+void worker_write_saga_new(worker_t *w, const char *const vals[10]);
 void worker_write_attempt(worker_t *w, worker_cmd_t *cmd, const char *const vals[6]);
 void worker_write_attempt_done(worker_t *w, const char *const vals[6]);
 void worker_write_step(worker_t *w, worker_slot_t *slot, const char *const vals[8]);

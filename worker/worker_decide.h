@@ -66,6 +66,7 @@ typedef struct worker_op_s {
             const char *name, *definition, *input, *deadline, *traceparent; /* NULL: none */
             char *metadata, *steps, *def_owned; /* owned; def_owned: definition if made here */
             int64_t retry_budget_ms;            /* -1: none */
+            char origin[40]; /* "<partition>:<offset>" of the saga.start, "": none */
         } saga_new;
         struct { /* ATTEMPT and INTERRUPTED */
             int step, generation, attempt;

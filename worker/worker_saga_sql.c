@@ -40,6 +40,7 @@ enum {
     L_ATTEMPTS,
     L_COMP_ATTEMPTS,
     L_ERROR_CODE,
+    L_ORIGIN,
 };
 
 /* The steps are read per saga (LATERAL), which makes the plan an index
@@ -53,7 +54,7 @@ const char worker_sql_load[] =
     "SELECT s.saga_id, s.name, s.status, s.generation, s.seq, s.retry_spent_ms, "
     "coalesce(s.retry_budget_ms, -1), coalesce(s.deadline < now(), false), s.input::text, "
     "s.traceparent, st.idx, st.name, st.tool, st.args::text, st.compensate::text, st.status, "
-    "st.attempts, st.comp_attempts, st.error_code "
+    "st.attempts, st.comp_attempts, st.error_code, s.origin "
     "FROM sagas s CROSS JOIN LATERAL (SELECT * FROM steps t WHERE t.saga_id = s.saga_id "
     "ORDER BY t.saga_id, t.idx) st WHERE s.saga_id = ANY($1::text[]) "
     "ORDER BY s.saga_id FOR UPDATE OF s";
@@ -90,6 +91,7 @@ void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row)
     saga->past_deadline = strcmp(sg_pg_res_get(res, r, L_PAST_DEADLINE), "t") == 0;
     saga->input = sg_pg_res_get(res, r, L_INPUT);
     saga->traceparent = sg_pg_res_get(res, r, L_TRACEPARENT);
+    saga->origin = sg_pg_res_get(res, r, L_ORIGIN);
     for (; r < sg_pg_res_rows(res) && strcmp(sg_pg_res_get(res, r, L_SAGA_ID), id) == 0; r++) {
         worker_step_t *st;
         int idx = (int)sg_pg_res_int(res, r, L_IDX, -1);
@@ -281,7 +283,8 @@ static void apply_saga_new(worker_t *w, const worker_op_t *op)
         op->u.saga_new.deadline,
         op->u.saga_new.retry_budget_ms >= 0 ? SG_PG_INT(op->u.saga_new.retry_budget_ms) : NULL,
         op->u.saga_new.traceparent,
-        op->u.saga_new.steps};
+        op->u.saga_new.steps,
+        op->u.saga_new.origin[0] ? op->u.saga_new.origin : NULL};
 
     worker_write_saga_new(w, vals);
 }

@@ -171,6 +171,15 @@ static bool fresh_steps(worker_fresh_t *f, const char *steps_text)
     return true;
 }
 
+/* Where the command's message was read: "<partition>:<offset>", or "". */
+static void origin_of(const worker_dc_t *d, char *out, size_t size)
+{
+    if (d->in->partition < 0 || d->cmd->offset < 0)
+        out[0] = '\0';
+    else
+        snprintf(out, size, "%d:%lld", (int)d->in->partition, (long long)d->cmd->offset);
+}
+
 /* The same submission again changes nothing, but a producer that sends it
  * again is asking where its saga stands, so it is answered: saga.duplicate,
  * with the saga's status, the id of the message answered and, once the
@@ -199,7 +208,14 @@ static bool refused(worker_dc_t *d, worker_saga_t *existing)
     bool no = true;
 
     if (existing && existing->same_definition) {
-        answer_duplicate(d, existing);
+        char here[40];
+        origin_of(d, here, sizeof(here));
+        if (existing->origin && strcmp(existing->origin, here) == 0)
+            /* The very message that started it, read again after its
+             * partition changed hands: nobody asked anything. */
+            worker_out_stale(d, "saga.start read again at the offset that started the saga");
+        else
+            answer_duplicate(d, existing);
     } else if (existing) {
         collect_problem(&pl, "$.saga_id",
                         "unique: this saga_id is already used with a different definition");
@@ -223,6 +239,7 @@ static worker_op_t *saga_row(worker_dc_t *d, worker_fresh_t *fresh, char *tp)
     if (!op->u.saga_new.definition)
         op->u.saga_new.definition = op->u.saga_new.def_owned = sg_submit_definition(doc);
     op->u.saga_new.steps = effective_steps(doc, d->rules->reg);
+    origin_of(d, op->u.saga_new.origin, sizeof(op->u.saga_new.origin));
     sg_json_get_str(doc, "$", "name", true, &op->u.saga_new.name, NULL);
     sg_json_get_str(doc, "$", "deadline", false, &op->u.saga_new.deadline, NULL);
     if ((input = sg_json_member(doc, "input")))

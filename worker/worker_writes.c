@@ -18,6 +18,7 @@
  *     events keep theirs;
  *   - a step or saga written twice before a flush is one row holding the
  *     last state, as one UPDATE must not match a row twice. */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,7 @@
 #include "sagad/sg_alloc.h"
 #include "worker.h"
 
-enum { MAX_COLS = 9 };
+enum { MAX_COLS = 10 };
 
 /* Rows of one kind, column by column (column-major: each column is one
  * array parameter).  Strings are owned; NULL is SQL NULL. */
@@ -56,8 +57,8 @@ struct worker_writes_s {
 };
 
 static const int ncols[NTABLES] = {
-    [T_SAGA_NEW] = 9, [T_ATTEMPT_NEW] = 6, [T_ATTEMPT_DONE] = 6, [T_STEP] = 8,
-    [T_SAGA] = 4,     [T_OUTBOX] = 4,      [T_TIMER] = 5,
+    [T_SAGA_NEW] = 10, [T_ATTEMPT_NEW] = 6, [T_ATTEMPT_DONE] = 6, [T_STEP] = 8,
+    [T_SAGA] = 4,      [T_OUTBOX] = 4,      [T_TIMER] = 5,
 };
 
 /* The shard is written here (migration 0007): the outbox trigger that
@@ -78,10 +79,11 @@ const char worker_sql_outbox[] =
 static const char *const sql[NTABLES] = {
     [T_SAGA_NEW] =
         "WITH u AS (SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::jsonb[], "
-        "$5::jsonb[], $6::timestamptz[], $7::bigint[], $8::text[], $9::jsonb[]) "
-        "AS u(id, name, def, input, meta, deadline, budget, tp, steps)), "
+        "$5::jsonb[], $6::timestamptz[], $7::bigint[], $8::text[], $9::jsonb[], $10::text[]) "
+        "AS u(id, name, def, input, meta, deadline, budget, tp, steps, origin)), "
         "s AS (INSERT INTO sagas (saga_id, name, definition, input, metadata, deadline, "
-        "retry_budget_ms, traceparent) SELECT id, name, def, input, meta, deadline, budget, tp "
+        "retry_budget_ms, traceparent, origin) SELECT id, name, def, input, meta, deadline, "
+        "budget, tp, origin "
         "FROM u RETURNING saga_id) "
         "INSERT INTO steps (saga_id, idx, name, tool, args, compensate) "
         "SELECT u.id, (e.ord - 1)::int, e.v->>'name', e.v->>'tool', e.v->'args', "
@@ -164,8 +166,10 @@ worker_writes_t *worker_writes_new(void)
 {
     worker_writes_t *wr = sg_xcalloc(1, sizeof(*wr));
 
-    for (int k = 0; k < NTABLES; k++)
+    for (int k = 0; k < NTABLES; k++) {
+        assert(ncols[k] <= MAX_COLS); /* a statement of more columns needs MAX_COLS raised */
         wr->t[k].ncols = ncols[k];
+    }
     wr->gen = 1;
     return wr;
 }
@@ -266,7 +270,7 @@ int worker_writes_committed(worker_writes_t *wr)
 
 /* ---- rows --------------------------------------------------------------- */
 
-void worker_write_saga_new(worker_t *w, const char *const vals[9])
+void worker_write_saga_new(worker_t *w, const char *const vals[10])
 {
     row_add(&w->writes->t[T_SAGA_NEW], vals);
 }

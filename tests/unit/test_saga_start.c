@@ -148,6 +148,40 @@ Test(saga, start_of_an_existing_saga_same_definition_is_a_duplicate)
     fx_fini(&fx);
 }
 
+/* The saga.start that created the saga, read again at the same offset
+ * (its partition changed hands before the offset moved past it): nobody
+ * asked anything, so nothing is answered. */
+Test(saga, start_read_again_at_its_own_offset_is_not_answered)
+{
+    fx_t fx;
+    char got[512];
+
+    fx_init(&fx);
+    fx_saga(&fx, 'D', "ssss", NULL, NULL);
+    fx.saga.same_definition = true;
+    fx.saga.origin = "3:17"; /* the fixture's partition and offset */
+    fx_start(&fx, good_start);
+    fx_decide(&fx, true);
+    fx_effects(&fx.out, got, sizeof(got));
+    cr_expect_str_eq(got, "", "no event for a message read again");
+    cr_expect_null(fx_nth_op(&fx.out, WORKER_OP_SAGA, 0), "the saga is not written");
+    cr_expect_str_eq(fx_consumed(&fx.out), "ignored");
+    fx_fini(&fx);
+}
+
+/* A new saga remembers where its saga.start was read. */
+Test(saga, a_new_saga_keeps_the_offset_of_its_start)
+{
+    fx_t fx;
+
+    fx_init(&fx);
+    fx_start(&fx, good_start);
+    fx_decide(&fx, false);
+    cr_assert_not_null(fx_nth_op(&fx.out, WORKER_OP_SAGA_NEW, 0));
+    cr_expect_str_eq(fx_nth_op(&fx.out, WORKER_OP_SAGA_NEW, 0)->u.saga_new.origin, "3:17");
+    fx_fini(&fx);
+}
+
 Test(saga, start_of_a_finished_saga_again_is_answered_with_its_outcome)
 {
     const worker_op_t *ev;
