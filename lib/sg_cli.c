@@ -10,6 +10,7 @@
 #include "sagad/sg_metrics.h"
 #include "sagad/sg_migrate.h"
 #include "sagad/sg_pg.h"
+#include "sagad/sg_retention.h"
 #include "sagad/sg_run.h"
 #include "sagad/sg_version.h"
 
@@ -48,7 +49,8 @@ static sg_config_t *load_config(const char *path, char *errstr, size_t errstr_si
 
     if ((path && sg_config_load_file(cfg, path, errstr, errstr_size) < 0) ||
         sg_config_load_env(cfg, environ, errstr, errstr_size) < 0 ||
-        sg_config_check(cfg, errstr, errstr_size) < 0) {
+        sg_config_check(cfg, errstr, errstr_size) < 0 ||
+        sg_retention_check(cfg, errstr, errstr_size) < 0) {
         sg_config_destroy(cfg);
         return NULL;
     }
