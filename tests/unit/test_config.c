@@ -686,20 +686,20 @@ Test(config, sample_file_uncommented_loads_every_key_at_its_default)
 Test(config, horizons_are_checked_against_each_other)
 {
     sg_config_t *cfg = sg_config_new();
-    char errstr[512];
+    char why[512];
 
-    cr_assert_eq(sg_retention_check(cfg, errstr, sizeof(errstr)), 0, "%s", errstr);
-    cr_assert_eq(sg_config_set(cfg, "retention.sagas_s", "600", "test", errstr, sizeof(errstr)), 0);
-    cr_expect_eq(sg_retention_check(cfg, errstr, sizeof(errstr)), -1);
-    cr_expect(strstr(errstr, "retention.dedup_window_s") && strstr(errstr, "retention.sagas_s"),
-              "%s", errstr);
-    cr_assert_eq(
-        sg_config_set(cfg, "retention.dedup_window_s", "600", "test", errstr, sizeof(errstr)), 0);
-    cr_expect_eq(sg_retention_check(cfg, errstr, sizeof(errstr)), 0, "%s", errstr);
-    cr_assert_eq(
-        sg_config_set(cfg, "retention.dead_letters_s", "599", "test", errstr, sizeof(errstr)), 0);
-    cr_expect_eq(sg_retention_check(cfg, errstr, sizeof(errstr)), -1);
-    cr_expect(strstr(errstr, "retention.dead_letters_s") && strstr(errstr, "retention.sagas_s"),
-              "%s", errstr);
+    cr_assert_eq(sg_retention_check(cfg, why, sizeof(why)), 0, "%s", why);
+    cr_assert_eq(sg_config_set(cfg, "retention.sagas_s", "600", "test", why, sizeof(why)), 0);
+    cr_expect_eq(sg_retention_check(cfg, why, sizeof(why)), -1);
+    cr_expect(strstr(why, "retention.dedup_window_s") && strstr(why, "retention.sagas_s"), "%s",
+              why);
+    cr_assert_eq(sg_config_set(cfg, "retention.dedup_window_s", "600", "test", why, sizeof(why)),
+                 0);
+    cr_expect_eq(sg_retention_check(cfg, why, sizeof(why)), 0, "%s", why);
+    cr_assert_eq(sg_config_set(cfg, "retention.dead_letters_s", "599", "test", why, sizeof(why)),
+                 0);
+    cr_expect_eq(sg_retention_check(cfg, why, sizeof(why)), -1);
+    cr_expect(strstr(why, "retention.dead_letters_s") && strstr(why, "retention.sagas_s"), "%s",
+              why);
     sg_config_destroy(cfg);
 }
