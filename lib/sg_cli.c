@@ -283,6 +283,7 @@ int sg_cli_cmd_migrate(sg_cli_t *cli, int argc, char **argv)
         return SG_EXIT_FAIL;
     }
     sg_pg_opts_from_config(&opts, cli->cfg, cli->prog);
+    opts.role = SG_PG_ROLE_OWNER; /* migrations change the schema */
     pg = sg_pg_connect(&opts, &err);
     if (!pg) {
         fprintf(stderr, "%s migrate: %s (check pg.dsn / SAGAD_PG_DSN)\n", cli->prog, err.message);

@@ -25,6 +25,9 @@ static const sg_config_key_t config_table[] = {
      "First delay between PostgreSQL reconnection attempts (doubles, full jitter)."},
     {"pg.retry_cap_ms", SG_CONFIG_INT, "5000", 1, 3600000, NULL, 0,
      "Longest delay between PostgreSQL reconnection attempts."},
+    {"pg.strict_roles", SG_CONFIG_BOOL, "false", 0, 0, NULL, 0,
+     "Refuse to run with a database role that may do more than the binary needs (superuser, "
+     "owner of the tables, CREATE in their schema; for dlq-tool also direct ledger writes)."},
     {"topic.commands", SG_CONFIG_STR, "sagad.commands", 0, 0, NULL, 0,
      "Kafka topic of saga.start and step commands."},
     {"topic.events", SG_CONFIG_STR, "sagad.events", 0, 0, NULL, 0,
