@@ -17,7 +17,7 @@
 
 TestSuite(roles, .init = sgw_setup, .fini = sgw_teardown);
 
-static char rt_dsn[600], op_dsn[600], rt_env[640], op_env[640];
+static char rt_dsn[600], op_dsn[600], rt_env[640], op_env[640], owner_env[640];
 
 static void role_dsns(void)
 {
@@ -25,6 +25,7 @@ static void role_dsns(void)
     sgt_role_dsn(op_dsn, sizeof(op_dsn), sgw.dsn, "operator");
     snprintf(rt_env, sizeof(rt_env), "SAGAD_PG_DSN=%s", rt_dsn);
     snprintf(op_env, sizeof(op_env), "SAGAD_PG_DSN=%s", op_dsn);
+    snprintf(owner_env, sizeof(owner_env), "SAGAD_PG_DSN=%s", sgw.dsn);
 }
 
 /* A statement as role dsn: 0, or -1 with the SQLSTATE-derived error. */
@@ -126,7 +127,7 @@ Test(roles, worker_relay_and_janitor_run_as_the_runtime_role_with_strict_roles)
  * migrate; off (the default), it runs and the role is logged. */
 Test(roles, strict_roles_refuses_a_role_that_may_do_more)
 {
-    const char *strict[] = {"SAGAD_PG_STRICT_ROLES=on", NULL};
+    const char *strict[] = {owner_env, "SAGAD_PG_STRICT_ROLES=on", NULL};
     const char *op_strict[] = {op_env, "SAGAD_PG_STRICT_ROLES=on", NULL};
     char *err = NULL;
 
