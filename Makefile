@@ -66,7 +66,7 @@ DEB_PKGS := $(BUILD_DEB_PKGS) procps libcriterion-dev postgresql openjdk-17-jre-
             kcat clang-format python3-jsonschema python3-venv gdb clang-14 libclang-rt-14-dev zsh
 
 # The entry targets (below) install the packages before they build.
-ENTRY_GOALS := demo test bench up test-unit test-integration test-asan test-faults fuzz
+ENTRY_GOALS := demo test bench soak up test-unit test-integration test-asan test-faults fuzz
 
 # A build without its packages stops here, naming the Debian packages and
 # what to type, not later with a compiler's "cJSON.h: No such file".  The
@@ -91,7 +91,7 @@ endif
 endif
 
 
-.PHONY: docs docs-check bench schemas-check structure-check image-check k8s-check fuzz fuzz-build
+.PHONY: docs docs-check bench soak schemas-check structure-check image-check k8s-check fuzz fuzz-build
 .PHONY: all help deps deps-build up down demo demo-stop test test-unit test-integration test-asan test-faults tests \
         format format-check clean
 
@@ -108,6 +108,7 @@ help:
 	@echo "make test-faults  relay under broker and PostgreSQL restarts (private services)"
 	@echo "make fuzz       each libFuzzer target for FUZZ_SECONDS (default 180): executions/s and findings"
 	@echo "make bench      relay, worker, http-tool, dlq-tool and sagactl figures beside their raw floors"
+	@echo "make soak       sagas at a steady rate with horizons of minutes for SOAK_SECONDS (default 1200): table sizes, RSS, p99 each minute"
 	@echo "make format-check  check .clang-format conformance"
 	@echo "make schemas-check schemas/, their fixtures and the error-code registry vs the C sources"
 	@echo "make structure-check  no call or include cycle among the C files, no program including another's, private headers kept private, the saga decision pure"
@@ -206,6 +207,11 @@ BENCH_FLOOD := $(BUILD)/bench/bench-flood
 $(BENCH_FLOOD): $(BUILD)/bench/bench_flood.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
+BENCH_SOAK := $(BUILD)/bench/bench-soak
+
+$(BENCH_SOAK): $(BUILD)/bench/bench_soak.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
 $(BENCH_HTTP): $(BUILD)/bench/bench_http.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
@@ -267,6 +273,11 @@ test-faults: all
 # bench: throughput and latency beside the raw floors (not a test).
 bench: all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_HTTP) $(BENCH_DLQ) $(BENCH_FLOOD) $(BENCH_CTL)
 	tests/bench/run.sh
+
+# soak: the tables plateau under a steady load with short horizons
+# (SOAK_SECONDS, default 1200; not part of make test).
+soak: all $(BENCH_SOAK)
+	tests/bench/soak.sh
 
 fuzz: fuzz-build
 	tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_DIR) $(FUZZ_TARGETS)

@@ -24,12 +24,11 @@ static const char load_sql[] =
     "  WHERE v.dead_letter_id = d.id UNION ALL SELECT 0, d.payload) x "
     "  ORDER BY revision DESC LIMIT 1) p WHERE d.id = $1::bigint";
 
+/* Through the function (0013): an operator role writes the ledger only
+ * there, and the revision records its session_user.  No row: no such
+ * dead letter. */
 static const char save_sql[] =
-    "WITH l AS (SELECT id FROM dead_letters WHERE id = $1::bigint FOR UPDATE) "
-    "INSERT INTO dead_letter_revisions (dead_letter_id, revision, payload, operator, reason) "
-    "SELECT l.id, coalesce((SELECT max(revision) FROM dead_letter_revisions "
-    "  WHERE dead_letter_id = l.id), 0) + 1, convert_to($2, 'UTF8'), $3, $4 FROM l "
-    "RETURNING revision";
+    "SELECT r FROM sagad_dlq_edit($1::bigint, $2, $3, $4) r WHERE r IS NOT NULL";
 
 /* One step of a --set path: a member name or an array index. */
 static const char *path_token(const char *p, char *name, size_t name_size, long *idx)

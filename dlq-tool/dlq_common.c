@@ -15,6 +15,7 @@ sg_pg_t *dlq_connect(const dlq_t *d, sg_err_t *err)
     sg_pg_opts_t opts;
 
     sg_pg_opts_from_config(&opts, d->cli->cfg, "dlq-tool");
+    opts.role = SG_PG_ROLE_OPERATOR;
     opts.connect_attempts = 3;
     return sg_pg_connect(&opts, err);
 }

@@ -12,6 +12,7 @@
 #include "sagad/sg_metrics.h"
 #include "sagad/sg_migrate.h"
 #include "sagad/sg_pg.h"
+#include "sagad/sg_retention.h"
 #include "sagad/sg_run.h"
 #include "sagad/sg_version.h"
 
@@ -54,7 +55,8 @@ static sg_config_t *load_config(const char *path, char *errstr, size_t errstr_si
 
     if ((path && sg_config_load_file(cfg, path, errstr, errstr_size) < 0) ||
         sg_config_load_env(cfg, environ, errstr, errstr_size) < 0 ||
-        sg_config_check(cfg, errstr, errstr_size) < 0) {
+        sg_config_check(cfg, errstr, errstr_size) < 0 ||
+        sg_retention_check(cfg, errstr, errstr_size) < 0) {
         sg_config_destroy(cfg);
         return NULL;
     }
@@ -294,6 +296,7 @@ int sg_cli_cmd_migrate(sg_cli_t *cli, int argc, char **argv)
         return SG_EXIT_FAIL;
     }
     sg_pg_opts_from_config(&opts, cli->cfg, cli->prog);
+    opts.role = SG_PG_ROLE_OWNER; /* migrations change the schema */
     pg = sg_pg_connect(&opts, &err);
     if (!pg) {
         fprintf(stderr, "%s migrate: %s (check pg.dsn / SAGAD_PG_DSN)\n", cli->prog, err.message);

@@ -26,6 +26,9 @@ static const sg_config_key_t config_table[] = {
      "First delay between PostgreSQL reconnection attempts (doubles, full jitter)."},
     {"pg.retry_cap_ms", SG_CONFIG_INT, "5000", 1, 3600000, NULL, 0,
      "Longest delay between PostgreSQL reconnection attempts."},
+    {"pg.strict_roles", SG_CONFIG_BOOL, "false", 0, 0, NULL, 0,
+     "Refuse to run with a database role that may do more than the binary needs (superuser, "
+     "owner of the tables, CREATE in their schema; for dlq-tool also direct ledger writes)."},
     {"topic.commands", SG_CONFIG_STR, "sagad.commands", 0, 0, NULL, 0,
      "Kafka topic of saga.start and step commands."},
     {"topic.events", SG_CONFIG_STR, "sagad.events", 0, 0, NULL, 0,
@@ -115,6 +118,26 @@ static const sg_config_key_t config_table[] = {
     {"relay.xmin_warn_ms", SG_CONFIG_INT, "10000", 100, 86400000, NULL, 0,
      "Warn, naming the blocking backend, once a running transaction holds the relay back this "
      "long."},
+    {"retention.sagas_s", SG_CONFIG_INT, "1209600", 1, 315360000, NULL, 0,
+     "Finished sagas (completed, compensated, failed) are removed with their steps and attempts "
+     "this long after their last change (14 days), unless a dead letter still names them."},
+    {"retention.dedup_window_s", SG_CONFIG_INT, "1209600", 1, 315360000, NULL, 0,
+     "How long a saga_id is remembered (a repeated saga.start answered as a duplicate); its "
+     "saga row is the memory, so it must equal retention.sagas_s."},
+    {"retention.dead_letters_s", SG_CONFIG_INT, "7776000", 1, 315360000, NULL, 0,
+     "Handled (replayed or discarded) dead letters are removed with their replays and revisions "
+     "this long after they were resolved (90 days); pending ones never."},
+    {"retention.janitor", SG_CONFIG_BOOL, "true", 0, 0, NULL, 0,
+     "Relay only: run the janitor that removes rows past their horizon (one relay of the "
+     "database runs it at a time, by an advisory lock)."},
+    {"retention.interval_ms", SG_CONFIG_INT, "60000", 100, 86400000, NULL, 0,
+     "How often the janitor starts a pass over the tables."},
+    {"retention.batch_size", SG_CONFIG_INT, "500", 1, 100000, NULL, 0,
+     "Sagas (with their steps and attempts) or dead letters the janitor removes per "
+     "transaction."},
+    {"retention.pause_ms", SG_CONFIG_INT, "100", 0, 60000, NULL, 0,
+     "The janitor's pause between two batches (time for the workers' transactions and "
+     "autovacuum)."},
     {"http.bind", SG_CONFIG_STR, "127.0.0.1", 0, 0, NULL, 0,
      "Address the /metrics, /healthz and /readyz endpoint listens on (0.0.0.0 in a pod)."},
     {"http.port", SG_CONFIG_INT, "9400", 0, 65535, NULL, 0,

@@ -306,6 +306,26 @@ static const sg_metric_def_t catalog[SG_M__COUNT] = {
                              1,
                              R,
                              "Age of the oldest pending dead letter (0 when none wait)."},
+    [SG_M_RETENTION_REMOVED] = {"sagad_retention_removed_total",
+                                SG_METRIC_COUNTER,
+                                {"table"},
+                                NULL,
+                                0,
+                                8,
+                                R,
+                                "Rows the janitor removed past their horizon, per table "
+                                "(docs/OPERATIONS.md, Retention)."},
+    [SG_M_RETENTION_OLDEST_AGE] = {"sagad_retention_oldest_age_seconds",
+                                   SG_METRIC_GAUGE,
+                                   {"table"},
+                                   NULL,
+                                   0,
+                                   4,
+                                   R,
+                                   "Age of the oldest row the janitor judges by a horizon "
+                                   "(sagas: finished, no dead letter; dead_letters: handled; "
+                                   "builtin_ledger), 0 when none; set by the relay running the "
+                                   "janitor."},
 };
 
 #undef W

@@ -107,7 +107,12 @@ static int apply_pending(sg_pg_t *pg, int *from, int *to, sg_err_t *err)
             return -1;
         *to = m[i].version;
     }
-    return 0;
+    /* Every run grants the group roles their rights again (0013): they may
+     * have been created after the schema was (a managed database's DBA). */
+    return sg_pg_exec(pg,
+                      "SELECT sagad_grant_roles() WHERE to_regprocedure('sagad_grant_roles()') IS "
+                      "NOT NULL",
+                      0, NULL, NULL, err);
 }
 
 int sg_migrate_run(sg_pg_t *pg, int *from, int *to, sg_err_t *err)

@@ -2,6 +2,7 @@
 
 #include <libpq-fe.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,7 @@ void sg_pg_opts_from_config(sg_pg_opts_t *opts, const sg_config_t *cfg, const ch
     opts->connect_attempts = (int)sg_config_int(cfg, "pg.connect_attempts");
     opts->retry.base_ms = (uint64_t)sg_config_int(cfg, "pg.retry_base_ms");
     opts->retry.cap_ms = (uint64_t)sg_config_int(cfg, "pg.retry_cap_ms");
+    opts->strict_roles = sg_config_bool(cfg, "pg.strict_roles");
 }
 
 sg_errclass_t sg_pg_classify(const char *sqlstate, bool conn_bad, const char **code)
@@ -142,6 +144,8 @@ static void conn_error(sg_err_t *err, PGconn *conn, const char *what)
     sg_err_set(err, cls, code, "%s: %s", what, buf);
 }
 
+static int role_check(PGconn *conn, const sg_pg_opts_t *opts, sg_err_t *err);
+
 static PGconn *connect_once(const sg_pg_opts_t *opts, sg_err_t *err)
 {
     char timeout[16];
@@ -169,7 +173,67 @@ static PGconn *connect_once(const sg_pg_opts_t *opts, sg_err_t *err)
             return NULL;
         }
     }
+    if (role_check(conn, opts, err) < 0) {
+        PQfinish(conn);
+        return NULL;
+    }
     return conn;
+}
+
+static const char *const role_names[] = {"runtime", "operator", "owner"};
+
+/* What the session's role may do beyond its DML: superuser or CREATEROLE,
+ * owner of the tables (so ALTER and DROP), CREATE in their schema, and
+ * direct writes to the dead-letter ledger (an operator goes through the
+ * sagad_dlq_* functions).  Logged by the first session of the process;
+ * refused with strict_roles when more than opts->role needs. */
+static const char role_sql[] =
+    "SELECT current_user::text, session_user::text, r.rolsuper OR r.rolcreaterole, "
+    "coalesce(pg_has_role(current_user, c.relowner, 'USAGE'), false), "
+    "coalesce(has_schema_privilege(current_schema(), 'CREATE'), false), "
+    "coalesce(has_table_privilege(c.oid, 'INSERT, UPDATE, DELETE'), false) "
+    "FROM pg_roles r LEFT JOIN pg_class c ON c.oid = to_regclass('dead_letters') "
+    "WHERE r.rolname = current_user";
+
+static int role_check(PGconn *conn, const sg_pg_opts_t *opts, sg_err_t *err)
+{
+    static atomic_bool logged;
+    PGresult *res = PQexec(conn, role_sql);
+    bool t[4] = {false, false, false, false};
+    char user[128] = "?", session[128] = "?", more[160] = "";
+    size_t n = 0;
+
+    if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+        snprintf(user, sizeof(user), "%s", PQgetvalue(res, 0, 0));
+        snprintf(session, sizeof(session), "%s", PQgetvalue(res, 0, 1));
+        for (int i = 0; i < 4; i++)
+            t[i] = strcmp(PQgetvalue(res, 0, 2 + i), "t") == 0;
+    }
+    PQclear(res);
+    /* What the role may do beyond what opts->role needs. */
+    if (opts->role != SG_PG_ROLE_OWNER) {
+        static const char *const what[] = {"superuser or CREATEROLE",
+                                           "owns the tables (ALTER, DROP)", "CREATE in the schema",
+                                           "writes the dead-letter ledger directly"};
+        for (int i = 0; i < 4; i++) {
+            if (!t[i] || (i == 3 && opts->role != SG_PG_ROLE_OPERATOR))
+                continue;
+            n += (size_t)snprintf(more + n, sizeof(more) - n, "%s%s", n ? ", " : "", what[i]);
+            if (n >= sizeof(more))
+                n = sizeof(more) - 1;
+        }
+    }
+    if (!atomic_exchange(&logged, true))
+        sg_log_kv(SG_LOG_INFO, "database role", "current_user", user, "session_user", session,
+                  "used_as", role_names[opts->role], "beyond_its_needs", n ? more : "nothing",
+                  "strict_roles", opts->strict_roles ? "on" : "off", NULL);
+    if (n && opts->strict_roles)
+        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "runtime.role.too_powerful",
+                          "database role %s may do more than the %s role needs (%s), and "
+                          "pg.strict_roles is on: connect as the %s role (docs/OPERATIONS.md, "
+                          "Database roles)",
+                          user, role_names[opts->role], more, role_names[opts->role]);
+    return 0;
 }
 
 static void sleep_ms(uint64_t ms)

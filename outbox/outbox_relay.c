@@ -693,6 +693,7 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
                            "message.timeout.ms", timeout, NULL};
     const char *fp = getenv("SAGAD_TEST_FAILPOINT");
     sg_http_t *http;
+    outbox_janitor_t *janitor;
     outbox_relay_t r;
 
     (void)argc;
@@ -737,7 +738,9 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
     export_state(&r);
     sg_log_kv(SG_LOG_INFO, "relay starting", "holder", r.holder, "librdkafka", sg_kafka_version(),
               NULL);
+    janitor = outbox_janitor_start(cli->cfg);
     run_loop(&r);
+    outbox_janitor_stop(janitor);
     /* Unready since the stop request; the endpoint goes before the
      * handles its probes use. */
     sg_http_stop(http);

@@ -22,6 +22,8 @@ sagad_services_up() {
         deploy/local/kafka.sh start
     fi
     SAGAD_TEST_PG_URL=$(deploy/local/pg.sh url)
+    SAGAD_TEST_PG_URL_RUNTIME=$(deploy/local/pg.sh url-runtime)
+    SAGAD_TEST_PG_URL_OPERATOR=$(deploy/local/pg.sh url-operator)
     SAGAD_TEST_KAFKA=$(deploy/local/kafka.sh bootstrap)
-    export SAGAD_TEST_PG_URL SAGAD_TEST_KAFKA
+    export SAGAD_TEST_PG_URL SAGAD_TEST_PG_URL_RUNTIME SAGAD_TEST_PG_URL_OPERATOR SAGAD_TEST_KAFKA
 }

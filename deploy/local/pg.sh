@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Private PostgreSQL 15 cluster for local runs, tests and benchmarks of sagad.
 #
-#   deploy/local/pg.sh start|stop|status|url
+#   deploy/local/pg.sh start|stop|status|url|url-runtime|url-operator
 #
 # The cluster lives under ${SAGAD_LOCAL_PG_DIR:-<repo>/.run/pg} (or, when the
 # postgres user cannot reach that directory, under /var/tmp/sagad-pg-<hash>
@@ -18,7 +18,7 @@ set -euo pipefail
 script_dir=$(dirname "$(realpath "${BASH_SOURCE[0]}")")
 # shellcheck source=deploy/local/common.sh
 . "$script_dir/common.sh"
-local_init pg.sh "start|stop|status|url" "$@"
+local_init pg.sh "start|stop|status|url|url-runtime|url-operator" "$@"
 repo=$(realpath "$script_dir/../..")
 # link: where the cluster directory (or the symlink to it) is; run_dir: its
 # parent, which holds the start/stop lock <name>.lock. Made absolute before
@@ -197,6 +197,24 @@ BEGIN
   -- 'sagad', which the log masking then hid inside every topic name,
   -- "****.commands") get the current one.
   ALTER ROLE sagad PASSWORD 'sagad-local-pw';
+  -- The roles of production (schemas/sql/0013_roles.sql, docs/OPERATIONS.md
+  -- "Database roles"): sagad above owns the schema and runs migrate;
+  -- sagad_app (worker, relay) and sagad_op (dlq-tool) log in as members of
+  -- the group roles the migrations grant to.
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sagad_runtime') THEN
+    CREATE ROLE sagad_runtime NOLOGIN;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sagad_operator') THEN
+    CREATE ROLE sagad_operator NOLOGIN;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sagad_app') THEN
+    CREATE ROLE sagad_app LOGIN IN ROLE sagad_runtime;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sagad_op') THEN
+    CREATE ROLE sagad_op LOGIN IN ROLE sagad_operator;
+  END IF;
+  ALTER ROLE sagad_app PASSWORD 'app-local-pw';
+  ALTER ROLE sagad_op PASSWORD 'op-local-pw';
 END
 $$;
 EOF
@@ -284,16 +302,20 @@ do_status() {
     fi
 }
 
+# url: the owner (migrate, and the tests' own setup); url-runtime: the
+# worker's and relay's role; url-operator: dlq-tool's.
 do_url() {
-    local running p=$port
+    local running p=$port user=$1
     # A running cluster's own port wins over the environment's.
     if running=$(running_postmaster); then p=${running#* }; fi
-    echo "postgresql://sagad:sagad-local-pw@127.0.0.1:$p/sagad"
+    echo "postgresql://$user@127.0.0.1:$p/sagad"
 }
 
 case "$cmd" in
     start) local_lock "$lock_file" 120; do_start ;;
     stop) local_lock "$lock_file" 120; do_stop ;;
     status) do_status ;;
-    url) do_url ;;
+    url) do_url sagad:sagad-local-pw ;;
+    url-runtime) do_url sagad_app:app-local-pw ;;
+    url-operator) do_url sagad_op:op-local-pw ;;
 esac

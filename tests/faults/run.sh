@@ -36,6 +36,12 @@ export SAGAD_LOCAL_PG_PORT=${SAGAD_FAULTS_PG_PORT:-54339}
 # Read: the relay and the worker refuse SAGAD_ variables they do not know.
 unset SAGAD_FAULTS_KAFKA_PORT SAGAD_FAULTS_KAFKA_CONTROLLER_PORT SAGAD_FAULTS_PG_PORT
 export PGCONNECT_TIMEOUT=5
+# The binaries refuse SAGAD_ variables that name no config key (only
+# SAGAD_LOCAL_* and SAGAD_TEST_* are let through): the harnesses' own port
+# variables, read above, must not reach them.
+for v in $(compgen -v SAGAD_FAULTS_) $(compgen -v SAGAD_BENCH_) $(compgen -v SAGAD_SOAK_); do
+    unset "$v"
+done
 
 kafka=127.0.0.1:$kafka_port
 pg_base=postgresql://sagad:sagad-local-pw@127.0.0.1:$SAGAD_LOCAL_PG_PORT

@@ -49,18 +49,21 @@ static bool same_name(const char *a, const char *b)
 
 /* dlq-tool with the test's environment, where extra (NULL-terminated
  * "K=V" strings, NULL: none) replaces the variables it names. */
-static int dlq_env(const char *const *args, const char *const *extra)
+static int dlq_env(const char *const *args, const char *const *extra_in)
 {
-    const char *env[SGW_MAX_ENV + 8];
+    const char *env[SGW_MAX_ENV + 8], *extra[8] = {sgw.op_env};
     size_t n = 0, k;
 
+    /* dlq-tool runs as the operator role, as in production. */
+    for (k = 0; extra_in && extra_in[k] && k + 2 < 8; k++)
+        extra[k + 1] = extra_in[k];
     for (size_t i = 0; sgw.env[i]; i++) {
-        for (k = 0; extra && extra[k] && !same_name(extra[k], sgw.env[i]); k++)
+        for (k = 0; extra[k] && !same_name(extra[k], sgw.env[i]); k++)
             ;
-        if (!extra || !extra[k])
+        if (!extra[k])
             env[n++] = sgw.env[i];
     }
-    for (k = 0; extra && extra[k] && k < 8; k++)
+    for (k = 0; k < 8 && extra[k]; k++)
         env[n++] = extra[k];
     env[n] = NULL;
     free(R.out);
@@ -565,10 +568,19 @@ Test(dlq, killed_mid_bulk_replay_leaves_each_entry_whole_or_untouched)
     sgw_pair_stop(); /* no relay: the outbox rows of the replays stay to be checked */
 
     memset(&tool, 0, sizeof(tool));
-    sgt_bg_start(
-        &tool, "dlq-tool",
-        ARGS("replay", "--status", "pending", "--reason", "bulk", "--yes", "--rate", "10/s"),
-        sgw.env);
+    {
+        const char *env[SGW_MAX_ENV + 2];
+        size_t n = 0;
+
+        for (; sgw.env[n]; n++)
+            env[n] = sgw.env[n];
+        env[n++] = sgw.op_env; /* the operator role, the later name wins */
+        env[n] = NULL;
+        sgt_bg_start(
+            &tool, "dlq-tool",
+            ARGS("replay", "--status", "pending", "--reason", "bulk", "--yes", "--rate", "10/s"),
+            env);
+    }
     {
         double deadline = sgt_now_s() + SGW_WAIT_S;
         while (sgw_q_int("SELECT count(*) FROM replays") < 5 && sgt_now_s() < deadline &&

@@ -101,6 +101,19 @@ void sgt_db_create(char *name, size_t name_size, char *dsn, size_t dsn_size)
     snprintf(dsn, dsn_size, "%.*s/%s", (int)(slash - url), url, name);
 }
 
+void sgt_role_dsn(char *out, size_t out_size, const char *dsn, const char *role)
+{
+    const char *var =
+        strcmp(role, "runtime") == 0 ? "SAGAD_TEST_PG_URL_RUNTIME" : "SAGAD_TEST_PG_URL_OPERATOR";
+    const char *url = getenv(var), *at = url ? strchr(url, '@') : NULL;
+    const char *dat = strchr(dsn, '@');
+
+    cr_assert_not_null(at, "%s is not set: run the tests through tests/run.sh", var);
+    cr_assert_not_null(dat, "not a postgresql://user:password@ DSN: %s", dsn);
+    /* the role's user:password, the test database's host, port and name */
+    snprintf(out, out_size, "%.*s%s", (int)(at - url), url, dat);
+}
+
 void sgt_db_drop(const char *name)
 {
     const char *p[] = {name};

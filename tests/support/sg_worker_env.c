@@ -193,6 +193,12 @@ void sgw_setup(void)
     sgw_env_add("SAGAD_RELAY_POLL_INTERVAL_MS=50");
     sgw_worker_cli(migrate);
     sgw.pg = sgt_db_connect(sgw.dsn);
+    /* From here on the binaries run as production's roles: the later
+     * SAGAD_PG_DSN wins. */
+    sgt_role_dsn(sgw.rt_dsn, sizeof(sgw.rt_dsn), sgw.dsn, "runtime");
+    sgt_role_dsn(sgw.op_dsn, sizeof(sgw.op_dsn), sgw.dsn, "operator");
+    sgw_env_add("SAGAD_PG_DSN=%s", sgw.rt_dsn);
+    snprintf(sgw.op_env, sizeof(sgw.op_env), "SAGAD_PG_DSN=%s", sgw.op_dsn);
 }
 
 void sgw_teardown(void)

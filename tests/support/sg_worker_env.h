@@ -60,7 +60,11 @@ typedef struct sgw_reader_s {
 #define SGW_MAX_PROCS 8
 
 typedef struct sgw_world_s {
+    /* dsn: the owner's (migrate, the test's own statements through pg);
+     * the worker and relay of env run as the runtime role (rt_dsn), and
+     * dlq-tool is run with op_env (the operator role), as in production. */
     char db[128], dsn[512], dir[64], registry[128];
+    char rt_dsn[600], op_dsn[600], op_env[640];
     char topic_cmd[128], topic_ev[128], topic_dlq[128], group[128];
     char envbuf[SGW_MAX_ENV][640];
     const char *env[SGW_MAX_ENV + 1];

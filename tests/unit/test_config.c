@@ -10,6 +10,7 @@
 #include "sagad/sg_config.h"
 #include "sagad/sg_json.h"
 #include "sagad/sg_mask.h"
+#include "sagad/sg_retention.h"
 #include "unit.h"
 
 static char errstr[1024];
@@ -678,4 +679,27 @@ Test(config, sample_file_uncommented_loads_every_key_at_its_default)
     free(text);
     sg_config_destroy(cfg);
     unlink(path);
+}
+
+/* The default horizons agree with each other; moving one alone is refused
+ * with both keys named, moving them together is not. */
+Test(config, horizons_are_checked_against_each_other)
+{
+    sg_config_t *cfg = sg_config_new();
+    char why[512];
+
+    cr_assert_eq(sg_retention_check(cfg, why, sizeof(why)), 0, "%s", why);
+    cr_assert_eq(sg_config_set(cfg, "retention.sagas_s", "600", "test", why, sizeof(why)), 0);
+    cr_expect_eq(sg_retention_check(cfg, why, sizeof(why)), -1);
+    cr_expect(strstr(why, "retention.dedup_window_s") && strstr(why, "retention.sagas_s"), "%s",
+              why);
+    cr_assert_eq(sg_config_set(cfg, "retention.dedup_window_s", "600", "test", why, sizeof(why)),
+                 0);
+    cr_expect_eq(sg_retention_check(cfg, why, sizeof(why)), 0, "%s", why);
+    cr_assert_eq(sg_config_set(cfg, "retention.dead_letters_s", "599", "test", why, sizeof(why)),
+                 0);
+    cr_expect_eq(sg_retention_check(cfg, why, sizeof(why)), -1);
+    cr_expect(strstr(why, "retention.dead_letters_s") && strstr(why, "retention.sagas_s"), "%s",
+              why);
+    sg_config_destroy(cfg);
 }

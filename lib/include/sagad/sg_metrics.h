@@ -57,6 +57,8 @@ typedef enum sg_metric_id_e {
     SG_M_TIMERS_FIRED,
     SG_M_DLQ_PENDING,
     SG_M_DLQ_OLDEST_AGE,
+    SG_M_RETENTION_REMOVED,
+    SG_M_RETENTION_OLDEST_AGE,
     SG_M__COUNT
 } sg_metric_id_t;
 

@@ -19,6 +19,16 @@
 typedef struct sg_pg_s sg_pg_t;
 typedef struct pg_result sg_pg_res_t; /* a PGresult; read it with sg_pg_res_* */
 
+/* What a binary's database role is for (docs/OPERATIONS.md, "Database
+ * roles"): the worker and relay need DML on the tables they touch, dlq-tool
+ * reads and changes the ledger only through the sagad_dlq_* functions, and
+ * `migrate` owns the schema. */
+typedef enum sg_pg_role_e {
+    SG_PG_ROLE_RUNTIME,
+    SG_PG_ROLE_OPERATOR,
+    SG_PG_ROLE_OWNER,
+} sg_pg_role_t;
+
 typedef struct sg_pg_opts_s {
     const char *dsn;              /* borrowed for the life of the connection */
     const char *application_name; /* shown in pg_stat_activity */
@@ -31,6 +41,12 @@ typedef struct sg_pg_opts_s {
      * wait is not a stall (sg_pg calls nothing above it). */
     void (*waiting)(void);
     const char *session_sql; /* NULL, or run on every new session (SET ...) */
+    /* Every new session reads what its role may do; the first one of the
+     * process logs it ("database role").  With strict_roles (pg.strict_roles)
+     * a role that may do more than `role` needs is refused
+     * (runtime.role.too_powerful, permanent). */
+    sg_pg_role_t role;
+    bool strict_roles;
 } sg_pg_opts_t;
 
 /* Fills opts from the pg.* keys of cfg.  cfg must outlive the opts. */

@@ -1,0 +1,211 @@
+/* Database roles as in production (schemas/sql/0013_roles.sql, the roles
+ * deploy/local/pg.sh creates): the owner migrates, the runtime role runs
+ * the worker, the relay and the janitor and cannot change the schema, the
+ * operator role runs dlq-tool, whose ledger records session_user beside the
+ * declared operator; pg.strict_roles refuses a role that may do more. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../support/sg_test.h"
+#include "../support/sg_worker_env.h"
+#include "sagad/sg_pg.h"
+#include "sagad/sg_retention.h"
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+TestSuite(roles, .init = sgw_setup, .fini = sgw_teardown);
+
+static char rt_dsn[600], op_dsn[600], rt_env[640], op_env[640], owner_env[640];
+
+static void role_dsns(void)
+{
+    sgt_role_dsn(rt_dsn, sizeof(rt_dsn), sgw.dsn, "runtime");
+    sgt_role_dsn(op_dsn, sizeof(op_dsn), sgw.dsn, "operator");
+    snprintf(rt_env, sizeof(rt_env), "SAGAD_PG_DSN=%s", rt_dsn);
+    snprintf(op_env, sizeof(op_env), "SAGAD_PG_DSN=%s", op_dsn);
+    snprintf(owner_env, sizeof(owner_env), "SAGAD_PG_DSN=%s", sgw.dsn);
+}
+
+/* A statement as role dsn: 0, or -1 with the SQLSTATE-derived error. */
+static int exec_as(const char *dsn, const char *sql, sg_err_t *err)
+{
+    sg_pg_t *pg = sgt_db_connect(dsn);
+    int rc = sg_pg_exec(pg, sql, 0, NULL, NULL, err);
+
+    sg_pg_destroy(pg);
+    return rc;
+}
+
+/* Runs prog with the test's environment and extra (the last value of a
+ * name wins); its exit code, stderr in *err. */
+static int run_with(const char *prog, const char *const *args, const char *const *extra, char **out,
+                    char **err)
+{
+    const char *env[SGW_MAX_ENV * 2 + 1];
+    size_t n = 0;
+
+    for (size_t i = 0; i < sgw.nenv; i++)
+        env[n++] = sgw.env[i];
+    for (; extra && *extra; extra++)
+        env[n++] = *extra;
+    env[n] = NULL;
+    return sgt_run(prog, args, env, out, err);
+}
+
+Test(roles, the_runtime_role_cannot_alter_drop_truncate_or_create)
+{
+    static const char *const denied[] = {
+        "ALTER TABLE sagas ADD COLUMN x integer", "DROP TABLE outbox", "TRUNCATE attempts",
+        "CREATE TABLE mine (x integer)",
+        "DROP FUNCTION sagad_fence(text, text, integer, bigint, "
+        "bigint)",
+        "DELETE FROM sagad_schema_migrations", "UPDATE relay_settings SET shards = 2",
+        /* the operator's functions are the operator's */
+        "SELECT sagad_dlq_discard(1, 'x', 'y')"};
+    sg_err_t err;
+
+    role_dsns();
+    for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]); i++) {
+        cr_expect_eq(exec_as(rt_dsn, denied[i], &err), -1, "the runtime role may: %s", denied[i]);
+        cr_expect(strstr(err.message, "must be owner") || strstr(err.message, "permission denied"),
+                  "%s: %s", denied[i], err.message);
+    }
+    /* What it needs it may do. */
+    cr_expect_eq(exec_as(rt_dsn,
+                         "INSERT INTO sagas (saga_id, name, definition) VALUES ('r', 'n', '{}')",
+                         &err),
+                 0, "%s", err.message);
+    cr_expect_eq(exec_as(rt_dsn, "DELETE FROM sagas WHERE saga_id = 'r'", &err), 0, "%s",
+                 err.message);
+    /* The operator role reads, and writes nothing directly. */
+    cr_expect_eq(exec_as(op_dsn, "SELECT count(*) FROM dead_letters", &err), 0, "%s", err.message);
+    cr_expect_eq(exec_as(op_dsn, "UPDATE dead_letters SET status = 'discarded'", &err), -1);
+    cr_expect(strstr(err.message, "permission denied"), "%s", err.message);
+}
+
+/* The worker and the relay run a saga as the runtime role with strict
+ * roles on, and the janitor's pass removes rows as that role. */
+Test(roles, worker_relay_and_janitor_run_as_the_runtime_role_with_strict_roles)
+{
+    const char *extra[] = {rt_env, "SAGAD_PG_STRICT_ROLES=on", NULL};
+    sg_retention_opts_t opts = {60, 60, 100, 0, NULL};
+    int64_t removed[SG_RET__COUNT] = {0};
+    sg_pg_t *rt;
+    sg_err_t err;
+
+    role_dsns();
+    sgw_world_start(NULL, 1, NULL);
+    sgw_start(&sgw.relay, "sagad-relay", extra);
+    sgw_start(&sgw.worker, "sagad-worker", extra);
+    sgw_submit("as-runtime", "[{\"name\": \"a\", \"tool\": \"ledger\"}, {\"name\": \"b\", "
+                             "\"tool\": \"noop\"}]");
+    sgw_wait_status("as-runtime", "completed");
+    sgw_event_wait("as-runtime", "saga.completed");
+    sgw_pair_stop();
+    cr_expect(strstr(sgw.worker.err, "\"msg\":\"database role\",\"current_user\":\"sagad_app\"") !=
+                  NULL,
+              "the worker logs its role: %s", sgt_bg_tail(&sgw.worker));
+    cr_expect(strstr(sgw.relay.err, "\"beyond_its_needs\":\"nothing\"") != NULL, "%s",
+              sgt_bg_tail(&sgw.relay));
+
+    cr_assert_eq(sg_pg_exec(sgw.pg,
+                            "UPDATE sagas SET updated_at = now() - interval '1 hour' "
+                            "WHERE saga_id = 'as-runtime'",
+                            0, NULL, NULL, &err),
+                 0, "%s", err.message);
+    rt = sgt_db_connect(rt_dsn);
+    cr_assert_eq(sg_retention_pass(rt, &opts, removed, &err), 0, "%s", err.message);
+    sg_pg_destroy(rt);
+    cr_expect_eq(removed[SG_RET_SAGAS], 1);
+    cr_expect_eq(removed[SG_RET_ATTEMPTS], 2);
+    cr_expect_eq(removed[SG_RET_BUILTIN_LEDGER], 0, "its ledger row is younger than the horizon");
+}
+
+/* With pg.strict_roles on, the owner is refused for every binary but
+ * migrate; off (the default), it runs and the role is logged. */
+Test(roles, strict_roles_refuses_a_role_that_may_do_more)
+{
+    const char *strict[] = {owner_env, "SAGAD_PG_STRICT_ROLES=on", NULL};
+    const char *op_strict[] = {op_env, "SAGAD_PG_STRICT_ROLES=on", NULL};
+    char *err = NULL;
+
+    role_dsns();
+    cr_expect_eq(run_with("dlq-tool", ARGS("stats"), strict, NULL, &err), 4);
+    cr_expect(strstr(err, "database role sagad may do more than the operator role needs (owns "
+                          "the tables (ALTER, DROP)") != NULL,
+              "%s", err);
+    free(err);
+    cr_expect_eq(run_with("dlq-tool", ARGS("stats"), op_strict, NULL, &err), 0, "%s", err);
+    free(err);
+    cr_expect_eq(run_with("sagad-worker", ARGS("migrate"), strict, NULL, &err), 0,
+                 "migrate is the owner's: %s", err);
+    free(err);
+    sgw_world_start(NULL, 1, NULL);
+    cr_expect_eq(run_with("sagad-relay", ARGS("run"), strict, NULL, &err), 1);
+    cr_expect(strstr(err, "runtime.role.too_powerful") != NULL, "%s", err);
+    cr_expect(strstr(err, "may do more than the runtime role needs") != NULL, "%s", err);
+    free(err);
+    cr_expect_eq(run_with("sagad-worker", ARGS("run"), strict, NULL, &err), 1);
+    cr_expect(strstr(err, "may do more than the runtime role needs") != NULL, "%s", err);
+    free(err);
+}
+
+/* dlq-tool as the operator role: the edit, the replay and the discard go
+ * through the functions, and the ledger holds both the declared operator
+ * and the session's role. */
+Test(roles, the_dlq_ledger_records_session_user_beside_the_operator)
+{
+    const char *op[] = {op_env, "SAGAD_PG_STRICT_ROLES=on", NULL};
+    char id[32], id2[32], *err = NULL;
+
+    role_dsns();
+    sgw_world_start(NULL, 1, NULL);
+    sgw_start(&sgw.relay, "sagad-relay", ARGS(rt_env));
+    sgw_start(&sgw.worker, "sagad-worker", ARGS(rt_env));
+    sgw_submit("r-1", "[{\"name\": \"a\", \"tool\": \"no.such.tool\"}]");
+    sgw_submit("r-2", "[{\"name\": \"a\", \"tool\": \"no.such.tool\"}]");
+    sgw_wait_int(2, "SELECT count(*) FROM dead_letters");
+    snprintf(id, sizeof(id), "%lld",
+             sgw_q_int("SELECT id FROM dead_letters WHERE saga_id = 'r-1'"));
+    snprintf(id2, sizeof(id2), "%lld",
+             sgw_q_int("SELECT id FROM dead_letters WHERE saga_id = 'r-2'"));
+
+    cr_assert_eq(run_with("dlq-tool",
+                          ARGS("edit", id, "--set", "steps[0].tool=noop", "--reason", "tool name",
+                               "--operator", "alice"),
+                          op, NULL, &err),
+                 0, "%s", err);
+    free(err);
+    cr_assert_eq(run_with("dlq-tool",
+                          ARGS("replay", id, "--reason", "fixed", "--operator", "alice"), op, NULL,
+                          &err),
+                 0, "%s", err);
+    free(err);
+    cr_assert_eq(run_with("dlq-tool",
+                          ARGS("discard", id2, "--reason", "not ours", "--operator", "bob"), op,
+                          NULL, &err),
+                 0, "%s", err);
+    free(err);
+    sgw_wait_status("r-1", "completed");
+    sgw_pair_stop();
+
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letter_revisions WHERE dead_letter_id = %s "
+                           "AND operator = 'alice' AND session_user_name = 'sagad_op'",
+                           id),
+                 1);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM replays WHERE dead_letter_id = %s AND operator = "
+                           "'alice' AND session_user_name = 'sagad_op'",
+                           id),
+                 1);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters WHERE id = %s AND resolved_by = "
+                           "'alice' AND resolved_session_user = 'sagad_op'",
+                           id),
+                 1);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters WHERE id = %s AND status = "
+                           "'discarded' AND resolved_by = 'bob' AND resolved_session_user = "
+                           "'sagad_op'",
+                           id2),
+                 1);
+}
