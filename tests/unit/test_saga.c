@@ -360,6 +360,33 @@ Test(saga, a_retry_is_a_timer_within_the_backoff_and_announced)
     fx_fini(&fx);
 }
 
+/* retry_budget_ms: 0 in the saga allows no retry wait at all; the
+ * config's retry.budget_ms of 0 is no budget (the fixture's default). */
+Test(saga, a_retry_budget_of_0_allows_no_wait_and_the_config_0_no_limit)
+{
+    fx_t fx;
+
+    fx_init(&fx);
+    fx_saga(&fx, 'R', "srpp", (int[]){1, 1, 0, 0}, NULL);
+    fx.saga.retry_budget = 0;
+    fx_returned(&fx, false, 1, 1, WORKER_ERROR, SG_ERRCLASS_TRANSIENT, true);
+    fx.cmd.result.retry_after_ms = 50; /* so the wait cannot be 0 */
+    fx_decide(&fx, true);
+    cr_expect_null(fx_message(&fx.out, "step.retry_scheduled"), "no retry within a budget of 0");
+    cr_expect_not_null(fx_message(&fx.out, "saga.dead_lettered"));
+    cr_expect(fx_counted(&fx.out, SG_M_DEAD_LETTERS, "runtime.budget.retry_exhausted"));
+    fx_fini(&fx);
+
+    fx_init(&fx);
+    fx_saga(&fx, 'R', "srpp", (int[]){1, 1, 0, 0}, NULL);
+    fx.saga.retry_spent = 1000000; /* far past any budget, but the config has none */
+    fx_returned(&fx, false, 1, 1, WORKER_ERROR, SG_ERRCLASS_TRANSIENT, true);
+    fx.cmd.result.retry_after_ms = 50;
+    fx_decide(&fx, true);
+    cr_expect_not_null(fx_message(&fx.out, "step.retry_scheduled"), "retry.budget_ms 0: no limit");
+    fx_fini(&fx);
+}
+
 Test(saga, a_held_saga_dead_letter_says_until_when)
 {
     fx_t fx;
