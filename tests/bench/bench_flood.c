@@ -36,21 +36,9 @@ static void write_registry(void)
 
 static pid_t start(const char *prog)
 {
-    static char e[8][600];
-    static char *env[9];
+    const char *const topics[] = {cmd_topic, ev_topic, dlq_topic};
 
-    snprintf(e[0], sizeof(e[0]), "SAGAD_PG_DSN=%s", dsn);
-    snprintf(e[1], sizeof(e[1]), "SAGAD_KAFKA_BOOTSTRAP_SERVERS=%s", kafka);
-    snprintf(e[2], sizeof(e[2]), "SAGAD_LOG_LEVEL=error");
-    snprintf(e[3], sizeof(e[3]), "SAGAD_WORKER_REGISTRY=%s", regpath);
-    snprintf(e[4], sizeof(e[4]), "SAGAD_TOPIC_COMMANDS=%s", cmd_topic);
-    snprintf(e[5], sizeof(e[5]), "SAGAD_TOPIC_EVENTS=%s", ev_topic);
-    snprintf(e[6], sizeof(e[6]), "SAGAD_TOPIC_DLQ=%s", dlq_topic);
-    snprintf(e[7], sizeof(e[7]), "SAGAD_WORKER_GROUP_ID=%s", group);
-    for (int i = 0; i < 8; i++)
-        env[i] = e[i];
-    env[8] = NULL;
-    return bench_spawn(prog, env);
+    return bench_start_sagad(prog, dsn, regpath, topics, group, "error", NULL);
 }
 
 /* A saga.start of about size bytes whose input is [1,1,...,1]. */

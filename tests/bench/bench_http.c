@@ -111,23 +111,12 @@ static pid_t start_checkout(void)
 
 static pid_t start(const char *prog)
 {
-    static char e[12][600];
-    static char *env[13];
-    int n = 0;
+    static char in_flight[64];
+    const char *const topics[] = {cmd_topic, ev_topic, dlq_topic};
+    const char *const extra[] = {in_flight, NULL};
 
-    snprintf(e[n++], sizeof(e[0]), "SAGAD_PG_DSN=%s", dsn);
-    snprintf(e[n++], sizeof(e[0]), "SAGAD_KAFKA_BOOTSTRAP_SERVERS=%s", kafka);
-    snprintf(e[n++], sizeof(e[0]), "SAGAD_LOG_LEVEL=warn");
-    snprintf(e[n++], sizeof(e[0]), "SAGAD_WORKER_REGISTRY=%s", regpath);
-    snprintf(e[n++], sizeof(e[0]), "SAGAD_TOPIC_COMMANDS=%s", cmd_topic);
-    snprintf(e[n++], sizeof(e[0]), "SAGAD_TOPIC_EVENTS=%s", ev_topic);
-    snprintf(e[n++], sizeof(e[0]), "SAGAD_TOPIC_DLQ=%s", dlq_topic);
-    snprintf(e[n++], sizeof(e[0]), "SAGAD_WORKER_GROUP_ID=%s", group);
-    snprintf(e[n++], sizeof(e[0]), "SAGAD_WORKER_MAX_IN_FLIGHT=%d", IN_FLIGHT);
-    for (int i = 0; i < n; i++)
-        env[i] = e[i];
-    env[n] = NULL;
-    return bench_spawn(prog, env);
+    snprintf(in_flight, sizeof(in_flight), "SAGAD_WORKER_MAX_IN_FLIGHT=%d", IN_FLIGHT);
+    return bench_start_sagad(prog, dsn, regpath, topics, group, "warn", extra);
 }
 
 /* utime + stime of pid, in seconds. */

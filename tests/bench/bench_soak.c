@@ -61,26 +61,15 @@ static void write_registry(void)
 
 static pid_t start(const char *prog)
 {
-    static char e[12][600];
-    static char *env[13];
-    int n = 0;
+    static char e[4][64];
+    const char *const topics[] = {cmd_topic, ev_topic, dlq_topic};
+    const char *const extra[] = {e[0], e[1], e[2], e[3], NULL};
 
-    snprintf(e[n++], sizeof(e[0]), "SAGAD_PG_DSN=%s", dsn);
-    snprintf(e[n++], sizeof(e[0]), "SAGAD_KAFKA_BOOTSTRAP_SERVERS=%s", kafka);
-    snprintf(e[n++], sizeof(e[0]), "SAGAD_LOG_LEVEL=error");
-    snprintf(e[n++], sizeof(e[0]), "SAGAD_WORKER_REGISTRY=%s", regpath);
-    snprintf(e[n++], sizeof(e[0]), "SAGAD_TOPIC_COMMANDS=%s", cmd_topic);
-    snprintf(e[n++], sizeof(e[0]), "SAGAD_TOPIC_EVENTS=%s", ev_topic);
-    snprintf(e[n++], sizeof(e[0]), "SAGAD_TOPIC_DLQ=%s", dlq_topic);
-    snprintf(e[n++], sizeof(e[0]), "SAGAD_WORKER_GROUP_ID=%s", group);
-    snprintf(e[n++], sizeof(e[0]), "SAGAD_RETENTION_SAGAS_S=%s", horizon);
-    snprintf(e[n++], sizeof(e[0]), "SAGAD_RETENTION_DEDUP_WINDOW_S=%s", horizon);
-    snprintf(e[n++], sizeof(e[0]), "SAGAD_RETENTION_DEAD_LETTERS_S=%s", horizon);
-    snprintf(e[n++], sizeof(e[0]), "SAGAD_RETENTION_INTERVAL_MS=%s", interval);
-    for (int i = 0; i < n; i++)
-        env[i] = e[i];
-    env[n] = NULL;
-    return bench_spawn(prog, env);
+    snprintf(e[0], sizeof(e[0]), "SAGAD_RETENTION_SAGAS_S=%s", horizon);
+    snprintf(e[1], sizeof(e[1]), "SAGAD_RETENTION_DEDUP_WINDOW_S=%s", horizon);
+    snprintf(e[2], sizeof(e[2]), "SAGAD_RETENTION_DEAD_LETTERS_S=%s", horizon);
+    snprintf(e[3], sizeof(e[3]), "SAGAD_RETENTION_INTERVAL_MS=%s", interval);
+    return bench_start_sagad(prog, dsn, regpath, topics, group, "error", extra);
 }
 
 /* Message i: one in 100 is not JSON, one in 50 of the rest fails its last

@@ -35,6 +35,13 @@ typedef int (*bench_json_fn)(char *out, size_t size, const char *saga_id);
 void bench_produce(const char *topic, const char *prefix, int n, double rate, double *sent,
                    bench_json_fn json_of);
 void bench_stop(pid_t pid);
+/* Starts bin/<prog> run on the benchmark's services: the DSN, the tool
+ * registry, the commands, events and dead-letter topics and the worker
+ * group, at log level, then extra "K=V" strings (NULL-terminated; later
+ * wins), at most 32. */
+pid_t bench_start_sagad(const char *prog, const char *dsn, const char *regpath,
+                        const char *const topics[3], const char *group, const char *level,
+                        const char *const *extra);
 /* Runs bin/<prog> args... (NULL-terminated) with env, stdout discarded;
  * its exit code. */
 int bench_run(const char *prog, char *const *args, char *const *env);

@@ -226,27 +226,18 @@ static double floor_sql(sg_pg_t *pg, int nsagas)
  * configuration takes the last value of a variable, so these win. */
 static pid_t start(const char *prog)
 {
-    static char e[8][600], extra[2048];
-    static char *env[8 + 32 + 1];
-    int n = 8;
+    static char buf[2048];
+    static const char *extra[32 + 1];
+    const char *const topics[] = {cmd_topic, ev_topic, dlq_topic};
+    int n = 0;
 
-    snprintf(e[0], sizeof(e[0]), "SAGAD_PG_DSN=%s", dsn);
-    snprintf(e[1], sizeof(e[1]), "SAGAD_KAFKA_BOOTSTRAP_SERVERS=%s", kafka);
-    snprintf(e[2], sizeof(e[2]), "SAGAD_LOG_LEVEL=warn");
-    snprintf(e[3], sizeof(e[3]), "SAGAD_WORKER_REGISTRY=%s", regpath);
-    snprintf(e[4], sizeof(e[4]), "SAGAD_TOPIC_COMMANDS=%s", cmd_topic);
-    snprintf(e[5], sizeof(e[5]), "SAGAD_TOPIC_EVENTS=%s", ev_topic);
-    snprintf(e[6], sizeof(e[6]), "SAGAD_TOPIC_DLQ=%s", dlq_topic);
-    snprintf(e[7], sizeof(e[7]), "SAGAD_WORKER_GROUP_ID=%s", group);
-    for (int i = 0; i < 8; i++)
-        env[i] = e[i];
     if (getenv("SAGAD_BENCH_ENV")) {
-        snprintf(extra, sizeof(extra), "%s", getenv("SAGAD_BENCH_ENV"));
-        for (char *t = strtok(extra, " "); t && n < 8 + 32; t = strtok(NULL, " "))
-            env[n++] = t;
+        snprintf(buf, sizeof(buf), "%s", getenv("SAGAD_BENCH_ENV"));
+        for (char *t = strtok(buf, " "); t && n < 32; t = strtok(NULL, " "))
+            extra[n++] = t;
     }
-    env[n] = NULL;
-    return bench_spawn(prog, env);
+    extra[n] = NULL;
+    return bench_start_sagad(prog, dsn, regpath, topics, group, "warn", extra);
 }
 
 static int64_t completed(sg_pg_t *pg, const char *prefix)
