@@ -22,7 +22,7 @@
 #include "sagad/sg_run.h"
 #include "worker_loop_int.h"
 
-#define WORKER_SCHEMA_VERSION 11   /* 0011: sagas.origin (0007: sagad_outbox_shard_of) */
+#define WORKER_SCHEMA_VERSION 14   /* 0014: steps unknown, attempts.args, sagas.output */
 #define HOUSEKEEPING_MS       1000 /* gauges, SIGHUP */
 #define PG_PING_MS            5000 /* an idle worker checks its session this often */
 

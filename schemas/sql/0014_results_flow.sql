@@ -1,0 +1,25 @@
+-- Results flow forward, unknown outcomes, the whole envelope (issue 24;
+-- DESIGN section 10, docs/WORKER.md "References" and "Unknown outcomes").
+
+-- A step whose last attempt may have taken effect (a timeout, a transport
+-- error after the request went out, a crash loop) ends `unknown`, not
+-- `failed`: when its saga compensates, a reversible unknown step is
+-- compensated first, under its forward key.
+ALTER TABLE steps DROP CONSTRAINT steps_status_check;
+ALTER TABLE steps ADD CONSTRAINT steps_status_check
+    CHECK (status IN ('pending', 'running', 'succeeded', 'failed', 'unknown',
+                      'compensating', 'compensated', 'compensation_failed', 'skipped'));
+
+-- The envelope's statuses: partial (a parallel group, some members
+-- failed) and cancelled (the saga was cancelled while the call ran) are
+-- defined now and produced by later work.
+ALTER TABLE attempts DROP CONSTRAINT attempts_status_check;
+ALTER TABLE attempts ADD CONSTRAINT attempts_status_check
+    CHECK (status IN ('ok', 'partial', 'error', 'timeout', 'cancelled'));
+
+-- What the call really sent: the step's args with every {"$from": ...}
+-- reference resolved (NULL for attempts written before this migration).
+ALTER TABLE attempts ADD COLUMN args jsonb;
+
+-- The saga's declared output, resolved when it completes.
+ALTER TABLE sagas ADD COLUMN output jsonb;
