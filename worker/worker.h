@@ -310,7 +310,9 @@ typedef struct worker_step_s {
     int attempts, comp_attempts;
     char error_code[64];
     const char *result;   /* JSON text to store, NULL: unchanged */
-    const char *idem_key; /* idempotency key to store, NULL: unchanged */
+    const char *idem_key; /* forward idempotency key to store, NULL: unchanged */
+    const char *forward_key; /* as loaded: the last forward attempt's key, may be NULL */
+    int key_generation;      /* a replay kept this generation's key (0: the saga's) */
     bool dirty;
     worker_slot_t slot;
 } worker_step_t;

@@ -247,7 +247,8 @@ static void start_attempt(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st
     if (!comp)
         set_step(d, saga, st, WORKER_STEP_RUNNING);
     st->dirty = true;
-    st->idem_key = d->out->call.idem_key; /* from worker_prepare_call */
+    if (!comp) /* steps.idempotency_key stays the forward key */
+        st->idem_key = d->out->call.idem_key; /* from worker_prepare_call */
     op = worker_out_op(d, WORKER_OP_ATTEMPT, saga->saga_id);
     op->u.attempt.step = st->idx;
     op->u.attempt.compensate = comp;
@@ -560,10 +561,14 @@ static void step_succeeded(worker_dc_t *d, worker_saga_t *saga, worker_step_t *s
     st->result = r->data ? r->data : "null"; /* JSON jsonb holds (worker_result_data) */
     sg_json_add_int(b, "attempt", d->cmd->dec.attempt);
     worker_out_event(d, saga, "step.succeeded", b);
-    if (st->idx + 1 < saga->nsteps)
-        worker_out_command(d, saga, st->idx + 1, false, 1, 0);
-    else
-        terminal(d, saga, WORKER_SAGA_COMPLETED);
+    /* The next step still to run: a replay keeps a step whose effect
+     * stands as succeeded, and it is passed over (docs/DLQ.md). */
+    for (int j = st->idx + 1; j < saga->nsteps; j++)
+        if (saga->steps[j].status == WORKER_STEP_PENDING) {
+            worker_out_command(d, saga, j, false, 1, 0);
+            return;
+        }
+    terminal(d, saga, WORKER_SAGA_COMPLETED);
 }
 
 static void decide_returned(worker_dc_t *d, worker_saga_t *saga)

@@ -41,6 +41,8 @@ enum {
     L_COMP_ATTEMPTS,
     L_ERROR_CODE,
     L_ORIGIN,
+    L_KEY_GEN,
+    L_IDEM_KEY,
 };
 
 /* The steps are read per saga (LATERAL), which makes the plan an index
@@ -54,8 +56,8 @@ const char worker_sql_load[] =
     "SELECT s.saga_id, s.name, s.status, s.generation, s.seq, s.retry_spent_ms, "
     "coalesce(s.retry_budget_ms, -1), coalesce(s.deadline < now(), false), s.input::text, "
     "s.traceparent, st.idx, st.name, st.tool, st.args::text, st.compensate::text, st.status, "
-    "st.attempts, st.comp_attempts, st.error_code, s.origin "
-    "FROM sagas s CROSS JOIN LATERAL (SELECT * FROM steps t WHERE t.saga_id = s.saga_id "
+    "st.attempts, st.comp_attempts, st.error_code, s.origin, st.key_generation, "
+    "st.idempotency_key FROM sagas s CROSS JOIN LATERAL (SELECT * FROM steps t WHERE t.saga_id = s.saga_id "
     "ORDER BY t.saga_id, t.idx) st WHERE s.saga_id = ANY($1::text[]) "
     "ORDER BY s.saga_id FOR UPDATE OF s";
 
@@ -111,6 +113,8 @@ void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row)
          * failed in an earlier transaction. */
         snprintf(st->error_code, sizeof(st->error_code), "%s",
                  sg_pg_res_get(res, r, L_ERROR_CODE) ? sg_pg_res_get(res, r, L_ERROR_CODE) : "");
+        st->key_generation = (int)sg_pg_res_int(res, r, L_KEY_GEN, 0);
+        st->forward_key = sg_pg_res_get(res, r, L_IDEM_KEY);
         if (idx + 1 > saga->nsteps)
             saga->nsteps = idx + 1;
     }

@@ -332,7 +332,10 @@ bool worker_prepare_call(worker_dc_t *d, const worker_saga_t *saga, const worker
     }
     sg_json_destroy(pl.arr);
     sg_json_destroy(comp);
-    sg_idem_key(key, sizeof(key), saga->saga_id, st->idx, compensate, saga->generation);
+    /* A forward call uses the key of the generation a replay kept, if it
+     * kept one (the effect of an earlier call under it may stand). */
+    sg_idem_key(key, sizeof(key), saga->saga_id, st->idx, compensate,
+                !compensate && st->key_generation > 0 ? st->key_generation : saga->generation);
     call->tool = tool;
     call->saga_id = strdup(saga->saga_id);
     call->step_name = strdup(st->name);

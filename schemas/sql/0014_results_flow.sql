@@ -23,3 +23,11 @@ ALTER TABLE attempts ADD COLUMN args jsonb;
 
 -- The saga's declared output, resolved when it completes.
 ALTER TABLE sagas ADD COLUMN output jsonb;
+
+-- The generation whose idempotency key a step's forward calls use, when a
+-- replay kept an older one so that a call whose effect may stand is made
+-- again under the same key (docs/DLQ.md, "What a replay does").  NULL:
+-- the saga's current generation.  steps.idempotency_key is the forward
+-- key of the step's last forward attempt (a compensation's key is on its
+-- attempt rows only), which a compensation receives under `forward`.
+ALTER TABLE steps ADD COLUMN key_generation integer;
