@@ -31,3 +31,10 @@ ALTER TABLE sagas ADD COLUMN output jsonb;
 -- key of the step's last forward attempt (a compensation's key is on its
 -- attempt rows only), which a compensation receives under `forward`.
 ALTER TABLE steps ADD COLUMN key_generation integer;
+
+-- Whether a step's forward effect is `known` (it answered ok) or only
+-- `possible` (it ended unknown); a compensation receives it under
+-- `forward.effect`.  NULL until the step's forward call ends one of those
+-- ways.
+ALTER TABLE steps ADD COLUMN forward_effect text
+    CHECK (forward_effect IN ('known', 'possible'));
