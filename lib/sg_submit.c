@@ -1,5 +1,6 @@
 /* Decoding of command messages and validation of saga.start (the
  * contract and its rules: sagad/sg_submit.h). */
+#include "sagad/sg_ref.h"
 #include "sagad/sg_submit.h"
 
 #include <stdarg.h>
@@ -279,9 +280,107 @@ static void check_call(const sg_json_t *obj, const char *base, const sg_registry
     sg_json_path_key(path, sizeof(path), base, "args");
     if (args && !sg_json_is_object(args))
         problem(p, path, "type: expected object, got %s", sg_json_type_name(args));
-    else if (tool)
+    else if (tool && !sg_ref_any(args))
+        /* With references, the args are checked when the worker has
+         * resolved them, before the call (tool.args.invalid). */
         sg_submit_validate_args(tool, args, path, p->fn ? schema_problem : NULL, p);
     *tool_out = tool;
+}
+
+/* ---- references (sagad/sg_ref.h) --------------------------------------- */
+
+/* Which steps the references under one node may name. */
+typedef struct ref_scope_s {
+    const char *const *names; /* the steps' names (NULL: a step without a valid one) */
+    size_t nsteps;
+    size_t before; /* steps [0, before) */
+    int own;       /* and this one, a compensation's own step (-1: none) */
+    problems_t *p;
+} ref_scope_t;
+
+static void check_ref(const sg_json_t *ref, const char *path, const ref_scope_t *sc)
+{
+    const sg_json_t *ptr = sg_json_member(ref, SG_REF_MEMBER);
+    const char *rule, *step;
+    char at[300], name[80];
+    size_t j;
+
+    if (sg_json_first(ref) != ptr || sg_json_next(ptr)) {
+        problem(sc->p, path,
+                "additionalProperties: a reference {\"$from\": POINTER} has no other member");
+        return;
+    }
+    sg_json_path_key(at, sizeof(at), path, SG_REF_MEMBER);
+    if (!sg_json_string(ptr)) {
+        problem(sc->p, at, "type: expected string (a JSON Pointer), got %s",
+                sg_json_type_name(ptr));
+        return;
+    }
+    if ((rule = sg_ref_pointer_check(sg_json_string(ptr), name, sizeof(name), &step))) {
+        problem(sc->p, at, "%s", rule);
+        return;
+    }
+    if (!step)
+        return;
+    for (j = 0; j < sc->nsteps && !(sc->names[j] && strcmp(sc->names[j], step) == 0); j++)
+        ;
+    if (j == sc->nsteps)
+        problem(sc->p, at, "reference: no step of this saga is named \"%s\"", step);
+    else if (j >= sc->before && (int)j != sc->own)
+        problem(sc->p, at,
+                "reference: step \"%s\" ($.steps[%zu]) has not run yet here; a reference names "
+                "an earlier step%s",
+                step, j, sc->own >= 0 ? " or the step its compensation undoes" : "");
+}
+
+static void check_refs(const sg_json_t *node, const char *path, const ref_scope_t *sc)
+{
+    char sub[300];
+    size_t i = 0;
+
+    if (sg_ref_is(node)) {
+        check_ref(node, path, sc);
+        return;
+    }
+    if (!sg_json_is_object(node) && !sg_json_is_array(node))
+        return;
+    for (const sg_json_t *m = sg_json_first(node); m; m = sg_json_next(m), i++) {
+        if (sg_json_is_object(node))
+            sg_json_path_key(sub, sizeof(sub), path, sg_json_key(m));
+        else
+            sg_json_path_idx(sub, sizeof(sub), path, i);
+        check_refs(m, sub, sc);
+    }
+}
+
+/* Every reference of the saga: in a step's args (earlier steps), in its
+ * compensation's args (earlier steps and its own), in the output (any). */
+static void check_all_refs(const sg_json_t *doc, const sg_json_t *steps, const char *const *names,
+                           size_t nsteps, problems_t *p)
+{
+    ref_scope_t sc = {names, nsteps, 0, -1, p};
+    const sg_json_t *node;
+    char path[128];
+
+    for (size_t i = 0; i < nsteps; i++) {
+        const sg_json_t *st = sg_json_array_get(steps, i), *comp = sg_json_member(st, "compensate");
+        sc.before = i;
+        sc.own = -1;
+        if (sg_json_is_object(st) && (node = sg_json_member(st, "args"))) {
+            snprintf(path, sizeof(path), "$.steps[%zu].args", i);
+            check_refs(node, path, &sc);
+        }
+        if (sg_json_is_object(comp) && (node = sg_json_member(comp, "args"))) {
+            sc.own = (int)i;
+            snprintf(path, sizeof(path), "$.steps[%zu].compensate.args", i);
+            check_refs(node, path, &sc);
+        }
+    }
+    if ((node = sg_json_member(doc, "output"))) {
+        sc.before = nsteps;
+        sc.own = -1;
+        check_refs(node, "$.output", &sc);
+    }
 }
 
 int sg_submit_validate(const sg_json_t *doc, const sg_registry_t *reg, sg_problem_fn fn,
@@ -290,7 +389,7 @@ int sg_submit_validate(const sg_json_t *doc, const sg_registry_t *reg, sg_proble
     static const char *const top_keys[] = {"v",        "type",     "id",
                                            "saga_id",  "name",     "steps",
                                            "input",    "deadline", "retry_budget_ms",
-                                           "metadata", NULL};
+                                           "metadata", "output",   NULL};
     static const char *const step_keys[] = {"name", "tool", "args", "compensate", NULL};
     static const char *const comp_keys[] = {"tool", "args", NULL};
     problems_t p = {fn, opaque, 0};
@@ -379,6 +478,7 @@ int sg_submit_validate(const sg_json_t *doc, const sg_registry_t *reg, sg_proble
             last_reversible = (int)i;
         }
     }
+    check_all_refs(doc, steps, names, nsteps, &p);
     for (size_t i = 0; i < nsteps; i++) {
         char path[64];
         if (effects[i] != SG_EFFECT_IRREVERSIBLE || (int)i > last_reversible)
@@ -394,8 +494,8 @@ int sg_submit_validate(const sg_json_t *doc, const sg_registry_t *reg, sg_proble
 
 char *sg_submit_definition(const sg_json_t *doc)
 {
-    static const char *const keys[] = {"name",     "steps",           "input",
-                                       "deadline", "retry_budget_ms", "metadata"};
+    static const char *const keys[] = {"name",     "steps", "input", "deadline", "retry_budget_ms",
+                                       "metadata", "output"};
     sg_json_t *def = sg_json_new_object();
     char *text;
 

@@ -324,6 +324,52 @@ Test(submit, rules_json_schema_cannot_say_are_reported_with_paths)
     sg_registry_destroy(reg);
 }
 
+/* What a reference may name (JSON Schema checks only its shape). */
+Test(submit, a_reference_names_an_earlier_step_or_the_one_its_compensation_undoes)
+{
+    sg_registry_t *reg = test_registry();
+    seen_t seen;
+    const char *later = START("[{\"name\":\"a\",\"tool\":\"noop\",\"args\":{\"x\":{\"$from\":"
+                              "\"/steps/b/result/id\"}}},{\"name\":\"b\",\"tool\":\"noop\"}]");
+    const char *self = START("[{\"name\":\"a\",\"tool\":\"noop\",\"args\":{\"x\":{\"$from\":"
+                             "\"/steps/a/key\"}}}]");
+    const char *ghost = START("[{\"name\":\"a\",\"tool\":\"noop\",\"args\":{\"x\":[{\"$from\":"
+                              "\"/steps/zz/result\"}]}}]");
+    const char *comp_later =
+        START("[{\"name\":\"a\",\"tool\":\"reserve\",\"compensate\":{\"tool\":\"release\","
+              "\"args\":{\"id\":{\"$from\":\"/steps/b/result/id\"}}}},{\"name\":\"b\","
+              "\"tool\":\"noop\"}]");
+    /* A reference in args is checked against the tool's args schema only
+     * once resolved: amount is not an integer here, and that is fine. */
+    const char *ok = "{\"v\":1,\"type\":\"saga.start\",\"id\":\"m\",\"saga_id\":\"s\","
+                     "\"name\":\"n\",\"steps\":[{\"name\":\"hold\",\"tool\":\"reserve\","
+                     "\"compensate\":{\"tool\":\"release\",\"args\":{\"id\":{\"$from\":"
+                     "\"/steps/hold/result/id\"},\"key\":{\"$from\":\"/steps/hold/key\"}}}},"
+                     "{\"name\":\"pay\",\"tool\":\"charge\",\"args\":{\"amount\":{\"$from\":"
+                     "\"/steps/hold/result/total\"}}}],\"output\":{\"paid\":{\"$from\":"
+                     "\"/steps/pay/result\"},\"in\":{\"$from\":\"/input\"}}}";
+    const char *out_ghost = "{\"v\":1,\"type\":\"saga.start\",\"id\":\"m\",\"saga_id\":\"s\","
+                            "\"name\":\"n\",\"steps\":[{\"name\":\"a\",\"tool\":\"noop\"}],"
+                            "\"output\":{\"$from\":\"/steps/b/key\"}}";
+
+    cr_expect_eq(submit(later, strlen(later), reg, &seen), 1);
+    assert_contains(seen.all, "$.steps[0].args.x.$from: reference: step \"b\" ($.steps[1]) has "
+                              "not run yet here; a reference names an earlier step\n");
+    cr_expect_eq(submit(self, strlen(self), reg, &seen), 1);
+    assert_contains(seen.all, "$.steps[0].args.x.$from: reference: step \"a\" ($.steps[0])");
+    cr_expect_eq(submit(ghost, strlen(ghost), reg, &seen), 1);
+    assert_contains(seen.all,
+                    "$.steps[0].args.x[0].$from: reference: no step of this saga is named \"zz\"");
+    cr_expect_eq(submit(comp_later, strlen(comp_later), reg, &seen), 1);
+    assert_contains(seen.all, "$.steps[0].compensate.args.id.$from: reference: step \"b\" "
+                              "($.steps[1]) has not run yet here; a reference names an earlier "
+                              "step or the step its compensation undoes");
+    cr_expect_eq(submit(ok, strlen(ok), reg, &seen), 0, "%s", seen.all);
+    cr_expect_eq(submit(out_ghost, strlen(out_ghost), reg, &seen), 1);
+    assert_contains(seen.all, "$.output.$from: reference: no step of this saga is named \"b\"");
+    sg_registry_destroy(reg);
+}
+
 Test(submit, every_problem_is_reported_not_just_the_first)
 {
     sg_registry_t *reg = test_registry();

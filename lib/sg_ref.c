@@ -1,0 +1,164 @@
+/* References between a saga's steps: their shape, and their resolution
+ * against a saga's context document (sagad/sg_ref.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sagad/sg_ref.h"
+
+bool sg_ref_is(const sg_json_t *node)
+{
+    return sg_json_is_object(node) && sg_json_member(node, SG_REF_MEMBER) != NULL;
+}
+
+bool sg_ref_any(const sg_json_t *node)
+{
+    if (sg_ref_is(node))
+        return true;
+    if (!sg_json_is_object(node) && !sg_json_is_array(node))
+        return false;
+    for (const sg_json_t *m = sg_json_first(node); m; m = sg_json_next(m))
+        if (sg_ref_any(m))
+            return true;
+    return false;
+}
+
+/* The next token of pointer p (after its '/'), unescaped into out;
+ * returns where the token ends, or NULL when an escape is malformed or
+ * the token does not fit. */
+static const char *token(const char *p, char *out, size_t size)
+{
+    size_t n = 0;
+
+    for (p++; *p && *p != '/'; p++) {
+        char c = *p;
+        if (c == '~') {
+            if (p[1] != '0' && p[1] != '1')
+                return NULL;
+            c = p[1] == '0' ? '~' : '/';
+            p++;
+        }
+        if (n + 1 >= size)
+            return NULL;
+        out[n++] = c;
+    }
+    out[n] = '\0';
+    return p;
+}
+
+/* Escapes are well formed all through p. */
+static bool escapes_ok(const char *p)
+{
+    for (; *p; p++)
+        if (*p == '~' && p[1] != '0' && p[1] != '1')
+            return false;
+    return true;
+}
+
+const char *sg_ref_pointer_check(const char *pointer, char *name, size_t name_size,
+                                 const char **step)
+{
+    static const char shape[] =
+        "pattern: a JSON Pointer (RFC 6901) of the form /input[/...], /steps/NAME/result[/...] "
+        "or /steps/NAME/key";
+    const char *p = pointer;
+
+    *step = NULL;
+    if (!escapes_ok(pointer))
+        return "pattern: a JSON Pointer (RFC 6901): '~' is escaped as ~0, '/' in a name as ~1";
+    if (strncmp(p, "/input", 6) == 0 && (p[6] == '\0' || p[6] == '/'))
+        return NULL;
+    if (strncmp(p, "/steps/", 7) != 0)
+        return shape;
+    p += 6;
+    /* A step name is 1-64 of A-Z a-z 0-9 . _ - : no escapes in it. */
+    p = token(p, name, name_size);
+    if (!p || !*name || strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                     "0123456789._-") != strlen(name) ||
+        strlen(name) > 64)
+        return shape;
+    if (strcmp(p, "/key") != 0 &&
+        !(strncmp(p, "/result", 7) == 0 && (p[7] == '\0' || p[7] == '/')))
+        return shape;
+    *step = name;
+    return NULL;
+}
+
+const sg_json_t *sg_ref_lookup(const sg_json_t *doc, const char *pointer)
+{
+    const sg_json_t *node = doc;
+    const char *p = pointer;
+    char tok[512];
+
+    while (node && *p) {
+        if (*p != '/' || !(p = token(p, tok, sizeof(tok))))
+            return NULL;
+        if (sg_json_is_object(node)) {
+            node = sg_json_member(node, tok);
+        } else if (sg_json_is_array(node)) {
+            char *end;
+            unsigned long idx;
+            if (!tok[0] || tok[strspn(tok, "0123456789")] != '\0' ||
+                (tok[0] == '0' && tok[1] != '\0'))
+                return NULL;
+            idx = strtoul(tok, &end, 10);
+            node = idx < sg_json_array_size(node) ? sg_json_array_get(node, idx) : NULL;
+        } else {
+            return NULL;
+        }
+    }
+    return node;
+}
+
+static sg_json_t *resolve(const sg_json_t *t, const sg_json_t *ctx, const char *path,
+                          sg_err_t *err)
+{
+    sg_json_t *copy;
+    char sub[512];
+    size_t i = 0;
+
+    if (sg_ref_is(t)) {
+        const char *ptr = sg_json_string(sg_json_member(t, SG_REF_MEMBER));
+        const sg_json_t *v = ptr ? sg_ref_lookup(ctx, ptr) : NULL;
+        sg_err_t inexact;
+        if (!v) {
+            sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.ref.unresolved",
+                       "%s: the reference {\"$from\": \"%s\"} names no value", path,
+                       ptr ? ptr : "?");
+            return NULL;
+        }
+        if (sg_json_exact_numbers(v, &inexact) < 0) {
+            sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.ref.unresolved",
+                       "%s: the value of {\"$from\": \"%s\"} holds a number sagad cannot pass "
+                       "on unchanged (%s)",
+                       path, ptr, inexact.message);
+            return NULL;
+        }
+        return sg_json_dup(v);
+    }
+    if (!sg_json_is_object(t) && !sg_json_is_array(t))
+        return sg_json_dup(t);
+    copy = sg_json_is_object(t) ? sg_json_new_object() : sg_json_new_array();
+    for (const sg_json_t *m = sg_json_first(t); m; m = sg_json_next(m), i++) {
+        sg_json_t *v;
+        if (sg_json_is_object(t))
+            sg_json_path_key(sub, sizeof(sub), path, sg_json_key(m));
+        else
+            sg_json_path_idx(sub, sizeof(sub), path, i);
+        if (!(v = resolve(m, ctx, sub, err))) {
+            sg_json_destroy(copy);
+            return NULL;
+        }
+        if (sg_json_is_object(t))
+            sg_json_add_node(copy, sg_json_key(m), v);
+        else
+            sg_json_append(copy, v);
+    }
+    return copy;
+}
+
+sg_json_t *sg_ref_resolve(const sg_json_t *tmpl, const sg_json_t *ctx, const char *base,
+                          sg_err_t *err)
+{
+    return resolve(tmpl, ctx, base, err);
+}
