@@ -82,6 +82,9 @@ static const sg_config_key_t config_table[] = {
     {"worker.dead_letter_hold_ms", SG_CONFIG_INT, "0", 0, 604800000, NULL, 0,
      "How long a saga whose forward step was dead-lettered stays `held` (nothing compensated, "
      "so dlq-tool can replay the step) before its compensation starts (0: at once)."},
+    {"worker.event_result_max_bytes", SG_CONFIG_INT, "16384", 0, 1048576, NULL, 0,
+     "Largest step result (JSON text) a step.succeeded event carries; a larger one is left "
+     "out, with result_truncated: true and its size (the step row keeps it whole). 0: never."},
     {"worker.drain_timeout_ms", SG_CONFIG_INT, "30000", 0, 3600000, NULL, 0,
      "On SIGTERM or a revoked partition, how long running tool calls may finish before "
      "they are abandoned (redelivered, same idempotency key)."},

@@ -66,8 +66,10 @@ typedef struct worker_call_s {
     int attempt, generation;
     char *idem_key;
     char *traceparent;
-    sg_json_t *args;  /* object, never NULL */
-    sg_json_t *input; /* the saga's input, may be NULL */
+    sg_json_t *args;    /* object, never NULL; references resolved */
+    sg_json_t *input;   /* the saga's input, may be NULL */
+    sg_json_t *forward; /* a compensation's: the outcome of the step it undoes */
+    bool resolved;      /* args held references: the attempt row records them */
 } worker_call_t;
 
 typedef enum worker_status_e {
@@ -309,10 +311,15 @@ typedef struct worker_step_s {
     worker_step_status_t status;
     int attempts, comp_attempts;
     char error_code[64];
-    const char *result;   /* JSON text to store, NULL: unchanged */
-    const char *idem_key; /* forward idempotency key to store, NULL: unchanged */
-    const char *forward_key; /* as loaded: the last forward attempt's key, may be NULL */
-    int key_generation;      /* a replay kept this generation's key (0: the saga's) */
+    /* to store, NULL: unchanged */
+    const char *result;   /* JSON text */
+    const char *idem_key; /* the forward idempotency key */
+    const char *effect;   /* forward_effect: "known" or "possible" */
+    /* as loaded (and updated by this transaction's decisions) */
+    const char *forward_key;  /* the last forward attempt's key, may be NULL */
+    const char *done_result;  /* its result, when the saga's results flow or it compensates */
+    const char *done_effect;  /* forward_effect, NULL: none yet */
+    int key_generation;       /* a replay kept this generation's key (0: the saga's) */
     bool dirty;
     worker_slot_t slot;
 } worker_step_t;
@@ -334,6 +341,10 @@ typedef struct worker_saga_s {
     bool same_definition;
     /* "<partition>:<offset>" its saga.start was read at (NULL: not known) */
     const char *origin;
+    /* Results flow (references or an output): step results are loaded. */
+    bool results_flow;
+    const char *output_spec; /* the definition's output, NULL: none */
+    const char *output;      /* the resolved output to store, NULL: unchanged */
 } worker_saga_t;
 
 /* The saga a saga.start created in the open transaction, as the next
@@ -365,7 +376,8 @@ typedef struct worker_s {
     const char *group, *topic_commands, *topic_events, *topic_dlq;
     sg_json_limits_t limits;
     int crash_loop_limit;
-    int64_t hold_ms; /* worker.dead_letter_hold_ms */
+    int64_t hold_ms;         /* worker.dead_letter_hold_ms */
+    size_t event_result_max; /* worker.event_result_max_bytes */
     sg_policy_t retry, comp_retry;
     int64_t budget_ms;
     sg_rng_t rng;
@@ -398,10 +410,10 @@ void worker_writes_discard(worker_writes_t *wr);
 /* The rows, values as text in the column order of their statement in
  * worker_writes.c (NULL: SQL NULL); the values are copied. */
 void worker_write_saga_new(worker_t *w, const char *const vals[10]);
-void worker_write_attempt(worker_t *w, worker_cmd_t *cmd, const char *const vals[6]);
+void worker_write_attempt(worker_t *w, worker_cmd_t *cmd, const char *const vals[7]);
 void worker_write_attempt_done(worker_t *w, const char *const vals[6]);
-void worker_write_step(worker_t *w, worker_slot_t *slot, const char *const vals[8]);
-void worker_write_saga(worker_t *w, worker_slot_t *slot, const char *const vals[4]);
+void worker_write_step(worker_t *w, worker_slot_t *slot, const char *const vals[9]);
+void worker_write_saga(worker_t *w, worker_slot_t *slot, const char *const vals[5]);
 /* An outbox message (delay_ms <= 0) or a timer. */
 void worker_write_message(worker_t *w, int64_t delay_ms, const char *topic, const char *key,
                           const char *headers, const char *payload);

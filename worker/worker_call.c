@@ -46,6 +46,8 @@ char *worker_request_json(const worker_call_t *call)
         sg_json_add_node(b, "input", sg_json_dup(call->input));
     else
         sg_json_add_null(b, "input");
+    if (call->forward)
+        sg_json_add_node(b, "forward", sg_json_dup(call->forward));
     text = sg_json_print(b);
     sg_json_destroy(b);
     return text;

@@ -173,6 +173,7 @@ void loop_call_free(worker_call_t *call)
     free(call->traceparent);
     sg_json_destroy(call->args);
     sg_json_destroy(call->input);
+    sg_json_destroy(call->forward);
     memset(call, 0, sizeof(*call));
 }
 

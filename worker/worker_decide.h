@@ -25,7 +25,8 @@ typedef struct worker_rules_s {
     const sg_json_limits_t *limits;            /* parsing a tool's answer */
     const char *topic_commands, *topic_events; /* where messages go */
     int crash_loop_limit;
-    int64_t hold_ms;   /* worker.dead_letter_hold_ms */
+    int64_t hold_ms;         /* worker.dead_letter_hold_ms */
+    size_t event_result_max; /* worker.event_result_max_bytes */
     int64_t budget_ms; /* the default retry budget */
     const sg_policy_t *retry, *comp_retry;
     bool chain;               /* keep what chaining needs (follow, fresh) */
@@ -72,6 +73,7 @@ typedef struct worker_op_s {
             int step, generation, attempt;
             bool compensate;
             char *idem_key; /* owned; NULL for INTERRUPTED */
+            char *args;     /* owned; the resolved args, NULL: the step's as stored */
         } attempt;
         struct {
             int64_t id, latency_ms;
@@ -83,11 +85,13 @@ typedef struct worker_op_s {
             int idx, attempts, comp_attempts;
             worker_step_status_t status;
             char *result, *error_code, *idem_key; /* owned; NULL: unchanged */
+            const char *effect;                   /* forward_effect, NULL: unchanged */
             worker_slot_t *slot;
         } step;
         struct {
             worker_saga_status_t status;
             int64_t seq, retry_spent;
+            char *output; /* owned; NULL: unchanged */
             worker_slot_t *slot;
         } saga;
         struct {
@@ -194,5 +198,9 @@ sg_json_t *worker_run_health(const worker_saga_t *saga);
  * made: unknown tool, bad args. */
 bool worker_prepare_call(worker_dc_t *d, const worker_saga_t *saga, const worker_step_t *st,
                          bool compensate, sg_err_t *err);
+/* The saga's context document, which references point into:
+ * {"input", "steps": {NAME: {"result", "key"}}} for the steps that ran
+ * (a result only when loaded: sagas whose results flow). */
+sg_json_t *worker_saga_context(const worker_saga_t *saga);
 
 #endif

@@ -219,10 +219,12 @@ void worker_out_rows(worker_dc_t *d, worker_saga_t *saga)
         op->u.step.result = dup_or_null(st->result);
         op->u.step.error_code = dup_or_null(st->error_code[0] ? st->error_code : NULL);
         op->u.step.idem_key = dup_or_null(st->idem_key);
+        op->u.step.effect = st->effect;
         op->u.step.slot = &st->slot;
         st->dirty = false;
         st->result = NULL;
         st->idem_key = NULL;
+        st->effect = NULL;
     }
     if (!saga->dirty)
         return;
@@ -230,6 +232,8 @@ void worker_out_rows(worker_dc_t *d, worker_saga_t *saga)
     op->u.saga.status = saga->status;
     op->u.saga.seq = saga->seq;
     op->u.saga.retry_spent = saga->retry_spent;
+    op->u.saga.output = dup_or_null(saga->output);
+    saga->output = NULL;
     op->u.saga.slot = &saga->slot;
     saga->dirty = false;
 }
@@ -320,6 +324,7 @@ static void call_free(worker_call_t *call)
     free(call->traceparent);
     sg_json_destroy(call->args);
     sg_json_destroy(call->input);
+    sg_json_destroy(call->forward);
     memset(call, 0, sizeof(*call));
 }
 
@@ -334,6 +339,7 @@ static void op_free(worker_op_t *op)
     case WORKER_OP_ATTEMPT:
     case WORKER_OP_INTERRUPTED:
         free(op->u.attempt.idem_key);
+        free(op->u.attempt.args);
         break;
     case WORKER_OP_ATTEMPT_DONE:
         free(op->u.done.error_code);
@@ -345,6 +351,7 @@ static void op_free(worker_op_t *op)
         free(op->u.step.idem_key);
         break;
     case WORKER_OP_SAGA:
+        free(op->u.saga.output);
         break;
     case WORKER_OP_MESSAGE:
         free(op->u.msg.key);

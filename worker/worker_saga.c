@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "sagad/sg_alloc.h"
+#include "sagad/sg_ref.h"
 #include "worker_decide.h"
 
 /* Every status change goes through these two: logged at debug level, and
@@ -49,15 +50,27 @@ static void set_saga(worker_dc_t *d, worker_saga_t *saga, worker_saga_status_t t
     saga->dirty = true;
 }
 
+static bool resolve_output(worker_saga_t *saga, sg_json_t *body, sg_err_t *err);
+
 static void terminal(worker_dc_t *d, worker_saga_t *saga, worker_saga_status_t to)
 {
     sg_json_t *b = sg_json_new_object();
+    sg_err_t err;
     const char *status = worker_saga_status_name(to);
     char type[32];
 
     set_saga(d, saga, to);
     sg_json_add_str(b, "status", status);
     sg_json_add_node(b, "run_health", worker_run_health(saga));
+    /* Every step succeeded: an output that names no value does not undo
+     * them; the event says what is wrong with it instead. */
+    if (to == WORKER_SAGA_COMPLETED && !resolve_output(saga, b, &err)) {
+        sg_json_t *e = sg_json_new_object();
+        sg_json_add_null(b, "output");
+        sg_json_add_str(e, "error_code", err.code);
+        sg_json_add_str(e, "message", err.message);
+        sg_json_add_node(b, "output_error", e);
+    }
     snprintf(type, sizeof(type), "saga.%s", status);
     worker_out_event(d, saga, type, b);
     worker_out_count(d, SG_M_SAGAS_FINISHED, SG_LABELS(status));
@@ -247,14 +260,18 @@ static void start_attempt(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st
     if (!comp)
         set_step(d, saga, st, WORKER_STEP_RUNNING);
     st->dirty = true;
-    if (!comp) /* steps.idempotency_key stays the forward key */
+    if (!comp) { /* steps.idempotency_key stays the forward key */
         st->idem_key = d->out->call.idem_key; /* from worker_prepare_call */
+        st->forward_key = st->idem_key;
+    }
     op = worker_out_op(d, WORKER_OP_ATTEMPT, saga->saga_id);
     op->u.attempt.step = st->idx;
     op->u.attempt.compensate = comp;
     op->u.attempt.generation = saga->generation;
     op->u.attempt.attempt = cmd->dec.attempt;
     op->u.attempt.idem_key = sg_xstrdup(d->out->call.idem_key);
+    if (d->out->call.resolved) /* what was really sent, for dlq-tool show and the timeline */
+        op->u.attempt.args = sg_json_print(d->out->call.args);
     worker_out_rows(d, saga);
     d->out->calls = true;
 }
@@ -552,6 +569,42 @@ static void count_call(worker_dc_t *d)
     }
 }
 
+/* The saga's output, its references resolved, into body's "output" and
+ * the saga row; false (err set) when a reference names no value. */
+static bool resolve_output(worker_saga_t *saga, sg_json_t *body, sg_err_t *err)
+{
+    sg_json_t *spec, *ctx, *out;
+
+    if (!saga->output_spec)
+        return true;
+    spec = sg_json_parse(saga->output_spec, strlen(saga->output_spec), NULL, NULL);
+    ctx = worker_saga_context(saga);
+    out = spec ? sg_ref_resolve(spec, ctx, "$.output", err) : NULL;
+    sg_json_destroy(ctx);
+    sg_json_destroy(spec);
+    if (!out)
+        return false;
+    saga->output = sg_json_print(out); /* freed with the outcome's saga op */
+    saga->dirty = true;
+    sg_json_add_node(body, "output", out);
+    return true;
+}
+
+/* The step's result in its step.succeeded event, up to the configured
+ * size: a larger one is named, not sent (the step row keeps it whole). */
+static void add_result(worker_dc_t *d, sg_json_t *body, const char *result)
+{
+    size_t len = strlen(result);
+
+    if (len <= d->rules->event_result_max) {
+        sg_json_add_raw(body, "result", result);
+        return;
+    }
+    sg_json_add_null(body, "result");
+    sg_json_add_bool(body, "result_truncated", true);
+    sg_json_add_int(body, "result_bytes", (int64_t)len);
+}
+
 static void step_succeeded(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st)
 {
     const worker_result_t *r = &d->cmd->result;
@@ -559,7 +612,10 @@ static void step_succeeded(worker_dc_t *d, worker_saga_t *saga, worker_step_t *s
 
     set_step(d, saga, st, WORKER_STEP_SUCCEEDED);
     st->result = r->data ? r->data : "null"; /* JSON jsonb holds (worker_result_data) */
+    st->done_result = st->result; /* for references decided later in this transaction */
+    st->effect = st->done_effect = "known";
     sg_json_add_int(b, "attempt", d->cmd->dec.attempt);
+    add_result(d, b, st->result);
     worker_out_event(d, saga, "step.succeeded", b);
     /* The next step still to run: a replay keeps a step whose effect
      * stands as succeeded, and it is passed over (docs/DLQ.md). */

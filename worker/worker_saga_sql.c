@@ -43,6 +43,10 @@ enum {
     L_ORIGIN,
     L_KEY_GEN,
     L_IDEM_KEY,
+    L_RESULT,
+    L_EFFECT,
+    L_FLOW,
+    L_OUTPUT_SPEC,
 };
 
 /* The steps are read per saga (LATERAL), which makes the plan an index
@@ -57,7 +61,10 @@ const char worker_sql_load[] =
     "coalesce(s.retry_budget_ms, -1), coalesce(s.deadline < now(), false), s.input::text, "
     "s.traceparent, st.idx, st.name, st.tool, st.args::text, st.compensate::text, st.status, "
     "st.attempts, st.comp_attempts, st.error_code, s.origin, st.key_generation, "
-    "st.idempotency_key FROM sagas s CROSS JOIN LATERAL (SELECT * FROM steps t WHERE t.saga_id = s.saga_id "
+    "st.idempotency_key, CASE WHEN s.results_flow OR st.status = 'compensating' "
+    "THEN st.result::text END, st.forward_effect, s.results_flow, "
+    "CASE WHEN s.results_flow THEN (s.definition->'output')::text END "
+    "FROM sagas s CROSS JOIN LATERAL (SELECT * FROM steps t WHERE t.saga_id = s.saga_id "
     "ORDER BY t.saga_id, t.idx) st WHERE s.saga_id = ANY($1::text[]) "
     "ORDER BY s.saga_id FOR UPDATE OF s";
 
@@ -94,6 +101,8 @@ void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row)
     saga->input = sg_pg_res_get(res, r, L_INPUT);
     saga->traceparent = sg_pg_res_get(res, r, L_TRACEPARENT);
     saga->origin = sg_pg_res_get(res, r, L_ORIGIN);
+    saga->results_flow = strcmp(sg_pg_res_get(res, r, L_FLOW), "t") == 0;
+    saga->output_spec = sg_pg_res_get(res, r, L_OUTPUT_SPEC);
     for (; r < sg_pg_res_rows(res) && strcmp(sg_pg_res_get(res, r, L_SAGA_ID), id) == 0; r++) {
         worker_step_t *st;
         int idx = (int)sg_pg_res_int(res, r, L_IDX, -1);
@@ -115,6 +124,8 @@ void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row)
                  sg_pg_res_get(res, r, L_ERROR_CODE) ? sg_pg_res_get(res, r, L_ERROR_CODE) : "");
         st->key_generation = (int)sg_pg_res_int(res, r, L_KEY_GEN, 0);
         st->forward_key = sg_pg_res_get(res, r, L_IDEM_KEY);
+        st->done_result = sg_pg_res_get(res, r, L_RESULT);
+        st->done_effect = sg_pg_res_get(res, r, L_EFFECT);
         if (idx + 1 > saga->nsteps)
             saga->nsteps = idx + 1;
     }
@@ -300,7 +311,8 @@ static void apply_attempt(worker_t *w, worker_cmd_t *cmd, const worker_op_t *op)
                           op->u.attempt.compensate ? "compensate" : "forward",
                           SG_PG_INT(op->u.attempt.generation),
                           SG_PG_INT(op->u.attempt.attempt),
-                          op->u.attempt.idem_key};
+                          op->u.attempt.idem_key,
+                          op->u.attempt.args};
 
     worker_write_attempt(w, cmd, vals);
 }
@@ -326,7 +338,8 @@ static void apply_step(worker_t *w, const worker_op_t *op)
                           SG_PG_INT(op->u.step.comp_attempts),
                           op->u.step.result,
                           op->u.step.error_code,
-                          op->u.step.idem_key};
+                          op->u.step.idem_key,
+                          op->u.step.effect};
 
     worker_write_step(w, op->u.step.slot, vals);
 }
@@ -334,7 +347,8 @@ static void apply_step(worker_t *w, const worker_op_t *op)
 static void apply_saga(worker_t *w, const worker_op_t *op)
 {
     const char *vals[] = {op->saga_id, worker_saga_status_name(op->u.saga.status),
-                          SG_PG_INT(op->u.saga.seq), SG_PG_INT(op->u.saga.retry_spent)};
+                          SG_PG_INT(op->u.saga.seq), SG_PG_INT(op->u.saga.retry_spent),
+                          op->u.saga.output};
 
     worker_write_saga(w, op->u.saga.slot, vals);
 }
@@ -448,6 +462,7 @@ static void decide_apply(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, bo
         .topic_events = w->topic_events,
         .crash_loop_limit = w->crash_loop_limit,
         .hold_ms = w->hold_ms,
+        .event_result_max = w->event_result_max,
         .budget_ms = w->budget_ms,
         .retry = &w->retry,
         .comp_retry = &w->comp_retry,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "sagad/sg_alloc.h"
+#include "sagad/sg_ref.h"
 #include "sagad/sg_text.h"
 #include "worker_decide.h"
 
@@ -297,6 +298,66 @@ void worker_decide_start(worker_dc_t *d, worker_saga_t *existing)
         d->rules->chain && !row->u.saga_new.deadline && fresh_steps(fresh, row->u.saga_new.steps);
 }
 
+/* A JSON text as loaded, parsed; NULL for NULL (or, never expected, for
+ * text PostgreSQL's jsonb would not have given). */
+static sg_json_t *parse_text(const char *text)
+{
+    return text ? sg_json_parse(text, strlen(text), NULL, NULL) : NULL;
+}
+
+/* The forward idempotency key of step st: as its last forward attempt
+ * stored it, else as its next one would make it. */
+static const char *forward_key(const worker_saga_t *saga, const worker_step_t *st, char *buf,
+                               size_t size)
+{
+    if (st->forward_key)
+        return st->forward_key;
+    sg_idem_key(buf, size, saga->saga_id, st->idx, false,
+                st->key_generation > 0 ? st->key_generation : saga->generation);
+    return buf;
+}
+
+sg_json_t *worker_saga_context(const worker_saga_t *saga)
+{
+    sg_json_t *ctx = sg_json_new_object(), *steps = sg_json_new_object(), *input;
+
+    input = parse_text(saga->input);
+    if (input)
+        sg_json_add_node(ctx, "input", input);
+    else
+        sg_json_add_null(ctx, "input");
+    for (int i = 0; i < saga->nsteps; i++) {
+        const worker_step_t *st = &saga->steps[i];
+        sg_json_t *e, *result = parse_text(st->done_result);
+        if (!result && !st->forward_key)
+            continue; /* never ran: nothing to name */
+        e = sg_json_new_object();
+        if (result)
+            sg_json_add_node(e, "result", result);
+        if (st->forward_key)
+            sg_json_add_str(e, "key", st->forward_key);
+        sg_json_add_node(steps, st->name, e);
+    }
+    sg_json_add_node(ctx, "steps", steps);
+    return ctx;
+}
+
+/* A compensation's view of the step it undoes: its result, its forward
+ * key and whether its effect is known or only possible. */
+static sg_json_t *forward_of(const worker_saga_t *saga, const worker_step_t *st)
+{
+    sg_json_t *f = sg_json_new_object(), *result = parse_text(st->done_result);
+    char key[256];
+
+    if (result)
+        sg_json_add_node(f, "result", result);
+    else
+        sg_json_add_null(f, "result");
+    sg_json_add_str(f, "idempotency_key", forward_key(saga, st, key, sizeof(key)));
+    sg_json_add_str(f, "effect", st->done_effect ? st->done_effect : "known");
+    return f;
+}
+
 bool worker_prepare_call(worker_dc_t *d, const worker_saga_t *saga, const worker_step_t *st,
                          bool compensate, sg_err_t *err)
 {
@@ -318,6 +379,19 @@ bool worker_prepare_call(worker_dc_t *d, const worker_saga_t *saga, const worker
     if (!args)
         args = sg_json_new_object();
     tool = tool_name ? sg_registry_find(d->rules->reg, tool_name) : NULL;
+    if (tool && sg_ref_any(args)) {
+        sg_json_t *ctx = worker_saga_context(saga), *resolved;
+        char base[64];
+        snprintf(base, sizeof(base), "$.steps[%d].%sargs", st->idx,
+                 compensate ? "compensate." : "");
+        resolved = sg_ref_resolve(args, ctx, base, err);
+        sg_json_destroy(ctx);
+        if (!resolved)
+            goto fail;
+        sg_json_destroy(args);
+        args = resolved;
+        call->resolved = true;
+    }
     if (!tool) {
         sg_err_set(err, SG_ERRCLASS_PERMANENT, "tool.unknown",
                    "tool \"%s\" is not in the tool registry %s", tool_name ? tool_name : "(none)",
@@ -346,9 +420,11 @@ bool worker_prepare_call(worker_dc_t *d, const worker_saga_t *saga, const worker
     call->idem_key = strdup(key);
     call->traceparent = saga->traceparent ? strdup(saga->traceparent) : NULL;
     call->args = args;
-    call->input = saga->input ? sg_json_parse(saga->input, strlen(saga->input), NULL, NULL) : NULL;
+    call->input = parse_text(saga->input);
+    call->forward = compensate ? forward_of(saga, st) : NULL;
     return true;
 fail:
+    call->resolved = false;
     sg_json_destroy(pl.arr);
     sg_json_destroy(comp);
     sg_json_destroy(args);

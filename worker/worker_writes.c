@@ -57,8 +57,8 @@ struct worker_writes_s {
 };
 
 static const int ncols[NTABLES] = {
-    [T_SAGA_NEW] = 10, [T_ATTEMPT_NEW] = 6, [T_ATTEMPT_DONE] = 6, [T_STEP] = 8,
-    [T_SAGA] = 4,      [T_OUTBOX] = 4,      [T_TIMER] = 5,
+    [T_SAGA_NEW] = 10, [T_ATTEMPT_NEW] = 7, [T_ATTEMPT_DONE] = 6, [T_STEP] = 9,
+    [T_SAGA] = 5,      [T_OUTBOX] = 4,      [T_TIMER] = 5,
 };
 
 /* The shard is written here (migration 0007): the outbox trigger that
@@ -75,7 +75,7 @@ const char worker_sql_outbox[] =
     "CROSS JOIN (SELECT max(shards) AS shards FROM relay_settings) r";
 
 /* Each statement reads its table's columns as $1..$n; T_ATTEMPT_NEW also
- * the worker id as $7. */
+ * the worker id as $8. */
 static const char *const sql[NTABLES] = {
     [T_SAGA_NEW] =
         "WITH u AS (SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::jsonb[], "
@@ -92,8 +92,8 @@ static const char *const sql[NTABLES] = {
         "AS e(v, ord)",
     [T_ATTEMPT_NEW] =
         "INSERT INTO attempts (saga_id, step_idx, phase, generation, attempt, idempotency_key, "
-        "worker_id) SELECT s, i, p, g, a, k, $7 FROM unnest($1::text[], $2::int[], $3::text[], "
-        "$4::int[], $5::int[], $6::text[]) AS u(s, i, p, g, a, k) "
+        "args, worker_id) SELECT s, i, p, g, a, k, x, $8 FROM unnest($1::text[], $2::int[], "
+        "$3::text[], $4::int[], $5::int[], $6::text[], $7::jsonb[]) AS u(s, i, p, g, a, k, x) "
         "RETURNING id, saga_id, step_idx, phase, attempt",
     [T_ATTEMPT_DONE] =
         "UPDATE attempts a SET finished_at = now(), status = u.st, error_code = u.code, "
@@ -102,14 +102,16 @@ static const char *const sql[NTABLES] = {
         "$6::jsonb[]) AS u(id, st, code, cls, lat, env) WHERE a.id = u.id",
     [T_STEP] = "UPDATE steps t SET status = u.st, attempts = u.att, comp_attempts = u.catt, "
                "result = coalesce(u.res, t.result), error_code = coalesce(u.code, t.error_code), "
-               "idempotency_key = coalesce(u.k, t.idempotency_key), updated_at = now() "
+               "idempotency_key = coalesce(u.k, t.idempotency_key), "
+               "forward_effect = coalesce(u.fe, t.forward_effect), updated_at = now() "
                "FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::int[], "
-               "$6::jsonb[], $7::text[], $8::text[]) AS u(s, i, st, att, catt, res, code, k) "
+               "$6::jsonb[], $7::text[], $8::text[], $9::text[]) "
+               "AS u(s, i, st, att, catt, res, code, k, fe) "
                "WHERE t.saga_id = u.s AND t.idx = u.i",
     [T_SAGA] = "UPDATE sagas t SET status = u.st, seq = u.seq, retry_spent_ms = u.sp, "
-               "version = t.version + 1, updated_at = now() "
-               "FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) "
-               "AS u(s, st, seq, sp) WHERE t.saga_id = u.s",
+               "output = coalesce(u.o, t.output), version = t.version + 1, updated_at = now() "
+               "FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::jsonb[]) "
+               "AS u(s, st, seq, sp, o) WHERE t.saga_id = u.s",
     [T_OUTBOX] = worker_sql_outbox,
     [T_TIMER] = "INSERT INTO timers (due_at, topic, key, headers, payload) "
                 "SELECT now() + d * interval '1 millisecond', t, convert_to(k, 'UTF8'), h, "
@@ -275,7 +277,7 @@ void worker_write_saga_new(worker_t *w, const char *const vals[10])
     row_add(&w->writes->t[T_SAGA_NEW], vals);
 }
 
-void worker_write_attempt(worker_t *w, worker_cmd_t *cmd, const char *const vals[6])
+void worker_write_attempt(worker_t *w, worker_cmd_t *cmd, const char *const vals[7])
 {
     worker_writes_t *wr = w->writes;
     size_t r = row_add(&wr->t[T_ATTEMPT_NEW], vals);
@@ -322,12 +324,12 @@ static void upsert(worker_writes_t *wr, int k, worker_slot_t *slot, const char *
             cell_set(t, slot->row, c, vals[c]);
 }
 
-void worker_write_step(worker_t *w, worker_slot_t *slot, const char *const vals[8])
+void worker_write_step(worker_t *w, worker_slot_t *slot, const char *const vals[9])
 {
     upsert(w->writes, T_STEP, slot, vals, 5);
 }
 
-void worker_write_saga(worker_t *w, worker_slot_t *slot, const char *const vals[4])
+void worker_write_saga(worker_t *w, worker_slot_t *slot, const char *const vals[5])
 {
     upsert(w->writes, T_SAGA, slot, vals, 4);
 }

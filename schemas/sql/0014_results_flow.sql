@@ -38,3 +38,11 @@ ALTER TABLE steps ADD COLUMN key_generation integer;
 -- ways.
 ALTER TABLE steps ADD COLUMN forward_effect text
     CHECK (forward_effect IN ('known', 'possible'));
+
+-- A saga whose steps reference results, or that declares an output: the
+-- worker loads its steps' results with it (others load none: a step's
+-- result can be large, and most sagas never read one back).  A "$from"
+-- anywhere in the definition's text, even inside an input string, only
+-- costs that load.
+ALTER TABLE sagas ADD COLUMN results_flow boolean
+    GENERATED ALWAYS AS (definition ? 'output' OR strpos(definition::text, '"$from"') > 0) STORED;
