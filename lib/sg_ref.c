@@ -73,12 +73,12 @@ const char *sg_ref_pointer_check(const char *pointer, char *name, size_t name_si
     p += 6;
     /* A step name is 1-64 of A-Z a-z 0-9 . _ - : no escapes in it. */
     p = token(p, name, name_size);
-    if (!p || !*name || strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                     "0123456789._-") != strlen(name) ||
+    if (!p || !*name ||
+        strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                     "0123456789._-") != strlen(name) ||
         strlen(name) > 64)
         return shape;
-    if (strcmp(p, "/key") != 0 &&
-        !(strncmp(p, "/result", 7) == 0 && (p[7] == '\0' || p[7] == '/')))
+    if (strcmp(p, "/key") != 0 && !(strncmp(p, "/result", 7) == 0 && (p[7] == '\0' || p[7] == '/')))
         return shape;
     *step = name;
     return NULL;
@@ -110,8 +110,7 @@ const sg_json_t *sg_ref_lookup(const sg_json_t *doc, const char *pointer)
     return node;
 }
 
-static sg_json_t *resolve(const sg_json_t *t, const sg_json_t *ctx, const char *path,
-                          sg_err_t *err)
+static sg_json_t *resolve(const sg_json_t *t, const sg_json_t *ctx, const char *path, sg_err_t *err)
 {
     sg_json_t *copy;
     char sub[512];

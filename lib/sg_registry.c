@@ -21,8 +21,8 @@
 /* The adapters a registry may name, with their own fields: the part of
  * each adapter that is contract, not code (worker/worker_http.c and
  * worker_exec.c give the fields their meaning). */
-static const char *const http_fields[] = {"method",     "headers", "connect_timeout_ms",
-                                          "tls_verify", "ca_path", NULL};
+static const char *const http_fields[] = {
+    "method", "headers", "connect_timeout_ms", "tls_verify", "ca_path", "nothing_to_undo", NULL};
 static const char *const no_fields[] = {NULL};
 static const sg_adapter_kind_t kinds[] = {
     {"builtin", no_fields, false},

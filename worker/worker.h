@@ -72,11 +72,20 @@ typedef struct worker_call_s {
     bool resolved;      /* args held references: the attempt row records them */
 } worker_call_t;
 
+/* The envelope's status.  partial (a parallel group whose members did not
+ * all succeed) and cancelled (the saga was cancelled while the call ran)
+ * are defined for the saga model's groups and cancellation; no adapter
+ * produces them yet. */
 typedef enum worker_status_e {
     WORKER_OK,
     WORKER_ERROR,
     WORKER_TIMEOUT,
+    WORKER_PARTIAL,
+    WORKER_CANCELLED,
 } worker_status_t;
+
+/* Its name in the envelope and attempts.status (worker_state.c). */
+const char *worker_status_name(worker_status_t s);
 
 /* The normalised outcome of a call (the envelope, docs/ARCHITECTURE.md). */
 typedef struct worker_result_s {
@@ -85,6 +94,13 @@ typedef struct worker_result_s {
     char *data;             /* JSON text of the tool's answer, malloc'd, may be NULL */
     int64_t retry_after_ms; /* earliest next attempt the downstream asked for, 0: none */
     int64_t latency_ms;
+    /* The call failed but may have taken effect: the request went out and
+     * no answer says what happened (a transport error after sending, an
+     * answer too large to read).  A timeout always may. */
+    bool maybe_applied;
+    /* A compensation answered with one of its tool's nothing_to_undo
+     * statuses: done, nothing was there to undo. */
+    bool nothing_to_undo;
 } worker_result_t;
 
 /* An adapter plugs a kind of tool into the worker.
@@ -216,6 +232,7 @@ typedef enum worker_step_status_e {
     WORKER_STEP_RUNNING,
     WORKER_STEP_SUCCEEDED,
     WORKER_STEP_FAILED,
+    WORKER_STEP_UNKNOWN, /* its last attempt may have taken effect */
     WORKER_STEP_COMPENSATING,
     WORKER_STEP_COMPENSATED,
     WORKER_STEP_COMPENSATION_FAILED,
@@ -316,10 +333,10 @@ typedef struct worker_step_s {
     const char *idem_key; /* the forward idempotency key */
     const char *effect;   /* forward_effect: "known" or "possible" */
     /* as loaded (and updated by this transaction's decisions) */
-    const char *forward_key;  /* the last forward attempt's key, may be NULL */
-    const char *done_result;  /* its result, when the saga's results flow or it compensates */
-    const char *done_effect;  /* forward_effect, NULL: none yet */
-    int key_generation;       /* a replay kept this generation's key (0: the saga's) */
+    const char *forward_key; /* the last forward attempt's key, may be NULL */
+    const char *done_result; /* its result, when the saga's results flow or it compensates */
+    const char *done_effect; /* forward_effect, NULL: none yet */
+    int key_generation;      /* a replay kept this generation's key (0: the saga's) */
     bool dirty;
     worker_slot_t slot;
 } worker_step_t;

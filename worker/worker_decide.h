@@ -27,7 +27,7 @@ typedef struct worker_rules_s {
     int crash_loop_limit;
     int64_t hold_ms;         /* worker.dead_letter_hold_ms */
     size_t event_result_max; /* worker.event_result_max_bytes */
-    int64_t budget_ms; /* the default retry budget */
+    int64_t budget_ms;       /* the default retry budget */
     const sg_policy_t *retry, *comp_retry;
     bool chain;               /* keep what chaining needs (follow, fresh) */
     sg_log_level_t log_level; /* log lines above it are not recorded */

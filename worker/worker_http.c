@@ -34,6 +34,10 @@ typedef struct http_tool_s {
     int64_t connect_timeout_ms;
     bool tls_verify;
     char *ca_file, *ca_dir;
+    /* nothing_to_undo: statuses that, answering the tool run as a
+     * compensation, mean there was nothing to undo (done). */
+    long undo_none[16];
+    size_t n_undo_none;
 } http_tool_t;
 
 typedef struct http_xfer_s {
@@ -265,6 +269,31 @@ static int load_ca(http_tool_t *h, const sg_json_t *node, const char *base, sg_e
     return 0;
 }
 
+static int load_undo_none(http_tool_t *h, const sg_json_t *node, const char *base, sg_err_t *err)
+{
+    const sg_json_t *arr = sg_json_member(node, "nothing_to_undo");
+    char path[300];
+    size_t n;
+
+    if (!arr)
+        return 0;
+    sg_json_path_key(path, sizeof(path), base, "nothing_to_undo");
+    n = sg_json_array_size(arr);
+    if (!sg_json_is_array(arr) || n < 1 || n > sizeof(h->undo_none) / sizeof(h->undo_none[0]))
+        return fail(err, path, "an array of 1 to 16 HTTP statuses (300-599), e.g. [404]");
+    for (size_t i = 0; i < n; i++) {
+        double v;
+        if (!sg_json_number(sg_json_array_get(arr, i), &v) || v != (double)(long)v || v < 300 ||
+            v > 599) {
+            char item[320];
+            sg_json_path_idx(item, sizeof(item), path, i);
+            return fail(err, item, "an HTTP status from 300 to 599");
+        }
+        h->undo_none[h->n_undo_none++] = (long)v;
+    }
+    return 0;
+}
+
 static int http_prepare(sg_tool_t *tool, const sg_json_t *node, const char *base,
                         const sg_config_t *cfg, sg_err_t *err)
 {
@@ -306,7 +335,8 @@ static int http_prepare(sg_tool_t *tool, const sg_json_t *node, const char *base
     }
     h->tls_verify = true;
     if (sg_json_get_bool(node, base, "tls_verify", false, &h->tls_verify, err) < 0 ||
-        load_ca(h, node, base, err) < 0 || load_headers(h, node, base, err) < 0)
+        load_ca(h, node, base, err) < 0 || load_headers(h, node, base, err) < 0 ||
+        load_undo_none(h, node, base, err) < 0)
         return -1;
     return 0;
 }
@@ -484,6 +514,9 @@ static void map_curl_error(http_xfer_t *x, CURLcode rc)
         x->too_large = true;
         /* fall through */
     default:
+        /* The request went out and no answer says what became of it. */
+        curl_easy_getinfo(x->easy, CURLINFO_CONNECT_TIME_T, &connected);
+        out->maybe_applied = x->too_large || connected > 0;
         if (x->too_large)
             worker_result_error(out, SG_ERRCLASS_PERMANENT, "tool.http.response_too_large",
                                 "the answer of tool %s is larger than its max_response_bytes "
@@ -494,6 +527,23 @@ static void map_curl_error(http_xfer_t *x, CURLcode rc)
                                 "exchange with tool %s failed: %s: %s", tool,
                                 curl_easy_strerror(rc), x->errbuf);
     }
+}
+
+/* A compensation answered with a status its tool declares as "nothing
+ * to undo" (e.g. 404 for a refund of a charge that never happened): the
+ * compensation is done.  The answer stays in the envelope's data. */
+static void undo_none(http_xfer_t *x, long status)
+{
+    const http_tool_t *h = x->call->tool->state;
+
+    for (size_t i = 0; i < h->n_undo_none; i++)
+        if (h->undo_none[i] == status) {
+            x->out->status = WORKER_OK;
+            memset(&x->out->err, 0, sizeof(x->out->err));
+            x->out->retry_after_ms = 0;
+            x->out->nothing_to_undo = true;
+            return;
+        }
 }
 
 static void complete(http_xfer_t *x, CURLcode rc)
@@ -508,6 +558,8 @@ static void complete(http_xfer_t *x, CURLcode rc)
         curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
         worker_http_answer(x->out, x->call->tool->name, status, x->resp, x->resp_len, x->max,
                            x->retry_after);
+        if (x->call->compensate && x->out->status != WORKER_OK)
+            undo_none(x, status);
     }
     xfer_done(x);
 }

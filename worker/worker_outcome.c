@@ -387,7 +387,7 @@ void worker_outcome_free(worker_outcome_t *out)
 sg_json_t *worker_run_health(const worker_saga_t *saga)
 {
     sg_json_t *h = sg_json_new_object(), *block = NULL;
-    int ok = 0, failed = 0, comp = 0, skipped = 0;
+    int ok = 0, failed = 0, comp = 0, skipped = 0, unknown = 0;
 
     for (int i = 0; i < saga->nsteps; i++) {
         const worker_step_t *st = &saga->steps[i];
@@ -397,9 +397,12 @@ sg_json_t *worker_run_health(const worker_saga_t *saga)
             comp++;
         } else if (st->status == WORKER_STEP_SKIPPED) {
             skipped++;
-        } else if (st->status == WORKER_STEP_FAILED ||
+        } else if (st->status == WORKER_STEP_FAILED || st->status == WORKER_STEP_UNKNOWN ||
                    st->status == WORKER_STEP_COMPENSATION_FAILED) {
-            failed++;
+            if (st->status == WORKER_STEP_UNKNOWN)
+                unknown++;
+            else
+                failed++;
             if (!block || st->status == WORKER_STEP_COMPENSATION_FAILED) {
                 sg_json_destroy(block);
                 block = worker_out_step_body(st);
@@ -414,6 +417,7 @@ sg_json_t *worker_run_health(const worker_saga_t *saga)
     sg_json_add_int(h, "failed", failed);
     sg_json_add_int(h, "compensated", comp);
     sg_json_add_int(h, "skipped", skipped);
+    sg_json_add_int(h, "unknown", unknown);
     if (block)
         sg_json_add_node(h, "blocking_failure", block);
     else

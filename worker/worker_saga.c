@@ -84,21 +84,27 @@ static void terminal(worker_dc_t *d, worker_saga_t *saga, worker_saga_status_t t
 
 /* ---- compensation ------------------------------------------------------ */
 
-/* Starts the compensation of the highest succeeded step at or below from,
- * skipping steps that have none; all done: the saga is compensated. */
+/* Starts the compensation of the highest step at or below from whose
+ * effect stands or may stand (succeeded, or unknown: the step that failed
+ * may have taken effect, and is compensated first), skipping those that
+ * have no compensation; all done: the saga is compensated.  An unknown
+ * step without a compensation stays unknown: its effect may stand, and
+ * nothing can undo it. */
 static void next_compensation(worker_dc_t *d, worker_saga_t *saga, int from)
 {
     for (int j = from; j >= 0; j--) {
         worker_step_t *st = &saga->steps[j];
-        if (st->status != WORKER_STEP_SUCCEEDED)
+        bool has_comp = st->comp && strcmp(st->comp, "null") != 0;
+        if (st->status != WORKER_STEP_SUCCEEDED && st->status != WORKER_STEP_UNKNOWN)
             continue;
-        if (st->comp && strcmp(st->comp, "null") != 0) {
+        if (has_comp) {
             set_step(d, saga, st, WORKER_STEP_COMPENSATING);
             st->comp_attempts = 0;
             worker_out_command(d, saga, j, true, 1, 0);
             return;
         }
-        set_step(d, saga, st, WORKER_STEP_SKIPPED);
+        if (st->status == WORKER_STEP_SUCCEEDED)
+            set_step(d, saga, st, WORKER_STEP_SKIPPED);
     }
     terminal(d, saga, WORKER_SAGA_COMPENSATED);
 }
@@ -114,7 +120,7 @@ static void begin_compensation(worker_dc_t *d, worker_saga_t *saga, int failed_s
     for (int j = failed_step + 1; j < saga->nsteps; j++)
         if (saga->steps[j].status == WORKER_STEP_PENDING)
             set_step(d, saga, &saga->steps[j], WORKER_STEP_SKIPPED);
-    next_compensation(d, saga, failed_step - 1);
+    next_compensation(d, saga, failed_step);
 }
 
 static void comp_failed(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, const sg_err_t *err)
@@ -160,15 +166,20 @@ static void step_dead_letter(worker_dc_t *d, worker_saga_t *saga, worker_step_t 
 }
 
 /* A forward step failed for good: step.failed, then its dead letter (and
- * maybe the hold) or the compensation of the steps before it. */
+ * maybe the hold) or the compensation of the steps before it.  unknown:
+ * its last attempt may have taken effect, so the step ends unknown and its
+ * own compensation runs first. */
 static void step_failed(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, const sg_err_t *err,
-                        bool dead_lettered)
+                        bool dead_lettered, bool unknown)
 {
     sg_json_t *b = worker_out_step_body(st);
 
-    set_step(d, saga, st, WORKER_STEP_FAILED);
+    set_step(d, saga, st, unknown ? WORKER_STEP_UNKNOWN : WORKER_STEP_FAILED);
+    if (unknown)
+        st->effect = st->done_effect = "possible";
     snprintf(st->error_code, sizeof(st->error_code), "%s", err->code);
     sg_json_add_int(b, "attempt", d->cmd->dec.attempt);
+    sg_json_add_str(b, "outcome", unknown ? "unknown" : "failed");
     worker_out_add_error(b, err);
     worker_out_event(d, saga, "step.failed", b);
     if (dead_lettered)
@@ -221,8 +232,8 @@ static bool decide_rerun(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st,
                (long long)saga->interrupted);
     if (comp)
         comp_failed(d, saga, st, &err);
-    else
-        step_failed(d, saga, st, &err, true);
+    else /* it crashed the worker mid-call: it may have taken effect */
+        step_failed(d, saga, st, &err, true, true);
     worker_out_rows(d, saga);
     return true;
 }
@@ -242,7 +253,7 @@ static void cannot_call(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, 
     if (comp)
         comp_failed(d, saga, st, err);
     else
-        step_failed(d, saga, st, err, strcmp(err->code, "tool.unknown") == 0);
+        step_failed(d, saga, st, err, strcmp(err->code, "tool.unknown") == 0, false);
     worker_out_rows(d, saga);
 }
 
@@ -260,7 +271,7 @@ static void start_attempt(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st
     if (!comp)
         set_step(d, saga, st, WORKER_STEP_RUNNING);
     st->dirty = true;
-    if (!comp) { /* steps.idempotency_key stays the forward key */
+    if (!comp) {                              /* steps.idempotency_key stays the forward key */
         st->idem_key = d->out->call.idem_key; /* from worker_prepare_call */
         st->forward_key = st->idem_key;
     }
@@ -321,7 +332,7 @@ static void decide_step(worker_dc_t *d, worker_saga_t *saga)
     if (!comp && saga->past_deadline) {
         sg_err_set(&err, SG_ERRCLASS_PERMANENT, "runtime.deadline_exceeded",
                    "the saga's deadline passed before step %s ran", st->name);
-        step_failed(d, saga, st, &err, false);
+        step_failed(d, saga, st, &err, false, false);
         worker_out_rows(d, saga);
         return;
     }
@@ -355,7 +366,8 @@ static void decide_release(worker_dc_t *d, worker_saga_t *saga)
         return;
     }
     for (int i = saga->nsteps - 1; i >= 0 && !st; i--)
-        if (saga->steps[i].status == WORKER_STEP_FAILED)
+        if (saga->steps[i].status == WORKER_STEP_FAILED ||
+            saga->steps[i].status == WORKER_STEP_UNKNOWN)
             st = &saga->steps[i];
     if (!st) {
         worker_out_stale(d, "a held saga without a failed step");
@@ -411,13 +423,12 @@ static void decide_ready(worker_dc_t *d, worker_saga_t *saga)
 /* The envelope stored on the attempt row (docs/ARCHITECTURE.md). */
 static void finish_attempt(worker_dc_t *d)
 {
-    static const char *const status_names[] = {"ok", "error", "timeout"};
     const worker_cmd_t *cmd = d->cmd;
     const worker_result_t *r = &cmd->result;
     sg_json_t *env = sg_json_new_object(), *meta = sg_json_new_object();
     worker_op_t *op;
 
-    sg_json_add_str(env, "status", status_names[r->status]);
+    sg_json_add_str(env, "status", worker_status_name(r->status));
     if (r->status != WORKER_OK) {
         sg_json_add_str(env, "error_code", r->err.code);
         sg_json_add_str(env, "class", sg_errclass_name(r->err.cls));
@@ -442,6 +453,10 @@ static void finish_attempt(worker_dc_t *d)
     sg_json_add_str(meta, "idempotency_key", cmd->call.idem_key);
     if (r->retry_after_ms)
         sg_json_add_int(meta, "retry_after_ms", r->retry_after_ms);
+    if (r->status != WORKER_OK)
+        sg_json_add_bool(meta, "maybe_applied", r->status == WORKER_TIMEOUT || r->maybe_applied);
+    if (r->nothing_to_undo)
+        sg_json_add_bool(meta, "nothing_to_undo", true);
     sg_json_add_node(env, "metadata", meta);
     op = worker_out_op(d, WORKER_OP_ATTEMPT_DONE, cmd->dec.saga_id);
     op->u.done.id = cmd->attempt_id;
@@ -524,7 +539,8 @@ static bool schedule_retry(worker_dc_t *d, worker_saga_t *saga, worker_step_t *s
  * includes exhausted retries, is dead-lettered) or its compensation does. */
 static void on_failure(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, bool comp)
 {
-    const sg_err_t *err = &d->cmd->result.err;
+    const worker_result_t *r = &d->cmd->result;
+    const sg_err_t *err = &r->err;
     sg_err_t why;
 
     if (err->retriable) {
@@ -535,7 +551,8 @@ static void on_failure(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, b
     if (comp)
         comp_failed(d, saga, st, err);
     else
-        step_failed(d, saga, st, err, err->cls == SG_ERRCLASS_POISON);
+        step_failed(d, saga, st, err, err->cls == SG_ERRCLASS_POISON,
+                    r->status == WORKER_TIMEOUT || r->maybe_applied);
 }
 
 /* The call's metrics and log line, whatever the saga does with its outcome. */
@@ -612,7 +629,7 @@ static void step_succeeded(worker_dc_t *d, worker_saga_t *saga, worker_step_t *s
 
     set_step(d, saga, st, WORKER_STEP_SUCCEEDED);
     st->result = r->data ? r->data : "null"; /* JSON jsonb holds (worker_result_data) */
-    st->done_result = st->result; /* for references decided later in this transaction */
+    st->done_result = st->result;            /* for references decided later in this transaction */
     st->effect = st->done_effect = "known";
     sg_json_add_int(b, "attempt", d->cmd->dec.attempt);
     add_result(d, b, st->result);
@@ -646,8 +663,11 @@ static void decide_returned(worker_dc_t *d, worker_saga_t *saga)
         return;
     }
     if (comp && ok) {
+        sg_json_t *b = worker_out_step_body(st);
+        if (cmd->result.nothing_to_undo)
+            sg_json_add_bool(b, "nothing_to_undo", true);
         set_step(d, saga, st, WORKER_STEP_COMPENSATED);
-        worker_out_event(d, saga, "step.compensated", worker_out_step_body(st));
+        worker_out_event(d, saga, "step.compensated", b);
         next_compensation(d, saga, st->idx - 1);
     } else if (ok) {
         step_succeeded(d, saga, st);

@@ -319,10 +319,9 @@ static void apply_attempt(worker_t *w, worker_cmd_t *cmd, const worker_op_t *op)
 
 static void apply_attempt_done(worker_t *w, const worker_op_t *op)
 {
-    static const char *const status_names[] = {"ok", "error", "timeout"};
     bool ok = op->u.done.status == WORKER_OK;
     const char *vals[] = {
-        SG_PG_INT(op->u.done.id),          status_names[op->u.done.status],
+        SG_PG_INT(op->u.done.id),          worker_status_name(op->u.done.status),
         ok ? NULL : op->u.done.error_code, ok ? NULL : sg_errclass_name(op->u.done.cls),
         SG_PG_INT(op->u.done.latency_ms),  op->u.done.envelope};
 

@@ -15,7 +15,7 @@ static const char *const saga_names[WORKER_SAGA__COUNT] = {
 };
 
 static const char *const step_names[WORKER_STEP__COUNT] = {
-    "pending",      "running",     "succeeded",           "failed",
+    "pending",      "running",     "succeeded",           "failed",  "unknown",
     "compensating", "compensated", "compensation_failed", "skipped",
 };
 
@@ -64,8 +64,15 @@ static const transition_t step_transitions[] = {
      "permanent or poison failure, attempts or retry budget exhausted, crash loop, or a retry "
      "decided past the deadline",
      "step_failed"},
+    {WORKER_STEP_RUNNING, WORKER_STEP_UNKNOWN, true,
+     "no retry is left and its last attempt may have taken effect: a timeout, a transport "
+     "error after the request went out, an answer too large to read, or a crash loop",
+     "step_failed"},
     {WORKER_STEP_PENDING, WORKER_STEP_SKIPPED, true, "an earlier step failed: it is never called",
      "begin_compensation"},
+    {WORKER_STEP_UNKNOWN, WORKER_STEP_COMPENSATING, true,
+     "compensation starts with it (it is the step that failed) and it has a compensation",
+     "next_compensation"},
     {WORKER_STEP_SUCCEEDED, WORKER_STEP_COMPENSATING, true,
      "compensation reached it and it has a compensation", "next_compensation"},
     {WORKER_STEP_SUCCEEDED, WORKER_STEP_SKIPPED, true,
@@ -84,6 +91,13 @@ static const transition_t step_transitions[] = {
 };
 
 #define NELEMS(a) (sizeof(a) / sizeof((a)[0]))
+
+const char *worker_status_name(worker_status_t s)
+{
+    static const char *const names[] = {"ok", "error", "timeout", "partial", "cancelled"};
+
+    return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "error";
+}
 
 const char *worker_saga_status_name(worker_saga_status_t s)
 {

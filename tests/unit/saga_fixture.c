@@ -70,11 +70,11 @@ void fx_fini(fx_t *fx)
     sg_registry_destroy(fx->reg);
 }
 
-/* Status letters: p pending, r running, s succeeded, f failed, c
+/* Status letters: p pending, r running, s succeeded, f failed, u unknown, c
  * compensating, C compensated, x compensation_failed, k skipped; for the
  * saga: R running, H held, D completed, c compensating, C compensated, F
  * failed. */
-const char fx_step_letters[] = "prsfcCxk", fx_saga_letters[] = "RHDcCF";
+const char fx_step_letters[] = "prsfucCxk", fx_saga_letters[] = "RHDcCF";
 
 worker_step_status_t fx_step_status(char l)
 {

@@ -86,6 +86,17 @@ static const case_t cases[] = {
      .cls = SG_ERRCLASS_TRANSIENT, .retriable = true, .spent = 1000, .budget = 100,
      .effects = "step.failed,DL,saga.dead_lettered,saga.compensating,step.compensate",
      .saga_after = 'c', .steps_after = "cfkk", .step_rows = "cfkk", .saga_row = 'c'},
+    {.name = "timeout on the last attempt: unknown, and its own compensation runs first",
+     .saga = 'R', .steps = "ssrp", .att = {1, 1, 3}, .kind = RET_ERR, .step = 2, .attempt = 3,
+     .cls = SG_ERRCLASS_TIMEOUT, .retriable = true,
+     .effects = "step.failed,DL,saga.dead_lettered,saga.compensating,step.compensate",
+     .saga_after = 'c', .steps_after = "ssck", .step_rows = "--ck", .saga_row = 'c',
+     .log = "step 2: unknown -> compensating"},
+    {.name = "a permanent error (known not taken): failed, its compensation does not run",
+     .saga = 'R', .steps = "ssrp", .att = {1, 1, 1}, .kind = RET_ERR, .step = 2, .attempt = 1,
+     .cls = SG_ERRCLASS_PERMANENT,
+     .effects = "step.failed,saga.compensating,step.compensate", .saga_after = 'c',
+     .steps_after = "ckfk", .step_rows = "ckfk", .saga_row = 'c'},
     {.name = "poison failure, with a hold: dead letter, saga held, release timer",
      .saga = 'R', .steps = "srpp", .att = {1, 1}, .kind = RET_ERR, .step = 1, .attempt = 1,
      .cls = SG_ERRCLASS_POISON, .hold_ms = 60000,
@@ -205,7 +216,7 @@ static const case_t cases[] = {
      .saga = 'R', .steps = "srpp", .att = {1, 1}, .kind = EXEC, .step = 1, .attempt = 1,
      .interrupted = 3, .isolated = true,
      .effects = "INT,step.failed,DL,saga.dead_lettered,saga.compensating,step.compensate",
-     .saga_after = 'c', .steps_after = "cfkk", .step_rows = "cfkk", .saga_row = 'c',
+     .saga_after = 'c', .steps_after = "cukk", .step_rows = "cukk", .saga_row = 'c',
      .consumed = "dead_lettered"},
     {.name = "chained command whose tool is gone: dropped, its message decides",
      .saga = 'R', .steps = "sppp", .att = {1}, .kind = EXEC, .step = 1, .attempt = 1,
@@ -261,7 +272,10 @@ static void run_case(const case_t *c)
         break;
     case RET_OK:
     case RET_ERR:
-        fx_returned(&fx, false, c->step, c->attempt, c->kind == RET_OK ? WORKER_OK : WORKER_ERROR,
+        fx_returned(&fx, false, c->step, c->attempt,
+                    c->kind == RET_OK               ? WORKER_OK
+                    : c->cls == SG_ERRCLASS_TIMEOUT ? WORKER_TIMEOUT
+                                                    : WORKER_ERROR,
                     c->cls, c->retriable);
         break;
     case RET_COMP_OK:
