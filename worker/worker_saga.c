@@ -336,6 +336,14 @@ static void decide_step(worker_dc_t *d, worker_saga_t *saga)
         worker_out_rows(d, saga);
         return;
     }
+    /* A compensation receives the forward result, which the load reads
+     * only for steps already compensating: one chained in the transaction
+     * that began the compensation waits for its message instead. */
+    if (comp && cmd->chained && !st->done_result && st->done_effect &&
+        strcmp(st->done_effect, "known") == 0) {
+        d->out->unchained = true;
+        return;
+    }
     if (!worker_prepare_call(d, saga, st, comp, &err)) {
         cannot_call(d, saga, st, comp, &err);
         return;

@@ -1,0 +1,290 @@
+/* Results flow forward, compensations know what they undo, unknown
+ * outcomes are undone (DESIGN section 10; docs/WORKER.md, "References"
+ * and "Unknown outcomes").  The real worker and relay, with builtin tools
+ * or the example downstream checkout-svc, whose request log shows what
+ * each call really received. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../support/sg_test.h"
+#include "../support/sg_worker_env.h"
+#include "sagad/sg_json.h"
+
+static sgt_bg_t svc;
+static char base[128]; /* http://127.0.0.1:PORT of checkout-svc, "" when not started */
+
+static void results_setup(void)
+{
+    sgw_setup();
+    memset(&svc, 0, sizeof(svc));
+    base[0] = '\0';
+}
+
+static void results_teardown(void)
+{
+    if (base[0])
+        sgw_checkout_stop(&svc);
+    sgt_bg_free(&svc);
+    sgw_teardown();
+}
+
+TestSuite(results, .init = results_setup, .fini = results_teardown, .timeout = 180);
+
+/* Submits a whole saga.start document (its text, with %s for the saga id
+ * where the format puts it). */
+static void submit_doc(const char *saga_id, const char *rest)
+{
+    char msg[8192];
+
+    snprintf(msg, sizeof(msg),
+             "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-%s\", \"saga_id\": \"%s\", "
+             "\"name\": \"results\", %s}",
+             saga_id, saga_id, rest);
+    sgw_produce(sgw.topic_cmd, saga_id, msg, strlen(msg));
+}
+
+static sg_json_t *parse(const char *text)
+{
+    sg_json_t *doc = sg_json_parse(text, strlen(text), NULL, NULL);
+
+    cr_assert_not_null(doc, "not JSON: %s", text);
+    return doc;
+}
+
+/* The text of a member of a JSON object as JSON ("" when absent). */
+static void member_json(char *out, size_t size, const sg_json_t *obj, const char *key)
+{
+    const sg_json_t *m = sg_json_member(obj, key);
+    char *text = m ? sg_json_print(m) : NULL;
+
+    snprintf(out, size, "%s", text ? text : "");
+    free(text);
+}
+
+/* The checkout tools on checkout-svc, retried fast; charge_extra and
+ * refund_extra are added to those two tools' members. */
+static void start_checkout(const char *const *svc_args, const char *charge_extra,
+                           const char *refund_extra)
+{
+    char tools[4096];
+
+    sgw_checkout_start(&svc, svc_args, base, sizeof(base));
+    snprintf(tools, sizeof(tools),
+             "\"co.charge\": {\"adapter\": \"http\", \"target\": \"%s/payment/charge\", "
+             "\"side_effect\": \"reversible\", \"compensation\": \"co.refund\", \"retry\": "
+             "{\"max_attempts\": 3, \"base_ms\": 10, \"cap_ms\": 20}%s%s},"
+             "\"co.refund\": {\"adapter\": \"http\", \"target\": \"%s/payment/refund\", "
+             "\"side_effect\": \"idempotent\", \"compensate_retry\": {\"max_attempts\": 2, "
+             "\"base_ms\": 10, \"cap_ms\": 20}%s%s},"
+             "\"fail.permanent\": {\"adapter\": \"builtin\", \"target\": \"fail\", "
+             "\"side_effect\": \"idempotent\"}",
+             base, charge_extra ? ", " : "", charge_extra ? charge_extra : "", base,
+             refund_extra ? ", " : "", refund_extra ? refund_extra : "");
+    sgw_pair_start(tools, 1, NULL);
+}
+
+/* A charge, then a step that fails for good: the charge is refunded. */
+static const char charge_then_fail[] =
+    "\"steps\": [{\"name\": \"charge\", \"tool\": \"co.charge\", \"args\": {\"amount_cents\": "
+    "1250}}, {\"name\": \"boom\", \"tool\": \"fail.permanent\", \"args\": {\"class\": "
+    "\"permanent\", \"code\": \"tool.rejected\"}}]";
+
+Test(results, a_later_step_gets_an_earlier_result_and_the_saga_its_output)
+{
+    const sg_json_t *ev[8];
+    sg_json_t *args, *want;
+    char text[1024];
+
+    sgw_pair_start(NULL, 1, NULL);
+    submit_doc("flow-1",
+               "\"input\": {\"order\": 1001}, \"steps\": ["
+               "{\"name\": \"reserve\", \"tool\": \"echo\", \"args\": {\"reservation_id\": "
+               "\"inv_7\", \"lines\": [\"BOOK-7\", \"PEN-2\"]}},"
+               "{\"name\": \"ship\", \"tool\": \"echo\", \"args\": {\"reservation\": {\"$from\": "
+               "\"/steps/reserve/result/reservation_id\"}, \"second\": {\"$from\": "
+               "\"/steps/reserve/result/lines/1\"}, \"key\": {\"$from\": \"/steps/reserve/key\"}, "
+               "\"order\": {\"$from\": \"/input/order\"}, \"carrier\": \"dhl\"}}],"
+               "\"output\": {\"shipped\": {\"$from\": \"/steps/ship/result/reservation\"}, "
+               "\"order\": {\"$from\": \"/input/order\"}}");
+    sgw_wait_status("flow-1", "completed");
+    sgw_event_wait("flow-1", "saga.completed");
+    sgw_pair_stop();
+
+    /* What the call really sent is on its attempt row; the first step's
+     * args had no reference, so its row keeps none. */
+    args = parse(sgw_q_text(text, sizeof(text),
+                            "SELECT args::text FROM attempts WHERE saga_id = 'flow-1' AND "
+                            "step_idx = 1"));
+    want = parse("{\"reservation\": \"inv_7\", \"second\": \"PEN-2\", \"key\": "
+                 "\"flow-1:0:f:g1\", \"order\": 1001, \"carrier\": \"dhl\"}");
+    cr_expect(sg_json_equal(args, want), "attempt args: %s", text);
+    sg_json_destroy(args);
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT coalesce(args::text, 'NULL') FROM attempts WHERE "
+                                "saga_id = 'flow-1' AND step_idx = 0"),
+                     "NULL");
+    /* The events carry the results and the output. */
+    sgw_expect_events("flow-1", ev, "saga.accepted", "step.succeeded", "step.succeeded",
+                      "saga.completed", NULL);
+    member_json(text, sizeof(text), ev[2], "result");
+    args = parse(text);
+    cr_expect(sg_json_equal(args, want), "step.succeeded carries the result: %s", text);
+    sg_json_destroy(args);
+    sg_json_destroy(want);
+    member_json(text, sizeof(text), ev[3], "output");
+    want = parse("{\"shipped\": \"inv_7\", \"order\": 1001}");
+    args = parse(text);
+    cr_expect(sg_json_equal(args, want), "saga.completed carries the output: %s", text);
+    sg_json_destroy(args);
+    args = parse(sgw_q_text(text, sizeof(text),
+                            "SELECT output::text FROM sagas WHERE saga_id = 'flow-1'"));
+    cr_expect(sg_json_equal(args, want), "sagas.output: %s", text);
+    sg_json_destroy(args);
+    sg_json_destroy(want);
+}
+
+Test(results, a_reference_to_an_absent_value_fails_the_step_and_the_saga_compensates)
+{
+    const sg_json_t *failed;
+    char text[512];
+
+    sgw_pair_start(NULL, 1, NULL);
+    submit_doc("flow-2",
+               "\"steps\": [{\"name\": \"hold\", \"tool\": \"ledger.reversible\", \"args\": "
+               "{\"sku\": \"B7\"}},{\"name\": \"use\", \"tool\": \"echo\", \"args\": {\"id\": "
+               "{\"$from\": \"/steps/hold/result/no_such_id\"}}}]");
+    sgw_wait_status("flow-2", "compensated");
+    failed = sgw_event_wait("flow-2", "step.failed");
+    sgw_event_wait("flow-2", "saga.compensated");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(sgw_jstr(failed, "error_code"), "input.ref.unresolved");
+    cr_expect(strstr(sgw_jstr(failed, "message"),
+                     "$.steps[1].args.id: the reference {\"$from\": "
+                     "\"/steps/hold/result/no_such_id\"} names no value") != NULL,
+              "the message names the path and the pointer: %s", sgw_jstr(failed, "message"));
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx = 1"), 0,
+                 "the step was never called");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(status || ':' || coalesce(error_code, '-'), "
+                                "',' ORDER BY idx) FROM steps"),
+                     "compensated:-,failed:input.ref.unresolved");
+    cr_expect_eq(sgw_q_int("SELECT calls FROM builtin_ledger WHERE key = 'flow-2:0:c:g1'"), 1,
+                 "the earlier step was undone once");
+}
+
+Test(results, a_compensation_receives_the_forward_result_key_and_effect)
+{
+    const sg_json_t *reqs, *fwd;
+    sg_json_t *doc, *doc2, *charge_doc, *answer;
+    char text[1024], answer_text[1024];
+
+    start_checkout(NULL, NULL, NULL);
+    submit_doc("fwd-1", charge_then_fail);
+    sgw_wait_status("fwd-1", "compensated");
+    sgw_pair_stop();
+
+    reqs = sgw_checkout_requests(base, "/payment/charge", &charge_doc);
+    cr_assert_eq(sg_json_array_size(reqs), 1);
+    reqs = sgw_checkout_requests(base, "/payment/refund", &doc);
+    cr_assert_eq(sg_json_array_size(reqs), 1, "one refund");
+    fwd = sg_json_member(sg_json_member(sg_json_array_get(reqs, 0), "body"), "forward");
+    cr_assert_not_null(fwd, "the refund's body has forward");
+    cr_expect_str_eq(sgw_jstr(fwd, "idempotency_key"), "fwd-1:0:f:g1");
+    cr_expect_str_eq(sgw_jstr(fwd, "effect"), "known");
+    /* The result is the charge's answer, as the step row keeps it. */
+    member_json(text, sizeof(text), fwd, "result");
+    answer = parse(sgw_q_text(answer_text, sizeof(answer_text),
+                              "SELECT result::text FROM steps WHERE idx = 0"));
+    doc2 = parse(text);
+    cr_expect(sg_json_equal(doc2, answer), "forward.result %s is the charge's answer %s", text,
+              answer_text);
+    sg_json_destroy(doc2);
+    cr_expect_str_neq(sgw_jstr(answer, "idempotency_key"), "", "a real answer: %s", answer_text);
+    sg_json_destroy(answer);
+    sg_json_destroy(doc);
+    sg_json_destroy(charge_doc);
+}
+
+Test(results, a_charge_that_times_out_on_every_attempt_is_refunded_once_by_its_key)
+{
+    /* Every attempt hangs past the tool's timeout; checkout-svc still
+     * does the work (as a slow payment API does). */
+    static const char *const faults[] = {"--fault", "/payment/charge=201x3,delay_ms=1500", NULL};
+    const sg_json_t *reqs, *fwd, *failed, *comp;
+    sg_json_t *doc;
+    char text[512];
+
+    start_checkout(faults, "\"timeout_ms\": 300", NULL);
+    submit_doc("tmo-1", charge_then_fail);
+    sgw_wait_status("tmo-1", "compensated");
+    failed = sgw_event_wait("tmo-1", "step.failed");
+    comp = sgw_event_wait("tmo-1", "saga.compensated");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(sgw_jstr(failed, "step_name"), "charge");
+    cr_expect_str_eq(sgw_jstr(failed, "outcome"), "unknown");
+    cr_expect_eq(sgw_jint(sgw_run_health(comp), "compensated"), 1);
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(status || ':' || coalesce(error_code, '-'), "
+                                "',' ORDER BY idx) FROM steps"),
+                     "compensated:runtime.budget.attempts_exhausted,skipped:-");
+    reqs = sgw_checkout_requests(base, "/payment/refund", &doc);
+    cr_assert_eq(sg_json_array_size(reqs), 1, "refunded exactly once");
+    fwd = sg_json_member(sg_json_member(sg_json_array_get(reqs, 0), "body"), "forward");
+    cr_expect_str_eq(sgw_jstr(fwd, "idempotency_key"), "tmo-1:0:f:g1",
+                     "the refund names the key the charge was attempted under");
+    cr_expect_str_eq(sgw_jstr(fwd, "effect"), "possible");
+    cr_expect(sg_json_is_null(sg_json_member(fwd, "result")), "no result is known");
+    sg_json_destroy(doc);
+}
+
+Test(results, a_step_that_answered_400_is_known_not_taken_and_not_compensated)
+{
+    static const char *const faults[] = {"--fault", "/payment/charge=400", NULL};
+    const sg_json_t *reqs, *failed;
+    sg_json_t *doc;
+
+    start_checkout(faults, NULL, NULL);
+    submit_doc("bad-1", charge_then_fail);
+    sgw_wait_status("bad-1", "compensated");
+    failed = sgw_event_wait("bad-1", "step.failed");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(sgw_jstr(failed, "outcome"), "failed");
+    reqs = sgw_checkout_requests(base, "/payment/refund", &doc);
+    cr_expect_eq(sg_json_array_size(reqs), 0, "no refund of a charge that was refused");
+    sg_json_destroy(doc);
+}
+
+Test(results, a_compensation_that_finds_nothing_to_undo_is_done_when_its_tool_says_so)
+{
+    static const char *const faults[] = {"--fault", "/payment/refund=404", NULL};
+    const sg_json_t *ev;
+
+    start_checkout(faults, NULL, "\"nothing_to_undo\": [404]");
+    submit_doc("none-1", charge_then_fail);
+    sgw_wait_status("none-1", "compensated");
+    ev = sgw_event_wait("none-1", "step.compensated");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(sgw_jstr(ev, "step_name"), "charge");
+    cr_expect(sg_json_member(ev, "nothing_to_undo") != NULL, "the event says nothing was undone");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE phase = 'compensate' AND "
+                           "status = 'ok' AND (envelope->'metadata'->>'nothing_to_undo')::bool"),
+                 1);
+}
+
+Test(results, without_nothing_to_undo_a_404_fails_the_compensation)
+{
+    static const char *const faults[] = {"--fault", "/payment/refund=404", NULL};
+
+    start_checkout(faults, NULL, NULL);
+    submit_doc("none-2", charge_then_fail);
+    sgw_wait_status("none-2", "failed");
+    sgw_pair_stop();
+    cr_expect_str_eq(sgw_q_text((char[64]){0}, 64, "SELECT status FROM steps WHERE idx = 0"),
+                     "compensation_failed");
+}
