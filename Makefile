@@ -33,7 +33,7 @@ ALL_CFLAGS = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L $(WARN) $(CFLA
 LDLIBS_ALL = $(RDKAFKA_LIBS) $(PKG_LIBS) -lm -lpthread
 
 LIB_SRCS := $(wildcard lib/*.c)
-LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/sg_migrations.o
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/sg_migrations.o $(BUILD)/gen/sg_error_codes.o
 LIBSAGAD := $(BUILD)/libsagad.a
 MIGRATIONS := $(sort $(wildcard schemas/sql/*.sql))
 
@@ -143,6 +143,15 @@ $(BUILD)/gen/sg_migrations.c: $(MIGRATIONS) $(MIGRATIONS_LIST) schemas/embed-sql
 	sh schemas/embed-sql.sh $@ $(MIGRATIONS)
 
 $(BUILD)/gen/sg_migrations.o: $(BUILD)/gen/sg_migrations.c $(RDKAFKA_STAMP)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+# The error-code registry, for the default agent_action of each code
+# (lib/sg_err_action.c).
+$(BUILD)/gen/sg_error_codes.c: schemas/error_codes.json schemas/embed-json.sh
+	@mkdir -p $(dir $@)
+	sh schemas/embed-json.sh $@ sg_error_codes_json schemas/error_codes.json
+
+$(BUILD)/gen/sg_error_codes.o: $(BUILD)/gen/sg_error_codes.c $(RDKAFKA_STAMP)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 $(LIBSAGAD): $(LIB_OBJS)

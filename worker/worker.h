@@ -332,10 +332,12 @@ typedef struct worker_step_s {
     const char *result;   /* JSON text */
     const char *idem_key; /* the forward idempotency key */
     const char *effect;   /* forward_effect: "known" or "possible" */
+    const char *action;   /* agent_action of its failure */
     /* as loaded (and updated by this transaction's decisions) */
     const char *forward_key; /* the last forward attempt's key, may be NULL */
     const char *done_result; /* its result, when the saga's results flow or it compensates */
     const char *done_effect; /* forward_effect, NULL: none yet */
+    const char *done_action; /* agent_action of its failure, NULL: none */
     int key_generation;      /* a replay kept this generation's key (0: the saga's) */
     bool dirty;
     worker_slot_t slot;
@@ -429,7 +431,7 @@ void worker_writes_discard(worker_writes_t *wr);
 void worker_write_saga_new(worker_t *w, const char *const vals[10]);
 void worker_write_attempt(worker_t *w, worker_cmd_t *cmd, const char *const vals[7]);
 void worker_write_attempt_done(worker_t *w, const char *const vals[6]);
-void worker_write_step(worker_t *w, worker_slot_t *slot, const char *const vals[9]);
+void worker_write_step(worker_t *w, worker_slot_t *slot, const char *const vals[10]);
 void worker_write_saga(worker_t *w, worker_slot_t *slot, const char *const vals[5]);
 /* An outbox message (delay_ms <= 0) or a timer. */
 void worker_write_message(worker_t *w, int64_t delay_ms, const char *topic, const char *key,

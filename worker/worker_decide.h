@@ -86,6 +86,7 @@ typedef struct worker_op_s {
             worker_step_status_t status;
             char *result, *error_code, *idem_key; /* owned; NULL: unchanged */
             const char *effect;                   /* forward_effect, NULL: unchanged */
+            char *agent_action;                   /* owned; NULL: unchanged */
             worker_slot_t *slot;
         } step;
         struct {
@@ -106,7 +107,8 @@ typedef struct worker_op_s {
             int generation;
             sg_err_t *err; /* owned: a copy, kept out of line as it is large */
             const char *saga_name, *step_name, *traceparent;
-            char *tool; /* owned */
+            char *tool;         /* owned */
+            char *agent_action; /* owned */
             bool has_saga;
         } dead;
         struct {
@@ -157,6 +159,10 @@ typedef struct worker_dc_s {
     const worker_input_t *in;
     const worker_cmd_t *cmd;
     worker_outcome_t *out;
+    /* The agent_action of the failure this decision records (owned, freed
+     * when the decision ends), and its step. */
+    char *action;
+    int action_step;
 } worker_dc_t;
 
 worker_op_t *worker_out_op(worker_dc_t *d, worker_op_kind_t kind, const char *saga_id);
@@ -180,6 +186,11 @@ void worker_out_command(worker_dc_t *d, worker_saga_t *saga, int step, bool comp
                         int64_t delay_ms);
 sg_json_t *worker_out_step_body(const worker_step_t *st);
 void worker_out_add_error(sg_json_t *body, const sg_err_t *err);
+/* The agent_action of a failure with err: the tool's own, verbatim, when
+ * the command's call failed with an answer that carries one (a JSON
+ * object's "agent_action" string), else err's code's default
+ * (schemas/error_codes.json); NULL when neither.  Caller frees. */
+char *worker_out_agent_action(worker_dc_t *d, const sg_err_t *err);
 /* The dirty step rows and the saga row. */
 void worker_out_rows(worker_dc_t *d, worker_saga_t *saga);
 /* A dead letter of the command's message (step < 0: none concerned), and

@@ -203,6 +203,22 @@ void worker_out_add_error(sg_json_t *b, const sg_err_t *err)
     sg_json_add_str(b, "message", err->message);
 }
 
+char *worker_out_agent_action(worker_dc_t *d, const sg_err_t *err)
+{
+    const worker_result_t *r = &d->cmd->result;
+    const char *def = sg_err_agent_action(err->code);
+    char *found = NULL;
+
+    if (d->in->returned && r->status != WORKER_OK && r->data) {
+        sg_json_t *doc = sg_json_parse(r->data, strlen(r->data), NULL, NULL);
+        const char *a = sg_json_string(sg_json_member(doc, "agent_action"));
+        if (a && *a)
+            found = sg_xstrdup(a);
+        sg_json_destroy(doc);
+    }
+    return found ? found : dup_or_null(def);
+}
+
 void worker_out_rows(worker_dc_t *d, worker_saga_t *saga)
 {
     worker_op_t *op;
@@ -220,11 +236,13 @@ void worker_out_rows(worker_dc_t *d, worker_saga_t *saga)
         op->u.step.error_code = dup_or_null(st->error_code[0] ? st->error_code : NULL);
         op->u.step.idem_key = dup_or_null(st->idem_key);
         op->u.step.effect = st->effect;
+        op->u.step.agent_action = dup_or_null(st->action);
         op->u.step.slot = &st->slot;
         st->dirty = false;
         st->result = NULL;
         st->idem_key = NULL;
         st->effect = NULL;
+        st->action = NULL;
     }
     if (!saga->dirty)
         return;
@@ -277,12 +295,16 @@ void worker_out_dead_letter(worker_dc_t *d, worker_saga_t *saga, int step, bool 
     op->u.dead.step_name = st ? st->name : NULL;
     op->u.dead.tool = st ? dead_tool(st, compensate) : NULL;
     op->u.dead.traceparent = saga ? saga->traceparent : NULL;
+    op->u.dead.agent_action = d->action && d->action_step == step ? sg_xstrdup(d->action)
+                                                                  : worker_out_agent_action(d, err);
     d->out->stats.dead_letters++;
     d->out->decided = "dead_lettered";
     worker_out_count(d, SG_M_DEAD_LETTERS, SG_LABELS(err->code));
     if (saga) {
         sg_json_t *b = st ? worker_out_step_body(st) : sg_json_new_object();
         worker_out_add_error(b, err);
+        if (op->u.dead.agent_action)
+            sg_json_add_str(b, "agent_action", op->u.dead.agent_action);
         if (held_until)
             sg_json_add_str(b, "held_until", held_until);
         worker_out_event(d, saga, "saga.dead_lettered", b);
@@ -349,6 +371,7 @@ static void op_free(worker_op_t *op)
         free(op->u.step.result);
         free(op->u.step.error_code);
         free(op->u.step.idem_key);
+        free(op->u.step.agent_action);
         break;
     case WORKER_OP_SAGA:
         free(op->u.saga.output);
@@ -362,6 +385,7 @@ static void op_free(worker_op_t *op)
     case WORKER_OP_DEAD_LETTER:
         free(op->u.dead.tool);
         free(op->u.dead.err);
+        free(op->u.dead.agent_action);
         break;
     case WORKER_OP_LOG:
         free(op->u.log.text);

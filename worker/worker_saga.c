@@ -52,6 +52,49 @@ static void set_saga(worker_dc_t *d, worker_saga_t *saga, worker_saga_status_t t
 
 static bool resolve_output(worker_saga_t *saga, sg_json_t *body, sg_err_t *err);
 
+/* The failure that stopped the saga: what run_health's blocking_failure
+ * names (a compensation that failed first), or NULL. */
+static const worker_step_t *blocking_step(const worker_saga_t *saga)
+{
+    const worker_step_t *block = NULL;
+
+    for (int i = 0; i < saga->nsteps; i++) {
+        const worker_step_t *st = &saga->steps[i];
+        if (st->status == WORKER_STEP_COMPENSATION_FAILED)
+            return st;
+        if (!block && (st->status == WORKER_STEP_FAILED || st->status == WORKER_STEP_UNKNOWN))
+            block = st;
+    }
+    return block;
+}
+
+/* The agent_action a terminal event carries: the blocking failure's,
+ * the tool's own when it sent one, else its code's default. */
+static void add_terminal_action(worker_dc_t *d, const worker_saga_t *saga, sg_json_t *body)
+{
+    const worker_step_t *st = blocking_step(saga);
+    const char *action;
+
+    if (!st)
+        return;
+    action = d->action && d->action_step == st->idx ? d->action
+             : st->done_action                      ? st->done_action
+                                                    : sg_err_agent_action(st->error_code);
+    if (action)
+        sg_json_add_str(body, "agent_action", action);
+}
+
+/* Records the agent_action of step st's failure with err: on the step's
+ * row, and for the events this decision emits. */
+static const char *fail_action(worker_dc_t *d, worker_step_t *st, const sg_err_t *err)
+{
+    free(d->action);
+    d->action = worker_out_agent_action(d, err);
+    d->action_step = st->idx;
+    st->action = d->action;
+    return d->action;
+}
+
 static void terminal(worker_dc_t *d, worker_saga_t *saga, worker_saga_status_t to)
 {
     sg_json_t *b = sg_json_new_object();
@@ -62,6 +105,8 @@ static void terminal(worker_dc_t *d, worker_saga_t *saga, worker_saga_status_t t
     set_saga(d, saga, to);
     sg_json_add_str(b, "status", status);
     sg_json_add_node(b, "run_health", worker_run_health(saga));
+    if (to != WORKER_SAGA_COMPLETED)
+        add_terminal_action(d, saga, b);
     /* Every step succeeded: an output that names no value does not undo
      * them; the event says what is wrong with it instead. */
     if (to == WORKER_SAGA_COMPLETED && !resolve_output(saga, b, &err)) {
@@ -116,6 +161,7 @@ static void begin_compensation(worker_dc_t *d, worker_saga_t *saga, int failed_s
 
     set_saga(d, saga, WORKER_SAGA_COMPENSATING);
     worker_out_add_error(b, err);
+    add_terminal_action(d, saga, b);
     worker_out_event(d, saga, "saga.compensating", b);
     for (int j = failed_step + 1; j < saga->nsteps; j++)
         if (saga->steps[j].status == WORKER_STEP_PENDING)
@@ -131,6 +177,8 @@ static void comp_failed(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, 
     worker_out_count(d, SG_M_COMPENSATIONS, SG_LABELS("failed"));
     snprintf(st->error_code, sizeof(st->error_code), "%s", err->code);
     worker_out_add_error(b, err);
+    if (fail_action(d, st, err))
+        sg_json_add_str(b, "agent_action", d->action);
     worker_out_event(d, saga, "step.compensation_failed", b);
     /* The terminal event is the saga's last: consumers stop reading there. */
     worker_out_dead_letter(d, saga, st->idx, true, err, NULL);
@@ -181,6 +229,8 @@ static void step_failed(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, 
     sg_json_add_int(b, "attempt", d->cmd->dec.attempt);
     sg_json_add_str(b, "outcome", unknown ? "unknown" : "failed");
     worker_out_add_error(b, err);
+    if (fail_action(d, st, err))
+        sg_json_add_str(b, "agent_action", d->action);
     worker_out_event(d, saga, "step.failed", b);
     if (dead_lettered)
         step_dead_letter(d, saga, st, err);
@@ -442,11 +492,20 @@ static void finish_attempt(worker_dc_t *d)
         sg_json_add_str(env, "class", sg_errclass_name(r->err.cls));
         sg_json_add_bool(env, "retriable", r->err.retriable);
         sg_json_add_str(env, "message", r->err.message);
+        {
+            char *action = worker_out_agent_action(d, &r->err);
+            if (action)
+                sg_json_add_str(env, "agent_action", action);
+            else
+                sg_json_add_null(env, "agent_action");
+            free(action);
+        }
     } else {
         sg_json_add_null(env, "error_code");
         sg_json_add_null(env, "class");
         sg_json_add_bool(env, "retriable", false);
         sg_json_add_null(env, "message");
+        sg_json_add_null(env, "agent_action");
     }
     /* The answer as worker_result_data kept it: JSON that jsonb holds as
      * it is, never re-printed through cJSON's doubles (which rounded an
@@ -688,11 +747,16 @@ static void decide_returned(worker_dc_t *d, worker_saga_t *saga)
 void worker_decide(const worker_rules_t *rules, const worker_input_t *in, worker_saga_t *saga,
                    worker_outcome_t *out)
 {
-    worker_dc_t d = {rules, in, in->cmd, out};
+    worker_dc_t d = {rules, in, in->cmd, out, NULL, -1};
 
     memset(out, 0, sizeof(*out));
     if (in->returned)
         decide_returned(&d, saga);
     else
         decide_ready(&d, saga);
+    /* Its rows copied it; nothing may point at it past the decision. */
+    for (int i = 0; saga && d.action && i < saga->nsteps; i++)
+        if (saga->steps[i].action == d.action)
+            saga->steps[i].action = NULL;
+    free(d.action);
 }

@@ -47,6 +47,7 @@ enum {
     L_EFFECT,
     L_FLOW,
     L_OUTPUT_SPEC,
+    L_ACTION,
 };
 
 /* The steps are read per saga (LATERAL), which makes the plan an index
@@ -63,7 +64,7 @@ const char worker_sql_load[] =
     "st.attempts, st.comp_attempts, st.error_code, s.origin, st.key_generation, "
     "st.idempotency_key, CASE WHEN s.results_flow OR st.status = 'compensating' "
     "THEN st.result::text END, st.forward_effect, s.results_flow, "
-    "CASE WHEN s.results_flow THEN (s.definition->'output')::text END "
+    "CASE WHEN s.results_flow THEN (s.definition->'output')::text END, st.agent_action "
     "FROM sagas s CROSS JOIN LATERAL (SELECT * FROM steps t WHERE t.saga_id = s.saga_id "
     "ORDER BY t.saga_id, t.idx) st WHERE s.saga_id = ANY($1::text[]) "
     "ORDER BY s.saga_id FOR UPDATE OF s";
@@ -126,6 +127,7 @@ void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row)
         st->forward_key = sg_pg_res_get(res, r, L_IDEM_KEY);
         st->done_result = sg_pg_res_get(res, r, L_RESULT);
         st->done_effect = sg_pg_res_get(res, r, L_EFFECT);
+        st->done_action = sg_pg_res_get(res, r, L_ACTION);
         if (idx + 1 > saga->nsteps)
             saga->nsteps = idx + 1;
     }
@@ -188,11 +190,11 @@ static void apply_dead_letter(worker_t *w, const worker_cmd_t *cmd, const worker
         "dl AS (INSERT INTO dead_letters (error_code, error_class, message, saga_id, saga_name, "
         "  step_idx, step_name, tool, phase, attempts, trail, original_topic, original_partition, "
         "  original_offset, original_key, original_timestamp, original_headers, payload, "
-        "  first_failure_at, last_failure_at, worker_id, sagad_version) "
+        "  first_failure_at, last_failure_at, worker_id, sagad_version, agent_action) "
         "  SELECT $1, $2, $3, $4, $5, $6::int, $7, $8, $9, t.n, t.trail, $10, $11::int, "
         "  $12::bigint, decode($13, 'base64'), to_timestamp($14::bigint / 1000.0), $15::jsonb, "
         "  decode($16, 'base64'), coalesce(t.first_at, now()), greatest(t.last_at, now()), "
-        "  $17, $18 FROM t RETURNING *), "
+        "  $17, $18, $23 FROM t RETURNING *), "
         "m AS (SELECT dl.*, sagad_dead_letter_message(dl.*::dead_letters, $22::bigint) AS rec "
         "  FROM dl) "
         "INSERT INTO outbox (topic, key, headers, payload) "
@@ -255,8 +257,9 @@ static void apply_dead_letter(worker_t *w, const worker_cmd_t *cmd, const worker
             SG_PG_INT(op->u.dead.generation),
             w->topic_dlq,
             op->u.dead.traceparent,
-            SG_PG_INT(w->limits.max_bytes)};
-        send(w, sql, 22, params);
+            SG_PG_INT(w->limits.max_bytes),
+            op->u.dead.agent_action};
+        send(w, sql, 23, params);
     }
     free(key64);
     free(payload64);
@@ -338,7 +341,8 @@ static void apply_step(worker_t *w, const worker_op_t *op)
                           op->u.step.result,
                           op->u.step.error_code,
                           op->u.step.idem_key,
-                          op->u.step.effect};
+                          op->u.step.effect,
+                          op->u.step.agent_action};
 
     worker_write_step(w, op->u.step.slot, vals);
 }

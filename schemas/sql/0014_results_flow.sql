@@ -46,3 +46,18 @@ ALTER TABLE steps ADD COLUMN forward_effect text
 -- costs that load.
 ALTER TABLE sagas ADD COLUMN results_flow boolean
     GENERATED ALWAYS AS (definition ? 'output' OR strpos(definition::text, '"$from"') > 0) STORED;
+
+-- agent_action (schemas/error_codes.json; docs/ARCHITECTURE.md, "The
+-- envelope"): the recovery instruction of a failure, the tool's own kept
+-- verbatim when its error answer carried one, else the default of its
+-- error code.  On the step that failed (for the terminal events) and on
+-- the dead letter (for its record on the DLQ topic).
+ALTER TABLE steps ADD COLUMN agent_action text;
+ALTER TABLE dead_letters ADD COLUMN agent_action text;
+
+-- The DLQ record of 0005, plus agent_action.
+ALTER FUNCTION sagad_dead_letter_record(dead_letters) RENAME TO sagad_dead_letter_record_0005;
+CREATE FUNCTION sagad_dead_letter_record(d dead_letters) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT sagad_dead_letter_record_0005(d) || jsonb_build_object('agent_action', d.agent_action)
+$$;

@@ -4,6 +4,7 @@
  * or the example downstream checkout-svc, whose request log shows what
  * each call really received. */
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,8 +139,8 @@ Test(results, a_later_step_gets_an_earlier_result_and_the_saga_its_output)
     args = parse(text);
     cr_expect(sg_json_equal(args, want), "saga.completed carries the output: %s", text);
     sg_json_destroy(args);
-    args = parse(sgw_q_text(text, sizeof(text),
-                            "SELECT output::text FROM sagas WHERE saga_id = 'flow-1'"));
+    args = parse(
+        sgw_q_text(text, sizeof(text), "SELECT output::text FROM sagas WHERE saga_id = 'flow-1'"));
     cr_expect(sg_json_equal(args, want), "sagas.output: %s", text);
     sg_json_destroy(args);
     sg_json_destroy(want);
@@ -287,4 +288,71 @@ Test(results, without_nothing_to_undo_a_404_fails_the_compensation)
     sgw_pair_stop();
     cr_expect_str_eq(sgw_q_text((char[64]){0}, 64, "SELECT status FROM steps WHERE idx = 0"),
                      "compensation_failed");
+}
+
+/* ---- agent_action -------------------------------------------------------- */
+
+Test(results, a_tools_own_agent_action_is_kept_verbatim_on_the_failure_and_the_outcome)
+{
+    static const char want[] = "Ask the customer for another card, then submit a new saga.";
+    char tools[1024], path[PATH_MAX], text[512];
+    const sg_json_t *failed, *compensating, *done;
+
+    cr_assert_not_null(realpath("tests/fixtures/exec/refuse.sh", path));
+    snprintf(tools, sizeof(tools),
+             "\"pay.exec\": {\"adapter\": \"exec\", \"target\": [\"%s\"], \"side_effect\": "
+             "\"idempotent\"}",
+             path);
+    sgw_pair_start(tools, 1, NULL);
+    sgw_submit("act-1", "[{\"name\": \"hold\", \"tool\": \"ledger.reversible\"}, "
+                        "{\"name\": \"pay\", \"tool\": \"pay.exec\"}]");
+    sgw_wait_status("act-1", "compensated");
+    failed = sgw_event_wait("act-1", "step.failed");
+    compensating = sgw_event_wait("act-1", "saga.compensating");
+    done = sgw_event_wait("act-1", "saga.compensated");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(sgw_jstr(failed, "error_code"), "tool.exec.exit");
+    cr_expect_str_eq(sgw_jstr(failed, "agent_action"), want);
+    cr_expect_str_eq(sgw_jstr(compensating, "agent_action"), want);
+    cr_expect_str_eq(sgw_jstr(done, "agent_action"), want,
+                     "the terminal event, a later "
+                     "transaction's, names it too");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT envelope->>'agent_action' FROM attempts WHERE "
+                                "step_idx = 1"),
+                     want, "stored with the attempt");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text), "SELECT agent_action FROM steps WHERE idx = 1"),
+                     want);
+}
+
+Test(results, without_one_the_codes_default_agent_action_is_published_and_dead_lettered)
+{
+    char text[512];
+    const sg_json_t *failed, *dl;
+    const sgw_msg_t *rec;
+    sgw_reader_t dlq;
+
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_submit("act-2", "[{\"name\": \"bad\", \"tool\": \"fail\", \"args\": {\"class\": "
+                        "\"poison\", \"code\": \"tool.downstream.rejected\"}}]");
+    sgw_wait_status("act-2", "compensated");
+    failed = sgw_event_wait("act-2", "step.failed");
+    dl = sgw_event_wait("act-2", "saga.dead_lettered");
+    sgw_reader_open(&dlq, sgw.topic_dlq);
+    sgw_reader_wait_count(&dlq, 1);
+    sgw_pair_stop();
+
+    /* schemas/error_codes.json's default for the code */
+    cr_expect(
+        strncmp(sgw_jstr(failed, "agent_action"), "Do not retry as is: follow the tool's", 37) == 0,
+        "step.failed: %s", sgw_jstr(failed, "agent_action"));
+    cr_expect_str_eq(sgw_jstr(dl, "agent_action"), sgw_jstr(failed, "agent_action"));
+    rec = &dlq.v[0];
+    cr_assert_not_null(rec->doc);
+    cr_expect_str_eq(sgw_jstr(rec->doc, "agent_action"), sgw_jstr(failed, "agent_action"),
+                     "the dead letter's record on the DLQ topic");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text), "SELECT agent_action FROM dead_letters"),
+                     sgw_jstr(failed, "agent_action"));
+    sgw_reader_close(&dlq);
 }

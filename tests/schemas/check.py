@@ -6,7 +6,8 @@
   b. every tests/fixtures/<schema>/valid/*.json validates against
      schemas/<schema>.schema.json and every .../invalid/*.json fails, with
      exactly one error: the one its line in .../invalid/EXPECT names;
-  c. schemas/error_codes.json is well formed: unique codes, known classes;
+  c. schemas/error_codes.json is well formed: unique codes, known classes,
+     every code with its cause, its operator action and its agent_action;
   d. every error-code string literal in the C sources is registered, and
      where the source pairs a literal class with a literal code, the class
      agrees with the registry.
@@ -340,8 +341,11 @@ def check_registry(report):
         if not isinstance(entry, dict):
             report.fail(at, "must be an object")
             continue
-        missing = {"code", "class", "cause", "action"} - set(entry)
-        unknown = set(entry) - {"code", "class", "cause", "action", "note"}
+        # agent_action: every code has a default recovery instruction for
+        # the producer, which events, envelopes and dead letters carry when
+        # the tool sent none.
+        missing = {"code", "class", "cause", "action", "agent_action"} - set(entry)
+        unknown = set(entry) - {"code", "class", "cause", "action", "agent_action", "note"}
         if missing or unknown:
             report.fail(at, "missing %s, unknown %s" % (sorted(missing), sorted(unknown)))
             continue

@@ -41,6 +41,11 @@ void sg_err_prefix(sg_err_t *err, const char *fmt, ...) __attribute__((format(pr
 /* "transient", "throttled", ...; "none" for SG_ERRCLASS_NONE. */
 const char *sg_errclass_name(sg_errclass_t cls);
 
+/* The default agent_action of code (schemas/error_codes.json): exact
+ * code, then its HTTP status family (tool.http.{5xx}), then area.sub.*;
+ * NULL when the registry has none.  The text is static. */
+const char *sg_err_agent_action(const char *code);
+
 /* Parses a class name; returns -1 when unknown. */
 int sg_errclass_parse(const char *name, sg_errclass_t *out);
 
