@@ -7,11 +7,20 @@
 
 #include "checkout.h"
 
+/* Indices: 0 reserve, 1 release, 2 charge, 3 refund, 4 book, 5 cancel,
+ * 6 email. */
 const checkout_endpoint_t checkout_endpoints[CHECKOUT_NPATHS] = {
-    {"/inventory/reserve", "inv", 201}, {"/inventory/release", "rel", 200},
-    {"/payment/charge", "pay", 201},    {"/payment/refund", "ref", 200},
-    {"/shipping/book", "shp", 201},     {"/shipping/cancel", "cnl", 200},
-    {"/email/send", "eml", 201},
+    {"/inventory/reserve", "inv", 201, "reservation_id", -1, false, NULL, NULL, NULL},
+    {"/inventory/release", "rel", 200, "release_id", 0, true, "reservation_id",
+     "unknown_reservation", "reservation_already_released"},
+    {"/payment/charge", "pay", 201, "charge_id", -1, false, NULL, NULL, NULL},
+    {"/payment/refund", "ref", 200, "refund_id", 2, true, "charge_id", "unknown_charge",
+     "charge_already_refunded"},
+    {"/shipping/book", "shp", 201, "booking_id", 0, false, "reservation_id", "unknown_reservation",
+     "unknown_reservation"},
+    {"/shipping/cancel", "cnl", 200, "cancellation_id", 4, true, "booking_id", "unknown_booking",
+     "booking_already_cancelled"},
+    {"/email/send", "eml", 201, "message_id", -1, false, NULL, NULL, NULL},
 };
 
 int checkout_path_index(const char *path)

@@ -171,7 +171,7 @@ Test(checkout, same_key_replays_the_stored_response_and_counts_one_effect)
     cr_expect_eq(counter("keys", "/payment/charge"), 2);
     /* The key is per path: the same key on another endpoint is new work. */
     sgt_res_free(&c);
-    c = post("/payment/refund", "order-1", "{}");
+    c = post("/payment/refund", "order-1", "{\"forward\":{\"idempotency_key\":\"order-1\"}}");
     cr_expect_eq(c.status, 200, "%s", c.body);
     cr_expect_null(sgt_res_header(&c, "Idempotent-Replayed"));
     cr_expect_eq(counter("effects", "/payment/refund"), 1);
@@ -237,10 +237,18 @@ Test(checkout, fault_503x2_fails_twice_then_succeeds_and_the_success_is_replayed
     static const char *const args[] = {"--listen", "127.0.0.1:0", "--fault", "/shipping/book=503x2",
                                        NULL};
     sgt_res_t r[4];
+    char body[128];
+    sg_json_t *doc;
 
     start(args);
+    r[0] = post("/inventory/reserve", "res-1", "{\"args\":{\"sku\":\"A\",\"qty\":1}}");
+    doc = json_of(&r[0]);
+    snprintf(body, sizeof(body), "{\"args\":{\"reservation_id\":\"%s\"}}",
+             str_at(doc, "reservation_id"));
+    sg_json_destroy(doc);
+    sgt_res_free(&r[0]);
     for (int i = 0; i < 4; i++)
-        r[i] = post("/shipping/book", "ship-1", "{\"args\":{\"order\":\"o-1\"}}");
+        r[i] = post("/shipping/book", "ship-1", body);
     expect_error(&r[0], 503, "injected_503", true);
     expect_error(&r[1], 503, "injected_503", true);
     cr_expect_eq(r[2].status, 201, "%s", r[2].body);
@@ -474,7 +482,8 @@ Test(checkout, stats_count_requests_effects_and_keys_and_reset_clears_them)
         r = post("/inventory/reserve", i < 2 ? "a" : "b", "{}");
         sgt_res_free(&r);
     }
-    r = post("/inventory/release", "a", "{}");
+    r = post("/inventory/release", "a", "{\"forward\":{\"idempotency_key\":\"a\"}}");
+    cr_expect_eq(r.status, 200, "%s", r.body);
     sgt_res_free(&r);
     cr_expect_eq(counter("requests", "/inventory/reserve"), 3);
     cr_expect_eq(counter("effects", "/inventory/reserve"), 2);
@@ -514,6 +523,275 @@ Test(checkout, unknown_path_is_404_and_wrong_method_405)
     r = http("DELETE", "/_admin/stats", NULL, NULL);
     expect_error(&r, 405, "method_not_allowed", false);
     cr_expect_str_eq(sgt_res_header(&r, "Allow"), "GET");
+    sgt_res_free(&r);
+}
+
+/* --- ids: what a request refers to is checked ----------------------------- */
+
+/* The string member name of a response's JSON body, copied into out. */
+static const char *id_in(const sgt_res_t *r, const char *name, char *out, size_t size)
+{
+    sg_json_t *doc = json_of(r);
+
+    snprintf(out, size, "%s", str_at(doc, name));
+    sg_json_destroy(doc);
+    return out;
+}
+
+/* The last request the log has for path. */
+static sg_json_t *last_request(const char *path, const sg_json_t **e)
+{
+    char url[256];
+    sgt_res_t r;
+    sg_json_t *doc;
+    size_t n;
+
+    snprintf(url, sizeof(url), "/_admin/requests?path=%s", path);
+    r = http("GET", url, NULL, NULL);
+    doc = json_of(&r);
+    sgt_res_free(&r);
+    n = sg_json_array_size(sg_json_member(doc, "requests"));
+    cr_assert_gt(n, 0, "no request to %s in the log", path);
+    *e = sg_json_array_get(sg_json_member(doc, "requests"), n - 1);
+    return doc;
+}
+
+Test(checkout, book_needs_the_id_of_a_live_reservation)
+{
+    char res_id[64], body[256], got[64];
+    const sg_json_t *e;
+    sg_json_t *doc;
+    sgt_res_t r;
+
+    start_plain();
+    r = post("/shipping/book", "b-none", "{\"args\":{\"carrier\":\"dhl\"}}");
+    expect_error(&r, 400, "unknown_reservation", false);
+    cr_expect(strstr(r.body, "args.reservation_id") != NULL, "names the member: %s", r.body);
+    sgt_res_free(&r);
+    r = post("/shipping/book", "b-unknown", "{\"args\":{\"reservation_id\":\"inv_424242\"}}");
+    expect_error(&r, 400, "unknown_reservation", false);
+    cr_expect(strstr(r.body, "inv_424242") != NULL, "names the id: %s", r.body);
+    sgt_res_free(&r);
+    /* A charge id is no reservation id. */
+    r = post("/payment/charge", "c-1", "{\"args\":{\"amount_cents\":100}}");
+    snprintf(body, sizeof(body), "{\"args\":{\"reservation_id\":\"%s\"}}",
+             id_in(&r, "charge_id", got, sizeof(got)));
+    sgt_res_free(&r);
+    r = post("/shipping/book", "b-charge", body);
+    expect_error(&r, 400, "unknown_reservation", false);
+    sgt_res_free(&r);
+    cr_expect_eq(counter("effects", "/shipping/book"), 0);
+
+    r = post("/inventory/reserve", "r-1", "{\"args\":{\"sku\":\"A\",\"qty\":1}}");
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    id_in(&r, "reservation_id", res_id, sizeof(res_id));
+    cr_expect_str_eq(id_in(&r, "id", got, sizeof(got)), res_id, "id and reservation_id agree");
+    cr_expect_eq(strncmp(res_id, "inv_", 4), 0, "%s", res_id);
+    sgt_res_free(&r);
+    snprintf(body, sizeof(body), "{\"args\":{\"reservation_id\":\"%s\",\"carrier\":\"dhl\"}}",
+             res_id);
+    r = post("/shipping/book", "b-1", body);
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    cr_expect_eq(strncmp(id_in(&r, "booking_id", got, sizeof(got)), "shp_", 4), 0, "%s", r.body);
+    cr_expect_str_eq(id_in(&r, "reservation_id", got, sizeof(got)), res_id);
+    sgt_res_free(&r);
+    doc = last_request("/shipping/book", &e);
+    cr_expect_str_eq(str_at(e, "ref_id"), res_id, "the log shows the id the booking carried");
+    cr_expect_str_eq(str_at(e, "ref_from"), "args");
+    cr_expect_eq(strncmp(str_at(e, "issued_id"), "shp_", 4), 0);
+    sg_json_destroy(doc);
+
+    /* Released, the reservation is no longer live. */
+    snprintf(body, sizeof(body), "{\"forward\":{\"result\":{\"reservation_id\":\"%s\"}}}", res_id);
+    r = post("/inventory/release", "l-1", body);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    cr_expect_str_eq(id_in(&r, "reservation_id", got, sizeof(got)), res_id);
+    cr_expect_eq(strncmp(id_in(&r, "release_id", got, sizeof(got)), "rel_", 4), 0);
+    sgt_res_free(&r);
+    snprintf(body, sizeof(body), "{\"args\":{\"reservation_id\":\"%s\"}}", res_id);
+    r = post("/shipping/book", "b-2", body);
+    expect_error(&r, 400, "unknown_reservation", false);
+    sgt_res_free(&r);
+    cr_expect_eq(counter("effects", "/shipping/book"), 1);
+}
+
+Test(checkout, refund_of_an_unknown_charge_is_404_and_a_second_refund_409)
+{
+    char charge_id[64], body[256], got[64], first[4096];
+    const sg_json_t *e;
+    sg_json_t *doc;
+    sgt_res_t r;
+
+    start_plain();
+    r = post("/payment/refund", "x-1", "{\"args\":{\"charge_id\":\"pay_999999\"}}");
+    expect_error(&r, 404, "unknown_charge", false);
+    cr_expect(strstr(r.body, "pay_999999") != NULL, "names the id: %s", r.body);
+    sgt_res_free(&r);
+    r = post("/payment/refund", "x-2",
+             "{\"forward\":{\"result\":{\"charge_id\":\"pay_888888\"},\"idempotency_key\":\"k\","
+             "\"effect\":\"known\"}}");
+    expect_error(&r, 404, "unknown_charge", false);
+    sgt_res_free(&r);
+    r = post("/payment/refund", "x-3", "{\"args\":{}}");
+    expect_error(&r, 400, "missing_ref", false);
+    sgt_res_free(&r);
+    cr_expect_eq(counter("effects", "/payment/refund"), 0);
+
+    r = post("/payment/charge", "c-1", "{\"args\":{\"amount_cents\":4500}}");
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    id_in(&r, "charge_id", charge_id, sizeof(charge_id));
+    cr_expect_eq(strncmp(charge_id, "pay_", 4), 0, "%s", r.body);
+    sgt_res_free(&r);
+    snprintf(body, sizeof(body),
+             "{\"forward\":{\"result\":{\"charge_id\":\"%s\"},\"idempotency_key\":\"c-1\","
+             "\"effect\":\"known\"}}",
+             charge_id);
+    r = post("/payment/refund", "x-4", body);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    cr_expect_str_eq(id_in(&r, "charge_id", got, sizeof(got)), charge_id);
+    cr_expect_eq(strncmp(id_in(&r, "refund_id", got, sizeof(got)), "ref_", 4), 0);
+    snprintf(first, sizeof(first), "%s", r.body);
+    sgt_res_free(&r);
+    doc = last_request("/payment/refund", &e);
+    cr_expect_str_eq(str_at(e, "ref_id"), charge_id, "the log shows the charge the refund named");
+    cr_expect_str_eq(str_at(e, "ref_from"), "forward.result");
+    sg_json_destroy(doc);
+
+    /* The same key: the stored answer.  Another key: refused, 409. */
+    r = post("/payment/refund", "x-4", body);
+    cr_expect_eq(r.status, 200);
+    cr_expect_str_eq(r.body, first);
+    cr_expect_str_eq(sgt_res_header(&r, "Idempotent-Replayed"), "true");
+    sgt_res_free(&r);
+    r = post("/payment/refund", "x-5", body);
+    expect_error(&r, 409, "charge_already_refunded", false);
+    sgt_res_free(&r);
+    cr_expect_eq(counter("effects", "/payment/refund"), 1, "one refund");
+}
+
+Test(checkout, refund_by_the_forward_key_finds_the_charge_made_under_it)
+{
+    char charge_id[64], got[64];
+    const sg_json_t *e;
+    sg_json_t *doc;
+    sgt_res_t r;
+
+    start_plain();
+    r = post("/payment/charge", "saga-1:1:f:g1", "{\"args\":{\"amount_cents\":4500}}");
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    id_in(&r, "charge_id", charge_id, sizeof(charge_id));
+    sgt_res_free(&r);
+    r = post("/payment/charge", "saga-2:1:f:g1", "{\"args\":{\"amount_cents\":10}}");
+    sgt_res_free(&r);
+
+    /* No charge under that key: nothing to undo, 404. */
+    r = post("/payment/refund", "saga-3:1:c:g1",
+             "{\"forward\":{\"result\":null,\"idempotency_key\":\"saga-3:1:f:g1\",\"effect\":"
+             "\"possible\"}}");
+    expect_error(&r, 404, "unknown_charge", false);
+    cr_expect(strstr(r.body, "saga-3:1:f:g1") != NULL, "names the key: %s", r.body);
+    sgt_res_free(&r);
+
+    r = post("/payment/refund", "saga-1:1:c:g1",
+             "{\"forward\":{\"result\":null,\"idempotency_key\":\"saga-1:1:f:g1\",\"effect\":"
+             "\"possible\"}}");
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    cr_expect_str_eq(id_in(&r, "charge_id", got, sizeof(got)), charge_id,
+                     "the charge made under the forward key, not another");
+    sgt_res_free(&r);
+    doc = last_request("/payment/refund", &e);
+    cr_expect_str_eq(str_at(e, "ref_id"), charge_id);
+    cr_expect_str_eq(str_at(e, "ref_from"), "forward.idempotency_key");
+    sg_json_destroy(doc);
+    cr_expect_eq(counter("effects", "/payment/refund"), 1);
+}
+
+static void *slow_charge(void *arg)
+{
+    sgt_res_t *r = arg;
+
+    *r = post("/payment/charge", "slow-1", "{\"args\":{\"amount_cents\":1}}");
+    return NULL;
+}
+
+/* A refund by key while the charge under that key is still being worked
+ * on (a slow success) is told to come back: 425, retriable, not stored;
+ * once the charge is made the same refund finds it. */
+Test(checkout, refund_by_key_of_a_charge_in_progress_is_425_then_finds_it)
+{
+    static const char *const args[] = {"--listen", "127.0.0.1:0", "--fault",
+                                       "/payment/charge=201x1,delay_ms=5000", NULL};
+    static const char refund[] = "{\"forward\":{\"result\":null,\"idempotency_key\":\"slow-1\","
+                                 "\"effect\":\"possible\"}}";
+    char charge_id[64], got[64];
+    bool arrived = false;
+    sgt_res_t r, charge;
+    pthread_t t;
+
+    start(args);
+    cr_assert_eq(pthread_create(&t, NULL, slow_charge, &charge), 0);
+    for (int i = 0; i < 500 && !arrived; i++) {
+        r = http("GET", "/_admin/requests?path=/payment/charge", NULL, NULL);
+        arrived = strstr(r.body, "\"status\":null") != NULL;
+        sgt_res_free(&r);
+        if (!arrived)
+            usleep(20000);
+    }
+    cr_assert(arrived, "the charge never arrived");
+    r = post("/payment/refund", "refund-1", refund);
+    expect_error(&r, 425, "in_progress", true);
+    sgt_res_free(&r);
+    pthread_join(t, NULL);
+    cr_assert_eq(charge.status, 201, "%s", charge.body);
+    id_in(&charge, "charge_id", charge_id, sizeof(charge_id));
+    sgt_res_free(&charge);
+    r = post("/payment/refund", "refund-1", refund);
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    cr_expect_null(sgt_res_header(&r, "Idempotent-Replayed"), "a 425 is not stored");
+    cr_expect_str_eq(id_in(&r, "charge_id", got, sizeof(got)), charge_id);
+    sgt_res_free(&r);
+}
+
+Test(checkout, cancel_needs_a_booking_it_issued_once)
+{
+    char res_id[64], ship_id[64], body[256], got[64];
+    sgt_res_t r;
+
+    start_plain();
+    r = post("/shipping/cancel", "k-0", "{\"args\":{\"booking_id\":\"shp_123456\"}}");
+    expect_error(&r, 404, "unknown_booking", false);
+    sgt_res_free(&r);
+    r = post("/inventory/reserve", "r-1", "{\"args\":{\"sku\":\"A\",\"qty\":1}}");
+    id_in(&r, "reservation_id", res_id, sizeof(res_id));
+    sgt_res_free(&r);
+    snprintf(body, sizeof(body), "{\"args\":{\"reservation_id\":\"%s\"}}", res_id);
+    r = post("/shipping/book", "b-1", body);
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    id_in(&r, "booking_id", ship_id, sizeof(ship_id));
+    sgt_res_free(&r);
+    snprintf(body, sizeof(body), "{\"forward\":{\"result\":{\"booking_id\":\"%s\"}}}", ship_id);
+    r = post("/shipping/cancel", "k-1", body);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    cr_expect_str_eq(id_in(&r, "booking_id", got, sizeof(got)), ship_id);
+    cr_expect_eq(strncmp(id_in(&r, "cancellation_id", got, sizeof(got)), "cnl_", 4), 0);
+    sgt_res_free(&r);
+    r = post("/shipping/cancel", "k-2", body);
+    expect_error(&r, 409, "booking_already_cancelled", false);
+    sgt_res_free(&r);
+    cr_expect_eq(counter("effects", "/shipping/cancel"), 1);
+}
+
+Test(checkout, no_checks_accepts_any_ids_or_none)
+{
+    static const char *const args[] = {"--listen", "127.0.0.1:0", "--no-checks", NULL};
+    sgt_res_t r;
+
+    start(args);
+    r = post("/shipping/book", "b-1", "{\"args\":{\"carrier\":\"dhl\"}}");
+    cr_expect_eq(r.status, 201, "%s", r.body);
+    sgt_res_free(&r);
+    r = post("/payment/refund", "x-1", "{}");
+    cr_expect_eq(r.status, 200, "%s", r.body);
     sgt_res_free(&r);
 }
 
