@@ -1,5 +1,7 @@
 /* checkout-svc, the example downstream service, tested as a user sees it:
- * the real binary on a free port, called over HTTP with libcurl. */
+ * the real binary on a free port, called over HTTP with libcurl (suite
+ * checkout); and the checkout saga run by the real worker against it
+ * (suite checkout_saga, at the end). */
 #include <criterion/criterion.h>
 #include <curl/curl.h>
 #include <pthread.h>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include "../support/sg_test.h"
+#include "../support/sg_worker_env.h"
 #include "sagad/sg_json.h"
 
 static sgt_bg_t svc;
@@ -853,4 +856,302 @@ Test(checkout, help_and_bad_usage)
     cr_expect(strstr(err, "unknown path \"/nowhere\"") != NULL, "%s", err);
     free(out);
     free(err);
+}
+
+/* ==== the checkout saga on the real worker ================================
+ *
+ * The worker and relay (tests/support/sg_worker_env.h) calling checkout-svc
+ * with its id checks on, on the contract of issue 24 (DESIGN.md section 10):
+ * {"$from": POINTER} references in args and the saga's output, the forward
+ * outcome of a compensation in its body under "forward" (result,
+ * idempotency_key, effect "known" | "possible"), a registry's
+ * nothing_to_undo statuses, step.succeeded's result and saga.completed's
+ * output.  What checkout-svc received is read back from its request log. */
+
+static sgt_bg_t saga_svc;
+static char saga_base[128];
+
+static void saga_setup(void)
+{
+    sgw_setup();
+    memset(&saga_svc, 0, sizeof(saga_svc));
+}
+
+static void saga_teardown(void)
+{
+    sgw_checkout_stop(&saga_svc);
+    sgt_bg_free(&saga_svc);
+    sgw_teardown();
+}
+
+TestSuite(checkout_saga, .init = saga_setup, .fini = saga_teardown, .timeout = 180);
+
+/* The checkout tools on checkout-svc with fast retries; co.charge_fast
+ * gives up after two attempts of 500 ms; the compensations count 404 and
+ * 409 as nothing to undo, as examples/checkout/tools.json does. */
+static void saga_start_all(const char *const *svc_args)
+{
+    static const char fmt[] =
+        "\"co.reserve\": {\"adapter\": \"http\", \"target\": \"%s/inventory/reserve\", "
+        "\"side_effect\": \"reversible\", \"compensation\": \"co.release\", \"retry\": "
+        "{\"max_attempts\": 5, \"base_ms\": 10, \"cap_ms\": 20}},"
+        "\"co.release\": {\"adapter\": \"http\", \"target\": \"%s/inventory/release\", "
+        "\"side_effect\": \"idempotent\", \"nothing_to_undo\": [404, 409]},"
+        "\"co.charge\": {\"adapter\": \"http\", \"target\": \"%s/payment/charge\", "
+        "\"side_effect\": \"reversible\", \"compensation\": \"co.refund\", \"retry\": "
+        "{\"max_attempts\": 5, \"base_ms\": 10, \"cap_ms\": 20}},"
+        "\"co.charge_fast\": {\"adapter\": \"http\", \"target\": \"%s/payment/charge\", "
+        "\"side_effect\": \"reversible\", \"compensation\": \"co.refund\", \"timeout_ms\": 500, "
+        "\"retry\": {\"max_attempts\": 2, \"base_ms\": 10, \"cap_ms\": 20}},"
+        "\"co.refund\": {\"adapter\": \"http\", \"target\": \"%s/payment/refund\", "
+        "\"side_effect\": \"idempotent\", \"nothing_to_undo\": [404, 409], \"retry\": "
+        "{\"max_attempts\": 30, \"base_ms\": 100, \"cap_ms\": 500}},"
+        "\"co.book\": {\"adapter\": \"http\", \"target\": \"%s/shipping/book\", "
+        "\"side_effect\": \"reversible\", \"compensation\": \"co.cancel\", \"args\": {\"type\": "
+        "\"object\", \"required\": [\"reservation_id\"]}},"
+        "\"co.cancel\": {\"adapter\": \"http\", \"target\": \"%s/shipping/cancel\", "
+        "\"side_effect\": \"idempotent\", \"nothing_to_undo\": [404, 409]},"
+        "\"co.email\": {\"adapter\": \"http\", \"target\": \"%s/email/send\", \"side_effect\": "
+        "\"irreversible\"}";
+    char tools[sizeof(fmt) + 8 * 128];
+
+    sgw_checkout_start(&saga_svc, svc_args, saga_base, sizeof(saga_base));
+    snprintf(tools, sizeof(tools), fmt, saga_base, saga_base, saga_base, saga_base, saga_base,
+             saga_base, saga_base, saga_base);
+    sgw_pair_start(tools, 1, NULL);
+}
+
+/* saga.start of saga_id: steps and the rest of the document (", ..." or ""). */
+static void saga_submit(const char *saga_id, const char *steps, const char *rest)
+{
+    char msg[4096];
+
+    snprintf(msg, sizeof(msg),
+             "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-%s\", \"saga_id\": \"%s\", "
+             "\"name\": \"checkout\", \"input\": {\"order\": 7}, \"steps\": %s%s}",
+             saga_id, saga_id, steps, rest);
+    sgw_produce(sgw.topic_cmd, saga_id, msg, strlen(msg));
+}
+
+#define CHECKOUT_STEPS(charge_tool)                                                                \
+    "[{\"name\": \"reserve\", \"tool\": \"co.reserve\", \"args\": {\"sku\": \"B7\", \"qty\": "     \
+    "1}}, {\"name\": \"charge\", \"tool\": \"" charge_tool "\", \"args\": {\"amount_cents\": "     \
+    "4500}}, {\"name\": \"ship\", \"tool\": \"co.book\", \"args\": {\"carrier\": \"dhl\", "        \
+    "\"reservation_id\": {\"$from\": \"/steps/reserve/result/reservation_id\"}}}, {\"name\": "     \
+    "\"notify\", \"tool\": \"co.email\"}]"
+
+#define CHECKOUT_OUTPUT                                                                            \
+    ", \"output\": {\"charge_id\": {\"$from\": \"/steps/charge/result/charge_id\"}, "              \
+    "\"booking_id\": {\"$from\": \"/steps/ship/result/booking_id\"}}"
+
+/* The requests checkout-svc received on path (all of them, oldest first);
+ * *doc owns them. */
+static const sg_json_t *received(const char *path, sg_json_t **doc)
+{
+    return sgw_checkout_requests(saga_base, path, doc);
+}
+
+/* The id the one fresh success on path issued, copied into out. */
+static const char *issued_on(const char *path, char *out, size_t size)
+{
+    sg_json_t *doc;
+    const sg_json_t *reqs = received(path, &doc);
+    int found = 0;
+
+    out[0] = '\0';
+    for (size_t i = 0; i < sg_json_array_size(reqs); i++) {
+        const sg_json_t *r = sg_json_array_get(reqs, i);
+        const char *id = sg_json_string(sg_json_member(r, "issued_id"));
+
+        if (id && !sgw_jint(r, "replayed") && ++found == 1)
+            snprintf(out, size, "%s", id);
+    }
+    cr_expect_eq(found, 1, "%s issued %d ids, want 1", path, found);
+    sg_json_destroy(doc);
+    return out;
+}
+
+static long long effects_of(const char *path)
+{
+    char url[256];
+    long status = 0;
+    char *body;
+    sg_json_t *doc;
+    long long n;
+
+    snprintf(url, sizeof(url), "%s/_admin/stats", saga_base);
+    body = sgt_http("GET", url, NULL, &status);
+    cr_assert_eq(status, 200, "%s", body);
+    doc = sg_json_parse(body, strlen(body), NULL, NULL);
+    cr_assert_not_null(doc);
+    n = sgw_jint(sg_json_member(doc, "effects"), path);
+    sg_json_destroy(doc);
+    free(body);
+    return n;
+}
+
+Test(checkout_saga, references_carry_the_reservation_forward_and_the_output_names_the_ids)
+{
+    char res_id[64], charge_id[64], ship_id[64];
+    const sg_json_t *reqs, *done, *ev[16];
+    sg_json_t *doc;
+    size_t n;
+    bool charge_result = false;
+
+    saga_start_all(NULL);
+    saga_submit("ref-1", CHECKOUT_STEPS("co.charge"), CHECKOUT_OUTPUT);
+    sgw_wait_status("ref-1", "completed");
+    done = sgw_event_wait("ref-1", "saga.completed");
+
+    issued_on("/inventory/reserve", res_id, sizeof(res_id));
+    issued_on("/payment/charge", charge_id, sizeof(charge_id));
+    issued_on("/shipping/book", ship_id, sizeof(ship_id));
+    reqs = received("/shipping/book", &doc);
+    cr_assert_eq(sg_json_array_size(reqs), 1);
+    cr_expect_str_eq(
+        sgw_jstr(sg_json_member(sg_json_member(sg_json_array_get(reqs, 0), "body"), "args"),
+                 "reservation_id"),
+        res_id, "the booking carried the reservation id the reserve step answered");
+    cr_expect_eq(sgw_jint(sg_json_array_get(reqs, 0), "status"), 201);
+    sg_json_destroy(doc);
+
+    cr_expect_str_eq(sgw_jstr(sg_json_member(done, "output"), "charge_id"), charge_id,
+                     "saga.completed carries the resolved output");
+    cr_expect_str_eq(sgw_jstr(sg_json_member(done, "output"), "booking_id"), ship_id);
+    n = sgw_saga_events("ref-1", ev, 16);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(sgw_jstr(ev[i], "type"), "step.succeeded") == 0 && sgw_jint(ev[i], "step") == 1)
+            charge_result =
+                strcmp(sgw_jstr(sg_json_member(ev[i], "result"), "charge_id"), charge_id) == 0;
+    cr_expect(charge_result, "step.succeeded of the charge carries its result (charge_id %s)",
+              charge_id);
+}
+
+/* A compensation's body names the forward call's result, key and effect;
+ * checkout-svc checks the id it undoes. */
+Test(checkout_saga, compensations_carry_the_ids_they_undo)
+{
+    static const char *const faults[] = {"--fault", "/email/send=400", NULL};
+    char res_id[64], charge_id[64], ship_id[64];
+    const struct {
+        const char *path, *fwd_path, *name;
+        char *id;
+    } undo[] = {{"/shipping/cancel", "/shipping/book", "booking_id", ship_id},
+                {"/payment/refund", "/payment/charge", "charge_id", charge_id},
+                {"/inventory/release", "/inventory/reserve", "reservation_id", res_id}};
+    long long seq[3];
+
+    saga_start_all(faults);
+    saga_submit("undo-1", CHECKOUT_STEPS("co.charge"), CHECKOUT_OUTPUT);
+    sgw_wait_status("undo-1", "compensated");
+    issued_on("/inventory/reserve", res_id, sizeof(res_id));
+    issued_on("/payment/charge", charge_id, sizeof(charge_id));
+    issued_on("/shipping/book", ship_id, sizeof(ship_id));
+
+    for (size_t i = 0; i < 3; i++) {
+        sg_json_t *doc, *fdoc;
+        const sg_json_t *reqs = received(undo[i].path, &doc), *r, *fwd;
+        const sg_json_t *freqs = received(undo[i].fwd_path, &fdoc);
+
+        cr_assert_eq(sg_json_array_size(reqs), 1, "one request to %s", undo[i].path);
+        r = sg_json_array_get(reqs, 0);
+        seq[i] = sgw_jint(r, "seq");
+        fwd = sg_json_member(sg_json_member(r, "body"), "forward");
+        cr_expect_str_eq(sgw_jstr(sg_json_member(fwd, "result"), undo[i].name), undo[i].id,
+                         "%s: forward.result.%s", undo[i].path, undo[i].name);
+        cr_expect_str_eq(sgw_jstr(fwd, "effect"), "known", "%s", undo[i].path);
+        cr_expect_str_eq(sgw_jstr(fwd, "idempotency_key"),
+                         sgw_jstr(sg_json_array_get(freqs, 0), "idempotency_key"),
+                         "%s: forward.idempotency_key is the forward call's key", undo[i].path);
+        cr_expect_eq(sgw_jint(r, "status"), 200, "%s answered %lld", undo[i].path,
+                     sgw_jint(r, "status"));
+        cr_expect_str_eq(sgw_jstr(r, "ref_id"), undo[i].id, "checkout-svc undid %s", undo[i].id);
+        cr_expect_eq(effects_of(undo[i].path), 1);
+        sg_json_destroy(doc);
+        sg_json_destroy(fdoc);
+    }
+    cr_expect(seq[0] < seq[1] && seq[1] < seq[2], "in reverse order");
+}
+
+/* The charge is made (slowly: the service answers after 3 s) but every
+ * attempt times out at 500 ms: its effect is only possible.  The refund
+ * names it by the forward key (no result), is told 425 while the charge is
+ * still being made, and then refunds it: once. */
+Test(checkout_saga, a_charge_that_times_out_on_every_attempt_is_refunded_once_by_key)
+{
+    static const char *const faults[] = {"--fault", "/payment/charge=201,delay_ms=3000", NULL};
+    char charge_id[64], key[256];
+    const sg_json_t *reqs, *r, *fwd;
+    sg_json_t *doc;
+    size_t n;
+
+    saga_start_all(faults);
+    saga_submit("tmo-1", CHECKOUT_STEPS("co.charge_fast"), "");
+    sgw_wait_status("tmo-1", "compensated");
+
+    reqs = received("/payment/charge", &doc);
+    cr_assert_geq(sg_json_array_size(reqs), 1);
+    snprintf(key, sizeof(key), "%s", sgw_jstr(sg_json_array_get(reqs, 0), "idempotency_key"));
+    sg_json_destroy(doc);
+    issued_on("/payment/charge", charge_id, sizeof(charge_id));
+    cr_expect_neq(charge_id[0], '\0', "the charge was made");
+
+    reqs = received("/payment/refund", &doc);
+    n = sg_json_array_size(reqs);
+    cr_assert_geq(n, 1, "the timed-out charge was refunded");
+    for (size_t i = 0; i < n; i++) {
+        r = sg_json_array_get(reqs, i);
+        fwd = sg_json_member(sg_json_member(r, "body"), "forward");
+        cr_expect_str_eq(sgw_jstr(fwd, "effect"), "possible", "refund %zu", i);
+        cr_expect(sg_json_is_null(sg_json_member(fwd, "result")), "no result to name: refund %zu",
+                  i);
+        cr_expect_str_eq(sgw_jstr(fwd, "idempotency_key"), key, "the charge's key: refund %zu", i);
+    }
+    r = sg_json_array_get(reqs, n - 1);
+    cr_expect_eq(sgw_jint(r, "status"), 200, "the last refund succeeded");
+    cr_expect_str_eq(sgw_jstr(r, "ref_id"), charge_id, "the refund found the charge by its key");
+    cr_expect_str_eq(sgw_jstr(r, "ref_from"), "forward.idempotency_key");
+    sg_json_destroy(doc);
+    cr_expect_eq(effects_of("/payment/charge"), 1);
+    cr_expect_eq(effects_of("/payment/refund"), 1, "refunded exactly once");
+    cr_expect_eq(effects_of("/inventory/release"), 1);
+}
+
+/* Every attempt times out and the charge never happens (the service
+ * answers 503 after 3 s): the refund by key is answered 404 unknown_charge,
+ * which co.refund's nothing_to_undo counts as done: the saga ends
+ * compensated, not failed. */
+Test(checkout_saga, a_refund_of_a_charge_that_never_happened_is_nothing_to_undo)
+{
+    static const char *const faults[] = {"--fault", "/payment/charge=503,delay_ms=3000", NULL};
+    const sg_json_t *reqs, *r;
+    sg_json_t *doc;
+
+    saga_start_all(faults);
+    saga_submit("nothing-1", CHECKOUT_STEPS("co.charge_fast"), "");
+    sgw_wait_status("nothing-1", "compensated");
+    reqs = received("/payment/refund", &doc);
+    cr_assert_eq(sg_json_array_size(reqs), 1, "404 is final: one refund call");
+    r = sg_json_array_get(reqs, 0);
+    cr_expect_eq(sgw_jint(r, "status"), 404);
+    cr_expect_str_eq(sgw_jstr(sg_json_member(sg_json_member(r, "body"), "forward"), "effect"),
+                     "possible");
+    sg_json_destroy(doc);
+    cr_expect_eq(effects_of("/payment/charge"), 0);
+    cr_expect_eq(effects_of("/payment/refund"), 0);
+    cr_expect_eq(effects_of("/inventory/release"), 1);
+}
+
+/* A charge answered 400 was known not to be made: it is not refunded. */
+Test(checkout_saga, a_charge_refused_with_400_is_not_refunded)
+{
+    static const char *const faults[] = {"--fault", "/payment/charge=400", NULL};
+    sg_json_t *doc;
+
+    saga_start_all(faults);
+    saga_submit("refused-1", CHECKOUT_STEPS("co.charge"), "");
+    sgw_wait_status("refused-1", "compensated");
+    cr_expect_eq(sg_json_array_size(received("/payment/refund", &doc)), 0, "no refund call");
+    sg_json_destroy(doc);
+    cr_expect_eq(effects_of("/inventory/release"), 1, "the reservation is released");
 }
