@@ -4,9 +4,9 @@
  * benchmark.  README.md beside this file is the user's manual.
  *
  * Modules: checkout_fault.c (fault specs from the command line and from
- * JSON), checkout_state.c (everything shared between requests, behind one
- * mutex), checkout_http.c (libmicrohttpd handler and routing), main.c (CLI,
- * daemon, signals). */
+ * JSON; the endpoint table and the error body every module uses), checkout_state.c (everything
+ * shared between requests, behind one mutex), checkout_http.c (libmicrohttpd handler and routing),
+ * main.c (CLI, daemon, signals). */
 #ifndef SAGAD_CHECKOUT_H
 #define SAGAD_CHECKOUT_H
 

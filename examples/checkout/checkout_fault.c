@@ -1,6 +1,9 @@
 /* Fault specifications: from --fault SPEC and from POST /_admin/faults,
- * checked by one function so both accept exactly the same faults. */
+ * checked by one function so both accept exactly the same faults; and the
+ * definitions the other modules share (the endpoints, which statuses are
+ * retriable, the error body). */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +37,24 @@ int checkout_path_index(const char *path)
 bool checkout_status_retriable(int status)
 {
     return status == 408 || status == 425 || status == 429 || (status >= 500 && status <= 599);
+}
+
+char *checkout_error_body(const char *code, bool retriable, const char *fmt, ...)
+{
+    sg_json_t *o = sg_json_new_object();
+    char msg[512];
+    char *text;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    sg_json_add_str(o, "error_code", code);
+    sg_json_add_bool(o, "retriable", retriable);
+    sg_json_add_str(o, "message", msg);
+    text = sg_json_print(o);
+    sg_json_destroy(o);
+    return text;
 }
 
 static int path_error(const char *where, const char *path, char *errstr, size_t errstr_size)

@@ -53,24 +53,6 @@ static char *text_or_lossy(const char *s, size_t len)
 
 /* --- responses ------------------------------------------------------------ */
 
-char *checkout_error_body(const char *code, bool retriable, const char *fmt, ...)
-{
-    sg_json_t *o = sg_json_new_object();
-    char msg[512];
-    char *text;
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    sg_json_add_str(o, "error_code", code);
-    sg_json_add_bool(o, "retriable", retriable);
-    sg_json_add_str(o, "message", msg);
-    text = sg_json_print(o);
-    sg_json_destroy(o);
-    return text;
-}
-
 /* Bytes of a body_bytes answer: one JSON string, '"' x... '"', made as it
  * is sent so 50 MiB costs no 50 MiB buffer.  cls carries the total. */
 static ssize_t stream_bytes(void *cls, uint64_t pos, char *buf, size_t max)
