@@ -858,6 +858,29 @@ Test(checkout, help_and_bad_usage)
     free(err);
 }
 
+/* The demo's sagas (references, output) against the demo's registry
+ * (nothing_to_undo, book's args schema), by the worker's own validator.
+ * Needs the worker part of issue 24: the registry and the validator of the
+ * branch before it refuse both. */
+TestSuite(checkout_examples, .timeout = 60);
+
+Test(checkout_examples, the_demo_sagas_validate_against_the_checkout_registry)
+{
+    static const char *const files[] = {"examples/sagas/checkout-ok.json",
+                                        "examples/sagas/checkout-fails.json"};
+
+    for (size_t i = 0; i < 2; i++) {
+        const char *args[] = {"validate", "--registry", "examples/checkout/tools.json", files[i],
+                              NULL};
+        char *out = NULL, *err = NULL;
+        int rc = sgt_run("sagactl", args, NULL, &out, &err);
+
+        cr_expect_eq(rc, 0, "sagactl validate %s exited %d: %s%s", files[i], rc, out, err);
+        free(out);
+        free(err);
+    }
+}
+
 /* ==== the checkout saga on the real worker ================================
  *
  * The worker and relay (tests/support/sg_worker_env.h) calling checkout-svc
