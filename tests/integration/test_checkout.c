@@ -911,7 +911,9 @@ TestSuite(checkout_saga, .init = saga_setup, .fini = saga_teardown, .timeout = 1
 
 /* The checkout tools on checkout-svc with fast retries; co.charge_fast
  * gives up after two attempts of 500 ms; the compensations count 404 and
- * 409 as nothing to undo, as examples/checkout/tools.json does. */
+ * 409 as nothing to undo, as examples/checkout/tools.json does; co.refund
+ * retries every 100..500 ms as a compensation (compensate_retry: a 425
+ * while the charge is still being made comes back soon). */
 static void saga_start_all(const char *const *svc_args)
 {
     static const char fmt[] =
@@ -927,8 +929,8 @@ static void saga_start_all(const char *const *svc_args)
         "\"side_effect\": \"reversible\", \"compensation\": \"co.refund\", \"timeout_ms\": 500, "
         "\"retry\": {\"max_attempts\": 2, \"base_ms\": 10, \"cap_ms\": 20}},"
         "\"co.refund\": {\"adapter\": \"http\", \"target\": \"%s/payment/refund\", "
-        "\"side_effect\": \"idempotent\", \"nothing_to_undo\": [404, 409], \"retry\": "
-        "{\"max_attempts\": 30, \"base_ms\": 100, \"cap_ms\": 500}},"
+        "\"side_effect\": \"idempotent\", \"nothing_to_undo\": [404, 409], "
+        "\"compensate_retry\": {\"max_attempts\": 30, \"base_ms\": 100, \"cap_ms\": 500}},"
         "\"co.book\": {\"adapter\": \"http\", \"target\": \"%s/shipping/book\", "
         "\"side_effect\": \"reversible\", \"compensation\": \"co.cancel\", \"args\": {\"type\": "
         "\"object\", \"required\": [\"reservation_id\"]}},"
