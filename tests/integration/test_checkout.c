@@ -1180,3 +1180,29 @@ Test(checkout_saga, a_charge_refused_with_400_is_not_refunded)
     sg_json_destroy(doc);
     cr_expect_eq(effects_of("/inventory/release"), 1, "the reservation is released");
 }
+
+/* A reference to a value the reserve step's result does not hold: the
+ * booking is never called, the step fails with input.ref.unresolved and
+ * the charge and the reservation are undone by their ids. */
+Test(checkout_saga, an_unresolved_reference_fails_the_step_without_a_call)
+{
+    static const char steps[] =
+        "[{\"name\": \"reserve\", \"tool\": \"co.reserve\", \"args\": {\"sku\": \"B7\", \"qty\": "
+        "1}}, {\"name\": \"charge\", \"tool\": \"co.charge\", \"args\": {\"amount_cents\": 10}}, "
+        "{\"name\": \"ship\", \"tool\": \"co.book\", \"args\": {\"reservation_id\": {\"$from\": "
+        "\"/steps/reserve/result/no_such_member\"}}}]";
+    const sg_json_t *failed;
+    sg_json_t *doc;
+
+    saga_start_all(NULL);
+    saga_submit("unres-1", steps, "");
+    sgw_wait_status("unres-1", "compensated");
+    failed = sgw_event_wait("unres-1", "step.failed");
+    cr_expect_str_eq(sgw_jstr(failed, "error_code"), "input.ref.unresolved");
+    cr_expect(strstr(sgw_jstr(failed, "message"), "/steps/reserve/result/no_such_member") != NULL,
+              "the message names the pointer: %s", sgw_jstr(failed, "message"));
+    cr_expect_eq(sg_json_array_size(received("/shipping/book", &doc)), 0, "no booking call");
+    sg_json_destroy(doc);
+    cr_expect_eq(effects_of("/payment/refund"), 1);
+    cr_expect_eq(effects_of("/inventory/release"), 1);
+}
