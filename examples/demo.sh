@@ -9,12 +9,17 @@
 #      checkout tool registry (examples/checkout/tools.json: http tools);
 #   4. three example sagas: two submitted with `sagactl submit --wait`, one
 #      completes despite the faults (retried with the same Idempotency-Key,
-#      exit 0); then email is made to answer 400 and the next one is
-#      compensated in reverse order (exit 1); the third is malformed:
+#      exit 0) with its output (the charge and booking ids); then email is
+#      made to answer 400 and the next one is compensated in reverse order
+#      (exit 1), each compensation naming the id it undoes; in both the
+#      booking carries the reservation id from the reserve step's result
+#      (examples/sagas: {"$from": POINTER}); the third is malformed:
 #      sagactl validate refuses it, and sent anyway (kcat) the worker
 #      rejects and dead-letters it with the same problems;
 #   5. each saga's events printed by `sagactl watch`, the newest sagas by
-#      `sagactl list`, and what checkout-svc saw.
+#      `sagactl list`, what checkout-svc received (the ids each request
+#      carried: the reservation id of the booking, the booking id of the
+#      cancel, the charge id of the refund) and the completed saga's output.
 #   6. the malformed saga shown by dlq-tool list and show, a partial fix
 #      refused, the fix made with dlq-tool edit --set, replayed, completing.
 #
@@ -159,15 +164,38 @@ echo "== sagactl list --since 10m"
 bin/sagactl list --since 10m --limit 5 || true
 echo
 
-echo "== what checkout-svc saw (method path status Idempotency-Key), from $checkout/_admin/requests"
+echo "== what checkout-svc received, from $checkout/_admin/requests"
+echo "   (seq, path, status, the id its answer issued, Idempotency-Key, the id it carried and where from)"
 curl -fsS "$checkout/_admin/requests" | python3 -c '
 import json, sys
 ids = sys.argv[1:]
+names = {"/shipping/book": "reservation_id", "/payment/refund": "charge_id",
+         "/shipping/cancel": "booking_id", "/inventory/release": "reservation_id"}
+issued_at = {}
 for r in json.load(sys.stdin)["requests"]:
-    if any((r.get("idempotency_key") or "").startswith(i + ":") for i in ids):
-        print("  %4d  %-4s %-20s %d  %s" % (r["seq"], r["method"], r["path"], r["status"],
-                                          r["idempotency_key"]))
+    key = r.get("idempotency_key") or ""
+    if not any(key.startswith(i + ":") for i in ids):
+        continue
+    carried = ""
+    if r.get("ref_id"):
+        origin = issued_at.get(r["ref_id"])
+        carried = "%s %s (%s)%s" % (names.get(r["path"], "id"), r["ref_id"], r["ref_from"],
+                                    ", issued at #%d" % origin if origin else ", never issued")
+    if r.get("issued_id") and not r.get("replayed"):
+        issued_at[r["issued_id"]] = r["seq"]
+    print("  #%-3d %-19s %s  %-10s  %-33s %s" % (r["seq"], r["path"], r["status"],
+          r.get("issued_id") or "-", key, carried))
 ' "${ids[@]}"
+echo
+
+echo "== the output of the completed saga ${ids[0]}, from its saga.completed event"
+bin/sagactl watch "${ids[0]}" --from-beginning --json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    ev = json.loads(line)
+    if ev.get("type") == "saga.completed":
+        print("  " + json.dumps(ev.get("output")))
+'
 echo
 
 echo "== dead letters of this run"
@@ -195,7 +223,8 @@ bin/dlq-tool edit "$dl" --operator demo --reason "demo: fix the submission" \
     --set 'steps[0].args={"sku": "B7", "qty": 1}' \
     --set 'steps[1].name=charge' --set 'steps[1].tool=payment.charge' \
     --set 'steps[1].args={"amount_cents": 1999}' \
-    --set 'steps[2].name=ship' --set 'steps[2].tool=shipping.book'
+    --set 'steps[2].name=ship' --set 'steps[2].tool=shipping.book' \
+    --set 'steps[2].args={"reservation_id": {"$from": "/steps/reserve/result/reservation_id"}}'
 echo
 echo "== dlq-tool replay $dl"
 bin/dlq-tool replay "$dl" --reason "demo: fixed submission" --operator demo

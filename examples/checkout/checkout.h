@@ -4,9 +4,9 @@
  * benchmark.  README.md beside this file is the user's manual.
  *
  * Modules: checkout_fault.c (fault specs from the command line and from
- * JSON), checkout_state.c (everything shared between requests, behind one
- * mutex), checkout_http.c (libmicrohttpd handler and routing), main.c (CLI,
- * daemon, signals). */
+ * JSON; the endpoint table and the error body every module uses), checkout_state.c (everything
+ * shared between requests, behind one mutex), checkout_http.c (libmicrohttpd handler and routing),
+ * main.c (CLI, daemon, signals). */
 #ifndef SAGAD_CHECKOUT_H
 #define SAGAD_CHECKOUT_H
 
@@ -31,6 +31,16 @@ typedef struct checkout_endpoint_s {
     const char *path;
     const char *id_prefix; /* of the ids its successes hand out */
     int status;            /* of a success: 201 creates, 200 undoes */
+    const char *id_name;   /* the member naming the id it hands out */
+    /* An endpoint that refers to the effect of another: refs is that
+     * endpoint's index (-1: none), ref_name the member carrying its id
+     * ("charge_id"), undo whether this endpoint undoes it (refund) or only
+     * needs it live (book); unknown_code / undone_code the refusals. */
+    int refs;
+    bool undo;
+    const char *ref_name;
+    const char *unknown_code;
+    const char *undone_code;
 } checkout_endpoint_t;
 
 extern const checkout_endpoint_t checkout_endpoints[CHECKOUT_NPATHS];
@@ -65,11 +75,18 @@ sg_json_t *checkout_fault_to_json(int path_idx, const checkout_fault_t *fault);
  * and 5xx.  These are never stored for replay. */
 bool checkout_status_retriable(int status);
 
+/* {"error_code", "retriable", "message"} as JSON text (malloc'd). */
+char *checkout_error_body(const char *code, bool retriable, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Everything requests share, behind one mutex. */
 typedef struct checkout_state_s checkout_state_t;
 
-/* NULL only when memory runs out. */
+/* NULL only when memory runs out.  The id checks are on. */
 checkout_state_t *checkout_state_new(void);
+/* Off: book, refund, cancel and release accept any ids or none, as before
+ * the checks (for tests that use the service as a plain HTTP endpoint). */
+void checkout_state_set_checks(checkout_state_t *st, bool on);
 /* NULL is a no-op.  No request may be in flight. */
 void checkout_state_destroy(checkout_state_t *st);
 
@@ -89,10 +106,23 @@ typedef struct checkout_logreq_s {
     sg_json_t *body;
 } checkout_logreq_t;
 
+#define CHECKOUT_ID_MAX 64
+
+/* The ids of an answer: the id it issued, the id its request referred to
+ * (an unknown one included) and where that id was taken from
+ * ("forward.result", "args", "forward.idempotency_key"); "" when none. */
+typedef struct checkout_ids_s {
+    char issued[CHECKOUT_ID_MAX];
+    char ref[CHECKOUT_ID_MAX];
+    char ref_from[32];
+} checkout_ids_t;
+
 /* Appends a request to the log (status null until checkout_state_log_status)
  * and counts it for its path.  Returns its sequence number. */
 uint64_t checkout_state_log_begin(checkout_state_t *st, checkout_logreq_t *req);
-void checkout_state_log_status(checkout_state_t *st, uint64_t seq, int status, bool replayed);
+/* ids may be NULL. */
+void checkout_state_log_status(checkout_state_t *st, uint64_t seq, int status, bool replayed,
+                               const checkout_ids_t *ids);
 
 /* {"requests":[...]} oldest first, only path_filter's when not NULL. */
 sg_json_t *checkout_state_requests_json(checkout_state_t *st, const char *path_filter);
@@ -108,6 +138,7 @@ typedef struct checkout_reply_s {
     bool replayed;
     char retry_after[CHECKOUT_RETRY_AFTER_MAX];
     int64_t body_bytes; /* > 0: stream that many bytes instead of body */
+    checkout_ids_t ids;
 } checkout_reply_t;
 
 void checkout_reply_free(checkout_reply_t *reply);
@@ -120,17 +151,23 @@ typedef enum checkout_admit_e {
 
 /* First decision on a business request with an Idempotency-Key: the stored
  * response of (path, key) wins, then a fault of the path (one of its
- * TIMES is consumed), else the request goes on. */
+ * TIMES is consumed), else the request goes on.  A consumed slow-success
+ * fault (2xx, no body_bytes) marks (path, key) in progress until
+ * checkout_state_progress_end: an undo looking its effect up by key is
+ * then answered 425, to come back later. */
 checkout_admit_t checkout_state_admit(checkout_state_t *st, int path_idx, const char *key,
                                       checkout_reply_t *reply, checkout_fault_t *fault);
+void checkout_state_progress_end(checkout_state_t *st, int path_idx, const char *key);
 
 /* Final decision, atomic with the dedup lookup: when (path, key) has a
  * stored response by now (a concurrent request), *reply is that, replayed.
- * Otherwise with error_body NULL the effect happens (counted, a new id) and
- * the success body echoing args is built; with error_body (owned by this
- * call) that is the answer.  A final status is stored. */
+ * Otherwise with error_body NULL the request body doc (an object, or NULL)
+ * is checked (the ids it refers to) and, when right, the effect happens
+ * (counted, a new id) and the success body echoing its args is built;
+ * with error_body (owned by this call) that is the answer.  A final
+ * status is stored. */
 void checkout_state_complete(checkout_state_t *st, int path_idx, const char *key, int status,
-                             char *error_body, const sg_json_t *args, checkout_reply_t *reply);
+                             char *error_body, const sg_json_t *doc, checkout_reply_t *reply);
 
 /* Requests in flight, from their first byte to the end of their answer
  * (libmicrohttpd's completion callback), so shutdown can drain them. */

@@ -1,17 +1,29 @@
 /* Fault specifications: from --fault SPEC and from POST /_admin/faults,
- * checked by one function so both accept exactly the same faults. */
+ * checked by one function so both accept exactly the same faults; and the
+ * definitions the other modules share (the endpoints, which statuses are
+ * retriable, the error body). */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "checkout.h"
 
+/* Indices: 0 reserve, 1 release, 2 charge, 3 refund, 4 book, 5 cancel,
+ * 6 email. */
 const checkout_endpoint_t checkout_endpoints[CHECKOUT_NPATHS] = {
-    {"/inventory/reserve", "inv", 201}, {"/inventory/release", "rel", 200},
-    {"/payment/charge", "pay", 201},    {"/payment/refund", "ref", 200},
-    {"/shipping/book", "shp", 201},     {"/shipping/cancel", "cnl", 200},
-    {"/email/send", "eml", 201},
+    {"/inventory/reserve", "inv", 201, "reservation_id", -1, false, NULL, NULL, NULL},
+    {"/inventory/release", "rel", 200, "release_id", 0, true, "reservation_id",
+     "unknown_reservation", "reservation_already_released"},
+    {"/payment/charge", "pay", 201, "charge_id", -1, false, NULL, NULL, NULL},
+    {"/payment/refund", "ref", 200, "refund_id", 2, true, "charge_id", "unknown_charge",
+     "charge_already_refunded"},
+    {"/shipping/book", "shp", 201, "booking_id", 0, false, "reservation_id", "unknown_reservation",
+     "unknown_reservation"},
+    {"/shipping/cancel", "cnl", 200, "cancellation_id", 4, true, "booking_id", "unknown_booking",
+     "booking_already_cancelled"},
+    {"/email/send", "eml", 201, "message_id", -1, false, NULL, NULL, NULL},
 };
 
 int checkout_path_index(const char *path)
@@ -25,6 +37,24 @@ int checkout_path_index(const char *path)
 bool checkout_status_retriable(int status)
 {
     return status == 408 || status == 425 || status == 429 || (status >= 500 && status <= 599);
+}
+
+char *checkout_error_body(const char *code, bool retriable, const char *fmt, ...)
+{
+    sg_json_t *o = sg_json_new_object();
+    char msg[512];
+    char *text;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    sg_json_add_str(o, "error_code", code);
+    sg_json_add_bool(o, "retriable", retriable);
+    sg_json_add_str(o, "message", msg);
+    text = sg_json_print(o);
+    sg_json_destroy(o);
+    return text;
 }
 
 static int path_error(const char *where, const char *path, char *errstr, size_t errstr_size)

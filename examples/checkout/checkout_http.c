@@ -53,27 +53,6 @@ static char *text_or_lossy(const char *s, size_t len)
 
 /* --- responses ------------------------------------------------------------ */
 
-static char *error_body(const char *code, bool retriable, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static char *error_body(const char *code, bool retriable, const char *fmt, ...)
-{
-    sg_json_t *o = sg_json_new_object();
-    char msg[512];
-    char *text;
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    sg_json_add_str(o, "error_code", code);
-    sg_json_add_bool(o, "retriable", retriable);
-    sg_json_add_str(o, "message", msg);
-    text = sg_json_print(o);
-    sg_json_destroy(o);
-    return text;
-}
-
 /* Bytes of a body_bytes answer: one JSON string, '"' x... '"', made as it
  * is sent so 50 MiB costs no 50 MiB buffer.  cls carries the total. */
 static ssize_t stream_bytes(void *cls, uint64_t pos, char *buf, size_t max)
@@ -124,7 +103,7 @@ static mhd_result_t send_reply(struct MHD_Connection *conn, checkout_reply_t *re
 
 static mhd_result_t send_json(struct MHD_Connection *conn, int status, sg_json_t *doc)
 {
-    checkout_reply_t reply = {status, sg_json_print(doc), false, "", 0};
+    checkout_reply_t reply = {.status = status, .body = sg_json_print(doc)};
 
     sg_json_destroy(doc);
     return send_reply(conn, &reply, NULL);
@@ -253,15 +232,13 @@ static void do_work(checkout_server_t *srv, int idx, const char *key, int status
     sg_err_t err;
 
     if (req->len > 0 && (doc = sg_json_parse(req->body, req->len, &lim, &err)) == NULL)
-        error = error_body("invalid_json", false, "request body: %s", err.message);
+        error = checkout_error_body("invalid_json", false, "request body: %s", err.message);
     else if (doc && !sg_json_is_object(doc))
-        error = error_body("invalid_body", false, "request body: must be a JSON object, not %s",
-                           sg_json_type_name(doc));
-    if (error)
-        checkout_state_complete(srv->st, idx, key, 400, error, NULL, reply);
-    else
-        checkout_state_complete(srv->st, idx, key, status, NULL, sg_json_member(doc, "args"),
-                                reply);
+        error = checkout_error_body("invalid_body", false,
+                                    "request body: must be a JSON object, not %s",
+                                    sg_json_type_name(doc));
+    checkout_state_complete(srv->st, idx, key, error ? 400 : status, error, error ? NULL : doc,
+                            reply);
     sg_json_destroy(doc);
 }
 
@@ -269,20 +246,26 @@ static void do_work(checkout_server_t *srv, int idx, const char *key, int status
 static void do_fault(checkout_server_t *srv, int idx, const char *key, const checkout_fault_t *f,
                      const req_t *req, checkout_reply_t *reply)
 {
+    bool slow_success = f->status >= 200 && f->status <= 299 && f->body_bytes == 0;
+
     memset(reply, 0, sizeof(*reply));
     if (f->delay_ms > 0 && !checkout_state_sleep(srv->st, f->delay_ms)) {
+        if (slow_success)
+            checkout_state_progress_end(srv->st, idx, key);
         reply->status = 503;
-        reply->body = error_body("shutting_down", true, "the service is stopping");
+        reply->body = checkout_error_body("shutting_down", true, "the service is stopping");
         return;
     }
     if (f->body_bytes > 0) {
         /* Streamed: neither stored nor an effect. */
         reply->status = f->status;
         reply->body_bytes = f->body_bytes;
-    } else if (f->status >= 200 && f->status <= 299) {
+    } else if (slow_success) {
         /* A slow success: the work happens (a client that gave up does not
-         * know that; its retry under the same key gets the replay). */
+         * know that; its retry under the same key gets the replay).  It was
+         * in progress since checkout_state_admit. */
         do_work(srv, idx, key, f->status, req, reply);
+        checkout_state_progress_end(srv->st, idx, key);
         return;
     } else {
         char code[32];
@@ -290,7 +273,8 @@ static void do_fault(checkout_server_t *srv, int idx, const char *key, const che
         snprintf(code, sizeof(code), "injected_%d", f->status);
         checkout_state_complete(
             srv->st, idx, key, f->status,
-            error_body(code, checkout_status_retriable(f->status), "injected fault"), NULL, reply);
+            checkout_error_body(code, checkout_status_retriable(f->status), "injected fault"), NULL,
+            reply);
     }
     snprintf(reply->retry_after, sizeof(reply->retry_after), "%s", f->retry_after);
 }
@@ -316,22 +300,23 @@ static void business(checkout_server_t *srv, struct MHD_Connection *conn, int id
     memset(reply, 0, sizeof(*reply));
     if (srv->delay_ms > 0 && !checkout_state_sleep(srv->st, srv->delay_ms)) {
         reply->status = 503;
-        reply->body = error_body("shutting_down", true, "the service is stopping");
+        reply->body = checkout_error_body("shutting_down", true, "the service is stopping");
     } else if (!key || !*key) {
         reply->status = 400;
-        reply->body =
-            error_body("missing_idempotency_key", false, "POST %s needs an Idempotency-Key header",
-                       checkout_endpoints[idx].path);
+        reply->body = checkout_error_body("missing_idempotency_key", false,
+                                          "POST %s needs an Idempotency-Key header",
+                                          checkout_endpoints[idx].path);
     } else if (!key_ok(key)) {
         reply->status = 400;
-        reply->body = error_body("invalid_idempotency_key", false,
-                                 "Idempotency-Key: must be 1..%d printable ASCII characters "
-                                 "without spaces",
-                                 CHECKOUT_KEY_MAX);
+        reply->body =
+            checkout_error_body("invalid_idempotency_key", false,
+                                "Idempotency-Key: must be 1..%d printable ASCII characters "
+                                "without spaces",
+                                CHECKOUT_KEY_MAX);
     } else if (req->too_large) {
         reply->status = 413;
-        reply->body = error_body("request_too_large", false, "request body: larger than %d bytes",
-                                 CHECKOUT_BODY_MAX);
+        reply->body = checkout_error_body("request_too_large", false,
+                                          "request body: larger than %d bytes", CHECKOUT_BODY_MAX);
     } else {
         switch (checkout_state_admit(srv->st, idx, key, reply, &fault)) {
         case CHECKOUT_ADMIT_REPLAY:
@@ -354,7 +339,8 @@ typedef mhd_result_t (*admin_fn)(checkout_server_t *srv, struct MHD_Connection *
 static mhd_result_t send_error(struct MHD_Connection *conn, int status, const char *allow,
                                const char *code, const char *message)
 {
-    checkout_reply_t reply = {status, error_body(code, false, "%s", message), false, "", 0};
+    checkout_reply_t reply = {.status = status,
+                              .body = checkout_error_body(code, false, "%s", message)};
 
     return send_reply(conn, &reply, allow);
 }
@@ -473,16 +459,16 @@ static mhd_result_t client_request(checkout_server_t *srv, struct MHD_Connection
     memset(&reply, 0, sizeof(reply));
     if (idx < 0) {
         reply.status = 404;
-        reply.body = error_body("not_found", false, "no endpoint %s (see README.md)", url);
+        reply.body = checkout_error_body("not_found", false, "no endpoint %s (see README.md)", url);
     } else if (strcmp(method, "POST") != 0) {
         allow = "POST";
         reply.status = 405;
-        reply.body = error_body("method_not_allowed", false, "%s takes POST, not %s",
-                                checkout_endpoints[idx].path, method);
+        reply.body = checkout_error_body("method_not_allowed", false, "%s takes POST, not %s",
+                                         checkout_endpoints[idx].path, method);
     } else {
         business(srv, conn, idx, req, &reply);
     }
-    checkout_state_log_status(srv->st, seq, reply.status, reply.replayed);
+    checkout_state_log_status(srv->st, seq, reply.status, reply.replayed, &reply.ids);
     return send_reply(conn, &reply, allow);
 }
 

@@ -1,5 +1,6 @@
-/* The state requests share: faults, stored responses, the request log and
- * the counters.  One mutex guards all of it; nothing blocks while holding
+/* The state requests share: faults, stored responses (with the ids they
+ * issued and whether their effect was undone), the request log and the
+ * counters.  One mutex guards all of it; nothing blocks while holding
  * it (delays sleep on a condition variable, outside the critical
  * sections).  Every structure has a fixed cap, so memory stays bounded
  * however long the service runs. */
@@ -13,15 +14,28 @@
 
 #define STORE_BUCKETS (1u << 17)
 
-/* A stored final response of (path, key), for replay. */
+/* A stored final response of (path, key), for replay.  A success is also
+ * the record of the id it issued: found by that id through the id chain,
+ * undone_by is the id of the answer that undid it ("" while it stands).
+ * An id is forgotten with its response. */
 typedef struct stored_s {
-    struct stored_s *next; /* bucket chain */
+    struct stored_s *next;    /* bucket chain by (path, key) */
+    struct stored_s *id_next; /* bucket chain by ids.issued */
     int path_idx;
     int status;
     char *key;
     char *body;
     size_t bytes;
+    checkout_ids_t ids;
+    char undone_by[CHECKOUT_ID_MAX];
 } stored_t;
+
+/* A (path, key) whose slow success is being waited for. */
+typedef struct progress_s {
+    struct progress_s *next;
+    int path_idx;
+    char *key;
+} progress_t;
 
 typedef struct logent_s {
     uint64_t seq; /* 0: empty slot */
@@ -33,6 +47,7 @@ typedef struct logent_s {
     sg_json_t *body;
     int status; /* 0 while not answered */
     bool replayed;
+    checkout_ids_t ids;
 } logent_t;
 
 struct checkout_state_s {
@@ -53,7 +68,11 @@ struct checkout_state_s {
     uint64_t keys[CHECKOUT_NPATHS];
     uint64_t last_id;
 
+    bool checks; /* the id checks of the endpoints that refer to an effect */
+    progress_t *progress;
+
     stored_t **buckets;
+    stored_t **id_buckets;
     stored_t **fifo; /* ring of CHECKOUT_STORE_CAP, oldest at fifo_head */
     size_t fifo_head, fifo_count, store_bytes;
 };
@@ -67,14 +86,17 @@ checkout_state_t *checkout_state_new(void)
         return NULL;
     st->log = calloc(CHECKOUT_LOG_CAP, sizeof(*st->log));
     st->buckets = calloc(STORE_BUCKETS, sizeof(*st->buckets));
+    st->id_buckets = calloc(STORE_BUCKETS, sizeof(*st->id_buckets));
     st->fifo = calloc(CHECKOUT_STORE_CAP, sizeof(*st->fifo));
-    if (!st->log || !st->buckets || !st->fifo) {
+    if (!st->log || !st->buckets || !st->id_buckets || !st->fifo) {
         free(st->log);
         free(st->buckets);
+        free(st->id_buckets);
         free(st->fifo);
         free(st);
         return NULL;
     }
+    st->checks = true;
     pthread_mutex_init(&st->mu, NULL);
     /* Sleeps measure a monotonic clock: a wall-clock step must not cut
      * or stretch an injected delay. */
@@ -105,6 +127,7 @@ static void store_clear(checkout_state_t *st)
         free(s);
     }
     memset(st->buckets, 0, STORE_BUCKETS * sizeof(*st->buckets));
+    memset(st->id_buckets, 0, STORE_BUCKETS * sizeof(*st->id_buckets));
     st->fifo_head = st->fifo_count = st->store_bytes = 0;
     memset(st->keys, 0, sizeof(st->keys));
 }
@@ -116,13 +139,28 @@ void checkout_state_destroy(checkout_state_t *st)
     for (size_t i = 0; i < CHECKOUT_LOG_CAP; i++)
         log_clear_slot(&st->log[i]);
     store_clear(st);
+    while (st->progress) {
+        progress_t *p = st->progress;
+
+        st->progress = p->next;
+        free(p->key);
+        free(p);
+    }
     free(st->log);
     free(st->buckets);
+    free(st->id_buckets);
     free(st->fifo);
     pthread_cond_destroy(&st->wake);
     pthread_cond_destroy(&st->idle);
     pthread_mutex_destroy(&st->mu);
     free(st);
+}
+
+void checkout_state_set_checks(checkout_state_t *st, bool on)
+{
+    pthread_mutex_lock(&st->mu);
+    st->checks = on;
+    pthread_mutex_unlock(&st->mu);
 }
 
 /* --- faults --------------------------------------------------------------- */
@@ -202,7 +240,8 @@ uint64_t checkout_state_log_begin(checkout_state_t *st, checkout_logreq_t *req)
     return seq;
 }
 
-void checkout_state_log_status(checkout_state_t *st, uint64_t seq, int status, bool replayed)
+void checkout_state_log_status(checkout_state_t *st, uint64_t seq, int status, bool replayed,
+                               const checkout_ids_t *ids)
 {
     logent_t *e;
 
@@ -211,8 +250,18 @@ void checkout_state_log_status(checkout_state_t *st, uint64_t seq, int status, b
     if (e->seq == seq) { /* else evicted or reset meanwhile */
         e->status = status;
         e->replayed = replayed;
+        if (ids)
+            e->ids = *ids;
     }
     pthread_mutex_unlock(&st->mu);
+}
+
+static void add_str_or_null(sg_json_t *o, const char *key, const char *val)
+{
+    if (val[0])
+        sg_json_add_str(o, key, val);
+    else
+        sg_json_add_null(o, key);
 }
 
 static sg_json_t *log_entry_json(const logent_t *e)
@@ -237,6 +286,9 @@ static sg_json_t *log_entry_json(const logent_t *e)
     else
         sg_json_add_null(o, "status");
     sg_json_add_bool(o, "replayed", e->replayed);
+    add_str_or_null(o, "issued_id", e->ids.issued);
+    add_str_or_null(o, "ref_id", e->ids.ref);
+    add_str_or_null(o, "ref_from", e->ids.ref_from);
     return o;
 }
 
@@ -312,6 +364,15 @@ static stored_t *store_find(checkout_state_t *st, int path_idx, const char *key)
     return NULL;
 }
 
+/* The success of path_idx that issued id, or NULL. */
+static stored_t *id_find(checkout_state_t *st, int path_idx, const char *id)
+{
+    for (stored_t *s = st->id_buckets[store_hash(0, id)]; s; s = s->id_next)
+        if (s->path_idx == path_idx && strcmp(s->ids.issued, id) == 0)
+            return s;
+    return NULL;
+}
+
 /* Forgets the oldest stored response, as a real API expires old keys. */
 static void store_evict_oldest(checkout_state_t *st)
 {
@@ -320,6 +381,11 @@ static void store_evict_oldest(checkout_state_t *st)
     for (pp = &st->buckets[store_hash(old->path_idx, old->key)]; *pp != old; pp = &(*pp)->next)
         ;
     *pp = old->next;
+    if (old->ids.issued[0]) {
+        for (pp = &st->id_buckets[store_hash(0, old->ids.issued)]; *pp != old; pp = &(*pp)->id_next)
+            ;
+        *pp = old->id_next;
+    }
     st->fifo_head = (st->fifo_head + 1) % CHECKOUT_STORE_CAP;
     st->fifo_count--;
     st->store_bytes -= old->bytes;
@@ -330,7 +396,7 @@ static void store_evict_oldest(checkout_state_t *st)
 }
 
 static void store_add(checkout_state_t *st, int path_idx, const char *key, int status,
-                      const char *body)
+                      const char *body, const checkout_ids_t *ids)
 {
     stored_t *s = calloc(1, sizeof(*s));
     size_t h = store_hash(path_idx, key);
@@ -341,12 +407,18 @@ static void store_add(checkout_state_t *st, int path_idx, const char *key, int s
     s->status = status;
     s->key = dup_or_null(key);
     s->body = dup_or_null(body);
+    s->ids = *ids;
     s->bytes = sizeof(*s) + strlen(key) + strlen(body) + 2;
     while (st->fifo_count > 0 && (st->fifo_count == CHECKOUT_STORE_CAP ||
                                   st->store_bytes + s->bytes > CHECKOUT_STORE_BYTES))
         store_evict_oldest(st);
     s->next = st->buckets[h];
     st->buckets[h] = s;
+    if (s->ids.issued[0]) {
+        h = store_hash(0, s->ids.issued);
+        s->id_next = st->id_buckets[h];
+        st->id_buckets[h] = s;
+    }
     st->fifo[(st->fifo_head + st->fifo_count) % CHECKOUT_STORE_CAP] = s;
     st->fifo_count++;
     st->store_bytes += s->bytes;
@@ -359,12 +431,21 @@ static void reply_from_store(checkout_reply_t *reply, const stored_t *s)
     reply->status = s->status;
     reply->body = dup_or_null(s->body);
     reply->replayed = true;
+    reply->ids = s->ids;
 }
 
 void checkout_reply_free(checkout_reply_t *reply)
 {
     free(reply->body);
     reply->body = NULL;
+}
+
+static bool in_progress(const checkout_state_t *st, int path_idx, const char *key)
+{
+    for (const progress_t *p = st->progress; p; p = p->next)
+        if (p->path_idx == path_idx && strcmp(p->key, key) == 0)
+            return true;
+    return false;
 }
 
 checkout_admit_t checkout_state_admit(checkout_state_t *st, int path_idx, const char *key,
@@ -383,23 +464,121 @@ checkout_admit_t checkout_state_admit(checkout_state_t *st, int path_idx, const 
         if (st->faults[path_idx].times > 0 && --st->faults[path_idx].times == 0)
             st->has_fault[path_idx] = false;
         verdict = CHECKOUT_ADMIT_FAULT;
+        if (fault->status >= 200 && fault->status <= 299 && fault->body_bytes == 0) {
+            progress_t *p = calloc(1, sizeof(*p));
+
+            if (!p)
+                abort();
+            p->path_idx = path_idx;
+            p->key = dup_or_null(key);
+            p->next = st->progress;
+            st->progress = p;
+        }
     }
     pthread_mutex_unlock(&st->mu);
     return verdict;
 }
 
-static char *success_body(checkout_state_t *st, int path_idx, const char *key,
-                          const sg_json_t *args)
+void checkout_state_progress_end(checkout_state_t *st, int path_idx, const char *key)
 {
+    pthread_mutex_lock(&st->mu);
+    for (progress_t **pp = &st->progress; *pp; pp = &(*pp)->next) {
+        progress_t *p = *pp;
+
+        if (p->path_idx == path_idx && strcmp(p->key, key) == 0) {
+            *pp = p->next;
+            free(p->key);
+            free(p);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* The effect a request of endpoint idx refers to (args and forward from
+ * its body doc), checked: *target is that effect's stored success, or the
+ * answer is an error (its status in *status, its body returned).  The id
+ * comes from, first to last: forward.result.NAME (an undo), args.NAME,
+ * and (an undo) the success made on the forward path under
+ * forward.idempotency_key, for a forward call whose outcome the caller
+ * does not know.  ids->ref and ref_from say which id was asked for. */
+static char *check_ref(checkout_state_t *st, int idx, const sg_json_t *doc, checkout_ids_t *ids,
+                       int *status, stored_t **target)
+{
+    const checkout_endpoint_t *ep = &checkout_endpoints[idx];
+    const char *fwd_path = checkout_endpoints[ep->refs].path;
+    const sg_json_t *fwd = sg_json_member(doc, "forward");
+    const char *id = NULL, *fkey = NULL, *from = NULL;
+    stored_t *t = NULL;
+
+    *target = NULL;
+    if (ep->undo &&
+        (id = sg_json_string(sg_json_member(sg_json_member(fwd, "result"), ep->ref_name))) != NULL)
+        from = "forward.result";
+    else if ((id = sg_json_string(sg_json_member(sg_json_member(doc, "args"), ep->ref_name))))
+        from = "args";
+    else if (ep->undo && (fkey = sg_json_string(sg_json_member(fwd, "idempotency_key"))))
+        from = "forward.idempotency_key";
+    if (from)
+        snprintf(ids->ref_from, sizeof(ids->ref_from), "%s", from);
+    if (fkey) {
+        t = store_find(st, ep->refs, fkey);
+        if (t && t->ids.issued[0]) {
+            id = t->ids.issued;
+        } else if (in_progress(st, ep->refs, fkey)) {
+            *status = 425;
+            return checkout_error_body("in_progress", true,
+                                       "the %s under Idempotency-Key %s is still being processed: "
+                                       "try again",
+                                       fwd_path, fkey);
+        } else {
+            *status = 404;
+            return checkout_error_body(ep->unknown_code, false,
+                                       "forward.idempotency_key: no %s was made under key %s",
+                                       fwd_path, fkey);
+        }
+    }
+    if (!id) {
+        *status = 400;
+        if (!ep->undo)
+            return checkout_error_body(ep->unknown_code, false, "args.%s: missing", ep->ref_name);
+        return checkout_error_body("missing_ref", false,
+                                   "%s: missing from forward.result and args, and no "
+                                   "forward.idempotency_key",
+                                   ep->ref_name);
+    }
+    snprintf(ids->ref, sizeof(ids->ref), "%s", id);
+    if (!t && !(t = id_find(st, ep->refs, id))) {
+        *status = ep->undo ? 404 : 400;
+        return checkout_error_body(ep->unknown_code, false, "%s%s%s %s: no %s issued this id", from,
+                                   fkey ? "" : ".", fkey ? "" : ep->ref_name, id, fwd_path);
+    }
+    if (t->undone_by[0]) {
+        *status = ep->undo ? 409 : 400;
+        return checkout_error_body(ep->undone_code, false, "%s %s: already undone by %s",
+                                   ep->ref_name, id, t->undone_by);
+    }
+    *target = t;
+    return NULL;
+}
+
+/* A success: a new id, named id and id_name, the id referred to, and the
+ * request's args echoed. */
+static char *success_body(checkout_state_t *st, int path_idx, const char *key,
+                          const sg_json_t *args, checkout_ids_t *ids)
+{
+    const checkout_endpoint_t *ep = &checkout_endpoints[path_idx];
     sg_json_t *o = sg_json_new_object();
-    char id[32];
     char *text;
 
-    snprintf(id, sizeof(id), "%s_%06llu", checkout_endpoints[path_idx].id_prefix,
+    snprintf(ids->issued, sizeof(ids->issued), "%s_%06llu", ep->id_prefix,
              (unsigned long long)++st->last_id);
     sg_json_add_bool(o, "ok", true);
-    sg_json_add_str(o, "id", id);
-    sg_json_add_str(o, "path", checkout_endpoints[path_idx].path);
+    sg_json_add_str(o, "id", ids->issued);
+    sg_json_add_str(o, ep->id_name, ids->issued);
+    if (ids->ref[0])
+        sg_json_add_str(o, ep->ref_name, ids->ref);
+    sg_json_add_str(o, "path", ep->path);
     sg_json_add_str(o, "idempotency_key", key);
     if (args)
         sg_json_add_node(o, "echo", sg_json_dup(args));
@@ -411,9 +590,10 @@ static char *success_body(checkout_state_t *st, int path_idx, const char *key,
 }
 
 void checkout_state_complete(checkout_state_t *st, int path_idx, const char *key, int status,
-                             char *error_body, const sg_json_t *args, checkout_reply_t *reply)
+                             char *error_body, const sg_json_t *doc, checkout_reply_t *reply)
 {
-    const stored_t *s;
+    const checkout_endpoint_t *ep = &checkout_endpoints[path_idx];
+    stored_t *s, *target = NULL;
 
     pthread_mutex_lock(&st->mu);
     if ((s = store_find(st, path_idx, key)) != NULL) {
@@ -424,16 +604,21 @@ void checkout_state_complete(checkout_state_t *st, int path_idx, const char *key
     }
     memset(reply, 0, sizeof(*reply));
     reply->status = status;
+    if (!error_body && st->checks && ep->refs >= 0)
+        error_body = check_ref(st, path_idx, doc, &reply->ids, &reply->status, &target);
     if (error_body) {
         reply->body = error_body;
     } else {
-        reply->body = success_body(st, path_idx, key, args);
+        reply->body = success_body(st, path_idx, key, sg_json_member(doc, "args"), &reply->ids);
         st->effects[path_idx]++;
+        /* Before the store below, which may evict the target. */
+        if (target && ep->undo)
+            snprintf(target->undone_by, sizeof(target->undone_by), "%s", reply->ids.issued);
     }
     /* 408/425/429/5xx are not stored, so a retry under the same key can
      * still succeed (what the runtime's retry of a transient error needs). */
-    if (!checkout_status_retriable(status))
-        store_add(st, path_idx, key, status, reply->body);
+    if (!checkout_status_retriable(reply->status))
+        store_add(st, path_idx, key, reply->status, reply->body, &reply->ids);
     pthread_mutex_unlock(&st->mu);
 }
 

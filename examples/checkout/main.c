@@ -24,7 +24,8 @@ static void usage(FILE *out)
 {
     fprintf(
         out,
-        "usage: " PROG " [--listen HOST:PORT] [--delay-ms N] [--fault SPEC]... [--help]\n"
+        "usage: " PROG " [--listen HOST:PORT] [--delay-ms N] [--fault SPEC]... [--no-checks]\n"
+        "                    [--help]\n"
         "\n"
         "An example downstream HTTP service (inventory, payment, shipping, email) that\n"
         "dedups by Idempotency-Key like a real payment API and injects faults on demand.\n"
@@ -39,11 +40,16 @@ static void usage(FILE *out)
         "                      PATH=STATUS[xTIMES][,retry_after=V][,delay_ms=D][,body_bytes=B]\n"
         "                      e.g. /shipping/book=503x2  /payment/charge=429x1,retry_after=1\n"
         "                      /inventory/reserve=200,delay_ms=60000 (TIMES omitted: for ever)\n"
+        "  --no-checks         accept any ids, or none, where a request refers to an\n"
+        "                      earlier effect (book, refund, cancel, release): for tests\n"
+        "                      that use the service as a plain HTTP endpoint\n"
         "  --help              this text\n"
         "\n"
         "endpoints (POST, JSON, Idempotency-Key header required):\n"
         "  /inventory/reserve /inventory/release /payment/charge /payment/refund\n"
         "  /shipping/book /shipping/cancel /email/send\n"
+        "  book needs args.reservation_id of a live reservation; refund, cancel and\n"
+        "  release name what they undo (forward.result, args, or forward.idempotency_key)\n"
         "admin: POST|DELETE|GET /_admin/faults, GET /_admin/requests[?path=P],\n"
         "       GET /_admin/stats, POST /_admin/reset\n"
         "\n"
@@ -103,6 +109,10 @@ static int parse_args(int argc, char **argv, struct sockaddr_storage *ss, const 
         if (strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0) {
             usage(stdout);
             return 1;
+        }
+        if (strcmp(opt, "--no-checks") == 0) {
+            checkout_state_set_checks(srv->st, false);
+            continue;
         }
         if (strcmp(opt, "--listen") != 0 && strcmp(opt, "--delay-ms") != 0 &&
             strcmp(opt, "--fault") != 0) {
