@@ -987,8 +987,10 @@ static const char *issued_on(const char *path, char *out, size_t size)
     for (size_t i = 0; i < sg_json_array_size(reqs); i++) {
         const sg_json_t *r = sg_json_array_get(reqs, i);
         const char *id = sg_json_string(sg_json_member(r, "issued_id"));
+        bool replayed = false;
 
-        if (id && !sgw_jint(r, "replayed") && ++found == 1)
+        sg_json_get_bool(r, "$", "replayed", false, &replayed, NULL);
+        if (id && !replayed && ++found == 1)
             snprintf(out, size, "%s", id);
     }
     cr_expect_eq(found, 1, "%s issued %d ids, want 1", path, found);
