@@ -209,75 +209,9 @@ Test(results, a_compensation_receives_the_forward_result_key_and_effect)
     sg_json_destroy(charge_doc);
 }
 
-Test(results, a_charge_that_times_out_on_every_attempt_is_refunded_once_by_its_key)
-{
-    /* Every attempt hangs past the tool's timeout; checkout-svc still
-     * does the work (as a slow payment API does). */
-    static const char *const faults[] = {"--fault", "/payment/charge=201x3,delay_ms=1500", NULL};
-    const sg_json_t *reqs, *fwd, *failed, *comp;
-    sg_json_t *doc;
-    char text[512];
-
-    start_checkout(faults, "\"timeout_ms\": 300", NULL);
-    submit_doc("tmo-1", charge_then_fail);
-    sgw_wait_status("tmo-1", "compensated");
-    failed = sgw_event_wait("tmo-1", "step.failed");
-    comp = sgw_event_wait("tmo-1", "saga.compensated");
-    sgw_pair_stop();
-
-    cr_expect_str_eq(sgw_jstr(failed, "step_name"), "charge");
-    cr_expect_str_eq(sgw_jstr(failed, "outcome"), "unknown");
-    cr_expect_eq(sgw_jint(sgw_run_health(comp), "compensated"), 1);
-    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
-                                "SELECT string_agg(status || ':' || coalesce(error_code, '-'), "
-                                "',' ORDER BY idx) FROM steps"),
-                     "compensated:runtime.budget.attempts_exhausted,skipped:-");
-    reqs = sgw_checkout_requests(base, "/payment/refund", &doc);
-    cr_assert_eq(sg_json_array_size(reqs), 1, "refunded exactly once");
-    fwd = sg_json_member(sg_json_member(sg_json_array_get(reqs, 0), "body"), "forward");
-    cr_expect_str_eq(sgw_jstr(fwd, "idempotency_key"), "tmo-1:0:f:g1",
-                     "the refund names the key the charge was attempted under");
-    cr_expect_str_eq(sgw_jstr(fwd, "effect"), "possible");
-    cr_expect(sg_json_is_null(sg_json_member(fwd, "result")), "no result is known");
-    sg_json_destroy(doc);
-}
-
-Test(results, a_step_that_answered_400_is_known_not_taken_and_not_compensated)
-{
-    static const char *const faults[] = {"--fault", "/payment/charge=400", NULL};
-    const sg_json_t *reqs, *failed;
-    sg_json_t *doc;
-
-    start_checkout(faults, NULL, NULL);
-    submit_doc("bad-1", charge_then_fail);
-    sgw_wait_status("bad-1", "compensated");
-    failed = sgw_event_wait("bad-1", "step.failed");
-    sgw_pair_stop();
-
-    cr_expect_str_eq(sgw_jstr(failed, "outcome"), "failed");
-    reqs = sgw_checkout_requests(base, "/payment/refund", &doc);
-    cr_expect_eq(sg_json_array_size(reqs), 0, "no refund of a charge that was refused");
-    sg_json_destroy(doc);
-}
-
-Test(results, a_compensation_that_finds_nothing_to_undo_is_done_when_its_tool_says_so)
-{
-    static const char *const faults[] = {"--fault", "/payment/refund=404", NULL};
-    const sg_json_t *ev;
-
-    start_checkout(faults, NULL, "\"nothing_to_undo\": [404]");
-    submit_doc("none-1", charge_then_fail);
-    sgw_wait_status("none-1", "compensated");
-    ev = sgw_event_wait("none-1", "step.compensated");
-    sgw_pair_stop();
-
-    cr_expect_str_eq(sgw_jstr(ev, "step_name"), "charge");
-    cr_expect(sg_json_member(ev, "nothing_to_undo") != NULL, "the event says nothing was undone");
-    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE phase = 'compensate' AND "
-                           "status = 'ok' AND (envelope->'metadata'->>'nothing_to_undo')::bool"),
-                 1);
-}
-
+/* checkout_saga (test_checkout.c) has a refund's 404 counted as nothing to
+ * undo, with the registry's nothing_to_undo; without it, a 404 is a
+ * compensation that failed. */
 Test(results, without_nothing_to_undo_a_404_fails_the_compensation)
 {
     static const char *const faults[] = {"--fault", "/payment/refund=404", NULL};
