@@ -126,6 +126,15 @@ Test(results, a_later_step_gets_an_earlier_result_and_the_saga_its_output)
                                 "SELECT coalesce(args::text, 'NULL') FROM attempts WHERE "
                                 "saga_id = 'flow-1' AND step_idx = 0"),
                      "NULL");
+    /* ...and the saga's timeline shows what was sent. */
+    {
+        const char *const show[] = {"show", "flow-1", "--json", NULL};
+        char *out = NULL;
+        cr_expect_eq(sgt_run("sagactl", show, sgw.env, &out, NULL), 0);
+        cr_expect(out && strstr(out, "sent {\\\"key\\\": \\\"flow-1:0:f:g1\\\"") != NULL,
+                  "sagactl show: %s", out ? out : "(none)");
+        free(out);
+    }
     /* The events carry the results and the output. */
     sgw_expect_events("flow-1", ev, "saga.accepted", "step.succeeded", "step.succeeded",
                       "saga.completed", NULL);
