@@ -79,7 +79,8 @@ static void fixture_init(int partitions)
     snprintf(fx.env_text[n++], sizeof(fx.env_text[0]), "SAGAD_TOPIC_EVENTS=%s", fx.events);
     snprintf(fx.env_text[n++], sizeof(fx.env_text[0]), "SAGAD_TOPIC_DLQ=%s", fx.dlq);
     snprintf(fx.env_text[n++], sizeof(fx.env_text[0]), "SAGAD_WORKER_GROUP_ID=%s", fx.group);
-    snprintf(fx.env_text[n++], sizeof(fx.env_text[0]), "SAGAD_WORKER_REGISTRY=examples/tools.json");
+    snprintf(fx.env_text[n++], sizeof(fx.env_text[0]),
+             "SAGAD_WORKER_REGISTRY=tests/fixtures/faults-tools.json");
     snprintf(fx.env_text[n++], sizeof(fx.env_text[0]), "SAGAD_LOG_LEVEL=info");
     for (int i = 0; i < n; i++)
         fx.env[i] = fx.env_text[i];
@@ -230,9 +231,24 @@ static void sleep_sampling(long ms, offsets_t *o)
 #define CRASH_STEPS 3
 #define CRASH_KILLS 10
 
-static const char ledger_steps[] = "[{\"name\":\"a\",\"tool\":\"ledger\",\"args\":{\"s\":0}},"
-                                   "{\"name\":\"b\",\"tool\":\"ledger\",\"args\":{\"s\":1}},"
-                                   "{\"name\":\"c\",\"tool\":\"ledger\",\"args\":{\"s\":2}}]";
+/* Each step names the one before it by reference: b the result of a
+ * (the ledger answers {"key", "calls"}), c the key of b. */
+static const char ledger_steps[] =
+    "[{\"name\":\"a\",\"tool\":\"ledger\",\"args\":{\"s\":0}},"
+    "{\"name\":\"b\",\"tool\":\"ledger\",\"args\":{\"s\":1,\"after\":{\"$from\":"
+    "\"/steps/a/result/key\"}}},"
+    "{\"name\":\"c\",\"tool\":\"ledger\",\"args\":{\"s\":2,\"after\":{\"$from\":\"/steps/b/"
+    "key\"}}}]";
+
+/* A charge whose outcome stays unknown (every attempt times out): it is
+ * compensated first, its undo naming the forward key it undoes, then the
+ * reservation before it. */
+#define UNKNOWN_SAGAS 20
+static const char unknown_steps[] =
+    "[{\"name\":\"a\",\"tool\":\"ledger.reversible\",\"args\":{\"s\":0}},"
+    "{\"name\":\"b\",\"tool\":\"hang.reversible\",\"args\":{\"ms\":1000},"
+    "\"compensate\":{\"tool\":\"ledger\",\"args\":{\"undo\":{\"$from\":\"/steps/b/key\"},"
+    "\"held\":{\"$from\":\"/steps/a/result/key\"}}}}]";
 
 static uint64_t test_seed(void)
 {
@@ -272,11 +288,16 @@ Test(worker_faults, sigkill_at_random_points_loses_nothing_and_doubles_nothing,
     snprintf(done_sql, sizeof(done_sql),
              "SELECT count(*) FROM sagas WHERE status IN ('completed', 'compensated', 'failed')");
     relay = proc_start("sagad-relay", NULL);
-    submit_sagas("crash", 0, CRASH_SAGAS, ledger_steps);
     for (int kill_no = 0; kill_no < CRASH_KILLS; kill_no++) {
         long delay = 300 + (long)sg_rng_upto(&rng, 1200);
         int rc;
 
+        /* The work arrives while the kills go on, so they land in the
+         * middle of it rather than after it. */
+        submit_sagas("crash", kill_no * (CRASH_SAGAS / CRASH_KILLS), CRASH_SAGAS / CRASH_KILLS,
+                     ledger_steps);
+        submit_sagas("unk", kill_no * (UNKNOWN_SAGAS / CRASH_KILLS), UNKNOWN_SAGAS / CRASH_KILLS,
+                     unknown_steps);
         snprintf(id, sizeof(id), "SAGAD_WORKER_ID=crash-%d", kill_no);
         worker = proc_start("sagad-worker", extra);
         sleep_sampling(delay, &offsets);
@@ -286,7 +307,7 @@ Test(worker_faults, sigkill_at_random_points_loses_nothing_and_doubles_nothing,
                      proc_log(worker));
     }
     fprintf(stderr, "worker_faults: %lld of %d sagas terminal after %d kills\n",
-            sgt_query_int(fx.pg, done_sql), CRASH_SAGAS, CRASH_KILLS);
+            sgt_query_int(fx.pg, done_sql), CRASH_SAGAS + UNKNOWN_SAGAS, CRASH_KILLS);
 
     snprintf(id, sizeof(id), "SAGAD_WORKER_ID=crash-last");
     worker = proc_start("sagad-worker", extra);
@@ -295,31 +316,66 @@ Test(worker_faults, sigkill_at_random_points_loses_nothing_and_doubles_nothing,
     if (wait_for("SELECT count(*) FROM consumer_offsets WHERE owner = 'crash-last'", 3, 30,
                  &offsets) != 3)
         cr_assert_fail("the last worker did not take the partitions: %s", proc_log(worker));
-    completed = wait_for(done_sql, CRASH_SAGAS, 120, &offsets);
+    completed = wait_for(done_sql, CRASH_SAGAS + UNKNOWN_SAGAS, 120, &offsets);
     sgt_bg_signal(worker, SIGTERM);
     cr_expect_eq(sgt_bg_join(worker, 40), 0, "the last worker exits 0 on SIGTERM: %s",
                  proc_log(worker));
     sgt_bg_signal(relay, SIGTERM);
     cr_expect_eq(sgt_bg_join(relay, 30), 0, "the relay exits 0 on SIGTERM");
     offsets_sample(&offsets);
-    cr_assert_eq(completed, CRASH_SAGAS, "only %lld of %d sagas finished; last worker: %s",
-                 completed, CRASH_SAGAS, proc_log(worker));
+    cr_assert_eq(completed, CRASH_SAGAS + UNKNOWN_SAGAS,
+                 "only %lld of %d sagas finished; last worker: %s", completed,
+                 CRASH_SAGAS + UNKNOWN_SAGAS, proc_log(worker));
 
     cr_expect_eq(query_int("SELECT count(*) FROM sagas WHERE status = 'completed'"), CRASH_SAGAS,
                  "every saga completed");
-    cr_expect_eq(query_int("SELECT count(*) FROM steps WHERE status <> 'succeeded'"), 0,
-                 "every step succeeded");
-    cr_expect_eq(query_int("SELECT count(*) FROM dead_letters"), 0, "nothing was dead-lettered");
-    cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger"), CRASH_SAGAS * CRASH_STEPS,
-                 "one effect per (saga, step)");
+    cr_expect_eq(query_int("SELECT count(*) FROM steps WHERE status <> 'succeeded' AND saga_id "
+                           "LIKE 'crash-%%'"),
+                 0, "every step succeeded");
+    cr_expect_eq(query_int("SELECT count(*) FROM dead_letters WHERE saga_id LIKE 'crash-%%'"), 0,
+                 "nothing was dead-lettered");
+    cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger WHERE key LIKE 'crash-%%'"),
+                 CRASH_SAGAS * CRASH_STEPS, "one effect per (saga, step)");
+    /* The references resolved to the keys of the steps before, whatever
+     * the kills interrupted. */
+    cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger WHERE key ~ '^crash-[0-9]{4}:1:' "
+                           "AND args->>'after' IS DISTINCT FROM split_part(key, ':', 1) || "
+                           "':0:f:g1'"),
+                 0, "step b received step a's key from its result");
+    cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger WHERE key ~ '^crash-[0-9]{4}:2:' "
+                           "AND args->>'after' IS DISTINCT FROM split_part(key, ':', 1) || "
+                           "':1:f:g1'"),
+                 0, "step c received step b's key");
+    /* The unknown charges: each compensated once, by the key it undoes,
+     * then the reservation; nothing else. */
+    cr_expect_eq(query_int("SELECT count(*) FROM sagas WHERE saga_id LIKE 'unk-%%' AND status = "
+                           "'compensated'"),
+                 UNKNOWN_SAGAS, "every saga with an unknown step compensated");
+    cr_expect_eq(query_int("SELECT count(*) FROM steps WHERE saga_id LIKE 'unk-%%' AND status = "
+                           "'compensated'"),
+                 2 * UNKNOWN_SAGAS, "the unknown step and the one before are compensated");
+    cr_expect_eq(
+        query_int("SELECT count(*) FROM builtin_ledger WHERE key ~ '^unk-[0-9]{4}:1:c:g1$' "
+                  "AND args->>'undo' = split_part(key, ':', 1) || ':1:f:g1' AND "
+                  "args->>'held' = split_part(key, ':', 1) || ':0:f:g1'"),
+        UNKNOWN_SAGAS, "each undo of the unknown step named its forward key");
+    cr_expect_eq(
+        query_int("SELECT count(*) FROM builtin_ledger WHERE key ~ '^unk-[0-9]{4}:0:[fc]:g1$'"),
+        2 * UNKNOWN_SAGAS, "each reservation made and undone once");
+    cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger WHERE key LIKE 'unk-%%'"),
+                 3 * UNKNOWN_SAGAS, "no other effect");
+    cr_expect_eq(query_int("SELECT count(*) FROM dead_letters WHERE saga_id LIKE 'unk-%%' AND "
+                           "error_code = 'runtime.budget.attempts_exhausted'"),
+                 UNKNOWN_SAGAS, "each unknown step dead-lettered once");
     cr_expect_eq(query_int("SELECT count(*) FROM generate_series(0, %d) AS n, generate_series(0, "
                            "%d) AS s WHERE NOT EXISTS (SELECT 1 FROM builtin_ledger WHERE key = "
                            "format('crash-%%s:%%s:f:g1', lpad(n::text, 4, '0'), s))",
                            CRASH_SAGAS - 1, CRASH_STEPS - 1),
                  0, "every expected key <saga>:<step>:f:g1 has its effect");
-    cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger WHERE key !~ '^crash-[0-9]{4}:[0-2]"
-                           ":f:g1$'"),
-                 0, "no key of another phase or generation");
+    cr_expect_eq(
+        query_int("SELECT count(*) FROM builtin_ledger WHERE key LIKE 'crash-%%' AND key !~ "
+                  "'^crash-[0-9]{4}:[0-2]:f:g1$'"),
+        0, "no key of another phase or generation");
     for (int p = 0; p < fx.partitions; p++)
         cr_expect_gt(offsets.last[p], 0, "partition %d was consumed", p);
     cr_expect_gt(offsets.samples, 50, "the offsets were watched throughout");
