@@ -41,18 +41,36 @@ static void write_registry(void)
     if (!fp)
         die("registry", regpath);
     fputs("{\"v\":1,\"tools\":{\"noop\":{\"adapter\":\"builtin\",\"target\":\"noop\","
+          "\"side_effect\":\"read\"},\"echo\":{\"adapter\":\"builtin\",\"target\":\"echo\","
           "\"side_effect\":\"read\"}}}\n",
           fp);
     fclose(fp);
 }
 
+/* The sagas the runs submit: 3 noop steps; or (the cost of references)
+ * 3 echo steps with static args, or the same whose b and c take a value
+ * from the result of the step before ({"$from": ...}), which makes the
+ * worker load the saga's step results and resolve them at each call. */
+static enum { SAGA_NOOP, SAGA_ECHO, SAGA_REFS } saga_kind;
+
 static int start_json(char *out, size_t size, const char *saga_id)
 {
+    static const char *const steps[] = {
+        [SAGA_NOOP] = "[{\"name\":\"a\",\"tool\":\"noop\"},{\"name\":\"b\",\"tool\":\"noop\"},"
+                      "{\"name\":\"c\",\"tool\":\"noop\"}]",
+        [SAGA_ECHO] = "[{\"name\":\"a\",\"tool\":\"echo\",\"args\":{\"id\":\"r-1\"}},"
+                      "{\"name\":\"b\",\"tool\":\"echo\",\"args\":{\"id\":\"r-1\"}},"
+                      "{\"name\":\"c\",\"tool\":\"echo\",\"args\":{\"id\":\"r-1\"}}]",
+        [SAGA_REFS] = "[{\"name\":\"a\",\"tool\":\"echo\",\"args\":{\"id\":\"r-1\"}},"
+                      "{\"name\":\"b\",\"tool\":\"echo\",\"args\":{\"id\":{\"$from\":"
+                      "\"/steps/a/result/id\"}}},{\"name\":\"c\",\"tool\":\"echo\",\"args\":"
+                      "{\"id\":{\"$from\":\"/steps/b/result/id\"}}}]",
+    };
+
     return snprintf(out, size,
                     "{\"v\":1,\"type\":\"saga.start\",\"id\":\"sub-%s\",\"saga_id\":\"%s\","
-                    "\"name\":\"bench\",\"steps\":[{\"name\":\"a\",\"tool\":\"noop\"},"
-                    "{\"name\":\"b\",\"tool\":\"noop\"},{\"name\":\"c\",\"tool\":\"noop\"}]}",
-                    saga_id, saga_id);
+                    "\"name\":\"bench\",\"steps\":%s}",
+                    saga_id, saga_id, steps[saga_kind]);
 }
 
 static void produce(const char *topic, const char *prefix, int n, double rate, double *sent)
@@ -250,15 +268,15 @@ static int64_t completed(sg_pg_t *pg, const char *prefix)
     return query_int(pg, sql);
 }
 
-static double throughput(sg_pg_t *pg, int n)
+static double throughput(sg_pg_t *pg, const char *prefix, int n)
 {
     double t0 = now_s();
 
-    produce(cmd_topic, "tp", n, 0, NULL);
+    produce(cmd_topic, prefix, n, 0, NULL);
     /* The count is a scan that grows with the sagas (3 ms at 30,000) and
      * takes CPU from what is measured: it runs every 100 ms, and every
      * 10 ms over the last tenth, which is when the end is timed. */
-    for (int done; (done = completed(pg, "tp")) < n;) {
+    for (int done; (done = completed(pg, prefix)) < n;) {
         if (now_s() - t0 > 600)
             die("throughput", "sagas did not complete within 10 minutes");
         usleep(done < n - n / 10 ? 100000 : 10000);
@@ -484,7 +502,9 @@ int main(void)
     int n = getenv("SAGAD_BENCH_SAGAS") ? atoi(getenv("SAGAD_BENCH_SAGAS")) : 5000;
     double lat_rate = getenv("SAGAD_BENCH_RATE") ? atof(getenv("SAGAD_BENCH_RATE")) : 1000;
     int lat_secs = getenv("SAGAD_BENCH_LAT_SECS") ? atoi(getenv("SAGAD_BENCH_LAT_SECS")) : 30;
-    double floor_kafka, floor_pg, rate;
+    /* rounds of the references comparison (0: none, for a worker without) */
+    int ref_rounds = getenv("SAGAD_BENCH_REF_ROUNDS") ? atoi(getenv("SAGAD_BENCH_REF_ROUNDS")) : 2;
+    double floor_kafka, floor_pg, rate, rate_echo = 0, rate_refs = 0;
     lat_result_t lat;
     char p50s[32], p99s[32], wins[LAT_WINDOWS * 34] = "", wins_json[LAT_WINDOWS * 34] = "";
     bench_cpu_t c0, c1, c2, c3;
@@ -522,7 +542,7 @@ int main(void)
     fprintf(stderr, "bench-worker: throughput, a backlog of %d sagas of %d noop steps...\n", n,
             STEPS);
     bench_cpu(&c0);
-    rate = throughput(pg, n);
+    rate = throughput(pg, "tp", n);
     bench_cpu(&c1);
     /* The backlog's last events are still being relayed when its last saga
      * completes; the latency run starts on a quiet system. */
@@ -537,6 +557,24 @@ int main(void)
     bench_cpu(&c2);
     latency(lat_rate, lat_secs, &lat);
     bench_cpu(&c3);
+    /* References: echo sagas with and without them, alternated, the best
+     * of each (the machine is shared: the best run is the least
+     * disturbed). */
+    fprintf(stderr, "bench-worker: references, %d echo sagas with and without, x%d...\n", n,
+            ref_rounds);
+    for (int r = 0; r < ref_rounds; r++) {
+        char p[16];
+        double v;
+        saga_kind = SAGA_ECHO;
+        snprintf(p, sizeof(p), "te%d", r);
+        v = throughput(pg, p, n);
+        rate_echo = v > rate_echo ? v : rate_echo;
+        saga_kind = SAGA_REFS;
+        snprintf(p, sizeof(p), "tr%d", r);
+        v = throughput(pg, p, n);
+        rate_refs = v > rate_refs ? v : rate_refs;
+    }
+    saga_kind = SAGA_NOOP;
     rss = bench_rss_kb(worker, "VmHWM");
     bench_stop(worker);
     bench_stop(relay);
@@ -567,6 +605,10 @@ int main(void)
         snprintf(what, sizeof(what), "  of which %s, p50 / p99", hop_names[h]);
         printf("  %-52s %6.1f / %5.1f ms\n", what, lat.hops[h][0], lat.hops[h][1]);
     }
+    printf("  %-52s %10.0f steps/s\n", "worker: backlog of 3 echo steps, static args", rate_echo);
+    printf("  %-52s %10.0f steps/s  (%+.1f%%; target: cost <= 10%%)\n",
+           "worker: the same, b and c take the step before's result", rate_refs,
+           rate_echo > 0 ? 100.0 * (rate_refs - rate_echo) / rate_echo : 0.0);
     printf("  %-52s %10.1f MB  (target <= 64)\n", "worker: peak RSS", rss / 1024.0);
     bench_print_cpu(52, "backlog / latency", &c0, &c1, &c2, &c3);
 
@@ -581,12 +623,13 @@ int main(void)
                 "\"worker_peak_rss_kb\": %ld, \"steal_pct_backlog\": %.1f, "
                 "\"steal_pct_latency\": %.1f, \"busy_pct_backlog\": %.1f, "
                 "\"busy_pct_latency\": %.1f, \"ours_pct_backlog\": %.1f, "
-                "\"ours_pct_latency\": %.1f, \"time\": %.0f}\n",
+                "\"ours_pct_latency\": %.1f, \"echo_steps_per_s\": %.0f, "
+                "\"echo_refs_steps_per_s\": %.0f, \"time\": %.0f}\n",
                 n, STEPS, floor_kafka, floor_pg, rate, lat_rate, jnum(p50s, sizeof(p50s), lat.p50),
                 jnum(p99s, sizeof(p99s), lat.p99), wins_json, lat.n, lat.missing, LAT_RAMP_S,
                 lat_secs, rss, bench_steal_pct(&c0, &c1), bench_steal_pct(&c2, &c3),
                 bench_busy_pct(&c0, &c1), bench_busy_pct(&c2, &c3), bench_ours_pct(&c0, &c1),
-                bench_ours_pct(&c2, &c3), now_s());
+                bench_ours_pct(&c2, &c3), rate_echo, rate_refs, now_s());
         fclose(fp);
     }
     unlink(regpath);
