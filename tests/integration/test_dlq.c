@@ -855,6 +855,10 @@ Test(dlq, rerun_from_repeats_exactly_the_listed_effects_once_confirmed)
                                 "SELECT concat_ws('|', operator, action, rerun_from, "
                                 "repeats->0->>'step', jsonb_array_length(repeats)) FROM replays"),
                      "ida|rerun|1|1|1", "the replays row records who asked to repeat what");
+    cr_assert_eq(dlq(ARGS("saga", "again-1")), 0, "%s", R.err);
+    cr_expect(strstr(R.out, "by ida: rerun, generation 2, key again-1:1:f:g2, kept steps 0, "
+                            "REPEATED steps 1 (--rerun-from 1)"),
+              "the timeline says what was repeated: %s", R.out);
 }
 
 Test(dlq, every_subcommand_has_generated_help_and_usage_errors_exit_2)
