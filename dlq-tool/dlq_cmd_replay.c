@@ -155,6 +155,20 @@ static void report(replay_run_t *run, const char *id, const sg_pg_res_t *res)
     }
 }
 
+/* A failed replay statement, said on stderr; its exit code.  A database
+ * not migrated to 0015 has no seven-argument sagad_dlq_replay(). */
+static int replay_fail(const dlq_t *d, const sg_err_t *err)
+{
+    if (strstr(err->message, "sagad_dlq_replay") && strstr(err->message, "does not exist")) {
+        dlq_warn(d,
+                 "the database schema is older than this dlq-tool (its replay is migration "
+                 "0015): run `dlq-tool migrate`, then replay again [%s]",
+                 err->code);
+        return SG_EXIT_INFRA;
+    }
+    return dlq_pg_fail(d, "query failed", err);
+}
+
 /* Replays one entry on pg; the caller holds no lock. */
 static int replay_one(replay_run_t *run, sg_pg_t *pg, const char *id)
 {
@@ -171,7 +185,7 @@ static int replay_one(replay_run_t *run, sg_pg_t *pg, const char *id)
 
     if (sg_pg_exec(pg, replay_sql, 7, params, &res, &err) < 0) {
         pthread_mutex_lock(&run->lock);
-        rc = dlq_pg_fail(run->d, "query failed", &err);
+        rc = replay_fail(run->d, &err);
         pthread_mutex_unlock(&run->lock);
         return rc;
     }
@@ -259,10 +273,10 @@ static int confirm_repeats(replay_run_t *run, const char *id)
     const char *repeats;
     sg_pg_res_t *res;
     char question[160];
-    int rc = dlq_query(run->d, replay_sql, 7, params, &res);
+    sg_err_t err;
 
-    if (rc)
-        return rc;
+    if (sg_pg_exec(run->d->pg, replay_sql, 7, params, &res, &err) < 0)
+        return replay_fail(run->d, &err);
     repeats = sg_pg_res_get(res, 0, R_REPEATS);
     if (strcmp(sg_pg_res_get(res, 0, R_OUTCOME), "would_replay") != 0 || !repeats ||
         strcmp(repeats, "[]") == 0) {
