@@ -796,6 +796,51 @@ Test(dlq, replay_of_held_saga_whose_step_is_unknown_calls_it_under_its_old_key)
         "succeeded,succeeded,succeeded");
 }
 
+/* A charge that timed out: the step whose outcome is unknown, which no
+ * compensation undid, is called again under the key it was called with,
+ * so the downstream's record answers; the standing mail is not sent again;
+ * the undone step 0 runs under the new key. */
+Test(dlq, replay_of_compensated_saga_calls_an_unknown_step_under_its_old_key)
+{
+    char id[32], text[512];
+
+    sgw_pair_start(FLAKY_DOWN "," MAIL_TOOL, 1, NULL);
+    sgw_submit("undo-2", UNDO_STEPS);
+    sgw_wait_status("undo-2", "compensated");
+    sgw_pair_stop();
+    snprintf(id, sizeof(id), "%lld", dead_letter_of("undo-2"));
+    /* As the worker leaves a step whose last attempt may have taken effect
+     * and that has no compensation; the downstream did apply it. */
+    cr_assert_eq(sgw_q_int("WITH u AS (UPDATE steps SET status = 'unknown' WHERE saga_id = "
+                           "'undo-2' AND idx = 2 AND status = 'failed' AND idempotency_key = "
+                           "'undo-2:2:f:g1' RETURNING 1) SELECT count(*) FROM u"),
+                 1);
+    cr_assert_eq(sgw_q_int("WITH i AS (INSERT INTO builtin_ledger (key) VALUES "
+                           "('undo-2:2:f:g1') RETURNING 1) SELECT count(*) FROM i"),
+                 1);
+
+    cr_assert_eq(dlq(ARGS("replay", id, "--dry-run", "--json")), 0, "%s%s", R.out, R.err);
+    cr_expect_str_eq(plan_steps("kept", text, sizeof(text)), "1,2", "%s", R.out);
+    cr_expect_str_eq(plan_steps("repeats", text, sizeof(text)), "", "%s", R.out);
+
+    restart_with_tools(FLAKY_FIXED "," MAIL_TOOL);
+    cr_assert_eq(dlq(ARGS("replay", id, "--reason", "shipping fixed")), 0, "%s%s", R.out, R.err);
+    cr_expect(strstr(R.out, "kept: step 2 ship (flaky), unknown, effect possible: its effect may "
+                            "stand: called again under its old key; key undo-2:2:f:g1"),
+              "%s", R.out);
+    sgw_wait_status("undo-2", "completed");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(ledger_of(text, sizeof(text), "undo-2"),
+                     "undo-2:0:c:g1=1,undo-2:0:f:g1=1,undo-2:0:f:g2=1,undo-2:1:f:g1=1,"
+                     "undo-2:2:f:g1=2",
+                     "step 2 asked again under its old key: one effect, no new key");
+    cr_expect_eq(sgw_q_int("SELECT key_generation FROM steps WHERE idx = 2"), 1);
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text), "SELECT string_agg(status, ',' ORDER BY idx) FROM steps"),
+        "succeeded,succeeded,succeeded");
+}
+
 /* Steps 0 (idempotent) and 1 (irreversible) stand after the compensation;
  * step 2 fails until the tool is fixed. */
 #define STAND_STEPS                                                                                \
