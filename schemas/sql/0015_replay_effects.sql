@@ -237,13 +237,13 @@ BEGIN
                 plan := plan || jsonb_build_object('idx', st.idx, 'dest', 'pending');
             ELSIF effect = 'stands' THEN
                 kept := kept || (item || jsonb_build_object(
-                    'key', st.idempotency_key, 'how', 'its effect stands: not called again'));
+                    'key', st.idempotency_key, 'how', 'not called again'));
                 plan := plan || jsonb_build_object('idx', st.idx, 'dest', 'succeeded');
             ELSIF effect = 'possible' THEN
                 key_gen := sagad_step_key_generation(st, s.generation);
                 kept := kept || (item || jsonb_build_object(
                     'key', format('%s:%s:f:g%s', s.saga_id, st.idx, key_gen),
-                    'how', 'its effect may stand: called again under its old key'));
+                    'how', 'called again under its old key'));
                 plan := plan || jsonb_build_object('idx', st.idx, 'dest', 'pending',
                                                    'key_generation', key_gen);
             ELSE
