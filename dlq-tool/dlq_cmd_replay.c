@@ -257,8 +257,8 @@ static bool confirmed(dlq_t *d, size_t n)
 }
 
 /* --rerun-from may call effects that stand again under new keys: before
- * anything is written the operator is shown which (the plan of a dry run
- * of the same entry, on stderr) and confirms them with --yes or "y" at a
+ * anything is written the operator is shown which, and what is kept (the
+ * plan of a dry run of the same entry, on stderr), and confirms them with --yes or "y" at a
  * terminal.  Returns SG_EXIT_OK to go on, else the exit code after saying
  * why.  An entry the dry run refuses goes on: the replay reports it. */
 static int confirm_repeats(replay_run_t *run, const char *id)
@@ -286,6 +286,7 @@ static int confirm_repeats(replay_run_t *run, const char *id)
     fprintf(stderr, "%s %s: --rerun-from %s calls these effects again, under new keys:\n",
             run->d->cli->prog, run->d->cli->cmd->name, run->rerun_from);
     print_effects(stderr, "will repeat", repeats);
+    print_effects(stderr, "kept", sg_pg_res_get(res, 0, R_KEPT));
     sg_pg_res_destroy(res);
     if (sg_cli_opt(&run->d->args, "--yes"))
         return SG_EXIT_OK;
