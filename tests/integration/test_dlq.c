@@ -844,6 +844,60 @@ Test(dlq, replay_of_compensated_saga_calls_an_unknown_step_under_its_old_key)
         "succeeded,succeeded,succeeded");
 }
 
+/* How each step's effect is read (sagad_step_effect), on rows written as
+ * the worker leaves them: a skipped step is told apart by its key and its
+ * last forward attempt; an unknown step's old key is the one it was
+ * called with.  No worker: the plan of a dry run is the subject. */
+Test(dlq, replay_reads_each_steps_effect_from_its_status_and_last_attempt)
+{
+    char text[512];
+
+    sgw_world_start(NULL, 1, NULL);
+    cr_assert_eq(
+        sgw_q_int(
+            "WITH g AS (INSERT INTO sagas (saga_id, name, status, definition, generation) "
+            "VALUES ('eff-1', 't', 'compensated', '{}', 3), ('eff-2', 't', 'compensated', '{}', "
+            "1) RETURNING 1), s AS (INSERT INTO steps (saga_id, idx, name, tool, status, "
+            "idempotency_key, result) SELECT 'eff-1', i, 's' || i, 'ledger', st, k, NULL FROM "
+            "(VALUES (0, 'skipped', NULL), (1, 'skipped', 'eff-1:1:f:g3'), (2, 'skipped', "
+            "'eff-1:2:f:g3'), (3, 'compensated', 'eff-1:3:f:g3'), (4, 'failed', 'eff-1:4:f:g3'), "
+            "(5, 'unknown', 'eff-1:5:f:g2'), (6, 'succeeded', 'eff-1:6:f:g3')) v(i, st, k) "
+            "UNION ALL SELECT 'eff-2', 0, 'only', 'mail', 'skipped', 'eff-2:0:f:g1', '{}'::jsonb "
+            "RETURNING 1) SELECT (SELECT count(*) FROM g) + (SELECT count(*) FROM s)"),
+        10);
+    /* The sagas' steps exist: their attempts, then a dead letter each. */
+    cr_assert_eq(sgw_q_int("WITH a AS (INSERT INTO attempts (saga_id, step_idx, phase, "
+                           "generation, attempt, idempotency_key, status) VALUES "
+                           "('eff-1', 1, 'forward', 3, 1, 'eff-1:1:f:g3', 'ok'), "
+                           "('eff-1', 2, 'forward', 3, 1, 'eff-1:2:f:g3', 'timeout'), "
+                           "('eff-1', 4, 'forward', 3, 1, 'eff-1:4:f:g3', 'error') RETURNING 1), "
+                           "d AS (INSERT INTO dead_letters (error_code, error_class, saga_id, "
+                           "step_idx, phase) VALUES ('tool.x', 'poison', 'eff-1', 4, 'forward'), "
+                           "('tool.x', 'poison', 'eff-2', 0, 'forward') RETURNING 1) "
+                           "SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM d)"),
+                 5);
+
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(idx || '=' || sagad_step_effect(st), ',' "
+                                "ORDER BY idx) FROM steps st WHERE saga_id = 'eff-1'"),
+                     "0=none,1=stands,2=possible,3=undone,4=none,5=possible,6=stands",
+                     "never ran, ran ok, may have run, undone, failed, unknown, succeeded");
+    cr_assert_eq(dlq(ARGS("replay", "--saga", "eff-1", "--dry-run", "--json")), 0, "%s%s", R.out,
+                 R.err);
+    cr_expect_str_eq(plan_steps("kept", text, sizeof(text)), "1,2,5,6", "%s", R.out);
+    cr_expect_str_eq(plan_steps("repeats", text, sizeof(text)), "", "%s", R.out);
+    cr_expect(strstr(R.out, "\"key\": \"eff-1:5:f:g2\"") && strstr(R.out, "\"key\": "
+                                                                          "\"eff-1:2:f:g3\""),
+              "may-have-run steps keep the keys they were called with: %s", R.out);
+    cr_expect(strstr(R.out, "\"step\": 0, ") && strstr(R.out, "\"new_key\": \"eff-1:0:f:g4\""),
+              "the first step that runs again is step 0, under the new key: %s", R.out);
+
+    cr_expect_eq(dlq(ARGS("replay", "--saga", "eff-2", "--dry-run")), 3, "%s%s", R.out, R.err);
+    cr_expect(strstr(R.err, "saga eff-2: every step's effect stands, nothing would run again; "
+                            "discard the entry, or name the step to repeat with --rerun-from"),
+              "%s", R.err);
+}
+
 /* Steps 0 (idempotent) and 1 (irreversible) stand after the compensation;
  * step 2 fails until the tool is fixed. */
 #define STAND_STEPS                                                                                \
