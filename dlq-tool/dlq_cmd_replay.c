@@ -97,6 +97,14 @@ static void sleep_until_ms(uint64_t t)
  * sagad_dlq_replay): the step, its tool, what stands and what happens to
  * it.  Step names are producer data: shown with control characters
  * escaped. */
+/* A string member of a plan element, "?" when absent. */
+static const char *plan_str(const sg_json_t *e, const char *key)
+{
+    const char *v = sg_json_string(sg_json_member(e, key));
+
+    return v ? v : "?";
+}
+
 static void print_effects(FILE *out, const char *label, const char *list)
 {
     sg_json_t *arr = list ? sg_json_parse(list, strlen(list), NULL, NULL) : NULL;
@@ -106,15 +114,14 @@ static void print_effects(FILE *out, const char *label, const char *list)
         const char *old_key = sg_json_string(sg_json_member(e, "old_key"));
         const char *key = sg_json_string(sg_json_member(e, "key"));
         double idx = -1;
-        char *name = sg_text_visible(sg_json_string(sg_json_member(e, "name")), false);
-        char *tool = sg_text_visible(sg_json_string(sg_json_member(e, "tool")), false);
+        char *name = sg_text_visible(plan_str(e, "name"), false);
+        char *tool = sg_text_visible(plan_str(e, "tool"), false);
 
         sg_json_number(sg_json_member(e, "step"), &idx);
         fprintf(out, "  %s: step %d %s (%s), %s, effect %s: %s%s%s%s%s\n", label, (int)idx, name,
-                tool, sg_json_string(sg_json_member(e, "status")),
-                sg_json_string(sg_json_member(e, "effect")),
-                sg_json_string(sg_json_member(e, "how")), key ? "; key " : "", key ? key : "",
-                old_key ? ", was " : "", old_key ? old_key : "");
+                tool, plan_str(e, "status"), plan_str(e, "effect"), plan_str(e, "how"),
+                key ? "; key " : "", key ? key : "", old_key ? ", was " : "",
+                old_key ? old_key : "");
         free(name);
         free(tool);
     }
@@ -258,9 +265,10 @@ static bool confirmed(dlq_t *d, size_t n)
 
 /* --rerun-from may call effects that stand again under new keys: before
  * anything is written the operator is shown which, and what is kept (the
- * plan of a dry run of the same entry, on stderr), and confirms them with --yes or "y" at a
- * terminal.  Returns SG_EXIT_OK to go on, else the exit code after saying
- * why.  An entry the dry run refuses goes on: the replay reports it. */
+ * plan of a dry run of the same entry, on stderr), and confirms them with
+ * --yes or "y" at a terminal.  Returns SG_EXIT_OK to go on, else the exit
+ * code after saying why.  An entry the dry run refuses goes on: the
+ * replay reports it. */
 static int confirm_repeats(replay_run_t *run, const char *id)
 {
     const char *params[] = {id,
