@@ -93,10 +93,6 @@ static void sleep_until_ms(uint64_t t)
     }
 }
 
-/* One line per element of a plan list (kept or repeats, JSON text from
- * sagad_dlq_replay): the step, its tool, what stands and what happens to
- * it.  Step names are producer data: shown with control characters
- * escaped. */
 /* A string member of a plan element, "?" when absent. */
 static const char *plan_str(const sg_json_t *e, const char *key)
 {
@@ -105,6 +101,10 @@ static const char *plan_str(const sg_json_t *e, const char *key)
     return v ? v : "?";
 }
 
+/* One line per element of a plan list (kept or repeats, JSON text from
+ * sagad_dlq_replay): the step, its tool, what stands and what happens to
+ * it.  Step names are producer data: shown with control characters
+ * escaped. */
 static void print_effects(FILE *out, const char *label, const char *list)
 {
     sg_json_t *arr = list ? sg_json_parse(list, strlen(list), NULL, NULL) : NULL;
