@@ -103,19 +103,21 @@ static const char *plan_str(const sg_json_t *e, const char *key)
 
 /* One line per element of a plan list (kept or repeats, JSON text from
  * sagad_dlq_replay): the step, its tool, what stands and what happens to
- * it.  Step names are producer data: shown with control characters
- * escaped. */
+ * it.  Step names and keys (their saga_id) are producer data: shown with
+ * control characters escaped. */
 static void print_effects(FILE *out, const char *label, const char *list)
 {
     sg_json_t *arr = list ? sg_json_parse(list, strlen(list), NULL, NULL) : NULL;
 
     for (size_t i = 0; arr && i < sg_json_array_size(arr); i++) {
         const sg_json_t *e = sg_json_array_get(arr, i);
-        const char *old_key = sg_json_string(sg_json_member(e, "old_key"));
-        const char *key = sg_json_string(sg_json_member(e, "key"));
+        const char *old_key_raw = sg_json_string(sg_json_member(e, "old_key"));
+        const char *key_raw = sg_json_string(sg_json_member(e, "key"));
         double idx = -1;
         char *name = sg_text_visible(plan_str(e, "name"), false);
         char *tool = sg_text_visible(plan_str(e, "tool"), false);
+        char *key = key_raw ? sg_text_visible(key_raw, false) : NULL;
+        char *old_key = old_key_raw ? sg_text_visible(old_key_raw, false) : NULL;
 
         sg_json_number(sg_json_member(e, "step"), &idx);
         fprintf(out, "  %s: step %d %s (%s), %s, effect %s: %s%s%s%s%s\n", label, (int)idx, name,
@@ -124,6 +126,8 @@ static void print_effects(FILE *out, const char *label, const char *list)
                 old_key ? old_key : "");
         free(name);
         free(tool);
+        free(key);
+        free(old_key);
     }
     sg_json_destroy(arr);
 }
