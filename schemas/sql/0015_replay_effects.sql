@@ -30,7 +30,7 @@ ALTER TABLE replays ADD COLUMN kept jsonb;
 -- A step's effect as the tables show it: stands | possible | undone | none.
 -- A skipped step was either never called (pending when an earlier step
 -- failed) or called and passed over by the compensation (it has none): its
--- last forward attempt under its current key tells which.
+-- stored result, else its last forward attempt under its key, tells which.
 CREATE FUNCTION sagad_step_effect(st steps) RETURNS text LANGUAGE plpgsql STABLE AS $$
 DECLARE
     last_status text;
@@ -59,8 +59,9 @@ BEGIN
     RETURN CASE WHEN last_status = 'ok' THEN 'stands' ELSE 'possible' END;
 END $$;
 
--- The generation of the key a step's last forward call used (the kept
--- generation of an earlier replay, else the one its key names).
+-- The generation of the key a step's last forward call used: the one its
+-- key (steps.idempotency_key) names, else the one an earlier replay kept,
+-- else the saga's.
 CREATE FUNCTION sagad_step_key_generation(st steps, saga_generation integer) RETURNS integer
 LANGUAGE sql IMMUTABLE AS $$
     SELECT coalesce(substring(st.idempotency_key FROM ':f:g([0-9]+)$')::integer,
