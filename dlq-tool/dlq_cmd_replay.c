@@ -1,9 +1,12 @@
 /* dlq-tool replay: re-inject dead letters, one transaction per entry.
  *
- * The work of one entry is sagad_dlq_replay() (schemas/sql/0006): one
+ * The work of one entry is sagad_dlq_replay() (schemas/sql/0015): one
  * statement, so one transaction, so an entry is either fully replayed
  * (replays row, entry marked, new generation, command in the outbox) or
  * untouched, even when dlq-tool is killed in the middle of a bulk run.
+ * The same function decides which steps run again and under which key
+ * (docs/DLQ.md, "What a replay does"), and returns the effects it keeps
+ * and the ones it repeats, which every line here shows.
  *
  * A bulk run replays --parallel entries at a time, each on a connection of
  * its own: every entry's commit waits for its WAL flush, and concurrent
@@ -20,6 +23,7 @@
 #include "dlq.h"
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_run.h"
+#include "sagad/sg_text.h"
 
 enum {
     R_OUTCOME,
@@ -33,12 +37,15 @@ enum {
     R_REV,
     R_TOPIC,
     R_DETAIL,
+    R_RERUN_FROM,
+    R_REPEATS,
+    R_KEPT,
     R_JSON
 };
 
 static const char replay_sql[] =
     "SELECT r.*, (jsonb_build_object('id', $1::bigint) || to_jsonb(r))::text "
-    "FROM sagad_dlq_replay($1::bigint, $2, $3, $4::boolean, $5::boolean, $6) r";
+    "FROM sagad_dlq_replay($1::bigint, $2, $3, $4::boolean, $5::boolean, $6, $7) r";
 
 #define PARALLEL_DEFAULT 4
 #define PARALLEL_MAX     32
@@ -46,6 +53,7 @@ static const char replay_sql[] =
 typedef struct replay_run_s {
     dlq_t *d;
     const char *operator_name, *reason, *commands_topic;
+    const char *rerun_from; /* --rerun-from STEP, NULL: none */
     bool dry_run, force, json;
     double rate; /* entries per second, 0: unbounded */
     long parallel;
@@ -85,6 +93,45 @@ static void sleep_until_ms(uint64_t t)
     }
 }
 
+/* A string member of a plan element, "?" when absent. */
+static const char *plan_str(const sg_json_t *e, const char *key)
+{
+    const char *v = sg_json_string(sg_json_member(e, key));
+
+    return v ? v : "?";
+}
+
+/* One line per element of a plan list (kept or repeats, JSON text from
+ * sagad_dlq_replay): the step, its tool, what stands and what happens to
+ * it.  Step names and keys (their saga_id) are producer data: shown with
+ * control characters escaped. */
+static void print_effects(FILE *out, const char *label, const char *list)
+{
+    sg_json_t *arr = list ? sg_json_parse(list, strlen(list), NULL, NULL) : NULL;
+
+    for (size_t i = 0; arr && i < sg_json_array_size(arr); i++) {
+        const sg_json_t *e = sg_json_array_get(arr, i);
+        const char *old_key_raw = sg_json_string(sg_json_member(e, "old_key"));
+        const char *key_raw = sg_json_string(sg_json_member(e, "key"));
+        double idx = -1;
+        char *name = sg_text_visible(plan_str(e, "name"), false);
+        char *tool = sg_text_visible(plan_str(e, "tool"), false);
+        char *key = key_raw ? sg_text_visible(key_raw, false) : NULL;
+        char *old_key = old_key_raw ? sg_text_visible(old_key_raw, false) : NULL;
+
+        sg_json_number(sg_json_member(e, "step"), &idx);
+        fprintf(out, "  %s: step %d %s (%s), %s, effect %s: %s%s%s%s%s\n", label, (int)idx, name,
+                tool, plan_str(e, "status"), plan_str(e, "effect"), plan_str(e, "how"),
+                key ? "; key " : "", key ? key : "", old_key ? ", was " : "",
+                old_key ? old_key : "");
+        free(name);
+        free(tool);
+        free(key);
+        free(old_key);
+    }
+    sg_json_destroy(arr);
+}
+
 static void report(replay_run_t *run, const char *id, const sg_pg_res_t *res)
 {
     const char *outcome = sg_pg_res_get(res, 0, R_OUTCOME);
@@ -98,6 +145,8 @@ static void report(replay_run_t *run, const char *id, const sg_pg_res_t *res)
             const char *key = sg_pg_res_get(res, 0, R_KEY);
             printf("replayed %s (replay %s): %s%s%s\n", id, sg_pg_res_get(res, 0, R_REPLAY), detail,
                    key ? "; new key " : "", key ? key : "");
+            print_effects(stdout, "repeated", sg_pg_res_get(res, 0, R_REPEATS));
+            print_effects(stdout, "kept", sg_pg_res_get(res, 0, R_KEPT));
         }
     } else if (strcmp(outcome, "would_replay") == 0) {
         run->would++;
@@ -105,6 +154,8 @@ static void report(replay_run_t *run, const char *id, const sg_pg_res_t *res)
             const char *key = sg_pg_res_get(res, 0, R_KEY);
             printf("would replay %s: %s%s%s (dry run: nothing changed)\n", id, detail,
                    key ? "; new key " : "", key ? key : "");
+            print_effects(stdout, "would repeat", sg_pg_res_get(res, 0, R_REPEATS));
+            print_effects(stdout, "kept", sg_pg_res_get(res, 0, R_KEPT));
         }
     } else if (strcmp(outcome, "refused") == 0) {
         run->refused++;
@@ -115,6 +166,20 @@ static void report(replay_run_t *run, const char *id, const sg_pg_res_t *res)
     }
 }
 
+/* A failed replay statement, said on stderr; its exit code.  A database
+ * not migrated to 0015 has no seven-argument sagad_dlq_replay(). */
+static int replay_fail(const dlq_t *d, const sg_err_t *err)
+{
+    if (strstr(err->message, "sagad_dlq_replay") && strstr(err->message, "does not exist")) {
+        dlq_warn(d,
+                 "the database schema is older than this dlq-tool (its replay is migration "
+                 "0015): run `dlq-tool migrate`, then replay again [%s]",
+                 err->code);
+        return SG_EXIT_INFRA;
+    }
+    return dlq_pg_fail(d, "query failed", err);
+}
+
 /* Replays one entry on pg; the caller holds no lock. */
 static int replay_one(replay_run_t *run, sg_pg_t *pg, const char *id)
 {
@@ -123,14 +188,15 @@ static int replay_one(replay_run_t *run, sg_pg_t *pg, const char *id)
                             run->reason ? run->reason : "",
                             run->force ? "true" : "false",
                             run->dry_run ? "false" : "true",
-                            run->commands_topic};
+                            run->commands_topic,
+                            run->rerun_from};
     sg_pg_res_t *res;
     sg_err_t err;
     int rc = SG_EXIT_OK;
 
-    if (sg_pg_exec(pg, replay_sql, 6, params, &res, &err) < 0) {
+    if (sg_pg_exec(pg, replay_sql, 7, params, &res, &err) < 0) {
         pthread_mutex_lock(&run->lock);
-        rc = dlq_pg_fail(run->d, "query failed", &err);
+        rc = replay_fail(run->d, &err);
         pthread_mutex_unlock(&run->lock);
         return rc;
     }
@@ -170,10 +236,25 @@ static int select_ids(dlq_t *d, dlq_filter_t *f, long limit, char ***ids, size_t
     return SG_EXIT_OK;
 }
 
-/* A bulk replay goes ahead on --yes, or on "y" typed at a terminal. */
-static bool confirmed(dlq_t *d, size_t n)
+/* "y" typed at a terminal after the question; false (said why) else. */
+static bool ask(dlq_t *d, const char *question)
 {
     char line[16];
+
+    fprintf(stderr, "%s [y/N] ", question);
+    if (!fgets(line, sizeof(line), stdin) || (line[0] != 'y' && line[0] != 'Y')) {
+        dlq_warn(d, "not confirmed: nothing replayed");
+        return false;
+    }
+    return true;
+}
+
+/* A bulk replay goes ahead on --yes, or on "y" typed at a terminal.  It
+ * never calls an effect that stands under a new key (no --rerun-from in
+ * bulk); --dry-run lists what each entry keeps. */
+static bool confirmed(dlq_t *d, size_t n)
+{
+    char question[160];
 
     if (sg_cli_opt(&d->args, "--yes"))
         return true;
@@ -181,12 +262,53 @@ static bool confirmed(dlq_t *d, size_t n)
         dlq_warn(d, "a bulk replay of %zu entries needs --yes when not run at a terminal", n);
         return false;
     }
-    fprintf(stderr, "replay %zu dead letters? [y/N] ", n);
-    if (!fgets(line, sizeof(line), stdin) || (line[0] != 'y' && line[0] != 'Y')) {
-        dlq_warn(d, "not confirmed: nothing replayed");
-        return false;
+    snprintf(question, sizeof(question),
+             "replay %zu dead letters (effects that stand are kept; --dry-run lists them)?", n);
+    return ask(d, question);
+}
+
+/* --rerun-from may call effects that stand again under new keys: before
+ * anything is written the operator is shown which, and what is kept (the
+ * plan of a dry run of the same entry, on stderr), and confirms them with
+ * --yes or "y" at a terminal.  Returns SG_EXIT_OK to go on, else the exit
+ * code after saying why.  An entry the dry run refuses goes on: the
+ * replay reports it. */
+static int confirm_repeats(replay_run_t *run, const char *id)
+{
+    const char *params[] = {id,
+                            run->operator_name,
+                            "",
+                            run->force ? "true" : "false",
+                            "false",
+                            run->commands_topic,
+                            run->rerun_from};
+    const char *repeats;
+    sg_pg_res_t *res;
+    char question[160];
+    sg_err_t err;
+
+    if (sg_pg_exec(run->d->pg, replay_sql, 7, params, &res, &err) < 0)
+        return replay_fail(run->d, &err);
+    repeats = sg_pg_res_get(res, 0, R_REPEATS);
+    if (strcmp(sg_pg_res_get(res, 0, R_OUTCOME), "would_replay") != 0 || !repeats ||
+        strcmp(repeats, "[]") == 0) {
+        sg_pg_res_destroy(res);
+        return SG_EXIT_OK;
     }
-    return true;
+    fprintf(stderr, "%s %s: --rerun-from %s calls these effects again, under new keys:\n",
+            run->d->cli->prog, run->d->cli->cmd->name, run->rerun_from);
+    print_effects(stderr, "will repeat", repeats);
+    print_effects(stderr, "kept", sg_pg_res_get(res, 0, R_KEPT));
+    sg_pg_res_destroy(res);
+    if (sg_cli_opt(&run->d->args, "--yes"))
+        return SG_EXIT_OK;
+    if (!isatty(STDIN_FILENO)) {
+        dlq_warn(run->d, "repeating the effects above needs --yes when not run at a terminal "
+                         "(nothing replayed)");
+        return SG_EXIT_REFUSED;
+    }
+    snprintf(question, sizeof(question), "replay dead letter %s and repeat these effects?", id);
+    return ask(run->d, question) ? SG_EXIT_OK : SG_EXIT_REFUSED;
 }
 
 /* Takes the next entry and replays it, until none are left, a stop
@@ -295,6 +417,12 @@ int dlq_cmd_replay(sg_cli_t *cli, int argc, char **argv)
     run.force = sg_cli_opt(&d.args, "--force") != NULL;
     run.json = sg_cli_opt(&d.args, "--json") != NULL;
     run.commands_topic = sg_config_str(cli->cfg, "topic.commands");
+    run.rerun_from = sg_cli_opt(&d.args, "--rerun-from");
+    if (run.rerun_from && (d.args.npos != 1 || !*run.rerun_from)) {
+        dlq_warn(&d, "--rerun-from STEP replays one dead letter: give its ID and a step index "
+                     "or name (steps differ from saga to saga)");
+        return dlq_close(&d, SG_EXIT_USAGE);
+    }
     if ((rate = sg_cli_opt(&d.args, "--rate")) && parse_rate(rate, &run.rate) < 0) {
         dlq_warn(&d, "--rate %s: must be N/s, N/m or N (entries per second), N > 0", rate);
         return dlq_close(&d, SG_EXIT_USAGE);
@@ -334,6 +462,8 @@ int dlq_cmd_replay(sg_cli_t *cli, int argc, char **argv)
         rc = SG_EXIT_FAIL;
     } else if ((d.args.npos == 0 || n > 1) && !run.dry_run && !confirmed(&d, n)) {
         rc = SG_EXIT_REFUSED;
+    } else if (run.rerun_from && !run.dry_run && (rc = confirm_repeats(&run, ids[0]))) {
+        /* said why */
     } else if (!(rc = replay_all(&run, ids, n))) {
         fprintf(stderr, "%s %ld, refused %ld, not found %ld\n",
                 run.dry_run ? "would replay" : "replayed", run.dry_run ? run.would : run.replayed,

@@ -19,7 +19,8 @@ static const char show_json_sql[] =
     "'replays', coalesce((SELECT jsonb_agg(jsonb_build_object('id', r.id, 'operator', "
     "  r.operator, 'reason', r.reason, 'created_at', r.created_at, 'action', r.action, "
     "  'new_generation', r.new_generation, 'new_key', r.new_key, 'revision', r.revision, "
-    "  'forced', r.forced) ORDER BY r.id) FROM replays r WHERE r.dead_letter_id = d.id), '[]'), "
+    "  'forced', r.forced, 'rerun_from', r.rerun_from, 'kept', r.kept, 'repeats', r.repeats) "
+    "  ORDER BY r.id) FROM replays r WHERE r.dead_letter_id = d.id), '[]'), "
     "'saga', (SELECT jsonb_build_object('saga_id', s.saga_id, 'name', s.name, 'status', "
     "  s.status, 'generation', s.generation, 'updated_at', s.updated_at, 'steps', "
     "  (SELECT jsonb_agg(jsonb_build_object('step', st.idx, 'name', st.name, 'tool', st.tool, "
@@ -90,7 +91,9 @@ static const char show_steps_sql[] =
     "d.saga_id WHERE d.id = $1::bigint ORDER BY st.idx";
 
 static const char show_replays_sql[] =
-    "SELECT r.id, r.created_at, r.operator, r.action, r.new_generation, r.new_key, r.reason "
+    "SELECT r.id, r.created_at, r.operator, r.action, r.new_generation, r.new_key, "
+    "(SELECT string_agg(e->>'step', ' ') FROM jsonb_array_elements(r.kept) e), "
+    "(SELECT string_agg(e->>'step', ' ') FROM jsonb_array_elements(r.repeats) e), r.reason "
     "FROM replays r WHERE r.dead_letter_id = $1::bigint ORDER BY r.id";
 
 static void kv(const sg_pg_res_t *res, const char *label, int col)
@@ -153,8 +156,8 @@ static int show_human(dlq_t *d, const char *id)
                                           "CODE",    "LATENCY_MS", "MESSAGE"};
     static const char *const steps_h[] = {"STEP",     "NAME",          "TOOL", "STATUS",
                                           "ATTEMPTS", "COMP_ATTEMPTS", "KEY",  "ERROR"};
-    static const char *const replays_h[] = {"REPLAY", "AT",  "OPERATOR", "ACTION",
-                                            "GEN",    "KEY", "REASON"};
+    static const char *const replays_h[] = {"REPLAY", "AT",   "OPERATOR", "ACTION", "GEN",
+                                            "KEY",    "KEPT", "REPEATED", "REASON"};
     static const struct {
         const char *label;
         int col;
@@ -185,7 +188,7 @@ static int show_human(dlq_t *d, const char *id)
     sg_pg_res_destroy(res);
     if ((rc = section(d, id, "attempt trail", show_trail_sql, trail_h, 7)) ||
         (rc = section(d, id, "saga steps now", show_steps_sql, steps_h, 8)) ||
-        (rc = section(d, id, "replays", show_replays_sql, replays_h, 7)))
+        (rc = section(d, id, "replays", show_replays_sql, replays_h, 9)))
         return rc;
     return SG_EXIT_OK;
 }

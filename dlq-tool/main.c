@@ -37,12 +37,17 @@ static const sg_cli_opt_t replay_opts[] = {
     FILTER_OPTS,
     {"--reason", "TEXT", "why (required; kept in the replays ledger)"},
     {"--operator", "NAME", "who replays (default $USER)"},
-    {"--dry-run", NULL, "print what would happen; change nothing"},
+    {"--dry-run", NULL, "print what would happen, effects kept and repeated; change nothing"},
+    {"--rerun-from", "STEP",
+     "one entry: run every step from STEP (index or name) again under new keys, effects that "
+     "stand included (listed; confirm, or --yes)"},
     {"--rate", "N/s", "at most N entries per second (also N/m)"},
     {"--limit", "N", "at most N entries"},
     {"--parallel", "N",
      "entries replayed at once, each on its own connection (default 4, at most 32)"},
-    {"--yes", NULL, "no confirmation for a bulk replay (required when not at a terminal)"},
+    {"--yes", NULL,
+     "no confirmation for a bulk replay or for --rerun-from's repeated effects (required when "
+     "not at a terminal)"},
     {"--force", NULL, "replay an entry already replayed or discarded again"},
     {"--json", NULL, "one JSON object per entry"},
     {NULL, NULL, NULL},
@@ -84,14 +89,19 @@ static const sg_cli_cmd_t dlq_cmds[] = {
     {"replay", dlq_cmd_replay, "ID... | FILTERS  --reason TEXT [options]",
      "re-inject entries, one transaction each, under a new saga generation", replay_opts,
      "Each entry is replayed in one transaction: a replays row, the entry marked\n"
-     "replayed, the saga's generation bumped (fresh idempotency keys), and the command\n"
-     "in the outbox with headers sagad-replay-of and sagad-replay-id.  By the saga's\n"
-     "state: held -> the failed step runs again (completed steps do not); compensated\n"
-     "-> the saga runs again from step 0; failed -> the failed compensation runs again;\n"
-     "no step (a rejected or undecodable submission) -> the payload (latest revision)\n"
-     "is submitted again.  A saga still running or compensating is refused (exit 3).\n"
-     "A filter selects pending entries unless --status says otherwise, oldest first.\n"
-     "Exit 3 when any entry was refused (already replayed: use --force).\n",
+     "replayed, the saga's generation bumped, and the command in the outbox with\n"
+     "headers sagad-replay-of and sagad-replay-id.  A step whose effect stands is never\n"
+     "called again under a new key unless --rerun-from asks: held or compensated ->\n"
+     "steps whose effect stands (succeeded, or skipped by the compensation because it\n"
+     "has none) are kept, a step whose outcome is unknown runs again under its old key,\n"
+     "every other step runs under the new generation's key; failed -> the failed\n"
+     "compensation runs again; no step (a rejected or undecodable submission) -> the\n"
+     "payload (latest revision) is submitted again.  Each line lists the effects kept\n"
+     "and repeated (--json: kept, repeats).  A saga still running or compensating is\n"
+     "refused (exit 3).  A filter selects pending entries unless --status says\n"
+     "otherwise, oldest first.  Exit 3 when any entry was refused (already replayed:\n"
+     "use --force; repeated effects not confirmed).  docs/DLQ.md has the table.\n"
+     "Example: dlq-tool replay 42 --rerun-from charge --dry-run\n",
      false},
     {"edit", dlq_cmd_edit, "ID [--set PATH=VALUE]... | ID --file PATH",
      "fix a rejected submission's payload ($EDITOR, --set or --file), saved as a new revision",

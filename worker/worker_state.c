@@ -21,7 +21,7 @@ static const char *const step_names[WORKER_STEP__COUNT] = {
 
 /* A transition, where it happens and why.  by_worker: made by the worker's
  * setters (asserted there); else by the replay functions in SQL
- * (schemas/sql/0006_dlq_tool.sql), listed so the reference is whole. */
+ * (schemas/sql/0015_replay_effects.sql), listed so the reference is whole. */
 typedef struct transition_s {
     int from, to;
     bool by_worker;
@@ -46,7 +46,7 @@ static const transition_t saga_transitions[] = {
     {WORKER_SAGA_HELD, WORKER_SAGA_RUNNING, false, "dlq-tool replay: resume at the failed step",
      "sagad_dlq_replay()"},
     {WORKER_SAGA_COMPENSATED, WORKER_SAGA_RUNNING, false,
-     "dlq-tool replay: rerun from the first step", "sagad_dlq_replay()"},
+     "dlq-tool replay: run again, steps whose effect stands kept", "sagad_dlq_replay()"},
     {WORKER_SAGA_FAILED, WORKER_SAGA_COMPENSATING, false,
      "dlq-tool replay: retry the failed compensation", "sagad_dlq_replay()"},
 };
@@ -83,8 +83,16 @@ static const transition_t step_transitions[] = {
     {WORKER_STEP_COMPENSATING, WORKER_STEP_COMPENSATION_FAILED, true,
      "the compensation failed for good or ran out of attempts", "comp_failed"},
     {WORKER_STEP_FAILED, WORKER_STEP_PENDING, false,
-     "dlq-tool replay of a held saga: the failed step runs again", "sagad_dlq_replay()"},
-    {-1, WORKER_STEP_PENDING, false, "dlq-tool replay of a compensated saga: every step",
+     "dlq-tool replay of a held or compensated saga: the failed step runs again, new key",
+     "sagad_dlq_replay()"},
+    {WORKER_STEP_SKIPPED, WORKER_STEP_SUCCEEDED, false,
+     "dlq-tool replay of a compensated saga: it succeeded and was never undone, so it is kept "
+     "(not called again)",
+     "sagad_dlq_replay()"},
+    {-1, WORKER_STEP_PENDING, false,
+     "dlq-tool replay of a held or compensated saga: a step whose effect is undone or was never "
+     "taken (new key), or is unknown (its old key); with --rerun-from, every step from it on "
+     "(new key)",
      "sagad_dlq_replay()"},
     {WORKER_STEP_COMPENSATION_FAILED, WORKER_STEP_COMPENSATING, false,
      "dlq-tool replay of a failed saga", "sagad_dlq_replay()"},
@@ -177,7 +185,7 @@ void worker_states_reference(FILE *out)
                  "assert that the change is one of the rows below named after a function of\n"
                  "worker_saga.c (tests/unit/test_saga.c checks that its table of\n"
                  "transitions makes every one); rows marked (SQL) are made by\n"
-                 "`sagad_dlq_replay()` (schemas/sql/0006_dlq_tool.sql) when on-call\n"
+                 "`sagad_dlq_replay()` (schemas/sql/0015_replay_effects.sql) when on-call\n"
                  "replays a dead letter.\n"
                  "A new saga starts `running` with every step `pending`.\n\n"
                  "## Saga statuses (`sagas.status`)\n\n");

@@ -28,7 +28,7 @@ _dlq_tool() {
     stats)
         words="--help --json --prometheus" ;;
     replay)
-        words="--help --code --class --saga --tool --step --since --until --status --reason --operator --dry-run --rate --limit --parallel --yes --force --json" ;;
+        words="--help --code --class --saga --tool --step --since --until --status --reason --operator --dry-run --rerun-from --rate --limit --parallel --yes --force --json" ;;
     edit)
         words="--help --set --file --reason --operator" ;;
     discard)

@@ -64,7 +64,7 @@ static double floor_replay_sql(sg_pg_t *pg, long n)
         snprintf(id, sizeof(id), "%ld", first + i);
         if (sg_pg_exec(pg,
                        "SELECT outcome FROM sagad_dlq_replay($1::bigint, 'bench', 'bench', false, "
-                       "true, 'sagad.commands')",
+                       "true, 'sagad.commands', NULL)",
                        1, p, &res, &err) < 0)
             die("replay floor", err.message);
         sg_pg_res_destroy(res);

@@ -173,14 +173,16 @@ Test(dlq, replay_twice_is_refused_and_force_makes_a_new_generation)
     sgw_wait_status("twice-1", "compensated");
     snprintf(id, sizeof(id), "%lld", dead_letter_of("twice-1"));
 
-    /* compensated: the saga runs again from step 0 (still failing) */
+    /* compensated: steps 0 and 1 (ledger, no compensation) were never
+     * undone, so they are kept; the saga runs again from step 2 (still
+     * failing) */
     cr_assert_eq(dlq(ARGS("replay", id, "--reason", "retry", "--operator", "bob")), 0, "%s%s",
                  R.out, R.err);
-    cr_expect(strstr(R.out, "run saga twice-1 again from step 0, generation 2"), "%s", R.out);
+    cr_expect(strstr(R.out, "run saga twice-1 again from step 2, generation 2"), "%s", R.out);
     sgw_wait_int(2, "SELECT count(*) FROM dead_letters WHERE saga_id = 'twice-1'");
     sgw_wait_status("twice-1", "compensated");
-    cr_expect_eq(sgw_q_int("SELECT calls FROM builtin_ledger WHERE key = 'twice-1:0:f:g2'"), 1,
-                 "the re-run's step 0 ran under the generation-2 key");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM builtin_ledger WHERE key LIKE 'twice-1:%%:f:g2'"),
+                 0, "the kept steps 0 and 1 were not called under the generation-2 key");
 
     cr_expect_eq(dlq(ARGS("replay", id, "--reason", "again", "--operator", "bob")), 3,
                  "a second replay of the same entry is refused");
@@ -199,7 +201,8 @@ Test(dlq, replay_twice_is_refused_and_force_makes_a_new_generation)
     sgw_wait_int(3, "SELECT count(*) FROM dead_letters WHERE saga_id = 'twice-1'");
     sgw_wait_status("twice-1", "compensated");
     cr_expect_eq(sgw_q_int("SELECT generation FROM sagas WHERE saga_id = 'twice-1'"), 3);
-    cr_expect_eq(sgw_q_int("SELECT calls FROM builtin_ledger WHERE key = 'twice-1:0:f:g3'"), 1);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM builtin_ledger WHERE key LIKE 'twice-1:%%'"), 2,
+                 "steps 0 and 1 applied once each (generation 1), whatever the replays");
     sgw_pair_stop();
 }
 
@@ -467,12 +470,27 @@ Test(dlq, compensation_exhausted_entry_replays_the_compensation)
     sgw_pair_stop();
     snprintf(id, sizeof(id), "%lld", dead_letter_of("comp-1"));
 
+    cr_expect_eq(dlq(ARGS("replay", id, "--rerun-from", "first", "--reason", "x")), 3);
+    cr_expect(strstr(R.err, "--rerun-from: saga comp-1 is failed") &&
+                  strstr(R.err, "replay it without --rerun-from"),
+              "%s", R.err);
+
     restart_with_tools(fixed);
     cr_assert_eq(dlq(ARGS("replay", id, "--reason", "release endpoint back", "--operator", "eve")),
                  0, "%s%s", R.out, R.err);
     cr_expect(strstr(R.out, "compensate step 1 of saga comp-1 again, generation 2"), "%s", R.out);
+    cr_expect(strstr(R.out, "kept: step 1 second (hold), compensation_failed, effect stands: its "
+                            "compensation runs again under the new key; key comp-1:1:c:g2") &&
+                  strstr(R.out, "kept: step 0 first (ledger.reversible), succeeded, effect "
+                                "stands: not called forward again"),
+              "%s", R.out);
     sgw_wait_status("comp-1", "compensated");
     sgw_pair_stop();
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE phase = 'forward' AND "
+                           "generation = 2"),
+                 0, "no forward step is called again");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM builtin_ledger WHERE key LIKE 'comp-1:%%:f:%%'"),
+                 1, "the one forward effect (step 0) applied once");
     cr_expect_str_eq(sgw_q_text(text, sizeof(text),
                                 "SELECT string_agg(key || '=' || calls, ',' ORDER BY key) FROM "
                                 "builtin_ledger WHERE key LIKE 'comp-1:%%:c:%%'"),
@@ -637,6 +655,313 @@ Test(dlq, control_characters_from_producers_are_shown_not_obeyed)
     cr_expect(strstr(R.out, "esc\\x1b[2J"), "the key shows it escaped: %s", R.out);
     cr_assert_eq(dlq(ARGS("list", "--json")), 0, "%s", R.err);
     cr_expect(strstr(R.out, "x\\u001b[31m"), "--json keeps it exact (JSON-escaped): %s", R.out);
+}
+
+/* ---- what a replay calls again (docs/DLQ.md, "What a replay does") ---- */
+
+/* An effect no compensation undoes, one ledger row per key. */
+#define MAIL_TOOL                                                                                  \
+    "\"mail\": {\"adapter\": \"builtin\", \"target\": \"ledger\", \"side_effect\": "               \
+    "\"irreversible\"}"
+
+/* The ledger's rows of a saga, "key=calls,..." by key: one row is one
+ * effect, calls the times it was asked for under that key. */
+static const char *ledger_of(char *out, size_t size, const char *saga_id)
+{
+    return sgw_q_text(out, size,
+                      "SELECT string_agg(key || '=' || calls, ',' ORDER BY key) FROM "
+                      "builtin_ledger WHERE key LIKE '%s:%%'",
+                      saga_id);
+}
+
+/* The step numbers of a plan list (kept, repeats) of the first --json
+ * line of R.out, as "1,2" ("" for an empty list). */
+static const char *plan_steps(const char *member, char *out, size_t size)
+{
+    char *nl = strchr(R.out, '\n');
+    const sg_json_t *arr;
+    sg_json_t *doc;
+    size_t len = 0;
+
+    cr_assert_not_null(nl, "one JSON object per line: %s", R.out);
+    doc = sg_json_parse(R.out, (size_t)(nl - R.out), NULL, NULL);
+    cr_assert_not_null(doc, "the line parses: %s", R.out);
+    arr = sg_json_member(doc, member);
+    cr_assert(arr && sg_json_is_array(arr), "--json has the list \"%s\": %s", member, R.out);
+    out[0] = '\0';
+    for (size_t i = 0; i < sg_json_array_size(arr) && len + 12 < size; i++) {
+        double v = -1;
+        sg_json_number(sg_json_member(sg_json_array_get(arr, i), "step"), &v);
+        len += (size_t)snprintf(out + len, size - len, "%s%d", i ? "," : "", (int)v);
+    }
+    sg_json_destroy(doc);
+    return out;
+}
+
+/* Step 0 is undone by its compensation, step 1 (irreversible) is only
+ * passed over: its effect stands; step 2 fails until the tool is fixed. */
+#define UNDO_STEPS                                                                                 \
+    "[{\"name\": \"hold\", \"tool\": \"ledger.reversible\"}, {\"name\": \"mail\", \"tool\": "      \
+    "\"mail\"}, {\"name\": \"ship\", \"tool\": \"flaky\", \"args\": {\"class\": \"transient\"}}]"
+
+Test(dlq, replay_of_compensated_saga_does_not_call_a_standing_effect_again)
+{
+    char id[32], text[512];
+
+    sgw_pair_start(FLAKY_DOWN "," MAIL_TOOL, 1, NULL);
+    sgw_submit("undo-1", UNDO_STEPS);
+    sgw_wait_status("undo-1", "compensated");
+    sgw_pair_stop();
+    cr_assert_str_eq(
+        sgw_q_text(text, sizeof(text), "SELECT string_agg(status, ',' ORDER BY idx) FROM steps"),
+        "compensated,skipped,failed", "step 0 undone, step 1's mail sent and never undone");
+    snprintf(id, sizeof(id), "%lld", dead_letter_of("undo-1"));
+
+    cr_assert_eq(dlq(ARGS("replay", id, "--dry-run", "--json")), 0, "%s%s", R.out, R.err);
+    cr_expect_str_eq(plan_steps("kept", text, sizeof(text)), "1", "%s", R.out);
+    cr_expect_str_eq(plan_steps("repeats", text, sizeof(text)), "", "%s", R.out);
+    cr_assert_eq(dlq(ARGS("replay", id, "--dry-run")), 0, "%s%s", R.out, R.err);
+    cr_expect(strstr(R.out, "kept: step 1 mail (mail), skipped, effect stands: not called again; "
+                            "key undo-1:1:f:g1"),
+              "the dry run lists the kept effect: %s", R.out);
+
+    restart_with_tools(FLAKY_FIXED "," MAIL_TOOL);
+    cr_assert_eq(dlq(ARGS("replay", id, "--reason", "shipping fixed", "--operator", "hal")), 0,
+                 "%s%s", R.out, R.err);
+    cr_expect(strstr(R.out, "run saga undo-1 again from step 0, generation 2; 1 kept, 0 repeated"),
+              "%s", R.out);
+    sgw_wait_status("undo-1", "completed");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(ledger_of(text, sizeof(text), "undo-1"),
+                     "undo-1:0:c:g1=1,undo-1:0:f:g1=1,undo-1:0:f:g2=1,undo-1:1:f:g1=1,"
+                     "undo-1:2:f:g2=1",
+                     "step 0 undone then done again, the mail sent once, step 2 done once");
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text), "SELECT string_agg(status, ',' ORDER BY idx) FROM steps"),
+        "succeeded,succeeded,succeeded");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx = 1 AND generation = 2"),
+                 0, "the kept step was not called");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM steps WHERE idx = 1 AND result IS NOT NULL AND "
+                           "idempotency_key = 'undo-1:1:f:g1'"),
+                 1, "the kept step keeps its result and key");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT concat_ws('|', action, kept->0->>'step', "
+                                "jsonb_array_length(repeats), rerun_from) FROM replays"),
+                     "rerun|1|0", "the replays row records what was kept");
+}
+
+Test(dlq, replay_of_held_saga_whose_step_is_unknown_calls_it_under_its_old_key)
+{
+    char id[32], text[512];
+
+    sgw_pair_start(FLAKY_DOWN, 1, ARGS("SAGAD_WORKER_DEAD_LETTER_HOLD_MS=600000"));
+    sgw_submit("unk-1", THREE_STEPS);
+    sgw_wait_status("unk-1", "held");
+    sgw_pair_stop();
+    snprintf(id, sizeof(id), "%lld", dead_letter_of("unk-1"));
+    /* The worker ends a step whose last attempt may have taken effect (a
+     * timeout, a crash loop) unknown; so does this test, and records the
+     * effect the downstream applied under the step's key. */
+    cr_assert_eq(sgw_q_int("WITH u AS (UPDATE steps SET status = 'unknown' WHERE saga_id = "
+                           "'unk-1' AND idx = 2 AND idempotency_key = 'unk-1:2:f:g1' "
+                           "RETURNING 1) SELECT count(*) FROM u"),
+                 1);
+    cr_assert_eq(sgw_q_int("WITH i AS (INSERT INTO builtin_ledger (key) VALUES "
+                           "('unk-1:2:f:g1') RETURNING 1) SELECT count(*) FROM i"),
+                 1);
+
+    restart_with_tools(FLAKY_FIXED);
+    cr_assert_eq(dlq(ARGS("replay", id, "--reason", "flaky is fixed")), 0, "%s%s", R.out, R.err);
+    cr_expect(strstr(R.out, "resume saga unk-1 at step 2, generation 2") &&
+                  strstr(R.out, "new key unk-1:2:f:g1"),
+              "the step runs again under its old key: %s", R.out);
+    cr_expect(strstr(R.out,
+                     "kept: step 2 c (flaky), unknown, effect possible: called again under its old "
+                     "key; key unk-1:2:f:g1"),
+              "%s", R.out);
+    sgw_wait_status("unk-1", "completed");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(ledger_of(text, sizeof(text), "unk-1"),
+                     "unk-1:0:f:g1=1,unk-1:1:f:g1=1,unk-1:2:f:g1=2",
+                     "step 2 asked again under its old key: one effect, no new key");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(DISTINCT idempotency_key, ',') FROM attempts "
+                                "WHERE step_idx = 2 AND generation = 2"),
+                     "unk-1:2:f:g1");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx < 2 AND generation = 2"),
+                 0, "completed steps are not run again");
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text), "SELECT string_agg(status, ',' ORDER BY idx) FROM steps"),
+        "succeeded,succeeded,succeeded");
+}
+
+/* A charge that timed out: the step whose outcome is unknown, which no
+ * compensation undid, is called again under the key it was called with,
+ * so the downstream's record answers; the standing mail is not sent again;
+ * the undone step 0 runs under the new key. */
+Test(dlq, replay_of_compensated_saga_calls_an_unknown_step_under_its_old_key)
+{
+    char id[32], text[512];
+
+    sgw_pair_start(FLAKY_DOWN "," MAIL_TOOL, 1, NULL);
+    sgw_submit("undo-2", UNDO_STEPS);
+    sgw_wait_status("undo-2", "compensated");
+    sgw_pair_stop();
+    snprintf(id, sizeof(id), "%lld", dead_letter_of("undo-2"));
+    /* As the worker leaves a step whose last attempt may have taken effect
+     * and that has no compensation; the downstream did apply it. */
+    cr_assert_eq(sgw_q_int("WITH u AS (UPDATE steps SET status = 'unknown' WHERE saga_id = "
+                           "'undo-2' AND idx = 2 AND status = 'failed' AND idempotency_key = "
+                           "'undo-2:2:f:g1' RETURNING 1) SELECT count(*) FROM u"),
+                 1);
+    cr_assert_eq(sgw_q_int("WITH i AS (INSERT INTO builtin_ledger (key) VALUES "
+                           "('undo-2:2:f:g1') RETURNING 1) SELECT count(*) FROM i"),
+                 1);
+
+    cr_assert_eq(dlq(ARGS("replay", id, "--dry-run", "--json")), 0, "%s%s", R.out, R.err);
+    cr_expect_str_eq(plan_steps("kept", text, sizeof(text)), "1,2", "%s", R.out);
+    cr_expect_str_eq(plan_steps("repeats", text, sizeof(text)), "", "%s", R.out);
+
+    restart_with_tools(FLAKY_FIXED "," MAIL_TOOL);
+    cr_assert_eq(dlq(ARGS("replay", id, "--reason", "shipping fixed")), 0, "%s%s", R.out, R.err);
+    cr_expect(
+        strstr(R.out,
+               "kept: step 2 ship (flaky), unknown, effect possible: called again under its old "
+               "key; key undo-2:2:f:g1"),
+        "%s", R.out);
+    sgw_wait_status("undo-2", "completed");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(ledger_of(text, sizeof(text), "undo-2"),
+                     "undo-2:0:c:g1=1,undo-2:0:f:g1=1,undo-2:0:f:g2=1,undo-2:1:f:g1=1,"
+                     "undo-2:2:f:g1=2",
+                     "step 2 asked again under its old key: one effect, no new key");
+    cr_expect_eq(sgw_q_int("SELECT key_generation FROM steps WHERE idx = 2"), 1);
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text), "SELECT string_agg(status, ',' ORDER BY idx) FROM steps"),
+        "succeeded,succeeded,succeeded");
+}
+
+/* How each step's effect is read (sagad_step_effect), on rows written as
+ * the worker leaves them: a skipped step is told apart by its key and its
+ * last forward attempt; an unknown step's old key is the one it was
+ * called with.  No worker: the plan of a dry run is the subject. */
+Test(dlq, replay_reads_each_steps_effect_from_its_status_and_last_attempt)
+{
+    char text[512];
+
+    sgw_world_start(NULL, 1, NULL);
+    cr_assert_eq(
+        sgw_q_int(
+            "WITH g AS (INSERT INTO sagas (saga_id, name, status, definition, generation) "
+            "VALUES ('eff-1', 't', 'compensated', '{}', 3), ('eff-2', 't', 'compensated', '{}', "
+            "1) RETURNING 1), s AS (INSERT INTO steps (saga_id, idx, name, tool, status, "
+            "idempotency_key, result) SELECT 'eff-1', i, 's' || i, 'ledger', st, k, NULL FROM "
+            "(VALUES (0, 'skipped', NULL), (1, 'skipped', 'eff-1:1:f:g3'), (2, 'skipped', "
+            "'eff-1:2:f:g3'), (3, 'compensated', 'eff-1:3:f:g3'), (4, 'failed', 'eff-1:4:f:g3'), "
+            "(5, 'unknown', 'eff-1:5:f:g2'), (6, 'succeeded', 'eff-1:6:f:g3')) v(i, st, k) "
+            "UNION ALL SELECT 'eff-2', 0, 'only', 'mail', 'skipped', 'eff-2:0:f:g1', '{}'::jsonb "
+            "RETURNING 1) SELECT (SELECT count(*) FROM g) + (SELECT count(*) FROM s)"),
+        10);
+    /* The sagas' steps exist: their attempts, then a dead letter each. */
+    cr_assert_eq(sgw_q_int("WITH a AS (INSERT INTO attempts (saga_id, step_idx, phase, "
+                           "generation, attempt, idempotency_key, status) VALUES "
+                           "('eff-1', 1, 'forward', 3, 1, 'eff-1:1:f:g3', 'ok'), "
+                           "('eff-1', 2, 'forward', 3, 1, 'eff-1:2:f:g3', 'timeout'), "
+                           "('eff-1', 4, 'forward', 3, 1, 'eff-1:4:f:g3', 'error') RETURNING 1), "
+                           "d AS (INSERT INTO dead_letters (error_code, error_class, saga_id, "
+                           "step_idx, phase) VALUES ('tool.x', 'poison', 'eff-1', 4, 'forward'), "
+                           "('tool.x', 'poison', 'eff-2', 0, 'forward') RETURNING 1) "
+                           "SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM d)"),
+                 5);
+
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(idx || '=' || sagad_step_effect(st), ',' "
+                                "ORDER BY idx) FROM steps st WHERE saga_id = 'eff-1'"),
+                     "0=none,1=stands,2=possible,3=undone,4=none,5=possible,6=stands",
+                     "never ran, ran ok, may have run, undone, failed, unknown, succeeded");
+    cr_assert_eq(dlq(ARGS("replay", "--saga", "eff-1", "--dry-run", "--json")), 0, "%s%s", R.out,
+                 R.err);
+    cr_expect_str_eq(plan_steps("kept", text, sizeof(text)), "1,2,5,6", "%s", R.out);
+    cr_expect_str_eq(plan_steps("repeats", text, sizeof(text)), "", "%s", R.out);
+    cr_expect(strstr(R.out, "\"key\": \"eff-1:5:f:g2\"") && strstr(R.out, "\"key\": "
+                                                                          "\"eff-1:2:f:g3\""),
+              "may-have-run steps keep the keys they were called with: %s", R.out);
+    cr_expect(strstr(R.out, "\"step\": 0, ") && strstr(R.out, "\"new_key\": \"eff-1:0:f:g4\""),
+              "the first step that runs again is step 0, under the new key: %s", R.out);
+
+    cr_expect_eq(dlq(ARGS("replay", "--saga", "eff-2", "--dry-run")), 3, "%s%s", R.out, R.err);
+    cr_expect(strstr(R.err, "saga eff-2: every step's effect stands, nothing would run again; "
+                            "discard the entry, or name the step to repeat with --rerun-from"),
+              "%s", R.err);
+}
+
+/* Steps 0 (idempotent) and 1 (irreversible) stand after the compensation;
+ * step 2 fails until the tool is fixed. */
+#define STAND_STEPS                                                                                \
+    "[{\"name\": \"note\", \"tool\": \"ledger\"}, {\"name\": \"mail\", \"tool\": \"mail\"},"       \
+    " {\"name\": \"ship\", \"tool\": \"flaky\", \"args\": {\"class\": \"transient\"}}]"
+
+Test(dlq, rerun_from_repeats_exactly_the_listed_effects_once_confirmed)
+{
+    char id[32], text[512], before[64], after[64];
+
+    sgw_pair_start(FLAKY_DOWN "," MAIL_TOOL, 1, NULL);
+    sgw_submit("again-1", STAND_STEPS);
+    sgw_wait_status("again-1", "compensated");
+    sgw_pair_stop();
+    snprintf(id, sizeof(id), "%lld", dead_letter_of("again-1"));
+
+    cr_expect_eq(dlq(ARGS("replay", id, id, "--rerun-from", "mail", "--reason", "x")), 2);
+    cr_expect(strstr(R.err, "--rerun-from STEP replays one dead letter"), "%s", R.err);
+    cr_expect_eq(dlq(ARGS("replay", id, "--rerun-from", "nope", "--reason", "x")), 3);
+    cr_expect(strstr(R.err, "--rerun-from nope: saga again-1 has no such step (its steps: 0 note, "
+                            "1 mail, 2 ship)"),
+              "%s", R.err);
+
+    cr_assert_eq(dlq(ARGS("replay", id, "--rerun-from", "mail", "--dry-run", "--json")), 0, "%s%s",
+                 R.out, R.err);
+    cr_expect_str_eq(plan_steps("repeats", text, sizeof(text)), "1", "%s", R.out);
+    cr_expect_str_eq(plan_steps("kept", text, sizeof(text)), "0", "%s", R.out);
+    cr_assert_eq(dlq(ARGS("replay", id, "--rerun-from", "1", "--dry-run")), 0, "%s%s", R.out,
+                 R.err);
+    cr_expect(strstr(R.out, "would repeat: step 1 mail (mail), skipped, effect stands: called "
+                            "again under a new key (--rerun-from); key again-1:1:f:g2, was "
+                            "again-1:1:f:g1"),
+              "%s", R.out);
+    cr_expect(strstr(R.out, "kept: step 0 note (ledger)"), "%s", R.out);
+
+    /* Not confirmed (no --yes, no terminal): the list, and nothing done. */
+    sgw_q_text(before, sizeof(before), "%s", fingerprint_sql);
+    cr_expect_eq(dlq(ARGS("replay", id, "--rerun-from", "mail", "--reason", "resend")), 3, "%s%s",
+                 R.out, R.err);
+    cr_expect(strstr(R.err, "will repeat: step 1 mail (mail)") &&
+                  strstr(R.err, "kept: step 0 note (ledger)") && strstr(R.err, "--yes"),
+              "%s", R.err);
+    sgw_q_text(after, sizeof(after), "%s", fingerprint_sql);
+    cr_expect_str_eq(after, before, "an unconfirmed repeat changes nothing");
+
+    restart_with_tools(FLAKY_FIXED "," MAIL_TOOL);
+    cr_assert_eq(dlq(ARGS("replay", id, "--rerun-from", "mail", "--reason", "resend", "--yes",
+                          "--operator", "ida")),
+                 0, "%s%s", R.out, R.err);
+    cr_expect(strstr(R.out, "repeated: step 1 mail (mail)"), "%s", R.out);
+    sgw_wait_status("again-1", "completed");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(ledger_of(text, sizeof(text), "again-1"),
+                     "again-1:0:f:g1=1,again-1:1:f:g1=1,again-1:1:f:g2=1,again-1:2:f:g2=1",
+                     "the mail, listed, was sent again; the note, kept, was not");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT concat_ws('|', operator, action, rerun_from, "
+                                "repeats->0->>'step', jsonb_array_length(repeats)) FROM replays"),
+                     "ida|rerun|1|1|1", "the replays row records who asked to repeat what");
+    cr_assert_eq(dlq(ARGS("saga", "again-1")), 0, "%s", R.err);
+    cr_expect(strstr(R.out, "by ida: rerun, generation 2, key again-1:1:f:g2, kept steps 0, "
+                            "REPEATED steps 1 (--rerun-from 1)"),
+              "the timeline says what was repeated: %s", R.out);
 }
 
 Test(dlq, every_subcommand_has_generated_help_and_usage_errors_exit_2)

@@ -122,7 +122,7 @@ Test(state, the_reference_lists_every_status_and_marks_the_replays)
     }
     assert_contains(text,
                     "| `running` | `completed` | the last step succeeded | `step_succeeded` |");
-    assert_contains(text, "| `compensated` | `running` | dlq-tool replay: rerun from the first "
-                          "step | `sagad_dlq_replay()` (SQL) |");
+    assert_contains(text, "| `compensated` | `running` | dlq-tool replay: run again, steps whose "
+                          "effect stands kept | `sagad_dlq_replay()` (SQL) |");
     free(text);
 }
