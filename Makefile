@@ -304,7 +304,7 @@ demo-stop:
 FUZZ_CC      ?= clang-14
 FUZZ_SECONDS ?= 180
 FUZZ_DIR     := build/fuzz
-FUZZ_TARGETS := submit registry schema result http
+FUZZ_TARGETS := submit registry schema result http ref
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS   = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -g -O1 $(FUZZ_SAN) \
                 -Ilib/include $(PKG_CFLAGS) -MMD -MP
