@@ -362,8 +362,9 @@ typedef struct worker_saga_s {
     const char *origin;
     /* Results flow (references or an output): step results are loaded. */
     bool results_flow;
-    const char *output_spec; /* the definition's output, NULL: none */
-    const char *output;      /* the resolved output to store, NULL: unchanged */
+    const char *output_spec;   /* the definition's output, NULL: none */
+    const char *output;        /* the resolved output to store, NULL: unchanged */
+    const char *stored_output; /* as loaded (a completed saga's), NULL: none */
 } worker_saga_t;
 
 /* The saga a saga.start created in the open transaction, as the next

@@ -199,6 +199,8 @@ void worker_out_dead_letter(worker_dc_t *d, worker_saga_t *saga, int step, bool 
                             const sg_err_t *err, const char *held_until);
 /* A duplicate or stale command: no effect but its log line and metric. */
 void worker_out_stale(worker_dc_t *d, const char *why);
+/* The same, with the log line's own first words (what happened). */
+void worker_out_ignored(worker_dc_t *d, const char *what, const char *why);
 
 /* worker_saga_start.c */
 void worker_decide_start(worker_dc_t *d, worker_saga_t *existing);

@@ -313,6 +313,11 @@ void worker_out_dead_letter(worker_dc_t *d, worker_saga_t *saga, int step, bool 
 
 void worker_out_stale(worker_dc_t *d, const char *why)
 {
+    worker_out_ignored(d, "duplicate or stale command, no effect", why);
+}
+
+void worker_out_ignored(worker_dc_t *d, const char *what, const char *why)
+{
     const worker_cmd_t *cmd = d->cmd;
     sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
 
@@ -325,7 +330,7 @@ void worker_out_stale(worker_dc_t *d, const char *why)
     ctx.attempt = cmd->dec.attempt;
     ctx.partition = cmd->part ? d->in->partition : -1;
     ctx.offset = cmd->offset;
-    worker_out_log(d, SG_LOG_INFO, &ctx, "duplicate or stale command, no effect: %s", why);
+    worker_out_log(d, SG_LOG_INFO, &ctx, "%s: %s", what, why);
 }
 
 void worker_fresh_free(worker_fresh_t *f)

@@ -48,6 +48,7 @@ enum {
     L_FLOW,
     L_OUTPUT_SPEC,
     L_ACTION,
+    L_OUTPUT,
 };
 
 /* The steps are read per saga (LATERAL), which makes the plan an index
@@ -64,7 +65,8 @@ const char worker_sql_load[] =
     "st.attempts, st.comp_attempts, st.error_code, s.origin, st.key_generation, "
     "st.idempotency_key, CASE WHEN s.results_flow OR st.status = 'compensating' "
     "THEN st.result::text END, st.forward_effect, s.results_flow, "
-    "CASE WHEN s.results_flow THEN (s.definition->'output')::text END, st.agent_action "
+    "CASE WHEN s.results_flow THEN (s.definition->'output')::text END, st.agent_action, "
+    "s.output::text "
     "FROM sagas s CROSS JOIN LATERAL (SELECT * FROM steps t WHERE t.saga_id = s.saga_id "
     "ORDER BY t.saga_id, t.idx) st WHERE s.saga_id = ANY($1::text[]) "
     "ORDER BY s.saga_id FOR UPDATE OF s";
@@ -104,6 +106,7 @@ void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row)
     saga->origin = sg_pg_res_get(res, r, L_ORIGIN);
     saga->results_flow = strcmp(sg_pg_res_get(res, r, L_FLOW), "t") == 0;
     saga->output_spec = sg_pg_res_get(res, r, L_OUTPUT_SPEC);
+    saga->stored_output = sg_pg_res_get(res, r, L_OUTPUT);
     for (; r < sg_pg_res_rows(res) && strcmp(sg_pg_res_get(res, r, L_SAGA_ID), id) == 0; r++) {
         worker_step_t *st;
         int idx = (int)sg_pg_res_int(res, r, L_IDX, -1);

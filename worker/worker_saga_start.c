@@ -196,9 +196,12 @@ static void answer_duplicate(worker_dc_t *d, worker_saga_t *saga)
     if (saga->status == WORKER_SAGA_COMPLETED || saga->status == WORKER_SAGA_COMPENSATED ||
         saga->status == WORKER_SAGA_FAILED)
         sg_json_add_node(b, "run_health", worker_run_health(saga));
+    if (saga->status == WORKER_SAGA_COMPLETED && saga->stored_output)
+        sg_json_add_raw(b, "output", saga->stored_output);
     worker_out_event(d, saga, "saga.duplicate", b);
     worker_out_rows(d, saga);
-    worker_out_stale(d, "saga.start of an existing saga with the same definition: answered");
+    worker_out_ignored(d, "duplicate saga.start answered with saga.duplicate",
+                       "the saga exists with the same definition");
 }
 
 /* An existing saga: the same submission again, or a conflicting one.  A

@@ -92,26 +92,39 @@ static const char charge_then_fail[] =
     "1250}}, {\"name\": \"boom\", \"tool\": \"fail.permanent\", \"args\": {\"class\": "
     "\"permanent\", \"code\": \"tool.rejected\"}}]";
 
+static const char flow_1[] =
+    "\"input\": {\"order\": 1001}, \"steps\": ["
+    "{\"name\": \"reserve\", \"tool\": \"echo\", \"args\": {\"reservation_id\": "
+    "\"inv_7\", \"lines\": [\"BOOK-7\", \"PEN-2\"]}},"
+    "{\"name\": \"ship\", \"tool\": \"echo\", \"args\": {\"reservation\": {\"$from\": "
+    "\"/steps/reserve/result/reservation_id\"}, \"second\": {\"$from\": "
+    "\"/steps/reserve/result/lines/1\"}, \"key\": {\"$from\": \"/steps/reserve/key\"}, "
+    "\"order\": {\"$from\": \"/input/order\"}, \"carrier\": \"dhl\"}}],"
+    "\"output\": {\"shipped\": {\"$from\": \"/steps/ship/result/reservation\"}, "
+    "\"order\": {\"$from\": \"/input/order\"}}";
+
 Test(results, a_later_step_gets_an_earlier_result_and_the_saga_its_output)
 {
+    const sg_json_t *dup;
     const sg_json_t *ev[8];
     sg_json_t *args, *want;
     char text[1024];
 
     sgw_pair_start(NULL, 1, NULL);
-    submit_doc("flow-1",
-               "\"input\": {\"order\": 1001}, \"steps\": ["
-               "{\"name\": \"reserve\", \"tool\": \"echo\", \"args\": {\"reservation_id\": "
-               "\"inv_7\", \"lines\": [\"BOOK-7\", \"PEN-2\"]}},"
-               "{\"name\": \"ship\", \"tool\": \"echo\", \"args\": {\"reservation\": {\"$from\": "
-               "\"/steps/reserve/result/reservation_id\"}, \"second\": {\"$from\": "
-               "\"/steps/reserve/result/lines/1\"}, \"key\": {\"$from\": \"/steps/reserve/key\"}, "
-               "\"order\": {\"$from\": \"/input/order\"}, \"carrier\": \"dhl\"}}],"
-               "\"output\": {\"shipped\": {\"$from\": \"/steps/ship/result/reservation\"}, "
-               "\"order\": {\"$from\": \"/input/order\"}}");
+    submit_doc("flow-1", flow_1);
     sgw_wait_status("flow-1", "completed");
     sgw_event_wait("flow-1", "saga.completed");
+    /* Asked again, the saga answers with its output. */
+    submit_doc("flow-1", flow_1);
+    dup = sgw_event_wait("flow-1", "saga.duplicate");
     sgw_pair_stop();
+    member_json(text, sizeof(text), dup, "output");
+    args = parse(text[0] ? text : "null");
+    want = parse("{\"shipped\": \"inv_7\", \"order\": 1001}");
+    cr_expect(sg_json_equal(args, want),
+              "saga.duplicate of a completed saga carries its output: %s", text);
+    sg_json_destroy(args);
+    sg_json_destroy(want);
 
     /* What the call really sent is on its attempt row; the first step's
      * args had no reference, so its row keeps none. */
@@ -137,7 +150,7 @@ Test(results, a_later_step_gets_an_earlier_result_and_the_saga_its_output)
     }
     /* The events carry the results and the output. */
     sgw_expect_events("flow-1", ev, "saga.accepted", "step.succeeded", "step.succeeded",
-                      "saga.completed", NULL);
+                      "saga.completed", "saga.duplicate", NULL);
     member_json(text, sizeof(text), ev[2], "result");
     args = parse(text);
     cr_expect(sg_json_equal(args, want), "step.succeeded carries the result: %s", text);

@@ -307,3 +307,57 @@ Test(saga, poison_and_commands_of_unknown_sagas_or_steps_are_dead_lettered)
     cr_expect_eq(fx.saga.status, WORKER_SAGA_RUNNING);
     fx_fini(&fx);
 }
+
+/* ---- what step events hold ---------------------------------------------- */
+
+Test(saga, step_succeeded_carries_the_result_up_to_the_configured_size)
+{
+    fx_t fx;
+    const worker_op_t *ev;
+
+    fx_init(&fx);
+    fx.rules.event_result_max = 11; /* {"ok":true} */
+    fx_saga(&fx, 'R', "rppp", (int[]){1}, NULL);
+    fx_returned(&fx, false, 0, 1, WORKER_OK, SG_ERRCLASS_NONE, false);
+    fx_decide(&fx, true);
+    ev = fx_message(&fx.out, "step.succeeded");
+    cr_assert_not_null(ev);
+    assert_contains(ev->u.msg.payload, "\"result\":{\"ok\":true}");
+    cr_expect_null(strstr(ev->u.msg.payload, "result_truncated"));
+    fx_fini(&fx);
+
+    fx_init(&fx);
+    fx.rules.event_result_max = 10;
+    fx_saga(&fx, 'R', "rppp", (int[]){1}, NULL);
+    fx_returned(&fx, false, 0, 1, WORKER_OK, SG_ERRCLASS_NONE, false);
+    fx_decide(&fx, true);
+    ev = fx_message(&fx.out, "step.succeeded");
+    cr_assert_not_null(ev);
+    assert_contains(ev->u.msg.payload,
+                    "\"result\":null,\"result_truncated\":true,\"result_bytes\":11");
+    fx_fini(&fx);
+}
+
+Test(saga, a_tools_agent_action_wins_over_its_codes_default)
+{
+    fx_t fx;
+    const worker_op_t *ev;
+
+    fx_init(&fx);
+    fx_saga(&fx, 'R', "ssrp", (int[]){1, 1, 1}, NULL);
+    fx_returned(&fx, false, 2, 1, WORKER_ERROR, SG_ERRCLASS_PERMANENT, false);
+    fx.cmd.result.data = "{\"error\":\"declined\",\"agent_action\":\"Ask for another card.\"}";
+    fx_decide(&fx, true);
+    ev = fx_message(&fx.out, "step.failed");
+    cr_assert_not_null(ev);
+    assert_contains(ev->u.msg.payload, "\"agent_action\":\"Ask for another card.\"");
+    assert_contains(fx_message(&fx.out, "saga.compensating")->u.msg.payload,
+                    "\"agent_action\":\"Ask for another card.\"");
+    fx_fini(&fx);
+
+    /* no agent_action in the answer: the code's default (tool.http.503
+     * belongs to the tool.http.{5xx} family) */
+    cr_expect_str_eq(sg_err_agent_action("tool.http.503"), sg_err_agent_action("tool.http.{5xx}"));
+    cr_expect_not_null(sg_err_agent_action("kafka.broker_down"), "the kafka.* family");
+    cr_expect_null(sg_err_agent_action("no.such.code"));
+}
