@@ -3,6 +3,7 @@
 #include <cJSON.h>
 #include <float.h>
 #include <math.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,11 +13,6 @@
 
 /* Integers above 2^53 cannot round-trip through cJSON's double. */
 #define JSON_INT_MAX 9007199254740992.0
-
-bool sg_json_utf8_valid(const char *buf, size_t len)
-{
-    return sg_utf8_valid(buf, len);
-}
 
 /* Counts the digits of the number token at buf[*i] and returns its
  * decimal exponent, saturated: where its first digit stands (int_digits
@@ -366,7 +362,14 @@ int sg_json_exact_numbers(const sg_json_t *root, sg_err_t *err)
 
 sg_json_t *sg_json_parse(const char *buf, size_t len, const sg_json_limits_t *lim, sg_err_t *err)
 {
+    return sg_json_parse_counted(buf, len, lim, err, NULL);
+}
+
+sg_json_t *sg_json_parse_counted(const char *buf, size_t len, const sg_json_limits_t *lim,
+                                 sg_err_t *err, long *nodes)
+{
     sg_json_limits_t def = SG_JSON_LIMITS_DEFAULT;
+    long n = 0;
     const char *end = NULL;
     char path[512];
     cJSON *root;
@@ -392,7 +395,7 @@ sg_json_t *sg_json_parse(const char *buf, size_t len, const sg_json_limits_t *li
                    "a network must not have (RFC 8259 8.1)");
         return NULL;
     }
-    if (!sg_json_utf8_valid(buf, len)) {
+    if (!sg_utf8_valid(buf, len)) {
         sg_err_set(err, SG_ERRCLASS_POISON, "input.utf8.invalid",
                    "message is not valid UTF-8 (or contains a NUL byte)");
         return NULL;
@@ -403,7 +406,11 @@ sg_json_t *sg_json_parse(const char *buf, size_t len, const sg_json_limits_t *li
                    "JSON nesting is deeper than %d (limits.max_json_depth)", lim->max_depth);
         return NULL;
     }
-    if (lim->max_nodes > 0 && sg_json_nodes(buf, len, lim->max_nodes) > lim->max_nodes) {
+    /* One count serves the cap and the caller (it stops past the cap). */
+    if ((lim->max_nodes > 0 || nodes) &&
+        (n = sg_json_nodes(buf, len, lim->max_nodes > 0 ? lim->max_nodes : LONG_MAX - 1)) >
+            lim->max_nodes &&
+        lim->max_nodes > 0) {
         sg_err_set(err, SG_ERRCLASS_POISON, "input.json.too_many_nodes",
                    "JSON has more than %ld values and member names (limits.max_json_nodes)",
                    lim->max_nodes);
@@ -441,6 +448,8 @@ sg_json_t *sg_json_parse(const char *buf, size_t len, const sg_json_limits_t *li
                    path);
         return NULL;
     }
+    if (nodes)
+        *nodes = n;
     return root;
 }
 

@@ -51,9 +51,9 @@ void sg_submit_decode(const void *payload, size_t len, const sg_json_limits_t *l
 
     memset(out, 0, sizeof(*out));
     out->type = SG_CMD_POISON;
-    out->doc = sg_json_parse(payload, len, lim, err);
-    if (out->doc)
-        out->nodes = sg_json_nodes(payload, len, LONG_MAX - 1);
+    out->doc = sg_json_parse_counted(payload, len, lim, err, &out->nodes);
+    if (!out->doc)
+        out->nodes = 0;
     if (!out->doc || sg_json_exact_numbers(out->doc, err) < 0)
         return;
     if (!sg_json_is_object(out->doc)) {

@@ -19,6 +19,7 @@
 
 #include "checkout.h"
 #include "sagad/sg_log.h"
+#include "sagad/sg_text.h"
 
 /* The request body as it arrives (libmicrohttpd calls back per chunk). */
 typedef struct req_s {
@@ -44,7 +45,7 @@ static char *text_or_lossy(const char *s, size_t len)
 {
     char *d = xstrndup(s, len);
 
-    if (!sg_json_utf8_valid(d, strlen(d)))
+    if (!sg_utf8_valid(d, strlen(d)))
         for (char *p = d; *p; p++)
             if ((unsigned char)*p >= 0x80)
                 *p = '?';

@@ -151,22 +151,6 @@ Test(json, valid_multibyte_text_round_trips)
     sg_json_destroy(root);
 }
 
-Test(json, utf8_validator_directly)
-{
-    cr_assert(sg_json_utf8_valid("", 0));
-    cr_assert(sg_json_utf8_valid("plain ascii", 11));
-    cr_assert(sg_json_utf8_valid("\xc2\x80", 2));         /* U+0080, smallest 2-byte */
-    cr_assert(sg_json_utf8_valid("\xe0\xa0\x80", 3));     /* U+0800 */
-    cr_assert(sg_json_utf8_valid("\xef\xbf\xbf", 3));     /* U+FFFF */
-    cr_assert(sg_json_utf8_valid("\xf0\x90\x80\x80", 4)); /* U+10000 */
-    cr_assert_not(sg_json_utf8_valid("\xc1\xbf", 2));     /* overlong U+007F */
-    cr_assert_not(sg_json_utf8_valid("\xe0\x9f\xbf", 3)); /* overlong U+07FF */
-    cr_assert_not(sg_json_utf8_valid("a\0b", 3));
-    /* The length bounds the check: a valid prefix of a cut sequence. */
-    cr_assert(sg_json_utf8_valid("ab\xc3\xa9", 2));
-    cr_assert_not(sg_json_utf8_valid("ab\xc3\xa9", 3));
-}
-
 static char *nested(int depth, size_t *len)
 {
     char *buf = malloc((size_t)depth * 2);
@@ -791,4 +775,14 @@ Test(json, values_and_member_names_are_counted_and_capped)
     cr_expect(strstr(err.message, "more than 6 values") != NULL, "%s", err.message);
     lim.max_nodes = 0;
     cr_expect_not_null(sg_json_parse("[1, 2, 3, 4, 5, 6]", 18, &lim, &err), "0: no cap");
+    /* One count for the cap and the caller, capped or not. */
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        long n = -1;
+        sg_json_t *doc;
+        lim.max_nodes = i % 2 ? 0 : 100;
+        doc = sg_json_parse_counted(cases[i].text, strlen(cases[i].text), &lim, &err, &n);
+        if (doc)
+            cr_expect_eq(n, cases[i].nodes, "counted: %s", cases[i].text);
+        sg_json_destroy(doc);
+    }
 }

@@ -92,3 +92,20 @@ Test(text, bytes_become_text_without_loss)
     cr_expect_not(sg_utf8_valid("\xc0\xaf", 2), "overlong");
     cr_expect_not(sg_utf8_valid("\xf4\x90\x80\x80", 4), "past U+10FFFF");
 }
+
+/* The validator sg_json_parse checks every message with. */
+Test(text, utf8_validator_directly)
+{
+    cr_assert(sg_utf8_valid("", 0));
+    cr_assert(sg_utf8_valid("plain ascii", 11));
+    cr_assert(sg_utf8_valid("\xc2\x80", 2));         /* U+0080, smallest 2-byte */
+    cr_assert(sg_utf8_valid("\xe0\xa0\x80", 3));     /* U+0800 */
+    cr_assert(sg_utf8_valid("\xef\xbf\xbf", 3));     /* U+FFFF */
+    cr_assert(sg_utf8_valid("\xf0\x90\x80\x80", 4)); /* U+10000 */
+    cr_assert_not(sg_utf8_valid("\xc1\xbf", 2));     /* overlong U+007F */
+    cr_assert_not(sg_utf8_valid("\xe0\x9f\xbf", 3)); /* overlong U+07FF */
+    cr_assert_not(sg_utf8_valid("a\0b", 3));
+    /* The length bounds the check: a valid prefix of a cut sequence. */
+    cr_assert(sg_utf8_valid("ab\xc3\xa9", 2));
+    cr_assert_not(sg_utf8_valid("ab\xc3\xa9", 3));
+}

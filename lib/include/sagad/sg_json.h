@@ -30,10 +30,6 @@ typedef struct sg_json_limits_s {
         1048576, 64, 20000                                                                         \
     }
 
-/* Returns true when buf[0..len) is well-formed UTF-8 (no overlongs, no
- * surrogates, nothing above U+10FFFF, no NUL byte). */
-bool sg_json_utf8_valid(const char *buf, size_t len);
-
 /* True when every number in the JSON text buf (already parsed, so valid)
  * fits PostgreSQL's numeric, which jsonb stores numbers in exactly: at
  * most about 131,000 digits before the decimal point and 16,000 after,
@@ -65,6 +61,11 @@ int sg_json_exact_numbers(const sg_json_t *root, sg_err_t *err);
  * and frees it with sg_json_destroy(). */
 sg_json_t *sg_json_parse(const char *buf, size_t len, const sg_json_limits_t *lim, sg_err_t *err)
     __attribute__((warn_unused_result));
+
+/* sg_json_parse, and the values and member names parsed into *nodes
+ * (sg_json_nodes, counted once for the cap and for the caller). */
+sg_json_t *sg_json_parse_counted(const char *buf, size_t len, const sg_json_limits_t *lim,
+                                 sg_err_t *err, long *nodes) __attribute__((warn_unused_result));
 
 /* Frees a root node; NULL is a no-op. */
 void sg_json_destroy(sg_json_t *root);
