@@ -317,7 +317,7 @@ Test(saga, step_succeeded_carries_the_result_up_to_the_configured_size)
 
     fx_init(&fx);
     fx.rules.event_result_max = 11; /* {"ok":true} */
-    fx_saga(&fx, 'R', "rppp", (int[]){1}, NULL);
+    fx_saga(&fx, 'R', "rppp", (int[NSTEPS]){1}, NULL);
     fx_returned(&fx, false, 0, 1, WORKER_OK, SG_ERRCLASS_NONE, false);
     fx_decide(&fx, true);
     ev = fx_message(&fx.out, "step.succeeded");
@@ -328,7 +328,7 @@ Test(saga, step_succeeded_carries_the_result_up_to_the_configured_size)
 
     fx_init(&fx);
     fx.rules.event_result_max = 10;
-    fx_saga(&fx, 'R', "rppp", (int[]){1}, NULL);
+    fx_saga(&fx, 'R', "rppp", (int[NSTEPS]){1}, NULL);
     fx_returned(&fx, false, 0, 1, WORKER_OK, SG_ERRCLASS_NONE, false);
     fx_decide(&fx, true);
     ev = fx_message(&fx.out, "step.succeeded");
@@ -344,7 +344,7 @@ Test(saga, a_tools_agent_action_wins_over_its_codes_default)
     const worker_op_t *ev;
 
     fx_init(&fx);
-    fx_saga(&fx, 'R', "ssrp", (int[]){1, 1, 1}, NULL);
+    fx_saga(&fx, 'R', "ssrp", (int[NSTEPS]){1, 1, 1}, NULL);
     fx_returned(&fx, false, 2, 1, WORKER_ERROR, SG_ERRCLASS_PERMANENT, false);
     fx.cmd.result.data = "{\"error\":\"declined\",\"agent_action\":\"Ask for another card.\"}";
     fx_decide(&fx, true);
