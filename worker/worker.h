@@ -363,7 +363,7 @@ typedef struct worker_saga_s {
     /* Results flow (references or an output): step results are loaded. */
     bool results_flow;
     const char *output_spec;   /* the definition's output, NULL: none */
-    const char *output;        /* the resolved output to store, NULL: unchanged */
+    char *output;              /* the resolved output to store (owned), NULL: unchanged */
     const char *stored_output; /* as loaded (a completed saga's), NULL: none */
 } worker_saga_t;
 

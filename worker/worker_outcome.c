@@ -250,7 +250,7 @@ void worker_out_rows(worker_dc_t *d, worker_saga_t *saga)
     op->u.saga.status = saga->status;
     op->u.saga.seq = saga->seq;
     op->u.saga.retry_spent = saga->retry_spent;
-    op->u.saga.output = dup_or_null(saga->output);
+    op->u.saga.output = saga->output; /* taken: resolve_output made it */
     saga->output = NULL;
     op->u.saga.slot = &saga->slot;
     saga->dirty = false;

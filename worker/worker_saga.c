@@ -668,7 +668,8 @@ static bool resolve_output(worker_saga_t *saga, sg_json_t *body, sg_err_t *err)
     sg_json_destroy(spec);
     if (!out)
         return false;
-    saga->output = sg_json_print(out); /* freed with the outcome's saga op */
+    free(saga->output);
+    saga->output = sg_json_print(out); /* the saga op takes it (worker_out_rows) */
     saga->dirty = true;
     sg_json_add_node(body, "output", out);
     return true;
