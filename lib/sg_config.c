@@ -144,13 +144,46 @@ static const sg_config_key_t config_table[] = {
      "Port of the /metrics, /healthz and /readyz endpoint; 0 picks a free port (logged)."},
     {"health.stall_ms", SG_CONFIG_INT, "30000", 100, 3600000, NULL, 0,
      "/healthz fails once the main loop has not turned for this long."},
+    {"metrics.saga_names", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK,
+     "Saga names (comma-separated, at most 64) whose steps sagad_saga_steps_finished_total "
+     "counts by saga and step name; others count as saga=\"other\", step=\"other\"; empty: "
+     "every name, up to the metric's bound of series (then _other)."},
+    {"otel.endpoint", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK,
+     "OTEL_EXPORTER_OTLP_ENDPOINT: base URL of an OTLP/HTTP trace collector (spans are posted "
+     "as JSON to <url>/v1/traces); empty (the default): tracing off, no span is built."},
+    {"otel.headers", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK | SG_CONFIG_SECRET,
+     "OTEL_EXPORTER_OTLP_HEADERS: key=value pairs, comma-separated, sent with every export "
+     "(an Authorization header, an API key)."},
+    {"otel.timeout_ms", SG_CONFIG_INT, "10000", 1, 600000, NULL, 0,
+     "OTEL_EXPORTER_OTLP_TIMEOUT: longest time one export may take; a failed export is "
+     "dropped (counted) and the next waits 1 s, doubling to 30 s while the collector fails."},
+    {"otel.traces_sampler_arg", SG_CONFIG_RATIO, "1", 0, 0, NULL, 0,
+     "OTEL_TRACES_SAMPLER_ARG: share of sagas traced, by trace id (traceidratio), so a saga's "
+     "spans are kept or dropped together by every worker."},
+    {"otel.service_name", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK,
+     "OTEL_SERVICE_NAME: the service.name of the spans; empty: the program's name "
+     "(sagad-worker, sagad-relay)."},
+    {"otel.resource_attributes", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK,
+     "OTEL_RESOURCE_ATTRIBUTES: key=value pairs, comma-separated, added to the spans' "
+     "resource (deployment.environment=prod,k8s.pod.name=...)."},
+    {"otel.max_queue_size", SG_CONFIG_INT, "2048", 1, 1000000, NULL, 0,
+     "OTEL_BSP_MAX_QUEUE_SIZE: spans waiting for export at most; more are dropped and counted "
+     "(sagad_spans_dropped_total), never waited for."},
+    {"otel.max_export_batch_size", SG_CONFIG_INT, "512", 1, 100000, NULL, 0,
+     "OTEL_BSP_MAX_EXPORT_BATCH_SIZE: most spans in one export."},
+    {"otel.schedule_delay_ms", SG_CONFIG_INT, "5000", 1, 600000, NULL, 0,
+     "OTEL_BSP_SCHEDULE_DELAY: longest time a span waits for its batch to fill before it is "
+     "exported."},
 };
+
+/* A ratio is kept as an integer in millionths. */
+#define SG_RATIO_ONE 1000000
 
 #define CONFIG_NKEYS (sizeof(config_table) / sizeof(config_table[0]))
 
 typedef struct config_val_s {
     char *text; /* NULL only for a required key not yet set */
-    int64_t i;
+    int64_t i;  /* SG_CONFIG_RATIO: the ratio times SG_RATIO_ONE */
     char *origin;
 } config_val_t;
 
@@ -233,7 +266,7 @@ static int parse_value(const sg_config_key_t *k, const char *value, int64_t *out
     *out = 0;
     switch (k->type) {
     case SG_CONFIG_STR:
-        if (*value == '\0') {
+        if (*value == '\0' && !(k->flags & SG_CONFIG_EMPTY_OK)) {
             snprintf(rule, rule_size, "must not be empty");
             return -1;
         }
@@ -260,6 +293,17 @@ static int parse_value(const sg_config_key_t *k, const char *value, int64_t *out
             return -1;
         }
         return 0;
+    case SG_CONFIG_RATIO: {
+        double d;
+        errno = 0;
+        d = strtod(value, &end);
+        if (*value == '\0' || *end != '\0' || errno == ERANGE || !(d >= 0.0 && d <= 1.0)) {
+            snprintf(rule, rule_size, "must be a number from 0 to 1");
+            return -1;
+        }
+        *out = (int64_t)(d * SG_RATIO_ONE + 0.5);
+        return 0;
+    }
     }
     return -1;
 }
@@ -587,6 +631,11 @@ bool sg_config_bool(const sg_config_t *cfg, const char *key)
     return get(cfg, key, 1u << SG_CONFIG_BOOL)->i != 0;
 }
 
+double sg_config_ratio(const sg_config_t *cfg, const char *key)
+{
+    return (double)get(cfg, key, 1u << SG_CONFIG_RATIO)->i / SG_RATIO_ONE;
+}
+
 void sg_config_foreach_kafka(const sg_config_t *cfg,
                              void (*fn)(void *opaque, const char *key, const char *value),
                              void *opaque)
@@ -604,7 +653,7 @@ void sg_config_print(const sg_config_t *cfg, FILE *out)
         const config_val_t *v = &cfg->vals[i];
         const char *shown = v->text ? v->text : "(unset, required)";
 
-        if (v->text && (k->flags & SG_CONFIG_SECRET)) {
+        if (v->text && *v->text && (k->flags & SG_CONFIG_SECRET)) {
             if (strcmp(k->key, "pg.dsn") == 0)
                 sg_mask(v->text, masked, sizeof(masked));
             else
@@ -629,6 +678,8 @@ static const char *type_name(const sg_config_key_t *k)
         return "boolean";
     case SG_CONFIG_ENUM:
         return "enum";
+    case SG_CONFIG_RATIO:
+        return "number";
     }
     return "?";
 }
@@ -659,8 +710,10 @@ void sg_config_write_reference(FILE *out)
             size_t n = (size_t)snprintf(rule, sizeof(rule), "one of ");
             for (const char *c = k->choices; *c && n + 3 < sizeof(rule); c++)
                 n += (size_t)snprintf(rule + n, sizeof(rule) - n, *c == '|' ? ", " : "%c", *c);
-        } else if (k->type == SG_CONFIG_STR)
+        } else if (k->type == SG_CONFIG_STR && !(k->flags & SG_CONFIG_EMPTY_OK))
             snprintf(rule, sizeof(rule), "non-empty");
+        else if (k->type == SG_CONFIG_RATIO)
+            snprintf(rule, sizeof(rule), "0..1");
         fprintf(out, "| `%s` | `%s` | %s | %s | %s | %s%s%s |\n", k->key, envname, type_name(k),
                 k->def ? k->def : "(required)", rule, k->doc,
                 (k->flags & SG_CONFIG_SECRET) ? " Secret." : "",
@@ -688,6 +741,8 @@ void sg_config_write_sample(FILE *out)
             fprintf(out, ", %lld..%lld", (long long)k->min, (long long)k->max);
         else if (k->type == SG_CONFIG_ENUM)
             fprintf(out, ", one of %s", k->choices);
+        else if (k->type == SG_CONFIG_RATIO)
+            fprintf(out, ", 0..1");
         fprintf(out, "%s%s%s; environment %s\n", k->def ? "" : ", required",
                 (k->flags & SG_CONFIG_SECRET) ? ", secret" : "",
                 (k->flags & SG_CONFIG_RELOADABLE) ? ", reloadable" : "", envname);

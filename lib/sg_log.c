@@ -219,6 +219,10 @@ void sg_log_write(sg_log_level_t level, const sg_log_ctx_t *ctx, const char *fmt
             line_num(&l, "partition", ctx->partition);
         if (ctx->offset >= 0)
             line_num(&l, "offset", ctx->offset);
+        if (ctx->trace_id)
+            line_str(&l, "trace_id", ctx->trace_id);
+        if (ctx->span_id)
+            line_str(&l, "span_id", ctx->span_id);
     }
     line_emit(&l);
 }

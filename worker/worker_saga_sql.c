@@ -18,6 +18,7 @@
 #include "sagad/sg_text.h"
 #include "sagad/sg_version.h"
 #include "worker_decide.h"
+#include "worker_observe.h"
 
 /* Column order of worker_sql_load. */
 enum {
@@ -57,7 +58,8 @@ const char worker_sql_load[] =
     "coalesce(s.retry_budget_ms, -1), coalesce(s.deadline < now(), false), s.input::text, "
     "s.traceparent, st.idx, st.name, st.tool, st.args::text, st.compensate::text, st.status, "
     "st.attempts, st.comp_attempts, st.error_code, s.origin, st.key_generation, "
-    "st.idempotency_key FROM sagas s CROSS JOIN LATERAL (SELECT * FROM steps t WHERE t.saga_id = s.saga_id "
+    "st.idempotency_key FROM sagas s CROSS JOIN LATERAL (SELECT * FROM steps t WHERE t.saga_id = "
+    "s.saga_id "
     "ORDER BY t.saga_id, t.idx) st WHERE s.saga_id = ANY($1::text[]) "
     "ORDER BY s.saga_id FOR UPDATE OF s";
 
@@ -256,6 +258,10 @@ static void apply_dead_letter(worker_t *w, const worker_cmd_t *cmd, const worker
     ctx.topic = sg_kafka_msg_topic(msg);
     ctx.partition = sg_kafka_msg_partition(msg);
     ctx.offset = cmd->offset;
+    if (w->log_trace_id[0]) {
+        ctx.trace_id = w->log_trace_id;
+        ctx.span_id = w->log_span_id;
+    }
     sg_log(SG_LOG_WARN, &ctx, "dead-lettered: %s", err->message);
 }
 
@@ -378,9 +384,15 @@ static void apply_op(worker_t *w, worker_cmd_t *cmd, const worker_op_t *op)
     case WORKER_OP_DEAD_LETTER:
         apply_dead_letter(w, cmd, op);
         break;
-    case WORKER_OP_LOG:
-        sg_log(op->u.log.level, &op->u.log.ctx, "%s", op->u.log.text);
+    case WORKER_OP_LOG: {
+        sg_log_ctx_t ctx = op->u.log.ctx;
+        if (w->log_trace_id[0]) {
+            ctx.trace_id = w->log_trace_id;
+            ctx.span_id = w->log_span_id;
+        }
+        sg_log(op->u.log.level, &ctx, "%s", op->u.log.text);
         break;
+    }
     case WORKER_OP_METRIC:
         apply_metric(w, op);
         break;
@@ -466,7 +478,16 @@ static void decide_apply(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, bo
     if (!returned && cmd->dec.type == SG_CMD_START)
         in.traceparent = sg_kafka_msg_header(cmd->msg, "traceparent", &in.traceparent_len);
     worker_decide(&rules, &in, saga, &out);
+    if (w->observe) {
+        worker_log_ids_t ids = {"", ""};
+        sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+        worker_observe_outcome(w->observe, w, cmd, saga, &out);
+        worker_observe_log_ids(w->observe, cmd, saga, &out, &ctx, &ids);
+        memcpy(w->log_trace_id, ids.trace, sizeof(ids.trace));
+        memcpy(w->log_span_id, ids.span, sizeof(ids.span));
+    }
     apply(w, cmd, &out);
+    w->log_trace_id[0] = '\0';
     worker_outcome_free(&out);
 }
 

@@ -18,10 +18,12 @@ typedef enum sg_config_type_e {
     SG_CONFIG_INT,
     SG_CONFIG_BOOL,
     SG_CONFIG_ENUM,
+    SG_CONFIG_RATIO, /* a decimal number from 0 to 1 */
 } sg_config_type_t;
 
 #define SG_CONFIG_SECRET     0x1 /* value masked in every output */
 #define SG_CONFIG_RELOADABLE 0x2 /* applied on SIGHUP without restart */
+#define SG_CONFIG_EMPTY_OK   0x4 /* a string that may be empty (empty: unset, off) */
 
 typedef struct sg_config_key_s {
     const char *key;
@@ -78,6 +80,7 @@ int sg_config_check(const sg_config_t *cfg, char *errstr, size_t errstr_size)
 const char *sg_config_str(const sg_config_t *cfg, const char *key);
 int64_t sg_config_int(const sg_config_t *cfg, const char *key);
 bool sg_config_bool(const sg_config_t *cfg, const char *key);
+double sg_config_ratio(const sg_config_t *cfg, const char *key);
 
 /* Calls fn for every kafka.* key, with the "kafka." prefix removed. */
 void sg_config_foreach_kafka(const sg_config_t *cfg,

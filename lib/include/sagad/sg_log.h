@@ -2,8 +2,8 @@
  *
  * Every line has ts, level, component and msg; lines about a message add
  * where it came from (saga_id, step, attempt, error_code, topic, partition,
- * offset).  The level is checked in the macro, so a filtered call costs one
- * comparison and never formats its arguments. */
+ * offset, and trace_id and span_id when tracing is on).  The level is checked in the macro, so a
+ * filtered call costs one comparison and never formats its arguments. */
 #ifndef SAGAD_LOG_H
 #define SAGAD_LOG_H
 
@@ -27,11 +27,12 @@ typedef struct sg_log_ctx_s {
     const char *topic;
     int32_t partition;
     int64_t offset;
+    const char *trace_id, *span_id; /* W3C trace context, hex (tracing on) */
 } sg_log_ctx_t;
 
 #define SG_LOG_CTX_INIT                                                                            \
     {                                                                                              \
-        NULL, NULL, -1, NULL, NULL, -1, -1                                                         \
+        NULL, NULL, -1, NULL, NULL, -1, -1, NULL, NULL                                             \
     }
 
 extern volatile sg_log_level_t sg_log_level;
