@@ -247,7 +247,7 @@ static void start_attempt(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st
     if (!comp)
         set_step(d, saga, st, WORKER_STEP_RUNNING);
     st->dirty = true;
-    if (!comp)                                /* steps.idempotency_key stays the forward key */
+    if (!comp) /* steps.idempotency_key stays the forward key */
         st->idem_key = d->out->call.idem_key; /* from worker_prepare_call */
     op = worker_out_op(d, WORKER_OP_ATTEMPT, saga->saga_id);
     op->u.attempt.step = st->idx;
