@@ -271,7 +271,7 @@ void sg_otel_traceparent(char *out, size_t size, const sg_trace_id_t *trace, uin
 struct sg_otel_s {
     char *url;
     struct curl_slist *headers;
-    char *resource; /* the resource's attributes, members of a JSON array */
+    char *resource;        /* the resource's attributes, members of a JSON array */
     uint64_t sample_below; /* a trace is kept when its low 64 bits are below it */
     bool sample_all;
     long timeout_ms;
@@ -470,8 +470,8 @@ static int64_t export_one(sg_otel_t *o, sg_span_t *batch, size_t n, int64_t back
     sg_span_list_discard(&done);
     count_dropped("export_failed", n);
     if (!backoff)
-        sg_log_kv(SG_LOG_WARN, "trace export failed: spans dropped, next post after a pause",
-                  "url", o->url, "error", why, NULL);
+        sg_log_kv(SG_LOG_WARN, "trace export failed: spans dropped, next post after a pause", "url",
+                  o->url, "error", why, NULL);
     backoff = backoff ? backoff * 2 : BACKOFF_FIRST_MS;
     return backoff > BACKOFF_CAP_MS ? BACKOFF_CAP_MS : backoff;
 }
@@ -512,8 +512,9 @@ static void *exporter_main(void *arg)
 
 /* Checks "k=v,k=v" (OTEL_EXPORTER_OTLP_HEADERS, OTEL_RESOURCE_ATTRIBUTES)
  * and calls fn for each pair, trimmed. */
-static int each_pair(const char *key, const char *text, void (*fn)(void *, const char *, const char *),
-                     void *opaque, char *errstr, size_t errstr_size)
+static int each_pair(const char *key, const char *text,
+                     void (*fn)(void *, const char *, const char *), void *opaque, char *errstr,
+                     size_t errstr_size)
 {
     char *copy = sg_xstrdup(text), *save = NULL;
     int rc = 0;

@@ -25,7 +25,7 @@ typedef struct cache_ent_s {
 
 struct worker_observe_s {
     sg_otel_t *otel;
-    cache_ent_t *cache; /* NULL when tracing is off */
+    cache_ent_t *cache;     /* NULL when tracing is off */
     char *names[MAX_NAMES]; /* metrics.saga_names; none: every name */
     int nnames;
 };
@@ -193,8 +193,8 @@ static sg_span_t *ending(obs_t *o, uint64_t id, uint64_t parent, const char *nam
 {
     int64_t start;
     bool known = cache_take(o->ob, id, &start);
-    sg_span_t *span = sg_span_new(&o->s.trace, id, parent, name, kind, known ? start : o->now,
-                                  o->now);
+    sg_span_t *span =
+        sg_span_new(&o->s.trace, id, parent, name, kind, known ? start : o->now, o->now);
 
     sg_span_str(span, "sagad.saga_id", o->s.id);
     if (!known)
@@ -349,9 +349,10 @@ static void dead_letter_span(obs_t *o, const worker_op_t *op)
     sg_span_t *span;
 
     snprintf(key, sizeof(key), "dead_letter|%lld", (long long)o->cmd->offset);
-    span = sg_span_new(&o->s.trace, span_id(key, o->s.id, o->s.generation, op->u.dead.step,
-                                            op->u.dead.compensate, 0),
-                       parent, "dead_letter", SG_SPAN_PRODUCER, o->now, o->now);
+    span = sg_span_new(
+        &o->s.trace,
+        span_id(key, o->s.id, o->s.generation, op->u.dead.step, op->u.dead.compensate, 0), parent,
+        "dead_letter", SG_SPAN_PRODUCER, o->now, o->now);
     sg_span_str(span, "sagad.saga_id", o->s.id);
     sg_span_str(span, "messaging.system", "kafka");
     sg_span_str(span, "messaging.destination.name", o->w->topic_dlq);
@@ -445,8 +446,7 @@ static bool outcome_saga(const worker_observe_t *ob, const worker_cmd_t *cmd,
             return true;
         }
     if (cmd->dec.saga_id[0]) {
-        saga_ctx(ob, cmd->dec.saga_id, NULL, cmd->dec.generation > 0 ? cmd->dec.generation : 1,
-                 s);
+        saga_ctx(ob, cmd->dec.saga_id, NULL, cmd->dec.generation > 0 ? cmd->dec.generation : 1, s);
         return true;
     }
     return false;
@@ -479,13 +479,12 @@ static void count_ops(worker_observe_t *ob, worker_t *w, const worker_saga_t *sa
                     op->u.step.status == WORKER_STEP_COMPENSATED ||
                     op->u.step.status == WORKER_STEP_COMPENSATION_FAILED)) {
             bool listed = name_listed(ob, saga->name);
-            const char *step = op->u.step.idx < saga->nsteps ? saga->steps[op->u.step.idx].name
-                                                              : NULL;
-            sg_metrics_batch_inc(
-                w->metrics, SG_M_SAGA_STEPS_FINISHED,
-                SG_LABELS(listed && saga->name ? saga->name : "other",
-                          listed && step ? step : "other",
-                          worker_step_status_name(op->u.step.status)));
+            const char *step =
+                op->u.step.idx < saga->nsteps ? saga->steps[op->u.step.idx].name : NULL;
+            sg_metrics_batch_inc(w->metrics, SG_M_SAGA_STEPS_FINISHED,
+                                 SG_LABELS(listed && saga->name ? saga->name : "other",
+                                           listed && step ? step : "other",
+                                           worker_step_status_name(op->u.step.status)));
         }
     }
 }
