@@ -215,8 +215,11 @@ $(BENCH_SOAK): $(BUILD)/bench/bench_soak.o $(BUILD)/bench/bench_util.o $(LIBSAGA
 $(BENCH_HTTP): $(BUILD)/bench/bench_http.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
+# Then the trace backend of the tracing tests and benchmark, built once from
+# the Go module proxy (needs go; kept under .run/jaeger).
 deps:
 	deploy/deps.sh $(DEB_PKGS)
+	deploy/local/jaeger.sh install
 
 deps-build:
 	deploy/deps.sh $(BUILD_DEB_PKGS)
@@ -225,6 +228,7 @@ down:
 	examples/demo.sh stop
 	deploy/local/kafka.sh stop
 	deploy/local/pg.sh stop
+	deploy/local/jaeger.sh stop
 
 # The entry targets (ENTRY_GOALS): what a person types first.  Each
 # installs the Debian packages (make deps), then runs itself again in a
