@@ -99,7 +99,7 @@ all: $(LIBSAGAD) $(PROGS)
 
 help:
 	@echo "make            build build/libsagad.a and bin/{sagad-worker,sagad-relay,dlq-tool,sagactl,checkout-svc}"
-	@echo "make deps       install the Debian packages needed (no-op when present; demo, test, bench, up and test-* run it first)"
+	@echo "make deps       install the Debian packages needed and build the local Jaeger (no-op when present; demo, test, bench, up and test-* run it first)"
 	@echo "make up / down  start / stop the private PostgreSQL and Kafka under .run/"
 	@echo "make demo       services, checkout-svc, relay and worker up; three example sagas run end to end"
 	@echo "make demo-stop  stop the demo's checkout-svc, relay and worker"

@@ -710,12 +710,13 @@ void sg_config_write_reference(FILE *out)
             size_t n = (size_t)snprintf(rule, sizeof(rule), "one of ");
             for (const char *c = k->choices; *c && n + 3 < sizeof(rule); c++)
                 n += (size_t)snprintf(rule + n, sizeof(rule) - n, *c == '|' ? ", " : "%c", *c);
-        } else if (k->type == SG_CONFIG_STR && !(k->flags & SG_CONFIG_EMPTY_OK))
-            snprintf(rule, sizeof(rule), "non-empty");
+        } else if (k->type == SG_CONFIG_STR)
+            snprintf(rule, sizeof(rule),
+                     (k->flags & SG_CONFIG_EMPTY_OK) ? "may be empty" : "non-empty");
         else if (k->type == SG_CONFIG_RATIO)
             snprintf(rule, sizeof(rule), "0..1");
         fprintf(out, "| `%s` | `%s` | %s | %s | %s | %s%s%s |\n", k->key, envname, type_name(k),
-                k->def ? k->def : "(required)", rule, k->doc,
+                k->def ? (*k->def ? k->def : "(empty)") : "(required)", rule, k->doc,
                 (k->flags & SG_CONFIG_SECRET) ? " Secret." : "",
                 (k->flags & SG_CONFIG_RELOADABLE) ? " Reloadable." : "");
     }
