@@ -202,6 +202,16 @@ uint64_t sg_otel_id64(const char *text)
     return h ? h : 1;
 }
 
+uint64_t sg_otel_saga_span_id(const char *saga_id)
+{
+    char text[256];
+
+    /* The worker's naming (worker_observe.c span_id()): kind, saga,
+     * generation 0, no step, forward, attempt 0. */
+    snprintf(text, sizeof(text), "saga|%s|g0|-1|f|0", saga_id);
+    return sg_otel_id64(text);
+}
+
 static int hexval(int c)
 {
     if (c >= '0' && c <= '9')

@@ -118,7 +118,7 @@ static uint64_t span_id(const char *kind, const char *saga_id, int gen, int step
 
 static uint64_t saga_span(const saga_ctx_t *s)
 {
-    return span_id("saga", s->id, 0, -1, false, 0);
+    return sg_otel_saga_span_id(s->id);
 }
 
 static uint64_t step_span(const saga_ctx_t *s, int step, bool comp)

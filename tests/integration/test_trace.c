@@ -98,8 +98,38 @@ static sg_json_t *get_json(const char *url)
     return doc;
 }
 
-/* Jaeger's trace (data[0]) once it holds want spans; the caller destroys
- * *doc.  Spans arrive batched and asynchronously: polled, never timed. */
+/* The span's tags as JSON text (static buffer: one at a time). */
+static const char *tags_text(const sg_json_t *span)
+{
+    static char buf[8192];
+    char *text = sg_json_print(sg_json_member(span, "tags"));
+
+    snprintf(buf, sizeof(buf), "%s", text ? text : "");
+    free(text);
+    return buf;
+}
+
+/* The worker's spans of a trace (the relay's are "publish <topic>"), and
+ * whether the relay's span of the saga's last event is there. */
+static size_t worker_spans(const sg_json_t *trace, bool *last_published)
+{
+    const sg_json_t *spans = sg_json_member(trace, "spans");
+    size_t n = 0;
+
+    *last_published = false;
+    for (size_t i = 0; i < sg_json_array_size(spans); i++) {
+        const sg_json_t *s = sg_json_array_get(spans, i);
+        if (strncmp(sgw_jstr(s, "operationName"), "publish ", 8) != 0)
+            n++;
+        else if (strstr(tags_text(s), "saga.compensated"))
+            *last_published = true;
+    }
+    return n;
+}
+
+/* Jaeger's trace (data[0]) once it holds want spans of the worker and the
+ * relay's span of the last event; the caller destroys *doc.  Spans arrive
+ * batched and asynchronously: polled, never timed. */
 static const sg_json_t *jaeger_trace(const char *trace_id, size_t want, sg_json_t **doc)
 {
     char url[512];
@@ -107,15 +137,17 @@ static const sg_json_t *jaeger_trace(const char *trace_id, size_t want, sg_json_
     snprintf(url, sizeof(url), "%s/api/traces/%s", jaeger("SAGAD_TEST_JAEGER_QUERY"), trace_id);
     for (int i = 0; i < (int)(SGW_WAIT_S * 5); i++) {
         const sg_json_t *t;
+        bool last = false;
         *doc = get_json(url);
         t = *doc ? sg_json_array_get(sg_json_member(*doc, "data"), 0) : NULL;
-        if (t && sg_json_array_size(sg_json_member(t, "spans")) >= want)
+        if (t && worker_spans(t, &last) >= want && last)
             return t;
         sg_json_destroy(*doc);
         *doc = NULL;
         usleep(200000);
     }
-    cr_assert_fail("Jaeger has no trace %s of %zu spans after %.0f s", trace_id, want, SGW_WAIT_S);
+    cr_assert_fail("Jaeger has no trace %s of %zu worker spans and the relay's after %.0f s",
+                   trace_id, want, SGW_WAIT_S);
     return NULL;
 }
 
@@ -272,7 +304,10 @@ Test(trace, a_saga_that_retries_and_compensates_is_one_tree_in_jaeger)
     /* saga, 2 steps, 3 attempts, the compensation, 1 compensate, 1 attempt */
     trace = jaeger_trace(producer_trace, 9, &doc);
     spans = sg_json_member(trace, "spans");
-    cr_expect_eq(sg_json_array_size(spans), 9, "exactly the 9 spans of the saga");
+    {
+        bool last;
+        cr_expect_eq(worker_spans(trace, &last), 9, "exactly the worker's 9 spans of the saga");
+    }
     saga = span_named(trace, "saga checkout");
     cr_expect_str_eq(span_ref(saga, "CHILD_OF", NULL), "", "the saga span is a root");
     cr_expect_str_eq(span_ref(saga, "FOLLOWS_FROM", (const char **)&link_trace), PRODUCER_SPAN,
@@ -310,6 +345,20 @@ Test(trace, a_saga_that_retries_and_compensates_is_one_tree_in_jaeger)
     expect_tag(span_named(trace, "attempt co.charge #1"), "sagad.error_class", "permanent");
     expect_tag(span_named(trace, "step charge"), "sagad.outcome", "failed");
     expect_tag(span_named(trace, "compensate reserve"), "sagad.outcome", "compensated");
+    /* The relay's publish of the saga's last event, under the saga. */
+    for (size_t i = 0; i < sg_json_array_size(spans); i++) {
+        const sg_json_t *s = sg_json_array_get(spans, i);
+        char name[200];
+        snprintf(name, sizeof(name), "publish %s", sgw.topic_ev);
+        if (strcmp(sgw_jstr(s, "operationName"), name) != 0 ||
+            !strstr(tags_text(s), "\"saga.compensated\""))
+            continue;
+        cr_expect_str_eq(span_ref(s, "CHILD_OF", NULL), sgw_jstr(saga, "spanID"),
+                         "the publish span is a child of the saga span");
+        expect_tag(s, "messaging.system", "kafka");
+        expect_tag(s, "messaging.destination.name", sgw.topic_ev);
+        expect_tag(s, "sagad.message_type", "saga.compensated");
+    }
     /* Never the key, the args or the results. */
     for (size_t i = 0; i < sg_json_array_size(spans); i++) {
         char *text = sg_json_print(sg_json_member(sg_json_array_get(spans, i), "tags"));
@@ -414,7 +463,23 @@ Test(counters, errors_step_outcomes_retries_compensations_dead_letters_and_circu
                   1);
     expect_metric("sagad_circuit_state", "tool=\"co.book\"", 2);
     expect_metric("sagad_circuit_state", "tool=\"co.reserve\"", 0);
+    /* A poison message with a secret in it: dead-lettered, and logged whole,
+     * masked. */
+    sgw_produce(sgw.topic_cmd, "junk", "not json password=hunter2xyz", 28);
+    sgw_wait_int(1, "SELECT count(*) FROM dead_letters WHERE error_code = 'input.json.malformed'");
+    expect_metric("sagad_dead_letters_total", "error_code=\"input.json.malformed\"", 1);
     sgw_pair_stop();
+    /* Every dead-letter write logs its envelope. */
+    cr_expect(strstr(sgw.worker.err, "\"dead_letter\":{\"error_code\":\"runtime.budget.attempts_"
+                                     "exhausted\",\"error_class\":\"poison\""),
+              "count-2's dead letter is logged with its envelope: %s", sgt_bg_tail(&sgw.worker));
+    cr_expect(strstr(sgw.worker.err,
+                     "\"saga_id\":\"count-2\",\"saga_name\":\"test\",\"step_index\":0,"
+                     "\"step\":\"book\",\"phase\":\"forward\",\"tool\":\"co.book\""),
+              "%s", sgt_bg_tail(&sgw.worker));
+    cr_expect(strstr(sgw.worker.err, "\"payload\":\"not json password=****\""),
+              "the poison payload is logged, masked: %s", sgt_bg_tail(&sgw.worker));
+    cr_expect_null(strstr(sgw.worker.err, "hunter2xyz"), "a secret reached the log");
 }
 
 /* metrics.saga_names: a saga not listed counts as saga="other",

@@ -97,8 +97,7 @@ Test(otel, bad_values_are_refused_naming_the_key_and_rule)
         sg_otel_t *o = NULL;
 
         errstr[0] = '\0';
-        cr_expect_eq(sg_otel_start(cfg, "test", &o, errstr, sizeof(errstr)), -1, "%s",
-                     cases[i][0]);
+        cr_expect_eq(sg_otel_start(cfg, "test", &o, errstr, sizeof(errstr)), -1, "%s", cases[i][0]);
         cr_expect_null(o);
         cr_expect(strstr(errstr, cases[i][2]), "%s: %s", cases[i][0], errstr);
         sg_config_destroy(cfg);
@@ -113,9 +112,8 @@ Test(otel, the_sampler_ratio_is_a_number_from_0_to_1)
     cr_expect_eq(sg_config_set(cfg, "otel.traces_sampler_arg", "0.25", "t", errstr, sizeof(errstr)),
                  0);
     cr_expect_eq(sg_config_ratio(cfg, "otel.traces_sampler_arg"), 0.25);
-    cr_expect_eq(sg_config_set(cfg, "otel.traces_sampler_arg", "1.5", "env X", errstr,
-                               sizeof(errstr)),
-                 -1);
+    cr_expect_eq(
+        sg_config_set(cfg, "otel.traces_sampler_arg", "1.5", "env X", errstr, sizeof(errstr)), -1);
     cr_expect(strstr(errstr, "otel.traces_sampler_arg") &&
                   strstr(errstr, "must be a number from 0 to 1"),
               "%s", errstr);

@@ -51,6 +51,13 @@ const char *sg_log_level_name(sg_log_level_t level);
 void sg_log_write(sg_log_level_t level, const sg_log_ctx_t *ctx, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Writes one line with ctx's fields and key holding json (a JSON value's
+ * text, masked like every field), for a record a person reads whole (a
+ * dead letter's envelope).  json must be valid JSON; when the line cannot
+ * hold it, key says so instead. */
+void sg_log_json(sg_log_level_t level, const sg_log_ctx_t *ctx, const char *msg, const char *key,
+                 const char *json);
+
 /* Writes one line with extra string fields given as key, value pairs ending
  * with NULL: sg_log_kv(SG_LOG_INFO, "ready", "port", "9464", NULL). */
 void sg_log_kv(sg_log_level_t level, const char *msg, ...) __attribute__((sentinel));

@@ -84,6 +84,9 @@ void sg_span_error(sg_span_t *span, const char *message);
 
 /* A non-zero 64-bit id of the bytes of text (FNV-1a, then mixed). */
 uint64_t sg_otel_id64(const char *text);
+/* The id of a saga's own span (the root of its trace in sagad), which the
+ * worker ends and the relay's publish spans name as parent. */
+uint64_t sg_otel_saga_span_id(const char *saga_id);
 /* Parses a W3C traceparent "00-<32 hex>-<16 hex>-<2 hex>"; -1 when it is
  * not one (or its ids are zero). */
 int sg_otel_parse_traceparent(const char *tp, sg_trace_id_t *trace, uint64_t *span_id,
