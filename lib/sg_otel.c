@@ -33,8 +33,9 @@ static void buf_need(buf_t *b, size_t more)
 {
     if (b->n + more + 1 <= b->cap)
         return;
+    /* A span's attributes take 300-1000 bytes: one allocation, mostly. */
     while (b->n + more + 1 > b->cap)
-        b->cap = b->cap ? b->cap * 2 : 256;
+        b->cap = b->cap ? b->cap * 2 : 1024;
     b->p = sg_xrealloc(b->p, b->cap);
 }
 
@@ -57,15 +58,19 @@ static void buf_printf(buf_t *b, const char *fmt, ...)
     va_list ap;
     int len;
 
+    buf_need(b, 128);
+    /* Formatted once where it fits (nearly always), twice where not. */
     va_start(ap, fmt);
-    len = vsnprintf(NULL, 0, fmt, ap);
+    len = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
     va_end(ap);
     if (len <= 0)
         return;
-    buf_need(b, (size_t)len);
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->n, (size_t)len + 1, fmt, ap);
-    va_end(ap);
+    if ((size_t)len >= b->cap - b->n) {
+        buf_need(b, (size_t)len);
+        va_start(ap, fmt);
+        vsnprintf(b->p + b->n, (size_t)len + 1, fmt, ap);
+        va_end(ap);
+    }
     b->n += (size_t)len;
 }
 
@@ -252,18 +257,36 @@ int sg_otel_parse_traceparent(const char *tp, sg_trace_id_t *trace, uint64_t *sp
     return 0;
 }
 
+static const char hexdigits[] = "0123456789abcdef";
+
+/* Written by hand: the exporter prints three ids per span, and snprintf
+ * per byte showed in profiles. */
 void sg_otel_trace_hex(char *out, size_t size, const sg_trace_id_t *trace)
 {
     char hex[33];
 
-    for (int i = 0; i < 16; i++)
-        snprintf(hex + 2 * i, 3, "%02x", trace->b[i]);
-    snprintf(out, size, "%s", hex);
+    for (int i = 0; i < 16; i++) {
+        hex[2 * i] = hexdigits[trace->b[i] >> 4];
+        hex[2 * i + 1] = hexdigits[trace->b[i] & 15];
+    }
+    hex[32] = '\0';
+    if (size >= sizeof(hex))
+        memcpy(out, hex, sizeof(hex));
+    else if (size)
+        snprintf(out, size, "%s", hex);
 }
 
 void sg_otel_span_hex(char *out, size_t size, uint64_t span_id)
 {
-    snprintf(out, size, "%016" PRIx64, span_id);
+    char hex[17];
+
+    for (int i = 0; i < 16; i++)
+        hex[i] = hexdigits[(span_id >> (60 - 4 * i)) & 15];
+    hex[16] = '\0';
+    if (size >= sizeof(hex))
+        memcpy(out, hex, sizeof(hex));
+    else if (size)
+        snprintf(out, size, "%s", hex);
 }
 
 void sg_otel_traceparent(char *out, size_t size, const sg_trace_id_t *trace, uint64_t span_id,
@@ -294,6 +317,7 @@ struct sg_otel_s {
     bool stopping;
     sg_span_list_t queue;
     CURL *curl; /* the thread's */
+    buf_t body; /* the thread's request, kept from post to post */
 };
 
 static void count_dropped(const char *reason, size_t n)
@@ -408,17 +432,17 @@ static size_t discard_body(char *p, size_t size, size_t n, void *opaque)
 /* Posts one batch; 0 when the collector took it. */
 static int post(sg_otel_t *o, const sg_span_t *first, char *why, size_t why_size)
 {
-    buf_t body = {0};
+    buf_t *body = &o->body;
     CURLcode rc;
     long status = 0;
 
-    request_json(o, &body, first);
-    curl_easy_setopt(o->curl, CURLOPT_POSTFIELDS, body.p);
-    curl_easy_setopt(o->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body.n);
+    body->n = 0;
+    request_json(o, body, first);
+    curl_easy_setopt(o->curl, CURLOPT_POSTFIELDS, body->p);
+    curl_easy_setopt(o->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body->n);
     rc = curl_easy_perform(o->curl);
     if (rc == CURLE_OK)
         curl_easy_getinfo(o->curl, CURLINFO_RESPONSE_CODE, &status);
-    free(body.p);
     if (rc != CURLE_OK) {
         snprintf(why, why_size, "%s", curl_easy_strerror(rc));
         return -1;
@@ -598,6 +622,7 @@ static void otel_free(sg_otel_t *o)
     pthread_cond_destroy(&o->wake);
     free(o->url);
     free(o->resource);
+    free(o->body.p);
     free(o);
 }
 
