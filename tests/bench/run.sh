@@ -60,6 +60,9 @@ for run in 1 2 3 4; do
 done
 build/bench/bench-relay
 build/bench/bench-worker
+# The same with tracing on: every saga sampled, spans exported over OTLP/HTTP
+# to the real Jaeger services.sh started (bench/results/worker-otel.json).
+SAGAD_BENCH_OTEL_ENDPOINT=$SAGAD_TEST_JAEGER_OTLP build/bench/bench-worker
 build/bench/bench-http
 build/bench/bench-dlq
 build/bench/bench-ctl
