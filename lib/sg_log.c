@@ -218,6 +218,16 @@ static void line_ctx(line_t *l, const sg_log_ctx_t *ctx)
         line_str(l, "trace_id", ctx->trace_id);
     if (ctx->span_id)
         line_str(l, "span_id", ctx->span_id);
+    if (!ctx->trace_id && ctx->traceparent && strlen(ctx->traceparent) >= 55 &&
+        ctx->traceparent[2] == '-' && ctx->traceparent[35] == '-') {
+        char trace[33], span[17];
+        memcpy(trace, ctx->traceparent + 3, 32);
+        trace[32] = '\0';
+        memcpy(span, ctx->traceparent + 36, 16);
+        span[16] = '\0';
+        line_str(l, "trace_id", trace);
+        line_str(l, "span_id", span);
+    }
 }
 
 void sg_log_write(sg_log_level_t level, const sg_log_ctx_t *ctx, const char *fmt, ...)

@@ -63,6 +63,13 @@ static bool cache_has(const worker_observe_t *ob, uint64_t key)
     return ob->cache[key & (CACHE_SIZE - 1)].key == key;
 }
 
+static bool tracing;
+
+bool worker_observe_tracing(void)
+{
+    return tracing;
+}
+
 worker_observe_t *worker_observe_new(sg_otel_t *otel, const sg_config_t *cfg, char *errstr,
                                      size_t errstr_size)
 {
@@ -91,6 +98,7 @@ worker_observe_t *worker_observe_new(sg_otel_t *otel, const sg_config_t *cfg, ch
     ob->otel = otel;
     if (otel)
         ob->cache = sg_xcalloc(CACHE_SIZE, sizeof(*ob->cache));
+    tracing = otel != NULL;
     return ob;
 }
 
@@ -100,6 +108,8 @@ void worker_observe_free(worker_observe_t *ob)
         return;
     for (int i = 0; i < ob->nnames; i++)
         free(ob->names[i]);
+    if (ob->otel)
+        tracing = false;
     free(ob->cache);
     free(ob);
 }

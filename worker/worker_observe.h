@@ -40,6 +40,9 @@ void worker_observe_free(worker_observe_t *ob);
 void worker_observe_outcome(worker_observe_t *ob, worker_t *w, const worker_cmd_t *cmd,
                             const worker_saga_t *saga, worker_outcome_t *out);
 
+/* True once a worker_observe_t with an exporter exists (tracing on). */
+bool worker_observe_tracing(void);
+
 /* Fills ctx->trace_id and ctx->span_id (into ids, which must outlive ctx)
  * for a log line about cmd's saga; nothing when tracing is off. */
 typedef struct worker_log_ids_s {

@@ -289,7 +289,7 @@ Test(trace, a_saga_that_retries_and_compensates_is_one_tree_in_jaeger)
 {
     static const char *const faults[] = {"--fault", "/inventory/reserve=503x1", "--fault",
                                          "/payment/charge=400", NULL};
-    char otlp[256], svcname[160], v[256], want_tp[128];
+    char otlp[256], svcname[160], v[256], want_tp[128], a1_id[17];
     const char *env[] = {otlp, svcname, "SAGAD_OTEL_SCHEDULE_DELAY_MS=100", NULL};
     const sg_json_t *trace, *saga, *a1, *a2, *reqs, *spans, *link_trace = NULL;
     sg_json_t *doc, *rdoc;
@@ -326,6 +326,7 @@ Test(trace, a_saga_that_retries_and_compensates_is_one_tree_in_jaeger)
 
     a1 = span_named(trace, "attempt co.reserve #1");
     a2 = span_named(trace, "attempt co.reserve #2");
+    snprintf(a1_id, sizeof(a1_id), "%s", sgw_jstr(a1, "spanID"));
     expect_tag(a1, "sagad.tool", "co.reserve");
     expect_tag(a1, "sagad.adapter", "http");
     expect_tag(a1, "sagad.attempt_number", "1");
@@ -379,6 +380,18 @@ Test(trace, a_saga_that_retries_and_compensates_is_one_tree_in_jaeger)
     sg_json_destroy(rdoc);
     sg_json_destroy(doc);
 
+    /* A line about a command whose call ran (outside the decision) names
+     * its attempt's span: reserve's first attempt ran chained and failed. */
+    {
+        const char *line = strstr(sgw.worker.err, "chained call failed");
+        char want[64];
+        const char *eol = line ? strchr(line, '\n') : NULL;
+        snprintf(want, sizeof(want), "\"span_id\":\"%s\"", a1_id);
+        char *one = line && eol ? strndup(line, (size_t)(eol - line)) : NULL;
+        cr_expect(one && strstr(one, want), "the chained call's line names attempt 1's span %s: %s",
+                  want, one ? one : "(no such line)");
+        free(one);
+    }
     /* Every log line of the saga's decisions names its trace. */
     snprintf(want_tp, sizeof(want_tp), "\"trace_id\":\"%s\"", producer_trace);
     cr_expect(strstr(sgw.worker.err, want_tp), "no log line names the trace: %s",

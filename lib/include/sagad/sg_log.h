@@ -28,11 +28,12 @@ typedef struct sg_log_ctx_s {
     int32_t partition;
     int64_t offset;
     const char *trace_id, *span_id; /* W3C trace context, hex (tracing on) */
+    const char *traceparent;        /* or both from a W3C traceparent */
 } sg_log_ctx_t;
 
 #define SG_LOG_CTX_INIT                                                                            \
     {                                                                                              \
-        NULL, NULL, -1, NULL, NULL, -1, -1, NULL, NULL                                             \
+        NULL, NULL, -1, NULL, NULL, -1, -1, NULL, NULL, NULL                                       \
     }
 
 extern volatile sg_log_level_t sg_log_level;
