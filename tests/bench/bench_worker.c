@@ -517,7 +517,9 @@ int main(void)
     bench_cpu_t c0, c1, c2, c3;
     double wcpu0, wcpu1, wcpu2, wcpu3;
     const char *otel = getenv("SAGAD_BENCH_OTEL_ENDPOINT");
-    const char *result = otel ? "bench/results/worker-otel.json" : "bench/results/worker.json";
+    const char *result = getenv("SAGAD_BENCH_RESULT") ? getenv("SAGAD_BENCH_RESULT")
+                         : otel                       ? "bench/results/worker-otel.json"
+                                                      : "bench/results/worker.json";
     long rss;
     char db[64];
     pid_t relay, worker;
@@ -576,8 +578,8 @@ int main(void)
     bench_stop(relay);
 
     printf("\nsagad-worker benchmark (%d sagas of %d noop steps; PostgreSQL, Kafka, relay and "
-           "worker on this host; tracing %s)\n",
-           n, STEPS, otel ? "on: sampling 1.0, OTLP/HTTP to Jaeger" : "off");
+           "worker on this host; tracing %s%s)\n",
+           n, STEPS, otel ? "on: sampling 1.0, OTLP/HTTP to " : "off", otel ? otel : "");
     printf("  %-52s %10.0f msg/s\n", "floor: plain librdkafka consumer, same messages",
            floor_kafka);
     printf("  %-52s %10.0f steps/s\n", "floor: the worker's SQL per step, no Kafka", floor_pg);

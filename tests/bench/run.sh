@@ -63,6 +63,11 @@ build/bench/bench-worker
 # The same with tracing on: every saga sampled, spans exported over OTLP/HTTP
 # to the real Jaeger services.sh started (bench/results/worker-otel.json).
 SAGAD_BENCH_OTEL_ENDPOINT=$SAGAD_TEST_JAEGER_OTLP build/bench/bench-worker
+# And with the collector down (nothing listens on port 9): every export
+# fails, spans are dropped and counted, the worker must not slow down
+# (bench/results/worker-otel-down.json).
+SAGAD_BENCH_OTEL_ENDPOINT=http://127.0.0.1:9 SAGAD_BENCH_RESULT=bench/results/worker-otel-down.json \
+    build/bench/bench-worker
 build/bench/bench-http
 build/bench/bench-dlq
 build/bench/bench-ctl
