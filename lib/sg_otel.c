@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -316,14 +317,26 @@ struct sg_otel_s {
     pthread_t thread;
     bool stopping;
     sg_span_list_t queue;
-    CURL *curl; /* the thread's */
-    buf_t body; /* the thread's request, kept from post to post */
+    atomic_size_t queued; /* queue.n, for sg_otel_full without the lock */
+    CURL *curl;           /* the thread's */
+    buf_t body;           /* the thread's request, kept from post to post */
 };
 
 static void count_dropped(const char *reason, size_t n)
 {
     if (n)
         sg_metric_add(SG_M_SPANS_DROPPED, SG_LABELS(reason), n);
+}
+
+bool sg_otel_full(const sg_otel_t *o)
+{
+    return o && atomic_load_explicit(&o->queued, memory_order_relaxed) >= o->max_queue;
+}
+
+void sg_otel_dropped(sg_otel_t *o, const char *reason, size_t n)
+{
+    if (o)
+        count_dropped(reason, n);
 }
 
 bool sg_otel_sampled(const sg_otel_t *o, const sg_trace_id_t *trace)
@@ -370,6 +383,7 @@ void sg_otel_submit_list(sg_otel_t *o, sg_span_list_t *l)
         }
     }
     full_batch = o->queue.n >= o->max_batch;
+    atomic_store_explicit(&o->queued, o->queue.n, memory_order_relaxed);
     pthread_mutex_unlock(&o->lock);
     memset(l, 0, sizeof(*l));
     if (full_batch)
@@ -481,6 +495,7 @@ static sg_span_t *take_batch(sg_otel_t *o, size_t *n)
     last->next = NULL;
     o->queue.head = s;
     o->queue.n -= *n;
+    atomic_store_explicit(&o->queued, o->queue.n, memory_order_relaxed);
     if (!s)
         o->queue.tail = NULL;
     return first;

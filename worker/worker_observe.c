@@ -442,6 +442,58 @@ static void trace_ops(obs_t *o, worker_outcome_t *out)
     }
 }
 
+/* The queue is full (the collector is slow or down): the spans that end
+ * here would be dropped, so they are not built, only counted; the starts
+ * and delays they would have used are let go all the same. */
+static size_t skip_ops(obs_t *o, const worker_outcome_t *out)
+{
+    size_t n = 0;
+    int64_t v;
+
+    for (size_t i = 0; i < out->n; i++) {
+        const worker_op_t *op = &out->ops[i];
+        const worker_call_t *c = &o->cmd->call;
+        switch (op->kind) {
+        case WORKER_OP_ATTEMPT_DONE: {
+            uint64_t id = attempt_span(&o->s, c->step_idx, c->compensate, c->attempt);
+            cache_take(o->ob, id, &v);
+            cache_take(o->ob, delay_key(id), &v);
+            n++;
+            break;
+        }
+        case WORKER_OP_STEP:
+            if (op->u.step.status == WORKER_STEP_SUCCEEDED ||
+                op->u.step.status == WORKER_STEP_FAILED ||
+                op->u.step.status == WORKER_STEP_COMPENSATED ||
+                op->u.step.status == WORKER_STEP_COMPENSATION_FAILED) {
+                bool comp = op->u.step.status == WORKER_STEP_COMPENSATED ||
+                            op->u.step.status == WORKER_STEP_COMPENSATION_FAILED;
+                cache_take(o->ob, step_span(&o->s, op->u.step.idx, comp), &v);
+                n++;
+            }
+            break;
+        case WORKER_OP_MESSAGE:
+            if (op->u.msg.type && (strcmp(op->u.msg.type, "saga.completed") == 0 ||
+                                   strcmp(op->u.msg.type, "saga.compensated") == 0 ||
+                                   strcmp(op->u.msg.type, "saga.failed") == 0)) {
+                cache_take(o->ob, saga_span(&o->s), &v);
+                n++;
+                if (strcmp(op->u.msg.type, "saga.completed") != 0) {
+                    cache_take(o->ob, chain_span(&o->s), &v);
+                    n++;
+                }
+            }
+            break;
+        case WORKER_OP_DEAD_LETTER:
+            n++;
+            break;
+        default:
+            break;
+        }
+    }
+    return n;
+}
+
 /* The saga an outcome is about: its loaded row, or the one it creates. */
 static bool outcome_saga(const worker_observe_t *ob, const worker_cmd_t *cmd,
                          const worker_saga_t *saga, const worker_outcome_t *out, saga_ctx_t *s)
@@ -524,6 +576,21 @@ void worker_observe_outcome(worker_observe_t *ob, worker_t *w, const worker_cmd_
     if (!o.s.sampled)
         return;
     o.now = wall_ns();
+    if (sg_otel_full(ob->otel)) {
+        /* Starts are still noted (the queue may have room when they end). */
+        for (size_t i = 0; i < out->n; i++)
+            if (out->ops[i].kind == WORKER_OP_SAGA_NEW || out->ops[i].kind == WORKER_OP_ATTEMPT ||
+                (out->ops[i].kind == WORKER_OP_MESSAGE && out->ops[i].u.msg.delay_ms > 0) ||
+                (out->ops[i].kind == WORKER_OP_MESSAGE && out->ops[i].u.msg.type &&
+                 strcmp(out->ops[i].u.msg.type, "saga.compensating") == 0)) {
+                worker_outcome_t one = *out;
+                one.ops = &out->ops[i];
+                one.n = 1;
+                trace_ops(&o, &one);
+            }
+        sg_otel_dropped(ob->otel, "queue_full", skip_ops(&o, out));
+        return;
+    }
     trace_ops(&o, out);
 }
 

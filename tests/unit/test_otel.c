@@ -154,3 +154,34 @@ Test(otel, the_sampler_follows_the_ratio_by_trace_id)
     sg_config_destroy(c0);
     sg_config_destroy(c5);
 }
+
+/* A full queue refuses spans at once and counts them; it says so, so the
+ * worker can skip building spans that would be dropped. */
+Test(otel, a_full_queue_drops_and_counts_and_says_so)
+{
+    const char *kv[] = {"otel.endpoint",
+                        "http://127.0.0.1:1",
+                        "otel.max_queue_size",
+                        "2",
+                        "otel.max_export_batch_size",
+                        "100",
+                        "otel.schedule_delay_ms",
+                        "600000",
+                        NULL};
+    sg_config_t *cfg = otel_config(kv);
+    sg_otel_t *o = NULL;
+    sg_trace_id_t t = {{1}};
+
+    sg_metrics_init(SG_METRICS_WORKER);
+    cr_assert_eq(sg_otel_start(cfg, "t", &o, errstr, sizeof(errstr)), 0, "%s", errstr);
+    cr_expect_not(sg_otel_full(o));
+    for (int i = 0; i < 3; i++)
+        sg_otel_submit(o, sg_span_new(&t, (uint64_t)i + 1, 0, "s", SG_SPAN_INTERNAL, 0, 1));
+    cr_expect(sg_otel_full(o));
+    cr_expect_eq(sg_metric_value(SG_M_SPANS_DROPPED, SG_LABELS("queue_full")), 1);
+    sg_otel_dropped(o, "queue_full", 5);
+    cr_expect_eq(sg_metric_value(SG_M_SPANS_DROPPED, SG_LABELS("queue_full")), 6);
+    sg_otel_stop(o); /* one post of the 2 queued fails: export_failed */
+    cr_expect_eq(sg_metric_value(SG_M_SPANS_DROPPED, SG_LABELS("export_failed")), 2);
+    sg_config_destroy(cfg);
+}

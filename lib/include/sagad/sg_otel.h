@@ -61,6 +61,12 @@ void sg_otel_stop(sg_otel_t *o);
  * of trace ids, so every span of a trace is kept or none).  false for NULL. */
 bool sg_otel_sampled(const sg_otel_t *o, const sg_trace_id_t *trace);
 
+/* True when the queue is full: a caller may skip building spans that
+ * would be dropped, and count them with sg_otel_dropped. */
+bool sg_otel_full(const sg_otel_t *o);
+/* Counts n spans dropped for reason (sagad_spans_dropped_total). */
+void sg_otel_dropped(sg_otel_t *o, const char *reason, size_t n);
+
 /* Queues span (taken; freed at once when o is NULL or the queue is full). */
 void sg_otel_submit(sg_otel_t *o, sg_span_t *span);
 /* Queues every span of list (taken; the list is empty after). */
