@@ -99,7 +99,7 @@ all: $(LIBSAGAD) $(PROGS)
 
 help:
 	@echo "make            build build/libsagad.a and bin/{sagad-worker,sagad-relay,dlq-tool,sagactl,checkout-svc}"
-	@echo "make deps       install the Debian packages needed and build the local Jaeger (no-op when present; demo, test, bench, up and test-* run it first)"
+	@echo "make deps       install the Debian packages needed (no-op when present; demo, test, bench, up and test-* run it first)"
 	@echo "make up / down  start / stop the private PostgreSQL and Kafka under .run/"
 	@echo "make demo       services, checkout-svc, relay and worker up; three example sagas run end to end"
 	@echo "make demo-stop  stop the demo's checkout-svc, relay and worker"
@@ -215,11 +215,11 @@ $(BENCH_SOAK): $(BUILD)/bench/bench_soak.o $(BUILD)/bench/bench_util.o $(LIBSAGA
 $(BENCH_HTTP): $(BUILD)/bench/bench_http.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
-# Then the trace backend of the tracing tests and benchmark, built once from
-# the Go module proxy (needs go; kept under .run/jaeger).
+# The trace backend of the tracing tests and benchmark is not one of them:
+# tests/services.sh builds it from the Go module proxy when it first starts
+# it (deploy/local/jaeger.sh; needs go), so `make demo` does not need go.
 deps:
 	deploy/deps.sh $(DEB_PKGS)
-	deploy/local/jaeger.sh install
 
 deps-build:
 	deploy/deps.sh $(BUILD_DEB_PKGS)
