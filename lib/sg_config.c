@@ -545,9 +545,48 @@ static int env_key(const char *name, char *key, size_t key_size)
     return -1;
 }
 
+/* The OpenTelemetry SDKs' own variables, which a platform (the OpenTelemetry
+ * Operator, a Helm chart) may set for every container: each fills the key
+ * of the same meaning, below that key's SAGAD_ variable. */
+static const struct {
+    const char *var, *key;
+} otel_vars[] = {
+    {"OTEL_EXPORTER_OTLP_ENDPOINT", "otel.endpoint"},
+    {"OTEL_EXPORTER_OTLP_HEADERS", "otel.headers"},
+    {"OTEL_EXPORTER_OTLP_TIMEOUT", "otel.timeout_ms"},
+    {"OTEL_TRACES_SAMPLER_ARG", "otel.traces_sampler_arg"},
+    {"OTEL_SERVICE_NAME", "otel.service_name"},
+    {"OTEL_RESOURCE_ATTRIBUTES", "otel.resource_attributes"},
+    {"OTEL_BSP_MAX_QUEUE_SIZE", "otel.max_queue_size"},
+    {"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "otel.max_export_batch_size"},
+    {"OTEL_BSP_SCHEDULE_DELAY", "otel.schedule_delay_ms"},
+};
+
+static int load_otel_env(sg_config_t *cfg, char *const *envp, char *errstr, size_t errstr_size)
+{
+    for (; envp && *envp; envp++) {
+        const char *eq = strchr(*envp, '=');
+        char origin[160];
+
+        if (strncmp(*envp, "OTEL_", 5) != 0 || !eq)
+            continue;
+        for (size_t i = 0; i < sizeof(otel_vars) / sizeof(otel_vars[0]); i++) {
+            size_t nlen = strlen(otel_vars[i].var);
+            if ((size_t)(eq - *envp) != nlen || strncmp(*envp, otel_vars[i].var, nlen) != 0)
+                continue;
+            snprintf(origin, sizeof(origin), "env %s", otel_vars[i].var);
+            if (sg_config_set(cfg, otel_vars[i].key, eq + 1, origin, errstr, errstr_size) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
 static int load_env(sg_config_t *cfg, char *const *envp, bool (*only)(const char *key),
                     char *errstr, size_t errstr_size)
 {
+    if (!only && load_otel_env(cfg, envp, errstr, errstr_size) < 0)
+        return -1;
     for (; envp && *envp; envp++) {
         const char *eq = strchr(*envp, '=');
         char name[128], key[160], origin[160];
@@ -695,7 +734,9 @@ void sg_config_write_reference(FILE *out)
                  "`SAGAD_CONFIG`,\n`key = value` lines, `#` comments), then the environment; "
                  "the last one wins.\nKeys under `kafka.` are passed to librdkafka unchanged "
                  "(`SAGAD_KAFKA_SASL_MECHANISMS`\nis `kafka.sasl.mechanisms`; `__` stands for a "
-                 "literal `_`).\n\n"
+                 "literal `_`).\nThe `otel.*` keys also read the OpenTelemetry SDKs' variable "
+                 "named first in their meaning\n(`OTEL_SERVICE_NAME` is `otel.service_name`), "
+                 "below their `SAGAD_` variable.\n\n"
                  "| key | environment | type | default | rule | meaning |\n"
                  "|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < CONFIG_NKEYS; i++) {

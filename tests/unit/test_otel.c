@@ -185,3 +185,31 @@ Test(otel, a_full_queue_drops_and_counts_and_says_so)
     cr_expect_eq(sg_metric_value(SG_M_SPANS_DROPPED, SG_LABELS("export_failed")), 2);
     sg_config_destroy(cfg);
 }
+
+/* A platform's OTEL_* variables set the otel.* keys; SAGAD_* ones win; a
+ * bad value is refused naming the key and the variable. */
+Test(otel, the_sdk_variables_set_the_keys_below_sagad_ones)
+{
+    char *env1[] = {"OTEL_SERVICE_NAME=checkout-workers",
+                    "OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318",
+                    "OTEL_TRACES_SAMPLER_ARG=0.5", "OTEL_UNRELATED=x", NULL};
+    char *env2[] = {"OTEL_SERVICE_NAME=a", "SAGAD_OTEL_SERVICE_NAME=b", NULL};
+    char *env3[] = {"OTEL_TRACES_SAMPLER_ARG=2", NULL};
+    sg_config_t *cfg = sg_config_new();
+
+    cr_assert_eq(sg_config_load_env(cfg, env1, errstr, sizeof(errstr)), 0, "%s", errstr);
+    cr_expect_str_eq(sg_config_str(cfg, "otel.service_name"), "checkout-workers");
+    cr_expect_str_eq(sg_config_str(cfg, "otel.endpoint"), "http://collector:4318");
+    cr_expect_eq(sg_config_ratio(cfg, "otel.traces_sampler_arg"), 0.5);
+    sg_config_destroy(cfg);
+    cfg = sg_config_new();
+    cr_assert_eq(sg_config_load_env(cfg, env2, errstr, sizeof(errstr)), 0, "%s", errstr);
+    cr_expect_str_eq(sg_config_str(cfg, "otel.service_name"), "b");
+    sg_config_destroy(cfg);
+    cfg = sg_config_new();
+    cr_expect_eq(sg_config_load_env(cfg, env3, errstr, sizeof(errstr)), -1);
+    cr_expect(strstr(errstr, "otel.traces_sampler_arg") &&
+                  strstr(errstr, "OTEL_TRACES_SAMPLER_ARG"),
+              "%s", errstr);
+    sg_config_destroy(cfg);
+}

@@ -57,7 +57,10 @@ int sg_config_set(sg_config_t *cfg, const char *key, const char *value, const ch
 int sg_config_load_file(sg_config_t *cfg, const char *path, char *errstr, size_t errstr_size)
     __attribute__((warn_unused_result));
 
-/* Applies SAGAD_* variables of envp (NULL-terminated).  SAGAD_KAFKA_X_Y
+/* Applies SAGAD_* variables of envp (NULL-terminated), after the
+ * OpenTelemetry SDKs' OTEL_* variables that have an otel.* key
+ * (OTEL_SERVICE_NAME, OTEL_EXPORTER_OTLP_ENDPOINT, ...), so a SAGAD_ one
+ * wins.  SAGAD_KAFKA_X_Y
  * becomes kafka.x.y (a double underscore stands for a literal '_').
  * SAGAD_CONFIG, SAGAD_LOCAL_* and SAGAD_TEST_* are not config keys and are
  * skipped; other unknown SAGAD_ names are reported as errors, because a
