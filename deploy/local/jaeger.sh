@@ -102,7 +102,9 @@ do_start() {
     do_install
     write_config
     rm -f "$pid_file"
-    setsid "$bin" --config "file:$dir/config.yaml" >"$log_file" 2>&1 </dev/null &
+    # 9>&-: the start/stop lock must not live on in the server, or the next
+    # stop would wait for it until the server exits.
+    setsid "$bin" --config "file:$dir/config.yaml" >"$log_file" 2>&1 </dev/null 9>&- &
     pid=$!
     echo "$pid" >"$pid_file"
     local t0=$SECONDS
