@@ -224,6 +224,9 @@ $(BENCH_SOAK): $(BUILD)/bench/bench_soak.o $(BUILD)/bench/bench_util.o $(LIBSAGA
 $(BENCH_HTTP): $(BUILD)/bench/bench_http.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
+# The trace backend of the tracing tests and benchmark is not one of them:
+# tests/services.sh builds it from the Go module proxy when it first starts
+# it (deploy/local/jaeger.sh; needs go), so `make demo` does not need go.
 deps:
 	deploy/deps.sh $(DEB_PKGS)
 
@@ -234,6 +237,7 @@ down:
 	examples/demo.sh stop
 	deploy/local/kafka.sh stop
 	deploy/local/pg.sh stop
+	deploy/local/jaeger.sh stop
 
 # The entry targets (ENTRY_GOALS): what a person types first.  Each
 # installs the Debian packages (make deps), then runs itself again in a

@@ -147,13 +147,46 @@ static const sg_config_key_t config_table[] = {
      "Port of the /metrics, /healthz and /readyz endpoint; 0 picks a free port (logged)."},
     {"health.stall_ms", SG_CONFIG_INT, "30000", 100, 3600000, NULL, 0,
      "/healthz fails once the main loop has not turned for this long."},
+    {"metrics.saga_names", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK,
+     "Saga names (comma-separated, at most 64) whose steps sagad_saga_steps_finished_total "
+     "counts by saga and step name; others count as saga=\"other\", step=\"other\"; empty: "
+     "every name, up to the metric's bound of series (then _other)."},
+    {"otel.endpoint", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK,
+     "OTEL_EXPORTER_OTLP_ENDPOINT: base URL of an OTLP/HTTP trace collector (spans are posted "
+     "as JSON to <url>/v1/traces); empty (the default): tracing off, no span is built."},
+    {"otel.headers", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK | SG_CONFIG_SECRET,
+     "OTEL_EXPORTER_OTLP_HEADERS: key=value pairs, comma-separated, sent with every export "
+     "(an Authorization header, an API key)."},
+    {"otel.timeout_ms", SG_CONFIG_INT, "10000", 1, 600000, NULL, 0,
+     "OTEL_EXPORTER_OTLP_TIMEOUT: longest time one export may take; a failed export is "
+     "dropped (counted) and the next waits 1 s, doubling to 30 s while the collector fails."},
+    {"otel.traces_sampler_arg", SG_CONFIG_RATIO, "1", 0, 0, NULL, 0,
+     "OTEL_TRACES_SAMPLER_ARG: share of sagas traced, by trace id (traceidratio), so a saga's "
+     "spans are kept or dropped together by every worker."},
+    {"otel.service_name", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK,
+     "OTEL_SERVICE_NAME: the service.name of the spans; empty: the program's name "
+     "(sagad-worker, sagad-relay)."},
+    {"otel.resource_attributes", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK,
+     "OTEL_RESOURCE_ATTRIBUTES: key=value pairs, comma-separated, added to the spans' "
+     "resource (deployment.environment=prod,k8s.pod.name=...)."},
+    {"otel.max_queue_size", SG_CONFIG_INT, "2048", 1, 1000000, NULL, 0,
+     "OTEL_BSP_MAX_QUEUE_SIZE: spans waiting for export at most; more are dropped and counted "
+     "(sagad_spans_dropped_total), never waited for."},
+    {"otel.max_export_batch_size", SG_CONFIG_INT, "512", 1, 100000, NULL, 0,
+     "OTEL_BSP_MAX_EXPORT_BATCH_SIZE: most spans in one export."},
+    {"otel.schedule_delay_ms", SG_CONFIG_INT, "5000", 1, 600000, NULL, 0,
+     "OTEL_BSP_SCHEDULE_DELAY: longest time a span waits for its batch to fill before it is "
+     "exported."},
 };
+
+/* A ratio is kept as an integer in millionths. */
+#define SG_RATIO_ONE 1000000
 
 #define CONFIG_NKEYS (sizeof(config_table) / sizeof(config_table[0]))
 
 typedef struct config_val_s {
     char *text; /* NULL only for a required key not yet set */
-    int64_t i;
+    int64_t i;  /* SG_CONFIG_RATIO: the ratio times SG_RATIO_ONE */
     char *origin;
 } config_val_t;
 
@@ -236,7 +269,7 @@ static int parse_value(const sg_config_key_t *k, const char *value, int64_t *out
     *out = 0;
     switch (k->type) {
     case SG_CONFIG_STR:
-        if (*value == '\0') {
+        if (*value == '\0' && !(k->flags & SG_CONFIG_EMPTY_OK)) {
             snprintf(rule, rule_size, "must not be empty");
             return -1;
         }
@@ -263,6 +296,17 @@ static int parse_value(const sg_config_key_t *k, const char *value, int64_t *out
             return -1;
         }
         return 0;
+    case SG_CONFIG_RATIO: {
+        double d;
+        errno = 0;
+        d = strtod(value, &end);
+        if (*value == '\0' || *end != '\0' || errno == ERANGE || !(d >= 0.0 && d <= 1.0)) {
+            snprintf(rule, rule_size, "must be a number from 0 to 1");
+            return -1;
+        }
+        *out = (int64_t)(d * SG_RATIO_ONE + 0.5);
+        return 0;
+    }
     }
     return -1;
 }
@@ -504,9 +548,48 @@ static int env_key(const char *name, char *key, size_t key_size)
     return -1;
 }
 
+/* The OpenTelemetry SDKs' own variables, which a platform (the OpenTelemetry
+ * Operator, a Helm chart) may set for every container: each fills the key
+ * of the same meaning, below that key's SAGAD_ variable. */
+static const struct {
+    const char *var, *key;
+} otel_vars[] = {
+    {"OTEL_EXPORTER_OTLP_ENDPOINT", "otel.endpoint"},
+    {"OTEL_EXPORTER_OTLP_HEADERS", "otel.headers"},
+    {"OTEL_EXPORTER_OTLP_TIMEOUT", "otel.timeout_ms"},
+    {"OTEL_TRACES_SAMPLER_ARG", "otel.traces_sampler_arg"},
+    {"OTEL_SERVICE_NAME", "otel.service_name"},
+    {"OTEL_RESOURCE_ATTRIBUTES", "otel.resource_attributes"},
+    {"OTEL_BSP_MAX_QUEUE_SIZE", "otel.max_queue_size"},
+    {"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "otel.max_export_batch_size"},
+    {"OTEL_BSP_SCHEDULE_DELAY", "otel.schedule_delay_ms"},
+};
+
+static int load_otel_env(sg_config_t *cfg, char *const *envp, char *errstr, size_t errstr_size)
+{
+    for (; envp && *envp; envp++) {
+        const char *eq = strchr(*envp, '=');
+        char origin[160];
+
+        if (strncmp(*envp, "OTEL_", 5) != 0 || !eq)
+            continue;
+        for (size_t i = 0; i < sizeof(otel_vars) / sizeof(otel_vars[0]); i++) {
+            size_t nlen = strlen(otel_vars[i].var);
+            if ((size_t)(eq - *envp) != nlen || strncmp(*envp, otel_vars[i].var, nlen) != 0)
+                continue;
+            snprintf(origin, sizeof(origin), "env %s", otel_vars[i].var);
+            if (sg_config_set(cfg, otel_vars[i].key, eq + 1, origin, errstr, errstr_size) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
 static int load_env(sg_config_t *cfg, char *const *envp, bool (*only)(const char *key),
                     char *errstr, size_t errstr_size)
 {
+    if (!only && load_otel_env(cfg, envp, errstr, errstr_size) < 0)
+        return -1;
     for (; envp && *envp; envp++) {
         const char *eq = strchr(*envp, '=');
         char name[128], key[160], origin[160];
@@ -590,6 +673,11 @@ bool sg_config_bool(const sg_config_t *cfg, const char *key)
     return get(cfg, key, 1u << SG_CONFIG_BOOL)->i != 0;
 }
 
+double sg_config_ratio(const sg_config_t *cfg, const char *key)
+{
+    return (double)get(cfg, key, 1u << SG_CONFIG_RATIO)->i / SG_RATIO_ONE;
+}
+
 void sg_config_foreach_kafka(const sg_config_t *cfg,
                              void (*fn)(void *opaque, const char *key, const char *value),
                              void *opaque)
@@ -607,7 +695,7 @@ void sg_config_print(const sg_config_t *cfg, FILE *out)
         const config_val_t *v = &cfg->vals[i];
         const char *shown = v->text ? v->text : "(unset, required)";
 
-        if (v->text && (k->flags & SG_CONFIG_SECRET)) {
+        if (v->text && *v->text && (k->flags & SG_CONFIG_SECRET)) {
             if (strcmp(k->key, "pg.dsn") == 0)
                 sg_mask(v->text, masked, sizeof(masked));
             else
@@ -632,6 +720,8 @@ static const char *type_name(const sg_config_key_t *k)
         return "boolean";
     case SG_CONFIG_ENUM:
         return "enum";
+    case SG_CONFIG_RATIO:
+        return "number";
     }
     return "?";
 }
@@ -647,7 +737,9 @@ void sg_config_write_reference(FILE *out)
                  "`SAGAD_CONFIG`,\n`key = value` lines, `#` comments), then the environment; "
                  "the last one wins.\nKeys under `kafka.` are passed to librdkafka unchanged "
                  "(`SAGAD_KAFKA_SASL_MECHANISMS`\nis `kafka.sasl.mechanisms`; `__` stands for a "
-                 "literal `_`).\n\n"
+                 "literal `_`).\nThe `otel.*` keys also read the OpenTelemetry SDKs' variable "
+                 "named first in their meaning\n(`OTEL_SERVICE_NAME` is `otel.service_name`), "
+                 "below their `SAGAD_` variable.\n\n"
                  "| key | environment | type | default | rule | meaning |\n"
                  "|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < CONFIG_NKEYS; i++) {
@@ -663,9 +755,12 @@ void sg_config_write_reference(FILE *out)
             for (const char *c = k->choices; *c && n + 3 < sizeof(rule); c++)
                 n += (size_t)snprintf(rule + n, sizeof(rule) - n, *c == '|' ? ", " : "%c", *c);
         } else if (k->type == SG_CONFIG_STR)
-            snprintf(rule, sizeof(rule), "non-empty");
+            snprintf(rule, sizeof(rule),
+                     (k->flags & SG_CONFIG_EMPTY_OK) ? "may be empty" : "non-empty");
+        else if (k->type == SG_CONFIG_RATIO)
+            snprintf(rule, sizeof(rule), "0..1");
         fprintf(out, "| `%s` | `%s` | %s | %s | %s | %s%s%s |\n", k->key, envname, type_name(k),
-                k->def ? k->def : "(required)", rule, k->doc,
+                k->def ? (*k->def ? k->def : "(empty)") : "(required)", rule, k->doc,
                 (k->flags & SG_CONFIG_SECRET) ? " Secret." : "",
                 (k->flags & SG_CONFIG_RELOADABLE) ? " Reloadable." : "");
     }
@@ -691,6 +786,8 @@ void sg_config_write_sample(FILE *out)
             fprintf(out, ", %lld..%lld", (long long)k->min, (long long)k->max);
         else if (k->type == SG_CONFIG_ENUM)
             fprintf(out, ", one of %s", k->choices);
+        else if (k->type == SG_CONFIG_RATIO)
+            fprintf(out, ", 0..1");
         fprintf(out, "%s%s%s; environment %s\n", k->def ? "" : ", required",
                 (k->flags & SG_CONFIG_SECRET) ? ", secret" : "",
                 (k->flags & SG_CONFIG_RELOADABLE) ? ", reloadable" : "", envname);

@@ -2,6 +2,8 @@
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -194,6 +196,40 @@ static void line_emit(line_t *l)
     funlockfile(fp);
 }
 
+static void line_ctx(line_t *l, const sg_log_ctx_t *ctx)
+{
+    if (!ctx)
+        return;
+    if (ctx->saga_id)
+        line_str(l, "saga_id", ctx->saga_id);
+    if (ctx->step)
+        line_str(l, "step", ctx->step);
+    if (ctx->attempt >= 0)
+        line_num(l, "attempt", ctx->attempt);
+    if (ctx->error_code)
+        line_str(l, "error_code", ctx->error_code);
+    if (ctx->topic)
+        line_str(l, "topic", ctx->topic);
+    if (ctx->partition >= 0)
+        line_num(l, "partition", ctx->partition);
+    if (ctx->offset >= 0)
+        line_num(l, "offset", ctx->offset);
+    if (ctx->trace_id)
+        line_str(l, "trace_id", ctx->trace_id);
+    if (ctx->span_id)
+        line_str(l, "span_id", ctx->span_id);
+    if (!ctx->trace_id && ctx->traceparent && strlen(ctx->traceparent) >= 55 &&
+        ctx->traceparent[2] == '-' && ctx->traceparent[35] == '-') {
+        char trace[33], span[17];
+        memcpy(trace, ctx->traceparent + 3, 32);
+        trace[32] = '\0';
+        memcpy(span, ctx->traceparent + 36, 16);
+        span[16] = '\0';
+        line_str(l, "trace_id", trace);
+        line_str(l, "span_id", span);
+    }
+}
+
 void sg_log_write(sg_log_level_t level, const sg_log_ctx_t *ctx, const char *fmt, ...)
 {
     char msg[4096];
@@ -204,22 +240,35 @@ void sg_log_write(sg_log_level_t level, const sg_log_ctx_t *ctx, const char *fmt
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     line_begin(&l, level, msg);
-    if (ctx) {
-        if (ctx->saga_id)
-            line_str(&l, "saga_id", ctx->saga_id);
-        if (ctx->step)
-            line_str(&l, "step", ctx->step);
-        if (ctx->attempt >= 0)
-            line_num(&l, "attempt", ctx->attempt);
-        if (ctx->error_code)
-            line_str(&l, "error_code", ctx->error_code);
-        if (ctx->topic)
-            line_str(&l, "topic", ctx->topic);
-        if (ctx->partition >= 0)
-            line_num(&l, "partition", ctx->partition);
-        if (ctx->offset >= 0)
-            line_num(&l, "offset", ctx->offset);
+    line_ctx(&l, ctx);
+    line_emit(&l);
+}
+
+void sg_log_json(sg_log_level_t level, const sg_log_ctx_t *ctx, const char *msg, const char *key,
+                 const char *json)
+{
+    size_t cap = 2 * strlen(json) + 256;
+    char *masked;
+    line_t l;
+
+    if (level > sg_log_level)
+        return;
+    masked = malloc(cap);
+    if (!masked)
+        abort();
+    line_begin(&l, level, msg);
+    line_ctx(&l, ctx);
+    sg_mask(json, masked, cap);
+    /* Whole or not at all: a cut object would break the line's JSON. */
+    if (strlen(masked) + strlen(key) + 8 < room(&l)) {
+        line_raw(&l, ",\"");
+        line_raw(&l, key);
+        line_raw(&l, "\":");
+        line_raw(&l, masked);
+    } else {
+        line_str(&l, key, "(left out: larger than a log line)");
     }
+    free(masked);
     line_emit(&l);
 }
 

@@ -24,6 +24,7 @@
 #include "sagad/sg_log.h"
 #include "sagad/sg_metrics.h"
 #include "sagad/sg_migrate.h"
+#include "sagad/sg_otel.h"
 #include "sagad/sg_pg.h"
 #include "sagad/sg_run.h"
 
@@ -62,6 +63,7 @@ typedef struct outbox_relay_s {
     bool blocked_warned;
     uint64_t next_heartbeat, next_blocked_check;
     bool failpoint_after_ack;
+    sg_otel_t *otel; /* NULL: tracing off */
     int exit_code;
     sg_cli_t *cli;
     uint64_t next_stats;
@@ -420,6 +422,56 @@ static int advance_cursor(outbox_relay_t *r, const char *tx, const char *id, siz
     return 0;
 }
 
+static int64_t wall_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* With tracing on, a producer span per acknowledged row of a sampled saga:
+ * from the batch's read to its last acknowledgement, child of the saga's
+ * span in the trace of the row's traceparent. */
+static void trace_batch(outbox_relay_t *r, const sg_pg_res_t *res, size_t n, uint64_t read_at)
+{
+    int64_t end = wall_ns(), start = end - (int64_t)(sg_run_now_ms() - read_at) * 1000000LL;
+
+    for (size_t i = 0; i < n; i++) {
+        const char *htext = sg_pg_res_get(res, i, 4), *tp, *type;
+        sg_json_t *h = htext ? sg_json_parse(htext, strlen(htext), NULL, NULL) : NULL;
+        unsigned char *key;
+        size_t key_len = 0;
+        sg_trace_id_t trace;
+        uint64_t parent;
+        char name[200], saga[256], idtext[96];
+        sg_span_t *span;
+
+        tp = h ? sg_json_string(sg_json_member(h, "traceparent")) : NULL;
+        type = h ? sg_json_string(sg_json_member(h, "sagad-type")) : NULL;
+        key = sg_pg_res_bytea(res, i, 3, &key_len);
+        if (tp && key && key_len < sizeof(saga) &&
+            sg_otel_parse_traceparent(tp, &trace, &parent, NULL) == 0 &&
+            sg_otel_sampled(r->otel, &trace)) {
+            memcpy(saga, key, key_len);
+            saga[key_len] = '\0';
+            snprintf(name, sizeof(name), "publish %s", sg_pg_res_get(res, i, 2));
+            snprintf(idtext, sizeof(idtext), "publish|%s|%s", sg_pg_res_get(res, i, 1),
+                     sg_pg_res_get(res, i, 0));
+            span = sg_span_new(&trace, sg_otel_id64(idtext), sg_otel_saga_span_id(saga), name,
+                               SG_SPAN_PRODUCER, start, end);
+            sg_span_str(span, "messaging.system", "kafka");
+            sg_span_str(span, "messaging.destination.name", sg_pg_res_get(res, i, 2));
+            sg_span_str(span, "messaging.operation.type", "send");
+            sg_span_str(span, "sagad.saga_id", saga);
+            sg_span_str(span, "sagad.message_type", type);
+            sg_otel_submit(r->otel, span);
+        }
+        free(key);
+        sg_json_destroy(h);
+    }
+}
+
 /* Reads and publishes one batch.  Returns rows published, -1 on error. */
 static int publish_batch(outbox_relay_t *r, sg_err_t *err)
 {
@@ -476,6 +528,8 @@ static int publish_batch(outbox_relay_t *r, sg_err_t *err)
     if (n > 0 &&
         advance_cursor(r, sg_pg_res_get(res, n - 1, 1), sg_pg_res_get(res, n - 1, 0), n, err) < 0)
         goto done;
+    if (r->otel)
+        trace_batch(r, res, n, read_at);
     /* Insert to acknowledged publish: the row's age when read, plus the
      * time its batch took to be acknowledged. */
     for (size_t i = 0; i < n; i++)
@@ -724,6 +778,11 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
         fprintf(stderr, "%s: %s\n", cli->prog, errstr);
         return SG_EXIT_USAGE;
     }
+    if (sg_otel_start(cli->cfg, "sagad-relay", &r.otel, errstr, sizeof(errstr)) < 0) {
+        fprintf(stderr, "%s: %s\n", cli->prog, errstr);
+        sg_kafka_destroy(r.producer);
+        return SG_EXIT_USAGE;
+    }
     sg_run_trap_signals();
     http = sg_http_start(cli->cfg, SG_METRICS_RELAY,
                          SG_CHECK_BIT(SG_CHECK_PG) | SG_CHECK_BIT(SG_CHECK_SCHEMA) |
@@ -731,6 +790,7 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
                          errstr, sizeof(errstr));
     if (!http) {
         fprintf(stderr, "%s: %s\n", cli->prog, errstr);
+        sg_otel_stop(r.otel);
         sg_kafka_destroy(r.producer);
         return SG_EXIT_USAGE;
     }
@@ -750,6 +810,7 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
     if (!sg_run_stop_now)
         sg_kafka_flush(r.producer, 10000, NULL);
     sg_kafka_destroy(r.producer);
+    sg_otel_stop(r.otel);
     sg_log_kv(SG_LOG_INFO, "relay stopped", NULL);
     return r.exit_code;
 }

@@ -4,10 +4,11 @@
 #   tests/run.sh [--only-integration] BUILD_DIR...
 #
 # Unit tests run first (no services).  Integration tests need the private
-# PostgreSQL of deploy/local and a Kafka of their own (below): they are
-# started when not running and stopped again at the end only if this
-# script started them, so a developer's running services are left as they
-# were.
+# PostgreSQL of deploy/local, a Kafka of their own (below) and the Jaeger of
+# deploy/local/jaeger.sh (the tracing tests read their traces back from
+# it): they are started when not running and stopped again at the end only
+# if this script started them, so a developer's running services are left
+# as they were.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

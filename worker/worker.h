@@ -14,6 +14,8 @@
  *                      and worker_outcome.c)
  *   worker_saga_sql.c  the load of a batch's sagas, and the apply of a
  *                      decision's outcome into the transaction of its batch
+ *   worker_observe.c   what the apply reports beyond rows: spans, the error
+ *                      and partial-saga counters, log lines' trace ids
  *   worker_run.c       the run command: setup, the main loop, teardown; the
  *                      loop's files share worker_loop_int.h, which lists them:
  *                      worker_loop.c (the turn), worker_txn.c (batches),
@@ -37,6 +39,7 @@
 #include "sagad/sg_json.h"
 #include "sagad/sg_kafka.h"
 #include "sagad/sg_metrics.h"
+#include "sagad/sg_otel.h"
 #include "sagad/sg_pg.h"
 #include "sagad/sg_registry.h"
 #include "sagad/sg_submit.h"
@@ -412,6 +415,13 @@ typedef struct worker_s {
      * SG_OUTBOX_NOTIFY (the session is quiet, see worker_run.c); it
      * wrote timers: by SG_OUTBOX_NOTIFY_TIMERS instead. */
     bool outbox_written, timers_written;
+    /* Spans, error and partial-saga counters (worker_observe.c); the open
+     * transaction's spans, handed to the exporter when it commits. */
+    struct worker_observe_s *observe;
+    sg_span_list_t *spans;
+    /* The trace context of the decision being applied, for its log lines
+     * ("" when tracing is off). */
+    char log_trace_id[33], log_span_id[17];
 } worker_t;
 
 worker_writes_t *worker_writes_new(void);

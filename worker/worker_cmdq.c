@@ -12,6 +12,7 @@
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_log.h"
 #include "worker_loop_int.h"
+#include "worker_observe.h"
 
 #define CMD_SPARE 1024 /* freed commands kept for reuse: 1.5 MB */
 
@@ -295,6 +296,10 @@ void loop_cmd_ctx(const worker_cmd_t *cmd, sg_log_ctx_t *ctx)
     ctx->topic = cmd->msg ? sg_kafka_msg_topic(cmd->msg) : NULL;
     ctx->partition = cmd->msg ? sg_kafka_msg_partition(cmd->msg) : -1;
     ctx->offset = cmd->offset;
+    /* With tracing on, a command's call carries its attempt span's
+     * context (worker_observe.c); off, its saga's, which is not logged. */
+    if (worker_observe_tracing())
+        ctx->traceparent = cmd->call.traceparent;
 }
 
 /* ---- the end of a turn ------------------------------------------------- */

@@ -78,6 +78,7 @@ typedef struct txn_slot_s {
     sg_pg_t *pg;
     worker_writes_t *writes;
     sg_metrics_batch_t metrics;
+    sg_span_list_t spans; /* ended in it: exported once it commits */
     vec_t chain_new;      /* chained in it, in decision order */
     worker_cmd_t **batch; /* sent and not collected yet: its commands */
     size_t n;
@@ -92,6 +93,7 @@ typedef struct loop_s {
     /* worker_run.c: what the run holds, its settings and timers */
     sg_cli_t *cli;
     sg_http_t *http;
+    sg_otel_t *otel; /* NULL: tracing off (otel.endpoint empty) */
     sg_pg_opts_t pgopts;
     sg_kafka_t *consumer;
     worker_pool_t *pool;

@@ -18,9 +18,11 @@
 #include "sagad/sg_http.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_metrics.h"
+#include "sagad/sg_otel.h"
 #include "sagad/sg_migrate.h"
 #include "sagad/sg_run.h"
 #include "worker_loop_int.h"
+#include "worker_observe.h"
 
 #define WORKER_SCHEMA_VERSION 14   /* 0014: steps unknown, attempts.args, sagas.output */
 #define HOUSEKEEPING_MS       1000 /* gauges, SIGHUP */
@@ -206,6 +208,11 @@ static int setup(loop_t *L, sg_cli_t *cli)
     else
         snprintf(L->w.worker_id, sizeof(L->w.worker_id), "%s-%d", host, (int)getpid());
 
+    if (sg_otel_start(cfg, "sagad-worker", &L->otel, errstr, sizeof(errstr)) < 0 ||
+        !(L->w.observe = worker_observe_new(L->otel, cfg, errstr, sizeof(errstr)))) {
+        fprintf(stderr, "%s: %s\n", cli->prog, errstr);
+        return SG_EXIT_USAGE;
+    }
     L->w.reg = worker_registry_load(regpath, cfg, &err);
     if (!L->w.reg) {
         fprintf(stderr, "%s: bad tool registry: %s\n", cli->prog, err.message);
@@ -328,9 +335,15 @@ static void teardown(loop_t *L)
         free(t->batch); /* out at a forced stop: PostgreSQL rolls it back */
         free(t->chain_new.v);
         sg_metrics_batch_free(&t->metrics);
+        sg_span_list_discard(&t->spans);
         worker_writes_free(t->writes);
         sg_pg_destroy(t->pg);
     }
+    /* What committed transactions ended is posted (one try) before exit. */
+    sg_otel_stop(L->otel);
+    L->otel = NULL;
+    worker_observe_free(L->w.observe);
+    L->w.observe = NULL;
     sg_registry_destroy(L->w.reg);
     free(L->sagas_buf);
     if (L->kafka_pipe[0] > 0) {

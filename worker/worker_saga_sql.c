@@ -18,6 +18,7 @@
 #include "sagad/sg_text.h"
 #include "sagad/sg_version.h"
 #include "worker_decide.h"
+#include "worker_observe.h"
 
 /* Column order of worker_sql_load. */
 enum {
@@ -174,6 +175,69 @@ static char *msg_headers_json(const sg_kafka_msg_t *msg)
     return text;
 }
 
+/* The payload a dead letter's log line shows at most: the line holds 32 KiB. */
+#define DL_LOG_PAYLOAD 12288
+
+/* What the dead letter says, for its log line: the envelope of the ledger
+ * row and DLQ message but the trail (read by the statement) and with the
+ * payload cut to DL_LOG_PAYLOAD bytes (its size is given). */
+static char *dead_letter_log(const worker_t *w, const worker_cmd_t *cmd, const worker_op_t *op,
+                             const char *message, const char *key64, const char *headers)
+{
+    const sg_err_t *err = op->u.dead.err;
+    const sg_kafka_msg_t *msg = cmd->msg;
+    sg_json_t *env = sg_json_new_object(), *orig = sg_json_new_object();
+    size_t len = 0;
+    const void *payload = sg_kafka_msg_payload(msg, &len);
+    char *text;
+
+    sg_json_add_str(env, "error_code", err->code);
+    sg_json_add_str(env, "error_class", sg_errclass_name(err->cls));
+    sg_json_add_str(env, "message", message);
+    if (op->saga_id && *op->saga_id)
+        sg_json_add_str(env, "saga_id", op->saga_id);
+    if (op->u.dead.saga_name)
+        sg_json_add_str(env, "saga_name", op->u.dead.saga_name);
+    if (op->u.dead.step >= 0) {
+        sg_json_add_int(env, "step_index", op->u.dead.step);
+        if (op->u.dead.step_name)
+            sg_json_add_str(env, "step", op->u.dead.step_name);
+        sg_json_add_str(env, "phase", op->u.dead.compensate ? "compensate" : "forward");
+    }
+    if (op->u.dead.tool)
+        sg_json_add_str(env, "tool", op->u.dead.tool);
+    sg_json_add_int(env, "generation", op->u.dead.generation);
+    sg_json_add_str(env, "worker_id", w->worker_id);
+    if (sg_kafka_msg_topic(msg))
+        sg_json_add_str(orig, "topic", sg_kafka_msg_topic(msg));
+    sg_json_add_int(orig, "partition", sg_kafka_msg_partition(msg));
+    sg_json_add_int(orig, "offset", cmd->offset);
+    if (key64)
+        sg_json_add_str(orig, "key_base64", key64);
+    if (sg_kafka_msg_timestamp(msg) >= 0)
+        sg_json_add_int(orig, "timestamp_ms", sg_kafka_msg_timestamp(msg));
+    if (headers)
+        sg_json_add_raw(orig, "headers", headers);
+    sg_json_add_node(env, "original", orig);
+    sg_json_add_int(env, "payload_bytes", (int64_t)len);
+    if (payload && sg_utf8_valid(payload, len)) {
+        size_t cut = len > DL_LOG_PAYLOAD ? DL_LOG_PAYLOAD : len;
+        char *p = sg_xstrndup(payload, cut);
+        p[sg_utf8_cut(p, cut)] = '\0';
+        sg_json_add_str(env, "payload", p);
+        free(p);
+        sg_json_add_bool(env, "payload_truncated", cut < len);
+    } else if (payload) {
+        char *b = sg_base64(payload, len > DL_LOG_PAYLOAD ? DL_LOG_PAYLOAD : len);
+        sg_json_add_str(env, "payload_base64", b);
+        free(b);
+        sg_json_add_bool(env, "payload_truncated", len > DL_LOG_PAYLOAD);
+    }
+    text = sg_json_print(env);
+    sg_json_destroy(env);
+    return text;
+}
+
 /* Writes a dead letter (ledger row + DLQ message, one statement) for cmd's
  * message.  The trail is every attempt row of (saga, step, phase,
  * generation), read in the same transaction, so it includes the attempt
@@ -217,7 +281,7 @@ static void apply_dead_letter(worker_t *w, const worker_cmd_t *cmd, const worker
     const sg_kafka_msg_t *msg = cmd->msg;
     const void *key = NULL, *payload = NULL;
     size_t key_len = 0, len = 0;
-    char *key64 = NULL, *payload64, *headers, message[sizeof(err->message) + 80];
+    char *key64 = NULL, *payload64, *headers, *log, message[sizeof(err->message) + 80];
     bool st = op->u.dead.step >= 0;
     sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
 
@@ -265,6 +329,7 @@ static void apply_dead_letter(worker_t *w, const worker_cmd_t *cmd, const worker
             op->u.dead.agent_action};
         send(w, sql, 23, params);
     }
+    log = dead_letter_log(w, cmd, op, message, key64, headers);
     free(key64);
     free(payload64);
     free(headers);
@@ -274,7 +339,13 @@ static void apply_dead_letter(worker_t *w, const worker_cmd_t *cmd, const worker
     ctx.topic = sg_kafka_msg_topic(msg);
     ctx.partition = sg_kafka_msg_partition(msg);
     ctx.offset = cmd->offset;
-    sg_log(SG_LOG_WARN, &ctx, "dead-lettered: %s", err->message);
+    if (w->log_trace_id[0]) {
+        ctx.trace_id = w->log_trace_id;
+        ctx.span_id = w->log_span_id;
+    }
+    snprintf(message, sizeof(message), "dead-lettered: %s", err->message);
+    sg_log_json(SG_LOG_WARN, &ctx, message, "dead_letter", log);
+    free(log);
 }
 
 static void apply_interrupted(worker_t *w, const worker_op_t *op)
@@ -399,9 +470,15 @@ static void apply_op(worker_t *w, worker_cmd_t *cmd, const worker_op_t *op)
     case WORKER_OP_DEAD_LETTER:
         apply_dead_letter(w, cmd, op);
         break;
-    case WORKER_OP_LOG:
-        sg_log(op->u.log.level, &op->u.log.ctx, "%s", op->u.log.text);
+    case WORKER_OP_LOG: {
+        sg_log_ctx_t ctx = op->u.log.ctx;
+        if (w->log_trace_id[0]) {
+            ctx.trace_id = w->log_trace_id;
+            ctx.span_id = w->log_span_id;
+        }
+        sg_log(op->u.log.level, &ctx, "%s", op->u.log.text);
         break;
+    }
     case WORKER_OP_METRIC:
         apply_metric(w, op);
         break;
@@ -488,7 +565,21 @@ static void decide_apply(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, bo
     if (!returned && cmd->dec.type == SG_CMD_START)
         in.traceparent = sg_kafka_msg_header(cmd->msg, "traceparent", &in.traceparent_len);
     worker_decide(&rules, &in, saga, &out);
+    if (w->observe) {
+        worker_observe_outcome(w->observe, w, cmd, saga, &out);
+        /* The ids are printed only for a decision that logs. */
+        for (size_t i = 0; i < out.n; i++)
+            if (out.ops[i].kind == WORKER_OP_LOG || out.ops[i].kind == WORKER_OP_DEAD_LETTER) {
+                worker_log_ids_t ids = {"", ""};
+                sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+                worker_observe_log_ids(w->observe, cmd, saga, &out, &ctx, &ids);
+                memcpy(w->log_trace_id, ids.trace, sizeof(ids.trace));
+                memcpy(w->log_span_id, ids.span, sizeof(ids.span));
+                break;
+            }
+    }
     apply(w, cmd, &out);
+    w->log_trace_id[0] = '\0';
     worker_outcome_free(&out);
 }
 

@@ -156,6 +156,7 @@ void loop_use_txn(loop_t *L, txn_slot_t *t)
     L->w.pg = t->pg;
     L->w.writes = t->writes;
     L->w.metrics = &t->metrics;
+    L->w.spans = &t->spans;
     L->chain_new = &t->chain_new;
 }
 
@@ -168,6 +169,7 @@ static void txn_abort(loop_t *L, worker_cmd_t **batch, size_t n)
     undo_batch(batch, n);
     loop_chain_discard(L);
     sg_metrics_batch_discard(L->w.metrics);
+    sg_span_list_discard(L->w.spans);
     loop_stats_add(&L->w.stats, &L->cur->delta, -1);
     memset(&L->cur->delta, 0, sizeof(L->cur->delta));
 }
@@ -187,6 +189,7 @@ int loop_txn_send(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
     worker_stats_t before = L->w.stats;
 
     sg_metrics_batch_discard(L->w.metrics);
+    sg_span_list_discard(L->w.spans);
     L->w.outbox_written = L->w.timers_written = false;
     for (size_t i = 0; i < n; i++)
         if (batch[i]->state == CMD_READY && !batch[i]->copy &&
@@ -293,6 +296,7 @@ static int txn_collect(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
             "attempt rows missing from RETURNING: their outcomes will not be recorded on them",
             NULL);
     sg_metrics_batch_commit(L->w.metrics);
+    sg_otel_submit_list(L->otel, L->w.spans);
     loop_pg_state(L, true, NULL);
     return 0;
 }

@@ -249,6 +249,14 @@ static pid_t start(const char *prog)
     const char *const topics[] = {cmd_topic, ev_topic, dlq_topic};
     int n = 0;
 
+    /* Tracing on (make bench's second run): every saga sampled, spans
+     * exported to the real collector at this OTLP/HTTP endpoint. */
+    if (getenv("SAGAD_BENCH_OTEL_ENDPOINT") && n < 30) {
+        static char ep[512];
+        snprintf(ep, sizeof(ep), "SAGAD_OTEL_ENDPOINT=%s", getenv("SAGAD_BENCH_OTEL_ENDPOINT"));
+        extra[n++] = ep;
+        extra[n++] = "SAGAD_OTEL_TRACES_SAMPLER_ARG=1";
+    }
     if (getenv("SAGAD_BENCH_ENV")) {
         snprintf(buf, sizeof(buf), "%s", getenv("SAGAD_BENCH_ENV"));
         for (char *t = strtok(buf, " "); t && n < 32; t = strtok(NULL, " "))
@@ -256,6 +264,25 @@ static pid_t start(const char *prog)
     }
     extra[n] = NULL;
     return bench_start_sagad(prog, dsn, regpath, topics, group, "warn", extra);
+}
+
+/* CPU seconds (user + system) process pid has used so far. */
+static double proc_cpu_s(pid_t pid)
+{
+    char path[64], buf[1024], *p;
+    unsigned long long ut = 0, st = 0;
+    FILE *fp;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if (!(fp = fopen(path, "r")))
+        return 0;
+    buf[fread(buf, 1, sizeof(buf) - 1, fp)] = '\0';
+    fclose(fp);
+    /* after the command's closing parenthesis: state is field 3, utime 14 */
+    if (!(p = strrchr(buf, ')')) ||
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return 0;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
 static int64_t completed(sg_pg_t *pg, const char *prefix)
@@ -508,6 +535,11 @@ int main(void)
     lat_result_t lat;
     char p50s[32], p99s[32], wins[LAT_WINDOWS * 34] = "", wins_json[LAT_WINDOWS * 34] = "";
     bench_cpu_t c0, c1, c2, c3;
+    double wcpu0, wcpu1, wcpu2, wcpu3;
+    const char *otel = getenv("SAGAD_BENCH_OTEL_ENDPOINT");
+    const char *result = getenv("SAGAD_BENCH_RESULT") ? getenv("SAGAD_BENCH_RESULT")
+                         : otel                       ? "bench/results/worker-otel.json"
+                                                      : "bench/results/worker.json";
     long rss;
     char db[64];
     pid_t relay, worker;
@@ -542,7 +574,9 @@ int main(void)
     fprintf(stderr, "bench-worker: throughput, a backlog of %d sagas of %d noop steps...\n", n,
             STEPS);
     bench_cpu(&c0);
+    wcpu0 = proc_cpu_s(worker);
     rate = throughput(pg, "tp", n);
+    wcpu1 = proc_cpu_s(worker);
     bench_cpu(&c1);
     /* The backlog's last events are still being relayed when its last saga
      * completes; the latency run starts on a quiet system. */
@@ -555,7 +589,9 @@ int main(void)
     fprintf(stderr, "bench-worker: latency at %.0f steps/s for %d s, after %d s at that rate...\n",
             lat_rate, lat_secs, LAT_RAMP_S);
     bench_cpu(&c2);
+    wcpu2 = proc_cpu_s(worker);
     latency(lat_rate, lat_secs, &lat);
+    wcpu3 = proc_cpu_s(worker);
     bench_cpu(&c3);
     /* References: echo sagas with and without them, alternated, the best
      * of each (the machine is shared: the best run is the least
@@ -580,8 +616,8 @@ int main(void)
     bench_stop(relay);
 
     printf("\nsagad-worker benchmark (%d sagas of %d noop steps; PostgreSQL, Kafka, relay and "
-           "worker on this host)\n",
-           n, STEPS);
+           "worker on this host; tracing %s%s)\n",
+           n, STEPS, otel ? "on: sampling 1.0, OTLP/HTTP to " : "off", otel ? otel : "");
     printf("  %-52s %10.0f msg/s\n", "floor: plain librdkafka consumer, same messages",
            floor_kafka);
     printf("  %-52s %10.0f steps/s\n", "floor: the worker's SQL per step, no Kafka", floor_pg);
@@ -610,11 +646,15 @@ int main(void)
            "worker: the same, b and c take the step before's result", rate_refs,
            rate_echo > 0 ? 100.0 * (rate_refs - rate_echo) / rate_echo : 0.0);
     printf("  %-52s %10.1f MB  (target <= 64)\n", "worker: peak RSS", rss / 1024.0);
+    printf("  %-52s %6.0f / %4.0f us\n", "worker process CPU per step, backlog / latency",
+           1e6 * (wcpu1 - wcpu0) / ((double)n * STEPS),
+           1e6 * (wcpu3 - wcpu2) / (lat_rate * (lat_secs + LAT_RAMP_S)));
     bench_print_cpu(52, "backlog / latency", &c0, &c1, &c2, &c3);
 
-    if (system("mkdir -p bench/results") == 0 && (fp = fopen("bench/results/worker.json", "w"))) {
+    if (system("mkdir -p bench/results") == 0 && (fp = fopen(result, "w"))) {
         fprintf(fp,
-                "{\"sagas\": %d, \"steps_per_saga\": %d, \"floor_consume_msgs_per_s\": %.0f, "
+                "{\"tracing\": %s, \"worker_cpu_s_backlog\": %.2f, \"worker_cpu_s_latency\": %.2f, "
+                "\"sagas\": %d, \"steps_per_saga\": %d, \"floor_consume_msgs_per_s\": %.0f, "
                 "\"floor_sql_steps_per_s\": %.0f, \"worker_steps_per_s\": %.0f, "
                 "\"latency_offered_steps_per_s\": %.0f, \"start_to_completed_p50_ms\": %s, "
                 "\"start_to_completed_p99_ms\": %s, \"latency_window_p99_ms\": [%s], "
@@ -625,7 +665,8 @@ int main(void)
                 "\"busy_pct_latency\": %.1f, \"ours_pct_backlog\": %.1f, "
                 "\"ours_pct_latency\": %.1f, \"echo_steps_per_s\": %.0f, "
                 "\"echo_refs_steps_per_s\": %.0f, \"time\": %.0f}\n",
-                n, STEPS, floor_kafka, floor_pg, rate, lat_rate, jnum(p50s, sizeof(p50s), lat.p50),
+                otel ? "true" : "false", wcpu1 - wcpu0, wcpu3 - wcpu2, n, STEPS, floor_kafka,
+                floor_pg, rate, lat_rate, jnum(p50s, sizeof(p50s), lat.p50),
                 jnum(p99s, sizeof(p99s), lat.p99), wins_json, lat.n, lat.missing, LAT_RAMP_S,
                 lat_secs, rss, bench_steal_pct(&c0, &c1), bench_steal_pct(&c2, &c3),
                 bench_busy_pct(&c0, &c1), bench_busy_pct(&c2, &c3), bench_ours_pct(&c0, &c1),

@@ -18,7 +18,8 @@ For each rendered kustomization:
   privilege escalation or capabilities, with memory requests and limits;
 - the autoscalers stay at or under the partition count, and the KEDA Kafka
   trigger watches the workers' own group, topic and brokers;
-- the metric names the alerts use are listed (and must be in
+- the metric names the alerts and the Grafana dashboards (ConfigMaps
+  labelled grafana_dashboard) use are listed (and must be in
   docs/METRICS.md once it exists).
 Every problem is printed as FILE: KIND NAME: container: text; exit 1 if any.
 """
@@ -315,20 +316,61 @@ def check_scaling(args, render, seen):
                     "replicas must be at least 2 (an active relay and a standby)")
 
 
+def undocumented(names, where, what):
+    if not os.path.exists("docs/METRICS.md"):
+        return
+    documented = set(re.findall(r"^\| `(sagad_[a-z0-9_]+)` \|", open("docs/METRICS.md").read(),
+                                re.M))
+    for name in sorted(names):
+        base = re.sub(r"_(bucket|sum|count)$", "", name)
+        if name not in documented and base not in documented:
+            problem(where, f"{what} use {name}, which docs/METRICS.md does not document")
+
+
 def check_alerts(render):
     names = set()
     for rule in render.find("PrometheusRule"):
         for group in rule["spec"]["groups"]:
             for r in group["rules"]:
                 names.update(re.findall(r"\bsagad_[a-z0-9_]+", r["expr"]))
-    if os.path.exists("docs/METRICS.md"):
-        documented = set(re.findall(r"^\| `(sagad_[a-z0-9_]+)` \|", open("docs/METRICS.md").read(),
-                                    re.M))
-        for name in sorted(names):
-            base = re.sub(r"_(bucket|sum|count)$", "", name)
-            if name not in documented and base not in documented:
-                problem(f"{render.path}: PrometheusRule",
-                        f"alerts use {name}, which docs/METRICS.md does not document")
+    undocumented(names, f"{render.path}: PrometheusRule", "alerts")
+    return names
+
+
+def dashboard_exprs(node):
+    """Every query of a Grafana dashboard: targets' and variables' expr/query."""
+    if isinstance(node, dict):
+        for key, val in node.items():
+            if key in ("expr", "query", "definition") and isinstance(val, str):
+                yield val
+            else:
+                yield from dashboard_exprs(val)
+    elif isinstance(node, list):
+        for item in node:
+            yield from dashboard_exprs(item)
+
+
+def check_dashboards(render):
+    """ConfigMaps for Grafana's sidecar (label grafana_dashboard): each JSON
+    file must parse, and every sagad_ metric its queries use be documented."""
+    names = set()
+    for cm in render.find("ConfigMap"):
+        if cm.get("metadata", {}).get("labels", {}).get("grafana_dashboard") != "1":
+            continue
+        where = f"{render.path}: ConfigMap {cm['metadata']['name']}"
+        for fname, text in (cm.get("data") or {}).items():
+            try:
+                dash = json.loads(text)
+            except ValueError as e:
+                problem(where, f"{fname} is not JSON: {e}")
+                continue
+            used = set()
+            for expr in dashboard_exprs(dash):
+                used.update(re.findall(r"\bsagad_[a-z0-9_]+", expr))
+            if not used:
+                problem(where, f"{fname}: no query uses a sagad_ metric")
+            undocumented(used, where, f"dashboard {fname} queries")
+            names |= used
     return names
 
 
@@ -341,7 +383,7 @@ def main():
     ap.add_argument("rendered", nargs="+")
     args = ap.parse_args()
     table = config_table(args.bin)
-    metrics, secrets = set(), set()
+    metrics, secrets, dashboards = set(), set(), set()
     for path in args.rendered:
         with open(path) as f:
             render = Render(path, list(yaml.safe_load_all(f)))
@@ -365,12 +407,14 @@ def main():
             problem(path, "no sagad Deployment found")
         check_scaling(args, render, seen)
         metrics |= check_alerts(render)
+        dashboards |= check_dashboards(render)
     if problem.count:
         print(f"k8s-check: {problem.count} problem(s)", file=sys.stderr)
         return 1
     print(f"k8s-check: {', '.join(args.rendered)}: config, probes, security, scaling ok")
     print(f"k8s-check: secrets the cluster must hold: {', '.join(sorted(secrets))}")
     print(f"k8s-check: metrics the alerts use: {', '.join(sorted(metrics))}")
+    print(f"k8s-check: metrics the dashboards use: {', '.join(sorted(dashboards))}")
     return 0
 
 

@@ -332,3 +332,47 @@ Test(log, long_component_is_cut_not_overflowed)
     cr_assert_eq(n, 1);
     cr_assert_eq(strncmp(str_field(l[0], "component"), "a-component-name", 16), 0);
 }
+
+/* With tracing on, lines about a saga carry its trace context: given as
+ * ids, or taken from a W3C traceparent. */
+Test(log, trace_context_from_ids_or_a_traceparent)
+{
+    sg_log_ctx_t a = SG_LOG_CTX_INIT, b = SG_LOG_CTX_INIT, c = SG_LOG_CTX_INIT;
+    cJSON **l;
+    int n;
+
+    a.trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+    a.span_id = "00f067aa0ba902b7";
+    b.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    c.traceparent = "not a traceparent";
+    sg_log(SG_LOG_INFO, &a, "a");
+    sg_log(SG_LOG_INFO, &b, "b");
+    sg_log(SG_LOG_INFO, &c, "c");
+    l = lines(&n);
+    cr_assert_eq(n, 3);
+    for (int i = 0; i < 2; i++) {
+        cr_expect_str_eq(str_field(l[i], "trace_id"), "4bf92f3577b34da6a3ce929d0e0e4736");
+        cr_expect_str_eq(str_field(l[i], "span_id"), "00f067aa0ba902b7");
+    }
+    cr_expect_null(cJSON_GetObjectItem(l[2], "trace_id"));
+}
+
+/* A record logged whole (a dead letter's envelope) is one JSON member,
+ * masked like every field. */
+Test(log, a_json_member_is_kept_whole_and_masked)
+{
+    sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+    cJSON **l, *env;
+    int n;
+
+    ctx.saga_id = "s-1";
+    sg_log_json(SG_LOG_WARN, &ctx, "dead-lettered", "dead_letter",
+                "{\"error_code\":\"x.y\",\"payload\":\"pay password=hunter2xyz\"}");
+    l = lines(&n);
+    cr_assert_eq(n, 1);
+    env = cJSON_GetObjectItem(l[0], "dead_letter");
+    cr_assert(cJSON_IsObject(env), "an object, not a string");
+    cr_expect_str_eq(cJSON_GetObjectItem(env, "error_code")->valuestring, "x.y");
+    cr_expect_str_eq(cJSON_GetObjectItem(env, "payload")->valuestring, "pay password=****");
+    cr_expect_str_eq(str_field(l[0], "saga_id"), "s-1");
+}

@@ -18,10 +18,12 @@ typedef enum sg_config_type_e {
     SG_CONFIG_INT,
     SG_CONFIG_BOOL,
     SG_CONFIG_ENUM,
+    SG_CONFIG_RATIO, /* a decimal number from 0 to 1 */
 } sg_config_type_t;
 
 #define SG_CONFIG_SECRET     0x1 /* value masked in every output */
 #define SG_CONFIG_RELOADABLE 0x2 /* applied on SIGHUP without restart */
+#define SG_CONFIG_EMPTY_OK   0x4 /* a string that may be empty (empty: unset, off) */
 
 typedef struct sg_config_key_s {
     const char *key;
@@ -55,7 +57,10 @@ int sg_config_set(sg_config_t *cfg, const char *key, const char *value, const ch
 int sg_config_load_file(sg_config_t *cfg, const char *path, char *errstr, size_t errstr_size)
     __attribute__((warn_unused_result));
 
-/* Applies SAGAD_* variables of envp (NULL-terminated).  SAGAD_KAFKA_X_Y
+/* Applies SAGAD_* variables of envp (NULL-terminated), after the
+ * OpenTelemetry SDKs' OTEL_* variables that have an otel.* key
+ * (OTEL_SERVICE_NAME, OTEL_EXPORTER_OTLP_ENDPOINT, ...), so a SAGAD_ one
+ * wins.  SAGAD_KAFKA_X_Y
  * becomes kafka.x.y (a double underscore stands for a literal '_').
  * SAGAD_CONFIG, SAGAD_LOCAL_* and SAGAD_TEST_* are not config keys and are
  * skipped; other unknown SAGAD_ names are reported as errors, because a
@@ -78,6 +83,7 @@ int sg_config_check(const sg_config_t *cfg, char *errstr, size_t errstr_size)
 const char *sg_config_str(const sg_config_t *cfg, const char *key);
 int64_t sg_config_int(const sg_config_t *cfg, const char *key);
 bool sg_config_bool(const sg_config_t *cfg, const char *key);
+double sg_config_ratio(const sg_config_t *cfg, const char *key);
 
 /* Calls fn for every kafka.* key, with the "kafka." prefix removed. */
 void sg_config_foreach_kafka(const sg_config_t *cfg,

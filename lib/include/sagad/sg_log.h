@@ -2,8 +2,8 @@
  *
  * Every line has ts, level, component and msg; lines about a message add
  * where it came from (saga_id, step, attempt, error_code, topic, partition,
- * offset).  The level is checked in the macro, so a filtered call costs one
- * comparison and never formats its arguments. */
+ * offset, and trace_id and span_id when tracing is on).  The level is checked in the macro, so a
+ * filtered call costs one comparison and never formats its arguments. */
 #ifndef SAGAD_LOG_H
 #define SAGAD_LOG_H
 
@@ -27,11 +27,13 @@ typedef struct sg_log_ctx_s {
     const char *topic;
     int32_t partition;
     int64_t offset;
+    const char *trace_id, *span_id; /* W3C trace context, hex (tracing on) */
+    const char *traceparent;        /* or both from a W3C traceparent */
 } sg_log_ctx_t;
 
 #define SG_LOG_CTX_INIT                                                                            \
     {                                                                                              \
-        NULL, NULL, -1, NULL, NULL, -1, -1                                                         \
+        NULL, NULL, -1, NULL, NULL, -1, -1, NULL, NULL, NULL                                       \
     }
 
 extern volatile sg_log_level_t sg_log_level;
@@ -49,6 +51,13 @@ const char *sg_log_level_name(sg_log_level_t level);
 /* Writes one line.  ctx may be NULL.  Use the macros below instead. */
 void sg_log_write(sg_log_level_t level, const sg_log_ctx_t *ctx, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Writes one line with ctx's fields and key holding json (a JSON value's
+ * text, masked like every field), for a record a person reads whole (a
+ * dead letter's envelope).  json must be valid JSON; when the line cannot
+ * hold it, key says so instead. */
+void sg_log_json(sg_log_level_t level, const sg_log_ctx_t *ctx, const char *msg, const char *key,
+                 const char *json);
 
 /* Writes one line with extra string fields given as key, value pairs ending
  * with NULL: sg_log_kv(SG_LOG_INFO, "ready", "port", "9464", NULL). */

@@ -46,6 +46,10 @@ typedef enum sg_metric_id_e {
     SG_M_PARTITIONS_ASSIGNED,
     SG_M_CONSUMER_LAG,
     SG_M_CIRCUIT_STATE,
+    SG_M_ERRORS,
+    SG_M_SAGA_STEPS_FINISHED,
+    SG_M_SPANS_EXPORTED,
+    SG_M_SPANS_DROPPED,
     /* sagad-relay */
     SG_M_RELAY_STATE,
     SG_M_OUTBOX_PUBLISHED,
