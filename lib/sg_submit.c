@@ -41,6 +41,49 @@ static size_t cp_len(const char *s)
     return n;
 }
 
+/* A required string member of 1 to max code points; false (err set, naming
+ * the field and the rule) otherwise. */
+static bool text_member(const sg_json_t *doc, const char *key, size_t max, const char **out,
+                        sg_err_t *err)
+{
+    if (sg_json_get_str(doc, "$", key, true, out, err) < 0)
+        return false;
+    if (!**out || cp_len(*out) > max) {
+        sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.invalid",
+                   "$.%s: length: 1 to %zu characters", key, max);
+        return false;
+    }
+    return true;
+}
+
+/* saga.cancel {v, type, id, saga_id, by, reason} (v, type and saga_id
+ * checked already): SG_CMD_CANCEL, or poison with err set. */
+static void decode_control(sg_decoded_t *out)
+{
+    static const char *const known[] = {"v", "type", "id", "saga_id", "by", "reason"};
+    const char *id = NULL, *by = NULL, *reason = NULL;
+    sg_err_t *err = &out->err;
+
+    for (const sg_json_t *m = sg_json_first(out->doc); m; m = sg_json_next(m)) {
+        size_t i;
+        for (i = 0; i < sizeof(known) / sizeof(known[0]) && strcmp(sg_json_key(m), known[i]); i++)
+            ;
+        if (i == sizeof(known) / sizeof(known[0])) {
+            sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.invalid",
+                       "$.%.*s: additionalProperties: not allowed in a saga.cancel command",
+                       (int)sg_utf8_cut(sg_json_key(m), 64), sg_json_key(m));
+            return;
+        }
+    }
+    if (!text_member(out->doc, "id", 128, &id, err) ||
+        !text_member(out->doc, "by", SG_CONTROL_BY_MAX, &by, err) ||
+        !text_member(out->doc, "reason", SG_CONTROL_REASON_MAX, &reason, err))
+        return;
+    out->type = SG_CMD_CANCEL;
+    out->by = by;
+    out->reason = reason;
+}
+
 void sg_submit_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
                       sg_decoded_t *out)
 {
@@ -80,12 +123,16 @@ void sg_submit_decode(const void *payload, size_t len, const sg_json_limits_t *l
         out->type = SG_CMD_START;
         return;
     }
+    if (strcmp(type, "saga.cancel") == 0) {
+        decode_control(out);
+        return;
+    }
     if (strcmp(type, "saga.release") == 0) {
         release = true;
     } else if (strcmp(type, "step.execute") != 0 && strcmp(type, "step.compensate") != 0) {
         sg_err_set(err, SG_ERRCLASS_POISON, "input.message.unknown_type",
                    "$.type: \"%.*s\" is not a command (saga.start, step.execute, "
-                   "step.compensate, saga.release)",
+                   "step.compensate, saga.release, saga.cancel)",
                    (int)sg_utf8_cut(type, 64), type);
         return;
     }

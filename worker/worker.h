@@ -224,6 +224,8 @@ typedef enum worker_saga_status_e {
     WORKER_SAGA_COMPENSATING,
     WORKER_SAGA_COMPENSATED,
     WORKER_SAGA_FAILED,
+    WORKER_SAGA_CANCELLING, /* saga.cancel: compensating what it did */
+    WORKER_SAGA_CANCELLED,
     WORKER_SAGA__COUNT
 } worker_saga_status_t;
 
@@ -380,7 +382,7 @@ void worker_fresh_free(worker_fresh_t *f);
 
 typedef struct worker_stats_s {
     int64_t consumed, stale, started, rejected, calls, dead_letters, completed, compensated, failed,
-        retries, fenced, held, chained, copies;
+        retries, fenced, held, chained, copies, cancelled;
 } worker_stats_t;
 
 /* The rows a batch's decisions write, sent set-based (worker_writes.c). */

@@ -55,6 +55,7 @@ typedef enum worker_op_kind_e {
     WORKER_OP_DEAD_LETTER,  /* ledger row and DLQ message of the command's message */
     WORKER_OP_LOG,          /* a log line */
     WORKER_OP_METRIC,       /* a metric to count or observe */
+    WORKER_OP_CONTROL,      /* a control command in the saga's history (saga_controls) */
 } worker_op_kind_t;
 
 /* One effect of a decision.  Strings marked owned belong to the op; the
@@ -116,6 +117,12 @@ typedef struct worker_op_s {
             sg_log_ctx_t ctx;        /* ctx.error_code points to error_code */
             char *text, *error_code; /* owned */
         } log;
+        struct { /* into the command's document */
+            const char *command, *command_id, *by, *reason;
+            int step;            /* -1: the saga's */
+            const char *outcome; /* accepted, refused */
+            char *error_code;    /* owned; refused: why, NULL when accepted */
+        } control;
         struct {
             sg_metric_id_t id;
             char *labels[3]; /* owned, NULL-terminated */
@@ -199,6 +206,14 @@ void worker_out_dead_letter(worker_dc_t *d, worker_saga_t *saga, int step, bool 
                             const sg_err_t *err, const char *held_until);
 /* A duplicate or stale command: no effect but its log line and metric. */
 void worker_out_stale(worker_dc_t *d, const char *why);
+
+/* A control command (saga.cancel) that cannot be carried out: the event
+ * saga.command_refused (seq 0 when there is no saga) and, for a saga, its
+ * history row; err says why (worker_outcome.c). */
+void worker_out_refused(worker_dc_t *d, worker_saga_t *saga, const sg_err_t *err);
+/* The control command's row in its saga's history (saga_controls). */
+void worker_out_control(worker_dc_t *d, const worker_saga_t *saga, int step, const char *outcome,
+                        const char *error_code);
 
 /* worker_saga_start.c */
 void worker_decide_start(worker_dc_t *d, worker_saga_t *existing);

@@ -1,6 +1,6 @@
 /* The saga state machine (docs/ARCHITECTURE.md, "The saga state machine"):
- * the decisions on step.execute, step.compensate and saga.release, and on
- * the outcome of a call.  Owns the rules of a saga's life: which command
+ * the decisions on step.execute, step.compensate, saga.release and
+ * saga.cancel, and on the outcome of a call.  Owns the rules of a saga's life: which command
  * is stale, when a step is retried (the backoff, the budgets), when it
  * fails for good, compensation in reverse order, the hold of a
  * dead-lettered saga, the crash-loop limit, the terminal statuses.
@@ -123,6 +123,8 @@ static void terminal(worker_dc_t *d, worker_saga_t *saga, worker_saga_status_t t
         d->out->stats.completed++;
     else if (to == WORKER_SAGA_COMPENSATED)
         d->out->stats.compensated++;
+    else if (to == WORKER_SAGA_CANCELLED)
+        d->out->stats.cancelled++;
     else
         d->out->stats.failed++;
 }
@@ -132,7 +134,8 @@ static void terminal(worker_dc_t *d, worker_saga_t *saga, worker_saga_status_t t
 /* Starts the compensation of the highest step at or below from whose
  * effect stands or may stand (succeeded, or unknown: the step that failed
  * may have taken effect, and is compensated first), skipping those that
- * have no compensation; all done: the saga is compensated.  An unknown
+ * have no compensation; all done: the saga is compensated (cancelled when
+ * a saga.cancel started it).  An unknown
  * step without a compensation stays unknown: its effect may stand, and
  * nothing can undo it. */
 static void next_compensation(worker_dc_t *d, worker_saga_t *saga, int from)
@@ -151,7 +154,9 @@ static void next_compensation(worker_dc_t *d, worker_saga_t *saga, int from)
         if (st->status == WORKER_STEP_SUCCEEDED)
             set_step(d, saga, st, WORKER_STEP_SKIPPED);
     }
-    terminal(d, saga, WORKER_SAGA_COMPENSATED);
+    terminal(d, saga,
+             saga->status == WORKER_SAGA_CANCELLING ? WORKER_SAGA_CANCELLED
+                                                    : WORKER_SAGA_COMPENSATED);
 }
 
 static void begin_compensation(worker_dc_t *d, worker_saga_t *saga, int failed_step,
@@ -366,7 +371,8 @@ static void decide_step(worker_dc_t *d, worker_saga_t *saga)
     }
     st = &saga->steps[cmd->dec.step];
     attempts = comp ? st->comp_attempts : st->attempts;
-    if (saga->status != (comp ? WORKER_SAGA_COMPENSATING : WORKER_SAGA_RUNNING) ||
+    if ((comp ? saga->status != WORKER_SAGA_COMPENSATING && saga->status != WORKER_SAGA_CANCELLING
+              : saga->status != WORKER_SAGA_RUNNING) ||
         (comp ? st->status != WORKER_STEP_COMPENSATING
               : st->status != WORKER_STEP_PENDING && st->status != WORKER_STEP_RUNNING)) {
         worker_out_stale(d, "the step is not waiting for this command");
@@ -439,13 +445,68 @@ static void decide_release(worker_dc_t *d, worker_saga_t *saga)
     worker_out_rows(d, saga);
 }
 
+/* saga.cancel (docs/WORKER.md, "Cancellation").  The loop decides a
+ * saga's commands one at a time, in order, and a command whose call is in
+ * flight holds the saga's queue until its outcome is recorded; so when a
+ * cancel is decided, no call of the saga runs, and none starts after it:
+ * the step commands already emitted find the saga no longer running and
+ * are stale.  Pending steps are skipped; a step still running waits for a
+ * retry, and as its last attempt may have taken effect it ends unknown
+ * and is compensated first; then every step whose effect stands, in
+ * reverse.  A saga already compensating, or finished, or unknown, is
+ * answered with saga.command_refused. */
+static void decide_cancel(worker_dc_t *d, worker_saga_t *saga)
+{
+    const worker_cmd_t *cmd = d->cmd;
+    sg_json_t *b;
+    sg_err_t err;
+
+    if (!saga) {
+        sg_err_set(&err, SG_ERRCLASS_PERMANENT, "input.saga.not_found",
+                   "saga.cancel for saga %s, which does not exist", cmd->dec.saga_id);
+        worker_out_refused(d, NULL, &err);
+        return;
+    }
+    if (saga->status != WORKER_SAGA_RUNNING && saga->status != WORKER_SAGA_HELD) {
+        bool undoing =
+            saga->status == WORKER_SAGA_COMPENSATING || saga->status == WORKER_SAGA_CANCELLING;
+        sg_err_set(&err, SG_ERRCLASS_PERMANENT,
+                   undoing ? "input.saga.compensating" : "input.saga.finished",
+                   "saga.cancel of saga %s, which is %s: %s", saga->saga_id,
+                   worker_saga_status_name(saga->status),
+                   undoing ? "it is already undoing its steps" : "it has ended; nothing to stop");
+        worker_out_refused(d, saga, &err);
+        return;
+    }
+    set_saga(d, saga, WORKER_SAGA_CANCELLING);
+    worker_out_control(d, saga, -1, "accepted", NULL);
+    for (int j = 0; j < saga->nsteps; j++) {
+        worker_step_t *st = &saga->steps[j];
+        if (st->status == WORKER_STEP_PENDING) {
+            set_step(d, saga, st, WORKER_STEP_SKIPPED);
+        } else if (st->status == WORKER_STEP_RUNNING) {
+            set_step(d, saga, st, WORKER_STEP_UNKNOWN);
+            st->effect = st->done_effect = "possible";
+            snprintf(st->error_code, sizeof(st->error_code), "%s", "runtime.saga_cancelled");
+        }
+    }
+    b = sg_json_new_object();
+    sg_json_add_str(b, "status", worker_saga_status_name(saga->status));
+    sg_json_add_str(b, "command_id", sg_json_string(sg_json_member(cmd->dec.doc, "id")));
+    sg_json_add_str(b, "by", cmd->dec.by);
+    sg_json_add_str(b, "reason", cmd->dec.reason);
+    worker_out_event(d, saga, "saga.cancelling", b);
+    d->out->decided = "cancelled";
+    next_compensation(d, saga, saga->nsteps - 1);
+    worker_out_rows(d, saga);
+}
+
 static void decide_ready(worker_dc_t *d, worker_saga_t *saga)
 {
-    static const char *const types[] = {[SG_CMD_START] = "saga.start",
-                                        [SG_CMD_EXECUTE] = "step.execute",
-                                        [SG_CMD_COMPENSATE] = "step.compensate",
-                                        [SG_CMD_RELEASE] = "saga.release",
-                                        [SG_CMD_POISON] = "undecodable"};
+    static const char *const types[] = {
+        [SG_CMD_START] = "saga.start",           [SG_CMD_EXECUTE] = "step.execute",
+        [SG_CMD_COMPENSATE] = "step.compensate", [SG_CMD_RELEASE] = "saga.release",
+        [SG_CMD_CANCEL] = "saga.cancel",         [SG_CMD_POISON] = "undecodable"};
     const worker_cmd_t *cmd = d->cmd;
     worker_outcome_t *out = d->out;
     const char *outcome;
@@ -456,6 +517,9 @@ static void decide_ready(worker_dc_t *d, worker_saga_t *saga)
         break;
     case SG_CMD_RELEASE:
         decide_release(d, saga);
+        break;
+    case SG_CMD_CANCEL:
+        decide_cancel(d, saga);
         break;
     case SG_CMD_START:
         worker_decide_start(d, saga);

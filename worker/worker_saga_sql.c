@@ -367,6 +367,25 @@ static void apply_metric(worker_t *w, const worker_op_t *op)
         sg_metrics_batch_inc(w->metrics, op->u.metric.id, labels);
 }
 
+/* A control command's row in its saga's history: who asked, why, and
+ * whether it was carried out (schemas/sql/0016_control.sql). */
+static void apply_control(worker_t *w, const worker_op_t *op)
+{
+    const char *params[] = {op->saga_id,
+                            op->u.control.command,
+                            op->u.control.command_id,
+                            op->u.control.step >= 0 ? SG_PG_INT(op->u.control.step) : NULL,
+                            op->u.control.by,
+                            op->u.control.reason,
+                            op->u.control.outcome,
+                            op->u.control.error_code};
+
+    send(w,
+         "INSERT INTO saga_controls (saga_id, command, command_id, step_idx, requested_by, reason, "
+         "outcome, error_code) VALUES ($1, $2, $3, $4::int, $5, $6, $7, $8)",
+         8, params);
+}
+
 static void apply_op(worker_t *w, worker_cmd_t *cmd, const worker_op_t *op)
 {
     switch (op->kind) {
@@ -401,6 +420,9 @@ static void apply_op(worker_t *w, worker_cmd_t *cmd, const worker_op_t *op)
     case WORKER_OP_METRIC:
         apply_metric(w, op);
         break;
+    case WORKER_OP_CONTROL:
+        apply_control(w, op);
+        break;
     }
 }
 
@@ -420,6 +442,7 @@ static void stats_add(worker_stats_t *to, const worker_stats_t *d)
     to->held += d->held;
     to->chained += d->chained;
     to->copies += d->copies;
+    to->cancelled += d->cancelled;
 }
 
 /* Writes out's effects in order, and hands the command what the loop

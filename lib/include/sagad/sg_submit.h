@@ -23,11 +23,15 @@ typedef enum sg_ctype_e {
     SG_CMD_EXECUTE,
     SG_CMD_COMPENSATE,
     SG_CMD_RELEASE, /* saga.release: a held saga's hold ended */
+    SG_CMD_CANCEL,  /* saga.cancel: stop the saga, compensate what it did */
     SG_CMD_POISON,  /* could not be decoded: dead-lettered */
 } sg_ctype_t;
 
 #define SG_SAGA_ID_MAX 128
 #define SG_MAX_STEPS   64
+/* A control command's by and reason, in Unicode code points. */
+#define SG_CONTROL_BY_MAX     128
+#define SG_CONTROL_REASON_MAX 1024
 
 /* Decodes the envelope of a command message.  Never fails: a message that
  * cannot be decoded comes back as SG_CMD_POISON with err set. */
@@ -36,6 +40,8 @@ typedef struct sg_decoded_s {
     sg_json_t *doc;
     char saga_id[SG_SAGA_ID_MAX + 1]; /* "" when unknown */
     int step, attempt, generation;
+    /* A control command's (saga.cancel): who asks and why, into doc. */
+    const char *by, *reason;
     long nodes; /* values and member names parsed into doc (0 when none) */
     sg_err_t err;
 } sg_decoded_t;
