@@ -42,6 +42,15 @@ static const sg_cli_opt_t watch_opts[] = {
     {NULL, NULL, NULL},
 };
 
+static const sg_cli_opt_t cancel_opts[] = {
+    {"--reason", "TEXT", "why (required; kept in the saga's history)"},
+    {"--by", "NAME", "who asks (default: the login name; refused when unknown)"},
+    {"--wait", NULL, "wait for the answer, then for the end of the cancelled saga"},
+    {"--timeout", "DUR", "how long --wait waits (default 5m)"},
+    {"--json", NULL, "print the answering events as they came"},
+    {NULL, NULL, NULL},
+};
+
 static const sg_cli_opt_t control_opts[] = {
     {"--reason", "TEXT", "why (required; kept in the saga's history)"},
     {"--by", "NAME", "who asks (default: the login name; refused when unknown)"},
@@ -49,7 +58,7 @@ static const sg_cli_opt_t control_opts[] = {
 };
 
 #define NOT_YET                                                                                    \
-    "Not available yet: the worker does not handle the control commands (issue 25).\n"             \
+    "Not available yet: the worker does not handle approval gates (issue 25).\n"                   \
     "The command checks its arguments, sends nothing, and exits 3 (refused).\n"
 
 static const sg_cli_cmd_t ctl_cmds[] = {
@@ -87,8 +96,17 @@ static const sg_cli_cmd_t ctl_cmds[] = {
      "by its saga.accepted, or for a saga accepted before the watch began, asks\n"
      "PostgreSQL once (pg.dsn; without it such sagas are not shown, and it says so).\n",
      true},
-    {"cancel", ctl_cmd_control, "SAGA_ID --reason TEXT [--by NAME]",
-     "stop a saga: no new call starts, completed steps are compensated", control_opts, NOT_YET,
+    {"cancel", ctl_cmd_control, "SAGA_ID --reason TEXT [--by NAME] [--wait] [--timeout DUR]",
+     "stop a saga: no new call starts, completed steps are compensated", cancel_opts,
+     "Produces saga.cancel to the commands topic keyed by the saga id.  The worker\n"
+     "lets a call in flight finish, compensates what stands in reverse, and ends the\n"
+     "saga cancelled; a saga that does not exist, has ended or is already\n"
+     "compensating is answered with saga.command_refused.  --by and --reason are kept\n"
+     "in the saga's history (saga_controls) and its events.\n"
+     "Exit 0 sent (with --wait: the saga ended cancelled), 1 refused by the worker or\n"
+     "the saga ended failed, 3 refused here (nothing sent), 4 Kafka unreachable,\n"
+     "124 no answer within --timeout (the cancel stands).\n"
+     "Example: sagactl cancel order-42 --reason \"customer withdrew\" --wait\n",
      true},
     {"approve", ctl_cmd_control, "SAGA_ID STEP --reason TEXT [--by NAME]",
      "let a step waiting for approval run", control_opts, NOT_YET, true},

@@ -34,7 +34,7 @@ _sagactl() {
     watch)
         words="--help --name --from-beginning --max --json" ;;
     cancel)
-        words="--help --reason --by" ;;
+        words="--help --reason --by --wait --timeout --json" ;;
     approve)
         words="--help --reason --by" ;;
     reject)

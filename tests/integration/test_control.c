@@ -178,9 +178,10 @@ Test(control, cancel_of_a_running_saga_compensates_in_reverse_and_ends_cancelled
     cr_expect_str_eq(
         sgw_q_text(text, sizeof(text), "SELECT string_agg(status, ',' ORDER BY idx) FROM steps"),
         "compensated,compensated,skipped");
-    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
-                                "SELECT forward_effect || '|' || error_code FROM steps WHERE idx = 1"),
-                     "possible|runtime.saga_cancelled");
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text),
+                   "SELECT forward_effect || '|' || error_code FROM steps WHERE idx = 1"),
+        "possible|runtime.saga_cancelled");
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx = 2"), 0,
                  "the step after the cancel is never called");
     cr_expect_str_eq(sgw_q_text(text, sizeof(text),
@@ -216,9 +217,9 @@ Test(control, cancel_of_a_finished_saga_is_answered, .timeout = 120)
     cr_expect_eq(sgw_q_int("SELECT calls FROM builtin_ledger WHERE key = 'cxl-done:0:f:g1'"), 1,
                  "nothing undone");
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM builtin_ledger"), 1);
-    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
-                                "SELECT outcome || '|' || error_code FROM saga_controls"),
-                     "refused|input.saga.finished");
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text), "SELECT outcome || '|' || error_code FROM saga_controls"),
+        "refused|input.saga.finished");
     expect_no_dead_letters();
 }
 
