@@ -430,6 +430,34 @@ static void check_all_refs(const sg_json_t *doc, const sg_json_t *steps, const c
     }
 }
 
+/* A step's approval gate: {"timeout_ms": 1000..604800000, "reason":
+ * 1..1024 characters}, both optional. */
+static void check_approval(const sg_json_t *st, const char *base, problems_t *p)
+{
+    static const char *const keys[] = {"timeout_ms", "reason", NULL};
+    const sg_json_t *ap = sg_json_member(st, "approval"), *node;
+    char path[128];
+
+    if (!ap)
+        return;
+    sg_json_path_key(path, sizeof(path), base, "approval");
+    if (!sg_json_is_object(ap)) {
+        problem(p, path, "type: expected object, got %s", sg_json_type_name(ap));
+        return;
+    }
+    only_keys(ap, path, keys, p);
+    if ((node = sg_json_member(ap, "timeout_ms"))) {
+        char tpath[160];
+        int64_t v;
+        snprintf(tpath, sizeof(tpath), "%s.timeout_ms", path);
+        if (sg_json_get_int(ap, path, "timeout_ms", true, &v, NULL) < 0)
+            problem(p, tpath, "type: expected integer");
+        else if (v < SG_APPROVAL_TIMEOUT_MIN || v > SG_APPROVAL_TIMEOUT_MAX)
+            problem(p, tpath, "range: %d to %d", SG_APPROVAL_TIMEOUT_MIN, SG_APPROVAL_TIMEOUT_MAX);
+    }
+    str_member(ap, path, "reason", false, SG_CONTROL_REASON_MAX, p);
+}
+
 int sg_submit_validate(const sg_json_t *doc, const sg_registry_t *reg, sg_problem_fn fn,
                        void *opaque)
 {
@@ -437,7 +465,7 @@ int sg_submit_validate(const sg_json_t *doc, const sg_registry_t *reg, sg_proble
                                            "saga_id",  "name",     "steps",
                                            "input",    "deadline", "retry_budget_ms",
                                            "metadata", "output",   NULL};
-    static const char *const step_keys[] = {"name", "tool", "args", "compensate", NULL};
+    static const char *const step_keys[] = {"name", "tool", "args", "compensate", "approval", NULL};
     static const char *const comp_keys[] = {"tool", "args", NULL};
     problems_t p = {fn, opaque, 0};
     const sg_json_t *steps = sg_json_member(doc, "steps"), *node;
@@ -503,6 +531,7 @@ int sg_submit_validate(const sg_json_t *doc, const sg_registry_t *reg, sg_proble
                 problem(&p, path, "unique: step name \"%s\" is used by $.steps[%zu] too", names[i],
                         j);
         check_call(st, base, reg, &tool, &p);
+        check_approval(st, base, &p);
         comp = sg_json_member(st, "compensate");
         sg_json_path_key(path, sizeof(path), base, "compensate");
         if (comp && !sg_json_is_null(comp)) {

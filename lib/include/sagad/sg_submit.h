@@ -32,6 +32,9 @@ typedef enum sg_ctype_e {
 /* A control command's by and reason, in Unicode code points. */
 #define SG_CONTROL_BY_MAX     128
 #define SG_CONTROL_REASON_MAX 1024
+/* A step's approval.timeout_ms (and worker.approval_timeout_ms). */
+#define SG_APPROVAL_TIMEOUT_MIN 1000
+#define SG_APPROVAL_TIMEOUT_MAX 604800000
 
 /* Decodes the envelope of a command message.  Never fails: a message that
  * cannot be decoded comes back as SG_CMD_POISON with err set. */
