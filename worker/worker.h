@@ -239,6 +239,8 @@ typedef enum worker_step_status_e {
     WORKER_STEP_COMPENSATED,
     WORKER_STEP_COMPENSATION_FAILED,
     WORKER_STEP_SKIPPED,
+    WORKER_STEP_AWAITING_APPROVAL, /* an approval gate: waits for saga.approve / saga.reject */
+    WORKER_STEP_APPROVED,          /* approved: its step.execute runs it */
     WORKER_STEP__COUNT
 } worker_step_status_t;
 
@@ -335,6 +337,7 @@ typedef struct worker_step_s {
     const char *idem_key; /* the forward idempotency key */
     const char *effect;   /* forward_effect: "known" or "possible" */
     const char *action;   /* agent_action of its failure */
+    const char *approval; /* its approval gate (JSON: {timeout_ms, reason, registry}), NULL: none */
     /* as loaded (and updated by this transaction's decisions) */
     const char *forward_key; /* the last forward attempt's key, may be NULL */
     const char *done_result; /* its result, when the saga's results flow or it compensates */
@@ -366,6 +369,7 @@ typedef struct worker_saga_s {
     bool results_flow;
     const char *output_spec; /* the definition's output, NULL: none */
     const char *output;      /* the resolved output to store, NULL: unchanged */
+    const char *metadata;    /* its metadata, loaded when a step has an approval gate */
 } worker_saga_t;
 
 /* The saga a saga.start created in the open transaction, as the next
@@ -374,7 +378,8 @@ typedef struct worker_saga_s {
 typedef struct worker_fresh_s {
     worker_saga_t saga;
     sg_json_t *steps;                  /* the effective steps; names and tools point here */
-    char *texts[2 * SG_MAX_STEPS + 2]; /* args, compensations, input, traceparent */
+    char *texts[3 * SG_MAX_STEPS + 3]; /* args, compensations, approvals, input, traceparent,
+                                          metadata */
     size_t ntexts;
 } worker_fresh_t;
 
@@ -397,8 +402,9 @@ typedef struct worker_s {
     const char *group, *topic_commands, *topic_events, *topic_dlq;
     sg_json_limits_t limits;
     int crash_loop_limit;
-    int64_t hold_ms;         /* worker.dead_letter_hold_ms */
-    size_t event_result_max; /* worker.event_result_max_bytes */
+    int64_t hold_ms;             /* worker.dead_letter_hold_ms */
+    size_t event_result_max;     /* worker.event_result_max_bytes */
+    int64_t approval_timeout_ms; /* worker.approval_timeout_ms */
     sg_policy_t retry, comp_retry;
     int64_t budget_ms;
     sg_rng_t rng;

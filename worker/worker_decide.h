@@ -25,9 +25,10 @@ typedef struct worker_rules_s {
     const sg_json_limits_t *limits;            /* parsing a tool's answer */
     const char *topic_commands, *topic_events; /* where messages go */
     int crash_loop_limit;
-    int64_t hold_ms;         /* worker.dead_letter_hold_ms */
-    size_t event_result_max; /* worker.event_result_max_bytes */
-    int64_t budget_ms;       /* the default retry budget */
+    int64_t hold_ms;             /* worker.dead_letter_hold_ms */
+    size_t event_result_max;     /* worker.event_result_max_bytes */
+    int64_t approval_timeout_ms; /* worker.approval_timeout_ms: a gate's default timeout */
+    int64_t budget_ms;           /* the default retry budget */
     const sg_policy_t *retry, *comp_retry;
     bool chain;               /* keep what chaining needs (follow, fresh) */
     sg_log_level_t log_level; /* log lines above it are not recorded */
@@ -207,10 +208,12 @@ void worker_out_dead_letter(worker_dc_t *d, worker_saga_t *saga, int step, bool 
 /* A duplicate or stale command: no effect but its log line and metric. */
 void worker_out_stale(worker_dc_t *d, const char *why);
 
-/* A control command (saga.cancel) that cannot be carried out: the event
- * saga.command_refused (seq 0 when there is no saga) and, for a saga, its
- * history row; err says why (worker_outcome.c). */
-void worker_out_refused(worker_dc_t *d, worker_saga_t *saga, const sg_err_t *err);
+/* A control command (saga.cancel, saga.approve, saga.reject) that cannot
+ * be carried out: the event saga.command_refused (seq 0 when there is no
+ * saga; with the step and its status when st) and, for a saga, its history
+ * row; err says why (worker_outcome.c). */
+void worker_out_refused(worker_dc_t *d, worker_saga_t *saga, const worker_step_t *st,
+                        const sg_err_t *err);
 /* The control command's row in its saga's history (saga_controls). */
 void worker_out_control(worker_dc_t *d, const worker_saga_t *saga, int step, const char *outcome,
                         const char *error_code);

@@ -481,7 +481,8 @@ static void add_command(const worker_cmd_t *cmd, sg_json_t *body)
         sg_json_add_str(body, "by", cmd->dec.by);
 }
 
-void worker_out_refused(worker_dc_t *d, worker_saga_t *saga, const sg_err_t *err)
+void worker_out_refused(worker_dc_t *d, worker_saga_t *saga, const worker_step_t *st,
+                        const sg_err_t *err)
 {
     const worker_cmd_t *cmd = d->cmd;
     sg_json_t *b = sg_json_new_object();
@@ -500,9 +501,14 @@ void worker_out_refused(worker_dc_t *d, worker_saga_t *saga, const sg_err_t *err
                     saga->status == WORKER_SAGA_COMPENSATED || saga->status == WORKER_SAGA_FAILED ||
                     saga->status == WORKER_SAGA_CANCELLED;
         sg_json_add_str(b, "status", worker_saga_status_name(saga->status));
+        if (st) {
+            sg_json_add_int(b, "step", st->idx);
+            sg_json_add_str(b, "step_name", st->name);
+            sg_json_add_str(b, "step_status", worker_step_status_name(st->status));
+        }
         if (done)
             sg_json_add_node(b, "run_health", worker_run_health(saga));
-        worker_out_control(d, saga, -1, "refused", err->code);
+        worker_out_control(d, saga, st ? st->idx : -1, "refused", err->code);
         worker_out_event(d, saga, "saga.command_refused", b);
         worker_out_rows(d, saga);
     } else {

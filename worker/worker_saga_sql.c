@@ -48,6 +48,8 @@ enum {
     L_FLOW,
     L_OUTPUT_SPEC,
     L_ACTION,
+    L_APPROVAL,
+    L_METADATA,
 };
 
 /* The steps are read per saga (LATERAL), which makes the plan an index
@@ -64,7 +66,8 @@ const char worker_sql_load[] =
     "st.attempts, st.comp_attempts, st.error_code, s.origin, st.key_generation, "
     "st.idempotency_key, CASE WHEN s.results_flow OR st.status = 'compensating' "
     "THEN st.result::text END, st.forward_effect, s.results_flow, "
-    "CASE WHEN s.results_flow THEN (s.definition->'output')::text END, st.agent_action "
+    "CASE WHEN s.results_flow THEN (s.definition->'output')::text END, st.agent_action, "
+    "st.approval::text, CASE WHEN st.approval IS NOT NULL THEN s.metadata::text END "
     "FROM sagas s CROSS JOIN LATERAL (SELECT * FROM steps t WHERE t.saga_id = s.saga_id "
     "ORDER BY t.saga_id, t.idx) st WHERE s.saga_id = ANY($1::text[]) "
     "ORDER BY s.saga_id FOR UPDATE OF s";
@@ -128,6 +131,9 @@ void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row)
         st->done_result = sg_pg_res_get(res, r, L_RESULT);
         st->done_effect = sg_pg_res_get(res, r, L_EFFECT);
         st->done_action = sg_pg_res_get(res, r, L_ACTION);
+        st->approval = sg_pg_res_get(res, r, L_APPROVAL);
+        if (sg_pg_res_get(res, r, L_METADATA))
+            saga->metadata = sg_pg_res_get(res, r, L_METADATA);
         if (idx + 1 > saga->nsteps)
             saga->nsteps = idx + 1;
     }
@@ -488,6 +494,7 @@ static void decide_apply(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, bo
         .topic_events = w->topic_events,
         .crash_loop_limit = w->crash_loop_limit,
         .hold_ms = w->hold_ms,
+        .approval_timeout_ms = w->approval_timeout_ms,
         .event_result_max = w->event_result_max,
         .budget_ms = w->budget_ms,
         .retry = &w->retry,

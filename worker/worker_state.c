@@ -16,8 +16,9 @@ static const char *const saga_names[WORKER_SAGA__COUNT] = {
 };
 
 static const char *const step_names[WORKER_STEP__COUNT] = {
-    "pending",      "running",     "succeeded",           "failed",  "unknown",
-    "compensating", "compensated", "compensation_failed", "skipped",
+    "pending", "running",           "succeeded",   "failed",
+    "unknown", "compensating",      "compensated", "compensation_failed",
+    "skipped", "awaiting_approval", "approved",
 };
 
 /* A transition, where it happens and why.  by_worker: made by the worker's
@@ -68,6 +69,26 @@ static const transition_t step_transitions[] = {
      "its command is decided: the attempt row is written before the call", "start_attempt"},
     {WORKER_STEP_RUNNING, WORKER_STEP_RUNNING, true, "a retry's command is decided",
      "start_attempt"},
+    {WORKER_STEP_PENDING, WORKER_STEP_AWAITING_APPROVAL, true,
+     "its command is decided and it has an approval gate (its own approval, or its tool's "
+     "registry \"approval\": \"required\"): step.approval_requested and the gate's timer, no call",
+     "gate_step"},
+    {WORKER_STEP_AWAITING_APPROVAL, WORKER_STEP_APPROVED, true,
+     "saga.approve: its step.execute is emitted", "decide_approval"},
+    {WORKER_STEP_APPROVED, WORKER_STEP_RUNNING, true,
+     "its command is decided after the approval: the attempt row, then the call", "start_attempt"},
+    {WORKER_STEP_AWAITING_APPROVAL, WORKER_STEP_FAILED, true,
+     "saga.reject (runtime.approval_rejected), or no decision before the gate's timer "
+     "(runtime.approval_timeout): the saga compensates",
+     "reject_step"},
+    {WORKER_STEP_APPROVED, WORKER_STEP_FAILED, true,
+     "the saga's deadline passed before the approved step ran", "step_failed"},
+    {WORKER_STEP_AWAITING_APPROVAL, WORKER_STEP_SKIPPED, true,
+     "saga.cancel while it waits for approval: the gate is cancelled, it is never called",
+     "decide_cancel"},
+    {WORKER_STEP_APPROVED, WORKER_STEP_SKIPPED, true,
+     "saga.cancel after its approval, before its command was decided: never called",
+     "decide_cancel"},
     {WORKER_STEP_RUNNING, WORKER_STEP_SUCCEEDED, true, "the call succeeded", "step_succeeded"},
     {WORKER_STEP_PENDING, WORKER_STEP_FAILED, true,
      "at its decision: deadline passed, tool no longer registered, args break its schema",

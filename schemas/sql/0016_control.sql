@@ -1,5 +1,5 @@
--- Control commands: cancellation (issue 25; DESIGN section 10,
--- docs/WORKER.md "Cancellation").
+-- Control commands: cancellation and approval gates (issue 25; DESIGN
+-- section 10, docs/WORKER.md "Cancellation" and "Approval gates").
 
 -- saga.cancel: a running or held saga becomes `cancelling` (it compensates
 -- what it did, in reverse) and ends `cancelled`.
@@ -7,6 +7,20 @@ ALTER TABLE sagas DROP CONSTRAINT sagas_status_check;
 ALTER TABLE sagas ADD CONSTRAINT sagas_status_check
     CHECK (status IN ('running', 'held', 'completed', 'compensating', 'compensated', 'failed',
                       'cancelling', 'cancelled'));
+
+-- Approval gates: a step with a gate waits `awaiting_approval` (announced
+-- by step.approval_requested) until saga.approve makes it `approved` (its
+-- step.execute then runs it) or saga.reject, or its timer, fails it.
+ALTER TABLE steps DROP CONSTRAINT steps_status_check;
+ALTER TABLE steps ADD CONSTRAINT steps_status_check
+    CHECK (status IN ('pending', 'running', 'succeeded', 'failed', 'unknown',
+                      'compensating', 'compensated', 'compensation_failed', 'skipped',
+                      'awaiting_approval', 'approved'));
+
+-- The step's gate, NULL: none.  {"timeout_ms", "reason"} as the step's
+-- "approval" gave them (both optional), and "registry": true when its tool
+-- is registered with "approval": "required".
+ALTER TABLE steps ADD COLUMN approval jsonb;
 
 -- The saga's history of control commands: who asked what, why, and
 -- whether the worker carried it out (accepted) or answered that it could

@@ -13,7 +13,19 @@
 
 /* ---- the transitions --------------------------------------------------- */
 
-typedef enum { EXEC, COMP, RELEASE, CANCEL, RET_OK, RET_ERR, RET_COMP_OK, RET_COMP_ERR } kind_t;
+typedef enum {
+    EXEC,
+    COMP,
+    RELEASE,
+    CANCEL,
+    APPROVE,
+    REJECT,
+    GATE_TIMEOUT,
+    RET_OK,
+    RET_ERR,
+    RET_COMP_OK,
+    RET_COMP_ERR
+} kind_t;
 
 typedef struct case_s {
     const char *name;
@@ -30,6 +42,7 @@ typedef struct case_s {
     /* the world: attempt rows of the command, deadline, hold, budget */
     int interrupted, finished;
     bool isolated, chained, past_deadline;
+    int gate; /* 1 + the step with an approval gate, 0: none */
     int64_t hold_ms, spent, budget;
     /* after */
     const char *effects; /* fx_effects(), in order */
@@ -223,6 +236,58 @@ static const case_t cases[] = {
      .effects = "CTL:refused,saga.command_refused", .saga_after = 'N', .steps_after = "ckkk",
      .step_rows = "----", .saga_row = 'N',
      .consumed = "refused", .log = "which is cancelling"},
+    /* approval gates (step 1 has one) */
+    {.name = "a gated step's command: awaiting approval, the packet, the gate's timer, no call",
+     .saga = 'R', .steps = "sppp", .att = {1}, .kind = EXEC, .step = 1, .attempt = 1, .gate = 2,
+     .effects = "step.approval_requested,@step.approval_timeout", .saga_after = 'R',
+     .steps_after = "sapp", .step_rows = "-a--", .saga_row = 'R',
+     .consumed = "awaiting_approval", .log = "step 1: pending -> awaiting_approval"},
+    {.name = "approval: approved, its command",
+     .saga = 'R', .steps = "sapp", .att = {1}, .kind = APPROVE, .step = 1, .gate = 2,
+     .effects = "CTL:accepted,step.approved,step.execute", .saga_after = 'R',
+     .steps_after = "sApp", .step_rows = "-A--", .saga_row = 'R',
+     .consumed = "approved", .log = "step 1: awaiting_approval -> approved"},
+    {.name = "an approved step's command: the attempt row, the call",
+     .saga = 'R', .steps = "sApp", .att = {1}, .kind = EXEC, .step = 1, .attempt = 1, .gate = 2,
+     .effects = "ATT", .saga_after = 'R', .steps_after = "srpp", .step_rows = "-r--",
+     .saga_row = '-',
+     .calls = true, .consumed = "called", .log = "step 1: approved -> running"},
+    {.name = "an approved step after the deadline: failed, compensation",
+     .saga = 'R', .steps = "sApp", .att = {1}, .kind = EXEC, .step = 1, .attempt = 1, .gate = 2,
+     .past_deadline = true,
+     .effects = "step.failed,saga.compensating,step.compensate", .saga_after = 'c',
+     .steps_after = "cfkk", .step_rows = "cfkk", .saga_row = 'c',
+     .consumed = "failed", .log = "step 1: approved -> failed"},
+    {.name = "rejection: the step fails uncalled, the saga compensates",
+     .saga = 'R', .steps = "sapp", .att = {1}, .kind = REJECT, .step = 1, .gate = 2,
+     .effects = "CTL:accepted,step.rejected,step.failed,saga.compensating,step.compensate",
+     .saga_after = 'c', .steps_after = "cfkk", .step_rows = "cfkk", .saga_row = 'c',
+     .consumed = "rejected", .log = "step 1: awaiting_approval -> failed"},
+    {.name = "the gate's timer: a rejection",
+     .saga = 'R', .steps = "sapp", .att = {1}, .kind = GATE_TIMEOUT, .step = 1, .gate = 2,
+     .effects = "step.rejected,step.failed,saga.compensating,step.compensate", .saga_after = 'c',
+     .steps_after = "cfkk", .step_rows = "cfkk", .saga_row = 'c',
+     .consumed = "timed_out"},
+    {.name = "the gate's timer after a decision: stale",
+     .saga = 'R', .steps = "sApp", .att = {1}, .kind = GATE_TIMEOUT, .step = 1, .gate = 2,
+     .effects = "", .saga_after = 'R', .steps_after = "sApp", .step_rows = "----",
+     .saga_row = '-',
+     .consumed = "ignored", .log = "decided before its timeout"},
+    {.name = "approval of a step not waiting: refused, answered",
+     .saga = 'R', .steps = "srpp", .att = {1, 1}, .kind = APPROVE, .step = 1, .gate = 2,
+     .effects = "CTL:refused,saga.command_refused", .saga_after = 'R', .steps_after = "srpp",
+     .step_rows = "----", .saga_row = 'R',
+     .consumed = "refused", .log = "only a step awaiting_approval"},
+    {.name = "cancel of a saga awaiting approval: the gate cancelled, compensation",
+     .saga = 'R', .steps = "sapp", .att = {1}, .kind = CANCEL, .gate = 2,
+     .effects = "CTL:accepted,saga.cancelling,step.compensate", .saga_after = 'N',
+     .steps_after = "ckkk", .step_rows = "ckkk", .saga_row = 'N',
+     .consumed = "cancelled", .log = "step 1: awaiting_approval -> skipped"},
+    {.name = "cancel after an approval, before the call: never called",
+     .saga = 'R', .steps = "sApp", .att = {1}, .kind = CANCEL, .gate = 2,
+     .effects = "CTL:accepted,saga.cancelling,step.compensate", .saga_after = 'N',
+     .steps_after = "ckkk", .step_rows = "ckkk", .saga_row = 'N',
+     .consumed = "cancelled", .log = "step 1: approved -> skipped"},
     /* stale and duplicate commands */
     {.name = "duplicate of an attempt that finished",
      .saga = 'R', .steps = "srpp", .att = {1, 1}, .kind = EXEC, .step = 1, .attempt = 1,
@@ -330,6 +395,13 @@ static void run_case(const case_t *c)
     case CANCEL:
         fx_cancel(&fx);
         break;
+    case APPROVE:
+    case REJECT:
+        fx_decision(&fx, c->kind == APPROVE ? SG_CMD_APPROVE : SG_CMD_REJECT, c->step);
+        break;
+    case GATE_TIMEOUT:
+        fx_command(&fx, SG_CMD_APPROVAL_TIMEOUT, c->step, 1, 1 + c->gen_off);
+        break;
     case RET_OK:
     case RET_ERR:
         fx_returned(&fx, false, c->step, c->attempt,
@@ -354,6 +426,8 @@ static void run_case(const case_t *c)
     fx.rules.hold_ms = c->hold_ms;
     if (c->chained)
         fx.saga.steps[1].tool = "teleport";
+    if (c->gate)
+        fx.saga.steps[c->gate - 1].approval = "{\"timeout_ms\":60000,\"reason\":\"big\"}";
     fx_decide(&fx, true);
 
     fx_effects(&fx.out, got, sizeof(got));
@@ -540,5 +614,39 @@ Test(saga, a_cancel_says_who_and_why_in_its_event_and_history)
     cr_expect_str_eq(ctl->u.control.reason, "withdrawn");
     cr_expect_str_eq(ctl->u.control.command, "saga.cancel");
     cr_expect_str_eq(ctl->u.control.command_id, "c-1");
+    fx_fini(&fx);
+}
+
+Test(saga, an_approval_packet_shows_the_call_and_its_timer_is_the_gates_timeout)
+{
+    fx_t fx;
+    const worker_op_t *op, *timer;
+
+    fx_init(&fx);
+    fx_saga(&fx, 'R', "sspp", (const int[]){1, 1}, NULL);
+    fx.saga.steps[2].approval = "{\"reason\":\"big charge\",\"registry\":true}";
+    fx.saga.metadata = "{\"tenant\":\"eu-1\"}";
+    fx.rules.approval_timeout_ms = 90000;
+    fx_command(&fx, SG_CMD_EXECUTE, 2, 1, 1);
+    fx_decide(&fx, true);
+    cr_expect(!fx.out.calls, "no call before the approval");
+    op = fx_message(&fx.out, "step.approval_requested");
+    cr_assert_not_null(op);
+    cr_expect(strstr(op->u.msg.payload, "\"args\":{\"amount\":5}"), "%s", op->u.msg.payload);
+    cr_expect(strstr(op->u.msg.payload, "\"tool\":\"charge\""), "%s", op->u.msg.payload);
+    cr_expect(strstr(op->u.msg.payload, "\"metadata\":{\"tenant\":\"eu-1\"}"), "%s",
+              op->u.msg.payload);
+    cr_expect(strstr(op->u.msg.payload, "\"required_by\":\"registry\""), "%s", op->u.msg.payload);
+    cr_expect(strstr(op->u.msg.payload, "\"reason\":\"big charge\""), "%s", op->u.msg.payload);
+    cr_expect(strstr(op->u.msg.payload, "\"timeout_ms\":90000"), "the config's default: %s",
+              op->u.msg.payload);
+    cr_expect(strstr(op->u.msg.payload, "\"expires_at\":\"2026-01-01T00:01:30.000Z\""), "%s",
+              op->u.msg.payload);
+    timer = fx_message(&fx.out, "step.approval_timeout");
+    cr_assert_not_null(timer);
+    cr_expect_eq(timer->u.msg.delay_ms, 90000);
+    cr_expect_str_eq(timer->u.msg.topic, "t.commands");
+    cr_expect(strstr(timer->u.msg.payload, "\"step\":2,\"generation\":1"), "%s",
+              timer->u.msg.payload);
     fx_fini(&fx);
 }
