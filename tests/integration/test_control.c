@@ -267,3 +267,209 @@ Test(control, malformed_cancel_is_dead_lettered_and_changes_nothing, .timeout = 
     cr_expect_str_eq(sgw_q_text(text, sizeof(text), "SELECT status FROM sagas"), "completed");
     cr_expect_null(sgw_event_find("cxl-bad", "saga.cancelling"));
 }
+
+/* ---- approval gates ---- */
+
+#define GATED_TOOLS                                                                                \
+    "\"bank.charge\": {\"adapter\": \"builtin\", \"target\": \"ledger\", \"side_effect\": "        \
+    "\"reversible\", \"compensation\": \"ledger\", \"approval\": \"required\"}"
+
+/* saga.approve or saga.reject of a step (a JSON value: index or name). */
+static void send_decision(const char *type, const char *saga_id, const char *id, const char *step,
+                          const char *reason)
+{
+    char msg[1024];
+
+    snprintf(msg, sizeof(msg),
+             "{\"v\": 1, \"type\": \"%s\", \"id\": \"%s\", \"saga_id\": \"%s\", \"step\": %s, "
+             "\"by\": \"finance:bob\", \"reason\": \"%s\"}",
+             type, id, saga_id, step, reason);
+    sgw_produce(sgw.topic_cmd, saga_id, msg, strlen(msg));
+}
+
+/* A tool the registry gates: the step waits with its approval packet and
+ * calls nothing until approved; then it runs and the saga completes. */
+Test(control, a_registry_gated_step_waits_for_its_approval_then_runs, .timeout = 120)
+{
+    const sg_json_t *ev[16], *req, *args;
+    char text[512];
+
+    sgw_pair_start(GATED_TOOLS, 1, NULL);
+    sgw_submit("gate-ok",
+               "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
+               " {\"name\": \"charge\", \"tool\": \"bank.charge\", \"args\": {\"amount\": "
+               "{\"$from\": \"/steps/reserve/key\"}}},"
+               " {\"name\": \"notify\", \"tool\": \"noop\"}]");
+    req = sgw_event_wait("gate-ok", "step.approval_requested");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text), "SELECT status FROM steps WHERE idx = 1"),
+                     "awaiting_approval");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx = 1"), 0,
+                 "no call before the approval");
+    send_decision("saga.approve", "gate-ok", "approve-1", "\"charge\"", "known customer");
+    sgw_wait_status("gate-ok", "completed");
+    sgw_event_wait("gate-ok", "saga.completed");
+    sgw_pair_stop();
+
+    cr_expect_eq(sgw_jint(req, "step"), 1);
+    cr_expect_str_eq(sgw_jstr(req, "tool"), "bank.charge");
+    cr_expect_str_eq(sgw_jstr(req, "required_by"), "registry");
+    args = sg_json_member(req, "args");
+    cr_expect_str_eq(sgw_jstr(args, "amount"), "gate-ok:0:f:g1", "the args, references resolved");
+    cr_expect_gt(sgw_jint(req, "timeout_ms"), 0);
+    sgw_expect_events("gate-ok", ev, "saga.accepted", "step.succeeded", "step.approval_requested",
+                      "step.approved", "step.succeeded", "step.succeeded", "saga.completed", NULL);
+    cr_expect_str_eq(sgw_jstr(ev[3], "by"), "finance:bob");
+    cr_expect_str_eq(sgw_jstr(ev[3], "reason"), "known customer");
+    cr_expect_eq(sgw_jint(ev[4], "step"), 1);
+    cr_expect_eq(sgw_q_int("SELECT calls FROM builtin_ledger WHERE key = 'gate-ok:1:f:g1'"), 1,
+                 "the approved call, once");
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text),
+                   "SELECT command || '|' || step_idx || '|' || requested_by || '|' || "
+                   "outcome FROM saga_controls"),
+        "saga.approve|1|finance:bob|accepted");
+    expect_no_dead_letters();
+}
+
+/* A step's own gate rejected: never called, the saga compensates what it
+ * did, and says who rejected it and why. */
+Test(control, a_rejected_step_is_never_called_and_the_saga_compensates, .timeout = 120)
+{
+    const sg_json_t *ev[16];
+    char text[512];
+
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_submit("gate-no",
+               "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
+               " {\"name\": \"charge\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 2}, "
+               "\"approval\": {\"timeout_ms\": 600000, \"reason\": \"above the limit\"}}]");
+    sgw_event_wait("gate-no", "step.approval_requested");
+    send_decision("saga.reject", "gate-no", "reject-1", "1", "card flagged");
+    sgw_wait_status("gate-no", "compensated");
+    sgw_event_wait("gate-no", "saga.compensated");
+    sgw_pair_stop();
+
+    sgw_expect_events("gate-no", ev, "saga.accepted", "step.succeeded", "step.approval_requested",
+                      "step.rejected", "step.failed", "saga.compensating", "step.compensated",
+                      "saga.compensated", NULL);
+    cr_expect_str_eq(sgw_jstr(ev[2], "required_by"), "step");
+    cr_expect_str_eq(sgw_jstr(ev[2], "reason"), "above the limit");
+    cr_expect_str_eq(sgw_jstr(ev[3], "by"), "finance:bob");
+    cr_expect_str_eq(sgw_jstr(ev[3], "reason"), "card flagged");
+    cr_expect_str_eq(sgw_jstr(ev[4], "error_code"), "runtime.approval_rejected");
+    cr_expect_eq(sgw_jint(ev[6], "step"), 0);
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text), "SELECT string_agg(status, ',' ORDER BY idx) FROM steps"),
+        "compensated,failed");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx = 1"), 0,
+                 "the rejected step is never called");
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text),
+                   "SELECT string_agg(key, ',' ORDER BY first_at) FROM builtin_ledger"),
+        "gate-no:0:f:g1,gate-no:0:c:g1");
+    expect_no_dead_letters();
+}
+
+/* Nobody decides: the gate's timer (a delayed message through the relay)
+ * rejects it, and the saga compensates. */
+Test(control, an_approval_not_given_in_time_is_a_rejection, .timeout = 120)
+{
+    const sg_json_t *ev[16];
+
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_submit("gate-late",
+               "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
+               " {\"name\": \"charge\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 2}, "
+               "\"approval\": {\"timeout_ms\": 1000}}]");
+    sgw_wait_status("gate-late", "compensated");
+    sgw_event_wait("gate-late", "saga.compensated");
+    sgw_pair_stop();
+
+    sgw_expect_events("gate-late", ev, "saga.accepted", "step.succeeded", "step.approval_requested",
+                      "step.rejected", "step.failed", "saga.compensating", "step.compensated",
+                      "saga.compensated", NULL);
+    cr_expect_eq(sgw_jint(ev[2], "timeout_ms"), 1000);
+    cr_expect(sg_json_member(ev[3], "timed_out") != NULL, "step.rejected says it timed out");
+    cr_expect_str_eq(sgw_jstr(ev[4], "error_code"), "runtime.approval_timeout");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx = 1"), 0);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM saga_controls"), 0, "nobody decided");
+    expect_no_dead_letters();
+}
+
+/* Approvals for a step that is not waiting (not reached yet, no such step,
+ * one that ran) are answered and change nothing; the waiting step still
+ * waits for its own. */
+Test(control, an_approval_for_a_step_not_waiting_is_answered, .timeout = 120)
+{
+    const sg_json_t *ev;
+    char text[512];
+
+    sgw_pair_start(GATED_TOOLS, 1, NULL);
+    sgw_submit("gate-which",
+               "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
+               " {\"name\": \"charge\", \"tool\": \"bank.charge\", \"args\": {\"n\": 2}},"
+               " {\"name\": \"notify\", \"tool\": \"noop\"}]");
+    sgw_event_wait("gate-which", "step.approval_requested");
+    send_decision("saga.approve", "gate-which", "approve-early", "\"notify\"", "too early");
+    ev = sgw_event_wait("gate-which", "saga.command_refused");
+    cr_expect_str_eq(sgw_jstr(ev, "error_code"), "input.step.not_awaiting_approval");
+    cr_expect_str_eq(sgw_jstr(ev, "command"), "saga.approve");
+    cr_expect_str_eq(sgw_jstr(ev, "command_id"), "approve-early");
+    cr_expect_str_eq(sgw_jstr(ev, "step_status"), "pending");
+    cr_expect_str_eq(sgw_jstr(ev, "status"), "running");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text), "SELECT status FROM steps WHERE idx = 1"),
+                     "awaiting_approval", "the waiting step still waits");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text), "SELECT status FROM steps WHERE idx = 2"),
+                     "pending");
+    send_decision("saga.approve", "gate-which", "approve-1", "1", "ok");
+    sgw_wait_status("gate-which", "completed");
+    send_decision("saga.reject", "gate-which", "reject-late", "\"charge\"", "changed my mind");
+    sgw_wait_int(2, "SELECT count(*) FROM saga_controls WHERE outcome = 'refused'");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text),
+                   "SELECT string_agg(command_id || ':' || error_code, ',' ORDER BY id) "
+                   "FROM saga_controls WHERE outcome = 'refused'"),
+        "approve-early:input.step.not_awaiting_approval,"
+        "reject-late:input.step.not_awaiting_approval");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text), "SELECT status FROM sagas"), "completed",
+                     "a late rejection changes nothing");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM builtin_ledger WHERE key LIKE '%%:c:%%'"), 0);
+    expect_no_dead_letters();
+}
+
+/* Cancelling a saga that waits for an approval cancels the gate: the step
+ * is skipped, never called, and what ran is compensated. */
+Test(control, cancel_of_a_saga_awaiting_approval_cancels_the_gate, .timeout = 120)
+{
+    const sg_json_t *ev[16];
+    char text[512];
+
+    sgw_pair_start(GATED_TOOLS, 1, NULL);
+    sgw_submit("gate-cxl",
+               "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
+               " {\"name\": \"charge\", \"tool\": \"bank.charge\", \"args\": {\"n\": 2}}]");
+    sgw_event_wait("gate-cxl", "step.approval_requested");
+    send_cancel("gate-cxl", "cancel-gate-1", "order withdrawn");
+    sgw_wait_status("gate-cxl", "cancelled");
+    sgw_event_wait("gate-cxl", "saga.cancelled");
+    /* An approval after that is answered, and changes nothing. */
+    send_decision("saga.approve", "gate-cxl", "approve-after", "\"charge\"", "too late");
+    sgw_event_wait("gate-cxl", "saga.command_refused");
+    sgw_pair_stop();
+
+    sgw_expect_events("gate-cxl", ev, "saga.accepted", "step.succeeded", "step.approval_requested",
+                      "saga.cancelling", "step.compensated", "saga.cancelled",
+                      "saga.command_refused", NULL);
+    cr_expect_str_eq(sgw_jstr(ev[6], "step_status"), "skipped");
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text), "SELECT string_agg(status, ',' ORDER BY idx) FROM steps"),
+        "compensated,skipped");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx = 1"), 0);
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text),
+                   "SELECT string_agg(key, ',' ORDER BY first_at) FROM builtin_ledger"),
+        "gate-cxl:0:f:g1,gate-cxl:0:c:g1");
+    expect_no_dead_letters();
+}
