@@ -1,15 +1,12 @@
 /* sagactl cancel, approve and reject: the control commands saga.cancel,
  * saga.approve and saga.reject (DESIGN.md section 10).
  *
- * cancel sends saga.cancel {v, type, id, saga_id, by, reason} to the
+ * Each sends its command {v, type, id, saga_id, [step,] by, reason} to the
  * commands topic keyed by the saga id (schemas/control-command.schema.json),
  * checked first with the worker's own decoder; with --wait it follows the
- * events topic for the answer: saga.command_refused (why the saga cannot
- * be cancelled), or saga.cancelling and then the saga's terminal event.
- *
- * approve and reject refuse, sending nothing: the worker does not handle
- * approval gates yet (issue 25), and a command it cannot answer would leave
- * the operator waiting on silence.  Their arguments are final. */
+ * events topic for the answer to that command's id: saga.command_refused
+ * (why it cannot be carried out), step.approved / step.rejected, or
+ * saga.cancelling and then the saga's terminal event. */
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,24 +34,31 @@ static const char *operator_name(const ctl_t *c)
     return pw && pw->pw_name[0] ? pw->pw_name : NULL;
 }
 
-/* The saga.cancel message (caller frees), or NULL after saying why: the
+/* The command's message (caller frees), or NULL after saying why: the
  * worker's decoder refuses it (a saga id of the wrong shape, a reason too
- * long), so nothing would be carried out. */
-static char *cancel_message(const ctl_t *c, const char *saga_id, const char *by, const char *reason,
-                            char *id, size_t id_size)
+ * long), so nothing would be carried out.  step (approve, reject): all
+ * digits is an index, else a name. */
+static char *control_message(const ctl_t *c, const char *verb, const char *saga_id,
+                             const char *step, const char *by, const char *reason, char *id,
+                             size_t id_size)
 {
     sg_json_limits_t lim;
     sg_json_t *m = sg_json_new_object();
     sg_decoded_t dec;
-    char hex[17];
+    char hex[17], type[32];
     char *text;
 
     ctl_random_hex(hex, 8);
-    snprintf(id, id_size, "cancel-%s", hex);
+    snprintf(id, id_size, "%s-%s", verb, hex);
+    snprintf(type, sizeof(type), "saga.%s", verb);
     sg_json_add_int(m, "v", 1);
-    sg_json_add_str(m, "type", "saga.cancel");
+    sg_json_add_str(m, "type", type);
     sg_json_add_str(m, "id", id);
     sg_json_add_str(m, "saga_id", saga_id);
+    if (step && *step && strspn(step, "0123456789") == strlen(step) && strlen(step) < 6)
+        sg_json_add_int(m, "step", atoi(step));
+    else if (step)
+        sg_json_add_str(m, "step", step);
     sg_json_add_str(m, "by", by);
     sg_json_add_str(m, "reason", reason);
     text = sg_json_print(m);
@@ -62,7 +66,7 @@ static char *cancel_message(const ctl_t *c, const char *saga_id, const char *by,
     ctl_limits(c, &lim);
     sg_submit_decode(text, strlen(text), &lim, &dec);
     sg_json_destroy(dec.doc);
-    if (dec.type != SG_CMD_CANCEL) {
+    if (dec.type != SG_CMD_CANCEL && dec.type != SG_CMD_APPROVE && dec.type != SG_CMD_REJECT) {
         ctl_warn(c, "refused, nothing sent: %s", dec.err.message);
         free(text);
         return NULL;
@@ -70,8 +74,8 @@ static char *cancel_message(const ctl_t *c, const char *saga_id, const char *by,
     return text;
 }
 
-/* What the event means for this cancel: 0 not ours, 1 accepted (wait on),
- * 2 the end (rc set). */
+/* What the event means for this command: 0 not ours, 1 a cancel accepted
+ * (wait on for the saga's end), 2 the end (rc set). */
 static int answer(const ctl_t *c, const sg_json_t *ev, const char *raw, size_t len,
                   const char *saga_id, const char *id, bool accepted, int *rc)
 {
@@ -89,8 +93,18 @@ static int answer(const ctl_t *c, const sg_json_t *ev, const char *raw, size_t l
         if (c->json)
             printf("%.*s\n", (int)len, raw);
         else
-            printf("saga %s not cancelled: %s\n", vis, msg ? msg : "refused");
+            printf("saga %s: refused: %s\n", vis, msg ? msg : "?");
         *rc = SG_EXIT_FAIL;
+        free(vis);
+        return 2;
+    }
+    if (mine && (strcmp(type, "step.approved") == 0 || strcmp(type, "step.rejected") == 0)) {
+        const char *name = sg_json_string(sg_json_member(ev, "step_name"));
+        if (c->json)
+            printf("%.*s\n", (int)len, raw);
+        else
+            printf("saga %s step %s %s\n", vis, name ? name : "?", strchr(type, '.') + 1);
+        *rc = SG_EXIT_OK;
         free(vis);
         return 2;
     }
@@ -142,30 +156,31 @@ static int wait_answer(const ctl_t *c, ctl_events_t *w, const char *saga_id, con
             accepted = accepted || what == 1;
         }
     }
-    ctl_warn(c, "no %s within --timeout; the cancel stands (sagactl status %s)",
+    ctl_warn(c, "no %s within --timeout; the command stands (sagactl status %s)",
              accepted ? "end of the cancelled saga" : "answer", saga_id);
     return CTL_EXIT_TIMEOUT;
 }
 
-static int cancel(ctl_t *c, const char *saga_id, const char *by, const char *reason)
+static int send_control(ctl_t *c, const char *verb, const char *saga_id, const char *step,
+                        const char *by, const char *reason)
 {
     bool wait = sg_cli_opt(&c->args, "--wait") != NULL;
     uint64_t started = sg_run_now_ms();
     ctl_events_t w = {0};
     int64_t timeout_ms;
-    char id[64], *text;
+    char id[80], *text;
     int rc;
 
     if (ctl_opt_duration(c, "--timeout", DEFAULT_WAIT_MS, &timeout_ms) < 0)
         return SG_EXIT_USAGE;
-    if (!(text = cancel_message(c, saga_id, by, reason, id, sizeof(id))))
+    if (!(text = control_message(c, verb, saga_id, step, by, reason, id, sizeof(id))))
         return SG_EXIT_REFUSED;
     sg_run_trap_signals();
     if ((!wait || !(rc = ctl_events_open(c, "sagactl-wait", false, &w))) &&
         !(rc = ctl_produce_command(c, saga_id, text, strlen(text), timeout_ms))) {
         char *vis = sg_text_visible(saga_id, false);
         if (!c->json)
-            printf("sent saga.cancel %s for saga %s to %s\n", id, vis,
+            printf("sent saga.%s %s for saga %s to %s\n", verb, id, vis,
                    sg_config_str(c->cfg, "topic.commands"));
         fflush(stdout);
         free(vis);
@@ -197,11 +212,6 @@ int ctl_cmd_control(sg_cli_t *cli, int argc, char **argv)
         ctl_warn(&c, "who is asking? no --by and no login name: refused");
         return ctl_close(&c, SG_EXIT_REFUSED);
     }
-    if (want == 1)
-        return ctl_close(&c, cancel(&c, c.args.pos[0], by, reason));
-    ctl_warn(&c,
-             "not available yet: the worker does not handle saga.%s (approval gates, issue 25), "
-             "so nothing was sent to saga %s",
-             verb, c.args.pos[0]);
-    return ctl_close(&c, SG_EXIT_REFUSED);
+    return ctl_close(
+        &c, send_control(&c, verb, c.args.pos[0], want == 2 ? c.args.pos[1] : NULL, by, reason));
 }

@@ -36,9 +36,9 @@ _sagactl() {
     cancel)
         words="--help --reason --by --wait --timeout --json" ;;
     approve)
-        words="--help --reason --by" ;;
+        words="--help --reason --by --wait --timeout --json" ;;
     reject)
-        words="--help --reason --by" ;;
+        words="--help --reason --by --wait --timeout --json" ;;
     *) return ;;
     esac
     if [[ -z $cmd || $cur == -* ]]; then

@@ -540,7 +540,8 @@ Test(ctl, list_stuck_finds_exactly_the_stalled_sagas)
 /* cancel sends saga.cancel and with --wait follows the answer to the end:
  * exit 0 once the saga is cancelled, 1 when the worker refuses (a finished
  * or unknown saga), 3 when it would refuse it undecoded (nothing sent).
- * approve and reject still refuse: approval gates are not handled yet. */
+ * approve and reject send theirs and wait for step.approved /
+ * step.rejected, or the refusal. */
 Test(ctl, cancel_sends_saga_cancel_and_waits_for_the_answer)
 {
     static const char *const env[] = {"SAGAD_RETRY_BUDGET_MS=0", NULL};
@@ -569,18 +570,33 @@ Test(ctl, cancel_sends_saga_cancel_and_waits_for_the_answer)
     rc = ctl(ARGS("cancel", "ctl-cxl", "--reason", "again", "--by", "ann", "--wait", "--timeout",
                   "60s"));
     cr_expect_eq(rc, 1, "exit %d\nstdout %s\nstderr %s", rc, R.out, R.err);
-    cr_expect(strstr(R.out, "not cancelled") && strstr(R.out, "which is cancelled"), "%s", R.out);
+    cr_expect(strstr(R.out, "refused") && strstr(R.out, "which is cancelled"), "%s", R.out);
     rc = ctl(ARGS("cancel", "ctl-ghost", "--reason", "typo", "--by", "ann", "--wait", "--timeout",
                   "60s"));
     cr_expect_eq(rc, 1, "exit %d\nstdout %s\nstderr %s", rc, R.out, R.err);
     cr_expect(strstr(R.out, "does not exist"), "%s", R.out);
+
+    /* approve, reject: a gated step */
+    sgw_submit("ctl-gate",
+               "[{\"name\": \"hold\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
+               " {\"name\": \"charge\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 2}, "
+               "\"approval\": {\"timeout_ms\": 600000}}]");
+    sgw_event_wait("ctl-gate", "step.approval_requested");
+    rc = ctl(ARGS("approve", "ctl-gate", "hold", "--reason", "ok", "--by", "ann", "--wait",
+                  "--timeout", "60s"));
+    cr_expect_eq(rc, 1, "not waiting: exit %d\nstdout %s\nstderr %s", rc, R.out, R.err);
+    cr_expect(strstr(R.out, "refused") && strstr(R.out, "only a step awaiting_approval"), "%s",
+              R.out);
+    rc = ctl(ARGS("approve", "ctl-gate", "1", "--reason", "ok", "--by", "ann", "--wait",
+                  "--timeout", "60s"));
+    cr_expect_eq(rc, 0, "exit %d\nstdout %s\nstderr %s", rc, R.out, R.err);
+    cr_expect(strstr(R.out, "saga ctl-gate step charge approved"), "%s", R.out);
+    sgw_wait_status("ctl-gate", "completed");
     sgw_pair_stop();
 
     cr_expect_eq(ctl(ARGS("cancel", "bad id", "--reason", "x", "--by", "ann")), 3);
     cr_expect(strstr(R.err, "$.saga_id") && strstr(R.err, "nothing sent"), "%s", R.err);
-    cr_expect_eq(ctl(ARGS("approve", "s1", "charge", "--reason", "ok", "--by", "ann")), 3);
-    cr_expect(strstr(R.err, "not available yet") && strstr(R.err, "nothing was sent"), "%s", R.err);
-    cr_expect_eq(ctl(ARGS("reject", "s1", "charge", "--reason", "no", "--by", "ann")), 3);
+    cr_expect_eq(ctl(ARGS("approve", "s1", "charge", "--reason", "", "--by", "ann")), 2);
     cr_expect_eq(ctl(ARGS("cancel", "s1")), 2, "--reason is required");
     cr_expect_eq(ctl(ARGS("approve", "s1", "--reason", "x")), 2, "STEP is required");
 }
