@@ -24,10 +24,11 @@ static const sg_cli_opt_t json_opt[] = {
 };
 
 static const sg_cli_opt_t list_opts[] = {
-    {"--status", "S", "running, held, completed, compensating, compensated or failed"},
+    {"--status", "S",
+     "running, held, completed, compensating, compensated, failed, cancelling or cancelled"},
     {"--name", "N", "sagas of this name"},
     {"--since", "DUR", "created in the last DUR (90s, 30m, 2h, 7d)"},
-    {"--stuck", "DUR", "running or compensating, with no progress for DUR"},
+    {"--stuck", "DUR", "running, compensating or cancelling, with no progress for DUR"},
     {"--limit", "N", "at most N sagas (default 50)"},
     {"--before", "SAGA_ID", "the next page: sagas created before this one"},
     {"--json", NULL, "one JSON object per line"},

@@ -237,7 +237,7 @@ Test(migrate, worker_refuses_a_schema_older_than_it_needs)
                  0, "%s", e.message);
     sg_pg_destroy(pg);
     snprintf(want, sizeof(want), "%s",
-             "database schema is at version 10, the worker needs 11: run `sagad-worker migrate`");
+             "database schema is at version 10, the worker needs 16: run `sagad-worker migrate`");
     cr_expect_eq(sgt_run("sagad-worker", rargs, env, NULL, &err), 1);
     cr_expect(strstr(err, want) != NULL, "stderr: %s", err);
     free(err);
