@@ -566,6 +566,10 @@ Test(ctl, cancel_sends_saga_cancel_and_waits_for_the_answer)
     cr_expect_str_eq(
         sgw_q_text(text, sizeof(text), "SELECT requested_by || '|' || reason FROM saga_controls"),
         "ann|customer asked");
+    /* The saga's history, where on-call looks. */
+    cr_expect_eq(ctl(ARGS("show", "ctl-cxl")), 0, "%s", R.err);
+    cr_expect(strstr(R.out, "saga.cancel") && strstr(R.out, "accepted by ann: customer asked"),
+              "%s", R.out);
 
     rc = ctl(ARGS("cancel", "ctl-cxl", "--reason", "again", "--by", "ann", "--wait", "--timeout",
                   "60s"));
