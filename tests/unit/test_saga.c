@@ -600,7 +600,7 @@ Test(saga, a_cancel_says_who_and_why_in_its_event_and_history)
     const worker_op_t *op, *ctl;
 
     fx_init(&fx);
-    fx_saga(&fx, 'R', "sspp", (const int[]){1, 1}, NULL);
+    fx_saga(&fx, 'R', "sspp", (const int[]){1, 1, 0, 0}, NULL);
     fx_cancel(&fx);
     fx_decide(&fx, true);
     op = fx_message(&fx.out, "saga.cancelling");
@@ -623,7 +623,7 @@ Test(saga, an_approval_packet_shows_the_call_and_its_timer_is_the_gates_timeout)
     const worker_op_t *op, *timer;
 
     fx_init(&fx);
-    fx_saga(&fx, 'R', "sspp", (const int[]){1, 1}, NULL);
+    fx_saga(&fx, 'R', "sspp", (const int[]){1, 1, 0, 0}, NULL);
     fx.saga.steps[2].approval = "{\"reason\":\"big charge\",\"registry\":true}";
     fx.saga.metadata = "{\"tenant\":\"eu-1\"}";
     fx.rules.approval_timeout_ms = 90000;
