@@ -192,6 +192,41 @@ Test(control, cancel_of_a_running_saga_compensates_in_reverse_and_ends_cancelled
     expect_no_dead_letters();
 }
 
+/* A held saga (a dead-lettered step, held for an operator's replay): the
+ * cancel ends the hold and compensates what ran; the dead letter stays, and
+ * the release timer, when it comes, finds nothing to do. */
+Test(control, cancel_of_a_held_saga_compensates_and_ends_cancelled, .timeout = 120)
+{
+    static const char *const env[] = {"SAGAD_WORKER_DEAD_LETTER_HOLD_MS=600000", NULL};
+    const sg_json_t *ev[16];
+    char text[512];
+
+    sgw_pair_start(NULL, 1, env);
+    sgw_submit("cxl-held",
+               "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
+               " {\"name\": \"charge\", \"tool\": \"fail\", \"args\": {\"class\": \"poison\", "
+               "\"code\": \"bank.garbled\"}}]");
+    sgw_wait_status("cxl-held", "held");
+    send_cancel("cxl-held", "cancel-held-1", "nobody will fix it");
+    sgw_wait_status("cxl-held", "cancelled");
+    sgw_event_wait("cxl-held", "saga.cancelled");
+    sgw_pair_stop();
+
+    sgw_expect_events("cxl-held", ev, "saga.accepted", "step.succeeded", "step.failed",
+                      "saga.dead_lettered", "saga.cancelling", "step.compensated", "saga.cancelled",
+                      NULL);
+    cr_expect_eq(sgw_jint(ev[5], "step"), 0);
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text), "SELECT string_agg(status, ',' ORDER BY idx) FROM steps"),
+        "compensated,failed");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text), "SELECT status FROM dead_letters"), "pending",
+                     "the dead letter stays for the record");
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text),
+                   "SELECT string_agg(key, ',' ORDER BY first_at) FROM builtin_ledger"),
+        "cxl-held:0:f:g1,cxl-held:0:c:g1");
+}
+
 /* A finished saga: the cancel changes nothing and is answered with the
  * saga's status and run_health; the refusal is in the saga's history. */
 Test(control, cancel_of_a_finished_saga_is_answered, .timeout = 120)
