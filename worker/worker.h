@@ -73,9 +73,9 @@ typedef struct worker_call_s {
 } worker_call_t;
 
 /* The envelope's status.  partial (a parallel group whose members did not
- * all succeed) and cancelled (the saga was cancelled while the call ran)
- * are defined for the saga model's groups and cancellation; no adapter
- * produces them yet. */
+ * all succeed) is defined for the saga model's groups, which do not exist
+ * yet; cancelled is not produced either: a saga.cancel waits for the call
+ * in flight, whose own outcome is recorded (docs/WORKER.md, "Cancellation"). */
 typedef enum worker_status_e {
     WORKER_OK,
     WORKER_ERROR,
