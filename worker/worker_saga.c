@@ -1,10 +1,11 @@
 /* The saga state machine (docs/ARCHITECTURE.md, "The saga state machine"):
  * the decisions on step.execute, step.compensate, saga.release, the
  * control commands (saga.cancel, saga.approve, saga.reject) and an
- * approval gate's timer, and on the outcome of a call.  Owns the rules of a saga's life: which
- * command is stale, when a step is retried (the backoff, the budgets), when it fails for good,
- * compensation in reverse order, the hold of a dead-lettered saga, the crash-loop limit, the
- * terminal statuses.
+ * approval gate's timer, and on the outcome of a call.  Owns the rules of
+ * a saga's life: which command is stale, when a step is retried (the
+ * backoff, the budgets), when it fails for good, compensation in reverse
+ * order, the hold of a dead-lettered saga, approval gates, cancellation,
+ * the crash-loop limit, the terminal statuses.
  *
  * Pure (worker_decide.h): the rows and the command come in, the effects go
  * into the outcome; worker_saga_sql.c writes them into the transaction.
