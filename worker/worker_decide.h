@@ -1,8 +1,10 @@
 /* The saga state machine's private contract: what a decision reads and
  * what it returns.
  *
- *   worker_saga.c        the decisions on step commands, saga.release and
- *                        a call's outcome (worker_decide)
+ *   worker_saga.c        the decisions on step commands, saga.release, the
+ *                        control commands (saga.cancel, saga.approve,
+ *                        saga.reject), an approval gate's timer and a
+ *                        call's outcome (worker_decide)
  *   worker_saga_start.c  the decision on saga.start, and a step's call
  *                        checked against the registry
  *   worker_outcome.c     the outcome: its ops, the messages built into it
