@@ -113,6 +113,17 @@ typedef struct ctl_events_s {
 int ctl_events_open(const ctl_t *c, const char *group, bool from_beginning, ctl_events_t *e);
 void ctl_events_close(ctl_events_t *e);
 
+/* bytes (at most 16) random bytes as lowercase hex into out (2 * bytes
+ * + 1 chars): ids sagactl makes up. */
+void ctl_random_hex(char *out, size_t bytes);
+
+/* Produces a command message text[0..len) to topic.commands keyed by key
+ * (the saga id), waiting for Kafka's acknowledgement (at most timeout_ms,
+ * 30 s per try).  SG_EXIT_OK, or after saying why SG_EXIT_INFRA
+ * (SG_EXIT_USAGE when the producer cannot be configured). */
+int ctl_produce_command(const ctl_t *c, const char *key, const char *text, size_t len,
+                        int64_t timeout_ms);
+
 /* The events that end a saga: completed, compensated, failed, cancelled
  * (and rejected, which ends a submission). */
 bool ctl_event_terminal(const char *type);

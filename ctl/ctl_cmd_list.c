@@ -138,8 +138,9 @@ static int filter_age(const ctl_t *c, filter_t *f, const char *opt, const char *
 
 static int filter_build(const ctl_t *c, filter_t *f)
 {
-    static const char *const statuses[] = {"running",     "held",   "completed", "compensating",
-                                           "compensated", "failed", NULL};
+    static const char *const statuses[] = {"running",      "held",        "completed",
+                                           "compensating", "compensated", "failed",
+                                           "cancelling",   "cancelled",   NULL};
     const char *v;
 
     memset(f, 0, sizeof(*f));
@@ -150,7 +151,7 @@ static int filter_build(const ctl_t *c, filter_t *f)
         if (!statuses[i]) {
             ctl_warn(c,
                      "--status %s: must be running, held, completed, compensating, "
-                     "compensated or failed",
+                     "compensated, failed, cancelling or cancelled",
                      v);
             return -1;
         }
@@ -163,7 +164,7 @@ static int filter_build(const ctl_t *c, filter_t *f)
     /* Stuck: still in progress, and its row (every step's outcome, every
      * status change moves updated_at) unchanged for that long. */
     if (filter_age(c, f, "--stuck",
-                   "s.status IN ('running', 'compensating') AND "
+                   "s.status IN ('running', 'compensating', 'cancelling') AND "
                    "s.updated_at < now() - $%d::interval") < 0)
         return -1;
     if ((v = sg_cli_opt(&c->args, "--before")))

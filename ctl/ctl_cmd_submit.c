@@ -28,25 +28,6 @@ typedef struct submission_s {
     bool generated; /* saga_id or id was made here */
 } submission_t;
 
-static void random_hex(char *out, size_t bytes)
-{
-    unsigned char r[16];
-    int fd = open("/dev/urandom", O_RDONLY);
-    uint64_t now = sg_run_now_us();
-
-    if (bytes > sizeof(r))
-        bytes = sizeof(r);
-    if (fd < 0 || read(fd, r, bytes) != (ssize_t)bytes) {
-        /* No urandom: time and pid still make a collision unlikely. */
-        for (size_t i = 0; i < bytes; i++)
-            r[i] = (unsigned char)((now >> (8 * (i % 8))) ^ ((uint64_t)getpid() >> (i % 3)));
-    }
-    if (fd >= 0)
-        close(fd);
-    for (size_t i = 0; i < bytes; i++)
-        sprintf(out + 2 * i, "%02x", r[i]);
-}
-
 /* text with "key":"val" added as the object's first member: written into
  * the bytes rather than printed again from a parse, so every other byte
  * (a number cJSON would round, the order of members) is sent as it came.
@@ -92,7 +73,7 @@ static void fill_ids(const ctl_t *c, char *text, size_t len, submission_t *s)
             snprintf(out, sizeof(s->id), "%s", sg_json_string(m) ? sg_json_string(m) : "");
             continue;
         }
-        random_hex(hex, 8);
+        ctl_random_hex(hex, 8);
         snprintf(out, sizeof(s->id), "%s-%s", i == 0 ? "saga" : "msg", hex);
         text = add_member(s->text, s->len, keys[i], out, &len);
         free(s->text);
@@ -101,34 +82,6 @@ static void fill_ids(const ctl_t *c, char *text, size_t len, submission_t *s)
         s->generated = true;
     }
     sg_json_destroy(doc);
-}
-
-static int produce(const ctl_t *c, const submission_t *s, int64_t timeout_ms)
-{
-    char errstr[512], tmo[24];
-    const char *props[] = {"message.timeout.ms", tmo, NULL};
-    const char *topic = sg_config_str(c->cfg, "topic.commands");
-    sg_kafka_batch_t batch = {0};
-    sg_kafka_t *k;
-    sg_err_t err;
-    int rc = SG_EXIT_OK;
-
-    snprintf(tmo, sizeof(tmo), "%lld", (long long)(timeout_ms < 30000 ? timeout_ms : 30000));
-    if (!(k = sg_kafka_new(c->cfg, SG_KAFKA_PRODUCER, props, errstr, sizeof(errstr)))) {
-        ctl_warn(c, "%s", errstr);
-        return SG_EXIT_USAGE;
-    }
-    if (sg_kafka_produce(k, topic, s->saga_id, strlen(s->saga_id), s->text, s->len, NULL, 0, &batch,
-                         &err) < 0) {
-        ctl_warn(c, "cannot produce to %s: %s", topic, err.message);
-        rc = SG_EXIT_INFRA;
-    } else if (sg_kafka_flush(k, 60000, &err) < 0 || batch.failed || batch.pending) {
-        ctl_warn(c, "not delivered to %s: %s (check kafka.bootstrap.servers)", topic,
-                 batch.failed ? batch.first_err.message : "Kafka did not acknowledge it");
-        rc = SG_EXIT_INFRA;
-    }
-    sg_kafka_destroy(k);
-    return rc;
 }
 
 static void print_submitted(const ctl_t *c, const submission_t *s)
@@ -313,7 +266,7 @@ static int submit(ctl_t *c, const sg_registry_t *reg, char *text, size_t len)
     ctl_problems_free(&p);
     sg_run_trap_signals();
     if ((!wait || !(rc = ctl_events_open(c, "sagactl-wait", false, &w))) &&
-        !(rc = produce(c, &s, timeout_ms))) {
+        !(rc = ctl_produce_command(c, s.saga_id, s.text, s.len, timeout_ms))) {
         print_submitted(c, &s);
         if (wait)
             rc = wait_outcome(c, &w, &s, started + (uint64_t)timeout_ms);

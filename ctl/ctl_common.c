@@ -1,6 +1,7 @@
 /* What every sagactl command shares: arguments, config, the connection,
  * durations, input files and the worker's verdict on a submission. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -389,4 +390,51 @@ void ctl_events_close(ctl_events_t *e)
     sg_kafka_destroy(e->k);
     free(e->end);
     memset(e, 0, sizeof(*e));
+}
+
+int ctl_produce_command(const ctl_t *c, const char *key, const char *text, size_t len,
+                        int64_t timeout_ms)
+{
+    char errstr[512], tmo[24];
+    const char *props[] = {"message.timeout.ms", tmo, NULL};
+    const char *topic = sg_config_str(c->cfg, "topic.commands");
+    sg_kafka_batch_t batch = {0};
+    sg_kafka_t *k;
+    sg_err_t err;
+    int rc = SG_EXIT_OK;
+
+    snprintf(tmo, sizeof(tmo), "%lld", (long long)(timeout_ms < 30000 ? timeout_ms : 30000));
+    if (!(k = sg_kafka_new(c->cfg, SG_KAFKA_PRODUCER, props, errstr, sizeof(errstr)))) {
+        ctl_warn(c, "%s", errstr);
+        return SG_EXIT_USAGE;
+    }
+    if (sg_kafka_produce(k, topic, key, strlen(key), text, len, NULL, 0, &batch, &err) < 0) {
+        ctl_warn(c, "cannot produce to %s: %s", topic, err.message);
+        rc = SG_EXIT_INFRA;
+    } else if (sg_kafka_flush(k, 60000, &err) < 0 || batch.failed || batch.pending) {
+        ctl_warn(c, "not delivered to %s: %s (check kafka.bootstrap.servers)", topic,
+                 batch.failed ? batch.first_err.message : "Kafka did not acknowledge it");
+        rc = SG_EXIT_INFRA;
+    }
+    sg_kafka_destroy(k);
+    return rc;
+}
+
+void ctl_random_hex(char *out, size_t bytes)
+{
+    unsigned char r[16];
+    int fd = open("/dev/urandom", O_RDONLY);
+    uint64_t now = sg_run_now_us();
+
+    if (bytes > sizeof(r))
+        bytes = sizeof(r);
+    if (fd < 0 || read(fd, r, bytes) != (ssize_t)bytes) {
+        /* No urandom: time and pid still make a collision unlikely. */
+        for (size_t i = 0; i < bytes; i++)
+            r[i] = (unsigned char)((now >> (8 * (i % 8))) ^ ((uint64_t)getpid() >> (i % 3)));
+    }
+    if (fd >= 0)
+        close(fd);
+    for (size_t i = 0; i < bytes; i++)
+        sprintf(out + 2 * i, "%02x", r[i]);
 }

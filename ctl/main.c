@@ -24,10 +24,11 @@ static const sg_cli_opt_t json_opt[] = {
 };
 
 static const sg_cli_opt_t list_opts[] = {
-    {"--status", "S", "running, held, completed, compensating, compensated or failed"},
+    {"--status", "S",
+     "running, held, completed, compensating, compensated, failed, cancelling or cancelled"},
     {"--name", "N", "sagas of this name"},
     {"--since", "DUR", "created in the last DUR (90s, 30m, 2h, 7d)"},
-    {"--stuck", "DUR", "running or compensating, with no progress for DUR"},
+    {"--stuck", "DUR", "running, compensating or cancelling, with no progress for DUR"},
     {"--limit", "N", "at most N sagas (default 50)"},
     {"--before", "SAGA_ID", "the next page: sagas created before this one"},
     {"--json", NULL, "one JSON object per line"},
@@ -45,12 +46,11 @@ static const sg_cli_opt_t watch_opts[] = {
 static const sg_cli_opt_t control_opts[] = {
     {"--reason", "TEXT", "why (required; kept in the saga's history)"},
     {"--by", "NAME", "who asks (default: the login name; refused when unknown)"},
+    {"--wait", NULL, "wait for the worker's answer (cancel: then for the saga's end)"},
+    {"--timeout", "DUR", "how long --wait waits (default 5m)"},
+    {"--json", NULL, "print the answering events as they came"},
     {NULL, NULL, NULL},
 };
-
-#define NOT_YET                                                                                    \
-    "Not available yet: the worker does not handle the control commands (issue 25).\n"             \
-    "The command checks its arguments, sends nothing, and exits 3 (refused).\n"
 
 static const sg_cli_cmd_t ctl_cmds[] = {
     {"validate", ctl_cmd_validate, "FILE|- [--registry FILE] [--json]",
@@ -87,13 +87,34 @@ static const sg_cli_cmd_t ctl_cmds[] = {
      "by its saga.accepted, or for a saga accepted before the watch began, asks\n"
      "PostgreSQL once (pg.dsn; without it such sagas are not shown, and it says so).\n",
      true},
-    {"cancel", ctl_cmd_control, "SAGA_ID --reason TEXT [--by NAME]",
-     "stop a saga: no new call starts, completed steps are compensated", control_opts, NOT_YET,
+    {"cancel", ctl_cmd_control, "SAGA_ID --reason TEXT [--by NAME] [--wait] [--timeout DUR]",
+     "stop a saga: no new call starts, completed steps are compensated", control_opts,
+     "Produces saga.cancel to the commands topic keyed by the saga id.  The worker\n"
+     "lets a call in flight finish, compensates what stands in reverse, and ends the\n"
+     "saga cancelled; a saga that does not exist, has ended or is already\n"
+     "compensating is answered with saga.command_refused.  --by and --reason are kept\n"
+     "in the saga's history (saga_controls) and its events.\n"
+     "Exit 0 sent (with --wait: the saga ended cancelled), 1 refused by the worker or\n"
+     "the saga ended failed, 3 refused here (nothing sent), 4 Kafka unreachable,\n"
+     "124 no answer within --timeout (the cancel stands).\n"
+     "Example: sagactl cancel order-42 --reason \"customer withdrew\" --wait\n",
      true},
-    {"approve", ctl_cmd_control, "SAGA_ID STEP --reason TEXT [--by NAME]",
-     "let a step waiting for approval run", control_opts, NOT_YET, true},
-    {"reject", ctl_cmd_control, "SAGA_ID STEP --reason TEXT [--by NAME]",
-     "refuse a step waiting for approval: the saga compensates", control_opts, NOT_YET, true},
+    {"approve", ctl_cmd_control, "SAGA_ID STEP --reason TEXT [--by NAME] [--wait] [--timeout DUR]",
+     "let a step waiting for approval run", control_opts,
+     "Produces saga.approve for STEP (its name, or its index from 0) of a step\n"
+     "awaiting_approval (announced by step.approval_requested): it runs.  Any other step\n"
+     "is answered with saga.command_refused.\n"
+     "Exit 0 sent (with --wait: approved), 1 refused by the worker, 3 refused here\n"
+     "(nothing sent), 4 Kafka unreachable, 124 no answer within --timeout.\n"
+     "Example: sagactl approve order-42 charge --reason \"known customer\" --wait\n",
+     true},
+    {"reject", ctl_cmd_control, "SAGA_ID STEP --reason TEXT [--by NAME] [--wait] [--timeout DUR]",
+     "refuse a step waiting for approval: the saga compensates", control_opts,
+     "Produces saga.reject for STEP (its name, or its index from 0) of a step\n"
+     "awaiting_approval: it fails without being called and the saga compensates.\n"
+     "Exit 0 sent (with --wait: rejected), 1 refused by the worker, 3 refused here\n"
+     "(nothing sent), 4 Kafka unreachable, 124 no answer within --timeout.\n",
+     true},
 };
 
 int main(int argc, char **argv)

@@ -79,6 +79,9 @@ static const sg_config_key_t config_table[] = {
     {"worker.crash_loop_limit", SG_CONFIG_INT, "3", 1, 1000, NULL, 0,
      "Interrupted attempts of one command before it is dead-lettered (runtime.crash_loop); "
      "the last run before the limit happens with no other call beside it."},
+    {"worker.approval_timeout_ms", SG_CONFIG_INT, "86400000", 1000, 604800000, NULL, 0,
+     "How long a step with an approval gate waits for saga.approve or saga.reject when its "
+     "own approval.timeout_ms does not say; no decision in time counts as a rejection."},
     {"worker.dead_letter_hold_ms", SG_CONFIG_INT, "0", 0, 604800000, NULL, 0,
      "How long a saga whose forward step was dead-lettered stays `held` (nothing compensated, "
      "so dlq-tool can replay the step) before its compensation starts (0: at once)."},

@@ -73,11 +73,13 @@ static const sg_metric_def_t catalog[SG_M__COUNT] = {
          {"type", "outcome"},
          NULL,
          0,
-         32,
+         64,
          W,
          "Commands decided, by type (saga.start, step.execute, "
-         "step.compensate, saga.release, undecodable) and outcome (started, rejected, "
-         "called, ignored, failed, dead_lettered); counted once committed."},
+         "step.compensate, saga.release, step.approval_timeout, saga.cancel, saga.approve, "
+         "saga.reject, undecodable) and outcome (started, rejected, called, ignored, failed, "
+         "dead_lettered, awaiting_approval, approved, timed_out, cancelled, refused); counted "
+         "once committed."},
     [SG_M_DUPLICATES_IGNORED] = {"sagad_duplicates_ignored_total",
                                  SG_METRIC_COUNTER,
                                  {"phase"},
@@ -101,10 +103,10 @@ static const sg_metric_def_t catalog[SG_M__COUNT] = {
                              {"status"},
                              NULL,
                              0,
-                             3,
+                             4,
                              W,
-                             "Sagas that reached a terminal status: completed, compensated "
-                             "or failed (failed needs an operator)."},
+                             "Sagas that reached a terminal status: completed, compensated, "
+                             "cancelled or failed (failed needs an operator)."},
     [SG_M_STEPS] = {"sagad_steps_total",
                     SG_METRIC_COUNTER,
                     {"tool", "outcome"},

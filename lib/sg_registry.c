@@ -148,9 +148,8 @@ static int load_policy(const sg_json_t *tool, const char *base, const char *key,
 }
 
 static const char *const common_fields[] = {
-    "adapter", "target",           "side_effect", "timeout_ms", "compensation",
-    "retry",   "compensate_retry", "concurrency", "args",       "description",
-    NULL};
+    "adapter",          "target",      "side_effect", "timeout_ms",  "compensation", "retry",
+    "compensate_retry", "concurrency", "args",        "description", "approval",     NULL};
 /* Fields of the adapters that call something outside the process. */
 static const char *const external_fields[] = {"breaker", "max_response_bytes", NULL};
 
@@ -271,6 +270,15 @@ static int load_tool(sg_tool_t *t, const sg_json_t *node, const char *name, cons
     }
     if (comp)
         t->compensation = sg_xstrdup(comp);
+    if (sg_json_member(node, "approval")) {
+        const char *ap = sg_json_string(sg_json_member(node, "approval"));
+        if (!ap || strcmp(ap, "required") != 0) {
+            sg_json_path_key(path, sizeof(path), base, "approval");
+            return sg_registry_bad(err, file, path,
+                                   "enum: must be \"required\" (leave it out for no approval)");
+        }
+        t->approval_required = true;
+    }
     if (args) {
         sg_json_path_key(path, sizeof(path), base, "args");
         if (sg_schema_check(args, path, err) < 0)

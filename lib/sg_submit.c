@@ -41,12 +41,82 @@ static size_t cp_len(const char *s)
     return n;
 }
 
+/* A required string member of 1 to max code points; false (err set, naming
+ * the field and the rule) otherwise. */
+static bool text_member(const sg_json_t *doc, const char *key, size_t max, const char **out,
+                        sg_err_t *err)
+{
+    if (sg_json_get_str(doc, "$", key, true, out, err) < 0)
+        return false;
+    if (!**out || cp_len(*out) > max) {
+        sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.invalid",
+                   "$.%s: length: 1 to %zu characters", key, max);
+        return false;
+    }
+    return true;
+}
+
+/* A control command (v, type and saga_id checked already), type one of
+ * SG_CMD_CANCEL {v, type, id, saga_id, by, reason}, SG_CMD_APPROVE and
+ * SG_CMD_REJECT (the same and step: its index, or its name): that type, or
+ * poison with err set. */
+static void decode_control(sg_decoded_t *out, sg_ctype_t type, const char *name)
+{
+    static const char *const known[] = {"v", "type", "id", "saga_id", "by", "reason", "step"};
+    const size_t nknown = type == SG_CMD_CANCEL ? 6 : 7;
+    const char *id = NULL, *by = NULL, *reason = NULL;
+    const sg_json_t *step;
+    sg_err_t *err = &out->err;
+
+    for (const sg_json_t *m = sg_json_first(out->doc); m; m = sg_json_next(m)) {
+        size_t i;
+        for (i = 0; i < nknown && strcmp(sg_json_key(m), known[i]); i++)
+            ;
+        if (i == nknown) {
+            sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.invalid",
+                       "$.%.*s: additionalProperties: not allowed in a %s command",
+                       (int)sg_utf8_cut(sg_json_key(m), 64), sg_json_key(m), name);
+            return;
+        }
+    }
+    if (!text_member(out->doc, "id", 128, &id, err) ||
+        !text_member(out->doc, "by", SG_CONTROL_BY_MAX, &by, err) ||
+        !text_member(out->doc, "reason", SG_CONTROL_REASON_MAX, &reason, err))
+        return;
+    out->step = -1;
+    if (type != SG_CMD_CANCEL) {
+        step = sg_json_member(out->doc, "step");
+        if (!step) {
+            sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.required", "$.step: required");
+            return;
+        }
+        if (sg_json_string(step)) {
+            if (!text_member(out->doc, "step", 64, &out->step_name, err))
+                return;
+        } else {
+            int64_t idx;
+            if (sg_json_get_int(out->doc, "$", "step", true, &idx, err) < 0)
+                return;
+            if (idx < 0 || idx >= SG_MAX_STEPS) {
+                sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.invalid",
+                           "$.step: range: a step index 0-%d, or the step's name",
+                           SG_MAX_STEPS - 1);
+                return;
+            }
+            out->step = (int)idx;
+        }
+    }
+    out->type = type;
+    out->by = by;
+    out->reason = reason;
+}
+
 void sg_submit_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
                       sg_decoded_t *out)
 {
     const char *type = NULL, *saga_id = NULL;
     int64_t v = 0, step = 0, attempt = 0, gen = 0;
-    bool release = false;
+    bool release = false, gate = false;
     sg_err_t *err = &out->err;
 
     memset(out, 0, sizeof(*out));
@@ -80,20 +150,33 @@ void sg_submit_decode(const void *payload, size_t len, const sg_json_limits_t *l
         out->type = SG_CMD_START;
         return;
     }
+    if (strcmp(type, "saga.cancel") == 0 || strcmp(type, "saga.approve") == 0 ||
+        strcmp(type, "saga.reject") == 0) {
+        decode_control(out,
+                       type[5] == 'c'   ? SG_CMD_CANCEL
+                       : type[5] == 'a' ? SG_CMD_APPROVE
+                                        : SG_CMD_REJECT,
+                       type);
+        return;
+    }
     if (strcmp(type, "saga.release") == 0) {
         release = true;
+    } else if (strcmp(type, "step.approval_timeout") == 0) {
+        gate = true;
     } else if (strcmp(type, "step.execute") != 0 && strcmp(type, "step.compensate") != 0) {
         sg_err_set(err, SG_ERRCLASS_POISON, "input.message.unknown_type",
                    "$.type: \"%.*s\" is not a command (saga.start, step.execute, "
-                   "step.compensate, saga.release)",
+                   "step.compensate, saga.release, step.approval_timeout, saga.cancel, "
+                   "saga.approve, saga.reject)",
                    (int)sg_utf8_cut(type, 64), type);
         return;
     }
     {
-        /* saga.release has no step and attempt (the first 5 names). */
+        /* saga.release has no step and attempt (the first 5 names),
+         * step.approval_timeout no attempt (the first 6). */
         static const char *const known[] = {"v",          "type", "id",     "saga_id",
                                             "generation", "step", "attempt"};
-        const size_t nknown = release ? 5 : 7;
+        const size_t nknown = release ? 5 : gate ? 6 : 7;
         const char *id = NULL;
         for (const sg_json_t *m = sg_json_first(out->doc); m; m = sg_json_next(m)) {
             size_t i;
@@ -103,7 +186,9 @@ void sg_submit_decode(const void *payload, size_t len, const sg_json_limits_t *l
                 sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.invalid",
                            "$.%.*s: additionalProperties: not allowed in a %s command",
                            (int)sg_utf8_cut(sg_json_key(m), 64), sg_json_key(m),
-                           release ? "saga.release" : "step");
+                           release ? "saga.release"
+                           : gate  ? "step.approval_timeout"
+                                   : "step");
                 return;
             }
         }
@@ -115,11 +200,11 @@ void sg_submit_decode(const void *payload, size_t len, const sg_json_limits_t *l
             return;
         }
     }
-    if ((!release && (sg_json_get_int(out->doc, "$", "step", true, &step, err) < 0 ||
-                      sg_json_get_int(out->doc, "$", "attempt", true, &attempt, err) < 0)) ||
+    if ((!release && sg_json_get_int(out->doc, "$", "step", true, &step, err) < 0) ||
+        (!release && !gate && sg_json_get_int(out->doc, "$", "attempt", true, &attempt, err) < 0) ||
         sg_json_get_int(out->doc, "$", "generation", true, &gen, err) < 0)
         goto poison;
-    if (release)
+    if (release || gate)
         attempt = 1;
     if (step < 0 || step >= SG_MAX_STEPS || attempt < 1 || attempt > 1000000 || gen < 1 ||
         gen > 1000000) {
@@ -127,7 +212,10 @@ void sg_submit_decode(const void *payload, size_t len, const sg_json_limits_t *l
                    "$: step must be 0-%d, attempt and generation 1-1000000", SG_MAX_STEPS - 1);
         return;
     }
-    out->type = release ? SG_CMD_RELEASE : type[5] == 'e' ? SG_CMD_EXECUTE : SG_CMD_COMPENSATE;
+    out->type = release          ? SG_CMD_RELEASE
+                : gate           ? SG_CMD_APPROVAL_TIMEOUT
+                : type[5] == 'e' ? SG_CMD_EXECUTE
+                                 : SG_CMD_COMPENSATE;
     out->step = (int)step;
     out->attempt = (int)attempt;
     out->generation = (int)gen;
@@ -383,6 +471,34 @@ static void check_all_refs(const sg_json_t *doc, const sg_json_t *steps, const c
     }
 }
 
+/* A step's approval gate: {"timeout_ms": 1000..604800000, "reason":
+ * 1..1024 characters}, both optional. */
+static void check_approval(const sg_json_t *st, const char *base, problems_t *p)
+{
+    static const char *const keys[] = {"timeout_ms", "reason", NULL};
+    const sg_json_t *ap = sg_json_member(st, "approval"), *node;
+    char path[128];
+
+    if (!ap)
+        return;
+    sg_json_path_key(path, sizeof(path), base, "approval");
+    if (!sg_json_is_object(ap)) {
+        problem(p, path, "type: expected object, got %s", sg_json_type_name(ap));
+        return;
+    }
+    only_keys(ap, path, keys, p);
+    if ((node = sg_json_member(ap, "timeout_ms"))) {
+        char tpath[160];
+        int64_t v;
+        snprintf(tpath, sizeof(tpath), "%s.timeout_ms", path);
+        if (sg_json_get_int(ap, path, "timeout_ms", true, &v, NULL) < 0)
+            problem(p, tpath, "type: expected integer");
+        else if (v < SG_APPROVAL_TIMEOUT_MIN || v > SG_APPROVAL_TIMEOUT_MAX)
+            problem(p, tpath, "range: %d to %d", SG_APPROVAL_TIMEOUT_MIN, SG_APPROVAL_TIMEOUT_MAX);
+    }
+    str_member(ap, path, "reason", false, SG_CONTROL_REASON_MAX, p);
+}
+
 int sg_submit_validate(const sg_json_t *doc, const sg_registry_t *reg, sg_problem_fn fn,
                        void *opaque)
 {
@@ -390,7 +506,7 @@ int sg_submit_validate(const sg_json_t *doc, const sg_registry_t *reg, sg_proble
                                            "saga_id",  "name",     "steps",
                                            "input",    "deadline", "retry_budget_ms",
                                            "metadata", "output",   NULL};
-    static const char *const step_keys[] = {"name", "tool", "args", "compensate", NULL};
+    static const char *const step_keys[] = {"name", "tool", "args", "compensate", "approval", NULL};
     static const char *const comp_keys[] = {"tool", "args", NULL};
     problems_t p = {fn, opaque, 0};
     const sg_json_t *steps = sg_json_member(doc, "steps"), *node;
@@ -456,6 +572,7 @@ int sg_submit_validate(const sg_json_t *doc, const sg_registry_t *reg, sg_proble
                 problem(&p, path, "unique: step name \"%s\" is used by $.steps[%zu] too", names[i],
                         j);
         check_call(st, base, reg, &tool, &p);
+        check_approval(st, base, &p);
         comp = sg_json_member(st, "compensate");
         sg_json_path_key(path, sizeof(path), base, "compensate");
         if (comp && !sg_json_is_null(comp)) {

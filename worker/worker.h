@@ -76,9 +76,9 @@ typedef struct worker_call_s {
 } worker_call_t;
 
 /* The envelope's status.  partial (a parallel group whose members did not
- * all succeed) and cancelled (the saga was cancelled while the call ran)
- * are defined for the saga model's groups and cancellation; no adapter
- * produces them yet. */
+ * all succeed) is defined for the saga model's groups, which do not exist
+ * yet; cancelled is not produced either: a saga.cancel waits for the call
+ * in flight, whose own outcome is recorded (docs/WORKER.md, "Cancellation"). */
 typedef enum worker_status_e {
     WORKER_OK,
     WORKER_ERROR,
@@ -227,6 +227,8 @@ typedef enum worker_saga_status_e {
     WORKER_SAGA_COMPENSATING,
     WORKER_SAGA_COMPENSATED,
     WORKER_SAGA_FAILED,
+    WORKER_SAGA_CANCELLING, /* saga.cancel: compensating what it did */
+    WORKER_SAGA_CANCELLED,
     WORKER_SAGA__COUNT
 } worker_saga_status_t;
 
@@ -240,6 +242,8 @@ typedef enum worker_step_status_e {
     WORKER_STEP_COMPENSATED,
     WORKER_STEP_COMPENSATION_FAILED,
     WORKER_STEP_SKIPPED,
+    WORKER_STEP_AWAITING_APPROVAL, /* an approval gate: waits for saga.approve / saga.reject */
+    WORKER_STEP_APPROVED,          /* approved: its step.execute runs it */
     WORKER_STEP__COUNT
 } worker_step_status_t;
 
@@ -336,6 +340,7 @@ typedef struct worker_step_s {
     const char *idem_key; /* the forward idempotency key */
     const char *effect;   /* forward_effect: "known" or "possible" */
     const char *action;   /* agent_action of its failure */
+    const char *approval; /* its approval gate (JSON: {timeout_ms, reason, registry}), NULL: none */
     /* as loaded (and updated by this transaction's decisions) */
     const char *forward_key; /* the last forward attempt's key, may be NULL */
     const char *done_result; /* its result, when the saga's results flow or it compensates */
@@ -368,6 +373,7 @@ typedef struct worker_saga_s {
     const char *output_spec;   /* the definition's output, NULL: none */
     char *output;              /* the resolved output to store (owned), NULL: unchanged */
     const char *stored_output; /* as loaded (a completed saga's), NULL: none */
+    const char *metadata;      /* its metadata, loaded when a step has an approval gate */
 } worker_saga_t;
 
 /* The saga a saga.start created in the open transaction, as the next
@@ -376,7 +382,8 @@ typedef struct worker_saga_s {
 typedef struct worker_fresh_s {
     worker_saga_t saga;
     sg_json_t *steps;                  /* the effective steps; names and tools point here */
-    char *texts[2 * SG_MAX_STEPS + 2]; /* args, compensations, input, traceparent */
+    char *texts[3 * SG_MAX_STEPS + 3]; /* args, compensations, approvals, input, traceparent,
+                                          metadata */
     size_t ntexts;
 } worker_fresh_t;
 
@@ -384,7 +391,7 @@ void worker_fresh_free(worker_fresh_t *f);
 
 typedef struct worker_stats_s {
     int64_t consumed, stale, started, rejected, calls, dead_letters, completed, compensated, failed,
-        retries, fenced, held, chained, copies;
+        retries, fenced, held, chained, copies, cancelled;
 } worker_stats_t;
 
 /* The rows a batch's decisions write, sent set-based (worker_writes.c). */
@@ -399,8 +406,9 @@ typedef struct worker_s {
     const char *group, *topic_commands, *topic_events, *topic_dlq;
     sg_json_limits_t limits;
     int crash_loop_limit;
-    int64_t hold_ms;         /* worker.dead_letter_hold_ms */
-    size_t event_result_max; /* worker.event_result_max_bytes */
+    int64_t hold_ms;             /* worker.dead_letter_hold_ms */
+    size_t event_result_max;     /* worker.event_result_max_bytes */
+    int64_t approval_timeout_ms; /* worker.approval_timeout_ms */
     sg_policy_t retry, comp_retry;
     int64_t budget_ms;
     sg_rng_t rng;

@@ -189,14 +189,27 @@ static size_t chained_out(const loop_t *L)
     return n;
 }
 
+/* Does a control command (saga.cancel) wait in cmd's saga queue behind
+ * it?  Then the step command cmd's decision emitted is not chained: the
+ * cancel is decided first, and that step command, when its message
+ * arrives, finds the saga no longer running (docs/WORKER.md,
+ * "Cancellation"). */
+static bool control_waits(const worker_cmd_t *cmd)
+{
+    for (const worker_cmd_t *q = cmd->saga_next; q; q = q->saga_next)
+        if (q->dec.type == SG_CMD_CANCEL)
+            return true;
+    return false;
+}
+
 /* May the step command c's decision emitted (for saga s) be chained? */
 static bool chainable(const loop_t *L, const worker_cmd_t *cmd, const worker_saga_t *s)
 {
     size_t cap = (size_t)L->max_in_flight * WINDOW_FACTOR;
 
-    return L->w.chain && !L->draining && !loop_isolating(L) && sg_run_running &&
-           L->cmd_partitions > 0 && sg_run_now_ms() >= L->chain_paused_until && s && cmd->part &&
-           !cmd->abandoned && L->nchain + chained_out(L) < cap &&
+    return L->w.chain && !control_waits(cmd) && !L->draining && !loop_isolating(L) &&
+           sg_run_running && L->cmd_partitions > 0 && sg_run_now_ms() >= L->chain_paused_until &&
+           s && cmd->part && !cmd->abandoned && L->nchain + chained_out(L) < cap &&
            sg_kafka_key_partition(s->saga_id, strlen(s->saga_id), L->cmd_partitions) ==
                cmd->part->partition;
 }

@@ -1,8 +1,10 @@
 /* The saga state machine's private contract: what a decision reads and
  * what it returns.
  *
- *   worker_saga.c        the decisions on step commands, saga.release and
- *                        a call's outcome (worker_decide)
+ *   worker_saga.c        the decisions on step commands, saga.release, the
+ *                        control commands (saga.cancel, saga.approve,
+ *                        saga.reject), an approval gate's timer and a
+ *                        call's outcome (worker_decide)
  *   worker_saga_start.c  the decision on saga.start, and a step's call
  *                        checked against the registry
  *   worker_outcome.c     the outcome: its ops, the messages built into it
@@ -25,9 +27,10 @@ typedef struct worker_rules_s {
     const sg_json_limits_t *limits;            /* parsing a tool's answer */
     const char *topic_commands, *topic_events; /* where messages go */
     int crash_loop_limit;
-    int64_t hold_ms;         /* worker.dead_letter_hold_ms */
-    size_t event_result_max; /* worker.event_result_max_bytes */
-    int64_t budget_ms;       /* the default retry budget */
+    int64_t hold_ms;             /* worker.dead_letter_hold_ms */
+    size_t event_result_max;     /* worker.event_result_max_bytes */
+    int64_t approval_timeout_ms; /* worker.approval_timeout_ms: a gate's default timeout */
+    int64_t budget_ms;           /* the default retry budget */
     const sg_policy_t *retry, *comp_retry;
     bool chain;               /* keep what chaining needs (follow, fresh) */
     sg_log_level_t log_level; /* log lines above it are not recorded */
@@ -55,6 +58,7 @@ typedef enum worker_op_kind_e {
     WORKER_OP_DEAD_LETTER,  /* ledger row and DLQ message of the command's message */
     WORKER_OP_LOG,          /* a log line */
     WORKER_OP_METRIC,       /* a metric to count or observe */
+    WORKER_OP_CONTROL,      /* a control command in the saga's history (saga_controls) */
 } worker_op_kind_t;
 
 /* One effect of a decision.  Strings marked owned belong to the op; the
@@ -116,6 +120,12 @@ typedef struct worker_op_s {
             sg_log_ctx_t ctx;        /* ctx.error_code points to error_code */
             char *text, *error_code; /* owned */
         } log;
+        struct { /* into the command's document */
+            const char *command, *command_id, *by, *reason;
+            int step;            /* -1: the saga's */
+            const char *outcome; /* accepted, refused */
+            char *error_code;    /* owned; refused: why, NULL when accepted */
+        } control;
         struct {
             sg_metric_id_t id;
             char *labels[3]; /* owned, NULL-terminated */
@@ -201,6 +211,16 @@ void worker_out_dead_letter(worker_dc_t *d, worker_saga_t *saga, int step, bool 
 void worker_out_stale(worker_dc_t *d, const char *why);
 /* The same, with the log line's own first words (what happened). */
 void worker_out_ignored(worker_dc_t *d, const char *what, const char *why);
+
+/* A control command (saga.cancel, saga.approve, saga.reject) that cannot
+ * be carried out: the event saga.command_refused (seq 0 when there is no
+ * saga; with the step and its status when st) and, for a saga, its history
+ * row; err says why (worker_outcome.c). */
+void worker_out_refused(worker_dc_t *d, worker_saga_t *saga, const worker_step_t *st,
+                        const sg_err_t *err);
+/* The control command's row in its saga's history (saga_controls). */
+void worker_out_control(worker_dc_t *d, const worker_saga_t *saga, int step, const char *outcome,
+                        const char *error_code);
 
 /* worker_saga_start.c */
 void worker_decide_start(worker_dc_t *d, worker_saga_t *existing);

@@ -384,8 +384,16 @@ static void dead_letter_span(obs_t *o, const worker_op_t *op)
     sg_span_list_add(o->w->spans, span);
 }
 
+/* The events that end a saga (and its span). */
+static bool terminal_event(const char *type)
+{
+    return type && (strcmp(type, "saga.completed") == 0 || strcmp(type, "saga.compensated") == 0 ||
+                    strcmp(type, "saga.failed") == 0 || strcmp(type, "saga.cancelled") == 0);
+}
+
 /* What a message op says for the spans: a retry's delay, the start of the
- * compensation, the saga's end (events are emitted once per change). */
+ * compensation (a cancel's too), the saga's end (events are emitted once
+ * per change). */
 static void on_message(obs_t *o, const worker_op_t *op)
 {
     const char *type = op->u.msg.type;
@@ -397,11 +405,9 @@ static void on_message(obs_t *o, const worker_op_t *op)
         bool comp = strcmp(type, "step.compensate") == 0;
         cache_put(o->ob, delay_key(attempt_span(&o->s, op->u.msg.step, comp, op->u.msg.attempt)),
                   op->u.msg.delay_ms);
-    } else if (strcmp(type, "saga.compensating") == 0) {
+    } else if (strcmp(type, "saga.compensating") == 0 || strcmp(type, "saga.cancelling") == 0) {
         cache_put(o->ob, chain_span(&o->s), o->now);
-    } else if (strncmp(type, "saga.", 5) == 0 &&
-               (strcmp(type + 5, "completed") == 0 || strcmp(type + 5, "compensated") == 0 ||
-                strcmp(type + 5, "failed") == 0)) {
+    } else if (terminal_event(type)) {
         end_saga(o, type + 5);
     }
 }
@@ -475,9 +481,7 @@ static size_t skip_ops(obs_t *o, const worker_outcome_t *out)
             }
             break;
         case WORKER_OP_MESSAGE:
-            if (op->u.msg.type && (strcmp(op->u.msg.type, "saga.completed") == 0 ||
-                                   strcmp(op->u.msg.type, "saga.compensated") == 0 ||
-                                   strcmp(op->u.msg.type, "saga.failed") == 0)) {
+            if (terminal_event(op->u.msg.type)) {
                 cache_take(o->ob, saga_span(&o->s), &v);
                 n++;
                 if (strcmp(op->u.msg.type, "saga.completed") != 0) {

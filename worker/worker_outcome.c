@@ -400,6 +400,9 @@ static void op_free(worker_op_t *op)
         for (int i = 0; i < 3; i++)
             free(op->u.metric.labels[i]);
         break;
+    case WORKER_OP_CONTROL:
+        free(op->u.control.error_code);
+        break;
     }
 }
 
@@ -452,4 +455,82 @@ sg_json_t *worker_run_health(const worker_saga_t *saga)
     else
         sg_json_add_null(h, "blocking_failure");
     return h;
+}
+
+void worker_out_control(worker_dc_t *d, const worker_saga_t *saga, int step, const char *outcome,
+                        const char *error_code)
+{
+    const worker_cmd_t *cmd = d->cmd;
+    worker_op_t *op = worker_out_op(d, WORKER_OP_CONTROL, saga->saga_id);
+
+    op->u.control.command = sg_json_string(sg_json_member(cmd->dec.doc, "type"));
+    op->u.control.command_id = sg_json_string(sg_json_member(cmd->dec.doc, "id"));
+    op->u.control.by = cmd->dec.by;
+    op->u.control.reason = cmd->dec.reason;
+    op->u.control.step = step;
+    op->u.control.outcome = outcome;
+    op->u.control.error_code = dup_or_null(error_code);
+}
+
+/* The members of a control command every answer repeats: which command,
+ * its id, who asked. */
+static void add_command(const worker_cmd_t *cmd, sg_json_t *body)
+{
+    const char *type = sg_json_string(sg_json_member(cmd->dec.doc, "type"));
+    const char *id = sg_json_string(sg_json_member(cmd->dec.doc, "id"));
+
+    sg_json_add_str(body, "command", type ? type : "?");
+    if (id)
+        sg_json_add_str(body, "command_id", id);
+    if (cmd->dec.by)
+        sg_json_add_str(body, "by", cmd->dec.by);
+}
+
+void worker_out_refused(worker_dc_t *d, worker_saga_t *saga, const worker_step_t *st,
+                        const sg_err_t *err)
+{
+    const worker_cmd_t *cmd = d->cmd;
+    sg_json_t *b = sg_json_new_object();
+    sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+
+    add_command(cmd, b);
+    sg_json_add_str(b, "error_code", err->code);
+    sg_json_add_str(b, "error_class", sg_errclass_name(err->cls));
+    sg_json_add_str(b, "message", err->message);
+    ctx.saga_id = cmd->dec.saga_id;
+    ctx.error_code = err->code;
+    worker_out_log(d, SG_LOG_INFO, &ctx, "control command refused: %s", err->message);
+    d->out->decided = "refused";
+    if (saga) {
+        bool done = saga->status == WORKER_SAGA_COMPLETED ||
+                    saga->status == WORKER_SAGA_COMPENSATED || saga->status == WORKER_SAGA_FAILED ||
+                    saga->status == WORKER_SAGA_CANCELLED;
+        sg_json_add_str(b, "status", worker_saga_status_name(saga->status));
+        if (st) {
+            sg_json_add_int(b, "step", st->idx);
+            sg_json_add_str(b, "step_name", st->name);
+            sg_json_add_str(b, "step_status", worker_step_status_name(st->status));
+        }
+        if (done)
+            sg_json_add_node(b, "run_health", worker_run_health(saga));
+        worker_out_control(d, saga, st ? st->idx : -1, "refused", err->code);
+        worker_out_event(d, saga, "saga.command_refused", b);
+        worker_out_rows(d, saga);
+    } else {
+        /* No saga, no event stream: seq 0, like saga.rejected; the id is
+         * the command message's place, so a redelivery says it again under
+         * the same id. */
+        char id[SG_SAGA_ID_MAX + 64], now[40];
+        sg_json_t *ev;
+        snprintf(id, sizeof(id), "evt:%s:refused:%d:%lld", cmd->dec.saga_id, (int)d->in->partition,
+                 (long long)cmd->offset);
+        worker_iso_time(now, sizeof(now), d->in->now_ms);
+        ev = worker_out_message_new("saga.command_refused", id, cmd->dec.saga_id);
+        sg_json_add_int(ev, "seq", 0);
+        sg_json_add_str(ev, "time", now);
+        for (const sg_json_t *m = sg_json_first(b); m; m = sg_json_next(m))
+            sg_json_add_node(ev, sg_json_key(m), sg_json_dup(m));
+        sg_json_destroy(b);
+        worker_out_emit(d, d->rules->topic_events, NULL, ev, 0);
+    }
 }

@@ -24,7 +24,7 @@
 #include "worker_loop_int.h"
 #include "worker_observe.h"
 
-#define WORKER_SCHEMA_VERSION 14   /* 0014: steps unknown, attempts.args, sagas.output */
+#define WORKER_SCHEMA_VERSION 16   /* 0016: sagas cancelling/cancelled, saga_controls */
 #define HOUSEKEEPING_MS       1000 /* gauges, SIGHUP */
 #define PG_PING_MS            5000 /* an idle worker checks its session this often */
 
@@ -127,15 +127,17 @@ static void report(loop_t *L, bool force)
     L->next_report = sg_run_now_ms() + 10000;
     snprintf(line, sizeof(line),
              "consumed=%lld started=%lld rejected=%lld calls=%lld retries=%lld completed=%lld "
-             "compensated=%lld failed=%lld dead_letters=%lld held_sagas=%lld stale=%lld held=%zu "
+             "compensated=%lld cancelled=%lld failed=%lld dead_letters=%lld held_sagas=%lld "
+             "stale=%lld held=%zu "
              "calling=%zu active=%zu ready=%zu paused=%d partitions=%zu chained=%lld "
              "copies=%lld txns=%llu cmds_per_txn=%.1f ms_per_txn=%.2f",
              (long long)s->consumed, (long long)s->started, (long long)s->rejected,
              (long long)s->calls, (long long)s->retries, (long long)s->completed,
-             (long long)s->compensated, (long long)s->failed, (long long)s->dead_letters,
-             (long long)s->held, (long long)s->stale, L->held, L->calling, L->active, L->ready.n,
-             (int)L->paused, L->nparts, (long long)s->chained, (long long)s->copies,
-             (unsigned long long)L->txns, L->txns ? (double)L->txn_cmds / (double)L->txns : 0.0,
+             (long long)s->compensated, (long long)s->cancelled, (long long)s->failed,
+             (long long)s->dead_letters, (long long)s->held, (long long)s->stale, L->held,
+             L->calling, L->active, L->ready.n, (int)L->paused, L->nparts, (long long)s->chained,
+             (long long)s->copies, (unsigned long long)L->txns,
+             L->txns ? (double)L->txn_cmds / (double)L->txns : 0.0,
              L->txns ? (double)L->txn_us / 1000.0 / (double)L->txns : 0.0);
     L->txns = L->txn_cmds = L->txn_us = 0;
     sg_log_kv(SG_LOG_INFO, "progress", "counters", line, NULL);
@@ -186,6 +188,7 @@ static int setup(loop_t *L, sg_cli_t *cli)
     L->intake_max_bytes = (size_t)sg_config_int(cfg, "worker.intake_max_bytes");
     L->w.crash_loop_limit = (int)sg_config_int(cfg, "worker.crash_loop_limit");
     L->w.hold_ms = sg_config_int(cfg, "worker.dead_letter_hold_ms");
+    L->w.approval_timeout_ms = sg_config_int(cfg, "worker.approval_timeout_ms");
     L->w.event_result_max = (size_t)sg_config_int(cfg, "worker.event_result_max_bytes");
     L->w.retry.max_attempts = (int)sg_config_int(cfg, "retry.max_attempts");
     L->w.retry.base_ms = sg_config_int(cfg, "retry.base_ms");

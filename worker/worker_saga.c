@@ -1,9 +1,11 @@
 /* The saga state machine (docs/ARCHITECTURE.md, "The saga state machine"):
- * the decisions on step.execute, step.compensate and saga.release, and on
- * the outcome of a call.  Owns the rules of a saga's life: which command
- * is stale, when a step is retried (the backoff, the budgets), when it
- * fails for good, compensation in reverse order, the hold of a
- * dead-lettered saga, the crash-loop limit, the terminal statuses.
+ * the decisions on step.execute, step.compensate, saga.release, the
+ * control commands (saga.cancel, saga.approve, saga.reject) and an
+ * approval gate's timer, and on the outcome of a call.  Owns the rules of
+ * a saga's life: which command is stale, when a step is retried (the
+ * backoff, the budgets), when it fails for good, compensation in reverse
+ * order, the hold of a dead-lettered saga, approval gates, cancellation,
+ * the crash-loop limit, the terminal statuses.
  *
  * Pure (worker_decide.h): the rows and the command come in, the effects go
  * into the outcome; worker_saga_sql.c writes them into the transaction.
@@ -123,6 +125,8 @@ static void terminal(worker_dc_t *d, worker_saga_t *saga, worker_saga_status_t t
         d->out->stats.completed++;
     else if (to == WORKER_SAGA_COMPENSATED)
         d->out->stats.compensated++;
+    else if (to == WORKER_SAGA_CANCELLED)
+        d->out->stats.cancelled++;
     else
         d->out->stats.failed++;
 }
@@ -132,7 +136,8 @@ static void terminal(worker_dc_t *d, worker_saga_t *saga, worker_saga_status_t t
 /* Starts the compensation of the highest step at or below from whose
  * effect stands or may stand (succeeded, or unknown: the step that failed
  * may have taken effect, and is compensated first), skipping those that
- * have no compensation; all done: the saga is compensated.  An unknown
+ * have no compensation; all done: the saga is compensated (cancelled when
+ * a saga.cancel started it).  An unknown
  * step without a compensation stays unknown: its effect may stand, and
  * nothing can undo it. */
 static void next_compensation(worker_dc_t *d, worker_saga_t *saga, int from)
@@ -151,7 +156,9 @@ static void next_compensation(worker_dc_t *d, worker_saga_t *saga, int from)
         if (st->status == WORKER_STEP_SUCCEEDED)
             set_step(d, saga, st, WORKER_STEP_SKIPPED);
     }
-    terminal(d, saga, WORKER_SAGA_COMPENSATED);
+    terminal(d, saga,
+             saga->status == WORKER_SAGA_CANCELLING ? WORKER_SAGA_CANCELLED
+                                                    : WORKER_SAGA_COMPENSATED);
 }
 
 static void begin_compensation(worker_dc_t *d, worker_saga_t *saga, int failed_step,
@@ -226,7 +233,8 @@ static void step_failed(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, 
     if (unknown)
         st->effect = st->done_effect = "possible";
     snprintf(st->error_code, sizeof(st->error_code), "%s", err->code);
-    sg_json_add_int(b, "attempt", d->cmd->dec.attempt);
+    if (d->cmd->dec.type == SG_CMD_EXECUTE) /* not a step refused at its gate: never called */
+        sg_json_add_int(b, "attempt", d->cmd->dec.attempt);
     sg_json_add_str(b, "outcome", unknown ? "unknown" : "failed");
     worker_out_add_error(b, err);
     if (fail_action(d, st, err))
@@ -337,6 +345,82 @@ static void start_attempt(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st
     d->out->calls = true;
 }
 
+/* ---- approval gates ---------------------------------------------------- */
+
+/* A step with an approval gate whose command came: no call.  It waits
+ * awaiting_approval; step.approval_requested carries the approval packet
+ * (the saga, the step, its tool, its args as the call would send them,
+ * the saga's metadata, why, until when), and a timer of the gate's
+ * timeout rejects it unless a person decided first.  d->out->call holds
+ * the prepared call (its args resolved); it is not made. */
+static void gate_step(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st)
+{
+    sg_json_t *gate = sg_json_parse(st->approval, strlen(st->approval), NULL, NULL);
+    sg_json_t *b = worker_out_step_body(st), *meta, *c;
+    int64_t timeout = d->rules->approval_timeout_ms;
+    const char *reason = NULL;
+    char until[40], id[SG_SAGA_ID_MAX + 64];
+    bool registry = false;
+
+    if (gate) {
+        sg_json_get_int(gate, "$", "timeout_ms", false, &timeout, NULL);
+        sg_json_get_str(gate, "$", "reason", false, &reason, NULL);
+        sg_json_get_bool(gate, "$", "registry", false, &registry, NULL);
+    }
+    set_step(d, saga, st, WORKER_STEP_AWAITING_APPROVAL);
+    sg_json_add_str(b, "tool", st->tool);
+    sg_json_add_node(b, "args", sg_json_dup(d->out->call.args));
+    meta =
+        saga->metadata ? sg_json_parse(saga->metadata, strlen(saga->metadata), NULL, NULL) : NULL;
+    if (meta)
+        sg_json_add_node(b, "metadata", meta);
+    else
+        sg_json_add_null(b, "metadata");
+    sg_json_add_str(b, "saga_name", saga->name);
+    sg_json_add_str(b, "required_by", registry ? "registry" : "step");
+    if (reason)
+        sg_json_add_str(b, "reason", reason);
+    sg_json_add_int(b, "timeout_ms", timeout);
+    worker_iso_time(until, sizeof(until), d->in->now_ms + timeout);
+    sg_json_add_str(b, "expires_at", until);
+    worker_out_event(d, saga, "step.approval_requested", b);
+    snprintf(id, sizeof(id), "cmd:%s:%d:approval:g%d", saga->saga_id, st->idx, saga->generation);
+    c = worker_out_message_new("step.approval_timeout", id, saga->saga_id);
+    sg_json_add_int(c, "step", st->idx);
+    sg_json_add_int(c, "generation", saga->generation);
+    worker_out_emit(d, d->rules->topic_commands, saga->traceparent, c, timeout);
+    sg_json_destroy(gate);
+    d->out->decided = "awaiting_approval";
+    worker_out_rows(d, saga);
+}
+
+/* The gate of st said no: a person's saga.reject (by, reason, the
+ * command's id) or its timer (by NULL).  step.rejected says who and why;
+ * then the step fails, never called, and the saga compensates. */
+static void reject_step(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, const char *by,
+                        const char *reason, const char *command_id)
+{
+    sg_json_t *b = worker_out_step_body(st);
+    sg_err_t err;
+
+    if (by)
+        sg_err_set(&err, SG_ERRCLASS_PERMANENT, "runtime.approval_rejected",
+                   "step %s was rejected at its approval gate by %s: %s", st->name, by, reason);
+    else
+        sg_err_set(&err, SG_ERRCLASS_PERMANENT, "runtime.approval_timeout",
+                   "step %s: no decision at its approval gate within its timeout", st->name);
+    if (by) {
+        sg_json_add_str(b, "by", by);
+        sg_json_add_str(b, "reason", reason);
+        if (command_id)
+            sg_json_add_str(b, "command_id", command_id);
+    } else {
+        sg_json_add_bool(b, "timed_out", true);
+    }
+    worker_out_event(d, saga, "step.rejected", b);
+    step_failed(d, saga, st, &err, false, false);
+}
+
 static void decide_step(worker_dc_t *d, worker_saga_t *saga)
 {
     const worker_cmd_t *cmd = d->cmd;
@@ -366,9 +450,11 @@ static void decide_step(worker_dc_t *d, worker_saga_t *saga)
     }
     st = &saga->steps[cmd->dec.step];
     attempts = comp ? st->comp_attempts : st->attempts;
-    if (saga->status != (comp ? WORKER_SAGA_COMPENSATING : WORKER_SAGA_RUNNING) ||
+    if ((comp ? saga->status != WORKER_SAGA_COMPENSATING && saga->status != WORKER_SAGA_CANCELLING
+              : saga->status != WORKER_SAGA_RUNNING) ||
         (comp ? st->status != WORKER_STEP_COMPENSATING
-              : st->status != WORKER_STEP_PENDING && st->status != WORKER_STEP_RUNNING)) {
+              : st->status != WORKER_STEP_PENDING && st->status != WORKER_STEP_RUNNING &&
+                    st->status != WORKER_STEP_APPROVED)) {
         worker_out_stale(d, "the step is not waiting for this command");
         return;
     }
@@ -396,6 +482,10 @@ static void decide_step(worker_dc_t *d, worker_saga_t *saga)
     }
     if (!worker_prepare_call(d, saga, st, comp, &err)) {
         cannot_call(d, saga, st, comp, &err);
+        return;
+    }
+    if (!comp && st->status == WORKER_STEP_PENDING && st->approval) {
+        gate_step(d, saga, st);
         return;
     }
     start_attempt(d, saga, st, comp);
@@ -439,12 +529,164 @@ static void decide_release(worker_dc_t *d, worker_saga_t *saga)
     worker_out_rows(d, saga);
 }
 
+/* saga.cancel (docs/WORKER.md, "Cancellation").  The loop decides a
+ * saga's commands one at a time, in order, and a command whose call is in
+ * flight holds the saga's queue until its outcome is recorded; so when a
+ * cancel is decided, no call of the saga runs, and none starts after it:
+ * the step commands already emitted find the saga no longer running and
+ * are stale.  Pending steps are skipped; a step still running waits for a
+ * retry, and as its last attempt may have taken effect it ends unknown
+ * and is compensated first; then every step whose effect stands, in
+ * reverse.  A step waiting at its approval gate (or approved, not yet
+ * run) is skipped: the gate is cancelled, its timer stale.  A saga already
+ * compensating, or finished, or unknown, is answered with
+ * saga.command_refused. */
+static void decide_cancel(worker_dc_t *d, worker_saga_t *saga)
+{
+    const worker_cmd_t *cmd = d->cmd;
+    sg_json_t *b;
+    sg_err_t err;
+
+    if (!saga) {
+        sg_err_set(&err, SG_ERRCLASS_PERMANENT, "input.saga.not_found",
+                   "saga.cancel for saga %s, which does not exist", cmd->dec.saga_id);
+        worker_out_refused(d, NULL, NULL, &err);
+        return;
+    }
+    if (saga->status != WORKER_SAGA_RUNNING && saga->status != WORKER_SAGA_HELD) {
+        bool undoing =
+            saga->status == WORKER_SAGA_COMPENSATING || saga->status == WORKER_SAGA_CANCELLING;
+        sg_err_set(&err, SG_ERRCLASS_PERMANENT,
+                   undoing ? "input.saga.compensating" : "input.saga.finished",
+                   "saga.cancel of saga %s, which is %s: %s", saga->saga_id,
+                   worker_saga_status_name(saga->status),
+                   undoing ? "it is already undoing its steps" : "it has ended; nothing to stop");
+        worker_out_refused(d, saga, NULL, &err);
+        return;
+    }
+    set_saga(d, saga, WORKER_SAGA_CANCELLING);
+    worker_out_control(d, saga, -1, "accepted", NULL);
+    for (int j = 0; j < saga->nsteps; j++) {
+        worker_step_t *st = &saga->steps[j];
+        if (st->status == WORKER_STEP_PENDING || st->status == WORKER_STEP_AWAITING_APPROVAL ||
+            st->status == WORKER_STEP_APPROVED) {
+            set_step(d, saga, st, WORKER_STEP_SKIPPED); /* a gate is cancelled with it */
+        } else if (st->status == WORKER_STEP_RUNNING) {
+            set_step(d, saga, st, WORKER_STEP_UNKNOWN);
+            st->effect = st->done_effect = "possible";
+            snprintf(st->error_code, sizeof(st->error_code), "%s", "runtime.saga_cancelled");
+        }
+    }
+    b = sg_json_new_object();
+    sg_json_add_str(b, "status", worker_saga_status_name(saga->status));
+    sg_json_add_str(b, "command_id", sg_json_string(sg_json_member(cmd->dec.doc, "id")));
+    sg_json_add_str(b, "by", cmd->dec.by);
+    sg_json_add_str(b, "reason", cmd->dec.reason);
+    worker_out_event(d, saga, "saga.cancelling", b);
+    d->out->decided = "cancelled";
+    next_compensation(d, saga, saga->nsteps - 1);
+    worker_out_rows(d, saga);
+}
+
+/* The step a saga.approve / saga.reject names: by index or by name. */
+static worker_step_t *named_step(worker_saga_t *saga, const sg_decoded_t *dec)
+{
+    for (int i = 0; i < saga->nsteps; i++)
+        if (dec->step_name ? strcmp(saga->steps[i].name, dec->step_name) == 0 : dec->step == i)
+            return &saga->steps[i];
+    return NULL;
+}
+
+/* saga.approve and saga.reject of a step awaiting_approval: approved, its
+ * step.execute emitted (not chained: its message id is the gated
+ * command's own, so it goes through Kafka); or rejected, and the saga
+ * compensates.  Anything else (no such saga or step, a step not waiting,
+ * a saga not running) is answered with saga.command_refused. */
+static void decide_approval(worker_dc_t *d, worker_saga_t *saga)
+{
+    const worker_cmd_t *cmd = d->cmd;
+    bool approve = cmd->dec.type == SG_CMD_APPROVE;
+    const char *type = approve ? "saga.approve" : "saga.reject";
+    const char *cid = sg_json_string(sg_json_member(cmd->dec.doc, "id"));
+    worker_step_t *st;
+    char which[80];
+    sg_err_t err;
+
+    if (cmd->dec.step_name)
+        snprintf(which, sizeof(which), "%s", cmd->dec.step_name);
+    else
+        snprintf(which, sizeof(which), "%d", cmd->dec.step);
+    if (!saga) {
+        sg_err_set(&err, SG_ERRCLASS_PERMANENT, "input.saga.not_found",
+                   "%s for saga %s, which does not exist", type, cmd->dec.saga_id);
+        worker_out_refused(d, NULL, NULL, &err);
+        return;
+    }
+    st = named_step(saga, &cmd->dec);
+    if (!st || saga->status != WORKER_SAGA_RUNNING || st->status != WORKER_STEP_AWAITING_APPROVAL) {
+        if (!st)
+            sg_err_set(&err, SG_ERRCLASS_PERMANENT, "input.step.not_awaiting_approval",
+                       "%s of step %s of saga %s, which has no such step", type, which,
+                       saga->saga_id);
+        else
+            sg_err_set(&err, SG_ERRCLASS_PERMANENT, "input.step.not_awaiting_approval",
+                       "%s of step %s of saga %s, which is %s (the saga %s): only a step "
+                       "awaiting_approval can be approved or rejected",
+                       type, st->name, saga->saga_id, worker_step_status_name(st->status),
+                       worker_saga_status_name(saga->status));
+        worker_out_refused(d, saga, st, &err);
+        return;
+    }
+    worker_out_control(d, saga, st->idx, "accepted", NULL);
+    if (approve) {
+        sg_json_t *b = worker_out_step_body(st);
+        set_step(d, saga, st, WORKER_STEP_APPROVED);
+        sg_json_add_str(b, "by", cmd->dec.by);
+        sg_json_add_str(b, "reason", cmd->dec.reason);
+        if (cid)
+            sg_json_add_str(b, "command_id", cid);
+        worker_out_event(d, saga, "step.approved", b);
+        worker_out_command(d, saga, st->idx, false, 1, 0);
+        d->out->follow.set = false;
+        d->out->decided = "approved";
+    } else {
+        reject_step(d, saga, st, cmd->dec.by, cmd->dec.reason, cid);
+        d->out->decided = "rejected";
+    }
+    worker_out_rows(d, saga);
+}
+
+/* step.approval_timeout: the gate's timer.  A step still waiting (same
+ * generation) is rejected; a decided gate makes it stale. */
+static void decide_gate_timeout(worker_dc_t *d, worker_saga_t *saga)
+{
+    const worker_cmd_t *cmd = d->cmd;
+    worker_step_t *st;
+
+    if (!saga || cmd->dec.generation != saga->generation || cmd->dec.step >= saga->nsteps) {
+        worker_out_stale(d, "the gate's saga or generation is gone");
+        return;
+    }
+    st = &saga->steps[cmd->dec.step];
+    if (saga->status != WORKER_SAGA_RUNNING || st->status != WORKER_STEP_AWAITING_APPROVAL) {
+        worker_out_stale(d, "the approval gate was decided before its timeout");
+        return;
+    }
+    reject_step(d, saga, st, NULL, NULL, NULL);
+    d->out->decided = "timed_out";
+    worker_out_rows(d, saga);
+}
+
 static void decide_ready(worker_dc_t *d, worker_saga_t *saga)
 {
     static const char *const types[] = {[SG_CMD_START] = "saga.start",
                                         [SG_CMD_EXECUTE] = "step.execute",
                                         [SG_CMD_COMPENSATE] = "step.compensate",
                                         [SG_CMD_RELEASE] = "saga.release",
+                                        [SG_CMD_CANCEL] = "saga.cancel",
+                                        [SG_CMD_APPROVE] = "saga.approve",
+                                        [SG_CMD_REJECT] = "saga.reject",
+                                        [SG_CMD_APPROVAL_TIMEOUT] = "step.approval_timeout",
                                         [SG_CMD_POISON] = "undecodable"};
     const worker_cmd_t *cmd = d->cmd;
     worker_outcome_t *out = d->out;
@@ -456,6 +698,16 @@ static void decide_ready(worker_dc_t *d, worker_saga_t *saga)
         break;
     case SG_CMD_RELEASE:
         decide_release(d, saga);
+        break;
+    case SG_CMD_CANCEL:
+        decide_cancel(d, saga);
+        break;
+    case SG_CMD_APPROVE:
+    case SG_CMD_REJECT:
+        decide_approval(d, saga);
+        break;
+    case SG_CMD_APPROVAL_TIMEOUT:
+        decide_gate_timeout(d, saga);
         break;
     case SG_CMD_START:
         worker_decide_start(d, saga);

@@ -50,6 +50,8 @@ enum {
     L_OUTPUT_SPEC,
     L_ACTION,
     L_OUTPUT,
+    L_APPROVAL,
+    L_METADATA,
 };
 
 /* The steps are read per saga (LATERAL), which makes the plan an index
@@ -67,7 +69,8 @@ const char worker_sql_load[] =
     "st.idempotency_key, CASE WHEN s.results_flow OR st.status = 'compensating' "
     "THEN st.result::text END, st.forward_effect, s.results_flow, "
     "CASE WHEN s.results_flow THEN (s.definition->'output')::text END, st.agent_action, "
-    "s.output::text "
+    "s.output::text, st.approval::text, "
+    "CASE WHEN st.approval IS NOT NULL THEN s.metadata::text END "
     "FROM sagas s CROSS JOIN LATERAL (SELECT * FROM steps t WHERE t.saga_id = s.saga_id "
     "ORDER BY t.saga_id, t.idx) st WHERE s.saga_id = ANY($1::text[]) "
     "ORDER BY s.saga_id FOR UPDATE OF s";
@@ -132,6 +135,9 @@ void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row)
         st->done_result = sg_pg_res_get(res, r, L_RESULT);
         st->done_effect = sg_pg_res_get(res, r, L_EFFECT);
         st->done_action = sg_pg_res_get(res, r, L_ACTION);
+        st->approval = sg_pg_res_get(res, r, L_APPROVAL);
+        if (sg_pg_res_get(res, r, L_METADATA))
+            saga->metadata = sg_pg_res_get(res, r, L_METADATA);
         if (idx + 1 > saga->nsteps)
             saga->nsteps = idx + 1;
     }
@@ -442,6 +448,25 @@ static void apply_metric(worker_t *w, const worker_op_t *op)
         sg_metrics_batch_inc(w->metrics, op->u.metric.id, labels);
 }
 
+/* A control command's row in its saga's history: who asked, why, and
+ * whether it was carried out (schemas/sql/0016_control.sql). */
+static void apply_control(worker_t *w, const worker_op_t *op)
+{
+    const char *params[] = {op->saga_id,
+                            op->u.control.command,
+                            op->u.control.command_id,
+                            op->u.control.step >= 0 ? SG_PG_INT(op->u.control.step) : NULL,
+                            op->u.control.by,
+                            op->u.control.reason,
+                            op->u.control.outcome,
+                            op->u.control.error_code};
+
+    send(w,
+         "INSERT INTO saga_controls (saga_id, command, command_id, step_idx, requested_by, reason, "
+         "outcome, error_code) VALUES ($1, $2, $3, $4::int, $5, $6, $7, $8)",
+         8, params);
+}
+
 static void apply_op(worker_t *w, worker_cmd_t *cmd, const worker_op_t *op)
 {
     switch (op->kind) {
@@ -482,6 +507,9 @@ static void apply_op(worker_t *w, worker_cmd_t *cmd, const worker_op_t *op)
     case WORKER_OP_METRIC:
         apply_metric(w, op);
         break;
+    case WORKER_OP_CONTROL:
+        apply_control(w, op);
+        break;
     }
 }
 
@@ -501,6 +529,7 @@ static void stats_add(worker_stats_t *to, const worker_stats_t *d)
     to->held += d->held;
     to->chained += d->chained;
     to->copies += d->copies;
+    to->cancelled += d->cancelled;
 }
 
 /* Writes out's effects in order, and hands the command what the loop
@@ -546,6 +575,7 @@ static void decide_apply(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, bo
         .topic_events = w->topic_events,
         .crash_loop_limit = w->crash_loop_limit,
         .hold_ms = w->hold_ms,
+        .approval_timeout_ms = w->approval_timeout_ms,
         .event_result_max = w->event_result_max,
         .budget_ms = w->budget_ms,
         .retry = &w->retry,

@@ -94,6 +94,14 @@ static char *effective_steps(const sg_json_t *doc, const sg_registry_t *reg)
         } else {
             sg_json_add_null(e, "compensate");
         }
+        /* The gate: the step's own, and the registry's for its tool. */
+        if (sg_json_member(st, "approval") || (t && t->approval_required)) {
+            const sg_json_t *ap = sg_json_member(st, "approval");
+            sg_json_t *g = ap ? sg_json_dup(ap) : sg_json_new_object();
+            if (t && t->approval_required)
+                sg_json_add_bool(g, "registry", true);
+            sg_json_add_node(e, "approval", g);
+        }
         sg_json_append(out, e);
     }
     text = sg_json_print(out);
@@ -166,6 +174,8 @@ static bool fresh_steps(worker_fresh_t *f, const char *steps_text)
         st->tool = sg_json_string(sg_json_member(e, "tool"));
         st->args = fresh_keep(f, sg_json_print(sg_json_member(e, "args")));
         st->comp = comp && !sg_json_is_null(comp) ? fresh_keep(f, sg_json_print(comp)) : NULL;
+        if (sg_json_member(e, "approval"))
+            st->approval = fresh_keep(f, sg_json_print(sg_json_member(e, "approval")));
         st->status = WORKER_STEP_PENDING;
     }
     f->saga.nsteps = (int)n;
@@ -248,8 +258,10 @@ static worker_op_t *saga_row(worker_dc_t *d, worker_fresh_t *fresh, char *tp)
     sg_json_get_str(doc, "$", "deadline", false, &op->u.saga_new.deadline, NULL);
     if ((input = sg_json_member(doc, "input")))
         op->u.saga_new.input = fresh_keep(fresh, sg_json_print(input));
-    if ((meta = sg_json_member(doc, "metadata")))
+    if ((meta = sg_json_member(doc, "metadata"))) {
         op->u.saga_new.metadata = sg_json_print(meta);
+        fresh->saga.metadata = fresh_keep(fresh, sg_json_print(meta)); /* an approval packet's */
+    }
     op->u.saga_new.retry_budget_ms = -1;
     if (sg_json_member(doc, "retry_budget_ms"))
         sg_json_get_int(doc, "$", "retry_budget_ms", true, &op->u.saga_new.retry_budget_ms, NULL);

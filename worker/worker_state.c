@@ -11,12 +11,14 @@
 #include "worker.h"
 
 static const char *const saga_names[WORKER_SAGA__COUNT] = {
-    "running", "held", "completed", "compensating", "compensated", "failed",
+    "running",     "held",   "completed",  "compensating",
+    "compensated", "failed", "cancelling", "cancelled",
 };
 
 static const char *const step_names[WORKER_STEP__COUNT] = {
-    "pending",      "running",     "succeeded",           "failed",  "unknown",
-    "compensating", "compensated", "compensation_failed", "skipped",
+    "pending", "running",           "succeeded",   "failed",
+    "unknown", "compensating",      "compensated", "compensation_failed",
+    "skipped", "awaiting_approval", "approved",
 };
 
 /* A transition, where it happens and why.  by_worker: made by the worker's
@@ -43,6 +45,17 @@ static const transition_t saga_transitions[] = {
      "no succeeded step with a compensation is left", "next_compensation"},
     {WORKER_SAGA_COMPENSATING, WORKER_SAGA_FAILED, true,
      "a compensation failed or ran out of attempts (dead-lettered)", "comp_failed"},
+    {WORKER_SAGA_RUNNING, WORKER_SAGA_CANCELLING, true,
+     "saga.cancel, decided when no call of the saga is in flight (it waits behind one in the "
+     "saga's queue): no new call starts",
+     "decide_cancel"},
+    {WORKER_SAGA_HELD, WORKER_SAGA_CANCELLING, true,
+     "saga.cancel of a held saga: its hold ends, its release timer is stale", "decide_cancel"},
+    {WORKER_SAGA_CANCELLING, WORKER_SAGA_CANCELLED, true,
+     "no succeeded or unknown step with a compensation is left", "next_compensation"},
+    {WORKER_SAGA_CANCELLING, WORKER_SAGA_FAILED, true,
+     "a compensation of the cancelled saga failed or ran out of attempts (dead-lettered)",
+     "comp_failed"},
     {WORKER_SAGA_HELD, WORKER_SAGA_RUNNING, false, "dlq-tool replay: resume at the failed step",
      "sagad_dlq_replay()"},
     {WORKER_SAGA_COMPENSATED, WORKER_SAGA_RUNNING, false,
@@ -56,6 +69,26 @@ static const transition_t step_transitions[] = {
      "its command is decided: the attempt row is written before the call", "start_attempt"},
     {WORKER_STEP_RUNNING, WORKER_STEP_RUNNING, true, "a retry's command is decided",
      "start_attempt"},
+    {WORKER_STEP_PENDING, WORKER_STEP_AWAITING_APPROVAL, true,
+     "its command is decided and it has an approval gate (its own approval, or its tool's "
+     "registry \"approval\": \"required\"): step.approval_requested and the gate's timer, no call",
+     "gate_step"},
+    {WORKER_STEP_AWAITING_APPROVAL, WORKER_STEP_APPROVED, true,
+     "saga.approve: its step.execute is emitted", "decide_approval"},
+    {WORKER_STEP_APPROVED, WORKER_STEP_RUNNING, true,
+     "its command is decided after the approval: the attempt row, then the call", "start_attempt"},
+    {WORKER_STEP_AWAITING_APPROVAL, WORKER_STEP_FAILED, true,
+     "saga.reject (runtime.approval_rejected), or no decision before the gate's timer "
+     "(runtime.approval_timeout): the saga compensates",
+     "reject_step"},
+    {WORKER_STEP_APPROVED, WORKER_STEP_FAILED, true,
+     "the saga's deadline passed before the approved step ran", "step_failed"},
+    {WORKER_STEP_AWAITING_APPROVAL, WORKER_STEP_SKIPPED, true,
+     "saga.cancel while it waits for approval: the gate is cancelled, it is never called",
+     "decide_cancel"},
+    {WORKER_STEP_APPROVED, WORKER_STEP_SKIPPED, true,
+     "saga.cancel after its approval, before its command was decided: never called",
+     "decide_cancel"},
     {WORKER_STEP_RUNNING, WORKER_STEP_SUCCEEDED, true, "the call succeeded", "step_succeeded"},
     {WORKER_STEP_PENDING, WORKER_STEP_FAILED, true,
      "at its decision: deadline passed, tool no longer registered, args break its schema",
@@ -68,8 +101,12 @@ static const transition_t step_transitions[] = {
      "no retry is left and its last attempt may have taken effect: a timeout, a transport "
      "error after the request went out, an answer too large to read, or a crash loop",
      "step_failed"},
-    {WORKER_STEP_PENDING, WORKER_STEP_SKIPPED, true, "an earlier step failed: it is never called",
-     "begin_compensation"},
+    {WORKER_STEP_PENDING, WORKER_STEP_SKIPPED, true,
+     "an earlier step failed, or the saga was cancelled: it is never called", "begin_compensation"},
+    {WORKER_STEP_RUNNING, WORKER_STEP_UNKNOWN, true,
+     "saga.cancel while the step waits for a retry (its call is not in flight): its last attempt "
+     "may have taken effect, so its compensation runs first",
+     "decide_cancel"},
     {WORKER_STEP_UNKNOWN, WORKER_STEP_COMPENSATING, true,
      "compensation starts with it (it is the step that failed) and it has a compensation",
      "next_compensation"},
@@ -190,9 +227,10 @@ void worker_states_reference(FILE *out)
                  "A new saga starts `running` with every step `pending`.\n\n"
                  "## Saga statuses (`sagas.status`)\n\n");
     print_table(out, saga_transitions, NELEMS(saga_transitions), saga_names);
-    fprintf(out, "\nTerminal: `completed`, `compensated` and `failed`, each announced by the\n"
-                 "event `saga.<status>`; `failed` means a compensation did not happen and a\n"
-                 "person must look.\n\n"
+    fprintf(out, "\nTerminal: `completed`, `compensated`, `cancelled` and `failed`, each\n"
+                 "announced by the event `saga.<status>`; `failed` means a compensation did\n"
+                 "not happen and a person must look.  `cancelling` is `compensating` for a\n"
+                 "saga that was cancelled (saga.cancel): it ends `cancelled`.\n\n"
                  "## Step statuses (`steps.status`)\n\n");
     print_table(out, step_transitions, NELEMS(step_transitions), step_names);
 }

@@ -85,9 +85,9 @@ static const char *const sql[NTABLES] = {
         "retry_budget_ms, traceparent, origin) SELECT id, name, def, input, meta, deadline, "
         "budget, tp, origin "
         "FROM u RETURNING saga_id) "
-        "INSERT INTO steps (saga_id, idx, name, tool, args, compensate) "
+        "INSERT INTO steps (saga_id, idx, name, tool, args, compensate, approval) "
         "SELECT u.id, (e.ord - 1)::int, e.v->>'name', e.v->>'tool', e.v->'args', "
-        "nullif(e.v->'compensate', 'null'::jsonb) "
+        "nullif(e.v->'compensate', 'null'::jsonb), e.v->'approval' "
         "FROM u JOIN s ON s.saga_id = u.id, jsonb_array_elements(u.steps) WITH ORDINALITY "
         "AS e(v, ord)",
     [T_ATTEMPT_NEW] =

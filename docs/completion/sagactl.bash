@@ -34,11 +34,11 @@ _sagactl() {
     watch)
         words="--help --name --from-beginning --max --json" ;;
     cancel)
-        words="--help --reason --by" ;;
+        words="--help --reason --by --wait --timeout --json" ;;
     approve)
-        words="--help --reason --by" ;;
+        words="--help --reason --by --wait --timeout --json" ;;
     reject)
-        words="--help --reason --by" ;;
+        words="--help --reason --by --wait --timeout --json" ;;
     *) return ;;
     esac
     if [[ -z $cmd || $cur == -* ]]; then

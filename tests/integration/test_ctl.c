@@ -535,14 +535,72 @@ Test(ctl, list_stuck_finds_exactly_the_stalled_sagas)
     cr_expect(strstr(R.out, "\ndone-1   pay   completed  0/0") != NULL, "%s", R.out);
 }
 
-/* ---- control commands (not handled by the worker yet) ---- */
+/* ---- control commands ---- */
 
-Test(ctl, cancel_approve_reject_refuse_until_the_worker_handles_them)
+/* cancel sends saga.cancel and with --wait follows the answer to the end:
+ * exit 0 once the saga is cancelled, 1 when the worker refuses (a finished
+ * or unknown saga), 3 when it would refuse it undecoded (nothing sent).
+ * approve and reject send theirs and wait for step.approved /
+ * step.rejected, or the refusal. */
+Test(ctl, cancel_sends_saga_cancel_and_waits_for_the_answer)
 {
-    cr_expect_eq(ctl(ARGS("cancel", "s1", "--reason", "customer asked", "--by", "ann")), 3);
-    cr_expect(strstr(R.err, "not available yet") && strstr(R.err, "nothing was sent"), "%s", R.err);
-    cr_expect_eq(ctl(ARGS("approve", "s1", "charge", "--reason", "ok", "--by", "ann")), 3);
-    cr_expect_eq(ctl(ARGS("reject", "s1", "charge", "--reason", "no", "--by", "ann")), 3);
+    static const char *const env[] = {"SAGAD_RETRY_BUDGET_MS=0", NULL};
+    static const char tools[] =
+        "\"flaky.reversible\": {\"adapter\": \"builtin\", \"target\": \"fail\", "
+        "\"side_effect\": \"reversible\", \"compensation\": \"ledger\"}";
+    char text[256];
+    int rc;
+
+    sgw_pair_start(tools, 1, env);
+    sgw_submit("ctl-cxl",
+               "[{\"name\": \"hold\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
+               " {\"name\": \"charge\", \"tool\": \"flaky.reversible\", \"args\": {\"class\": "
+               "\"transient\", \"retry_after_ms\": 3600000}}]");
+    sgw_event_wait("ctl-cxl", "step.retry_scheduled");
+    rc = ctl(ARGS("cancel", "ctl-cxl", "--reason", "customer asked", "--by", "ann", "--wait",
+                  "--timeout", "60s"));
+    cr_expect_eq(rc, 0, "exit %d\nstdout %s\nstderr %s", rc, R.out, R.err);
+    cr_expect(strstr(R.out, "saga ctl-cxl cancelling") && strstr(R.out, "saga ctl-cxl cancelled"),
+              "%s", R.out);
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text), "SELECT status FROM sagas"), "cancelled");
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text), "SELECT requested_by || '|' || reason FROM saga_controls"),
+        "ann|customer asked");
+    /* The saga's history, where on-call looks. */
+    cr_expect_eq(ctl(ARGS("show", "ctl-cxl")), 0, "%s", R.err);
+    cr_expect(strstr(R.out, "saga.cancel") && strstr(R.out, "accepted by ann: customer asked"),
+              "%s", R.out);
+
+    rc = ctl(ARGS("cancel", "ctl-cxl", "--reason", "again", "--by", "ann", "--wait", "--timeout",
+                  "60s"));
+    cr_expect_eq(rc, 1, "exit %d\nstdout %s\nstderr %s", rc, R.out, R.err);
+    cr_expect(strstr(R.out, "refused") && strstr(R.out, "which is cancelled"), "%s", R.out);
+    rc = ctl(ARGS("cancel", "ctl-ghost", "--reason", "typo", "--by", "ann", "--wait", "--timeout",
+                  "60s"));
+    cr_expect_eq(rc, 1, "exit %d\nstdout %s\nstderr %s", rc, R.out, R.err);
+    cr_expect(strstr(R.out, "does not exist"), "%s", R.out);
+
+    /* approve, reject: a gated step */
+    sgw_submit("ctl-gate",
+               "[{\"name\": \"hold\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
+               " {\"name\": \"charge\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 2}, "
+               "\"approval\": {\"timeout_ms\": 600000}}]");
+    sgw_event_wait("ctl-gate", "step.approval_requested");
+    rc = ctl(ARGS("approve", "ctl-gate", "hold", "--reason", "ok", "--by", "ann", "--wait",
+                  "--timeout", "60s"));
+    cr_expect_eq(rc, 1, "not waiting: exit %d\nstdout %s\nstderr %s", rc, R.out, R.err);
+    cr_expect(strstr(R.out, "refused") && strstr(R.out, "only a step awaiting_approval"), "%s",
+              R.out);
+    rc = ctl(ARGS("approve", "ctl-gate", "1", "--reason", "ok", "--by", "ann", "--wait",
+                  "--timeout", "60s"));
+    cr_expect_eq(rc, 0, "exit %d\nstdout %s\nstderr %s", rc, R.out, R.err);
+    cr_expect(strstr(R.out, "saga ctl-gate step charge approved"), "%s", R.out);
+    sgw_wait_status("ctl-gate", "completed");
+    sgw_pair_stop();
+
+    cr_expect_eq(ctl(ARGS("cancel", "bad id", "--reason", "x", "--by", "ann")), 3);
+    cr_expect(strstr(R.err, "$.saga_id") && strstr(R.err, "nothing sent"), "%s", R.err);
+    cr_expect_eq(ctl(ARGS("approve", "s1", "charge", "--reason", "", "--by", "ann")), 2);
     cr_expect_eq(ctl(ARGS("cancel", "s1")), 2, "--reason is required");
     cr_expect_eq(ctl(ARGS("approve", "s1", "--reason", "x")), 2, "STEP is required");
 }

@@ -71,10 +71,11 @@ void fx_fini(fx_t *fx)
 }
 
 /* Status letters: p pending, r running, s succeeded, f failed, u unknown, c
- * compensating, C compensated, x compensation_failed, k skipped; for the
- * saga: R running, H held, D completed, c compensating, C compensated, F
- * failed. */
-const char fx_step_letters[] = "prsfucCxk", fx_saga_letters[] = "RHDcCF";
+ * compensating, C compensated, x compensation_failed, k skipped, a
+ * awaiting_approval, A approved; for the saga: R running, H held, D
+ * completed, c compensating, C compensated, F failed, N cancelling, X
+ * cancelled. */
+const char fx_step_letters[] = "prsfucCxkaA", fx_saga_letters[] = "RHDcCFNX";
 
 worker_step_status_t fx_step_status(char l)
 {
@@ -128,6 +129,35 @@ void fx_command(fx_t *fx, sg_ctype_t type, int step, int attempt, int generation
     fx->cmd.dec.step = step;
     fx->cmd.dec.attempt = attempt;
     fx->cmd.dec.generation = generation;
+}
+
+void fx_cancel(fx_t *fx)
+{
+    static const char doc[] = "{\"v\":1,\"type\":\"saga.cancel\",\"id\":\"c-1\","
+                              "\"saga_id\":\"order-1\",\"by\":\"ops\",\"reason\":\"withdrawn\"}";
+
+    fx_command(fx, SG_CMD_CANCEL, -1, 0, 0);
+    sg_json_destroy(fx->cmd.dec.doc);
+    fx->cmd.dec.doc = sg_json_parse(doc, strlen(doc), NULL, NULL);
+    cr_assert_not_null(fx->cmd.dec.doc);
+    fx->cmd.dec.by = sg_json_string(sg_json_member(fx->cmd.dec.doc, "by"));
+    fx->cmd.dec.reason = sg_json_string(sg_json_member(fx->cmd.dec.doc, "reason"));
+}
+
+void fx_decision(fx_t *fx, sg_ctype_t type, int step)
+{
+    char doc[256];
+
+    snprintf(doc, sizeof(doc),
+             "{\"v\":1,\"type\":\"%s\",\"id\":\"a-1\",\"saga_id\":\"order-1\",\"step\":%d,"
+             "\"by\":\"bob\",\"reason\":\"checked\"}",
+             type == SG_CMD_APPROVE ? "saga.approve" : "saga.reject", step);
+    fx_command(fx, type, step, 0, 0);
+    sg_json_destroy(fx->cmd.dec.doc);
+    fx->cmd.dec.doc = sg_json_parse(doc, strlen(doc), NULL, NULL);
+    cr_assert_not_null(fx->cmd.dec.doc);
+    fx->cmd.dec.by = sg_json_string(sg_json_member(fx->cmd.dec.doc, "by"));
+    fx->cmd.dec.reason = sg_json_string(sg_json_member(fx->cmd.dec.doc, "reason"));
 }
 
 /* A call of step that returned: ok, or an error of cls. */
@@ -185,6 +215,9 @@ void fx_effects(const worker_outcome_t *out, char *buf, size_t size)
             break;
         case WORKER_OP_SAGA_NEW:
             snprintf(one, sizeof(one), "NEW");
+            break;
+        case WORKER_OP_CONTROL:
+            snprintf(one, sizeof(one), "CTL:%s", op->u.control.outcome);
             break;
         default:
             continue;

@@ -25,10 +25,11 @@ typedef struct fx_s {
     worker_outcome_t out;
 } fx_t;
 
-/* Status letters: p pending, r running, s succeeded, f failed, c
- * compensating, C compensated, x compensation_failed, k skipped; for the
- * saga: R running, H held, D completed, c compensating, C compensated, F
- * failed. */
+/* Status letters: p pending, r running, s succeeded, f failed, u unknown,
+ * c compensating, C compensated, x compensation_failed, k skipped, a
+ * awaiting_approval, A approved; for the saga: R running, H held, D
+ * completed, c compensating, C compensated, F failed, N cancelling, X
+ * cancelled. */
 extern const char fx_step_letters[], fx_saga_letters[];
 worker_step_status_t fx_step_status(char l);
 worker_saga_status_t fx_saga_status(char l);
@@ -39,6 +40,10 @@ void fx_fini(fx_t *fx);
  * per step (NULL: none). */
 void fx_saga(fx_t *fx, char saga, const char *st, const int *att, const int *catt);
 void fx_command(fx_t *fx, sg_ctype_t type, int step, int attempt, int generation);
+/* saga.cancel {id c-1, by ops, reason withdrawn} of order-1. */
+void fx_cancel(fx_t *fx);
+/* saga.approve / saga.reject (type) of step {id a-1, by bob, reason checked}. */
+void fx_decision(fx_t *fx, sg_ctype_t type, int step);
 /* A call of step that returned: ok, or an error of cls. */
 void fx_returned(fx_t *fx, bool comp, int step, int attempt, worker_status_t status,
                  sg_errclass_t cls, bool retriable);

@@ -13,7 +13,19 @@
 
 /* ---- the transitions --------------------------------------------------- */
 
-typedef enum { EXEC, COMP, RELEASE, RET_OK, RET_ERR, RET_COMP_OK, RET_COMP_ERR } kind_t;
+typedef enum {
+    EXEC,
+    COMP,
+    RELEASE,
+    CANCEL,
+    APPROVE,
+    REJECT,
+    GATE_TIMEOUT,
+    RET_OK,
+    RET_ERR,
+    RET_COMP_OK,
+    RET_COMP_ERR
+} kind_t;
 
 typedef struct case_s {
     const char *name;
@@ -30,6 +42,7 @@ typedef struct case_s {
     /* the world: attempt rows of the command, deadline, hold, budget */
     int interrupted, finished;
     bool isolated, chained, past_deadline;
+    int gate; /* 1 + the step with an approval gate, 0: none */
     int64_t hold_ms, spent, budget;
     /* after */
     const char *effects; /* fx_effects(), in order */
@@ -166,6 +179,115 @@ static const case_t cases[] = {
      .saga = 'c', .steps = "cfkk", .att = {1, 1}, .kind = RELEASE,
      .effects = "", .saga_after = 'c', .steps_after = "cfkk", .step_rows = "----", .saga_row = '-',
      .consumed = "ignored", .log = "not held"},
+    /* saga.cancel (effects: CTL is the row of the saga's control history) */
+    {.name = "cancel between steps: pending skipped, compensation in reverse",
+     .saga = 'R', .steps = "sspp", .att = {1, 1}, .kind = CANCEL,
+     .effects = "CTL:accepted,saga.cancelling,step.compensate", .saga_after = 'N',
+     .steps_after = "ckkk", .step_rows = "ckkk", .saga_row = 'N',
+     .consumed = "cancelled", .log = "saga: running -> cancelling"},
+    {.name = "cancel while a step waits for a retry: unknown, its compensation first",
+     .saga = 'R', .steps = "ssrp", .att = {1, 1, 1}, .kind = CANCEL,
+     .effects = "CTL:accepted,saga.cancelling,step.compensate", .saga_after = 'N',
+     .steps_after = "ssck", .step_rows = "--ck", .saga_row = 'N',
+     .consumed = "cancelled", .log = "step 2: running -> unknown"},
+    {.name = "cancel before any step ran: nothing to undo, cancelled at once",
+     .saga = 'R', .steps = "pppp", .kind = CANCEL,
+     .effects = "CTL:accepted,saga.cancelling,saga.cancelled", .saga_after = 'X',
+     .steps_after = "kkkk", .step_rows = "kkkk", .saga_row = 'X',
+     .consumed = "cancelled", .log = "saga: cancelling -> cancelled"},
+    {.name = "cancel of a held saga: its hold ends, compensation below the failed step",
+     .saga = 'H', .steps = "sfpp", .att = {1, 1}, .kind = CANCEL,
+     .effects = "CTL:accepted,saga.cancelling,step.compensate", .saga_after = 'N',
+     .steps_after = "cfkk", .step_rows = "c-kk", .saga_row = 'N',
+     .consumed = "cancelled", .log = "saga: held -> cancelling"},
+    {.name = "compensation command of a cancelling saga: the call",
+     .saga = 'N', .steps = "ckkk", .att = {1}, .kind = COMP, .step = 0, .attempt = 1,
+     .effects = "ATT", .saga_after = 'N', .steps_after = "ckkk", .step_rows = "c---",
+     .saga_row = '-',
+     .calls = true, .consumed = "called"},
+    {.name = "last compensation of a cancelling saga: cancelled",
+     .saga = 'N', .steps = "ckkk", .att = {1}, .catt = {1}, .kind = RET_COMP_OK, .step = 0,
+     .attempt = 1,
+     .effects = "step.compensated,saga.cancelled", .saga_after = 'X', .steps_after = "Ckkk",
+     .step_rows = "C---", .saga_row = 'X'},
+    {.name = "a compensation of a cancelling saga fails for good: failed",
+     .saga = 'N', .steps = "ckkk", .att = {1}, .catt = {1}, .kind = RET_COMP_ERR, .step = 0,
+     .attempt = 1, .cls = SG_ERRCLASS_PERMANENT,
+     .effects = "step.compensation_failed,DL,saga.dead_lettered,saga.failed", .saga_after = 'F',
+     .steps_after = "xkkk", .step_rows = "x---", .saga_row = 'F',
+     .log = "saga: cancelling -> failed"},
+    {.name = "a step command of a cancelled saga: stale, never called",
+     .saga = 'N', .steps = "ckkk", .att = {1}, .kind = EXEC, .step = 1, .attempt = 1,
+     .effects = "", .saga_after = 'N', .steps_after = "ckkk", .step_rows = "----",
+     .saga_row = '-',
+     .consumed = "ignored", .log = "not waiting"},
+    {.name = "cancel of a finished saga: refused, answered",
+     .saga = 'D', .steps = "ssss", .att = {1, 1, 1, 1}, .kind = CANCEL,
+     .effects = "CTL:refused,saga.command_refused", .saga_after = 'D', .steps_after = "ssss",
+     .step_rows = "----", .saga_row = 'D',
+     .consumed = "refused", .log = "which is completed"},
+    {.name = "cancel of a compensating saga: refused, answered",
+     .saga = 'c', .steps = "cfkk", .att = {1, 1}, .kind = CANCEL,
+     .effects = "CTL:refused,saga.command_refused", .saga_after = 'c', .steps_after = "cfkk",
+     .step_rows = "----", .saga_row = 'c',
+     .consumed = "refused", .log = "already undoing"},
+    {.name = "a second cancel: refused, answered",
+     .saga = 'N', .steps = "ckkk", .att = {1}, .kind = CANCEL,
+     .effects = "CTL:refused,saga.command_refused", .saga_after = 'N', .steps_after = "ckkk",
+     .step_rows = "----", .saga_row = 'N',
+     .consumed = "refused", .log = "which is cancelling"},
+    /* approval gates (step 1 has one) */
+    {.name = "a gated step's command: awaiting approval, the packet, the gate's timer, no call",
+     .saga = 'R', .steps = "sppp", .att = {1}, .kind = EXEC, .step = 1, .attempt = 1, .gate = 2,
+     .effects = "step.approval_requested,@step.approval_timeout", .saga_after = 'R',
+     .steps_after = "sapp", .step_rows = "-a--", .saga_row = 'R',
+     .consumed = "awaiting_approval", .log = "step 1: pending -> awaiting_approval"},
+    {.name = "approval: approved, its command",
+     .saga = 'R', .steps = "sapp", .att = {1}, .kind = APPROVE, .step = 1, .gate = 2,
+     .effects = "CTL:accepted,step.approved,step.execute", .saga_after = 'R',
+     .steps_after = "sApp", .step_rows = "-A--", .saga_row = 'R',
+     .consumed = "approved", .log = "step 1: awaiting_approval -> approved"},
+    {.name = "an approved step's command: the attempt row, the call",
+     .saga = 'R', .steps = "sApp", .att = {1}, .kind = EXEC, .step = 1, .attempt = 1, .gate = 2,
+     .effects = "ATT", .saga_after = 'R', .steps_after = "srpp", .step_rows = "-r--",
+     .saga_row = '-',
+     .calls = true, .consumed = "called", .log = "step 1: approved -> running"},
+    {.name = "an approved step after the deadline: failed, compensation",
+     .saga = 'R', .steps = "sApp", .att = {1}, .kind = EXEC, .step = 1, .attempt = 1, .gate = 2,
+     .past_deadline = true,
+     .effects = "step.failed,saga.compensating,step.compensate", .saga_after = 'c',
+     .steps_after = "cfkk", .step_rows = "cfkk", .saga_row = 'c',
+     .consumed = "failed", .log = "step 1: approved -> failed"},
+    {.name = "rejection: the step fails uncalled, the saga compensates",
+     .saga = 'R', .steps = "sapp", .att = {1}, .kind = REJECT, .step = 1, .gate = 2,
+     .effects = "CTL:accepted,step.rejected,step.failed,saga.compensating,step.compensate",
+     .saga_after = 'c', .steps_after = "cfkk", .step_rows = "cfkk", .saga_row = 'c',
+     .consumed = "rejected", .log = "step 1: awaiting_approval -> failed"},
+    {.name = "the gate's timer: a rejection",
+     .saga = 'R', .steps = "sapp", .att = {1}, .kind = GATE_TIMEOUT, .step = 1, .gate = 2,
+     .effects = "step.rejected,step.failed,saga.compensating,step.compensate", .saga_after = 'c',
+     .steps_after = "cfkk", .step_rows = "cfkk", .saga_row = 'c',
+     .consumed = "timed_out"},
+    {.name = "the gate's timer after a decision: stale",
+     .saga = 'R', .steps = "sApp", .att = {1}, .kind = GATE_TIMEOUT, .step = 1, .gate = 2,
+     .effects = "", .saga_after = 'R', .steps_after = "sApp", .step_rows = "----",
+     .saga_row = '-',
+     .consumed = "ignored", .log = "decided before its timeout"},
+    {.name = "approval of a step not waiting: refused, answered",
+     .saga = 'R', .steps = "srpp", .att = {1, 1}, .kind = APPROVE, .step = 1, .gate = 2,
+     .effects = "CTL:refused,saga.command_refused", .saga_after = 'R', .steps_after = "srpp",
+     .step_rows = "----", .saga_row = 'R',
+     .consumed = "refused", .log = "only a step awaiting_approval"},
+    {.name = "cancel of a saga awaiting approval: the gate cancelled, compensation",
+     .saga = 'R', .steps = "sapp", .att = {1}, .kind = CANCEL, .gate = 2,
+     .effects = "CTL:accepted,saga.cancelling,step.compensate", .saga_after = 'N',
+     .steps_after = "ckkk", .step_rows = "ckkk", .saga_row = 'N',
+     .consumed = "cancelled", .log = "step 1: awaiting_approval -> skipped"},
+    {.name = "cancel after an approval, before the call: never called",
+     .saga = 'R', .steps = "sApp", .att = {1}, .kind = CANCEL, .gate = 2,
+     .effects = "CTL:accepted,saga.cancelling,step.compensate", .saga_after = 'N',
+     .steps_after = "ckkk", .step_rows = "ckkk", .saga_row = 'N',
+     .consumed = "cancelled", .log = "step 1: approved -> skipped"},
     /* stale and duplicate commands */
     {.name = "duplicate of an attempt that finished",
      .saga = 'R', .steps = "srpp", .att = {1, 1}, .kind = EXEC, .step = 1, .attempt = 1,
@@ -270,6 +392,16 @@ static void run_case(const case_t *c)
     case RELEASE:
         fx_command(&fx, SG_CMD_RELEASE, -1, 0, 1 + c->gen_off);
         break;
+    case CANCEL:
+        fx_cancel(&fx);
+        break;
+    case APPROVE:
+    case REJECT:
+        fx_decision(&fx, c->kind == APPROVE ? SG_CMD_APPROVE : SG_CMD_REJECT, c->step);
+        break;
+    case GATE_TIMEOUT:
+        fx_command(&fx, SG_CMD_APPROVAL_TIMEOUT, c->step, 1, 1 + c->gen_off);
+        break;
     case RET_OK:
     case RET_ERR:
         fx_returned(&fx, false, c->step, c->attempt,
@@ -294,6 +426,8 @@ static void run_case(const case_t *c)
     fx.rules.hold_ms = c->hold_ms;
     if (c->chained)
         fx.saga.steps[1].tool = "teleport";
+    if (c->gate)
+        fx.saga.steps[c->gate - 1].approval = "{\"timeout_ms\":60000,\"reason\":\"big\"}";
     fx_decide(&fx, true);
 
     fx_effects(&fx.out, got, sizeof(got));
@@ -435,5 +569,84 @@ Test(saga, a_compensation_stored_as_json_null_is_no_compensation)
     cr_expect_eq(fx.saga.steps[2].status, WORKER_STEP_SKIPPED);
     cr_expect_eq(fx.saga.steps[0].status, WORKER_STEP_COMPENSATING);
     cr_expect_eq(fx_message(&fx.out, "step.compensate")->u.msg.step, 0);
+    fx_fini(&fx);
+}
+
+Test(saga, a_cancel_of_an_unknown_saga_is_answered_not_dead_lettered)
+{
+    fx_t fx;
+    const worker_op_t *op;
+
+    fx_init(&fx);
+    fx_cancel(&fx);
+    fx_decide(&fx, false);
+    op = fx_message(&fx.out, "saga.command_refused");
+    cr_assert_not_null(op, "no saga.command_refused");
+    cr_expect_null(fx_nth_op(&fx.out, WORKER_OP_DEAD_LETTER, 0), "dead-lettered");
+    cr_expect_null(fx_nth_op(&fx.out, WORKER_OP_CONTROL, 0), "a history row without a saga");
+    cr_expect_str_eq(op->u.msg.topic, "t.events");
+    cr_expect(strstr(op->u.msg.payload, "\"seq\":0"), "%s", op->u.msg.payload);
+    cr_expect(strstr(op->u.msg.payload, "\"error_code\":\"input.saga.not_found\""), "%s",
+              op->u.msg.payload);
+    cr_expect(strstr(op->u.msg.payload, "\"command_id\":\"c-1\""), "%s", op->u.msg.payload);
+    cr_expect(strstr(op->u.msg.payload, "\"by\":\"ops\""), "%s", op->u.msg.payload);
+    cr_expect_str_eq(fx_consumed(&fx.out), "refused");
+    fx_fini(&fx);
+}
+
+Test(saga, a_cancel_says_who_and_why_in_its_event_and_history)
+{
+    fx_t fx;
+    const worker_op_t *op, *ctl;
+
+    fx_init(&fx);
+    fx_saga(&fx, 'R', "sspp", (const int[]){1, 1, 0, 0}, NULL);
+    fx_cancel(&fx);
+    fx_decide(&fx, true);
+    op = fx_message(&fx.out, "saga.cancelling");
+    cr_assert_not_null(op);
+    cr_expect(strstr(op->u.msg.payload, "\"by\":\"ops\""), "%s", op->u.msg.payload);
+    cr_expect(strstr(op->u.msg.payload, "\"reason\":\"withdrawn\""), "%s", op->u.msg.payload);
+    cr_expect(strstr(op->u.msg.payload, "\"command_id\":\"c-1\""), "%s", op->u.msg.payload);
+    ctl = fx_nth_op(&fx.out, WORKER_OP_CONTROL, 0);
+    cr_assert_not_null(ctl);
+    cr_expect_str_eq(ctl->u.control.by, "ops");
+    cr_expect_str_eq(ctl->u.control.reason, "withdrawn");
+    cr_expect_str_eq(ctl->u.control.command, "saga.cancel");
+    cr_expect_str_eq(ctl->u.control.command_id, "c-1");
+    fx_fini(&fx);
+}
+
+Test(saga, an_approval_packet_shows_the_call_and_its_timer_is_the_gates_timeout)
+{
+    fx_t fx;
+    const worker_op_t *op, *timer;
+
+    fx_init(&fx);
+    fx_saga(&fx, 'R', "sspp", (const int[]){1, 1, 0, 0}, NULL);
+    fx.saga.steps[2].approval = "{\"reason\":\"big charge\",\"registry\":true}";
+    fx.saga.metadata = "{\"tenant\":\"eu-1\"}";
+    fx.rules.approval_timeout_ms = 90000;
+    fx_command(&fx, SG_CMD_EXECUTE, 2, 1, 1);
+    fx_decide(&fx, true);
+    cr_expect(!fx.out.calls, "no call before the approval");
+    op = fx_message(&fx.out, "step.approval_requested");
+    cr_assert_not_null(op);
+    cr_expect(strstr(op->u.msg.payload, "\"args\":{\"amount\":5}"), "%s", op->u.msg.payload);
+    cr_expect(strstr(op->u.msg.payload, "\"tool\":\"charge\""), "%s", op->u.msg.payload);
+    cr_expect(strstr(op->u.msg.payload, "\"metadata\":{\"tenant\":\"eu-1\"}"), "%s",
+              op->u.msg.payload);
+    cr_expect(strstr(op->u.msg.payload, "\"required_by\":\"registry\""), "%s", op->u.msg.payload);
+    cr_expect(strstr(op->u.msg.payload, "\"reason\":\"big charge\""), "%s", op->u.msg.payload);
+    cr_expect(strstr(op->u.msg.payload, "\"timeout_ms\":90000"), "the config's default: %s",
+              op->u.msg.payload);
+    cr_expect(strstr(op->u.msg.payload, "\"expires_at\":\"2026-01-01T00:01:30.000Z\""), "%s",
+              op->u.msg.payload);
+    timer = fx_message(&fx.out, "step.approval_timeout");
+    cr_assert_not_null(timer);
+    cr_expect_eq(timer->u.msg.delay_ms, 90000);
+    cr_expect_str_eq(timer->u.msg.topic, "t.commands");
+    cr_expect(strstr(timer->u.msg.payload, "\"step\":2,\"generation\":1"), "%s",
+              timer->u.msg.payload);
     fx_fini(&fx);
 }

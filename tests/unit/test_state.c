@@ -21,11 +21,13 @@ Test(state, every_status_name_reads_back_and_others_are_refused)
         cr_assert_eq(worker_step_status_parse(worker_step_status_name(s), &step), 0);
         cr_assert_eq(step, s);
     }
-    /* The names the SQL check constraints allow (0001, 0005). */
+    /* The names the SQL check constraints allow (0001, 0005, 0016). */
     cr_assert_str_eq(worker_saga_status_name(WORKER_SAGA_COMPENSATING), "compensating");
+    cr_assert_str_eq(worker_saga_status_name(WORKER_SAGA_CANCELLING), "cancelling");
+    cr_assert_str_eq(worker_saga_status_name(WORKER_SAGA_CANCELLED), "cancelled");
     cr_assert_str_eq(worker_step_status_name(WORKER_STEP_COMPENSATION_FAILED),
                      "compensation_failed");
-    cr_assert_eq(worker_saga_status_parse("cancelled", &saga), -1);
+    cr_assert_eq(worker_saga_status_parse("canceled", &saga), -1);
     cr_assert_eq(worker_step_status_parse("Running", &step), -1);
     cr_assert_eq(worker_step_status_parse("", &step), -1);
 }
@@ -44,6 +46,15 @@ Test(state, the_worker_moves_a_saga_only_along_its_transitions)
         {WORKER_SAGA_HELD, WORKER_SAGA_COMPENSATING, true},
         {WORKER_SAGA_COMPENSATING, WORKER_SAGA_COMPENSATED, true},
         {WORKER_SAGA_COMPENSATING, WORKER_SAGA_FAILED, true},
+        {WORKER_SAGA_RUNNING, WORKER_SAGA_CANCELLING, true},
+        {WORKER_SAGA_HELD, WORKER_SAGA_CANCELLING, true},
+        {WORKER_SAGA_CANCELLING, WORKER_SAGA_CANCELLED, true},
+        {WORKER_SAGA_CANCELLING, WORKER_SAGA_FAILED, true},
+        /* a cancel does not turn a compensation into a cancellation, and
+         * a cancelled saga stays so */
+        {WORKER_SAGA_COMPENSATING, WORKER_SAGA_CANCELLING, false},
+        {WORKER_SAGA_CANCELLED, WORKER_SAGA_CANCELLING, false},
+        {WORKER_SAGA_CANCELLING, WORKER_SAGA_COMPENSATED, false},
         /* terminal states stay terminal for the worker */
         {WORKER_SAGA_COMPLETED, WORKER_SAGA_RUNNING, false},
         {WORKER_SAGA_COMPLETED, WORKER_SAGA_COMPENSATING, false},

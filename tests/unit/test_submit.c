@@ -243,7 +243,7 @@ Test(submit, step_command_fixtures_decode_as_the_schema_says)
             buf = slurp(file, &len);
             sg_submit_decode(buf, len, &lim, &dec);
             ok = dec.type == SG_CMD_EXECUTE || dec.type == SG_CMD_COMPENSATE ||
-                 dec.type == SG_CMD_RELEASE;
+                 dec.type == SG_CMD_RELEASE || dec.type == SG_CMD_APPROVAL_TIMEOUT;
             cr_expect_eq(ok, k == 0, "%s: worker decodes it as %s", file,
                          ok ? "a command" : dec.err.message);
             sg_json_destroy(dec.doc);
@@ -251,6 +251,55 @@ Test(submit, step_command_fixtures_decode_as_the_schema_says)
         }
         closedir(d);
     }
+}
+
+/* The control commands (schemas/control-command.schema.json): a valid
+ * fixture decodes as saga.cancel with its by and reason, an invalid one is
+ * undecodable with an error at the path the independent checker names. */
+Test(submit, control_command_fixtures_decode_as_the_schema_says)
+{
+    static const sg_json_limits_t lim = SG_JSON_LIMITS_DEFAULT;
+    static const char dir[] = "tests/fixtures/control-command";
+    const char *sub[] = {"valid", "invalid"};
+    int count = 0;
+
+    for (int k = 0; k < 2; k++) {
+        char path[256], file[800], want[256];
+        DIR *d;
+        struct dirent *e;
+        snprintf(path, sizeof(path), "%s/%s", dir, sub[k]);
+        d = opendir(path);
+        cr_assert_not_null(d);
+        while ((e = readdir(d))) {
+            sg_decoded_t dec;
+            size_t len;
+            char *buf;
+            if (!strstr(e->d_name, ".json"))
+                continue;
+            snprintf(file, sizeof(file), "%s/%s", path, e->d_name);
+            buf = slurp(file, &len);
+            sg_submit_decode(buf, len, &lim, &dec);
+            if (k == 0) {
+                bool control = dec.type == SG_CMD_CANCEL || dec.type == SG_CMD_APPROVE ||
+                               dec.type == SG_CMD_REJECT;
+                cr_expect(control, "%s: worker refuses it: %s", file, dec.err.message);
+                cr_expect(dec.by && dec.reason && *dec.by && *dec.reason, "%s: by, reason", file);
+                cr_expect(dec.type == SG_CMD_CANCEL || dec.step_name || dec.step >= 0,
+                          "%s: names its step", file);
+            } else {
+                cr_expect_eq(dec.type, SG_CMD_POISON, "%s: worker accepts it", file);
+                cr_assert(expected_path(dir, e->d_name, want, sizeof(want)), "%s: no EXPECT line",
+                          file);
+                cr_expect(strstr(dec.err.message, want) != NULL, "%s: expected an error at %s: %s",
+                          file, want, dec.err.message);
+            }
+            sg_json_destroy(dec.doc);
+            free(buf);
+            count++;
+        }
+        closedir(d);
+    }
+    cr_assert_gt(count, 2);
 }
 
 Test(submit, registry_fixtures_load_as_the_schema_says)

@@ -53,6 +53,9 @@ typedef struct sg_tool_s {
     int64_t timeout_ms;
     sg_effect_t effect;
     char *compensation; /* default compensating tool, NULL when none */
+    /* "approval": "required": every step of this tool waits for a person's
+     * saga.approve before its call (an approval gate). */
+    bool approval_required;
     sg_policy_t retry, comp_retry;
     int concurrency;            /* 0: unlimited */
     sg_json_t *args_schema;     /* NULL: any object */

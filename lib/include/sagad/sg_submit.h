@@ -22,12 +22,22 @@ typedef enum sg_ctype_e {
     SG_CMD_START,
     SG_CMD_EXECUTE,
     SG_CMD_COMPENSATE,
-    SG_CMD_RELEASE, /* saga.release: a held saga's hold ended */
-    SG_CMD_POISON,  /* could not be decoded: dead-lettered */
+    SG_CMD_RELEASE,          /* saga.release: a held saga's hold ended */
+    SG_CMD_CANCEL,           /* saga.cancel: stop the saga, compensate what it did */
+    SG_CMD_APPROVE,          /* saga.approve: a step waiting for approval runs */
+    SG_CMD_REJECT,           /* saga.reject: it does not, the saga compensates */
+    SG_CMD_APPROVAL_TIMEOUT, /* step.approval_timeout: a gate's timer (a rejection) */
+    SG_CMD_POISON,           /* could not be decoded: dead-lettered */
 } sg_ctype_t;
 
 #define SG_SAGA_ID_MAX 128
 #define SG_MAX_STEPS   64
+/* A control command's by and reason, in Unicode code points. */
+#define SG_CONTROL_BY_MAX     128
+#define SG_CONTROL_REASON_MAX 1024
+/* A step's approval.timeout_ms (and worker.approval_timeout_ms). */
+#define SG_APPROVAL_TIMEOUT_MIN 1000
+#define SG_APPROVAL_TIMEOUT_MAX 604800000
 
 /* Decodes the envelope of a command message.  Never fails: a message that
  * cannot be decoded comes back as SG_CMD_POISON with err set. */
@@ -36,6 +46,10 @@ typedef struct sg_decoded_s {
     sg_json_t *doc;
     char saga_id[SG_SAGA_ID_MAX + 1]; /* "" when unknown */
     int step, attempt, generation;
+    /* A control command's: who asks and why, into doc; saga.approve and
+     * saga.reject name their step by index (step) or by name (step_name,
+     * then step is -1). */
+    const char *by, *reason, *step_name;
     long nodes; /* values and member names parsed into doc (0 when none) */
     sg_err_t err;
 } sg_decoded_t;
