@@ -101,7 +101,7 @@ help:
 	@echo "make            build build/libsagad.a and bin/{sagad-worker,sagad-relay,dlq-tool,sagactl,checkout-svc}"
 	@echo "make deps       install the Debian packages needed (no-op when present; demo, test, bench, up and test-* run it first)"
 	@echo "make up / down  start / stop the private PostgreSQL and Kafka under .run/"
-	@echo "make demo       services, checkout-svc, relay and worker up; three example sagas run end to end"
+	@echo "make demo       services, checkout-svc, relay and worker up; the example sagas run end to end (retried, compensated, approved, cancelled, malformed)"
 	@echo "make demo-stop  stop the demo's checkout-svc, relay and worker"
 	@echo "make test       unit + integration tests, then again under ASan/UBSan, the docs, schema, image and k8s checks, then the fault suite"
 	@echo "make test-asan  only the sanitizer run"

@@ -7,13 +7,16 @@
 #      payment answers 429 with Retry-After: 1 once;
 #   3. sagad-relay and sagad-worker started in the background with the
 #      checkout tool registry (examples/checkout/tools.json: http tools);
-#   4. three example sagas: two submitted with `sagactl submit --wait`, one
+#   4. the example sagas.  Two submitted with `sagactl submit --wait`: one
 #      completes despite the faults (retried with the same Idempotency-Key,
 #      exit 0) with its output (the charge and booking ids); then email is
 #      made to answer 400 and the next one is compensated in reverse order
 #      (exit 1), each compensation naming the id it undoes; in both the
 #      booking carries the reservation id from the reserve step's result
-#      (examples/sagas: {"$from": POINTER}); the third is malformed:
+#      (examples/sagas: {"$from": POINTER}).  A high-value one whose charge
+#      waits for a person (its tool needs approval) until `sagactl approve`,
+#      and the same again cancelled while it waits (`sagactl cancel`: the
+#      reservation is released, the saga ends cancelled).  A malformed one:
 #      sagactl validate refuses it, and sent anyway (kcat) the worker
 #      rejects and dead-letters it with the same problems;
 #   5. each saga's events printed by `sagactl watch`, the newest sagas by
@@ -130,6 +133,45 @@ echo "  (email now answers 400)"
 curl -fsS -X POST "$checkout/_admin/faults" \
     -d '{"path": "/email/send", "status": 400}' >/dev/null
 submit_wait examples/sagas/checkout-fails.json 1
+
+# A charge above the limit: the registry says payment.charge_high needs a
+# person's approval, so the saga waits (step.approval_requested) until the
+# demo approves it; the same saga submitted again is cancelled while it
+# waits, and its reservation is released.
+wait_step() { # SAGA STEP STATUS: polls the step's status (60 s at most)
+    local deadline=$((SECONDS + 60))
+    until [ "$(psql "$SAGAD_PG_DSN" -Atc "SELECT status FROM steps WHERE saga_id = '$1' AND name = '$2'")" = "$3" ]; do
+        if [ $SECONDS -ge $deadline ]; then
+            echo "demo: step $2 of saga $1 is not $3 after 60 s; see $run/worker.log" >&2
+            exit 1
+        fi
+        sleep 0.2
+    done
+}
+high=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["saga_id"])' \
+    examples/sagas/checkout-approval.json)-$suffix
+ids+=("$high" "$high-withdrawn")
+echo
+echo "\$ sagactl submit examples/sagas/checkout-approval.json   (as saga $high; no --wait)"
+with_id examples/sagas/checkout-approval.json "$high" | bin/sagactl submit -
+wait_step "$high" charge awaiting_approval
+echo "  step charge is awaiting_approval (step.approval_requested carries the packet)"
+echo "\$ sagactl approve $high charge --by demo --reason \"known customer\" --wait"
+bin/sagactl approve "$high" charge --by demo --reason "known customer" --wait
+wait_step "$high" ship succeeded
+echo "  (the charge ran, then the shipment: saga $(bin/sagactl status "$high" --json |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])'))"
+echo
+echo "\$ sagactl submit examples/sagas/checkout-approval.json   (as saga $high-withdrawn)"
+with_id examples/sagas/checkout-approval.json "$high-withdrawn" | bin/sagactl submit -
+wait_step "$high-withdrawn" charge awaiting_approval
+echo "\$ sagactl cancel $high-withdrawn --by demo --reason \"customer withdrew the order\" --wait"
+rc=0
+bin/sagactl cancel "$high-withdrawn" --by demo --reason "customer withdrew the order" --wait || rc=$?
+if [ "$rc" != 0 ]; then
+    echo "demo: sagactl cancel exited $rc, not 0; see $run/worker.log" >&2
+    exit 1
+fi
 
 # The malformed submission: sagactl checks it with the worker's own rules
 # and sends nothing.  A producer that does not check (kcat here) gets the
