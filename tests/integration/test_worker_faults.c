@@ -169,6 +169,70 @@ static void submit_sagas(const char *prefix, int first, int count, const char *s
 
 #define query_int(...) sgt_query_intf(fx.pg, __VA_ARGS__)
 
+#define GATED_SAGAS 20 /* sagas whose second step waits for a person */
+
+/* The sagas not finished, with their steps' statuses, on stderr: what a
+ * failed wait needs to say. */
+static void print_unfinished(void)
+{
+    sg_pg_res_t *res = NULL;
+    sg_err_t err;
+
+    if (sg_pg_exec(fx.pg,
+                   "SELECT s.saga_id || ' ' || s.status || ': ' || string_agg(st.name || '=' || "
+                   "st.status, ' ' ORDER BY st.idx) FROM sagas s JOIN steps st USING (saga_id) "
+                   "WHERE s.status NOT IN ('completed', 'compensated', 'failed', 'cancelled') "
+                   "GROUP BY s.saga_id, s.status ORDER BY 1 LIMIT 20",
+                   0, NULL, &res, &err) < 0)
+        return;
+    for (size_t r = 0; r < sg_pg_res_rows(res); r++)
+        fprintf(stderr, "worker_faults: unfinished: %s\n", sg_pg_res_get(res, r, 0));
+    sg_pg_res_destroy(res);
+}
+
+/* The gated sagas now waiting for their approval get their decision:
+ * saga.approve for an even number, saga.cancel for an odd one; each once
+ * (sent[]).  Returns how many were sent. */
+static int decide_gates(bool *sent)
+{
+    const char *props[] = {"bootstrap.servers", sgt_kafka(), NULL};
+    char errstr[256], id[64], msg[512];
+    sg_kafka_t *k = NULL;
+    sg_err_t err;
+    int n = 0;
+
+    for (int i = 0; i < GATED_SAGAS; i++) {
+        if (sent[i] || query_int("SELECT count(*) FROM steps WHERE saga_id = 'gate-%04d' AND "
+                                 "status = 'awaiting_approval'",
+                                 i) != 1)
+            continue;
+        if (!k)
+            k = sg_kafka_new(NULL, SG_KAFKA_PRODUCER, props, errstr, sizeof(errstr));
+        cr_assert_not_null(k, "%s", errstr);
+        snprintf(id, sizeof(id), "gate-%04d", i);
+        if (i % 2 == 0)
+            snprintf(msg, sizeof(msg),
+                     "{\"v\":1,\"type\":\"saga.approve\",\"id\":\"ok-%s\",\"saga_id\":\"%s\","
+                     "\"step\":\"b\",\"by\":\"faults\",\"reason\":\"approved under kills\"}",
+                     id, id);
+        else
+            snprintf(msg, sizeof(msg),
+                     "{\"v\":1,\"type\":\"saga.cancel\",\"id\":\"cxl-%s\",\"saga_id\":\"%s\","
+                     "\"by\":\"faults\",\"reason\":\"cancelled under kills\"}",
+                     id, id);
+        cr_assert_eq(
+            sg_kafka_produce(k, fx.topic, id, strlen(id), msg, strlen(msg), NULL, 0, NULL, &err), 0,
+            "%s", err.message);
+        sent[i] = true;
+        n++;
+    }
+    if (k) {
+        cr_assert_eq(sg_kafka_flush(k, 30000, &err), 0, "%s", err.message);
+        sg_kafka_destroy(k);
+    }
+    return n;
+}
+
 /* Checks that no partition's stored offset went backwards since the last
  * sample. */
 static void offsets_sample(offsets_t *o)
@@ -244,6 +308,12 @@ static const char ledger_steps[] =
  * compensated first, its undo naming the forward key it undoes, then the
  * reservation before it. */
 #define UNKNOWN_SAGAS 20
+
+/* A reservation, then a step that waits for a person: each is approved
+ * (even numbers) or cancelled (odd) once it waits, while the kills go on. */
+static const char gated_steps[] =
+    "[{\"name\":\"a\",\"tool\":\"ledger.reversible\",\"args\":{\"s\":0}},"
+    "{\"name\":\"b\",\"tool\":\"ledger.gated\",\"args\":{\"s\":1}}]";
 static const char unknown_steps[] =
     "[{\"name\":\"a\",\"tool\":\"ledger.reversible\",\"args\":{\"s\":0}},"
     "{\"name\":\"b\",\"tool\":\"hang.reversible\",\"args\":{\"ms\":1000},"
@@ -276,6 +346,7 @@ Test(worker_faults, sigkill_at_random_points_loses_nothing_and_doubles_nothing,
     offsets_t offsets = {{0}, 0};
     proc_t *relay, *worker;
     long long completed, calls, effects, interrupted;
+    bool gate_sent[GATED_SAGAS] = {false};
     double t0 = sgt_now_s();
 
     sg_rng_seed(&rng, seed);
@@ -286,7 +357,8 @@ Test(worker_faults, sigkill_at_random_points_loses_nothing_and_doubles_nothing,
     fixture_init(3);
     snprintf(instance, sizeof(instance), "SAGAD_KAFKA_GROUP_INSTANCE_ID=%s-w", fx.group);
     snprintf(done_sql, sizeof(done_sql),
-             "SELECT count(*) FROM sagas WHERE status IN ('completed', 'compensated', 'failed')");
+             "SELECT count(*) FROM sagas WHERE status IN ('completed', 'compensated', 'failed', "
+             "'cancelled')");
     relay = proc_start("sagad-relay", NULL);
     for (int kill_no = 0; kill_no < CRASH_KILLS; kill_no++) {
         long delay = 300 + (long)sg_rng_upto(&rng, 1200);
@@ -298,16 +370,20 @@ Test(worker_faults, sigkill_at_random_points_loses_nothing_and_doubles_nothing,
                      ledger_steps);
         submit_sagas("unk", kill_no * (UNKNOWN_SAGAS / CRASH_KILLS), UNKNOWN_SAGAS / CRASH_KILLS,
                      unknown_steps);
+        submit_sagas("gate", kill_no * (GATED_SAGAS / CRASH_KILLS), GATED_SAGAS / CRASH_KILLS,
+                     gated_steps);
         snprintf(id, sizeof(id), "SAGAD_WORKER_ID=crash-%d", kill_no);
         worker = proc_start("sagad-worker", extra);
-        sleep_sampling(delay, &offsets);
+        sleep_sampling(delay / 2, &offsets);
+        decide_gates(gate_sent);
+        sleep_sampling(delay - delay / 2, &offsets);
         sgt_bg_signal(worker, SIGKILL);
         rc = sgt_bg_join(worker, 10);
         cr_assert_eq(rc, 128 + SIGKILL, "kill %d after %ld ms: exit %d, %s", kill_no, delay, rc,
                      proc_log(worker));
     }
     fprintf(stderr, "worker_faults: %lld of %d sagas terminal after %d kills\n",
-            sgt_query_int(fx.pg, done_sql), CRASH_SAGAS + UNKNOWN_SAGAS, CRASH_KILLS);
+            sgt_query_int(fx.pg, done_sql), CRASH_SAGAS + UNKNOWN_SAGAS + GATED_SAGAS, CRASH_KILLS);
 
     snprintf(id, sizeof(id), "SAGAD_WORKER_ID=crash-last");
     worker = proc_start("sagad-worker", extra);
@@ -316,19 +392,48 @@ Test(worker_faults, sigkill_at_random_points_loses_nothing_and_doubles_nothing,
     if (wait_for("SELECT count(*) FROM consumer_offsets WHERE owner = 'crash-last'", 3, 30,
                  &offsets) != 3)
         cr_assert_fail("the last worker did not take the partitions: %s", proc_log(worker));
-    completed = wait_for(done_sql, CRASH_SAGAS + UNKNOWN_SAGAS, 120, &offsets);
+    /* The gates still waiting get their decision from the last worker. */
+    for (double t = sgt_now_s(); sgt_now_s() - t < 60;) {
+        int left = 0;
+        decide_gates(gate_sent);
+        for (int i = 0; i < GATED_SAGAS; i++)
+            left += !gate_sent[i];
+        if (!left)
+            break;
+        sleep_sampling(200, &offsets);
+    }
+    completed = wait_for(done_sql, CRASH_SAGAS + UNKNOWN_SAGAS + GATED_SAGAS, 120, &offsets);
     sgt_bg_signal(worker, SIGTERM);
     cr_expect_eq(sgt_bg_join(worker, 40), 0, "the last worker exits 0 on SIGTERM: %s",
                  proc_log(worker));
     sgt_bg_signal(relay, SIGTERM);
     cr_expect_eq(sgt_bg_join(relay, 30), 0, "the relay exits 0 on SIGTERM");
     offsets_sample(&offsets);
-    cr_assert_eq(completed, CRASH_SAGAS + UNKNOWN_SAGAS,
+    if (completed != CRASH_SAGAS + UNKNOWN_SAGAS + GATED_SAGAS)
+        print_unfinished();
+    cr_assert_eq(completed, CRASH_SAGAS + UNKNOWN_SAGAS + GATED_SAGAS,
                  "only %lld of %d sagas finished; last worker: %s", completed,
-                 CRASH_SAGAS + UNKNOWN_SAGAS, proc_log(worker));
+                 CRASH_SAGAS + UNKNOWN_SAGAS + GATED_SAGAS, proc_log(worker));
 
-    cr_expect_eq(query_int("SELECT count(*) FROM sagas WHERE status = 'completed'"), CRASH_SAGAS,
-                 "every saga completed");
+    cr_expect_eq(query_int("SELECT count(*) FROM sagas WHERE status = 'completed' AND saga_id "
+                           "LIKE 'crash-%%'"),
+                 CRASH_SAGAS, "every saga completed");
+    /* The gates: approved ones ran their step once and completed; a
+     * cancelled one never called it, and its reservation was undone once. */
+    cr_expect_eq(query_int("SELECT count(*) FROM sagas WHERE saga_id ~ '^gate-[0-9]{3}[02468]$' "
+                           "AND status = 'completed'"),
+                 GATED_SAGAS / 2, "every approved saga completed");
+    cr_expect_eq(query_int("SELECT count(*) FROM sagas WHERE saga_id ~ '^gate-[0-9]{3}[13579]$' "
+                           "AND status = 'cancelled'"),
+                 GATED_SAGAS / 2, "every cancelled saga ended cancelled");
+    cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger WHERE key ~ "
+                           "'^gate-[0-9]{3}[02468]:[01]:f:g1$'"),
+                 GATED_SAGAS, "an approved saga's two effects, once each");
+    cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger WHERE key ~ "
+                           "'^gate-[0-9]{3}[13579]:0:[fc]:g1$'"),
+                 GATED_SAGAS, "a cancelled saga's reservation made and undone, once each");
+    cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger WHERE key LIKE 'gate-%%'"),
+                 2 * GATED_SAGAS, "no other effect: a cancelled gate was never called");
     cr_expect_eq(query_int("SELECT count(*) FROM steps WHERE status <> 'succeeded' AND saga_id "
                            "LIKE 'crash-%%'"),
                  0, "every step succeeded");
