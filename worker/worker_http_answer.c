@@ -44,8 +44,12 @@ static int64_t retry_after_ms(const char *v)
         ms = strlen(v) > 9 ? RETRY_AFTER_MAX_MS : strtoll(v, NULL, 10) * 1000;
     } else {
         time_t t = curl_getdate(v, NULL);
-        if (t != (time_t)-1)
-            ms = ((int64_t)t - (int64_t)time(NULL)) * 1000;
+        int64_t now = (int64_t)time(NULL);
+        /* A date far ahead (year 30,000) is capped before it is scaled:
+         * its seconds times 1000 would overflow. */
+        if (t != (time_t)-1 && (int64_t)t > now)
+            ms = (int64_t)t - now > RETRY_AFTER_MAX_MS / 1000 ? RETRY_AFTER_MAX_MS
+                                                              : ((int64_t)t - now) * 1000;
     }
     return ms < 0 ? 0 : ms > RETRY_AFTER_MAX_MS ? RETRY_AFTER_MAX_MS : ms;
 }

@@ -290,3 +290,32 @@ Test(adapters, tool_answers_jsonb_cannot_hold_are_kept_whole)
     }
     worker_result_clear(&r);
 }
+
+/* Retry-After, as the http adapter reads it (worker_http_answer.c): delta
+ * seconds, or an HTTP-date; past or unreadable is 0, and anything further
+ * than a day is a day.  A date thousands of years ahead once overflowed
+ * its milliseconds (UBSan, found by fuzz_http). */
+Test(adapters, retry_after_is_read_as_seconds_or_a_date_and_capped_at_a_day)
+{
+    static const struct {
+        const char *value;
+        int64_t want_ms;
+    } cases[] = {
+        {"120", 120000},
+        {"0", 0},
+        {"9999999999", 24LL * 3600 * 1000},
+        {"Wed, 21 Oct 2015 07:28:00 GMT", 0},
+        {"Fri, 01 Jan 9999 00:00:00 GMT", 24LL * 3600 * 1000},
+        {"4Oct0888988888", 24LL * 3600 * 1000},
+        {"soon", 0},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        worker_result_t r;
+        memset(&r, 0, sizeof(r));
+        worker_http_answer(&r, "t", 503, "", 0, 1024, cases[i].value);
+        cr_expect_eq(r.retry_after_ms, cases[i].want_ms, "Retry-After \"%s\": %lld ms, want %lld",
+                     cases[i].value, (long long)r.retry_after_ms, (long long)cases[i].want_ms);
+        worker_result_clear(&r);
+    }
+}
