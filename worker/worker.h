@@ -75,6 +75,10 @@ typedef struct worker_call_s {
     bool resolved;      /* args held references: the attempt row records them */
 } worker_call_t;
 
+/* Frees what a call owns and zeroes it (worker_outcome.c: the decision
+ * builds calls, the loop frees the ones it ran). */
+void worker_call_free(worker_call_t *call);
+
 /* The envelope's status.  partial (a parallel group whose members did not
  * all succeed) is defined for the saga model's groups, which do not exist
  * yet; cancelled is not produced either: a saga.cancel waits for the call

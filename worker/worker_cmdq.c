@@ -166,18 +166,6 @@ void loop_saga_dequeue(loop_t *L, worker_cmd_t *cmd)
 
 /* ---- command memory ----------------------------------------------------- */
 
-void loop_call_free(worker_call_t *call)
-{
-    free(call->saga_id);
-    free(call->step_name);
-    free(call->idem_key);
-    free(call->traceparent);
-    sg_json_destroy(call->args);
-    sg_json_destroy(call->input);
-    sg_json_destroy(call->forward);
-    memset(call, 0, sizeof(*call));
-}
-
 /* Frees what a command holds besides its place in the FIFO. */
 static void cmd_shed(loop_t *L, worker_cmd_t *cmd)
 {
@@ -192,7 +180,7 @@ static void cmd_shed(loop_t *L, worker_cmd_t *cmd)
     cmd->definition = NULL;
     worker_fresh_free(cmd->fresh);
     cmd->fresh = NULL;
-    loop_call_free(&cmd->call);
+    worker_call_free(&cmd->call);
     worker_result_clear(&cmd->result);
 }
 

@@ -201,7 +201,6 @@ worker_cmd_t *loop_cmd_new(loop_t *L);
 void loop_cmd_release(loop_t *L, worker_cmd_t *cmd);
 /* Releases a held command and counts it out of held and active. */
 void loop_cmd_free(loop_t *L, worker_cmd_t *cmd);
-void loop_call_free(worker_call_t *call);
 /* A command stops (or starts, +1) being active. */
 void loop_active_add(loop_t *L, const worker_cmd_t *cmd, int delta);
 /* The partition FIFO: c appended at its tail, or unlinked. */

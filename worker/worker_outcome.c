@@ -343,7 +343,7 @@ void worker_fresh_free(worker_fresh_t *f)
     free(f);
 }
 
-static void call_free(worker_call_t *call)
+void worker_call_free(worker_call_t *call)
 {
     free(call->saga_id);
     free(call->step_name);
@@ -411,7 +411,7 @@ void worker_outcome_free(worker_outcome_t *out)
     for (size_t i = 0; i < out->n; i++)
         op_free(&out->ops[i]);
     free(out->ops);
-    call_free(&out->call);
+    worker_call_free(&out->call);
     worker_fresh_free(out->fresh);
     memset(out, 0, sizeof(*out));
 }

@@ -129,7 +129,7 @@ static void undo_batch(worker_cmd_t **batch, size_t n)
         cmd->defer = false;
         if (cmd->calls) {
             cmd->calls = false;
-            loop_call_free(&cmd->call);
+            worker_call_free(&cmd->call);
         }
     }
 }
