@@ -73,6 +73,8 @@ typedef struct worker_call_s {
     sg_json_t *input;   /* the saga's input, may be NULL */
     sg_json_t *forward; /* a compensation's: the outcome of the step it undoes */
     bool resolved;      /* args held references: the attempt row records them */
+    bool detach;        /* a parallel group member's forward call: it leaves its saga's
+                           queue while it runs, so its siblings run beside it */
 } worker_call_t;
 
 /* Frees what a call owns and zeroes it (worker_outcome.c: the decision
@@ -318,6 +320,13 @@ typedef struct worker_cmd_s {
     char *definition;             /* a saga.start's definition (sg_submit_definition), once built */
     struct worker_fresh_s *fresh; /* a saga.start's new saga, until its first step is chained */
     uint64_t call_t0;             /* when its call was handed to the pool (us) */
+    /* A group member's call runs out of its saga's queue (worker_cmdq.c,
+     * "detached calls"): in the saga's detached list while CALLING, then
+     * back in the queue with its outcome (QUEUED with has_outcome until
+     * it heads the queue). */
+    bool detached;
+    bool has_outcome;
+    struct worker_cmd_s *det_next;
     worker_call_t call;
     worker_result_t result;
 } worker_cmd_t;
@@ -333,9 +342,24 @@ typedef struct worker_slot_s {
     size_t row;
 } worker_slot_t;
 
+/* A parallel group's batch policy (docs/WORKER.md, "Parallel groups"). */
+typedef enum worker_policy_e {
+    WORKER_POLICY_NONE, /* not a group member */
+    WORKER_POLICY_ALL_OR_NOTHING,
+    WORKER_POLICY_BEST_EFFORT,
+    WORKER_POLICY_FAIL_FAST,
+} worker_policy_t;
+
+/* "all_or_nothing", ..., NULL for NONE; and back (NONE when unknown). */
+const char *worker_policy_name(worker_policy_t p);
+worker_policy_t worker_policy_parse(const char *s);
+
 typedef struct worker_step_s {
     int idx;
     const char *name, *tool, *args, *comp; /* into the state result */
+    const char *group;                     /* its parallel group's name, NULL: not a member */
+    worker_policy_t policy;                /* its group's */
+    int64_t done_seq; /* the event seq its forward outcome was recorded at, 0: none */
     worker_step_status_t status;
     int attempts, comp_attempts;
     char error_code[64];
@@ -454,7 +478,7 @@ void worker_writes_discard(worker_writes_t *wr);
 void worker_write_saga_new(worker_t *w, const char *const vals[10]);
 void worker_write_attempt(worker_t *w, worker_cmd_t *cmd, const char *const vals[7]);
 void worker_write_attempt_done(worker_t *w, const char *const vals[6]);
-void worker_write_step(worker_t *w, worker_slot_t *slot, const char *const vals[10]);
+void worker_write_step(worker_t *w, worker_slot_t *slot, const char *const vals[11]);
 void worker_write_saga(worker_t *w, worker_slot_t *slot, const char *const vals[5]);
 /* An outbox message (delay_ms <= 0) or a timer. */
 void worker_write_message(worker_t *w, int64_t delay_ms, const char *topic, const char *key,

@@ -89,7 +89,9 @@ static const bool cstate_legal[6][6] = {
      * refused outcome waits for its message, or decided again as poison */
     [CMD_READY] =
         {[CMD_READY] = true, [CMD_CALLING] = true, [CMD_FINISHED] = true, [CMD_PARKED] = true},
-    [CMD_CALLING] = {[CMD_RETURNED] = true, [CMD_PARKED] = true},
+    /* from CALLING: returned; a detached call (a group member's) back in
+     * its saga's queue behind the command being decided */
+    [CMD_CALLING] = {[CMD_QUEUED] = true, [CMD_RETURNED] = true, [CMD_PARKED] = true},
     [CMD_RETURNED] = {[CMD_READY] = true, [CMD_FINISHED] = true, [CMD_PARKED] = true},
     /* FINISHED is final: the command is retired */
     [CMD_PARKED] = {[CMD_FINISHED] = true},
@@ -108,6 +110,120 @@ void loop_cmd_set_state(worker_cmd_t *cmd, worker_cstate_t to)
                cstate_names[cmd->state], cstate_names[to]);
     }
     cmd->state = to;
+}
+
+/* ---- detached calls ------------------------------------------------------
+ *
+ * A saga's commands are decided one at a time, in order, and a call in
+ * flight normally holds its saga's queue until its outcome is recorded.
+ * The calls of a parallel group's members must run beside each other, so
+ * a member's forward call (worker_call_t.detach) leaves the queue when it
+ * goes to the pool and waits in the saga's detached list; the next command
+ * of the saga (a sibling's step.execute, a saga.cancel) is decided
+ * meanwhile.  Decisions stay one at a time: when the call returns, its
+ * outcome goes back into the queue, at the head when nothing of the saga
+ * is being decided, else right behind the command that is.  A step
+ * command for a step whose call is detached (a duplicate message) waits
+ * until that call's outcome is recorded, as it would behind it in the
+ * queue, and then finds the attempt finished. */
+
+/* Must cmd wait for a detached call of its saga (same step)? */
+static bool blocked(const saga_slot_t *slot, const worker_cmd_t *cmd)
+{
+    if (cmd->dec.type != SG_CMD_EXECUTE && cmd->dec.type != SG_CMD_COMPENSATE)
+        return false;
+    for (const worker_cmd_t *d = slot->detached; d; d = d->det_next)
+        if (d->dec.step == cmd->dec.step)
+            return true;
+    return false;
+}
+
+/* The head of slot's queue, if it waits, becomes what it can: RETURNED
+ * with its detached call's outcome, or READY unless a detached call of
+ * its step is still out. */
+static void promote(loop_t *L, saga_slot_t *slot)
+{
+    worker_cmd_t *head = slot->head;
+
+    if (!head || head->state != CMD_QUEUED)
+        return;
+    if (head->has_outcome) {
+        head->has_outcome = false;
+        loop_cmd_set_state(head, CMD_RETURNED);
+        loop_vec_push(&L->returned, head);
+    } else if (!blocked(slot, head)) {
+        loop_cmd_set_state(head, CMD_READY);
+        loop_vec_push(&L->ready, head);
+    }
+}
+
+/* Unlinks cmd from slot's queue, if it is there. */
+static bool unlink_queued(saga_slot_t *slot, worker_cmd_t *cmd)
+{
+    worker_cmd_t **pp;
+
+    for (pp = &slot->head; *pp && *pp != cmd; pp = &(*pp)->saga_next)
+        ;
+    if (!*pp)
+        return false;
+    *pp = cmd->saga_next;
+    if (slot->tail == cmd) {
+        slot->tail = NULL;
+        for (worker_cmd_t *c = slot->head; c; c = c->saga_next)
+            slot->tail = c;
+    }
+    cmd->saga_next = NULL;
+    return true;
+}
+
+void loop_saga_detach(loop_t *L, worker_cmd_t *cmd)
+{
+    saga_slot_t *slot = loop_saga_slot(L, cmd->dec.saga_id, false);
+
+    if (!slot || !unlink_queued(slot, cmd))
+        return;
+    cmd->detached = true;
+    cmd->det_next = slot->detached;
+    slot->detached = cmd;
+    promote(L, slot);
+}
+
+/* Takes cmd out of slot's detached list. */
+static bool unlink_detached(saga_slot_t *slot, worker_cmd_t *cmd)
+{
+    for (worker_cmd_t **pp = &slot->detached; *pp; pp = &(*pp)->det_next)
+        if (*pp == cmd) {
+            *pp = cmd->det_next;
+            cmd->det_next = NULL;
+            cmd->detached = false;
+            return true;
+        }
+    return false;
+}
+
+void loop_saga_reattach(loop_t *L, worker_cmd_t *cmd)
+{
+    saga_slot_t *slot = loop_saga_slot(L, cmd->dec.saga_id, true);
+
+    unlink_detached(slot, cmd);
+    cmd->detached = false;
+    if (slot->head && slot->head->state != CMD_QUEUED) {
+        /* One of the saga's commands is being decided: right behind it. */
+        cmd->saga_next = slot->head->saga_next;
+        slot->head->saga_next = cmd;
+        if (slot->tail == slot->head)
+            slot->tail = cmd;
+        cmd->has_outcome = true;
+        loop_cmd_set_state(cmd, CMD_QUEUED);
+        return;
+    }
+    /* Nothing is (a head that waits is one this call's step held up). */
+    cmd->saga_next = slot->head;
+    slot->head = cmd;
+    if (!slot->tail)
+        slot->tail = cmd;
+    loop_cmd_set_state(cmd, CMD_RETURNED);
+    loop_vec_push(&L->returned, cmd);
 }
 
 /* Queues cmd behind its saga; READY when it is the saga's only one.  A
@@ -130,38 +246,31 @@ saga_slot_t *loop_saga_enqueue(loop_t *L, worker_cmd_t *cmd)
         return slot;
     }
     slot->head = slot->tail = cmd;
+    if (blocked(slot, cmd)) { /* a detached call of its step is out */
+        loop_cmd_set_state(cmd, CMD_QUEUED);
+        return NULL;
+    }
     loop_cmd_set_state(cmd, CMD_READY);
     loop_vec_push(&L->ready, cmd);
     return NULL;
 }
 
-/* Removes cmd from its saga's queue; the next one becomes READY. */
+/* Removes cmd from its saga's queue or detached list; the next one
+ * becomes READY (or RETURNED, see promote()). */
 void loop_saga_dequeue(loop_t *L, worker_cmd_t *cmd)
 {
     saga_slot_t *slot;
-    worker_cmd_t **pp;
 
     if (!cmd->dec.saga_id[0] || !(slot = loop_saga_slot(L, cmd->dec.saga_id, false)))
         return;
-    for (pp = &slot->head; *pp && *pp != cmd; pp = &(*pp)->saga_next)
-        ;
-    if (!*pp)
+    if (!(cmd->detached ? unlink_detached(slot, cmd) : unlink_queued(slot, cmd)))
         return;
-    *pp = cmd->saga_next;
-    if (slot->tail == cmd) {
-        slot->tail = NULL;
-        for (worker_cmd_t *c = slot->head; c; c = c->saga_next)
-            slot->tail = c;
-    }
-    cmd->saga_next = NULL;
-    if (!slot->head) {
+    cmd->has_outcome = false;
+    if (!slot->head && !slot->detached) {
         loop_saga_slot_free(L, slot);
         return;
     }
-    if (slot->head->state == CMD_QUEUED) {
-        loop_cmd_set_state(slot->head, CMD_READY);
-        loop_vec_push(&L->ready, slot->head);
-    }
+    promote(L, slot);
 }
 
 /* ---- command memory ----------------------------------------------------- */

@@ -91,6 +91,7 @@ typedef struct worker_op_s {
             char *result, *error_code, *idem_key; /* owned; NULL: unchanged */
             const char *effect;                   /* forward_effect, NULL: unchanged */
             char *agent_action;                   /* owned; NULL: unchanged */
+            int64_t done_seq;                     /* 0: unchanged */
             worker_slot_t *slot;
         } step;
         struct {
@@ -194,6 +195,11 @@ void worker_out_event(worker_dc_t *d, worker_saga_t *saga, const char *type, sg_
  * first one for now is kept as the outcome's follow when chaining. */
 void worker_out_command(worker_dc_t *d, worker_saga_t *saga, int step, bool compensate, int attempt,
                         int64_t delay_ms);
+/* Runs step idx: its step.execute, or for a parallel group's member the
+ * step.execute of every pending member of the group, none chained (a
+ * chained call keeps its saga's queue; a member's leaves it, so that its
+ * siblings run beside it). */
+void worker_out_run_step(worker_dc_t *d, worker_saga_t *saga, int idx);
 sg_json_t *worker_out_step_body(const worker_step_t *st);
 void worker_out_add_error(sg_json_t *body, const sg_err_t *err);
 /* The agent_action of a failure with err: the tool's own, verbatim, when
@@ -221,6 +227,27 @@ void worker_out_refused(worker_dc_t *d, worker_saga_t *saga, const worker_step_t
 /* The control command's row in its saga's history (saga_controls). */
 void worker_out_control(worker_dc_t *d, const worker_saga_t *saga, int step, const char *outcome,
                         const char *error_code);
+
+/* worker_group.c: a parallel group is the span [first, last] of its
+ * members' consecutive step rows (a step not in a group: [idx, idx]). */
+int worker_group_first(const worker_saga_t *saga, int idx);
+int worker_group_last(const worker_saga_t *saga, int idx);
+/* Members of the span whose forward part has not ended (pending, running,
+ * at their approval gate). */
+int worker_group_open(const worker_saga_t *saga, int first, int last);
+/* Did a member of the span not succeed? */
+bool worker_group_failed(const worker_saga_t *saga, int first, int last);
+/* "ok" (every member succeeded), "partial" (a best_effort group with some
+ * that did not) or "error" (none did, or a group that is undone). */
+const char *worker_group_status(const worker_saga_t *saga, int first, int last);
+/* The group's manifest: {group, policy, status, members: {NAME: {status,
+ * error_code, result}}}; what group.finished carries and what
+ * /steps/GROUP/result names. */
+sg_json_t *worker_group_manifest(const worker_saga_t *saga, int first, int last);
+/* The member of the span to undo next: of those whose effect stands or
+ * may stand (succeeded, unknown) and not passed[idx], the one whose
+ * outcome was recorded last; -1 when none. */
+int worker_group_next_undo(const worker_saga_t *saga, int first, int last, const bool *passed);
 
 /* worker_saga_start.c */
 void worker_decide_start(worker_dc_t *d, worker_saga_t *existing);

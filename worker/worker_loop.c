@@ -14,8 +14,10 @@
  *      pool, and
  *   5. sleeps in poll() until Kafka, the pool or PostgreSQL has something.
  *
- * A saga has at most one command in progress; its later commands wait in
- * its queue, so a slow step holds back its own saga only.  The offset
+ * A saga has at most one command being decided; its later commands wait
+ * in its queue, so a slow step holds back its own saga only.  Its calls
+ * run one at a time too, but for a parallel group's members, whose calls
+ * run side by side out of the queue (worker_cmdq.c, "detached calls").  The offset
  * PostgreSQL keeps is the first unfinished offset of the partition, which
  * is where the next owner starts.
  *
@@ -159,6 +161,10 @@ void loop_take_returned(loop_t *L)
         }
         if (cmd->chained && cmd->result.status != WORKER_OK) {
             loop_chain_park(L, cmd);
+            continue;
+        }
+        if (cmd->detached) { /* a group member's: back into its saga's queue */
+            loop_saga_reattach(L, cmd);
             continue;
         }
         loop_cmd_set_state(cmd, CMD_RETURNED);
@@ -385,7 +391,7 @@ void loop_drain(loop_t *L, worker_part_t *p)
         for (size_t i = 0; i < L->nparts; i++)
             for (worker_cmd_t *cmd = L->parts[i]->head; cmd; cmd = cmd->part_next)
                 if ((!p || L->parts[i] == p) &&
-                    (cmd->state == CMD_CALLING || cmd->state == CMD_RETURNED))
+                    (cmd->state == CMD_CALLING || cmd->state == CMD_RETURNED || cmd->has_outcome))
                     busy++;
         if (sg_run_now_ms() >= end || sg_run_stop_now)
             break;

@@ -55,6 +55,7 @@ struct worker_part_s {
 typedef struct saga_slot_s {
     struct saga_slot_s *next;
     worker_cmd_t *head, *tail;
+    worker_cmd_t *detached; /* group members' calls in flight, out of the queue */
     char id[];
 } saga_slot_t;
 
@@ -188,8 +189,16 @@ void loop_saga_slot_free(loop_t *L, saga_slot_t *slot);
  * Returns the saga's slot when cmd was queued behind another command,
  * else NULL. */
 saga_slot_t *loop_saga_enqueue(loop_t *L, worker_cmd_t *cmd);
-/* Removes cmd from its saga's queue; the next one becomes READY. */
+/* Removes cmd from its saga's queue (or its detached list); the next one
+ * becomes READY. */
 void loop_saga_dequeue(loop_t *L, worker_cmd_t *cmd);
+/* A group member's call went to the pool: cmd leaves its saga's queue for
+ * the detached list, and the next command of the saga may be decided. */
+void loop_saga_detach(loop_t *L, worker_cmd_t *cmd);
+/* The detached call of cmd returned: back into its saga's queue, RETURNED
+ * at once when nothing of the saga is being decided, else queued right
+ * behind the command that is. */
+void loop_saga_reattach(loop_t *L, worker_cmd_t *cmd);
 /* Every change of a command's state: logged at debug level, asserted
  * legal. */
 void loop_cmd_set_state(worker_cmd_t *cmd, worker_cstate_t to);

@@ -187,12 +187,30 @@ void worker_out_command(worker_dc_t *d, worker_saga_t *saga, int step, bool comp
     }
 }
 
+void worker_out_run_step(worker_dc_t *d, worker_saga_t *saga, int idx)
+{
+    bool had_follow = d->out->follow.set;
+    int last;
+
+    if (!saga->steps[idx].group) {
+        worker_out_command(d, saga, idx, false, 1, 0);
+        return;
+    }
+    last = worker_group_last(saga, idx);
+    for (int j = worker_group_first(saga, idx); j <= last; j++)
+        if (saga->steps[j].status == WORKER_STEP_PENDING)
+            worker_out_command(d, saga, j, false, 1, 0);
+    d->out->follow.set = had_follow;
+}
+
 sg_json_t *worker_out_step_body(const worker_step_t *st)
 {
     sg_json_t *b = sg_json_new_object();
 
     sg_json_add_int(b, "step", st->idx);
     sg_json_add_str(b, "step_name", st->name);
+    if (st->group)
+        sg_json_add_str(b, "group", st->group);
     return b;
 }
 
@@ -237,6 +255,7 @@ void worker_out_rows(worker_dc_t *d, worker_saga_t *saga)
         op->u.step.idem_key = dup_or_null(st->idem_key);
         op->u.step.effect = st->effect;
         op->u.step.agent_action = dup_or_null(st->action);
+        op->u.step.done_seq = st->done_seq;
         op->u.step.slot = &st->slot;
         st->dirty = false;
         st->result = NULL;
@@ -419,11 +438,14 @@ void worker_outcome_free(worker_outcome_t *out)
 sg_json_t *worker_run_health(const worker_saga_t *saga)
 {
     sg_json_t *h = sg_json_new_object(), *block = NULL;
-    int ok = 0, failed = 0, comp = 0, skipped = 0, unknown = 0;
+    int ok = 0, failed = 0, comp = 0, skipped = 0, unknown = 0, partial = 0;
 
     for (int i = 0; i < saga->nsteps; i++) {
         const worker_step_t *st = &saga->steps[i];
-        if (st->status == WORKER_STEP_SUCCEEDED) {
+        if (st->policy == WORKER_POLICY_BEST_EFFORT &&
+            (st->status == WORKER_STEP_FAILED || st->status == WORKER_STEP_UNKNOWN)) {
+            partial++; /* a best_effort member's failure stops nothing */
+        } else if (st->status == WORKER_STEP_SUCCEEDED) {
             ok++;
         } else if (st->status == WORKER_STEP_COMPENSATED) {
             comp++;
@@ -450,6 +472,8 @@ sg_json_t *worker_run_health(const worker_saga_t *saga)
     sg_json_add_int(h, "compensated", comp);
     sg_json_add_int(h, "skipped", skipped);
     sg_json_add_int(h, "unknown", unknown);
+    if (partial)
+        sg_json_add_int(h, "partial", partial);
     if (block)
         sg_json_add_node(h, "blocking_failure", block);
     else

@@ -64,7 +64,8 @@ static const worker_step_t *blocking_step(const worker_saga_t *saga)
         const worker_step_t *st = &saga->steps[i];
         if (st->status == WORKER_STEP_COMPENSATION_FAILED)
             return st;
-        if (!block && (st->status == WORKER_STEP_FAILED || st->status == WORKER_STEP_UNKNOWN))
+        if (!block && st->policy != WORKER_POLICY_BEST_EFFORT &&
+            (st->status == WORKER_STEP_FAILED || st->status == WORKER_STEP_UNKNOWN))
             block = st;
     }
     return block;
@@ -97,6 +98,32 @@ static const char *fail_action(worker_dc_t *d, worker_step_t *st, const sg_err_t
     return d->action;
 }
 
+/* A completed saga whose best_effort groups did not all succeed says
+ * which members did not: "partial": [{group, step_name, status,
+ * error_code}]. */
+static void add_partial(const worker_saga_t *saga, sg_json_t *body)
+{
+    sg_json_t *list = NULL;
+
+    for (int i = 0; i < saga->nsteps; i++) {
+        const worker_step_t *st = &saga->steps[i];
+        sg_json_t *e;
+        if (!st->group || st->status == WORKER_STEP_SUCCEEDED)
+            continue;
+        if (!list)
+            list = sg_json_new_array();
+        e = sg_json_new_object();
+        sg_json_add_str(e, "group", st->group);
+        sg_json_add_str(e, "step_name", st->name);
+        sg_json_add_str(e, "status", worker_step_status_name(st->status));
+        if (st->error_code[0])
+            sg_json_add_str(e, "error_code", st->error_code);
+        sg_json_append(list, e);
+    }
+    if (list)
+        sg_json_add_node(body, "partial", list);
+}
+
 static void terminal(worker_dc_t *d, worker_saga_t *saga, worker_saga_status_t to)
 {
     sg_json_t *b = sg_json_new_object();
@@ -109,6 +136,8 @@ static void terminal(worker_dc_t *d, worker_saga_t *saga, worker_saga_status_t t
     sg_json_add_node(b, "run_health", worker_run_health(saga));
     if (to != WORKER_SAGA_COMPLETED)
         add_terminal_action(d, saga, b);
+    else
+        add_partial(saga, b);
     /* Every step succeeded: an output that names no value does not undo
      * them; the event says what is wrong with it instead. */
     if (to == WORKER_SAGA_COMPLETED && !resolve_output(saga, b, &err)) {
@@ -133,32 +162,88 @@ static void terminal(worker_dc_t *d, worker_saga_t *saga, worker_saga_status_t t
 
 /* ---- compensation ------------------------------------------------------ */
 
+/* Starts undoing step j when its effect stands or may stand (succeeded,
+ * or unknown) and it has a compensation: true.  Without one, a succeeded
+ * step is skipped, and an unknown one stays unknown: its effect may
+ * stand, and nothing can undo it. */
+static bool undo_step(worker_dc_t *d, worker_saga_t *saga, int j)
+{
+    worker_step_t *st = &saga->steps[j];
+
+    if (st->status != WORKER_STEP_SUCCEEDED && st->status != WORKER_STEP_UNKNOWN)
+        return false;
+    if (st->comp && strcmp(st->comp, "null") != 0) {
+        set_step(d, saga, st, WORKER_STEP_COMPENSATING);
+        st->comp_attempts = 0;
+        worker_out_command(d, saga, j, true, 1, 0);
+        return true;
+    }
+    if (st->status == WORKER_STEP_SUCCEEDED)
+        set_step(d, saga, st, WORKER_STEP_SKIPPED);
+    return false;
+}
+
 /* Starts the compensation of the highest step at or below from whose
- * effect stands or may stand (succeeded, or unknown: the step that failed
- * may have taken effect, and is compensated first), skipping those that
- * have no compensation; all done: the saga is compensated (cancelled when
- * a saga.cancel started it).  An unknown
- * step without a compensation stays unknown: its effect may stand, and
- * nothing can undo it. */
+ * effect stands or may stand (the step that failed may have taken effect,
+ * and is compensated first); a parallel group's members in reverse order
+ * of their outcomes (done_seq), the order their effects took place.  All
+ * done: the saga is compensated (cancelled when a saga.cancel started
+ * it). */
 static void next_compensation(worker_dc_t *d, worker_saga_t *saga, int from)
 {
+    bool passed[SG_MAX_STEPS] = {false};
+
     for (int j = from; j >= 0; j--) {
-        worker_step_t *st = &saga->steps[j];
-        bool has_comp = st->comp && strcmp(st->comp, "null") != 0;
-        if (st->status != WORKER_STEP_SUCCEEDED && st->status != WORKER_STEP_UNKNOWN)
-            continue;
-        if (has_comp) {
-            set_step(d, saga, st, WORKER_STEP_COMPENSATING);
-            st->comp_attempts = 0;
-            worker_out_command(d, saga, j, true, 1, 0);
+        if (saga->steps[j].group) {
+            int first = worker_group_first(saga, j), k;
+            while ((k = worker_group_next_undo(saga, first, j, passed)) >= 0) {
+                if (undo_step(d, saga, k))
+                    return;
+                passed[k] = true;
+            }
+            j = first;
+        } else if (undo_step(d, saga, j)) {
             return;
         }
-        if (st->status == WORKER_STEP_SUCCEEDED)
-            set_step(d, saga, st, WORKER_STEP_SKIPPED);
     }
     terminal(d, saga,
              saga->status == WORKER_SAGA_CANCELLING ? WORKER_SAGA_CANCELLED
                                                     : WORKER_SAGA_COMPENSATED);
+}
+
+/* The compensation begins once no step runs: a parallel group's member
+ * whose call is in flight, or that waits for a retry, is recorded first
+ * (its outcome when its call returns; stopped, ending unknown, when its
+ * retry or its redelivered command comes: decide_step()).  Only members
+ * can still run here: a saga's other steps run one at a time and a
+ * failure or a cancel is decided between them.  from: where a
+ * compensation starts (a saga.cancel's starts at the top). */
+static void resume_compensation(worker_dc_t *d, worker_saga_t *saga, int from)
+{
+    for (int i = 0; i < saga->nsteps; i++)
+        if (saga->steps[i].status == WORKER_STEP_RUNNING)
+            return;
+    next_compensation(d, saga, saga->status == WORKER_SAGA_CANCELLING ? saga->nsteps - 1 : from);
+}
+
+/* What can no longer run after step failed_step is skipped, never
+ * called: every pending step after it (its group), with the code that
+ * says why, and its group's members not called yet. */
+static void skip_rest(worker_dc_t *d, worker_saga_t *saga, int failed_step)
+{
+    int last = worker_group_last(saga, failed_step);
+
+    for (int j = worker_group_first(saga, failed_step); j < saga->nsteps; j++) {
+        worker_step_t *st = &saga->steps[j];
+        bool sibling = j <= last;
+        if (st->status != WORKER_STEP_PENDING &&
+            !(sibling &&
+              (st->status == WORKER_STEP_AWAITING_APPROVAL || st->status == WORKER_STEP_APPROVED)))
+            continue;
+        set_step(d, saga, st, WORKER_STEP_SKIPPED);
+        snprintf(st->error_code, sizeof(st->error_code), "%s",
+                 sibling ? "runtime.group_stopped" : "runtime.skipped_dependency_failed");
+    }
 }
 
 static void begin_compensation(worker_dc_t *d, worker_saga_t *saga, int failed_step,
@@ -170,10 +255,71 @@ static void begin_compensation(worker_dc_t *d, worker_saga_t *saga, int failed_s
     worker_out_add_error(b, err);
     add_terminal_action(d, saga, b);
     worker_out_event(d, saga, "saga.compensating", b);
-    for (int j = failed_step + 1; j < saga->nsteps; j++)
-        if (saga->steps[j].status == WORKER_STEP_PENDING)
-            set_step(d, saga, &saga->steps[j], WORKER_STEP_SKIPPED);
-    next_compensation(d, saga, failed_step);
+    skip_rest(d, saga, failed_step);
+    resume_compensation(d, saga, worker_group_last(saga, failed_step));
+}
+
+/* ---- parallel groups ---------------------------------------------------- */
+
+/* The next step after step idx (its group) to run, or the saga is
+ * complete.  A replay keeps a step whose effect stands as succeeded, and
+ * it is passed over (docs/DLQ.md). */
+static void continue_after(worker_dc_t *d, worker_saga_t *saga, int idx)
+{
+    for (int j = worker_group_last(saga, idx) + 1; j < saga->nsteps; j++)
+        if (saga->steps[j].status == WORKER_STEP_PENDING) {
+            worker_out_run_step(d, saga, j);
+            return;
+        }
+    terminal(d, saga, WORKER_SAGA_COMPLETED);
+}
+
+/* Every member of the group [first, last] has ended: group.finished with
+ * its manifest; then the saga goes on (every member succeeded, or a
+ * best_effort group) or compensates, the group's effects first. */
+static void group_finished(worker_dc_t *d, worker_saga_t *saga, int first, int last)
+{
+    sg_json_t *b = worker_group_manifest(saga, first, last);
+    const worker_step_t *failed = NULL;
+    sg_err_t err;
+
+    worker_out_event(d, saga, "group.finished", b);
+    if (saga->steps[first].policy == WORKER_POLICY_BEST_EFFORT ||
+        !worker_group_failed(saga, first, last)) {
+        continue_after(d, saga, last);
+        return;
+    }
+    /* all_or_nothing: the member that failed first is the saga's cause. */
+    for (int i = first; i <= last; i++) {
+        const worker_step_t *st = &saga->steps[i];
+        if ((st->status == WORKER_STEP_FAILED || st->status == WORKER_STEP_UNKNOWN) &&
+            (!failed || st->done_seq < failed->done_seq))
+            failed = st;
+    }
+    if (!failed)
+        failed = &saga->steps[first];
+    sg_err_set(&err, SG_ERRCLASS_PERMANENT,
+               failed->error_code[0] ? failed->error_code : "runtime.group_stopped",
+               "member %s of all_or_nothing group %s failed: the group is undone", failed->name,
+               failed->group);
+    begin_compensation(d, saga, failed->idx, &err);
+}
+
+/* A member's forward outcome was recorded (err: its failure, NULL when it
+ * succeeded) while its saga runs.  fail_fast: its failure stops the group
+ * at once (no new call; calls in flight are recorded) and the saga
+ * compensates.  Otherwise the group waits for its last member. */
+static void member_ended(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st,
+                         const sg_err_t *err)
+{
+    int first = worker_group_first(saga, st->idx), last = worker_group_last(saga, st->idx);
+
+    if (err && st->policy == WORKER_POLICY_FAIL_FAST) {
+        begin_compensation(d, saga, st->idx, err);
+        return;
+    }
+    if (worker_group_open(saga, first, last) == 0)
+        group_finished(d, saga, first, last);
 }
 
 static void comp_failed(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, const sg_err_t *err)
@@ -240,10 +386,21 @@ static void step_failed(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, 
     if (fail_action(d, st, err))
         sg_json_add_str(b, "agent_action", d->action);
     worker_out_event(d, saga, "step.failed", b);
-    if (dead_lettered)
+    st->done_seq = saga->seq;
+    if (st->group) {
+        /* A member is never held: its siblings run on.  Its poison is
+         * dead-lettered all the same, and its group's policy decides. */
+        if (dead_lettered)
+            worker_out_dead_letter(d, saga, st->idx, false, err, NULL);
+        if (saga->status == WORKER_SAGA_RUNNING)
+            member_ended(d, saga, st, err);
+        else
+            resume_compensation(d, saga, worker_group_last(saga, st->idx));
+    } else if (dead_lettered) {
         step_dead_letter(d, saga, st, err);
-    else
+    } else {
         begin_compensation(d, saga, st->idx, err);
+    }
 }
 
 /* ---- decisions --------------------------------------------------------- */
@@ -332,6 +489,7 @@ static void start_attempt(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st
     if (!comp) {                              /* steps.idempotency_key stays the forward key */
         st->idem_key = d->out->call.idem_key; /* from worker_prepare_call */
         st->forward_key = st->idem_key;
+        d->out->call.detach = st->group != NULL; /* its siblings run beside it */
     }
     op = worker_out_op(d, WORKER_OP_ATTEMPT, saga->saga_id);
     op->u.attempt.step = st->idx;
@@ -421,6 +579,41 @@ static void reject_step(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, 
     step_failed(d, saga, st, &err, false, false);
 }
 
+/* A member of a group that stops (fail_fast, a saga.cancel) whose
+ * command comes while it still runs: its retry, now due, is not made; or
+ * its attempt was interrupted by a crash and is not made again.  (A call
+ * of it in flight here holds such a command back until the call's outcome
+ * is recorded: worker_cmdq.c, "detached calls".)  Its last attempt may
+ * have taken effect: it ends unknown, and is compensated. */
+static void stop_member(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st)
+{
+    const worker_cmd_t *cmd = d->cmd;
+    sg_json_t *b;
+
+    if (cmd->dec.attempt == st->attempts) {
+        if (saga->finished > 0 || saga->interrupted == 0) {
+            worker_out_stale(d, "this attempt already ran");
+            return;
+        }
+        mark_interrupted(d, false);
+    } else if (cmd->dec.attempt != st->attempts + 1) {
+        worker_out_stale(d, "attempt number is not the next one");
+        return;
+    }
+    set_step(d, saga, st, WORKER_STEP_UNKNOWN);
+    st->effect = st->done_effect = "possible";
+    snprintf(st->error_code, sizeof(st->error_code), "%s", "runtime.group_stopped");
+    b = worker_out_step_body(st);
+    sg_json_add_str(b, "outcome", "unknown");
+    sg_json_add_str(b, "error_code", st->error_code);
+    sg_json_add_str(b, "message", "its group stopped before this attempt: not made");
+    worker_out_event(d, saga, "step.failed", b);
+    st->done_seq = saga->seq;
+    d->out->decided = "stopped";
+    resume_compensation(d, saga, worker_group_last(saga, st->idx));
+    worker_out_rows(d, saga);
+}
+
 static void decide_step(worker_dc_t *d, worker_saga_t *saga)
 {
     const worker_cmd_t *cmd = d->cmd;
@@ -450,6 +643,11 @@ static void decide_step(worker_dc_t *d, worker_saga_t *saga)
     }
     st = &saga->steps[cmd->dec.step];
     attempts = comp ? st->comp_attempts : st->attempts;
+    if (!comp && st->group && st->status == WORKER_STEP_RUNNING &&
+        (saga->status == WORKER_SAGA_COMPENSATING || saga->status == WORKER_SAGA_CANCELLING)) {
+        stop_member(d, saga, st);
+        return;
+    }
     if ((comp ? saga->status != WORKER_SAGA_COMPENSATING && saga->status != WORKER_SAGA_CANCELLING
               : saga->status != WORKER_SAGA_RUNNING) ||
         (comp ? st->status != WORKER_STEP_COMPENSATING
@@ -571,7 +769,9 @@ static void decide_cancel(worker_dc_t *d, worker_saga_t *saga)
         if (st->status == WORKER_STEP_PENDING || st->status == WORKER_STEP_AWAITING_APPROVAL ||
             st->status == WORKER_STEP_APPROVED) {
             set_step(d, saga, st, WORKER_STEP_SKIPPED); /* a gate is cancelled with it */
-        } else if (st->status == WORKER_STEP_RUNNING) {
+        } else if (st->status == WORKER_STEP_RUNNING && !st->group) {
+            /* A member runs on: its call in flight, or its retry, is
+             * recorded first (resume_compensation()). */
             set_step(d, saga, st, WORKER_STEP_UNKNOWN);
             st->effect = st->done_effect = "possible";
             snprintf(st->error_code, sizeof(st->error_code), "%s", "runtime.saga_cancelled");
@@ -584,7 +784,7 @@ static void decide_cancel(worker_dc_t *d, worker_saga_t *saga)
     sg_json_add_str(b, "reason", cmd->dec.reason);
     worker_out_event(d, saga, "saga.cancelling", b);
     d->out->decided = "cancelled";
-    next_compensation(d, saga, saga->nsteps - 1);
+    resume_compensation(d, saga, saga->nsteps - 1);
     worker_out_rows(d, saga);
 }
 
@@ -954,14 +1154,13 @@ static void step_succeeded(worker_dc_t *d, worker_saga_t *saga, worker_step_t *s
     sg_json_add_int(b, "attempt", d->cmd->dec.attempt);
     add_result(d, b, st->result);
     worker_out_event(d, saga, "step.succeeded", b);
-    /* The next step still to run: a replay keeps a step whose effect
-     * stands as succeeded, and it is passed over (docs/DLQ.md). */
-    for (int j = st->idx + 1; j < saga->nsteps; j++)
-        if (saga->steps[j].status == WORKER_STEP_PENDING) {
-            worker_out_command(d, saga, j, false, 1, 0);
-            return;
-        }
-    terminal(d, saga, WORKER_SAGA_COMPLETED);
+    st->done_seq = saga->seq;
+    if (!st->group)
+        continue_after(d, saga, st->idx);
+    else if (saga->status == WORKER_SAGA_RUNNING)
+        member_ended(d, saga, st, NULL);
+    else /* its group stopped while its call ran: undone with the rest */
+        resume_compensation(d, saga, worker_group_last(saga, st->idx));
 }
 
 static void decide_returned(worker_dc_t *d, worker_saga_t *saga)
@@ -988,9 +1187,16 @@ static void decide_returned(worker_dc_t *d, worker_saga_t *saga)
             sg_json_add_bool(b, "nothing_to_undo", true);
         set_step(d, saga, st, WORKER_STEP_COMPENSATED);
         worker_out_event(d, saga, "step.compensated", b);
-        next_compensation(d, saga, st->idx - 1);
+        /* The rest of its group first (the group's span again: its
+         * members are undone by done_seq, not by index). */
+        next_compensation(d, saga, st->group ? worker_group_last(saga, st->idx) : st->idx - 1);
     } else if (ok) {
         step_succeeded(d, saga, st);
+    } else if (!comp && saga->status != WORKER_SAGA_RUNNING) {
+        /* A member's call that ran while its group stopped: recorded as
+         * it ended, never retried. */
+        step_failed(d, saga, st, &cmd->result.err, cmd->result.err.cls == SG_ERRCLASS_POISON,
+                    cmd->result.status == WORKER_TIMEOUT || cmd->result.maybe_applied);
     } else {
         on_failure(d, saga, st, comp);
     }

@@ -52,6 +52,9 @@ enum {
     L_OUTPUT,
     L_APPROVAL,
     L_METADATA,
+    L_GROUP,
+    L_POLICY,
+    L_DONE_SEQ,
 };
 
 /* The steps are read per saga (LATERAL), which makes the plan an index
@@ -67,10 +70,11 @@ const char worker_sql_load[] =
     "s.traceparent, st.idx, st.name, st.tool, st.args::text, st.compensate::text, st.status, "
     "st.attempts, st.comp_attempts, st.error_code, s.origin, st.key_generation, "
     "st.idempotency_key, CASE WHEN s.results_flow OR st.status = 'compensating' "
-    "THEN st.result::text END, st.forward_effect, s.results_flow, "
+    "OR st.grp IS NOT NULL THEN st.result::text END, st.forward_effect, s.results_flow, "
     "CASE WHEN s.results_flow THEN (s.definition->'output')::text END, st.agent_action, "
     "s.output::text, st.approval::text, "
-    "CASE WHEN st.approval IS NOT NULL THEN s.metadata::text END "
+    "CASE WHEN st.approval IS NOT NULL THEN s.metadata::text END, st.grp, st.grp_policy, "
+    "st.done_seq "
     "FROM sagas s CROSS JOIN LATERAL (SELECT * FROM steps t WHERE t.saga_id = s.saga_id "
     "ORDER BY t.saga_id, t.idx) st WHERE s.saga_id = ANY($1::text[]) "
     "ORDER BY s.saga_id FOR UPDATE OF s";
@@ -136,6 +140,9 @@ void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row)
         st->done_effect = sg_pg_res_get(res, r, L_EFFECT);
         st->done_action = sg_pg_res_get(res, r, L_ACTION);
         st->approval = sg_pg_res_get(res, r, L_APPROVAL);
+        st->group = sg_pg_res_get(res, r, L_GROUP);
+        st->policy = worker_policy_parse(sg_pg_res_get(res, r, L_POLICY));
+        st->done_seq = sg_pg_res_int(res, r, L_DONE_SEQ, 0);
         if (sg_pg_res_get(res, r, L_METADATA))
             saga->metadata = sg_pg_res_get(res, r, L_METADATA);
         if (idx + 1 > saga->nsteps)
@@ -423,7 +430,8 @@ static void apply_step(worker_t *w, const worker_op_t *op)
                           op->u.step.error_code,
                           op->u.step.idem_key,
                           op->u.step.effect,
-                          op->u.step.agent_action};
+                          op->u.step.agent_action,
+                          op->u.step.done_seq > 0 ? SG_PG_INT(op->u.step.done_seq) : NULL};
 
     worker_write_step(w, op->u.step.slot, vals);
 }

@@ -63,6 +63,53 @@ static void reject(worker_dc_t *d, problem_list_t *pl, const char *code)
     d->out->decided = "rejected";
 }
 
+/* The stored form of call step st (a member of group, with policy, when
+ * group is not NULL), appended to out. */
+static void effective_step(sg_json_t *out, const sg_json_t *st, const sg_registry_t *reg,
+                           const char *group, const char *policy)
+{
+    const sg_json_t *comp = sg_json_member(st, "compensate");
+    const sg_json_t *args = sg_json_member(st, "args");
+    const char *name = sg_json_string(sg_json_member(st, "name"));
+    const char *tool = sg_json_string(sg_json_member(st, "tool"));
+    const sg_tool_t *t = sg_registry_find(reg, tool);
+    sg_json_t *e = sg_json_new_object();
+
+    sg_json_add_str(e, "name", name);
+    if (group) {
+        sg_json_add_str(e, "group", group);
+        sg_json_add_str(e, "policy", policy);
+    }
+    sg_json_add_str(e, "tool", tool);
+    sg_json_add_node(e, "args", args ? sg_json_dup(args) : sg_json_new_object());
+    if (comp && !sg_json_is_null(comp)) {
+        sg_json_t *c = sg_json_dup(comp);
+        if (!sg_json_member(c, "args"))
+            sg_json_add_node(c, "args", args ? sg_json_dup(args) : sg_json_new_object());
+        sg_json_add_node(e, "compensate", c);
+    } else if (t && t->compensation) {
+        /* The registry's compensating tool, called with the step's args. */
+        sg_json_t *c = sg_json_new_object();
+        sg_json_add_str(c, "tool", t->compensation);
+        sg_json_add_node(c, "args", args ? sg_json_dup(args) : sg_json_new_object());
+        sg_json_add_node(e, "compensate", c);
+    } else {
+        sg_json_add_null(e, "compensate");
+    }
+    /* The gate: the step's own, and the registry's for its tool. */
+    if (sg_json_member(st, "approval") || (t && t->approval_required)) {
+        const sg_json_t *ap = sg_json_member(st, "approval");
+        sg_json_t *g = ap ? sg_json_dup(ap) : sg_json_new_object();
+        if (t && t->approval_required)
+            sg_json_add_bool(g, "registry", true);
+        sg_json_add_node(e, "approval", g);
+    }
+    sg_json_append(out, e);
+}
+
+/* The steps a saga is stored with: one per call, a parallel group's
+ * members in its place, each naming the group and its policy; the
+ * registry's compensation and approval gate filled in. */
 static char *effective_steps(const sg_json_t *doc, const sg_registry_t *reg)
 {
     const sg_json_t *steps = sg_json_member(doc, "steps");
@@ -70,39 +117,16 @@ static char *effective_steps(const sg_json_t *doc, const sg_registry_t *reg)
     char *text;
 
     for (size_t i = 0; i < sg_json_array_size(steps); i++) {
-        const sg_json_t *st = sg_json_array_get(steps, i), *comp = sg_json_member(st, "compensate");
-        const sg_json_t *args = sg_json_member(st, "args");
-        const char *name = sg_json_string(sg_json_member(st, "name"));
-        const char *tool = sg_json_string(sg_json_member(st, "tool"));
-        const sg_tool_t *t = sg_registry_find(reg, tool);
-        sg_json_t *e = sg_json_new_object();
-
-        sg_json_add_str(e, "name", name);
-        sg_json_add_str(e, "tool", tool);
-        sg_json_add_node(e, "args", args ? sg_json_dup(args) : sg_json_new_object());
-        if (comp && !sg_json_is_null(comp)) {
-            sg_json_t *c = sg_json_dup(comp);
-            if (!sg_json_member(c, "args"))
-                sg_json_add_node(c, "args", args ? sg_json_dup(args) : sg_json_new_object());
-            sg_json_add_node(e, "compensate", c);
-        } else if (t && t->compensation) {
-            /* The registry's compensating tool, called with the step's args. */
-            sg_json_t *c = sg_json_new_object();
-            sg_json_add_str(c, "tool", t->compensation);
-            sg_json_add_node(c, "args", args ? sg_json_dup(args) : sg_json_new_object());
-            sg_json_add_node(e, "compensate", c);
-        } else {
-            sg_json_add_null(e, "compensate");
+        const sg_json_t *st = sg_json_array_get(steps, i),
+                        *members = sg_json_member(st, "parallel");
+        if (!members) {
+            effective_step(out, st, reg, NULL, NULL);
+            continue;
         }
-        /* The gate: the step's own, and the registry's for its tool. */
-        if (sg_json_member(st, "approval") || (t && t->approval_required)) {
-            const sg_json_t *ap = sg_json_member(st, "approval");
-            sg_json_t *g = ap ? sg_json_dup(ap) : sg_json_new_object();
-            if (t && t->approval_required)
-                sg_json_add_bool(g, "registry", true);
-            sg_json_add_node(e, "approval", g);
-        }
-        sg_json_append(out, e);
+        for (size_t j = 0; j < sg_json_array_size(members); j++)
+            effective_step(out, sg_json_array_get(members, j), reg,
+                           sg_json_string(sg_json_member(st, "name")),
+                           sg_json_string(sg_json_member(st, "policy")));
     }
     text = sg_json_print(out);
     sg_json_destroy(out);
@@ -176,6 +200,8 @@ static bool fresh_steps(worker_fresh_t *f, const char *steps_text)
         st->comp = comp && !sg_json_is_null(comp) ? fresh_keep(f, sg_json_print(comp)) : NULL;
         if (sg_json_member(e, "approval"))
             st->approval = fresh_keep(f, sg_json_print(sg_json_member(e, "approval")));
+        st->group = sg_json_string(sg_json_member(e, "group"));
+        st->policy = worker_policy_parse(sg_json_string(sg_json_member(e, "policy")));
         st->status = WORKER_STEP_PENDING;
     }
     f->saga.nsteps = (int)n;
@@ -301,16 +327,20 @@ void worker_decide_start(worker_dc_t *d, worker_saga_t *existing)
                         (int64_t)sg_json_array_size(sg_json_member(cmd->dec.doc, "steps")));
         worker_out_event(d, saga, "saga.accepted", b);
     }
-    worker_out_command(d, saga, 0, false, 1, 0);
+    /* The steps too, as a load would return them: a group first runs all
+     * its members, and the loop may chain the first step.  Not with a
+     * deadline: whether it passed is PostgreSQL's clock's to say, in the
+     * next transaction. */
+    if (fresh_steps(fresh, row->u.saga_new.steps)) {
+        worker_out_run_step(d, saga, 0);
+        d->out->keep_fresh = d->rules->chain && !row->u.saga_new.deadline;
+    } else {
+        worker_out_command(d, saga, 0, false, 1, 0);
+    }
     saga->dirty = true;
     worker_out_rows(d, saga);
     d->out->stats.started++;
     worker_out_count(d, SG_M_SAGAS_STARTED, NULL);
-    /* The steps too, as a load would return them, when the loop may chain
-     * the first step.  Not with a deadline: whether it passed is
-     * PostgreSQL's clock's to say, in the next transaction. */
-    d->out->keep_fresh =
-        d->rules->chain && !row->u.saga_new.deadline && fresh_steps(fresh, row->u.saga_new.steps);
 }
 
 /* A JSON text as loaded, parsed; NULL for NULL (or, never expected, for
@@ -352,6 +382,20 @@ sg_json_t *worker_saga_context(const worker_saga_t *saga)
         if (st->forward_key)
             sg_json_add_str(e, "key", st->forward_key);
         sg_json_add_node(steps, st->name, e);
+    }
+    /* A group's result is its manifest, once every member has ended. */
+    for (int i = 0; i < saga->nsteps; i++) {
+        int last;
+        sg_json_t *e;
+        if (!saga->steps[i].group)
+            continue;
+        last = worker_group_last(saga, i);
+        if (worker_group_open(saga, i, last) == 0) {
+            e = sg_json_new_object();
+            sg_json_add_node(e, "result", worker_group_manifest(saga, i, last));
+            sg_json_add_node(steps, saga->steps[i].group, e);
+        }
+        i = last;
     }
     sg_json_add_node(ctx, "steps", steps);
     return ctx;

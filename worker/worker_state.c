@@ -149,6 +149,24 @@ const char *worker_saga_status_name(worker_saga_status_t s)
     return (unsigned)s < WORKER_SAGA__COUNT ? saga_names[s] : "?";
 }
 
+static const char *const policy_names[] = {[WORKER_POLICY_NONE] = NULL,
+                                           [WORKER_POLICY_ALL_OR_NOTHING] = "all_or_nothing",
+                                           [WORKER_POLICY_BEST_EFFORT] = "best_effort",
+                                           [WORKER_POLICY_FAIL_FAST] = "fail_fast"};
+
+const char *worker_policy_name(worker_policy_t p)
+{
+    return p <= WORKER_POLICY_FAIL_FAST ? policy_names[p] : NULL;
+}
+
+worker_policy_t worker_policy_parse(const char *s)
+{
+    for (int p = WORKER_POLICY_ALL_OR_NOTHING; s && p <= WORKER_POLICY_FAIL_FAST; p++)
+        if (strcmp(s, policy_names[p]) == 0)
+            return (worker_policy_t)p;
+    return WORKER_POLICY_NONE;
+}
+
 const char *worker_step_status_name(worker_step_status_t s)
 {
     return (unsigned)s < WORKER_STEP__COUNT ? step_names[s] : "?";

@@ -328,11 +328,16 @@ static void settle(loop_t *L, worker_cmd_t *cmd)
         cmd->isolated = false;
     }
     if (cmd->calls) {
+        /* Read before the pool has it; a chained command keeps its place
+         * (its copy is matched behind it). */
+        bool detach = cmd->call.detach && !cmd->chained;
         cmd->calls = false;
         loop_cmd_set_state(cmd, CMD_CALLING);
         L->calling++;
         cmd->call_t0 = L->last_submit_us = sg_run_now_us();
         worker_pool_submit(L->pool, cmd, &cmd->call, &cmd->result);
+        if (detach)
+            loop_saga_detach(L, cmd);
         return;
     }
     cmd->finishing = false;

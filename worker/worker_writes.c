@@ -57,7 +57,7 @@ struct worker_writes_s {
 };
 
 static const int ncols[NTABLES] = {
-    [T_SAGA_NEW] = 10, [T_ATTEMPT_NEW] = 7, [T_ATTEMPT_DONE] = 6, [T_STEP] = 10,
+    [T_SAGA_NEW] = 10, [T_ATTEMPT_NEW] = 7, [T_ATTEMPT_DONE] = 6, [T_STEP] = 11,
     [T_SAGA] = 5,      [T_OUTBOX] = 4,      [T_TIMER] = 5,
 };
 
@@ -85,9 +85,11 @@ static const char *const sql[NTABLES] = {
         "retry_budget_ms, traceparent, origin) SELECT id, name, def, input, meta, deadline, "
         "budget, tp, origin "
         "FROM u RETURNING saga_id) "
-        "INSERT INTO steps (saga_id, idx, name, tool, args, compensate, approval) "
+        "INSERT INTO steps (saga_id, idx, name, tool, args, compensate, approval, grp, "
+        "grp_policy) "
         "SELECT u.id, (e.ord - 1)::int, e.v->>'name', e.v->>'tool', e.v->'args', "
-        "nullif(e.v->'compensate', 'null'::jsonb), e.v->'approval' "
+        "nullif(e.v->'compensate', 'null'::jsonb), e.v->'approval', e.v->>'group', "
+        "e.v->>'policy' "
         "FROM u JOIN s ON s.saga_id = u.id, jsonb_array_elements(u.steps) WITH ORDINALITY "
         "AS e(v, ord)",
     [T_ATTEMPT_NEW] =
@@ -104,10 +106,11 @@ static const char *const sql[NTABLES] = {
                "result = coalesce(u.res, t.result), error_code = coalesce(u.code, t.error_code), "
                "idempotency_key = coalesce(u.k, t.idempotency_key), "
                "forward_effect = coalesce(u.fe, t.forward_effect), "
-               "agent_action = coalesce(u.aa, t.agent_action), updated_at = now() "
+               "agent_action = coalesce(u.aa, t.agent_action), "
+               "done_seq = coalesce(u.ds, t.done_seq), updated_at = now() "
                "FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::int[], "
-               "$6::jsonb[], $7::text[], $8::text[], $9::text[], $10::text[]) "
-               "AS u(s, i, st, att, catt, res, code, k, fe, aa) "
+               "$6::jsonb[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[]) "
+               "AS u(s, i, st, att, catt, res, code, k, fe, aa, ds) "
                "WHERE t.saga_id = u.s AND t.idx = u.i",
     [T_SAGA] = "UPDATE sagas t SET status = u.st, seq = u.seq, retry_spent_ms = u.sp, "
                "output = coalesce(u.o, t.output), version = t.version + 1, updated_at = now() "
@@ -325,7 +328,7 @@ static void upsert(worker_writes_t *wr, int k, worker_slot_t *slot, const char *
             cell_set(t, slot->row, c, vals[c]);
 }
 
-void worker_write_step(worker_t *w, worker_slot_t *slot, const char *const vals[10])
+void worker_write_step(worker_t *w, worker_slot_t *slot, const char *const vals[11])
 {
     upsert(w->writes, T_STEP, slot, vals, 5);
 }
