@@ -360,6 +360,7 @@ typedef struct worker_step_s {
     const char *group;                     /* its parallel group's name, NULL: not a member */
     worker_policy_t policy;                /* its group's */
     int64_t done_seq; /* the event seq its forward outcome was recorded at, 0: none */
+    bool calling;     /* a forward call of it may be in flight (steps.calling) */
     worker_step_status_t status;
     int attempts, comp_attempts;
     char error_code[64];
@@ -478,7 +479,7 @@ void worker_writes_discard(worker_writes_t *wr);
 void worker_write_saga_new(worker_t *w, const char *const vals[10]);
 void worker_write_attempt(worker_t *w, worker_cmd_t *cmd, const char *const vals[7]);
 void worker_write_attempt_done(worker_t *w, const char *const vals[6]);
-void worker_write_step(worker_t *w, worker_slot_t *slot, const char *const vals[11]);
+void worker_write_step(worker_t *w, worker_slot_t *slot, const char *const vals[12]);
 void worker_write_saga(worker_t *w, worker_slot_t *slot, const char *const vals[5]);
 /* An outbox message (delay_ms <= 0) or a timer. */
 void worker_write_message(worker_t *w, int64_t delay_ms, const char *topic, const char *key,

@@ -88,6 +88,7 @@ typedef struct worker_op_s {
         struct {
             int idx, attempts, comp_attempts;
             worker_step_status_t status;
+            bool calling;
             char *result, *error_code, *idem_key; /* owned; NULL: unchanged */
             const char *effect;                   /* forward_effect, NULL: unchanged */
             char *agent_action;                   /* owned; NULL: unchanged */

@@ -37,6 +37,8 @@ static void set_step(worker_dc_t *d, const worker_saga_t *saga, worker_step_t *s
     worker_out_log(d, SG_LOG_DEBUG, &ctx, "step %d: %s -> %s", st->idx,
                    worker_step_status_name(st->status), worker_step_status_name(to));
     st->status = to;
+    if (to != WORKER_STEP_RUNNING)
+        st->calling = false;
     st->dirty = true;
 }
 
@@ -226,6 +228,22 @@ static void resume_compensation(worker_dc_t *d, worker_saga_t *saga, int from)
     next_compensation(d, saga, saga->status == WORKER_SAGA_CANCELLING ? saga->nsteps - 1 : from);
 }
 
+/* A member that runs but has no call in flight (it waits for a retry)
+ * stops at once: no new call.  Its last attempt may have taken effect, so
+ * it ends unknown with code, and is compensated; its retry's timer finds
+ * it so and is stale.  One whose call is in flight is recorded when the
+ * call returns (resume_compensation()). */
+static void stop_waiting_member(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st,
+                                const char *code)
+{
+    if (!st->group || st->status != WORKER_STEP_RUNNING || st->calling)
+        return;
+    set_step(d, saga, st, WORKER_STEP_UNKNOWN);
+    st->effect = st->done_effect = "possible";
+    snprintf(st->error_code, sizeof(st->error_code), "%s", code);
+    st->done_seq = saga->seq;
+}
+
 /* What can no longer run after step failed_step is skipped, never
  * called: every pending step after it (its group), with the code that
  * says why, and its group's members not called yet. */
@@ -244,6 +262,8 @@ static void skip_rest(worker_dc_t *d, worker_saga_t *saga, int failed_step)
         snprintf(st->error_code, sizeof(st->error_code), "%s",
                  sibling ? "runtime.group_stopped" : "runtime.skipped_dependency_failed");
     }
+    for (int j = worker_group_first(saga, failed_step); j <= last; j++)
+        stop_waiting_member(d, saga, &saga->steps[j], "runtime.group_stopped");
 }
 
 static void begin_compensation(worker_dc_t *d, worker_saga_t *saga, int failed_step,
@@ -490,6 +510,7 @@ static void start_attempt(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st
         st->idem_key = d->out->call.idem_key; /* from worker_prepare_call */
         st->forward_key = st->idem_key;
         d->out->call.detach = st->group != NULL; /* its siblings run beside it */
+        st->calling = true;
     }
     op = worker_out_op(d, WORKER_OP_ATTEMPT, saga->saga_id);
     op->u.attempt.step = st->idx;
@@ -769,9 +790,11 @@ static void decide_cancel(worker_dc_t *d, worker_saga_t *saga)
         if (st->status == WORKER_STEP_PENDING || st->status == WORKER_STEP_AWAITING_APPROVAL ||
             st->status == WORKER_STEP_APPROVED) {
             set_step(d, saga, st, WORKER_STEP_SKIPPED); /* a gate is cancelled with it */
-        } else if (st->status == WORKER_STEP_RUNNING && !st->group) {
-            /* A member runs on: its call in flight, or its retry, is
-             * recorded first (resume_compensation()). */
+        } else if (st->status == WORKER_STEP_RUNNING && st->group) {
+            /* A member's call in flight is recorded first
+             * (resume_compensation()); one waiting for a retry stops. */
+            stop_waiting_member(d, saga, st, "runtime.saga_cancelled");
+        } else if (st->status == WORKER_STEP_RUNNING) {
             set_step(d, saga, st, WORKER_STEP_UNKNOWN);
             st->effect = st->done_effect = "possible";
             snprintf(st->error_code, sizeof(st->error_code), "%s", "runtime.saga_cancelled");
@@ -1180,6 +1203,10 @@ static void decide_returned(worker_dc_t *d, worker_saga_t *saga)
         st->status != (comp ? WORKER_STEP_COMPENSATING : WORKER_STEP_RUNNING)) {
         worker_out_stale(d, "the step moved on while the call ran");
         return;
+    }
+    if (!comp) { /* its outcome is recorded now, whatever it leads to */
+        st->calling = false;
+        st->dirty = true;
     }
     if (comp && ok) {
         sg_json_t *b = worker_out_step_body(st);

@@ -55,6 +55,7 @@ enum {
     L_GROUP,
     L_POLICY,
     L_DONE_SEQ,
+    L_CALLING,
 };
 
 /* The steps are read per saga (LATERAL), which makes the plan an index
@@ -74,7 +75,7 @@ const char worker_sql_load[] =
     "CASE WHEN s.results_flow THEN (s.definition->'output')::text END, st.agent_action, "
     "s.output::text, st.approval::text, "
     "CASE WHEN st.approval IS NOT NULL THEN s.metadata::text END, st.grp, st.grp_policy, "
-    "st.done_seq "
+    "st.done_seq, st.calling "
     "FROM sagas s CROSS JOIN LATERAL (SELECT * FROM steps t WHERE t.saga_id = s.saga_id "
     "ORDER BY t.saga_id, t.idx) st WHERE s.saga_id = ANY($1::text[]) "
     "ORDER BY s.saga_id FOR UPDATE OF s";
@@ -143,6 +144,7 @@ void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row)
         st->group = sg_pg_res_get(res, r, L_GROUP);
         st->policy = worker_policy_parse(sg_pg_res_get(res, r, L_POLICY));
         st->done_seq = sg_pg_res_int(res, r, L_DONE_SEQ, 0);
+        st->calling = strcmp(sg_pg_res_get(res, r, L_CALLING), "t") == 0;
         if (sg_pg_res_get(res, r, L_METADATA))
             saga->metadata = sg_pg_res_get(res, r, L_METADATA);
         if (idx + 1 > saga->nsteps)
@@ -426,6 +428,7 @@ static void apply_step(worker_t *w, const worker_op_t *op)
                           worker_step_status_name(op->u.step.status),
                           SG_PG_INT(op->u.step.attempts),
                           SG_PG_INT(op->u.step.comp_attempts),
+                          op->u.step.calling ? "t" : "f",
                           op->u.step.result,
                           op->u.step.error_code,
                           op->u.step.idem_key,

@@ -57,7 +57,7 @@ struct worker_writes_s {
 };
 
 static const int ncols[NTABLES] = {
-    [T_SAGA_NEW] = 10, [T_ATTEMPT_NEW] = 7, [T_ATTEMPT_DONE] = 6, [T_STEP] = 11,
+    [T_SAGA_NEW] = 10, [T_ATTEMPT_NEW] = 7, [T_ATTEMPT_DONE] = 6, [T_STEP] = 12,
     [T_SAGA] = 5,      [T_OUTBOX] = 4,      [T_TIMER] = 5,
 };
 
@@ -103,14 +103,15 @@ static const char *const sql[NTABLES] = {
         "FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], "
         "$6::jsonb[]) AS u(id, st, code, cls, lat, env) WHERE a.id = u.id",
     [T_STEP] = "UPDATE steps t SET status = u.st, attempts = u.att, comp_attempts = u.catt, "
+               "calling = u.cl, "
                "result = coalesce(u.res, t.result), error_code = coalesce(u.code, t.error_code), "
                "idempotency_key = coalesce(u.k, t.idempotency_key), "
                "forward_effect = coalesce(u.fe, t.forward_effect), "
                "agent_action = coalesce(u.aa, t.agent_action), "
                "done_seq = coalesce(u.ds, t.done_seq), updated_at = now() "
                "FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::int[], "
-               "$6::jsonb[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[]) "
-               "AS u(s, i, st, att, catt, res, code, k, fe, aa, ds) "
+               "$6::bool[], $7::jsonb[], $8::text[], $9::text[], $10::text[], $11::text[], "
+               "$12::bigint[]) AS u(s, i, st, att, catt, cl, res, code, k, fe, aa, ds) "
                "WHERE t.saga_id = u.s AND t.idx = u.i",
     [T_SAGA] = "UPDATE sagas t SET status = u.st, seq = u.seq, retry_spent_ms = u.sp, "
                "output = coalesce(u.o, t.output), version = t.version + 1, updated_at = now() "
@@ -328,9 +329,9 @@ static void upsert(worker_writes_t *wr, int k, worker_slot_t *slot, const char *
             cell_set(t, slot->row, c, vals[c]);
 }
 
-void worker_write_step(worker_t *w, worker_slot_t *slot, const char *const vals[11])
+void worker_write_step(worker_t *w, worker_slot_t *slot, const char *const vals[12])
 {
-    upsert(w->writes, T_STEP, slot, vals, 5);
+    upsert(w->writes, T_STEP, slot, vals, 6);
 }
 
 void worker_write_saga(worker_t *w, worker_slot_t *slot, const char *const vals[5])

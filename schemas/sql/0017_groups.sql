@@ -11,3 +11,9 @@ ALTER TABLE steps ADD CONSTRAINT steps_grp_policy CHECK ((grp IS NULL) = (grp_po
 -- its step.succeeded (or step.failed).  Members are compensated in reverse
 -- order of it (the order their effects took place), not of their index.
 ALTER TABLE steps ADD COLUMN done_seq bigint;
+-- A forward call of the step may be in flight: its attempt row is written
+-- and its outcome is not (set with the attempt, cleared with the outcome).
+-- A member that stops (fail_fast, saga.cancel) while calling is recorded
+-- when its call returns; one waiting for a retry stops at once.  After a
+-- crash it stays set until the step's redelivered command is decided.
+ALTER TABLE steps ADD COLUMN calling boolean NOT NULL DEFAULT false;
