@@ -375,23 +375,119 @@ static void check_call(const sg_json_t *obj, const char *base, const sg_registry
     *tool_out = tool;
 }
 
+/* ---- the saga's names --------------------------------------------------- */
+
+/* One name of the saga: a step's, a group's or a group member's.  They
+ * share one namespace: a reference names any of them the same way. */
+typedef struct entry_s {
+    const char *name;
+    int step;   /* its element of $.steps */
+    int member; /* its index in the group's parallel (-1: a step or a group) */
+    bool group; /* a group's own name */
+} entry_t;
+
+/* Every element names itself, a group also each member: at most
+ * SG_MAX_STEPS elements and SG_MAX_STEPS calls. */
+typedef struct names_s {
+    entry_t e[2 * SG_MAX_STEPS];
+    size_t n;
+} names_t;
+
+static void entry_path(char *out, size_t size, const entry_t *e)
+{
+    if (e->member < 0)
+        snprintf(out, size, "$.steps[%d]", e->step);
+    else
+        snprintf(out, size, "$.steps[%d].parallel[%d]", e->step, e->member);
+}
+
+static const entry_t *find_name(const names_t *nt, const char *name)
+{
+    for (size_t k = 0; k < nt->n; k++)
+        if (strcmp(nt->e[k].name, name) == 0)
+            return &nt->e[k];
+    return NULL;
+}
+
+/* Adds a valid name (base: the path of the object that holds it), or
+ * reports that an earlier step, group or member has it already. */
+static void add_name(names_t *nt, const entry_t *e, const char *base, problems_t *p)
+{
+    const entry_t *other;
+    char path[300], at[64];
+
+    if (!e->name)
+        return;
+    if ((other = find_name(nt, e->name))) {
+        sg_json_path_key(path, sizeof(path), base, "name");
+        entry_path(at, sizeof(at), other);
+        problem(p, path,
+                "unique: step name \"%s\" is used by %s too (steps, groups and group members "
+                "share one namespace)",
+                e->name, at);
+        return;
+    }
+    if (nt->n < sizeof(nt->e) / sizeof(nt->e[0]))
+        nt->e[nt->n++] = *e;
+}
+
 /* ---- references (sagad/sg_ref.h) --------------------------------------- */
 
-/* Which steps the references under one node may name. */
+/* Which names the references under one node may use: every name of the
+ * elements before `before`, and with own, the step or member (of group)
+ * whose compensation holds them. */
 typedef struct ref_scope_s {
-    const char *const *names; /* the steps' names (NULL: a step without a valid one) */
-    size_t nsteps;
-    size_t before; /* steps [0, before) */
-    int own;       /* and this one, a compensation's own step (-1: none) */
+    const names_t *nt;
+    int before;
+    int group;  /* the args are a member's of this group (-1: a step's) */
+    int member; /* that member (-1: a step's) */
+    bool own;
     problems_t *p;
 } ref_scope_t;
+
+static bool ref_visible(const entry_t *e, const ref_scope_t *sc)
+{
+    return e->step < sc->before ||
+           (sc->own && e->step == sc->before && e->member == sc->member && !e->group);
+}
+
+/* Reports what is wrong with a reference (pointer ptr, at path at) to e,
+ * a name that exists: one the scope cannot see, or a group's key. */
+static void check_ref_name(const entry_t *e, const char *ptr, const char *at, const ref_scope_t *sc)
+{
+    char where[64], key[100];
+
+    entry_path(where, sizeof(where), e);
+    if (sc->group >= 0 && e->step == sc->group && e->member >= 0 && e->member != sc->member) {
+        problem(sc->p, at,
+                "reference: \"%s\" (%s) runs at the same time, in the same group; a group "
+                "member's reference names a step or group before its group",
+                e->name, where);
+        return;
+    }
+    if (!ref_visible(e, sc)) {
+        problem(sc->p, at,
+                "reference: %s \"%s\" (%s) has not run yet here; a reference names an earlier "
+                "step%s",
+                e->group ? "group" : "step", e->name, where,
+                sc->own ? " or the step its compensation undoes" : "");
+        return;
+    }
+    /* Names hold no escapes, so the pointer is exactly this. */
+    snprintf(key, sizeof(key), "/steps/%s/key", e->name);
+    if (e->group && strcmp(ptr, key) == 0)
+        problem(sc->p, at,
+                "reference: a group has no key; name a member (\"%s\" is the group %s, whose "
+                "result is its manifest)",
+                e->name, where);
+}
 
 static void check_ref(const sg_json_t *ref, const char *path, const ref_scope_t *sc)
 {
     const sg_json_t *ptr = sg_json_member(ref, SG_REF_MEMBER);
     const char *rule, *step;
+    const entry_t *e;
     char at[300], name[80];
-    size_t j;
 
     if (sg_json_first(ref) != ptr || sg_json_next(ptr)) {
         problem(sc->p, path,
@@ -410,15 +506,10 @@ static void check_ref(const sg_json_t *ref, const char *path, const ref_scope_t 
     }
     if (!step)
         return;
-    for (j = 0; j < sc->nsteps && !(sc->names[j] && strcmp(sc->names[j], step) == 0); j++)
-        ;
-    if (j == sc->nsteps)
+    if (!(e = find_name(sc->nt, step)))
         problem(sc->p, at, "reference: no step of this saga is named \"%s\"", step);
-    else if (j >= sc->before && (int)j != sc->own)
-        problem(sc->p, at,
-                "reference: step \"%s\" ($.steps[%zu]) has not run yet here; a reference names "
-                "an earlier step%s",
-                step, j, sc->own >= 0 ? " or the step its compensation undoes" : "");
+    else
+        check_ref_name(e, sg_json_string(ptr), at, sc);
 }
 
 static void check_refs(const sg_json_t *node, const char *path, const ref_scope_t *sc)
@@ -441,32 +532,65 @@ static void check_refs(const sg_json_t *node, const char *path, const ref_scope_
     }
 }
 
-/* Every reference of the saga: in a step's args (earlier steps), in its
- * compensation's args (earlier steps and its own), in the output (any). */
-static void check_all_refs(const sg_json_t *doc, const sg_json_t *steps, const char *const *names,
-                           size_t nsteps, problems_t *p)
+/* The references of one call step (base: its path): in its args and in
+ * its compensation's args, which may also name the step itself. */
+static void check_call_refs(const sg_json_t *st, const char *base, ref_scope_t *sc)
 {
-    ref_scope_t sc = {names, nsteps, 0, -1, p};
+    const sg_json_t *comp = sg_json_member(st, "compensate"), *node;
+    char path[300];
+
+    sc->own = false;
+    if ((node = sg_json_member(st, "args"))) {
+        sg_json_path_key(path, sizeof(path), base, "args");
+        check_refs(node, path, sc);
+    }
+    if (sg_json_is_object(comp) && (node = sg_json_member(comp, "args"))) {
+        sc->own = true;
+        snprintf(path, sizeof(path), "%s.compensate.args", base);
+        check_refs(node, path, sc);
+    }
+}
+
+/* Every reference of the saga: in a step's args (the elements before it:
+ * steps, groups and their members), in a group member's args (the same
+ * before its group, not its siblings, which run at the same time), in a
+ * compensation's args (that and the step it undoes), in the output (any
+ * name). */
+static void check_all_refs(const sg_json_t *doc, const sg_json_t *steps, const names_t *nt,
+                           problems_t *p)
+{
+    ref_scope_t sc = {nt, 0, -1, -1, false, p};
+    const size_t nsteps = sg_json_array_size(steps);
     const sg_json_t *node;
-    char path[128];
+    char base[64];
 
     for (size_t i = 0; i < nsteps; i++) {
-        const sg_json_t *st = sg_json_array_get(steps, i), *comp = sg_json_member(st, "compensate");
-        sc.before = i;
-        sc.own = -1;
-        if (sg_json_is_object(st) && (node = sg_json_member(st, "args"))) {
-            snprintf(path, sizeof(path), "$.steps[%zu].args", i);
-            check_refs(node, path, &sc);
+        const sg_json_t *st = sg_json_array_get(steps, i), *members;
+        sc.before = (int)i;
+        sg_json_path_idx(base, sizeof(base), "$.steps", i);
+        if (!sg_json_is_object(st))
+            continue;
+        if (!sg_submit_is_group(st)) {
+            sc.group = sc.member = -1;
+            check_call_refs(st, base, &sc);
+            continue;
         }
-        if (sg_json_is_object(comp) && (node = sg_json_member(comp, "args"))) {
-            sc.own = (int)i;
-            snprintf(path, sizeof(path), "$.steps[%zu].compensate.args", i);
-            check_refs(node, path, &sc);
+        members = sg_json_member(st, "parallel");
+        sc.group = (int)i;
+        for (size_t j = 0; sg_json_is_array(members) && j < sg_json_array_size(members); j++) {
+            const sg_json_t *m = sg_json_array_get(members, j);
+            char mbase[96];
+            if (!sg_json_is_object(m) || sg_submit_is_group(m))
+                continue;
+            snprintf(mbase, sizeof(mbase), "%s.parallel[%zu]", base, j);
+            sc.member = (int)j;
+            check_call_refs(m, mbase, &sc);
         }
     }
     if ((node = sg_json_member(doc, "output"))) {
-        sc.before = nsteps;
-        sc.own = -1;
+        sc.before = (int)nsteps;
+        sc.group = sc.member = -1;
+        sc.own = false;
         check_refs(node, "$.output", &sc);
     }
 }
@@ -499,38 +623,235 @@ static void check_approval(const sg_json_t *st, const char *base, problems_t *p)
     str_member(ap, path, "reason", false, SG_CONTROL_REASON_MAX, p);
 }
 
-int sg_submit_validate(const sg_json_t *doc, const sg_registry_t *reg, sg_problem_fn fn,
-                       void *opaque)
+/* ---- steps and groups ---------------------------------------------------- */
+
+int sg_submit_policy_parse(const char *s, sg_group_policy_t *out)
+{
+    static const char *const names[] = {"all_or_nothing", "best_effort", "fail_fast"};
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strcmp(s, names[i]) == 0) {
+            *out = (sg_group_policy_t)i;
+            return 0;
+        }
+    return -1;
+}
+
+bool sg_submit_is_group(const sg_json_t *step)
+{
+    return sg_json_is_object(step) && sg_json_member(step, "parallel") != NULL;
+}
+
+/* The effects of one element of $.steps: a group's are its members'. */
+typedef struct elem_s {
+    bool reversible, irreversible;
+} elem_t;
+
+/* A step's or group's name: valid, or NULL with the problem reported. */
+static const char *name_member(const sg_json_t *obj, const char *base, problems_t *p)
+{
+    const char *name = str_member(obj, base, "name", true, 64, p);
+    char path[300];
+
+    if (name && !sg_name_ok(name)) {
+        sg_json_path_key(path, sizeof(path), base, "name");
+        problem(p, path, "pattern: 1-64 characters of A-Z a-z 0-9 . _ -");
+        return NULL;
+    }
+    return name;
+}
+
+/* One call step (a step of the saga or a group's member, at base): its
+ * keys, call, approval and compensation.  Returns its valid name or NULL;
+ * *effect is its tool's (read when the tool is unknown). */
+static const char *check_step(const sg_json_t *st, const char *base, const sg_registry_t *reg,
+                              sg_effect_t *effect, problems_t *p)
+{
+    static const char *const step_keys[] = {"name", "tool", "args", "compensate", "approval", NULL};
+    static const char *const comp_keys[] = {"tool", "args", NULL};
+    const sg_json_t *comp = sg_json_member(st, "compensate");
+    const sg_tool_t *tool = NULL, *ctool = NULL;
+    const char *name;
+    char path[300];
+
+    only_keys(st, base, step_keys, p);
+    name = name_member(st, base, p);
+    check_call(st, base, reg, &tool, p);
+    check_approval(st, base, p);
+    sg_json_path_key(path, sizeof(path), base, "compensate");
+    if (comp && !sg_json_is_null(comp)) {
+        if (!sg_json_is_object(comp)) {
+            problem(p, path, "type: expected object or null, got %s", sg_json_type_name(comp));
+        } else {
+            only_keys(comp, path, comp_keys, p);
+            check_call(comp, path, reg, &ctool, p);
+        }
+    }
+    *effect = tool ? tool->effect : SG_EFFECT_READ;
+    if (tool && tool->effect == SG_EFFECT_REVERSIBLE && (!comp || sg_json_is_null(comp)) &&
+        !tool->compensation)
+        problem(p, path,
+                "required: tool \"%s\" is reversible, so the step must name its compensation",
+                tool->name);
+    return name;
+}
+
+/* A group member at base, the j-th of group i: a call step, not a group. */
+static void check_member(const sg_json_t *m, const char *base, int i, int j,
+                         const sg_registry_t *reg, names_t *nt, elem_t *el, int *irreversible,
+                         problems_t *p)
+{
+    sg_effect_t effect;
+    entry_t e = {NULL, i, j, false};
+
+    if (!sg_json_is_object(m)) {
+        problem(p, base, "type: expected object, got %s", sg_json_type_name(m));
+        return;
+    }
+    if (sg_submit_is_group(m)) {
+        problem(p, base, "nesting: a group member is a call step; groups do not nest");
+        return;
+    }
+    e.name = check_step(m, base, reg, &effect, p);
+    add_name(nt, &e, base, p);
+    if (effect == SG_EFFECT_REVERSIBLE)
+        el->reversible = true;
+    if (effect == SG_EFFECT_IRREVERSIBLE && !el->irreversible) {
+        el->irreversible = true;
+        *irreversible = j;
+    }
+}
+
+/* A parallel group, the i-th element of $.steps: {name, parallel, policy}.
+ * An irreversible member needs best_effort: under the other policies a
+ * failed member makes the saga compensate its siblings, and the
+ * irreversible one's effect would stay. */
+static void check_group(const sg_json_t *g, const char *base, int i, const sg_registry_t *reg,
+                        names_t *nt, elem_t *el, problems_t *p)
+{
+    static const char *const group_keys[] = {"name", "parallel", "policy", NULL};
+    const sg_json_t *members = sg_json_member(g, "parallel");
+    const char *policy_name;
+    entry_t e = {NULL, i, -1, true};
+    sg_group_policy_t policy = SG_GROUP_BEST_EFFORT;
+    bool policy_ok = false;
+    int irreversible = -1;
+    char path[300];
+
+    only_keys(g, base, group_keys, p);
+    e.name = name_member(g, base, p);
+    add_name(nt, &e, base, p);
+    sg_json_path_key(path, sizeof(path), base, "policy");
+    if ((policy_name = str_member(g, base, "policy", true, 64, p))) {
+        policy_ok = sg_submit_policy_parse(policy_name, &policy) == 0;
+        if (!policy_ok)
+            problem(p, path, "enum: all_or_nothing, best_effort or fail_fast");
+    }
+    sg_json_path_key(path, sizeof(path), base, "parallel");
+    if (!sg_json_is_array(members)) {
+        problem(p, path, "type: expected array, got %s", sg_json_type_name(members));
+        return;
+    }
+    if (sg_json_array_size(members) == 0)
+        problem(p, path, "minItems: at least one member");
+    else if (sg_json_array_size(members) > SG_GROUP_MAX_MEMBERS)
+        problem(p, path, "maxItems: at most %d members", SG_GROUP_MAX_MEMBERS);
+    for (size_t j = 0; j < sg_json_array_size(members); j++) {
+        char mbase[96];
+        snprintf(mbase, sizeof(mbase), "%s.parallel[%zu]", base, j);
+        check_member(sg_json_array_get(members, j), mbase, i, (int)j, reg, nt, el, &irreversible,
+                     p);
+    }
+    if (irreversible >= 0 && policy_ok && policy != SG_GROUP_BEST_EFFORT) {
+        sg_json_path_key(path, sizeof(path), base, "policy");
+        problem(p, path,
+                "policy: a group with an irreversible member (%s.parallel[%d]) must be "
+                "best_effort: with all_or_nothing or fail_fast, a failed member would leave the "
+                "irreversible effect of another standing while the saga compensates",
+                base, irreversible);
+    }
+}
+
+/* The calls steps holds: a step is one, a group one per member (a group
+ * without members counts one, so elements never outnumber calls). */
+static size_t count_calls(const sg_json_t *steps)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < sg_json_array_size(steps); i++) {
+        const sg_json_t *st = sg_json_array_get(steps, i);
+        const sg_json_t *members = sg_submit_is_group(st) ? sg_json_member(st, "parallel") : NULL;
+        size_t k = sg_json_is_array(members) ? sg_json_array_size(members) : 1;
+        n += k ? k : 1;
+    }
+    return n;
+}
+
+/* Irreversible effects come last: no reversible step or group after a
+ * step or group with an irreversible call.  A group both reversible and
+ * irreversible is not compared with itself (its policy is refused). */
+static void check_order(const elem_t *el, size_t nsteps, const sg_json_t *steps, problems_t *p)
+{
+    for (size_t i = 0; i < nsteps; i++) {
+        char path[64];
+        size_t k;
+        if (!el[i].irreversible)
+            continue;
+        for (k = nsteps - 1; k > i && !el[k].reversible; k--)
+            ;
+        if (k == i)
+            continue;
+        sg_json_path_idx(path, sizeof(path), "$.steps", i);
+        if (sg_submit_is_group(sg_json_array_get(steps, i)))
+            problem(p, path,
+                    "order: a group with an irreversible member must come after every "
+                    "reversible step or group ($.steps[%zu] is reversible)",
+                    k);
+        else
+            problem(p, path,
+                    "order: an irreversible step must come after every reversible step "
+                    "($.steps[%zu] is reversible)",
+                    k);
+    }
+}
+
+/* The members of saga.start but steps: problems reported to p. */
+static void check_top(const sg_json_t *doc, problems_t *p)
 {
     static const char *const top_keys[] = {"v",        "type",     "id",
                                            "saga_id",  "name",     "steps",
                                            "input",    "deadline", "retry_budget_ms",
                                            "metadata", "output",   NULL};
-    static const char *const step_keys[] = {"name", "tool", "args", "compensate", "approval", NULL};
-    static const char *const comp_keys[] = {"tool", "args", NULL};
-    problems_t p = {fn, opaque, 0};
-    const sg_json_t *steps = sg_json_member(doc, "steps"), *node;
-    const char *names[SG_MAX_STEPS];
-    sg_effect_t effects[SG_MAX_STEPS];
-    size_t nsteps;
-    int last_reversible = -1;
+    const sg_json_t *node;
 
-    only_keys(doc, "$", top_keys, &p);
-    str_member(doc, "$", "id", true, 128, &p);
-    str_member(doc, "$", "name", true, 128, &p);
+    only_keys(doc, "$", top_keys, p);
+    str_member(doc, "$", "id", true, 128, p);
+    str_member(doc, "$", "name", true, 128, p);
     if ((node = sg_json_member(doc, "deadline"))) {
         if (!sg_json_string(node) || !datetime_ok(sg_json_string(node)))
-            problem(&p, "$.deadline", "format: RFC 3339 date-time (2026-11-21T10:00:00Z)");
+            problem(p, "$.deadline", "format: RFC 3339 date-time (2026-11-21T10:00:00Z)");
     }
     if ((node = sg_json_member(doc, "retry_budget_ms"))) {
         int64_t v;
         if (sg_json_get_int(doc, "$", "retry_budget_ms", true, &v, NULL) < 0)
-            problem(&p, "$.retry_budget_ms", "type: expected integer");
+            problem(p, "$.retry_budget_ms", "type: expected integer");
         else if (v < 0 || v > 86400000)
-            problem(&p, "$.retry_budget_ms", "range: 0 to 86400000");
+            problem(p, "$.retry_budget_ms", "range: 0 to 86400000");
     }
     if ((node = sg_json_member(doc, "metadata")) && !sg_json_is_object(node))
-        problem(&p, "$.metadata", "type: expected object, got %s", sg_json_type_name(node));
+        problem(p, "$.metadata", "type: expected object, got %s", sg_json_type_name(node));
+}
+
+int sg_submit_validate(const sg_json_t *doc, const sg_registry_t *reg, sg_problem_fn fn,
+                       void *opaque)
+{
+    problems_t p = {fn, opaque, 0};
+    const sg_json_t *steps = sg_json_member(doc, "steps");
+    elem_t el[SG_MAX_STEPS];
+    names_t nt = {.n = 0};
+    size_t nsteps;
+
+    check_top(doc, &p);
     if (!steps) {
         problem(&p, "$.steps", "required");
         return p.n;
@@ -543,69 +864,35 @@ int sg_submit_validate(const sg_json_t *doc, const sg_registry_t *reg, sg_proble
         problem(&p, "$.steps", "minItems: at least one step");
         return p.n;
     }
-    nsteps = sg_json_array_size(steps);
-    if (nsteps > SG_MAX_STEPS) {
-        problem(&p, "$.steps", "maxItems: at most %d steps", SG_MAX_STEPS);
+    if (count_calls(steps) > SG_MAX_STEPS) {
+        problem(&p, "$.steps", "maxItems: at most %d calls (steps and group members)",
+                SG_MAX_STEPS);
         return p.n;
     }
+    nsteps = sg_json_array_size(steps);
     for (size_t i = 0; i < nsteps; i++) {
-        const sg_json_t *st = sg_json_array_get(steps, i), *comp;
-        const sg_tool_t *tool = NULL, *ctool = NULL;
-        char base[64], path[128];
+        const sg_json_t *st = sg_json_array_get(steps, i);
+        entry_t e = {NULL, (int)i, -1, false};
+        sg_effect_t effect;
+        char base[64];
 
-        names[i] = NULL;
-        effects[i] = SG_EFFECT_READ;
+        el[i].reversible = el[i].irreversible = false;
         sg_json_path_idx(base, sizeof(base), "$.steps", i);
         if (!sg_json_is_object(st)) {
             problem(&p, base, "type: expected object, got %s", sg_json_type_name(st));
             continue;
         }
-        only_keys(st, base, step_keys, &p);
-        names[i] = str_member(st, base, "name", true, 64, &p);
-        sg_json_path_key(path, sizeof(path), base, "name");
-        if (names[i] && !sg_name_ok(names[i])) {
-            problem(&p, path, "pattern: 1-64 characters of A-Z a-z 0-9 . _ -");
-            names[i] = NULL;
-        }
-        for (size_t j = 0; names[i] && j < i; j++)
-            if (names[j] && strcmp(names[i], names[j]) == 0)
-                problem(&p, path, "unique: step name \"%s\" is used by $.steps[%zu] too", names[i],
-                        j);
-        check_call(st, base, reg, &tool, &p);
-        check_approval(st, base, &p);
-        comp = sg_json_member(st, "compensate");
-        sg_json_path_key(path, sizeof(path), base, "compensate");
-        if (comp && !sg_json_is_null(comp)) {
-            if (!sg_json_is_object(comp)) {
-                problem(&p, path, "type: expected object or null, got %s", sg_json_type_name(comp));
-            } else {
-                only_keys(comp, path, comp_keys, &p);
-                check_call(comp, path, reg, &ctool, &p);
-            }
-        }
-        if (!tool)
+        if (sg_submit_is_group(st)) {
+            check_group(st, base, (int)i, reg, &nt, &el[i], &p);
             continue;
-        effects[i] = tool->effect;
-        if (tool->effect == SG_EFFECT_REVERSIBLE) {
-            if ((!comp || sg_json_is_null(comp)) && !tool->compensation)
-                problem(&p, path,
-                        "required: tool \"%s\" is reversible, so the step must name its "
-                        "compensation",
-                        tool->name);
-            last_reversible = (int)i;
         }
+        e.name = check_step(st, base, reg, &effect, &p);
+        add_name(&nt, &e, base, &p);
+        el[i].reversible = effect == SG_EFFECT_REVERSIBLE;
+        el[i].irreversible = effect == SG_EFFECT_IRREVERSIBLE;
     }
-    check_all_refs(doc, steps, names, nsteps, &p);
-    for (size_t i = 0; i < nsteps; i++) {
-        char path[64];
-        if (effects[i] != SG_EFFECT_IRREVERSIBLE || (int)i > last_reversible)
-            continue;
-        sg_json_path_idx(path, sizeof(path), "$.steps", i);
-        problem(&p, path,
-                "order: an irreversible step must come after every reversible step ($.steps[%d] "
-                "is reversible)",
-                last_reversible);
-    }
+    check_all_refs(doc, steps, &nt, &p);
+    check_order(el, nsteps, steps, &p);
     return p.n;
 }
 

@@ -499,3 +499,233 @@ Test(submit, only_a_w3c_traceparent_is_kept)
         cr_expect(!sg_traceparent_ok(bad[i], strlen(bad[i])), "kept: %s", bad[i]);
     cr_expect(!sg_traceparent_ok(NULL, 55));
 }
+
+/* ---- parallel groups: the rules JSON Schema cannot say ---- */
+
+/* Validates a saga.start whose steps (and output, unless NULL) are written
+ * with ' for " to stay readable; returns the problems. */
+static int submit_groups(const char *steps, const char *output, const sg_registry_t *reg,
+                         seen_t *seen)
+{
+    char text[16384];
+    int n;
+
+    n = snprintf(text, sizeof(text),
+                 "{'v':1,'type':'saga.start','id':'s1','saga_id':'order-1','name':'n',"
+                 "'steps':%s%s%s}",
+                 steps, output ? ",'output':" : "", output ? output : "");
+    cr_assert(n > 0 && (size_t)n < sizeof(text));
+    for (char *c = text; *c; c++)
+        if (*c == '\'')
+            *c = '"';
+    return submit(text, strlen(text), reg, seen);
+}
+
+Test(submit, steps_groups_and_members_share_one_namespace)
+{
+    sg_registry_t *reg = test_registry();
+    seen_t seen;
+
+    cr_expect_eq(submit_groups("[{'name':'a','tool':'noop'},{'name':'g','policy':'best_effort',"
+                               "'parallel':[{'name':'a','tool':'noop'}]}]",
+                               NULL, reg, &seen),
+                 1, "%s", seen.all);
+    cr_expect_str_eq(seen.all, "$.steps[1].parallel[0].name: unique: step name \"a\" is used by "
+                               "$.steps[0] too (steps, groups and group members share one "
+                               "namespace)\n");
+    cr_expect_eq(submit_groups("[{'name':'g','policy':'best_effort','parallel':[{'name':'x',"
+                               "'tool':'noop'}]},{'name':'h','policy':'best_effort','parallel':"
+                               "[{'name':'x','tool':'noop'}]}]",
+                               NULL, reg, &seen),
+                 1, "%s", seen.all);
+    assert_contains(seen.all, "$.steps[1].parallel[0].name: unique: step name \"x\" is used by "
+                              "$.steps[0].parallel[0] too");
+    /* A group's own name counts too, against its members and later steps. */
+    cr_expect_eq(submit_groups("[{'name':'g','policy':'fail_fast','parallel':[{'name':'g',"
+                               "'tool':'noop'}]},{'name':'g','tool':'noop'}]",
+                               NULL, reg, &seen),
+                 2, "%s", seen.all);
+    assert_contains(seen.all, "$.steps[0].parallel[0].name: unique: step name \"g\" is used by "
+                              "$.steps[0] too");
+    assert_contains(seen.all, "$.steps[1].name: unique: step name \"g\" is used by $.steps[0] "
+                              "too");
+    sg_registry_destroy(reg);
+}
+
+/* n groups of m noop members, then k noop steps, into out. */
+static void many_calls(char *out, size_t size, int n, int m, int k)
+{
+    size_t len = 0;
+
+    len += (size_t)snprintf(out + len, size - len, "[");
+    for (int g = 0; g < n; g++) {
+        len += (size_t)snprintf(out + len, size - len,
+                                "%s{'name':'g%d','policy':'best_effort','parallel':[", g ? "," : "",
+                                g);
+        for (int j = 0; j < m; j++)
+            len += (size_t)snprintf(out + len, size - len, "%s{'name':'g%d-%d','tool':'noop'}",
+                                    j ? "," : "", g, j);
+        len += (size_t)snprintf(out + len, size - len, "]}");
+    }
+    for (int i = 0; i < k; i++)
+        len += (size_t)snprintf(out + len, size - len, "%s{'name':'s%d','tool':'noop'}",
+                                n || i ? "," : "", i);
+    snprintf(out + len, size - len, "]");
+    cr_assert_lt(len + 1, size);
+}
+
+/* The worker keeps one row per call: members count, groups do not. */
+Test(submit, at_most_64_calls_counting_every_member)
+{
+    sg_registry_t *reg = test_registry();
+    char steps[12000];
+    seen_t seen;
+
+    many_calls(steps, sizeof(steps), 4, 16, 0); /* 64 calls in 4 elements */
+    cr_expect_eq(submit_groups(steps, NULL, reg, &seen), 0, "%s", seen.all);
+    many_calls(steps, sizeof(steps), 4, 15, 4); /* 64 calls in 8 elements */
+    cr_expect_eq(submit_groups(steps, NULL, reg, &seen), 0, "%s", seen.all);
+    many_calls(steps, sizeof(steps), 5, 13, 0); /* 65 calls in 5 elements */
+    cr_expect_eq(submit_groups(steps, NULL, reg, &seen), 1, "%s", seen.all);
+    cr_expect_str_eq(seen.all, "$.steps: maxItems: at most 64 calls (steps and group members)\n");
+    many_calls(steps, sizeof(steps), 1, 2, 63); /* 65 calls in 64 elements */
+    cr_expect_eq(submit_groups(steps, NULL, reg, &seen), 1, "%s", seen.all);
+    cr_expect_str_eq(seen.all, "$.steps: maxItems: at most 64 calls (steps and group members)\n");
+    sg_registry_destroy(reg);
+}
+
+#define GROUP_AB(a_args, b_args)                                                                   \
+    "{'name':'g','policy':'all_or_nothing','parallel':[{'name':'a','tool':'noop','args':" a_args   \
+    "},{'name':'b','tool':'noop','args':" b_args "}]}"
+
+Test(submit, a_member_references_what_ran_before_its_group_never_a_sibling)
+{
+    sg_registry_t *reg = test_registry();
+    seen_t seen;
+
+    cr_expect_eq(submit_groups("[" GROUP_AB("{'x':{'$from':'/steps/b/result'}}", "{}") "]", NULL,
+                               reg, &seen),
+                 1, "%s", seen.all);
+    cr_expect_str_eq(seen.all,
+                     "$.steps[0].parallel[0].args.x.$from: reference: \"b\" "
+                     "($.steps[0].parallel[1]) runs at the same time, in the same group; a group "
+                     "member's reference names a step or group before its group\n");
+    /* Nor its own group, which has not finished. */
+    cr_expect_eq(submit_groups("[" GROUP_AB("{}", "{'x':{'$from':'/steps/g/result'}}") "]", NULL,
+                               reg, &seen),
+                 1, "%s", seen.all);
+    cr_expect_str_eq(seen.all, "$.steps[0].parallel[1].args.x.$from: reference: group \"g\" "
+                               "($.steps[0]) has not run yet here; a reference names an earlier "
+                               "step\n");
+    /* A step before the group cannot name a member. */
+    cr_expect_eq(submit_groups("[{'name':'s','tool':'noop','args':{'x':{'$from':'/steps/a/key'}}},"
+                               "" GROUP_AB("{}", "{}") "]",
+                               NULL, reg, &seen),
+                 1, "%s", seen.all);
+    cr_expect_str_eq(seen.all, "$.steps[0].args.x.$from: reference: step \"a\" "
+                               "($.steps[1].parallel[0]) has not run yet here; a reference names "
+                               "an earlier step\n");
+    /* A member's compensation may name the member itself, not a sibling. */
+    cr_expect_eq(submit_groups("[{'name':'g','policy':'fail_fast','parallel':[{'name':'a','tool':"
+                               "'reserve','compensate':{'tool':'release','args':{'me':{'$from':"
+                               "'/steps/a/result/id'},'k':{'$from':'/steps/a/key'},'sib':{'$from':"
+                               "'/steps/b/key'}}}},{'name':'b','tool':'noop'}]}]",
+                               NULL, reg, &seen),
+                 1, "%s", seen.all);
+    cr_expect_str_eq(seen.all, "$.steps[0].parallel[0].compensate.args.sib.$from: reference: "
+                               "\"b\" ($.steps[0].parallel[1]) runs at the same time, in the same "
+                               "group; a group member's reference names a step or group before "
+                               "its group\n");
+    /* Earlier steps, groups and members are all in scope. */
+    cr_expect_eq(submit_groups("[{'name':'s','tool':'noop'},{'name':'h','policy':'best_effort',"
+                               "'parallel':[{'name':'c','tool':'noop'}]}," GROUP_AB(
+                                   "{'s':{'$from':'/steps/s/key'},'h':{'$from':'/steps/h/result'},"
+                                   "'c':{'$from':'/steps/c/key'}}",
+                                   "{'c':{'$from':'/steps/c/result/x'}}") "]",
+                               NULL, reg, &seen),
+                 0, "%s", seen.all);
+    sg_registry_destroy(reg);
+}
+
+Test(submit, a_group_is_referenced_by_its_manifest_never_a_key)
+{
+    sg_registry_t *reg = test_registry();
+    seen_t seen;
+
+    cr_expect_eq(submit_groups("[" GROUP_AB("{}", "{}") ",{'name':'s','tool':'noop','args':"
+                                                        "{'x':{'$from':'/steps/g/key'}}}]",
+                               NULL, reg, &seen),
+                 1, "%s", seen.all);
+    cr_expect_str_eq(seen.all, "$.steps[1].args.x.$from: reference: a group has no key; name a "
+                               "member (\"g\" is the group $.steps[0], whose result is its "
+                               "manifest)\n");
+    cr_expect_eq(
+        submit_groups("[" GROUP_AB("{}", "{}") "]", "{'k':{'$from':'/steps/g/key'}}", reg, &seen),
+        1, "%s", seen.all);
+    assert_contains(seen.all, "$.output.k.$from: reference: a group has no key; name a member");
+    /* Its manifest, a member's result and key, from a later step and the
+     * output. */
+    cr_expect_eq(
+        submit_groups("[" GROUP_AB("{}", "{}") ",{'name':'s','tool':'noop','args':{'m':"
+                                               "{'$from':'/steps/g/result'},'a':{'$from':"
+                                               "'/steps/a/result/id'},'b':{'$from':'/steps/"
+                                               "b/key'}}}]",
+                      "{'g':{'$from':'/steps/g/result/members'},'a':{'$from':'/steps/a/"
+                      "key'}}",
+                      reg, &seen),
+        0, "%s", seen.all);
+    sg_registry_destroy(reg);
+}
+
+Test(submit, a_group_with_an_irreversible_member_is_best_effort_and_comes_last)
+{
+    sg_registry_t *reg = test_registry();
+    seen_t seen;
+    static const char *const strict[] = {"all_or_nothing", "fail_fast"};
+    char steps[512];
+
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(steps, sizeof(steps),
+                 "[{'name':'g','policy':'%s','parallel':[{'name':'a','tool':'noop'},{'name':'m',"
+                 "'tool':'email'}]}]",
+                 strict[i]);
+        cr_expect_eq(submit_groups(steps, NULL, reg, &seen), 1, "%s", seen.all);
+        cr_expect_str_eq(seen.all,
+                         "$.steps[0].policy: policy: a group with an irreversible member "
+                         "($.steps[0].parallel[1]) must be best_effort: with all_or_nothing or "
+                         "fail_fast, a failed member would leave the irreversible effect of "
+                         "another standing while the saga compensates\n");
+    }
+    /* best_effort, but a reversible step after it. */
+    cr_expect_eq(submit_groups("[{'name':'g','policy':'best_effort','parallel':[{'name':'m','tool':"
+                               "'email'}]},{'name':'pay','tool':'charge','args':{'amount':5}}]",
+                               NULL, reg, &seen),
+                 1, "%s", seen.all);
+    cr_expect_str_eq(seen.all, "$.steps[0]: order: a group with an irreversible member must come "
+                               "after every reversible step or group ($.steps[1] is "
+                               "reversible)\n");
+    /* A group with a reversible member after an irreversible step. */
+    cr_expect_eq(submit_groups("[{'name':'m','tool':'email'},{'name':'g','policy':'fail_fast',"
+                               "'parallel':[{'name':'pay','tool':'charge','args':{'amount':5}}]}]",
+                               NULL, reg, &seen),
+                 1, "%s", seen.all);
+    cr_expect_str_eq(seen.all, "$.steps[0]: order: an irreversible step must come after every "
+                               "reversible step ($.steps[1] is reversible)\n");
+    /* A reversible member needs its compensation like a step. */
+    cr_expect_eq(submit_groups("[{'name':'g','policy':'fail_fast','parallel':[{'name':'h','tool':"
+                               "'reserve'}]}]",
+                               NULL, reg, &seen),
+                 1, "%s", seen.all);
+    cr_expect_str_eq(seen.all, "$.steps[0].parallel[0].compensate: required: tool \"reserve\" is "
+                               "reversible, so the step must name its compensation\n");
+    /* Reversible first, then the irreversible group, best_effort (a group
+     * both reversible and irreversible is not compared with itself), then
+     * steps without effects to undo. */
+    cr_expect_eq(submit_groups("[{'name':'h','tool':'reserve','compensate':{'tool':'release'}},"
+                               "{'name':'g','policy':'best_effort','parallel':[{'name':'m','tool':"
+                               "'email'},{'name':'pay','tool':'charge','args':{'amount':5}}]},"
+                               "{'name':'r','tool':'noop'}]",
+                               NULL, reg, &seen),
+                 0, "%s", seen.all);
+    sg_registry_destroy(reg);
+}

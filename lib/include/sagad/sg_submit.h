@@ -5,9 +5,11 @@
  * schemas/saga-start.schema.json and schemas/step-command.schema.json are
  * the contract; sg_submit_validate checks the same rules (the tests run
  * both over the same fixtures) plus those JSON Schema cannot say: unique
- * step names, registered tools, args valid for their tool, a compensation
- * for reversible steps, irreversible steps last.  Every problem is
- * reported, each with its JSON path and rule. */
+ * names (steps, parallel groups and their members share one namespace),
+ * at most SG_MAX_STEPS calls, registered tools, args valid for their
+ * tool, a compensation for reversible steps, irreversible steps last,
+ * references to what has run before.  Every problem is reported, each
+ * with its JSON path and rule. */
 #ifndef SAGAD_SUBMIT_H
 #define SAGAD_SUBMIT_H
 
@@ -31,7 +33,10 @@ typedef enum sg_ctype_e {
 } sg_ctype_t;
 
 #define SG_SAGA_ID_MAX 128
-#define SG_MAX_STEPS   64
+/* Calls of a saga: its steps and its groups' members (one row each). */
+#define SG_MAX_STEPS 64
+/* Members of one parallel group. */
+#define SG_GROUP_MAX_MEMBERS 16
 /* A control command's by and reason, in Unicode code points. */
 #define SG_CONTROL_BY_MAX     128
 #define SG_CONTROL_REASON_MAX 1024
@@ -64,6 +69,21 @@ typedef void (*sg_problem_fn)(void *opaque, const char *path, const char *rule);
  * calls fn once per problem; returns the number of problems. */
 int sg_submit_validate(const sg_json_t *doc, const sg_registry_t *reg, sg_problem_fn fn,
                        void *opaque);
+
+/* A parallel group's policy (docs/WORKER.md, "Parallel groups"). */
+typedef enum sg_group_policy_e {
+    SG_GROUP_ALL_OR_NOTHING,
+    SG_GROUP_BEST_EFFORT,
+    SG_GROUP_FAIL_FAST,
+} sg_group_policy_t;
+
+/* The policy s names: 0 and *out set, or -1 when s names none. */
+int sg_submit_policy_parse(const char *s, sg_group_policy_t *out)
+    __attribute__((warn_unused_result));
+
+/* True when an element of a saga.start's steps is a parallel group (an
+ * object with a "parallel" member) rather than a call step. */
+bool sg_submit_is_group(const sg_json_t *step);
 
 /* Checks args against tool's args schema; returns problems found. */
 int sg_submit_validate_args(const sg_tool_t *tool, const sg_json_t *args, const char *base,
