@@ -110,8 +110,7 @@ int worker_group_next_undo(const worker_saga_t *saga, int first, int last, const
 
     for (int i = first; i <= last; i++) {
         const worker_step_t *st = &saga->steps[i];
-        if (passed[i] ||
-            (st->status != WORKER_STEP_SUCCEEDED && st->status != WORKER_STEP_UNKNOWN))
+        if (passed[i] || (st->status != WORKER_STEP_SUCCEEDED && st->status != WORKER_STEP_UNKNOWN))
             continue;
         /* The latest first; equal (never both set) by index, the later. */
         if (best < 0 || st->done_seq >= saga->steps[best].done_seq)

@@ -26,7 +26,7 @@
 #include "sagad/sg_alloc.h"
 #include "worker.h"
 
-enum { MAX_COLS = 10 };
+enum { MAX_COLS = 12 };
 
 /* Rows of one kind, column by column (column-major: each column is one
  * array parameter).  Strings are owned; NULL is SQL NULL. */

@@ -87,7 +87,7 @@ static const case_t cases[] = {
      .saga = 'R', .steps = "srpp", .att = {1, 1}, .kind = RET_ERR, .step = 1, .attempt = 1,
      .cls = SG_ERRCLASS_TRANSIENT, .retriable = true,
      .effects = "@step.execute,step.retry_scheduled", .saga_after = 'R', .steps_after = "srpp",
-     .step_rows = "----", .saga_row = 'R',
+     .step_rows = "-r--", .saga_row = 'R', /* its row: no call in flight now (calling) */
      .log = "step call failed (transient): it broke"},
     {.name = "transient failure, attempts exhausted: dead letter, compensation",
      .saga = 'R', .steps = "srpp", .att = {1, 3}, .kind = RET_ERR, .step = 1, .attempt = 3,

@@ -1,0 +1,324 @@
+/* Parallel groups end to end (issue 25; docs/WORKER.md, "Parallel
+ * groups"): the real worker and relay, a group's members held in flight
+ * by exec gates the test opens, and what a producer relies on read back:
+ * the events (group.finished's manifest, the terminal event), the rows,
+ * the attempts the downstream received and the order effects were
+ * undone in.  That members run side by side is shown by the downstream
+ * itself: both gates report started before either is let go, which a
+ * saga running one call at a time never reaches. */
+#include <criterion/criterion.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../support/sg_test.h"
+#include "../support/sg_worker_env.h"
+#include "sagad/sg_json.h"
+
+TestSuite(groups, .init = sgw_setup, .fini = sgw_teardown, .timeout = 150);
+
+static void gate_dir(char *out, size_t size)
+{
+    char tmpl[] = "/tmp/sagad-group-XXXXXX";
+
+    cr_assert_not_null(mkdtemp(tmpl));
+    snprintf(out, size, "%s", tmpl);
+}
+
+static void wait_file(const char *dir, const char *name)
+{
+    double deadline = sgt_now_s() + SGW_WAIT_S;
+    char path[PATH_MAX];
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    while (access(path, F_OK) != 0 && sgt_now_s() < deadline) {
+        sgw_expect_worker_alive();
+        usleep(20000);
+    }
+    cr_assert_eq(access(path, F_OK), 0, "no %s: the member's call never started", path);
+}
+
+static void touch(const char *dir, const char *name)
+{
+    char path[PATH_MAX];
+    FILE *fp;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    fp = fopen(path, "w");
+    cr_assert_not_null(fp, "%s", path);
+    fclose(fp);
+}
+
+/* A registry entry: an exec gate in dir (reversible, undone by the
+ * ledger), answering once opened, or failing with exit status fail. */
+static void gate_tool(char *out, size_t size, const char *name, const char *dir, const char *fail)
+{
+    char gate[PATH_MAX];
+
+    cr_assert_not_null(realpath("tests/fixtures/exec/gate.sh", gate));
+    snprintf(out, size,
+             "\"%s\": {\"adapter\": \"exec\", \"target\": [\"%s\", \"%s\"%s%s%s], "
+             "\"side_effect\": \"reversible\", \"compensation\": \"ledger\", \"timeout_ms\": "
+             "110000}",
+             name, gate, dir, fail ? ", \"" : "", fail ? fail : "", fail ? "\"" : "");
+}
+
+/* The names of the saga's step.compensated events, in order. */
+static void compensated_order(const char *saga_id, char *out, size_t size)
+{
+    const sg_json_t *ev[64];
+    size_t n = sgw_saga_events(saga_id, ev, 64), len = 0;
+
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(sgw_jstr(ev[i], "type"), "step.compensated") == 0)
+            len += (size_t)snprintf(out + len, size - len, "%s%s", len ? "," : "",
+                                    sgw_jstr(ev[i], "step_name"));
+}
+
+/* The index of the saga's first event of type for step name (NULL: any),
+ * -1 when none. */
+static int event_at(const char *saga_id, const char *type, const char *name)
+{
+    const sg_json_t *ev[64];
+    size_t n = sgw_saga_events(saga_id, ev, 64);
+
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(sgw_jstr(ev[i], "type"), type) == 0 &&
+            (!name || strcmp(sgw_jstr(ev[i], "step_name"), name) == 0))
+            return (int)i;
+    return -1;
+}
+
+static const char *member_status(const sg_json_t *manifest, const char *member, const char *key)
+{
+    const sg_json_t *m = sg_json_member(sg_json_member(manifest, "members"), member);
+
+    cr_assert_not_null(m, "no member %s in the manifest", member);
+    return sg_json_string(sg_json_member(m, key));
+}
+
+/* best_effort: the three channels run side by side (both gates start
+ * before either is let go); the one that fails is named in the manifest,
+ * in the terminal event and in run_health, nothing is undone, and the
+ * step after the group reads the manifest through $from. */
+Test(groups, best_effort_members_run_side_by_side_and_the_saga_completes_partial)
+{
+    const sg_json_t *fin, *done, *h, *partial;
+    char da[64], db[64], ta[1024], tb[1024], tools[2100], text[512];
+
+    gate_dir(da, sizeof(da));
+    gate_dir(db, sizeof(db));
+    gate_tool(ta, sizeof(ta), "mail", da, NULL);
+    gate_tool(tb, sizeof(tb), "push", db, NULL);
+    snprintf(tools, sizeof(tools), "%s, %s", ta, tb);
+    sgw_pair_start(tools, 1, NULL);
+    sgw_submit("grp-be",
+               "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
+               " {\"name\": \"notify\", \"policy\": \"best_effort\", \"parallel\": ["
+               "  {\"name\": \"email\", \"tool\": \"mail\", \"args\": {\"to\": \"a@example.com\"}},"
+               "  {\"name\": \"sms\", \"tool\": \"fail\", \"args\": {\"code\": \"tool.sms.down\"}},"
+               "  {\"name\": \"app\", \"tool\": \"push\", \"args\": {\"device\": \"d-1\"}}]},"
+               " {\"name\": \"summary\", \"tool\": \"echo\", \"args\": {"
+               "  \"status\": {\"$from\": \"/steps/notify/result/status\"},"
+               "  \"email\": {\"$from\": \"/steps/notify/result/members/email/status\"},"
+               "  \"sms\": {\"$from\": \"/steps/notify/result/members/sms/error_code\"}}}]");
+    wait_file(da, "started");
+    wait_file(db, "started");
+    touch(da, "open");
+    touch(db, "open");
+    sgw_wait_status("grp-be", "completed");
+    fin = sgw_event_wait("grp-be", "group.finished");
+    done = sgw_event_wait("grp-be", "saga.completed");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(sgw_jstr(fin, "group"), "notify");
+    cr_expect_str_eq(sgw_jstr(fin, "policy"), "best_effort");
+    cr_expect_str_eq(sgw_jstr(fin, "status"), "partial");
+    cr_expect_str_eq(member_status(fin, "email", "status"), "succeeded");
+    cr_expect_str_eq(member_status(fin, "app", "status"), "succeeded");
+    cr_expect_str_eq(member_status(fin, "sms", "status"), "failed");
+    cr_expect_str_eq(member_status(fin, "sms", "error_code"), "tool.sms.down");
+    partial = sg_json_member(done, "partial");
+    cr_assert(partial && sg_json_array_size(partial) == 1, "saga.completed names the member");
+    cr_expect_str_eq(sgw_jstr(sg_json_array_get(partial, 0), "step_name"), "sms");
+    h = sgw_run_health(done);
+    cr_expect_eq(sgw_jint(h, "partial"), 1);
+    cr_expect_eq(sgw_jint(h, "failed"), 0, "a best_effort failure stops nothing");
+    cr_expect_eq(sgw_jint(h, "ok"), 4);
+
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(name || '=' || status || ':' || "
+                                "coalesce(grp, '-'), ',' ORDER BY idx) FROM steps"),
+                     "reserve=succeeded:-,email=succeeded:notify,sms=failed:notify,"
+                     "app=succeeded:notify,summary=succeeded:-");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT concat_ws('|', result->>'status', result->>'email', "
+                                "result->>'sms') FROM steps WHERE name = 'summary'"),
+                     "partial|succeeded|tool.sms.down", "the manifest flowed into the next step");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE phase = 'compensate'"), 0);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE phase = 'forward'"), 5,
+                 "each member called once");
+}
+
+/* all_or_nothing: a member fails; the group still waits for its member in
+ * flight, then the saga undoes every member that took effect, the one
+ * that finished last first, then the step before the group; the step
+ * after the group is skipped_dependency_failed, never called. */
+Test(groups, all_or_nothing_undoes_every_member_in_reverse_order_of_completion)
+{
+    const sg_json_t *fin, *end;
+    char db[64], tools[1100], text[512];
+
+    gate_dir(db, sizeof(db));
+    gate_tool(tools, sizeof(tools), "slowpay", db, NULL);
+    sgw_pair_start(tools, 1, NULL);
+    sgw_submit("grp-aon",
+               "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
+               " {\"name\": \"pay\", \"policy\": \"all_or_nothing\", \"parallel\": ["
+               "  {\"name\": \"card\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 2}},"
+               "  {\"name\": \"wallet\", \"tool\": \"slowpay\", \"args\": {\"n\": 3}},"
+               "  {\"name\": \"points\", \"tool\": \"fail\", \"args\": {\"code\": "
+               "\"tool.points.refused\"}}]},"
+               " {\"name\": \"ship\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 4}}]");
+    wait_file(db, "started");
+    sgw_wait_int(1, "SELECT count(*) FROM steps WHERE name = 'card' AND status = 'succeeded'");
+    sgw_wait_int(1, "SELECT count(*) FROM steps WHERE name = 'points' AND status = 'failed'");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE phase = 'compensate'"), 0,
+                 "nothing is undone while a member's call is in flight");
+    touch(db, "open");
+    sgw_wait_status("grp-aon", "compensated");
+    fin = sgw_event_wait("grp-aon", "group.finished");
+    end = sgw_event_wait("grp-aon", "saga.compensated");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(sgw_jstr(fin, "status"), "error");
+    cr_expect_str_eq(member_status(fin, "wallet", "status"), "succeeded");
+    cr_expect_str_eq(member_status(fin, "points", "error_code"), "tool.points.refused");
+    compensated_order("grp-aon", text, sizeof(text));
+    cr_expect_str_eq(text, "wallet,card,reserve",
+                     "members undone in reverse order of completion, then the earlier step");
+    cr_expect_eq(sgw_jint(sgw_run_health(end), "compensated"), 3);
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(name || '=' || status, ',' ORDER BY idx) "
+                                "FROM steps"),
+                     "reserve=compensated,card=compensated,wallet=compensated,points=failed,"
+                     "ship=skipped");
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text), "SELECT error_code FROM steps WHERE name = 'ship'"),
+        "runtime.skipped_dependency_failed");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx = 4"), 0,
+                 "the step after the failed group is never called");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM builtin_ledger WHERE key LIKE 'grp-aon:%%:c:%%'"),
+                 3, "one undo per effect that stood");
+}
+
+/* fail_fast: the first failure stops the group.  A member waiting for a
+ * retry an hour away is not retried: it ends unknown and is undone (its
+ * last attempt may have taken effect); the member in flight finishes, is
+ * recorded after the stop, and is undone first. */
+Test(groups, fail_fast_stops_new_calls_records_the_call_in_flight_and_compensates)
+{
+    static const char extra[] =
+        ", \"flaky.reversible\": {\"adapter\": \"builtin\", \"target\": \"fail\", "
+        "\"side_effect\": \"reversible\", \"compensation\": \"ledger\"}";
+    static const char *const env[] = {"SAGAD_RETRY_BUDGET_MS=0", NULL};
+    char da[64], db[64], ta[1024], tb[1024], tools[2400], text[512];
+    int stop, slow_ok;
+
+    gate_dir(da, sizeof(da));
+    gate_dir(db, sizeof(db));
+    gate_tool(ta, sizeof(ta), "slow", da, NULL);
+    gate_tool(tb, sizeof(tb), "refuser", db, "1");
+    snprintf(tools, sizeof(tools), "%s, %s%s", ta, tb, extra);
+    sgw_pair_start(tools, 1, env); /* no retry budget: the car's retry waits an hour */
+    sgw_submit("grp-ff",
+               "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
+               " {\"name\": \"book\", \"policy\": \"fail_fast\", \"parallel\": ["
+               "  {\"name\": \"hotel\", \"tool\": \"slow\", \"args\": {\"n\": 2}},"
+               "  {\"name\": \"car\", \"tool\": \"flaky.reversible\", \"args\": {\"class\": "
+               "\"transient\", \"code\": \"car.busy\", \"retry_after_ms\": 3600000}},"
+               "  {\"name\": \"flight\", \"tool\": \"refuser\", \"args\": {\"n\": 4}}]},"
+               " {\"name\": \"ship\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 5}}]");
+    wait_file(da, "started");
+    wait_file(db, "started");
+    sgw_event_wait("grp-ff", "step.retry_scheduled");
+    touch(db, "open"); /* the flight is refused */
+    sgw_wait_status("grp-ff", "compensating");
+    sgw_wait_int(1, "SELECT count(*) FROM steps WHERE name = 'car' AND status = 'unknown'");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE phase = 'compensate'"), 0,
+                 "the undo waits for the hotel's call in flight");
+    touch(da, "open");
+    sgw_wait_status("grp-ff", "compensated");
+    sgw_event_wait("grp-ff", "saga.compensated");
+    sgw_pair_stop();
+
+    stop = event_at("grp-ff", "saga.compensating", NULL);
+    slow_ok = event_at("grp-ff", "step.succeeded", "hotel");
+    cr_expect(stop >= 0 && slow_ok > stop,
+              "the hotel's call in flight finished and was recorded after the stop (%d, %d)",
+              stop, slow_ok);
+    compensated_order("grp-ff", text, sizeof(text));
+    cr_expect_str_eq(text, "hotel,car,reserve");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(name || '=' || status, ',' ORDER BY idx) "
+                                "FROM steps"),
+                     "reserve=compensated,hotel=compensated,car=compensated,flight=failed,"
+                     "ship=skipped");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT forward_effect || '|' || error_code FROM steps WHERE "
+                                "name = 'car'"),
+                     "possible|runtime.group_stopped");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts a JOIN steps s ON s.saga_id = "
+                           "a.saga_id AND s.idx = a.step_idx WHERE s.name = 'car' AND "
+                           "a.phase = 'forward'"),
+                 1, "the stopped member's retry is never made");
+}
+
+/* saga.cancel while two members are in flight: both calls finish and are
+ * recorded, then everything that stands is undone, the member that
+ * finished last first. */
+Test(groups, cancel_while_members_are_in_flight_records_them_then_compensates)
+{
+    char da[64], db[64], ta[1024], tb[1024], tools[2100], text[512], msg[512];
+    int cancel_at, x_ok;
+
+    gate_dir(da, sizeof(da));
+    gate_dir(db, sizeof(db));
+    gate_tool(ta, sizeof(ta), "gx", da, NULL);
+    gate_tool(tb, sizeof(tb), "gy", db, NULL);
+    snprintf(tools, sizeof(tools), "%s, %s", ta, tb);
+    sgw_pair_start(tools, 1, NULL);
+    sgw_submit("grp-cx",
+               "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
+               " {\"name\": \"both\", \"policy\": \"all_or_nothing\", \"parallel\": ["
+               "  {\"name\": \"x\", \"tool\": \"gx\", \"args\": {\"n\": 2}},"
+               "  {\"name\": \"y\", \"tool\": \"gy\", \"args\": {\"n\": 3}}]}]");
+    wait_file(da, "started");
+    wait_file(db, "started");
+    snprintf(msg, sizeof(msg),
+             "{\"v\": 1, \"type\": \"saga.cancel\", \"id\": \"cancel-grp-1\", \"saga_id\": "
+             "\"grp-cx\", \"by\": \"support:bob\", \"reason\": \"order withdrawn\"}");
+    sgw_produce(sgw.topic_cmd, "grp-cx", msg, strlen(msg));
+    sgw_wait_status("grp-cx", "cancelling");
+    touch(da, "open");
+    sgw_wait_int(1, "SELECT count(*) FROM steps WHERE name = 'x' AND status = 'succeeded'");
+    touch(db, "open");
+    sgw_wait_status("grp-cx", "cancelled");
+    sgw_event_wait("grp-cx", "saga.cancelled");
+    sgw_pair_stop();
+
+    cancel_at = event_at("grp-cx", "saga.cancelling", NULL);
+    x_ok = event_at("grp-cx", "step.succeeded", "x");
+    cr_expect(cancel_at >= 0 && x_ok > cancel_at, "the calls in flight were recorded after it");
+    compensated_order("grp-cx", text, sizeof(text));
+    cr_expect_str_eq(text, "y,x,reserve");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(status, ',' ORDER BY id) FROM attempts WHERE "
+                                "phase = 'forward'"),
+                     "ok,ok,ok", "each call in flight finished and was recorded");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text), "SELECT status FROM sagas"), "cancelled");
+}
