@@ -124,6 +124,10 @@ static void print_line(const sg_json_t *ev)
     if (sg_json_number(sg_json_member(ev, "step"), &step))
         snprintf(detail, sizeof(detail), "  step %.0f (%s)", step,
                  jstr(ev, "step_name") ? jstr(ev, "step_name") : "?");
+    if ((v = jstr(ev, "group"))) { /* a member's event, or group.finished */
+        len = strlen(detail);
+        snprintf(detail + len, sizeof(detail) - len, "  group %s", v);
+    }
     if ((v = jstr(ev, "name"))) {
         len = strlen(detail);
         snprintf(detail + len, sizeof(detail) - len, "  %s", v);

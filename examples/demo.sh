@@ -16,7 +16,10 @@
 #      (examples/sagas: {"$from": POINTER}).  A high-value one whose charge
 #      waits for a person (its tool needs approval) until `sagactl approve`,
 #      and the same again cancelled while it waits (`sagactl cancel`: the
-#      reservation is released, the saga ends cancelled).  A malformed one:
+#      reservation is released, the saga ends cancelled).  One that tells
+#      the customer by email, SMS and webhook at once (a best_effort
+#      parallel group) while SMS answers 400: it completes partial and says
+#      which channel failed.  A malformed one:
 #      sagactl validate refuses it, and sent anyway (kcat) the worker
 #      rejects and dead-letters it with the same problems;
 #   5. each saga's events printed by `sagactl watch`, the newest sagas by
@@ -172,6 +175,30 @@ if [ "$rc" != 0 ]; then
     echo "demo: sagactl cancel exited $rc, not 0; see $run/worker.log" >&2
     exit 1
 fi
+
+# A parallel group: the order shipped, the customer is told by email, SMS
+# and webhook at once (best_effort).  SMS answers 400: the saga still
+# completes, partial, and says which channel failed.
+echo
+echo "  (email answers again; SMS now answers 400)"
+curl -fsS -X DELETE "$checkout/_admin/faults" >/dev/null
+curl -fsS -X POST "$checkout/_admin/faults" -d '{"path": "/sms/send", "status": 400}' >/dev/null
+submit_wait examples/sagas/checkout-notify.json 0
+notified=${ids[${#ids[@]} - 1]}
+echo "  the notify group, member by member (steps.grp = 'notify'):"
+psql "$SAGAD_PG_DSN" -Atc "SELECT '    ' || name || ': ' || status || coalesce(' ' || error_code, '')
+    FROM steps WHERE saga_id = '$notified' AND grp = 'notify' ORDER BY idx"
+bin/sagactl watch "$notified" --from-beginning --json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    ev = json.loads(line)
+    if ev.get("type") == "group.finished":
+        print("  group.finished: %s, %s" % (ev["group"], ev["status"]))
+    if ev.get("type") == "saga.completed":
+        print("  saga.completed, partial: %s; output %s" % (
+            ", ".join(p["step_name"] + " " + p.get("error_code", "") for p in ev.get("partial", [])),
+            json.dumps(ev.get("output"))))
+'
 
 # The malformed submission: sagactl checks it with the worker's own rules
 # and sends nothing.  A producer that does not check (kcat here) gets the

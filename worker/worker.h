@@ -81,10 +81,11 @@ typedef struct worker_call_s {
  * builds calls, the loop frees the ones it ran). */
 void worker_call_free(worker_call_t *call);
 
-/* The envelope's status.  partial (a parallel group whose members did not
- * all succeed) is defined for the saga model's groups, which do not exist
- * yet; cancelled is not produced either: a saga.cancel waits for the call
- * in flight, whose own outcome is recorded (docs/WORKER.md, "Cancellation"). */
+/* A call's envelope status.  partial and cancelled are defined and no
+ * adapter produces them: a parallel group's partial is its manifest's
+ * status (group.finished), not a call's; a saga.cancel lets the call in
+ * flight finish, whose own outcome is recorded (docs/WORKER.md,
+ * "Cancellation"). */
 typedef enum worker_status_e {
     WORKER_OK,
     WORKER_ERROR,

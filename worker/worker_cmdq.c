@@ -87,8 +87,11 @@ static const bool cstate_legal[6][6] = {
     [CMD_QUEUED] = {[CMD_QUEUED] = true, [CMD_READY] = true, [CMD_RETURNED] = true},
     /* from READY: decided and committed (a call, or done), a chained one's
      * refused outcome waits for its message, or decided again as poison */
-    [CMD_READY] =
-        {[CMD_READY] = true, [CMD_CALLING] = true, [CMD_FINISHED] = true, [CMD_PARKED] = true},
+    [CMD_READY] = {[CMD_QUEUED] = true, /* back behind a detached call's outcome */
+                   [CMD_READY] = true,
+                   [CMD_CALLING] = true,
+                   [CMD_FINISHED] = true,
+                   [CMD_PARKED] = true},
     /* from CALLING: returned; a detached call (a group member's) back in
      * its saga's queue behind the command being decided */
     [CMD_CALLING] = {[CMD_QUEUED] = true, [CMD_RETURNED] = true, [CMD_PARKED] = true},
@@ -201,12 +204,28 @@ static bool unlink_detached(saga_slot_t *slot, worker_cmd_t *cmd)
     return false;
 }
 
+static bool in_vec(const vec_t *vec, const worker_cmd_t *cmd)
+{
+    for (size_t i = 0; i < vec->n; i++)
+        if (vec->v[i] == cmd)
+            return true;
+    return false;
+}
+
 void loop_saga_reattach(loop_t *L, worker_cmd_t *cmd)
 {
     saga_slot_t *slot = loop_saga_slot(L, cmd->dec.saga_id, true);
 
     unlink_detached(slot, cmd);
     cmd->detached = false;
+    /* A head that is ready but in no transaction yet waits behind the
+     * outcome: it may be held back (a crash-loop suspect running alone
+     * stops every new call), and the outcome it would then hold back is
+     * what lets the suspect finish. */
+    if (slot->head && slot->head->state == CMD_READY && in_vec(&L->ready, slot->head)) {
+        loop_vec_remove(&L->ready, slot->head);
+        loop_cmd_set_state(slot->head, CMD_QUEUED);
+    }
     if (slot->head && slot->head->state != CMD_QUEUED) {
         /* One of the saga's commands is being decided: right behind it. */
         cmd->saga_next = slot->head->saga_next;

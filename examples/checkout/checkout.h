@@ -16,7 +16,7 @@
 
 #include "sagad/sg_json.h"
 
-#define CHECKOUT_NPATHS          7
+#define CHECKOUT_NPATHS          9
 #define CHECKOUT_LOG_CAP         10000         /* requests kept by /_admin/requests */
 #define CHECKOUT_LOG_BODY_MAX    (32 * 1024)   /* request bodies larger are logged as a note */
 #define CHECKOUT_STORE_CAP       100000        /* stored responses, oldest evicted first */

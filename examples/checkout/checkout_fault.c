@@ -11,7 +11,8 @@
 #include "checkout.h"
 
 /* Indices: 0 reserve, 1 release, 2 charge, 3 refund, 4 book, 5 cancel,
- * 6 email. */
+ * 6 email, 7 sms, 8 webhook (the notification channels of a parallel
+ * group). */
 const checkout_endpoint_t checkout_endpoints[CHECKOUT_NPATHS] = {
     {"/inventory/reserve", "inv", 201, "reservation_id", -1, false, NULL, NULL, NULL},
     {"/inventory/release", "rel", 200, "release_id", 0, true, "reservation_id",
@@ -24,6 +25,8 @@ const checkout_endpoint_t checkout_endpoints[CHECKOUT_NPATHS] = {
     {"/shipping/cancel", "cnl", 200, "cancellation_id", 4, true, "booking_id", "unknown_booking",
      "booking_already_cancelled"},
     {"/email/send", "eml", 201, "message_id", -1, false, NULL, NULL, NULL},
+    {"/sms/send", "sms", 201, "message_id", -1, false, NULL, NULL, NULL},
+    {"/webhook/post", "hook", 201, "delivery_id", -1, false, NULL, NULL, NULL},
 };
 
 int checkout_path_index(const char *path)

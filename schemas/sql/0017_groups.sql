@@ -17,3 +17,49 @@ ALTER TABLE steps ADD COLUMN done_seq bigint;
 -- when its call returns; one waiting for a retry stops at once.  After a
 -- crash it stays set until the step's redelivered command is decided.
 ALTER TABLE steps ADD COLUMN calling boolean NOT NULL DEFAULT false;
+
+-- A replay (sagad_dlq_replay) emits the step.execute of the first step to
+-- run again.  When that step is a member of a parallel group, its
+-- siblings that run again need theirs too (the worker emits every
+-- member's command when a group starts, which a replay does not go
+-- through): at the replay's commit, this adds the step.execute of each
+-- pending member of the group, beside the replay's own, in the same
+-- outbox transaction.  Deferred, so that it sees the steps as the replay
+-- left them.
+CREATE FUNCTION sagad_replay_group_members() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+DECLARE
+    m text[];
+    sid text;
+    first_idx integer;
+    g text;
+BEGIN
+    IF NEW.action NOT IN ('resume', 'rerun') THEN
+        RETURN NULL;
+    END IF;
+    m := regexp_match(NEW.new_key, '^(.*):([0-9]+):f:g[0-9]+$');
+    IF m IS NULL THEN
+        RETURN NULL;
+    END IF;
+    sid := m[1];
+    first_idx := m[2]::integer;
+    SELECT t.grp INTO g FROM steps t WHERE t.saga_id = sid AND t.idx = first_idx;
+    IF g IS NULL THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO outbox (topic, key, headers, payload)
+    SELECT o.topic, o.key, o.headers,
+           convert_to(jsonb_build_object(
+               'v', 1, 'type', 'step.execute',
+               'id', format('cmd:%s:%s:f:g%s:a1', sid, t.idx, NEW.new_generation),
+               'saga_id', sid, 'step', t.idx, 'attempt', 1,
+               'generation', NEW.new_generation)::text, 'UTF8')
+      FROM steps t,
+           (SELECT x.topic, x.key, x.headers FROM outbox x
+             WHERE x.headers ->> 'sagad-replay-id' = NEW.id::text LIMIT 1) o
+     WHERE t.saga_id = sid AND t.grp = g AND t.idx <> first_idx AND t.status = 'pending'
+     ORDER BY t.idx;
+    RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER replays_group_members AFTER INSERT ON replays
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION sagad_replay_group_members();

@@ -8,6 +8,7 @@
  * saga running one call at a time never reaches. */
 #include <criterion/criterion.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,8 +260,8 @@ Test(groups, fail_fast_stops_new_calls_records_the_call_in_flight_and_compensate
     stop = event_at("grp-ff", "saga.compensating", NULL);
     slow_ok = event_at("grp-ff", "step.succeeded", "hotel");
     cr_expect(stop >= 0 && slow_ok > stop,
-              "the hotel's call in flight finished and was recorded after the stop (%d, %d)",
-              stop, slow_ok);
+              "the hotel's call in flight finished and was recorded after the stop (%d, %d)", stop,
+              slow_ok);
     compensated_order("grp-ff", text, sizeof(text));
     cr_expect_str_eq(text, "hotel,car,reserve");
     cr_expect_str_eq(sgw_q_text(text, sizeof(text),
@@ -321,4 +322,123 @@ Test(groups, cancel_while_members_are_in_flight_records_them_then_compensates)
                                 "phase = 'forward'"),
                      "ok,ok,ok", "each call in flight finished and was recorded");
     cr_expect_str_eq(sgw_q_text(text, sizeof(text), "SELECT status FROM sagas"), "cancelled");
+}
+
+/* dlq-tool as the operator runs it: the test's environment, the
+ * operator's role. */
+static int run_dlq(const char *const *args, char **out, char **err)
+{
+    const char *env[SGW_MAX_ENV + 2];
+    size_t n = 0;
+
+    for (size_t i = 0; sgw.env[i]; i++)
+        if (strncmp(sgw.env[i], "SAGAD_PG_DSN=", 13) != 0)
+            env[n++] = sgw.env[i];
+    env[n++] = sgw.op_env;
+    env[n] = NULL;
+    return sgt_run("dlq-tool", args, env, out, err);
+}
+
+/* A replay whose first step to run again is a group member: the replay
+ * emits that member's command and its pending siblings' commands come
+ * with it (0017's trigger), so the whole group runs again and the saga
+ * completes. */
+Test(groups, a_replay_that_starts_in_a_group_runs_every_member_again)
+{
+    const char *args[] = {"replay", NULL, "--reason", "bank fixed", "--operator", "carol", NULL};
+    char id[32], text[512], *out = NULL, *err = NULL;
+    int rc;
+
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_submit("grp-rp",
+               "[{\"name\": \"lookup\", \"tool\": \"noop\"},"
+               " {\"name\": \"pay\", \"policy\": \"all_or_nothing\", \"parallel\": ["
+               "  {\"name\": \"card\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
+               "  {\"name\": \"bank\", \"tool\": \"fail\", \"args\": {\"class\": \"poison\", "
+               "\"code\": \"bank.garbled\", \"generations\": 1}}]}]");
+    sgw_wait_status("grp-rp", "compensated");
+    snprintf(id, sizeof(id), "%lld",
+             (long long)sgw_q_int("SELECT id FROM dead_letters WHERE saga_id = 'grp-rp'"));
+    args[1] = id;
+    rc = run_dlq(args, &out, &err);
+    cr_assert_eq(rc, 0, "dlq-tool replay: %s%s", out, err);
+    free(out);
+    free(err);
+    sgw_wait_status("grp-rp", "completed");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(name || '=' || status, ',' ORDER BY idx) "
+                                "FROM steps"),
+                     "lookup=succeeded,card=succeeded,bank=succeeded");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(s.name || ':' || a.status, ',' ORDER BY "
+                                "s.idx) FROM attempts a JOIN steps s ON s.saga_id = a.saga_id "
+                                "AND s.idx = a.step_idx WHERE a.generation = 2 AND a.phase = "
+                                "'forward'"),
+                     "card:ok,bank:ok", "both members ran again in the replay's generation");
+}
+
+/* A member that crashes the worker, beside a sibling whose call is in
+ * flight each time: crash-loop isolation runs each suspect alone at the
+ * limit, so the crash is the crashing member's own.  It is dead-lettered
+ * (runtime.crash_loop, unknown: it may have taken effect); the sibling
+ * runs alone and succeeds; the best_effort group, and the saga, complete
+ * partial. */
+Test(groups, a_crash_loop_is_the_crashing_members_own, .timeout = 240)
+{
+    static const char tools[] =
+        "\"crash\": {\"adapter\": \"builtin\", \"target\": \"crash\", \"side_effect\": \"read\"}";
+    static const int limit = 2;
+    char limit_env[64], instance_env[160], instance[96], text[512];
+    const char *env[4] = {"SAGAD_WORKER_TEST_ALLOW_CRASH=true", limit_env, instance_env, NULL};
+    int crashes = 0;
+    double deadline = sgt_now_s() + 2 * SGW_WAIT_S;
+
+    /* A static member rejoins at once after a crash. */
+    sgt_unique(instance, sizeof(instance), "sgt_instance");
+    snprintf(limit_env, sizeof(limit_env), "SAGAD_WORKER_CRASH_LOOP_LIMIT=%d", limit);
+    snprintf(instance_env, sizeof(instance_env), "SAGAD_KAFKA_GROUP_INSTANCE_ID=%s", instance);
+    sgw_pair_start(tools, 1, env);
+    sgw_submit("grp-cl", "[{\"name\": \"hold\", \"tool\": \"ledger.reversible\"},"
+                         " {\"name\": \"g\", \"policy\": \"best_effort\", \"parallel\": ["
+                         "  {\"name\": \"nap\", \"tool\": \"sleep\", \"args\": {\"ms\": 1500}},"
+                         "  {\"name\": \"boom\", \"tool\": \"crash\"}]}]");
+    for (;;) {
+        char status[32];
+        int rc;
+
+        sgw_q_text(status, sizeof(status), "SELECT status FROM sagas WHERE saga_id = 'grp-cl'");
+        if (sgw_terminal_status(status))
+            break;
+        if (!sgt_bg_done(&sgw.worker)) {
+            cr_assert_lt(sgt_now_s(), deadline, "saga grp-cl is still %s after %d crashes: %s",
+                         status, crashes, sgt_bg_tail(&sgw.worker));
+            usleep(50000);
+            continue;
+        }
+        rc = sgw_proc_join(&sgw.worker, 0);
+        cr_assert_eq(rc, 128 + SIGABRT, "the crash tool aborts the worker; got %d: %s", rc,
+                     sgt_bg_tail(&sgw.worker));
+        crashes++;
+        cr_assert_lt(crashes, limit + 2, "still crashing after %d crashes", crashes);
+        sgt_bg_start(&sgw.worker, "sagad-worker", sgw_run_args, sgw.env);
+    }
+    sgw_wait_status("grp-cl", "completed");
+    sgw_pair_stop();
+
+    cr_expect_eq(crashes, limit, "the crashing member ran crash_loop_limit times, then no more");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT concat_ws('|', error_code, step_name, phase) FROM "
+                                "dead_letters"),
+                     "runtime.crash_loop|boom|forward");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(name || '=' || status || ':' || "
+                                "coalesce(error_code, '-'), ',' ORDER BY idx) FROM steps"),
+                     "hold=succeeded:-,nap=succeeded:-,boom=unknown:runtime.crash_loop");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx = 1 AND error_code = "
+                           "'runtime.interrupted'"),
+                 limit - 1, "the sibling was in flight at the first crash, alone after");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx = 1 AND status = 'ok'"),
+                 1);
 }
