@@ -320,6 +320,28 @@ static const char unknown_steps[] =
     "\"compensate\":{\"tool\":\"ledger\",\"args\":{\"undo\":{\"$from\":\"/steps/b/key\"},"
     "\"held\":{\"$from\":\"/steps/a/result/key\"}}}}]";
 
+/* Parallel groups: a reservation, a group of two reversible members and
+ * one refused for good, then a step after the group.  best_effort (even
+ * numbers) completes partial: the four effects once each, nothing undone.
+ * all_or_nothing (odd) compensates: the reservation and both members made
+ * and undone once each, the step after the group never called.  Their
+ * members' calls run side by side, so the kills land among them. */
+#define GROUP_SAGAS 40
+static const char group_be_steps[] =
+    "[{\"name\":\"a\",\"tool\":\"ledger.reversible\",\"args\":{\"s\":0}},"
+    "{\"name\":\"g\",\"policy\":\"best_effort\",\"parallel\":["
+    "{\"name\":\"x\",\"tool\":\"ledger.reversible\",\"args\":{\"s\":1}},"
+    "{\"name\":\"y\",\"tool\":\"ledger.reversible\",\"args\":{\"s\":2}},"
+    "{\"name\":\"z\",\"tool\":\"fail\",\"args\":{\"code\":\"z.refused\"}}]},"
+    "{\"name\":\"d\",\"tool\":\"ledger\",\"args\":{\"s\":4}}]";
+static const char group_aon_steps[] =
+    "[{\"name\":\"a\",\"tool\":\"ledger.reversible\",\"args\":{\"s\":0}},"
+    "{\"name\":\"g\",\"policy\":\"all_or_nothing\",\"parallel\":["
+    "{\"name\":\"x\",\"tool\":\"ledger.reversible\",\"args\":{\"s\":1}},"
+    "{\"name\":\"y\",\"tool\":\"ledger.reversible\",\"args\":{\"s\":2}},"
+    "{\"name\":\"z\",\"tool\":\"fail\",\"args\":{\"code\":\"z.refused\"}}]},"
+    "{\"name\":\"d\",\"tool\":\"ledger\",\"args\":{\"s\":4}}]";
+
 static uint64_t test_seed(void)
 {
     const char *s = getenv("SAGAD_TEST_SEED");
@@ -372,6 +394,10 @@ Test(worker_faults, sigkill_at_random_points_loses_nothing_and_doubles_nothing,
                      unknown_steps);
         submit_sagas("gate", kill_no * (GATED_SAGAS / CRASH_KILLS), GATED_SAGAS / CRASH_KILLS,
                      gated_steps);
+        submit_sagas("gbe", kill_no * (GROUP_SAGAS / 2 / CRASH_KILLS),
+                     GROUP_SAGAS / 2 / CRASH_KILLS, group_be_steps);
+        submit_sagas("gao", kill_no * (GROUP_SAGAS / 2 / CRASH_KILLS),
+                     GROUP_SAGAS / 2 / CRASH_KILLS, group_aon_steps);
         snprintf(id, sizeof(id), "SAGAD_WORKER_ID=crash-%d", kill_no);
         worker = proc_start("sagad-worker", extra);
         sleep_sampling(delay / 2, &offsets);
@@ -383,7 +409,8 @@ Test(worker_faults, sigkill_at_random_points_loses_nothing_and_doubles_nothing,
                      proc_log(worker));
     }
     fprintf(stderr, "worker_faults: %lld of %d sagas terminal after %d kills\n",
-            sgt_query_int(fx.pg, done_sql), CRASH_SAGAS + UNKNOWN_SAGAS + GATED_SAGAS, CRASH_KILLS);
+            sgt_query_int(fx.pg, done_sql), CRASH_SAGAS + UNKNOWN_SAGAS + GATED_SAGAS + GROUP_SAGAS,
+            CRASH_KILLS);
 
     snprintf(id, sizeof(id), "SAGAD_WORKER_ID=crash-last");
     worker = proc_start("sagad-worker", extra);
@@ -402,18 +429,19 @@ Test(worker_faults, sigkill_at_random_points_loses_nothing_and_doubles_nothing,
             break;
         sleep_sampling(200, &offsets);
     }
-    completed = wait_for(done_sql, CRASH_SAGAS + UNKNOWN_SAGAS + GATED_SAGAS, 120, &offsets);
+    completed =
+        wait_for(done_sql, CRASH_SAGAS + UNKNOWN_SAGAS + GATED_SAGAS + GROUP_SAGAS, 120, &offsets);
     sgt_bg_signal(worker, SIGTERM);
     cr_expect_eq(sgt_bg_join(worker, 40), 0, "the last worker exits 0 on SIGTERM: %s",
                  proc_log(worker));
     sgt_bg_signal(relay, SIGTERM);
     cr_expect_eq(sgt_bg_join(relay, 30), 0, "the relay exits 0 on SIGTERM");
     offsets_sample(&offsets);
-    if (completed != CRASH_SAGAS + UNKNOWN_SAGAS + GATED_SAGAS)
+    if (completed != CRASH_SAGAS + UNKNOWN_SAGAS + GATED_SAGAS + GROUP_SAGAS)
         print_unfinished();
-    cr_assert_eq(completed, CRASH_SAGAS + UNKNOWN_SAGAS + GATED_SAGAS,
+    cr_assert_eq(completed, CRASH_SAGAS + UNKNOWN_SAGAS + GATED_SAGAS + GROUP_SAGAS,
                  "only %lld of %d sagas finished; last worker: %s", completed,
-                 CRASH_SAGAS + UNKNOWN_SAGAS + GATED_SAGAS, proc_log(worker));
+                 CRASH_SAGAS + UNKNOWN_SAGAS + GATED_SAGAS + GROUP_SAGAS, proc_log(worker));
 
     cr_expect_eq(query_int("SELECT count(*) FROM sagas WHERE status = 'completed' AND saga_id "
                            "LIKE 'crash-%%'"),
@@ -434,8 +462,36 @@ Test(worker_faults, sigkill_at_random_points_loses_nothing_and_doubles_nothing,
                  GATED_SAGAS, "a cancelled saga's reservation made and undone, once each");
     cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger WHERE key LIKE 'gate-%%'"),
                  2 * GATED_SAGAS, "no other effect: a cancelled gate was never called");
-    cr_expect_eq(query_int("SELECT count(*) FROM steps WHERE status <> 'succeeded' AND saga_id "
-                           "LIKE 'crash-%%'"),
+    /* The groups: best_effort ones completed partial, every effect once,
+     * nothing undone; all_or_nothing ones compensated, each effect made and
+     * undone once, the step after the group never called. */
+    cr_expect_eq(query_int("SELECT count(*) FROM sagas WHERE saga_id LIKE 'gbe-%%' AND status = "
+                           "'completed'"),
+                 GROUP_SAGAS / 2, "every best_effort group's saga completed");
+    cr_expect_eq(query_int("SELECT count(*) FROM steps WHERE saga_id LIKE 'gbe-%%' AND "
+                           "status = 'failed' AND name = 'z'"),
+                 GROUP_SAGAS / 2, "the refused member failed, nothing else did");
+    cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger WHERE key ~ "
+                           "'^gbe-[0-9]{4}:[0124]:f:g1$'"),
+                 4 * (GROUP_SAGAS / 2), "a best_effort saga's four effects, once each");
+    cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger WHERE key LIKE 'gbe-%%'"),
+                 4 * (GROUP_SAGAS / 2), "nothing undone, nothing else");
+    cr_expect_eq(query_int("SELECT count(*) FROM sagas WHERE saga_id LIKE 'gao-%%' AND status = "
+                           "'compensated'"),
+                 GROUP_SAGAS / 2, "every all_or_nothing group's saga compensated");
+    cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger WHERE key ~ "
+                           "'^gao-[0-9]{4}:[0-2]:[fc]:g1$'"),
+                 6 * (GROUP_SAGAS / 2), "the reservation and both members made and undone once");
+    cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger WHERE key LIKE 'gao-%%'"),
+                 6 * (GROUP_SAGAS / 2), "no other effect: the step after the group never ran");
+    cr_expect_eq(query_int("SELECT count(*) FROM steps WHERE saga_id LIKE 'gao-%%' AND name = "
+                           "'d' AND status = 'skipped' AND error_code = "
+                           "'runtime.skipped_dependency_failed'"),
+                 GROUP_SAGAS / 2, "the step after a failed group is skipped_dependency_failed");
+    cr_expect_eq(query_int("SELECT count(*) FROM dead_letters WHERE saga_id ~ '^g(be|ao)-'"), 0,
+                 "a refused member is not dead-lettered");
+    cr_expect_eq(query_int("SELECT count(*) FROM steps WHERE saga_id LIKE 'crash-%%' AND status "
+                           "<> 'succeeded'"),
                  0, "every step succeeded");
     cr_expect_eq(query_int("SELECT count(*) FROM dead_letters WHERE saga_id LIKE 'crash-%%'"), 0,
                  "nothing was dead-lettered");
