@@ -51,7 +51,9 @@ static void write_registry(void)
  * 3 echo steps with static args, or the same whose b and c take a value
  * from the result of the step before ({"$from": ...}), which makes the
  * worker load the saga's step results and resolve them at each call. */
-static enum { SAGA_NOOP, SAGA_ECHO, SAGA_REFS } saga_kind;
+static enum { SAGA_NOOP, SAGA_ECHO, SAGA_REFS, SAGA_GROUP } saga_kind;
+/* The latency run's saga ids: <lat_prefix>-<n>. */
+static const char *lat_prefix = "lat";
 
 static int start_json(char *out, size_t size, const char *saga_id)
 {
@@ -65,6 +67,10 @@ static int start_json(char *out, size_t size, const char *saga_id)
                       "{\"name\":\"b\",\"tool\":\"echo\",\"args\":{\"id\":{\"$from\":"
                       "\"/steps/a/result/id\"}}},{\"name\":\"c\",\"tool\":\"echo\",\"args\":"
                       "{\"id\":{\"$from\":\"/steps/b/result/id\"}}}]",
+        /* The same three noop calls as one parallel group. */
+        [SAGA_GROUP] = "[{\"name\":\"g\",\"policy\":\"all_or_nothing\",\"parallel\":["
+                       "{\"name\":\"a\",\"tool\":\"noop\"},{\"name\":\"b\",\"tool\":\"noop\"},"
+                       "{\"name\":\"c\",\"tool\":\"noop\"}]}]",
     };
 
     return snprintf(out, size,
@@ -356,6 +362,8 @@ static void *lat_consumer(void *arg)
     const char *topics[] = {ev_topic};
     sg_kafka_t *c;
     sg_err_t err;
+    char needle[32];
+    int nl = snprintf(needle, sizeof(needle), "\"saga_id\":\"%s-", lat_prefix);
 
     snprintf(g, sizeof(g), "%s_lat", group);
     c = kclient(SG_KAFKA_CONSUMER, extra);
@@ -369,8 +377,8 @@ static void *lat_consumer(void *arg)
         if (sg_kafka_consume(c, 100, &msg, &err) != 1)
             continue;
         data = sg_kafka_msg_payload(msg, &len);
-        if (data && (p = memmem(data, len, "\"saga_id\":\"lat-", 15)) &&
-            sscanf(p + 15, "%d", &i) == 1 && i >= 0 && i < lat->want && lat->sent[i] > 0) {
+        if (data && (p = memmem(data, len, needle, (size_t)nl)) &&
+            sscanf(p + nl, "%d", &i) == 1 && i >= 0 && i < lat->want && lat->sent[i] > 0) {
             double now = now_s(), t = event_time(data, len);
             if (memmem(data, len, "\"saga.accepted\"", 15)) {
                 lat->accepted[i] = t;
@@ -460,7 +468,7 @@ static void latency(double steps_per_s, int secs, lat_result_t *out)
 
     pthread_create(&th, NULL, lat_consumer, &lat);
     sleep(3); /* the consumer joins its group */
-    produce(cmd_topic, "lat", want, steps_per_s / STEPS, lat.sent);
+    produce(cmd_topic, lat_prefix, want, steps_per_s / STEPS, lat.sent);
     t0 = now_s();
     while (lat.n < want && now_s() - t0 < 30)
         usleep(50000);
@@ -531,9 +539,11 @@ int main(void)
     int lat_secs = getenv("SAGAD_BENCH_LAT_SECS") ? atoi(getenv("SAGAD_BENCH_LAT_SECS")) : 30;
     /* rounds of the references comparison (0: none, for a worker without) */
     int ref_rounds = getenv("SAGAD_BENCH_REF_ROUNDS") ? atoi(getenv("SAGAD_BENCH_REF_ROUNDS")) : 2;
-    double floor_kafka, floor_pg, rate, rate_echo = 0, rate_refs = 0;
-    lat_result_t lat;
-    char p50s[32], p99s[32], wins[LAT_WINDOWS * 34] = "", wins_json[LAT_WINDOWS * 34] = "";
+    /* the parallel group case (0: none) */
+    int group_runs = getenv("SAGAD_BENCH_GROUP") ? atoi(getenv("SAGAD_BENCH_GROUP")) : 1;
+    double floor_kafka, floor_pg, rate, rate_echo = 0, rate_refs = 0, rate_group = 0;
+    lat_result_t lat, lat_group = {0};
+    char p50s[32], p99s[32], gp50s[32], gp99s[32], wins[LAT_WINDOWS * 34] = "", wins_json[LAT_WINDOWS * 34] = "";
     bench_cpu_t c0, c1, c2, c3;
     double wcpu0, wcpu1, wcpu2, wcpu3;
     const char *otel = getenv("SAGAD_BENCH_OTEL_ENDPOINT");
@@ -610,6 +620,21 @@ int main(void)
         v = throughput(pg, p, n);
         rate_refs = v > rate_refs ? v : rate_refs;
     }
+    /* The same three noop calls as one parallel group of three members:
+     * a backlog, then latency at the same offered rate. */
+    if (group_runs > 0) {
+        fprintf(stderr, "bench-worker: parallel groups, %d sagas of one group of 3 noop members, "
+                        "then latency...\n", n);
+        saga_kind = SAGA_GROUP;
+        rate_group = throughput(pg, "tg", n);
+        for (double t0 = now_s();
+             query_int(pg, "SELECT count(*) FROM outbox") > 0 && now_s() - t0 < 60;)
+            usleep(100000);
+        sleep(2);
+        lat_prefix = "lag";
+        latency(lat_rate, lat_secs, &lat_group);
+        lat_prefix = "lat";
+    }
     saga_kind = SAGA_NOOP;
     rss = bench_rss_kb(worker, "VmHWM");
     bench_stop(worker);
@@ -645,6 +670,14 @@ int main(void)
     printf("  %-52s %10.0f steps/s  (%+.1f%%; target: cost <= 10%%)\n",
            "worker: the same, b and c take the step before's result", rate_refs,
            rate_echo > 0 ? 100.0 * (rate_refs - rate_echo) / rate_echo : 0.0);
+    if (group_runs > 0) {
+        printf("  %-52s %10.0f steps/s  (%+.1f%% against the linear saga)\n",
+               "worker: backlog, one group of 3 parallel noop calls", rate_group,
+               rate > 0 ? 100.0 * (rate_group - rate) / rate : 0.0);
+        printf("  %-52s %6.1f / %5.1f ms  (linear: %.1f / %.1f; %d never completed)\n",
+               "worker: group saga start -> completed p50 / p99", lat_group.p50, lat_group.p99,
+               lat.p50, lat.p99, lat_group.missing);
+    }
     printf("  %-52s %10.1f MB  (target <= 64)\n", "worker: peak RSS", rss / 1024.0);
     printf("  %-52s %6.0f / %4.0f us\n", "worker process CPU per step, backlog / latency",
            1e6 * (wcpu1 - wcpu0) / ((double)n * STEPS),
@@ -664,13 +697,17 @@ int main(void)
                 "\"steal_pct_latency\": %.1f, \"busy_pct_backlog\": %.1f, "
                 "\"busy_pct_latency\": %.1f, \"ours_pct_backlog\": %.1f, "
                 "\"ours_pct_latency\": %.1f, \"echo_steps_per_s\": %.0f, "
-                "\"echo_refs_steps_per_s\": %.0f, \"time\": %.0f}\n",
+                "\"echo_refs_steps_per_s\": %.0f, \"group_steps_per_s\": %.0f, "
+                "\"group_start_to_completed_p50_ms\": %s, "
+                "\"group_start_to_completed_p99_ms\": %s, \"time\": %.0f}\n",
                 otel ? "true" : "false", wcpu1 - wcpu0, wcpu3 - wcpu2, n, STEPS, floor_kafka,
                 floor_pg, rate, lat_rate, jnum(p50s, sizeof(p50s), lat.p50),
                 jnum(p99s, sizeof(p99s), lat.p99), wins_json, lat.n, lat.missing, LAT_RAMP_S,
                 lat_secs, rss, bench_steal_pct(&c0, &c1), bench_steal_pct(&c2, &c3),
                 bench_busy_pct(&c0, &c1), bench_busy_pct(&c2, &c3), bench_ours_pct(&c0, &c1),
-                bench_ours_pct(&c2, &c3), rate_echo, rate_refs, now_s());
+                bench_ours_pct(&c2, &c3), rate_echo, rate_refs, rate_group,
+                jnum(gp50s, sizeof(gp50s), group_runs > 0 ? lat_group.p50 : NAN),
+                jnum(gp99s, sizeof(gp99s), group_runs > 0 ? lat_group.p99 : NAN), now_s());
         fclose(fp);
     }
     unlink(regpath);

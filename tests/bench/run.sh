@@ -52,7 +52,7 @@ jit_ticks() {
 for run in 1 2 3 4; do
     before=$(jit_ticks)
     echo "bench: warm-up run $run of bench-worker (not measured)..." >&2
-    SAGAD_BENCH_REF_ROUNDS=0 build/bench/bench-worker >/dev/null 2>&1 ||
+    SAGAD_BENCH_REF_ROUNDS=0 SAGAD_BENCH_GROUP=0 build/bench/bench-worker >/dev/null 2>&1 ||
         echo "bench: the warm-up run failed; measuring anyway" >&2
     spent=$(($(jit_ticks) - before))
     echo "bench: the broker's JIT compilers used $((spent / 100)).$(printf %02d $((spent % 100))) s of CPU in it" >&2
@@ -62,12 +62,12 @@ build/bench/bench-relay
 build/bench/bench-worker
 # The same with tracing on: every saga sampled, spans exported over OTLP/HTTP
 # to the real Jaeger services.sh started (bench/results/worker-otel.json).
-# (The references comparison runs in the first only.)
-SAGAD_BENCH_REF_ROUNDS=0 SAGAD_BENCH_OTEL_ENDPOINT=$SAGAD_TEST_JAEGER_OTLP build/bench/bench-worker
+# (The references comparison and the group case run in the first only.)
+SAGAD_BENCH_REF_ROUNDS=0 SAGAD_BENCH_GROUP=0 SAGAD_BENCH_OTEL_ENDPOINT=$SAGAD_TEST_JAEGER_OTLP build/bench/bench-worker
 # And with the collector down (nothing listens on port 9): every export
 # fails, spans are dropped and counted, the worker must not slow down
 # (bench/results/worker-otel-down.json).
-SAGAD_BENCH_REF_ROUNDS=0 SAGAD_BENCH_OTEL_ENDPOINT=http://127.0.0.1:9 \
+SAGAD_BENCH_REF_ROUNDS=0 SAGAD_BENCH_GROUP=0 SAGAD_BENCH_OTEL_ENDPOINT=http://127.0.0.1:9 \
     SAGAD_BENCH_RESULT=bench/results/worker-otel-down.json build/bench/bench-worker
 build/bench/bench-http
 build/bench/bench-dlq
