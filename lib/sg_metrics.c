@@ -78,7 +78,8 @@ static const sg_metric_def_t catalog[SG_M__COUNT] = {
          "Commands decided, by type (saga.start, step.execute, "
          "step.compensate, saga.release, step.approval_timeout, saga.cancel, saga.approve, "
          "saga.reject, undecodable) and outcome (started, rejected, called, ignored, failed, "
-         "dead_lettered, awaiting_approval, approved, timed_out, cancelled, refused); counted "
+         "dead_lettered, awaiting_approval, approved, timed_out, cancelled, refused, stopped: a "
+         "group member whose group stopped); counted "
          "once committed."},
     [SG_M_DUPLICATES_IGNORED] = {"sagad_duplicates_ignored_total",
                                  SG_METRIC_COUNTER,

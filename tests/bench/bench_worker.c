@@ -377,8 +377,8 @@ static void *lat_consumer(void *arg)
         if (sg_kafka_consume(c, 100, &msg, &err) != 1)
             continue;
         data = sg_kafka_msg_payload(msg, &len);
-        if (data && (p = memmem(data, len, needle, (size_t)nl)) &&
-            sscanf(p + nl, "%d", &i) == 1 && i >= 0 && i < lat->want && lat->sent[i] > 0) {
+        if (data && (p = memmem(data, len, needle, (size_t)nl)) && sscanf(p + nl, "%d", &i) == 1 &&
+            i >= 0 && i < lat->want && lat->sent[i] > 0) {
             double now = now_s(), t = event_time(data, len);
             if (memmem(data, len, "\"saga.accepted\"", 15)) {
                 lat->accepted[i] = t;
@@ -543,7 +543,8 @@ int main(void)
     int group_runs = getenv("SAGAD_BENCH_GROUP") ? atoi(getenv("SAGAD_BENCH_GROUP")) : 1;
     double floor_kafka, floor_pg, rate, rate_echo = 0, rate_refs = 0, rate_group = 0;
     lat_result_t lat, lat_group = {0};
-    char p50s[32], p99s[32], gp50s[32], gp99s[32], wins[LAT_WINDOWS * 34] = "", wins_json[LAT_WINDOWS * 34] = "";
+    char p50s[32], p99s[32], gp50s[32], gp99s[32],
+        wins[LAT_WINDOWS * 34] = "", wins_json[LAT_WINDOWS * 34] = "";
     bench_cpu_t c0, c1, c2, c3;
     double wcpu0, wcpu1, wcpu2, wcpu3;
     const char *otel = getenv("SAGAD_BENCH_OTEL_ENDPOINT");
@@ -623,8 +624,10 @@ int main(void)
     /* The same three noop calls as one parallel group of three members:
      * a backlog, then latency at the same offered rate. */
     if (group_runs > 0) {
-        fprintf(stderr, "bench-worker: parallel groups, %d sagas of one group of 3 noop members, "
-                        "then latency...\n", n);
+        fprintf(stderr,
+                "bench-worker: parallel groups, %d sagas of one group of 3 noop members, "
+                "then latency...\n",
+                n);
         saga_kind = SAGA_GROUP;
         rate_group = throughput(pg, "tg", n);
         for (double t0 = now_s();
