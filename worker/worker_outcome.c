@@ -175,8 +175,12 @@ void worker_out_command(worker_dc_t *d, worker_saga_t *saga, int step, bool comp
     op->u.msg.step = step;
     op->u.msg.attempt = attempt;
     op->u.msg.generation = saga->generation;
-    /* Sent now: the loop may chain it (run it in this transaction). */
-    if (d->rules->chain && delay_ms <= 0 && !d->out->follow.set) {
+    /* Sent now: the loop may chain it (run it in this transaction); never
+     * a group member's forward command (a retry without a wait included):
+     * a chained call holds its saga's queue, a member's leaves it so that
+     * its siblings run beside it (worker_out_run_step). */
+    if (d->rules->chain && delay_ms <= 0 && !d->out->follow.set &&
+        (compensate || !saga->steps[step].group)) {
         worker_follow_t *f = &d->out->follow;
         f->set = true;
         f->type = compensate ? SG_CMD_COMPENSATE : SG_CMD_EXECUTE;
@@ -189,7 +193,6 @@ void worker_out_command(worker_dc_t *d, worker_saga_t *saga, int step, bool comp
 
 void worker_out_run_step(worker_dc_t *d, worker_saga_t *saga, int idx)
 {
-    bool had_follow = d->out->follow.set;
     int last;
 
     if (!saga->steps[idx].group) {
@@ -200,7 +203,6 @@ void worker_out_run_step(worker_dc_t *d, worker_saga_t *saga, int idx)
     for (int j = worker_group_first(saga, idx); j <= last; j++)
         if (saga->steps[j].status == WORKER_STEP_PENDING)
             worker_out_command(d, saga, j, false, 1, 0);
-    d->out->follow.set = had_follow;
 }
 
 sg_json_t *worker_out_step_body(const worker_step_t *st)

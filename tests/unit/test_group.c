@@ -229,3 +229,25 @@ Test(group, a_cancel_waits_for_a_members_call_in_flight)
     cr_expect_eq(fx.saga.status, WORKER_SAGA_CANCELLING);
     fx_fini(&fx);
 }
+
+/* A retry without a wait is sent at once; a step's is chained, a
+ * member's never (its call must leave the saga's queue). */
+Test(group, a_members_retry_without_a_wait_is_not_chained)
+{
+    for (int member = 0; member < 2; member++) {
+        fx_t fx;
+
+        fx_init(&fx);
+        fx.retry.base_ms = 0; /* every delay is 0: no timer */
+        fx.retry.cap_ms = 0;
+        fx_saga(&fx, 'R', "srpp", (int[]){1, 1, 0, 0}, NULL);
+        if (member)
+            group(&fx, 1, 2, WORKER_POLICY_ALL_OR_NOTHING);
+        fx_returned(&fx, false, 1, 1, WORKER_ERROR, SG_ERRCLASS_TRANSIENT, true);
+        fx_decide(&fx, true);
+        expect_effects(&fx, "step.execute,step.retry_scheduled", "a retry at once");
+        cr_expect_eq(fx.out.follow.set, !member, "chained: %d (member %d)", fx.out.follow.set,
+                     member);
+        fx_fini(&fx);
+    }
+}
