@@ -5,6 +5,11 @@
  *                        control commands (saga.cancel, saga.approve,
  *                        saga.reject), an approval gate's timer and a
  *                        call's outcome (worker_decide)
+ *   worker_flow.c        what follows an outcome: status changes, a step
+ *                        that succeeded or failed for good, compensation,
+ *                        the hold, parallel groups' policies, the terminal
+ *                        events
+ *   worker_group.c       a parallel group as a span of its members' rows
  *   worker_saga_start.c  the decision on saga.start, and a step's call
  *                        checked against the registry
  *   worker_outcome.c     the outcome: its ops, the messages built into it
@@ -228,6 +233,35 @@ void worker_out_refused(worker_dc_t *d, worker_saga_t *saga, const worker_step_t
 /* The control command's row in its saga's history (saga_controls). */
 void worker_out_control(worker_dc_t *d, const worker_saga_t *saga, int step, const char *outcome,
                         const char *error_code);
+
+/* worker_flow.c: what follows an outcome.  Every status change goes
+ * through worker_set_step / worker_set_saga: logged at debug level and
+ * asserted to be a transition of worker_state.c's tables. */
+void worker_set_step(worker_dc_t *d, const worker_saga_t *saga, worker_step_t *st,
+                     worker_step_status_t to);
+void worker_set_saga(worker_dc_t *d, worker_saga_t *saga, worker_saga_status_t to);
+/* The forward call of st succeeded (d->cmd->result): step.succeeded, then
+ * the next step, its group's policy, or the compensation it stopped in. */
+void worker_step_succeeded(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st);
+/* A forward step failed for good with err: step.failed, then its dead
+ * letter (dead_lettered; a step may hold its saga, a member never), its
+ * group's policy or the compensation.  unknown: its last attempt may have
+ * taken effect. */
+void worker_step_failed(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, const sg_err_t *err,
+                        bool dead_lettered, bool unknown);
+/* A compensation failed for good: its dead letter, the saga failed. */
+void worker_comp_failed(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st,
+                        const sg_err_t *err);
+/* The saga compensates from failed_step (its group) down. */
+void worker_begin_compensation(worker_dc_t *d, worker_saga_t *saga, int failed_step,
+                               const sg_err_t *err);
+/* The next compensation at or below from, or the terminal event. */
+void worker_next_compensation(worker_dc_t *d, worker_saga_t *saga, int from);
+/* The compensation from from, once no member's call is in flight. */
+void worker_resume_compensation(worker_dc_t *d, worker_saga_t *saga, int from);
+/* A member waiting for a retry stops: unknown with code. */
+void worker_stop_waiting_member(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st,
+                                const char *code);
 
 /* worker_group.c: a parallel group is the span [first, last] of its
  * members' consecutive step rows (a step not in a group: [idx, idx]). */

@@ -3,425 +3,25 @@
  * control commands (saga.cancel, saga.approve, saga.reject) and an
  * approval gate's timer, and on the outcome of a call.  Owns the rules of
  * a saga's life: which command is stale, when a step is retried (the
- * backoff, the budgets), when it fails for good, compensation in reverse
- * order, the hold of a dead-lettered saga, approval gates, cancellation,
- * the crash-loop limit, the terminal statuses.
+ * backoff, the budgets), when it fails for good, approval gates,
+ * cancellation, the crash-loop limit.
  *
  * Pure (worker_decide.h): the rows and the command come in, the effects go
  * into the outcome; worker_saga_sql.c writes them into the transaction.
- * saga.start is decided in worker_saga_start.c.
+ * saga.start is decided in worker_saga_start.c; what follows an outcome
+ * (compensation, groups, the terminal events) is worker_flow.c's.
  *
  * The one place where retry / compensate / dead-letter is decided for a
  * call's outcome is on_failure(); a forward step that fails for good goes
- * through step_failed(), a compensation through comp_failed(). */
+ * through worker_step_failed(), a compensation through
+ * worker_comp_failed(). */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sagad/sg_alloc.h"
-#include "sagad/sg_ref.h"
 #include "worker_decide.h"
-
-/* Every status change goes through these two: logged at debug level, and
- * asserted to be a transition of worker_state.c's tables (so the tables,
- * and docs/STATES.md printed from them, are what the code does). */
-static void set_step(worker_dc_t *d, const worker_saga_t *saga, worker_step_t *st,
-                     worker_step_status_t to)
-{
-    sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
-
-    assert(worker_step_transition_ok(st->status, to));
-    ctx.saga_id = saga->saga_id;
-    ctx.step = st->name;
-    worker_out_log(d, SG_LOG_DEBUG, &ctx, "step %d: %s -> %s", st->idx,
-                   worker_step_status_name(st->status), worker_step_status_name(to));
-    st->status = to;
-    if (to != WORKER_STEP_RUNNING)
-        st->calling = false;
-    st->dirty = true;
-}
-
-static void set_saga(worker_dc_t *d, worker_saga_t *saga, worker_saga_status_t to)
-{
-    sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
-
-    assert(worker_saga_transition_ok(saga->status, to));
-    ctx.saga_id = saga->saga_id;
-    worker_out_log(d, SG_LOG_DEBUG, &ctx, "saga: %s -> %s", worker_saga_status_name(saga->status),
-                   worker_saga_status_name(to));
-    saga->status = to;
-    saga->dirty = true;
-}
-
-static bool resolve_output(worker_saga_t *saga, sg_json_t *body, sg_err_t *err);
-
-/* The failure that stopped the saga: what run_health's blocking_failure
- * names (a compensation that failed first), or NULL. */
-static const worker_step_t *blocking_step(const worker_saga_t *saga)
-{
-    const worker_step_t *block = NULL;
-
-    for (int i = 0; i < saga->nsteps; i++) {
-        const worker_step_t *st = &saga->steps[i];
-        if (st->status == WORKER_STEP_COMPENSATION_FAILED)
-            return st;
-        if (!block && st->policy != WORKER_POLICY_BEST_EFFORT &&
-            (st->status == WORKER_STEP_FAILED || st->status == WORKER_STEP_UNKNOWN))
-            block = st;
-    }
-    return block;
-}
-
-/* The agent_action a terminal event carries: the blocking failure's,
- * the tool's own when it sent one, else its code's default. */
-static void add_terminal_action(worker_dc_t *d, const worker_saga_t *saga, sg_json_t *body)
-{
-    const worker_step_t *st = blocking_step(saga);
-    const char *action;
-
-    if (!st)
-        return;
-    action = d->action && d->action_step == st->idx ? d->action
-             : st->done_action                      ? st->done_action
-                                                    : sg_err_agent_action(st->error_code);
-    if (action)
-        sg_json_add_str(body, "agent_action", action);
-}
-
-/* Records the agent_action of step st's failure with err: on the step's
- * row, and for the events this decision emits. */
-static const char *fail_action(worker_dc_t *d, worker_step_t *st, const sg_err_t *err)
-{
-    free(d->action);
-    d->action = worker_out_agent_action(d, err);
-    d->action_step = st->idx;
-    st->action = d->action;
-    return d->action;
-}
-
-/* A completed saga whose best_effort groups did not all succeed says
- * which members did not: "partial": [{group, step_name, status,
- * error_code}]. */
-static void add_partial(const worker_saga_t *saga, sg_json_t *body)
-{
-    sg_json_t *list = NULL;
-
-    for (int i = 0; i < saga->nsteps; i++) {
-        const worker_step_t *st = &saga->steps[i];
-        sg_json_t *e;
-        if (!st->group || st->status == WORKER_STEP_SUCCEEDED)
-            continue;
-        if (!list)
-            list = sg_json_new_array();
-        e = sg_json_new_object();
-        sg_json_add_str(e, "group", st->group);
-        sg_json_add_str(e, "step_name", st->name);
-        sg_json_add_str(e, "status", worker_step_status_name(st->status));
-        if (st->error_code[0])
-            sg_json_add_str(e, "error_code", st->error_code);
-        sg_json_append(list, e);
-    }
-    if (list)
-        sg_json_add_node(body, "partial", list);
-}
-
-static void terminal(worker_dc_t *d, worker_saga_t *saga, worker_saga_status_t to)
-{
-    sg_json_t *b = sg_json_new_object();
-    sg_err_t err;
-    const char *status = worker_saga_status_name(to);
-    char type[32];
-
-    set_saga(d, saga, to);
-    sg_json_add_str(b, "status", status);
-    sg_json_add_node(b, "run_health", worker_run_health(saga));
-    if (to != WORKER_SAGA_COMPLETED)
-        add_terminal_action(d, saga, b);
-    else
-        add_partial(saga, b);
-    /* Every step succeeded: an output that names no value does not undo
-     * them; the event says what is wrong with it instead. */
-    if (to == WORKER_SAGA_COMPLETED && !resolve_output(saga, b, &err)) {
-        sg_json_t *e = sg_json_new_object();
-        sg_json_add_null(b, "output");
-        sg_json_add_str(e, "error_code", err.code);
-        sg_json_add_str(e, "message", err.message);
-        sg_json_add_node(b, "output_error", e);
-    }
-    snprintf(type, sizeof(type), "saga.%s", status);
-    worker_out_event(d, saga, type, b);
-    worker_out_count(d, SG_M_SAGAS_FINISHED, SG_LABELS(status));
-    if (to == WORKER_SAGA_COMPLETED)
-        d->out->stats.completed++;
-    else if (to == WORKER_SAGA_COMPENSATED)
-        d->out->stats.compensated++;
-    else if (to == WORKER_SAGA_CANCELLED)
-        d->out->stats.cancelled++;
-    else
-        d->out->stats.failed++;
-}
-
-/* ---- compensation ------------------------------------------------------ */
-
-/* Starts undoing step j when its effect stands or may stand (succeeded,
- * or unknown) and it has a compensation: true.  Without one, a succeeded
- * step is skipped, and an unknown one stays unknown: its effect may
- * stand, and nothing can undo it. */
-static bool undo_step(worker_dc_t *d, worker_saga_t *saga, int j)
-{
-    worker_step_t *st = &saga->steps[j];
-
-    if (st->status != WORKER_STEP_SUCCEEDED && st->status != WORKER_STEP_UNKNOWN)
-        return false;
-    if (st->comp && strcmp(st->comp, "null") != 0) {
-        set_step(d, saga, st, WORKER_STEP_COMPENSATING);
-        st->comp_attempts = 0;
-        worker_out_command(d, saga, j, true, 1, 0);
-        return true;
-    }
-    if (st->status == WORKER_STEP_SUCCEEDED)
-        set_step(d, saga, st, WORKER_STEP_SKIPPED);
-    return false;
-}
-
-/* Starts the compensation of the highest step at or below from whose
- * effect stands or may stand (the step that failed may have taken effect,
- * and is compensated first); a parallel group's members in reverse order
- * of their outcomes (done_seq), the order their effects took place.  All
- * done: the saga is compensated (cancelled when a saga.cancel started
- * it). */
-static void next_compensation(worker_dc_t *d, worker_saga_t *saga, int from)
-{
-    bool passed[SG_MAX_STEPS] = {false};
-
-    for (int j = from; j >= 0; j--) {
-        if (saga->steps[j].group) {
-            int first = worker_group_first(saga, j), k;
-            while ((k = worker_group_next_undo(saga, first, j, passed)) >= 0) {
-                if (undo_step(d, saga, k))
-                    return;
-                passed[k] = true;
-            }
-            j = first;
-        } else if (undo_step(d, saga, j)) {
-            return;
-        }
-    }
-    terminal(d, saga,
-             saga->status == WORKER_SAGA_CANCELLING ? WORKER_SAGA_CANCELLED
-                                                    : WORKER_SAGA_COMPENSATED);
-}
-
-/* The compensation begins once no step runs: a parallel group's member
- * whose call is in flight, or that waits for a retry, is recorded first
- * (its outcome when its call returns; stopped, ending unknown, when its
- * retry or its redelivered command comes: decide_step()).  Only members
- * can still run here: a saga's other steps run one at a time and a
- * failure or a cancel is decided between them.  from: where a
- * compensation starts (a saga.cancel's starts at the top). */
-static void resume_compensation(worker_dc_t *d, worker_saga_t *saga, int from)
-{
-    for (int i = 0; i < saga->nsteps; i++)
-        if (saga->steps[i].status == WORKER_STEP_RUNNING)
-            return;
-    next_compensation(d, saga, saga->status == WORKER_SAGA_CANCELLING ? saga->nsteps - 1 : from);
-}
-
-/* A member that runs but has no call in flight (it waits for a retry)
- * stops at once: no new call.  Its last attempt may have taken effect, so
- * it ends unknown with code, and is compensated; its retry's timer finds
- * it so and is stale.  One whose call is in flight is recorded when the
- * call returns (resume_compensation()). */
-static void stop_waiting_member(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st,
-                                const char *code)
-{
-    if (!st->group || st->status != WORKER_STEP_RUNNING || st->calling)
-        return;
-    set_step(d, saga, st, WORKER_STEP_UNKNOWN);
-    st->effect = st->done_effect = "possible";
-    snprintf(st->error_code, sizeof(st->error_code), "%s", code);
-    st->done_seq = saga->seq;
-}
-
-/* What can no longer run after step failed_step is skipped, never
- * called: every pending step after it (its group), with the code that
- * says why, and its group's members not called yet. */
-static void skip_rest(worker_dc_t *d, worker_saga_t *saga, int failed_step)
-{
-    int last = worker_group_last(saga, failed_step);
-
-    for (int j = worker_group_first(saga, failed_step); j < saga->nsteps; j++) {
-        worker_step_t *st = &saga->steps[j];
-        bool sibling = j <= last;
-        if (st->status != WORKER_STEP_PENDING &&
-            !(sibling &&
-              (st->status == WORKER_STEP_AWAITING_APPROVAL || st->status == WORKER_STEP_APPROVED)))
-            continue;
-        set_step(d, saga, st, WORKER_STEP_SKIPPED);
-        snprintf(st->error_code, sizeof(st->error_code), "%s",
-                 sibling ? "runtime.group_stopped" : "runtime.skipped_dependency_failed");
-    }
-    for (int j = worker_group_first(saga, failed_step); j <= last; j++)
-        stop_waiting_member(d, saga, &saga->steps[j], "runtime.group_stopped");
-}
-
-static void begin_compensation(worker_dc_t *d, worker_saga_t *saga, int failed_step,
-                               const sg_err_t *err)
-{
-    sg_json_t *b = worker_out_step_body(&saga->steps[failed_step]);
-
-    set_saga(d, saga, WORKER_SAGA_COMPENSATING);
-    worker_out_add_error(b, err);
-    add_terminal_action(d, saga, b);
-    worker_out_event(d, saga, "saga.compensating", b);
-    skip_rest(d, saga, failed_step);
-    resume_compensation(d, saga, worker_group_last(saga, failed_step));
-}
-
-/* ---- parallel groups ---------------------------------------------------- */
-
-/* The next step after step idx (its group) to run, or the saga is
- * complete.  A replay keeps a step whose effect stands as succeeded, and
- * it is passed over (docs/DLQ.md). */
-static void continue_after(worker_dc_t *d, worker_saga_t *saga, int idx)
-{
-    for (int j = worker_group_last(saga, idx) + 1; j < saga->nsteps; j++)
-        if (saga->steps[j].status == WORKER_STEP_PENDING) {
-            worker_out_run_step(d, saga, j);
-            return;
-        }
-    terminal(d, saga, WORKER_SAGA_COMPLETED);
-}
-
-/* Every member of the group [first, last] has ended: group.finished with
- * its manifest; then the saga goes on (every member succeeded, or a
- * best_effort group) or compensates, the group's effects first. */
-static void group_finished(worker_dc_t *d, worker_saga_t *saga, int first, int last)
-{
-    sg_json_t *b = worker_group_manifest(saga, first, last);
-    const worker_step_t *failed = NULL;
-    sg_err_t err;
-
-    worker_out_event(d, saga, "group.finished", b);
-    if (saga->steps[first].policy == WORKER_POLICY_BEST_EFFORT ||
-        !worker_group_failed(saga, first, last)) {
-        continue_after(d, saga, last);
-        return;
-    }
-    /* all_or_nothing: the member that failed first is the saga's cause. */
-    for (int i = first; i <= last; i++) {
-        const worker_step_t *st = &saga->steps[i];
-        if ((st->status == WORKER_STEP_FAILED || st->status == WORKER_STEP_UNKNOWN) &&
-            (!failed || st->done_seq < failed->done_seq))
-            failed = st;
-    }
-    if (!failed)
-        failed = &saga->steps[first];
-    sg_err_set(&err, SG_ERRCLASS_PERMANENT,
-               failed->error_code[0] ? failed->error_code : "runtime.group_stopped",
-               "member %s of all_or_nothing group %s failed: the group is undone", failed->name,
-               failed->group);
-    begin_compensation(d, saga, failed->idx, &err);
-}
-
-/* A member's forward outcome was recorded (err: its failure, NULL when it
- * succeeded) while its saga runs.  fail_fast: its failure stops the group
- * at once (no new call; calls in flight are recorded) and the saga
- * compensates.  Otherwise the group waits for its last member. */
-static void member_ended(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st,
-                         const sg_err_t *err)
-{
-    int first = worker_group_first(saga, st->idx), last = worker_group_last(saga, st->idx);
-
-    if (err && st->policy == WORKER_POLICY_FAIL_FAST) {
-        begin_compensation(d, saga, st->idx, err);
-        return;
-    }
-    if (worker_group_open(saga, first, last) == 0)
-        group_finished(d, saga, first, last);
-}
-
-static void comp_failed(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, const sg_err_t *err)
-{
-    sg_json_t *b = worker_out_step_body(st);
-
-    set_step(d, saga, st, WORKER_STEP_COMPENSATION_FAILED);
-    worker_out_count(d, SG_M_COMPENSATIONS, SG_LABELS("failed"));
-    snprintf(st->error_code, sizeof(st->error_code), "%s", err->code);
-    worker_out_add_error(b, err);
-    if (fail_action(d, st, err))
-        sg_json_add_str(b, "agent_action", d->action);
-    worker_out_event(d, saga, "step.compensation_failed", b);
-    /* The terminal event is the saga's last: consumers stop reading there. */
-    worker_out_dead_letter(d, saga, st->idx, true, err, NULL);
-    terminal(d, saga, WORKER_SAGA_FAILED);
-}
-
-/* A forward step that failed as poison: its dead letter, then either the
- * compensation at once or, with worker.dead_letter_hold_ms, the hold: the
- * saga waits `held` with nothing undone, so an operator can replay the
- * step, and a saga.release timer of this generation starts the
- * compensation when the hold ends (a replay bumps the generation, which
- * makes that timer stale). */
-static void step_dead_letter(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st,
-                             const sg_err_t *err)
-{
-    int64_t hold_ms = d->rules->hold_ms;
-    char until[40], id[SG_SAGA_ID_MAX + 32];
-    sg_json_t *c;
-
-    if (hold_ms <= 0) {
-        worker_out_dead_letter(d, saga, st->idx, false, err, NULL);
-        begin_compensation(d, saga, st->idx, err);
-        return;
-    }
-    worker_iso_time(until, sizeof(until), d->in->now_ms + hold_ms);
-    worker_out_dead_letter(d, saga, st->idx, false, err, until);
-    set_saga(d, saga, WORKER_SAGA_HELD);
-    snprintf(id, sizeof(id), "cmd:%s:release:g%d", saga->saga_id, saga->generation);
-    c = worker_out_message_new("saga.release", id, saga->saga_id);
-    sg_json_add_int(c, "generation", saga->generation);
-    worker_out_emit(d, d->rules->topic_commands, saga->traceparent, c, hold_ms);
-    d->out->stats.held++;
-}
-
-/* A forward step failed for good: step.failed, then its dead letter (and
- * maybe the hold) or the compensation of the steps before it.  unknown:
- * its last attempt may have taken effect, so the step ends unknown and its
- * own compensation runs first. */
-static void step_failed(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, const sg_err_t *err,
-                        bool dead_lettered, bool unknown)
-{
-    sg_json_t *b = worker_out_step_body(st);
-
-    set_step(d, saga, st, unknown ? WORKER_STEP_UNKNOWN : WORKER_STEP_FAILED);
-    if (unknown)
-        st->effect = st->done_effect = "possible";
-    snprintf(st->error_code, sizeof(st->error_code), "%s", err->code);
-    if (d->cmd->dec.type == SG_CMD_EXECUTE) /* not a step refused at its gate: never called */
-        sg_json_add_int(b, "attempt", d->cmd->dec.attempt);
-    sg_json_add_str(b, "outcome", unknown ? "unknown" : "failed");
-    worker_out_add_error(b, err);
-    if (fail_action(d, st, err))
-        sg_json_add_str(b, "agent_action", d->action);
-    worker_out_event(d, saga, "step.failed", b);
-    st->done_seq = saga->seq;
-    if (st->group) {
-        /* A member is never held: its siblings run on.  Its poison is
-         * dead-lettered all the same, and its group's policy decides. */
-        if (dead_lettered)
-            worker_out_dead_letter(d, saga, st->idx, false, err, NULL);
-        if (saga->status == WORKER_SAGA_RUNNING)
-            member_ended(d, saga, st, err);
-        else
-            resume_compensation(d, saga, worker_group_last(saga, st->idx));
-    } else if (dead_lettered) {
-        step_dead_letter(d, saga, st, err);
-    } else {
-        begin_compensation(d, saga, st->idx, err);
-    }
-}
 
 /* ---- decisions --------------------------------------------------------- */
 
@@ -466,9 +66,9 @@ static bool decide_rerun(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st,
                cmd->dec.attempt, st->name, comp ? "compensate" : "forward",
                (long long)saga->interrupted);
     if (comp)
-        comp_failed(d, saga, st, &err);
+        worker_comp_failed(d, saga, st, &err);
     else /* it crashed the worker mid-call: it may have taken effect */
-        step_failed(d, saga, st, &err, true, true);
+        worker_step_failed(d, saga, st, &err, true, true);
     worker_out_rows(d, saga);
     return true;
 }
@@ -486,9 +86,9 @@ static void cannot_call(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, 
     /* An unknown tool is dead-lettered: the registry can be fixed and the
      * step replayed.  Bad args compensate like any permanent error. */
     if (comp)
-        comp_failed(d, saga, st, err);
+        worker_comp_failed(d, saga, st, err);
     else
-        step_failed(d, saga, st, err, strcmp(err->code, "tool.unknown") == 0, false);
+        worker_step_failed(d, saga, st, err, strcmp(err->code, "tool.unknown") == 0, false);
     worker_out_rows(d, saga);
 }
 
@@ -504,7 +104,7 @@ static void start_attempt(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st
     else
         st->attempts = cmd->dec.attempt;
     if (!comp)
-        set_step(d, saga, st, WORKER_STEP_RUNNING);
+        worker_set_step(d, saga, st, WORKER_STEP_RUNNING);
     st->dirty = true;
     if (!comp) {                              /* steps.idempotency_key stays the forward key */
         st->idem_key = d->out->call.idem_key; /* from worker_prepare_call */
@@ -546,7 +146,7 @@ static void gate_step(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st)
         sg_json_get_str(gate, "$", "reason", false, &reason, NULL);
         sg_json_get_bool(gate, "$", "registry", false, &registry, NULL);
     }
-    set_step(d, saga, st, WORKER_STEP_AWAITING_APPROVAL);
+    worker_set_step(d, saga, st, WORKER_STEP_AWAITING_APPROVAL);
     sg_json_add_str(b, "tool", st->tool);
     sg_json_add_node(b, "args", sg_json_dup(d->out->call.args));
     meta =
@@ -597,7 +197,7 @@ static void reject_step(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, 
         sg_json_add_bool(b, "timed_out", true);
     }
     worker_out_event(d, saga, "step.rejected", b);
-    step_failed(d, saga, st, &err, false, false);
+    worker_step_failed(d, saga, st, &err, false, false);
 }
 
 /* A member of a group that stops (fail_fast, a saga.cancel) whose
@@ -621,7 +221,7 @@ static void stop_member(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st)
         worker_out_stale(d, "attempt number is not the next one");
         return;
     }
-    set_step(d, saga, st, WORKER_STEP_UNKNOWN);
+    worker_set_step(d, saga, st, WORKER_STEP_UNKNOWN);
     st->effect = st->done_effect = "possible";
     snprintf(st->error_code, sizeof(st->error_code), "%s", "runtime.group_stopped");
     b = worker_out_step_body(st);
@@ -631,7 +231,7 @@ static void stop_member(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st)
     worker_out_event(d, saga, "step.failed", b);
     st->done_seq = saga->seq;
     d->out->decided = "stopped";
-    resume_compensation(d, saga, worker_group_last(saga, st->idx));
+    worker_resume_compensation(d, saga, worker_group_last(saga, st->idx));
     worker_out_rows(d, saga);
 }
 
@@ -687,7 +287,7 @@ static void decide_step(worker_dc_t *d, worker_saga_t *saga)
     if (!comp && saga->past_deadline) {
         sg_err_set(&err, SG_ERRCLASS_PERMANENT, "runtime.deadline_exceeded",
                    "the saga's deadline passed before step %s ran", st->name);
-        step_failed(d, saga, st, &err, false, false);
+        worker_step_failed(d, saga, st, &err, false, false);
         worker_out_rows(d, saga);
         return;
     }
@@ -740,11 +340,11 @@ static void decide_release(worker_dc_t *d, worker_saga_t *saga)
         worker_out_stale(d, "a held saga without a failed step");
         return;
     }
-    /* step_failed() stored the dead letter's code with the step. */
+    /* worker_step_failed() stored the dead letter's code with the step. */
     sg_err_set(&err, SG_ERRCLASS_POISON, st->error_code,
                "the hold of the dead-lettered step %s ended without a replay: compensating",
                st->name);
-    begin_compensation(d, saga, st->idx, &err);
+    worker_begin_compensation(d, saga, st->idx, &err);
     worker_out_rows(d, saga);
 }
 
@@ -783,19 +383,19 @@ static void decide_cancel(worker_dc_t *d, worker_saga_t *saga)
         worker_out_refused(d, saga, NULL, &err);
         return;
     }
-    set_saga(d, saga, WORKER_SAGA_CANCELLING);
+    worker_set_saga(d, saga, WORKER_SAGA_CANCELLING);
     worker_out_control(d, saga, -1, "accepted", NULL);
     for (int j = 0; j < saga->nsteps; j++) {
         worker_step_t *st = &saga->steps[j];
         if (st->status == WORKER_STEP_PENDING || st->status == WORKER_STEP_AWAITING_APPROVAL ||
             st->status == WORKER_STEP_APPROVED) {
-            set_step(d, saga, st, WORKER_STEP_SKIPPED); /* a gate is cancelled with it */
+            worker_set_step(d, saga, st, WORKER_STEP_SKIPPED); /* a gate is cancelled with it */
         } else if (st->status == WORKER_STEP_RUNNING && st->group) {
             /* A member's call in flight is recorded first
-             * (resume_compensation()); one waiting for a retry stops. */
-            stop_waiting_member(d, saga, st, "runtime.saga_cancelled");
+             * (worker_resume_compensation()); one waiting for a retry stops. */
+            worker_stop_waiting_member(d, saga, st, "runtime.saga_cancelled");
         } else if (st->status == WORKER_STEP_RUNNING) {
-            set_step(d, saga, st, WORKER_STEP_UNKNOWN);
+            worker_set_step(d, saga, st, WORKER_STEP_UNKNOWN);
             st->effect = st->done_effect = "possible";
             snprintf(st->error_code, sizeof(st->error_code), "%s", "runtime.saga_cancelled");
         }
@@ -807,7 +407,7 @@ static void decide_cancel(worker_dc_t *d, worker_saga_t *saga)
     sg_json_add_str(b, "reason", cmd->dec.reason);
     worker_out_event(d, saga, "saga.cancelling", b);
     d->out->decided = "cancelled";
-    resume_compensation(d, saga, saga->nsteps - 1);
+    worker_resume_compensation(d, saga, saga->nsteps - 1);
     worker_out_rows(d, saga);
 }
 
@@ -863,7 +463,7 @@ static void decide_approval(worker_dc_t *d, worker_saga_t *saga)
     worker_out_control(d, saga, st->idx, "accepted", NULL);
     if (approve) {
         sg_json_t *b = worker_out_step_body(st);
-        set_step(d, saga, st, WORKER_STEP_APPROVED);
+        worker_set_step(d, saga, st, WORKER_STEP_APPROVED);
         sg_json_add_str(b, "by", cmd->dec.by);
         sg_json_add_str(b, "reason", cmd->dec.reason);
         if (cid)
@@ -1091,10 +691,10 @@ static void on_failure(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, b
         err = &why;
     }
     if (comp)
-        comp_failed(d, saga, st, err);
+        worker_comp_failed(d, saga, st, err);
     else
-        step_failed(d, saga, st, err, err->cls == SG_ERRCLASS_POISON,
-                    r->status == WORKER_TIMEOUT || r->maybe_applied);
+        worker_step_failed(d, saga, st, err, err->cls == SG_ERRCLASS_POISON,
+                           r->status == WORKER_TIMEOUT || r->maybe_applied);
 }
 
 /* The call's metrics and log line, whatever the saga does with its outcome. */
@@ -1128,64 +728,6 @@ static void count_call(worker_dc_t *d)
     }
 }
 
-/* The saga's output, its references resolved, into body's "output" and
- * the saga row; false (err set) when a reference names no value. */
-static bool resolve_output(worker_saga_t *saga, sg_json_t *body, sg_err_t *err)
-{
-    sg_json_t *spec, *ctx, *out;
-
-    if (!saga->output_spec)
-        return true;
-    spec = sg_json_parse(saga->output_spec, strlen(saga->output_spec), NULL, NULL);
-    ctx = worker_saga_context(saga);
-    out = spec ? sg_ref_resolve(spec, ctx, "$.output", err) : NULL;
-    sg_json_destroy(ctx);
-    sg_json_destroy(spec);
-    if (!out)
-        return false;
-    free(saga->output);
-    saga->output = sg_json_print(out); /* the saga op takes it (worker_out_rows) */
-    saga->dirty = true;
-    sg_json_add_node(body, "output", out);
-    return true;
-}
-
-/* The step's result in its step.succeeded event, up to the configured
- * size: a larger one is named, not sent (the step row keeps it whole). */
-static void add_result(worker_dc_t *d, sg_json_t *body, const char *result)
-{
-    size_t len = strlen(result);
-
-    if (len <= d->rules->event_result_max) {
-        sg_json_add_raw(body, "result", result);
-        return;
-    }
-    sg_json_add_null(body, "result");
-    sg_json_add_bool(body, "result_truncated", true);
-    sg_json_add_int(body, "result_bytes", (int64_t)len);
-}
-
-static void step_succeeded(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st)
-{
-    const worker_result_t *r = &d->cmd->result;
-    sg_json_t *b = worker_out_step_body(st);
-
-    set_step(d, saga, st, WORKER_STEP_SUCCEEDED);
-    st->result = r->data ? r->data : "null"; /* JSON jsonb holds (worker_result_data) */
-    st->done_result = st->result;            /* for references decided later in this transaction */
-    st->effect = st->done_effect = "known";
-    sg_json_add_int(b, "attempt", d->cmd->dec.attempt);
-    add_result(d, b, st->result);
-    worker_out_event(d, saga, "step.succeeded", b);
-    st->done_seq = saga->seq;
-    if (!st->group)
-        continue_after(d, saga, st->idx);
-    else if (saga->status == WORKER_SAGA_RUNNING)
-        member_ended(d, saga, st, NULL);
-    else /* its group stopped while its call ran: undone with the rest */
-        resume_compensation(d, saga, worker_group_last(saga, st->idx));
-}
-
 static void decide_returned(worker_dc_t *d, worker_saga_t *saga)
 {
     const worker_cmd_t *cmd = d->cmd;
@@ -1212,18 +754,19 @@ static void decide_returned(worker_dc_t *d, worker_saga_t *saga)
         sg_json_t *b = worker_out_step_body(st);
         if (cmd->result.nothing_to_undo)
             sg_json_add_bool(b, "nothing_to_undo", true);
-        set_step(d, saga, st, WORKER_STEP_COMPENSATED);
+        worker_set_step(d, saga, st, WORKER_STEP_COMPENSATED);
         worker_out_event(d, saga, "step.compensated", b);
         /* The rest of its group first (the group's span again: its
          * members are undone by done_seq, not by index). */
-        next_compensation(d, saga, st->group ? worker_group_last(saga, st->idx) : st->idx - 1);
+        worker_next_compensation(d, saga,
+                                 st->group ? worker_group_last(saga, st->idx) : st->idx - 1);
     } else if (ok) {
-        step_succeeded(d, saga, st);
+        worker_step_succeeded(d, saga, st);
     } else if (!comp && saga->status != WORKER_SAGA_RUNNING) {
         /* A member's call that ran while its group stopped: recorded as
          * it ended, never retried. */
-        step_failed(d, saga, st, &cmd->result.err, cmd->result.err.cls == SG_ERRCLASS_POISON,
-                    cmd->result.status == WORKER_TIMEOUT || cmd->result.maybe_applied);
+        worker_step_failed(d, saga, st, &cmd->result.err, cmd->result.err.cls == SG_ERRCLASS_POISON,
+                           cmd->result.status == WORKER_TIMEOUT || cmd->result.maybe_applied);
     } else {
         on_failure(d, saga, st, comp);
     }

@@ -32,19 +32,20 @@ typedef struct transition_s {
 } transition_t;
 
 static const transition_t saga_transitions[] = {
-    {WORKER_SAGA_RUNNING, WORKER_SAGA_COMPLETED, true, "the last step succeeded", "step_succeeded"},
+    {WORKER_SAGA_RUNNING, WORKER_SAGA_COMPLETED, true, "the last step succeeded",
+     "worker_step_succeeded"},
     {WORKER_SAGA_RUNNING, WORKER_SAGA_COMPENSATING, true,
      "a forward step failed (permanent error, deadline, bad args), or was dead-lettered with no "
      "hold",
-     "begin_compensation"},
+     "worker_begin_compensation"},
     {WORKER_SAGA_RUNNING, WORKER_SAGA_HELD, true,
      "a forward step was dead-lettered and worker.dead_letter_hold_ms > 0", "step_dead_letter"},
     {WORKER_SAGA_HELD, WORKER_SAGA_COMPENSATING, true,
      "saga.release of its generation: the hold timer, or dlq-tool discard", "decide_release"},
     {WORKER_SAGA_COMPENSATING, WORKER_SAGA_COMPENSATED, true,
-     "no succeeded step with a compensation is left", "next_compensation"},
+     "no succeeded step with a compensation is left", "worker_next_compensation"},
     {WORKER_SAGA_COMPENSATING, WORKER_SAGA_FAILED, true,
-     "a compensation failed or ran out of attempts (dead-lettered)", "comp_failed"},
+     "a compensation failed or ran out of attempts (dead-lettered)", "worker_comp_failed"},
     {WORKER_SAGA_RUNNING, WORKER_SAGA_CANCELLING, true,
      "saga.cancel, decided when no call of the saga is in flight (it waits behind one in the "
      "saga's queue): no new call starts",
@@ -52,10 +53,10 @@ static const transition_t saga_transitions[] = {
     {WORKER_SAGA_HELD, WORKER_SAGA_CANCELLING, true,
      "saga.cancel of a held saga: its hold ends, its release timer is stale", "decide_cancel"},
     {WORKER_SAGA_CANCELLING, WORKER_SAGA_CANCELLED, true,
-     "no succeeded or unknown step with a compensation is left", "next_compensation"},
+     "no succeeded or unknown step with a compensation is left", "worker_next_compensation"},
     {WORKER_SAGA_CANCELLING, WORKER_SAGA_FAILED, true,
      "a compensation of the cancelled saga failed or ran out of attempts (dead-lettered)",
-     "comp_failed"},
+     "worker_comp_failed"},
     {WORKER_SAGA_HELD, WORKER_SAGA_RUNNING, false, "dlq-tool replay: resume at the failed step",
      "sagad_dlq_replay()"},
     {WORKER_SAGA_COMPENSATED, WORKER_SAGA_RUNNING, false,
@@ -82,43 +83,45 @@ static const transition_t step_transitions[] = {
      "(runtime.approval_timeout): the saga compensates",
      "reject_step"},
     {WORKER_STEP_APPROVED, WORKER_STEP_FAILED, true,
-     "the saga's deadline passed before the approved step ran", "step_failed"},
+     "the saga's deadline passed before the approved step ran", "worker_step_failed"},
     {WORKER_STEP_AWAITING_APPROVAL, WORKER_STEP_SKIPPED, true,
      "saga.cancel while it waits for approval: the gate is cancelled, it is never called",
      "decide_cancel"},
     {WORKER_STEP_APPROVED, WORKER_STEP_SKIPPED, true,
      "saga.cancel after its approval, before its command was decided: never called",
      "decide_cancel"},
-    {WORKER_STEP_RUNNING, WORKER_STEP_SUCCEEDED, true, "the call succeeded", "step_succeeded"},
+    {WORKER_STEP_RUNNING, WORKER_STEP_SUCCEEDED, true, "the call succeeded",
+     "worker_step_succeeded"},
     {WORKER_STEP_PENDING, WORKER_STEP_FAILED, true,
      "at its decision: deadline passed, tool no longer registered, args break its schema",
-     "step_failed"},
+     "worker_step_failed"},
     {WORKER_STEP_RUNNING, WORKER_STEP_FAILED, true,
      "permanent or poison failure, attempts or retry budget exhausted, crash loop, or a retry "
      "decided past the deadline",
-     "step_failed"},
+     "worker_step_failed"},
     {WORKER_STEP_RUNNING, WORKER_STEP_UNKNOWN, true,
      "no retry is left and its last attempt may have taken effect: a timeout, a transport "
      "error after the request went out, an answer too large to read, or a crash loop",
-     "step_failed"},
+     "worker_step_failed"},
     {WORKER_STEP_PENDING, WORKER_STEP_SKIPPED, true,
-     "an earlier step failed, or the saga was cancelled: it is never called", "begin_compensation"},
+     "an earlier step failed, or the saga was cancelled: it is never called",
+     "worker_begin_compensation"},
     {WORKER_STEP_RUNNING, WORKER_STEP_UNKNOWN, true,
      "saga.cancel while the step waits for a retry (its call is not in flight): its last attempt "
      "may have taken effect, so its compensation runs first",
      "decide_cancel"},
     {WORKER_STEP_UNKNOWN, WORKER_STEP_COMPENSATING, true,
      "compensation starts with it (it is the step that failed) and it has a compensation",
-     "next_compensation"},
+     "worker_next_compensation"},
     {WORKER_STEP_SUCCEEDED, WORKER_STEP_COMPENSATING, true,
-     "compensation reached it and it has a compensation", "next_compensation"},
+     "compensation reached it and it has a compensation", "worker_next_compensation"},
     {WORKER_STEP_SUCCEEDED, WORKER_STEP_SKIPPED, true,
      "compensation reached it and it has none (read, idempotent or irreversible)",
-     "next_compensation"},
+     "worker_next_compensation"},
     {WORKER_STEP_COMPENSATING, WORKER_STEP_COMPENSATED, true, "the compensation succeeded",
      "decide_returned"},
     {WORKER_STEP_COMPENSATING, WORKER_STEP_COMPENSATION_FAILED, true,
-     "the compensation failed for good or ran out of attempts", "comp_failed"},
+     "the compensation failed for good or ran out of attempts", "worker_comp_failed"},
     {WORKER_STEP_FAILED, WORKER_STEP_PENDING, false,
      "dlq-tool replay of a held or compensated saga: the failed step runs again, new key",
      "sagad_dlq_replay()"},
@@ -236,9 +239,9 @@ void worker_states_reference(FILE *out)
     fprintf(out, "# Saga and step states\n\n"
                  "Generated by `sagad-worker states` from the tables in worker/worker_state.c\n"
                  "(`make docs`; `make docs-check` fails when this file is stale). The worker\n"
-                 "changes a status only through the setters of worker/worker_saga.c, which\n"
+                 "changes a status only through the setters of worker/worker_flow.c, which\n"
                  "assert that the change is one of the rows below named after a function of\n"
-                 "worker_saga.c (tests/unit/test_saga.c checks that its table of\n"
+                 "worker_saga.c or worker_flow.c (tests/unit/test_saga.c checks that its table of\n"
                  "transitions makes every one); rows marked (SQL) are made by\n"
                  "`sagad_dlq_replay()` (schemas/sql/0015_replay_effects.sql) when on-call\n"
                  "replays a dead letter.\n"

@@ -320,8 +320,9 @@ static const char unknown_steps[] =
     "\"compensate\":{\"tool\":\"ledger\",\"args\":{\"undo\":{\"$from\":\"/steps/b/key\"},"
     "\"held\":{\"$from\":\"/steps/a/result/key\"}}}}]";
 
-/* Parallel groups: a reservation, a group of two reversible members and
- * one refused for good, then a step after the group.  best_effort (even
+/* Parallel groups: a reservation, a group of two reversible members, one
+ * refused for good and one that naps 300 ms (so that kills land among its
+ * members' calls), then a step after the group.  best_effort (even
  * numbers) completes partial: the four effects once each, nothing undone.
  * all_or_nothing (odd) compensates: the reservation and both members made
  * and undone once each, the step after the group never called.  Their
@@ -332,15 +333,17 @@ static const char group_be_steps[] =
     "{\"name\":\"g\",\"policy\":\"best_effort\",\"parallel\":["
     "{\"name\":\"x\",\"tool\":\"ledger.reversible\",\"args\":{\"s\":1}},"
     "{\"name\":\"y\",\"tool\":\"ledger.reversible\",\"args\":{\"s\":2}},"
-    "{\"name\":\"z\",\"tool\":\"fail\",\"args\":{\"code\":\"z.refused\"}}]},"
-    "{\"name\":\"d\",\"tool\":\"ledger\",\"args\":{\"s\":4}}]";
+    "{\"name\":\"z\",\"tool\":\"fail\",\"args\":{\"code\":\"z.refused\"}},"
+    "{\"name\":\"n\",\"tool\":\"sleep\",\"args\":{\"ms\":300}}]},"
+    "{\"name\":\"d\",\"tool\":\"ledger\",\"args\":{\"s\":5}}]";
 static const char group_aon_steps[] =
     "[{\"name\":\"a\",\"tool\":\"ledger.reversible\",\"args\":{\"s\":0}},"
     "{\"name\":\"g\",\"policy\":\"all_or_nothing\",\"parallel\":["
     "{\"name\":\"x\",\"tool\":\"ledger.reversible\",\"args\":{\"s\":1}},"
     "{\"name\":\"y\",\"tool\":\"ledger.reversible\",\"args\":{\"s\":2}},"
-    "{\"name\":\"z\",\"tool\":\"fail\",\"args\":{\"code\":\"z.refused\"}}]},"
-    "{\"name\":\"d\",\"tool\":\"ledger\",\"args\":{\"s\":4}}]";
+    "{\"name\":\"z\",\"tool\":\"fail\",\"args\":{\"code\":\"z.refused\"}},"
+    "{\"name\":\"n\",\"tool\":\"sleep\",\"args\":{\"ms\":300}}]},"
+    "{\"name\":\"d\",\"tool\":\"ledger\",\"args\":{\"s\":5}}]";
 
 static uint64_t test_seed(void)
 {
@@ -472,7 +475,7 @@ Test(worker_faults, sigkill_at_random_points_loses_nothing_and_doubles_nothing,
                            "status = 'failed' AND name = 'z'"),
                  GROUP_SAGAS / 2, "the refused member failed, nothing else did");
     cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger WHERE key ~ "
-                           "'^gbe-[0-9]{4}:[0124]:f:g1$'"),
+                           "'^gbe-[0-9]{4}:[0125]:f:g1$'"),
                  4 * (GROUP_SAGAS / 2), "a best_effort saga's four effects, once each");
     cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger WHERE key LIKE 'gbe-%%'"),
                  4 * (GROUP_SAGAS / 2), "nothing undone, nothing else");

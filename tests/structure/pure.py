@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 PURE = ["worker/worker_saga.c", "worker/worker_saga_start.c", "worker/worker_outcome.c",
-        "worker/worker_group.c"]
+        "worker/worker_group.c", "worker/worker_flow.c"]
 # Files whose symbols the pure ones may use besides each other's.
 PURE_DEPS = ["worker/worker_state.c"]
 ALLOWED = re.compile(

@@ -131,8 +131,8 @@ Test(state, the_reference_lists_every_status_and_marks_the_replays)
         snprintf(cell, sizeof(cell), "`%s`", worker_step_status_name(s));
         assert_contains(text, cell);
     }
-    assert_contains(text,
-                    "| `running` | `completed` | the last step succeeded | `step_succeeded` |");
+    assert_contains(
+        text, "| `running` | `completed` | the last step succeeded | `worker_step_succeeded` |");
     assert_contains(text, "| `compensated` | `running` | dlq-tool replay: run again, steps whose "
                           "effect stands kept | `sagad_dlq_replay()` (SQL) |");
     free(text);
