@@ -218,7 +218,8 @@ void worker_resume_compensation(worker_dc_t *d, worker_saga_t *saga, int from)
     for (int i = 0; i < saga->nsteps; i++)
         if (saga->steps[i].status == WORKER_STEP_RUNNING)
             return;
-    worker_next_compensation(d, saga, saga->status == WORKER_SAGA_CANCELLING ? saga->nsteps - 1 : from);
+    worker_next_compensation(d, saga,
+                             saga->status == WORKER_SAGA_CANCELLING ? saga->nsteps - 1 : from);
 }
 
 /* A member that runs but has no call in flight (it waits for a retry)
