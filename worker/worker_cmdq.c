@@ -217,7 +217,6 @@ void loop_saga_reattach(loop_t *L, worker_cmd_t *cmd)
     saga_slot_t *slot = loop_saga_slot(L, cmd->dec.saga_id, true);
 
     unlink_detached(slot, cmd);
-    cmd->detached = false;
     /* A head that is ready but in no transaction yet waits behind the
      * outcome: it may be held back (a crash-loop suspect running alone
      * stops every new call), and the outcome it would then hold back is

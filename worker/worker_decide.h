@@ -259,9 +259,9 @@ void worker_begin_compensation(worker_dc_t *d, worker_saga_t *saga, int failed_s
 void worker_next_compensation(worker_dc_t *d, worker_saga_t *saga, int from);
 /* The compensation from from, once no member's call is in flight. */
 void worker_resume_compensation(worker_dc_t *d, worker_saga_t *saga, int from);
-/* A member waiting for a retry stops: unknown with code. */
-void worker_stop_waiting_member(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st,
-                                const char *code);
+/* A running step stops before its next attempt: unknown with code (its
+ * last attempt may have taken effect), to be compensated. */
+void worker_stop_step(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, const char *code);
 
 /* worker_group.c: a parallel group is the span [first, last] of its
  * members' consecutive step rows (a step not in a group: [idx, idx]). */

@@ -222,16 +222,12 @@ void worker_resume_compensation(worker_dc_t *d, worker_saga_t *saga, int from)
                              saga->status == WORKER_SAGA_CANCELLING ? saga->nsteps - 1 : from);
 }
 
-/* A member that runs but has no call in flight (it waits for a retry)
- * stops at once: no new call.  Its last attempt may have taken effect, so
- * it ends unknown with code, and is compensated; its retry's timer finds
- * it so and is stale.  One whose call is in flight is recorded when the
- * call returns (worker_resume_compensation()). */
-void worker_stop_waiting_member(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st,
-                                const char *code)
+/* A running step stops before its next attempt (its group or its saga
+ * stopped): no new call.  Its last attempt may have taken effect, so it
+ * ends unknown with code, and is compensated; its retry's timer finds it
+ * so and is stale. */
+void worker_stop_step(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, const char *code)
 {
-    if (!st->group || st->status != WORKER_STEP_RUNNING || st->calling)
-        return;
     worker_set_step(d, saga, st, WORKER_STEP_UNKNOWN);
     st->effect = st->done_effect = "possible";
     snprintf(st->error_code, sizeof(st->error_code), "%s", code);
@@ -256,8 +252,11 @@ static void skip_rest(worker_dc_t *d, worker_saga_t *saga, int failed_step)
         snprintf(st->error_code, sizeof(st->error_code), "%s",
                  sibling ? "runtime.group_stopped" : "runtime.skipped_dependency_failed");
     }
+    /* A sibling waiting for a retry stops at once; one whose call is in
+     * flight is recorded when the call returns (worker_resume_compensation()). */
     for (int j = worker_group_first(saga, failed_step); j <= last; j++)
-        worker_stop_waiting_member(d, saga, &saga->steps[j], "runtime.group_stopped");
+        if (saga->steps[j].status == WORKER_STEP_RUNNING && !saga->steps[j].calling)
+            worker_stop_step(d, saga, &saga->steps[j], "runtime.group_stopped");
 }
 
 void worker_begin_compensation(worker_dc_t *d, worker_saga_t *saga, int failed_step,

@@ -221,15 +221,12 @@ static void stop_member(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st)
         worker_out_stale(d, "attempt number is not the next one");
         return;
     }
-    worker_set_step(d, saga, st, WORKER_STEP_UNKNOWN);
-    st->effect = st->done_effect = "possible";
-    snprintf(st->error_code, sizeof(st->error_code), "%s", "runtime.group_stopped");
     b = worker_out_step_body(st);
     sg_json_add_str(b, "outcome", "unknown");
-    sg_json_add_str(b, "error_code", st->error_code);
+    sg_json_add_str(b, "error_code", "runtime.group_stopped");
     sg_json_add_str(b, "message", "its group stopped before this attempt: not made");
     worker_out_event(d, saga, "step.failed", b);
-    st->done_seq = saga->seq;
+    worker_stop_step(d, saga, st, "runtime.group_stopped");
     d->out->decided = "stopped";
     worker_resume_compensation(d, saga, worker_group_last(saga, st->idx));
     worker_out_rows(d, saga);
@@ -390,14 +387,10 @@ static void decide_cancel(worker_dc_t *d, worker_saga_t *saga)
         if (st->status == WORKER_STEP_PENDING || st->status == WORKER_STEP_AWAITING_APPROVAL ||
             st->status == WORKER_STEP_APPROVED) {
             worker_set_step(d, saga, st, WORKER_STEP_SKIPPED); /* a gate is cancelled with it */
-        } else if (st->status == WORKER_STEP_RUNNING && st->group) {
-            /* A member's call in flight is recorded first
-             * (worker_resume_compensation()); one waiting for a retry stops. */
-            worker_stop_waiting_member(d, saga, st, "runtime.saga_cancelled");
-        } else if (st->status == WORKER_STEP_RUNNING) {
-            worker_set_step(d, saga, st, WORKER_STEP_UNKNOWN);
-            st->effect = st->done_effect = "possible";
-            snprintf(st->error_code, sizeof(st->error_code), "%s", "runtime.saga_cancelled");
+        } else if (st->status == WORKER_STEP_RUNNING && !(st->group && st->calling)) {
+            /* It waits for a retry (a member's call in flight is recorded
+             * first: worker_resume_compensation()). */
+            worker_stop_step(d, saga, st, "runtime.saga_cancelled");
         }
     }
     b = sg_json_new_object();

@@ -303,6 +303,8 @@ void worker_decide_start(worker_dc_t *d, worker_saga_t *existing)
     worker_op_t *row;
     char tp[64] = "";
     char *tp_kept;
+    const sg_json_t *first;
+    bool chain;
 
     if (refused(d, existing))
         return;
@@ -327,13 +329,15 @@ void worker_decide_start(worker_dc_t *d, worker_saga_t *existing)
                         (int64_t)sg_json_array_size(sg_json_member(cmd->dec.doc, "steps")));
         worker_out_event(d, saga, "saga.accepted", b);
     }
-    /* The steps too, as a load would return them: a group first runs all
-     * its members, and the loop may chain the first step.  Not with a
-     * deadline: whether it passed is PostgreSQL's clock's to say, in the
-     * next transaction. */
-    if (fresh_steps(fresh, row->u.saga_new.steps)) {
+    /* The steps too, as a load would return them, when the loop may chain
+     * the first step (not with a deadline: whether it passed is
+     * PostgreSQL's clock's to say, in the next transaction), or when the
+     * first step is a group, whose members all run at once. */
+    chain = d->rules->chain && !row->u.saga_new.deadline;
+    first = sg_json_array_get(sg_json_member(cmd->dec.doc, "steps"), 0);
+    if ((chain || sg_submit_is_group(first)) && fresh_steps(fresh, row->u.saga_new.steps)) {
         worker_out_run_step(d, saga, 0);
-        d->out->keep_fresh = d->rules->chain && !row->u.saga_new.deadline;
+        d->out->keep_fresh = chain;
     } else {
         worker_out_command(d, saga, 0, false, 1, 0);
     }

@@ -31,39 +31,6 @@ static void send_cancel(const char *saga_id, const char *id, const char *reason)
     sgw_produce(sgw.topic_cmd, saga_id, msg, strlen(msg));
 }
 
-/* A directory of its own for the gate's files. */
-static void gate_dir(char *out, size_t size)
-{
-    char tmpl[] = "/tmp/sagad-gate-XXXXXX";
-
-    cr_assert_not_null(mkdtemp(tmpl));
-    snprintf(out, size, "%s", tmpl);
-}
-
-static void wait_file(const char *dir, const char *name)
-{
-    double deadline = sgt_now_s() + SGW_WAIT_S;
-    char path[PATH_MAX];
-
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    while (access(path, F_OK) != 0 && sgt_now_s() < deadline) {
-        sgw_expect_worker_alive();
-        usleep(20000);
-    }
-    cr_assert_eq(access(path, F_OK), 0, "no %s", path);
-}
-
-static void touch(const char *dir, const char *name)
-{
-    char path[PATH_MAX];
-    FILE *fp;
-
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    fp = fopen(path, "w");
-    cr_assert_not_null(fp, "%s", path);
-    fclose(fp);
-}
-
 static void expect_no_dead_letters(void)
 {
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters"), 0,
@@ -80,22 +47,18 @@ Test(control, cancel_while_a_call_is_in_flight_records_it_then_compensates, .tim
 {
     static const char *const env[] = {"SAGAD_WORKER_CHAIN=false", NULL};
     const sg_json_t *ev[16], *h;
-    char dir[64], tools[1024], gate[PATH_MAX], text[512];
+    char dir[64], tools[1024], text[512];
 
-    gate_dir(dir, sizeof(dir));
-    cr_assert_not_null(realpath("tests/fixtures/exec/gate.sh", gate));
-    snprintf(tools, sizeof(tools),
-             "\"gate\": {\"adapter\": \"exec\", \"target\": [\"%s\", \"%s\"], \"side_effect\": "
-             "\"reversible\", \"compensation\": \"ledger\", \"timeout_ms\": 110000}",
-             gate, dir);
+    sgw_gate_dir(dir, sizeof(dir));
+    sgw_gate_tool(tools, sizeof(tools), "gate", dir, NULL);
     sgw_pair_start(tools, 1, env);
     sgw_submit("cxl-fly",
                "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
                " {\"name\": \"charge\", \"tool\": \"gate\", \"args\": {\"n\": 2}},"
                " {\"name\": \"ship\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 3}}]");
-    wait_file(dir, "started");
+    sgw_wait_file(dir, "started");
     send_cancel("cxl-fly", "cancel-fly-1", "the customer withdrew the order");
-    touch(dir, "open");
+    sgw_touch(dir, "open");
     sgw_wait_status("cxl-fly", "cancelled");
     sgw_event_wait("cxl-fly", "saga.cancelled");
     sgw_pair_stop();

@@ -21,52 +21,6 @@
 
 TestSuite(groups, .init = sgw_setup, .fini = sgw_teardown, .timeout = 150);
 
-static void gate_dir(char *out, size_t size)
-{
-    char tmpl[] = "/tmp/sagad-group-XXXXXX";
-
-    cr_assert_not_null(mkdtemp(tmpl));
-    snprintf(out, size, "%s", tmpl);
-}
-
-static void wait_file(const char *dir, const char *name)
-{
-    double deadline = sgt_now_s() + SGW_WAIT_S;
-    char path[PATH_MAX];
-
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    while (access(path, F_OK) != 0 && sgt_now_s() < deadline) {
-        sgw_expect_worker_alive();
-        usleep(20000);
-    }
-    cr_assert_eq(access(path, F_OK), 0, "no %s: the member's call never started", path);
-}
-
-static void touch(const char *dir, const char *name)
-{
-    char path[PATH_MAX];
-    FILE *fp;
-
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    fp = fopen(path, "w");
-    cr_assert_not_null(fp, "%s", path);
-    fclose(fp);
-}
-
-/* A registry entry: an exec gate in dir (reversible, undone by the
- * ledger), answering once opened, or failing with exit status fail. */
-static void gate_tool(char *out, size_t size, const char *name, const char *dir, const char *fail)
-{
-    char gate[PATH_MAX];
-
-    cr_assert_not_null(realpath("tests/fixtures/exec/gate.sh", gate));
-    snprintf(out, size,
-             "\"%s\": {\"adapter\": \"exec\", \"target\": [\"%s\", \"%s\"%s%s%s], "
-             "\"side_effect\": \"reversible\", \"compensation\": \"ledger\", \"timeout_ms\": "
-             "110000}",
-             name, gate, dir, fail ? ", \"" : "", fail ? fail : "", fail ? "\"" : "");
-}
-
 /* The names of the saga's step.compensated events, in order. */
 static void compensated_order(const char *saga_id, char *out, size_t size)
 {
@@ -111,10 +65,10 @@ Test(groups, best_effort_members_run_side_by_side_and_the_saga_completes_partial
     const sg_json_t *fin, *done, *h, *partial;
     char da[64], db[64], ta[1024], tb[1024], tools[2100], text[512];
 
-    gate_dir(da, sizeof(da));
-    gate_dir(db, sizeof(db));
-    gate_tool(ta, sizeof(ta), "mail", da, NULL);
-    gate_tool(tb, sizeof(tb), "push", db, NULL);
+    sgw_gate_dir(da, sizeof(da));
+    sgw_gate_dir(db, sizeof(db));
+    sgw_gate_tool(ta, sizeof(ta), "mail", da, NULL);
+    sgw_gate_tool(tb, sizeof(tb), "push", db, NULL);
     snprintf(tools, sizeof(tools), "%s, %s", ta, tb);
     sgw_pair_start(tools, 1, NULL);
     sgw_submit("grp-be",
@@ -127,10 +81,10 @@ Test(groups, best_effort_members_run_side_by_side_and_the_saga_completes_partial
                "  \"status\": {\"$from\": \"/steps/notify/result/status\"},"
                "  \"email\": {\"$from\": \"/steps/notify/result/members/email/status\"},"
                "  \"sms\": {\"$from\": \"/steps/notify/result/members/sms/error_code\"}}}]");
-    wait_file(da, "started");
-    wait_file(db, "started");
-    touch(da, "open");
-    touch(db, "open");
+    sgw_wait_file(da, "started");
+    sgw_wait_file(db, "started");
+    sgw_touch(da, "open");
+    sgw_touch(db, "open");
     sgw_wait_status("grp-be", "completed");
     fin = sgw_event_wait("grp-be", "group.finished");
     done = sgw_event_wait("grp-be", "saga.completed");
@@ -174,8 +128,8 @@ Test(groups, all_or_nothing_undoes_every_member_in_reverse_order_of_completion)
     const sg_json_t *fin, *end;
     char db[64], tools[1100], text[512];
 
-    gate_dir(db, sizeof(db));
-    gate_tool(tools, sizeof(tools), "slowpay", db, NULL);
+    sgw_gate_dir(db, sizeof(db));
+    sgw_gate_tool(tools, sizeof(tools), "slowpay", db, NULL);
     sgw_pair_start(tools, 1, NULL);
     sgw_submit("grp-aon",
                "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
@@ -185,12 +139,12 @@ Test(groups, all_or_nothing_undoes_every_member_in_reverse_order_of_completion)
                "  {\"name\": \"points\", \"tool\": \"fail\", \"args\": {\"code\": "
                "\"tool.points.refused\"}}]},"
                " {\"name\": \"ship\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 4}}]");
-    wait_file(db, "started");
+    sgw_wait_file(db, "started");
     sgw_wait_int(1, "SELECT count(*) FROM steps WHERE name = 'card' AND status = 'succeeded'");
     sgw_wait_int(1, "SELECT count(*) FROM steps WHERE name = 'points' AND status = 'failed'");
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE phase = 'compensate'"), 0,
                  "nothing is undone while a member's call is in flight");
-    touch(db, "open");
+    sgw_touch(db, "open");
     sgw_wait_status("grp-aon", "compensated");
     fin = sgw_event_wait("grp-aon", "group.finished");
     end = sgw_event_wait("grp-aon", "saga.compensated");
@@ -230,10 +184,10 @@ Test(groups, fail_fast_stops_new_calls_records_the_call_in_flight_and_compensate
     char da[64], db[64], ta[1024], tb[1024], tools[2400], text[512];
     int stop, slow_ok;
 
-    gate_dir(da, sizeof(da));
-    gate_dir(db, sizeof(db));
-    gate_tool(ta, sizeof(ta), "slow", da, NULL);
-    gate_tool(tb, sizeof(tb), "refuser", db, "1");
+    sgw_gate_dir(da, sizeof(da));
+    sgw_gate_dir(db, sizeof(db));
+    sgw_gate_tool(ta, sizeof(ta), "slow", da, NULL);
+    sgw_gate_tool(tb, sizeof(tb), "refuser", db, "1");
     snprintf(tools, sizeof(tools), "%s, %s%s", ta, tb, extra);
     sgw_pair_start(tools, 1, env); /* no retry budget: the car's retry waits an hour */
     sgw_submit("grp-ff",
@@ -244,15 +198,15 @@ Test(groups, fail_fast_stops_new_calls_records_the_call_in_flight_and_compensate
                "\"transient\", \"code\": \"car.busy\", \"retry_after_ms\": 3600000}},"
                "  {\"name\": \"flight\", \"tool\": \"refuser\", \"args\": {\"n\": 4}}]},"
                " {\"name\": \"ship\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 5}}]");
-    wait_file(da, "started");
-    wait_file(db, "started");
+    sgw_wait_file(da, "started");
+    sgw_wait_file(db, "started");
     sgw_event_wait("grp-ff", "step.retry_scheduled");
-    touch(db, "open"); /* the flight is refused */
+    sgw_touch(db, "open"); /* the flight is refused */
     sgw_wait_status("grp-ff", "compensating");
     sgw_wait_int(1, "SELECT count(*) FROM steps WHERE name = 'car' AND status = 'unknown'");
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE phase = 'compensate'"), 0,
                  "the undo waits for the hotel's call in flight");
-    touch(da, "open");
+    sgw_touch(da, "open");
     sgw_wait_status("grp-ff", "compensated");
     sgw_event_wait("grp-ff", "saga.compensated");
     sgw_pair_stop();
@@ -287,10 +241,10 @@ Test(groups, cancel_while_members_are_in_flight_records_them_then_compensates)
     char da[64], db[64], ta[1024], tb[1024], tools[2100], text[512], msg[512];
     int cancel_at, x_ok;
 
-    gate_dir(da, sizeof(da));
-    gate_dir(db, sizeof(db));
-    gate_tool(ta, sizeof(ta), "gx", da, NULL);
-    gate_tool(tb, sizeof(tb), "gy", db, NULL);
+    sgw_gate_dir(da, sizeof(da));
+    sgw_gate_dir(db, sizeof(db));
+    sgw_gate_tool(ta, sizeof(ta), "gx", da, NULL);
+    sgw_gate_tool(tb, sizeof(tb), "gy", db, NULL);
     snprintf(tools, sizeof(tools), "%s, %s", ta, tb);
     sgw_pair_start(tools, 1, NULL);
     sgw_submit("grp-cx",
@@ -298,16 +252,16 @@ Test(groups, cancel_while_members_are_in_flight_records_them_then_compensates)
                " {\"name\": \"both\", \"policy\": \"all_or_nothing\", \"parallel\": ["
                "  {\"name\": \"x\", \"tool\": \"gx\", \"args\": {\"n\": 2}},"
                "  {\"name\": \"y\", \"tool\": \"gy\", \"args\": {\"n\": 3}}]}]");
-    wait_file(da, "started");
-    wait_file(db, "started");
+    sgw_wait_file(da, "started");
+    sgw_wait_file(db, "started");
     snprintf(msg, sizeof(msg),
              "{\"v\": 1, \"type\": \"saga.cancel\", \"id\": \"cancel-grp-1\", \"saga_id\": "
              "\"grp-cx\", \"by\": \"support:bob\", \"reason\": \"order withdrawn\"}");
     sgw_produce(sgw.topic_cmd, "grp-cx", msg, strlen(msg));
     sgw_wait_status("grp-cx", "cancelling");
-    touch(da, "open");
+    sgw_touch(da, "open");
     sgw_wait_int(1, "SELECT count(*) FROM steps WHERE name = 'x' AND status = 'succeeded'");
-    touch(db, "open");
+    sgw_touch(db, "open");
     sgw_wait_status("grp-cx", "cancelled");
     sgw_event_wait("grp-cx", "saga.cancelled");
     sgw_pair_stop();
@@ -392,8 +346,7 @@ Test(groups, a_crash_loop_is_the_crashing_members_own, .timeout = 240)
     static const int limit = 2;
     char limit_env[64], instance_env[160], instance[96], text[512];
     const char *env[4] = {"SAGAD_WORKER_TEST_ALLOW_CRASH=true", limit_env, instance_env, NULL};
-    int crashes = 0;
-    double deadline = sgt_now_s() + 2 * SGW_WAIT_S;
+    int crashes;
 
     /* A static member rejoins at once after a crash. */
     sgt_unique(instance, sizeof(instance), "sgt_instance");
@@ -404,26 +357,7 @@ Test(groups, a_crash_loop_is_the_crashing_members_own, .timeout = 240)
                          " {\"name\": \"g\", \"policy\": \"best_effort\", \"parallel\": ["
                          "  {\"name\": \"nap\", \"tool\": \"sleep\", \"args\": {\"ms\": 1500}},"
                          "  {\"name\": \"boom\", \"tool\": \"crash\"}]}]");
-    for (;;) {
-        char status[32];
-        int rc;
-
-        sgw_q_text(status, sizeof(status), "SELECT status FROM sagas WHERE saga_id = 'grp-cl'");
-        if (sgw_terminal_status(status))
-            break;
-        if (!sgt_bg_done(&sgw.worker)) {
-            cr_assert_lt(sgt_now_s(), deadline, "saga grp-cl is still %s after %d crashes: %s",
-                         status, crashes, sgt_bg_tail(&sgw.worker));
-            usleep(50000);
-            continue;
-        }
-        rc = sgw_proc_join(&sgw.worker, 0);
-        cr_assert_eq(rc, 128 + SIGABRT, "the crash tool aborts the worker; got %d: %s", rc,
-                     sgt_bg_tail(&sgw.worker));
-        crashes++;
-        cr_assert_lt(crashes, limit + 2, "still crashing after %d crashes", crashes);
-        sgt_bg_start(&sgw.worker, "sagad-worker", sgw_run_args, sgw.env);
-    }
+    crashes = sgw_crash_until_terminal("grp-cl", limit + 1);
     sgw_wait_status("grp-cl", "completed");
     sgw_pair_stop();
 
@@ -441,4 +375,27 @@ Test(groups, a_crash_loop_is_the_crashing_members_own, .timeout = 240)
                  limit - 1, "the sibling was in flight at the first crash, alone after");
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx = 1 AND status = 'ok'"),
                  1);
+}
+
+/* A saga whose first step is a group runs every member, with or without
+ * chaining (without, the start's decision still knows the members). */
+Test(groups, a_saga_that_starts_with_a_group_runs_every_member)
+{
+    static const char *const env[] = {"SAGAD_WORKER_CHAIN=false", NULL};
+    const sg_json_t *fin;
+    char text[256];
+
+    sgw_pair_start(NULL, 1, env);
+    sgw_submit("grp-first",
+               "[{\"name\": \"g\", \"policy\": \"all_or_nothing\", \"parallel\": ["
+               "  {\"name\": \"a\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
+               "  {\"name\": \"b\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 2}}]}]");
+    sgw_wait_status("grp-first", "completed");
+    fin = sgw_event_wait("grp-first", "group.finished");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(sgw_jstr(fin, "status"), "ok");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(key, ',' ORDER BY key) FROM builtin_ledger"),
+                     "grp-first:0:f:g1,grp-first:1:f:g1", "each member's effect, once");
 }

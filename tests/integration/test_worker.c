@@ -1039,8 +1039,7 @@ Test(worker, crash_loop_dead_letters_after_limit, .timeout = 180)
     char limit_env[64], instance_env[160], instance[96], text[512];
     const char *env[4] = {"SAGAD_WORKER_TEST_ALLOW_CRASH=true", limit_env, instance_env, NULL};
     const sg_json_t *evs[32], *dl;
-    int starts = 0, crashes = 0;
-    double deadline = sgt_now_s() + 2 * SGW_WAIT_S;
+    int crashes;
     size_t n;
 
     /* A static member rejoins at once after a crash instead of waiting for
@@ -1049,7 +1048,6 @@ Test(worker, crash_loop_dead_letters_after_limit, .timeout = 180)
     snprintf(limit_env, sizeof(limit_env), "SAGAD_WORKER_CRASH_LOOP_LIMIT=%d", limit);
     snprintf(instance_env, sizeof(instance_env), "SAGAD_KAFKA_GROUP_INSTANCE_ID=%s", instance);
     sgw_pair_start(tools, 2, env);
-    starts = 1;
     /* The bystander's step is still sleeping when the crash step aborts
      * the worker: its attempt is interrupted too, every time the two run
      * side by side.  It must still complete: at crash_loop_limit - 1
@@ -1059,29 +1057,7 @@ Test(worker, crash_loop_dead_letters_after_limit, .timeout = 180)
                             "{\"name\": \"b\", \"tool\": \"noop\"}]");
     sgw_submit("crashy", "[{\"name\": \"hold\", \"tool\": \"ledger.reversible\"},"
                          " {\"name\": \"boom\", \"tool\": \"crash\"}]");
-    for (;;) {
-        char status[32];
-        int rc;
-
-        sgw_q_text(status, sizeof(status), "SELECT status FROM sagas WHERE saga_id = 'crashy'");
-        if (sgw_terminal_status(status))
-            break;
-        if (!sgt_bg_done(&sgw.worker)) {
-            cr_assert_lt(sgt_now_s(), deadline, "saga crashy is still %s after %d crashes: %s",
-                         status, crashes, sgt_bg_tail(&sgw.worker));
-            usleep(50000);
-            continue;
-        }
-        rc = sgw_proc_join(&sgw.worker, 0);
-        cr_assert_eq(rc, 128 + SIGABRT, "the crash tool aborts the worker; got %d: %s", rc,
-                     sgt_bg_tail(&sgw.worker));
-        cr_expect(strstr(sgw.worker.err, "builtin crash: aborting the worker as asked"),
-                  "the worker says why it aborts");
-        crashes++;
-        cr_assert_lt(starts, limit + 2, "still crashing after %d starts", starts);
-        sgt_bg_start(&sgw.worker, "sagad-worker", sgw_run_args, sgw.env);
-        starts++;
-    }
+    crashes = sgw_crash_until_terminal("crashy", limit + 1);
     sgw_wait_status("crashy", "compensated");
     sgw_wait_status("bystander", "completed");
     sgw_event_wait("crashy", "saga.compensated");

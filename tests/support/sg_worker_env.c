@@ -1,5 +1,6 @@
 /* The world of a sagad-worker end-to-end test: see sg_worker_env.h. */
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sagad/sg_log.h"
@@ -288,6 +290,82 @@ void sgw_expect_worker_alive(void)
         return;
     rc = sgw_proc_join(&sgw.worker, 0);
     cr_assert_fail("the worker exited %d: %s", rc, sgt_bg_tail(&sgw.worker));
+}
+
+/* ---- exec gates and crashes ---------------------------------------------- */
+
+void sgw_gate_dir(char *out, size_t size)
+{
+    char tmpl[] = "/tmp/sagad-gate-XXXXXX";
+
+    cr_assert_not_null(mkdtemp(tmpl));
+    snprintf(out, size, "%s", tmpl);
+}
+
+void sgw_gate_tool(char *out, size_t size, const char *name, const char *dir, const char *fail)
+{
+    char gate[PATH_MAX];
+
+    cr_assert_not_null(realpath("tests/fixtures/exec/gate.sh", gate));
+    snprintf(out, size,
+             "\"%s\": {\"adapter\": \"exec\", \"target\": [\"%s\", \"%s\"%s%s%s], "
+             "\"side_effect\": \"reversible\", \"compensation\": \"ledger\", \"timeout_ms\": "
+             "110000}",
+             name, gate, dir, fail ? ", \"" : "", fail ? fail : "", fail ? "\"" : "");
+}
+
+void sgw_wait_file(const char *dir, const char *name)
+{
+    double deadline = sgt_now_s() + SGW_WAIT_S;
+    char path[PATH_MAX];
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    while (access(path, F_OK) != 0 && sgt_now_s() < deadline) {
+        sgw_expect_worker_alive();
+        usleep(20000);
+    }
+    cr_assert_eq(access(path, F_OK), 0, "no %s: the call never started", path);
+}
+
+void sgw_touch(const char *dir, const char *name)
+{
+    char path[PATH_MAX];
+    FILE *fp;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    fp = fopen(path, "w");
+    cr_assert_not_null(fp, "%s", path);
+    fclose(fp);
+}
+
+int sgw_crash_until_terminal(const char *saga_id, int max_crashes)
+{
+    double deadline = sgt_now_s() + 2 * SGW_WAIT_S;
+    int crashes = 0;
+
+    for (;;) {
+        char status[32];
+        int rc;
+
+        sgw_q_text(status, sizeof(status), "SELECT status FROM sagas WHERE saga_id = '%s'",
+                   saga_id);
+        if (sgw_terminal_status(status))
+            return crashes;
+        if (!sgt_bg_done(&sgw.worker)) {
+            cr_assert_lt(sgt_now_s(), deadline, "saga %s is still %s after %d crashes: %s", saga_id,
+                         status, crashes, sgt_bg_tail(&sgw.worker));
+            usleep(50000);
+            continue;
+        }
+        rc = sgw_proc_join(&sgw.worker, 0);
+        cr_assert_eq(rc, 128 + SIGABRT, "the crash tool aborts the worker; got %d: %s", rc,
+                     sgt_bg_tail(&sgw.worker));
+        cr_expect(strstr(sgw.worker.err, "builtin crash: aborting the worker as asked"),
+                  "the worker says why it aborts");
+        crashes++;
+        cr_assert_leq(crashes, max_crashes, "still crashing after %d crashes", crashes);
+        sgt_bg_start(&sgw.worker, "sagad-worker", sgw_run_args, sgw.env);
+    }
 }
 
 /* ---- producing ----------------------------------------------------------- */

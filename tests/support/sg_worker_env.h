@@ -121,6 +121,22 @@ int sgw_proc_join(sgt_bg_t *pr, int sig);
 /* Fails at once, with its log, when the worker died. */
 void sgw_expect_worker_alive(void);
 
+/* Exec gates (tests/fixtures/exec/gate.sh): a call that holds until the
+ * test lets it go.  A directory of the gate's own (out: its path); the
+ * registry entry of tool name gating in dir (reversible, undone by the
+ * ledger), answering once opened, or with fail (an exit status) failing
+ * then; the wait for a gate's file (started) while the worker lives; and
+ * the file (open) that lets it go. */
+void sgw_gate_dir(char *out, size_t size);
+void sgw_gate_tool(char *out, size_t size, const char *name, const char *dir, const char *fail);
+void sgw_wait_file(const char *dir, const char *name);
+void sgw_touch(const char *dir, const char *name);
+
+/* A saga whose step aborts the worker (the crash builtin, with
+ * worker.test_allow_crash): restarts the worker after each abort until
+ * saga_id is terminal; fails past max_crashes.  Returns the crashes. */
+int sgw_crash_until_terminal(const char *saga_id, int max_crashes);
+
 void sgw_produce(const char *topic, const char *key, const void *payload, size_t len);
 /* The same with Kafka headers (name, value, value length each). */
 void sgw_produce_headers(const char *topic, const char *key, const void *payload, size_t len,
