@@ -169,20 +169,73 @@ static void scan_path(char *out, size_t size, const scan_frame_t *f, int n, cons
         snprintf(out + o, size - o, ".%.*s", (int)key_len, key);
 }
 
-/* The JSON path of the first \u0000 escape in buf (valid JSON, at most
- * depth levels deep) into path; false when there is none. */
-static bool find_nul_escape(const char *buf, size_t len, int depth, char *path, size_t size)
+/* What a path scan looks for. */
+typedef enum scan_what_e {
+    SCAN_NUL_ESCAPE, /* a \u0000 escape in a string or a name */
+    SCAN_UNDERFLOW,  /* a number too small for a double */
+} scan_what_t;
+
+/* A number token of n bytes (JSON syntax already checked) whose value
+ * underflows a double: not 0, yet read as 0 or as a subnormal that keeps
+ * fewer digits than were sent (1e-400 became 0 and went on as 0). */
+static bool number_underflows(const char *p, size_t n)
+{
+    char text[400];
+    double v;
+    bool digit = false;
+
+    for (size_t i = 0; i < n && p[i] != 'e' && p[i] != 'E' && !digit; i++)
+        digit = p[i] >= '1' && p[i] <= '9';
+    if (!digit)
+        return false; /* a zero, whatever its exponent */
+    if (n >= sizeof(text))
+        return true;
+    memcpy(text, p, n);
+    text[n] = '\0';
+    v = strtod(text, NULL);
+    return v == 0 || fabs(v) < DBL_MIN;
+}
+
+static size_t number_len(const char *buf, size_t len, size_t i)
+{
+    size_t j = i;
+
+    while (j < len && (buf[j] == '-' || buf[j] == '+' || buf[j] == '.' || buf[j] == 'e' ||
+                       buf[j] == 'E' || (buf[j] >= '0' && buf[j] <= '9')))
+        j++;
+    return j - i;
+}
+
+/* Could buf hold what is looked for?  Most messages hold no escape at all,
+ * and few a \u0000; a number can only underflow with a negative exponent
+ * after a digit ("1e-400").  Only then is a path worth a scan. */
+static bool scan_worth_it(const char *buf, size_t len, scan_what_t what)
+{
+    const char *b;
+    const char *end = buf + len;
+
+    if (what == SCAN_NUL_ESCAPE) {
+        for (b = memchr(buf, '\\', len); b; b = memchr(b + 1, '\\', (size_t)(end - b - 1)))
+            if (b + 5 < end && b[1] == 'u' && memcmp(b + 2, "0000", 4) == 0)
+                return true;
+        return false;
+    }
+    for (b = memchr(buf, '-', len); b; b = memchr(b + 1, '-', (size_t)(end - b - 1)))
+        if (b - buf >= 2 && (b[-1] == 'e' || b[-1] == 'E') &&
+            ((b[-2] >= '0' && b[-2] <= '9') || b[-2] == '.'))
+            return true;
+    return false;
+}
+
+/* The JSON path of the first of what (in buf: valid JSON, at most depth
+ * levels deep) into path; false when there is none. */
+static bool scan_find(const char *buf, size_t len, int depth, scan_what_t what, char *path,
+                      size_t size)
 {
     scan_frame_t f[depth + 1];
-    const char *b = memchr(buf, '\\', len);
     int n = 0;
 
-    /* Most messages hold no escape at all, and few a \u0000: only then is
-     * the path worth a scan. */
-    for (; b && !(b + 5 < buf + len && b[1] == 'u' && memcmp(b + 2, "0000", 4) == 0);
-         b = memchr(b + 1, '\\', (size_t)(buf + len - b - 1)))
-        ;
-    if (!b)
+    if (!scan_worth_it(buf, len, what))
         return false;
     for (size_t i = 0; i < len; i++) {
         char c = buf[i];
@@ -192,7 +245,8 @@ static bool find_nul_escape(const char *buf, size_t len, int depth, char *path, 
             for (; i < len && buf[i] != '"'; i++) {
                 if (buf[i] != '\\')
                     continue;
-                if (i + 5 < len && buf[i + 1] == 'u' && memcmp(buf + i + 2, "0000", 4) == 0) {
+                if (what == SCAN_NUL_ESCAPE && i + 5 < len && buf[i + 1] == 'u' &&
+                    memcmp(buf + i + 2, "0000", 4) == 0) {
                     if (key)
                         scan_path(path, size, f, n - 1, buf + start, i - start);
                     else
@@ -205,6 +259,13 @@ static bool find_nul_escape(const char *buf, size_t len, int depth, char *path, 
                 f[n - 1].key = buf + start;
                 f[n - 1].key_len = i - start;
             }
+        } else if (what == SCAN_UNDERFLOW && (c == '-' || (c >= '0' && c <= '9'))) {
+            size_t tok = number_len(buf, len, i);
+            if (number_underflows(buf + i, tok)) {
+                scan_path(path, size, f, n, NULL, 0);
+                return true;
+            }
+            i += tok - 1;
         } else if ((c == '{' || c == '[') && n <= depth) {
             f[n++] = (scan_frame_t){c == '{', c == '{', 0, NULL, 0};
         } else if ((c == '}' || c == ']') && n > 0) {
@@ -432,7 +493,7 @@ sg_json_t *sg_json_parse_counted(const char *buf, size_t len, const sg_json_limi
                    at);
         return NULL;
     }
-    if (find_nul_escape(buf, len, depth, path, sizeof(path))) {
+    if (scan_find(buf, len, depth, SCAN_NUL_ESCAPE, path, sizeof(path))) {
         cJSON_Delete(root);
         sg_err_set(err, SG_ERRCLASS_POISON, "input.json.nul",
                    "%s: a string holds the escape \\u0000 (NUL), which sagad does not accept "
@@ -445,6 +506,14 @@ sg_json_t *sg_json_parse_counted(const char *buf, size_t len, const sg_json_limi
         cJSON_Delete(root);
         sg_err_set(err, SG_ERRCLASS_POISON, "input.json.duplicate_key",
                    "%s: the member name appears more than once in its object (I-JSON, RFC 7493)",
+                   path);
+        return NULL;
+    }
+    if (scan_find(buf, len, depth, SCAN_UNDERFLOW, path, sizeof(path))) {
+        cJSON_Delete(root);
+        sg_err_set(err, SG_ERRCLASS_POISON, "input.json.number_range",
+                   "%s: a number too small for sagad to pass on unchanged (it underflows a "
+                   "double, below 2.2e-308, and would become 0): send it as a string",
                    path);
         return NULL;
     }

@@ -478,16 +478,36 @@ static CURL *make_easy(http_xfer_t *x, const sg_tool_t *tool)
 
 /* ---- the outcome ------------------------------------------------------- */
 
+/* Did any byte of the request leave for the tool?  Then the tool may have
+ * acted on it, whatever followed.  Not CURLINFO_CONNECT_TIME_T: libcurl
+ * reports 0 for a kept-alive connection it reused, so a request that went
+ * out on one looked unsent (issue 35 item 0: a charge that timed out was
+ * recorded as "no connection" and left standing).  CURLINFO_REQUEST_SIZE
+ * counts the bytes of the request written to the socket for this
+ * transfer; PRETRANSFER is the moment just before the first of them (set
+ * on a reused connection too).  Either one counts: when in doubt the call
+ * is taken as sent, since an unsent call taken as sent costs a
+ * compensation the tool answers with "nothing to undo", and a sent call
+ * taken as unsent leaves its effect standing. */
+static bool request_sent(http_xfer_t *x)
+{
+    long request_size = 0;
+    curl_off_t pretransfer = 0;
+
+    if (curl_easy_getinfo(x->easy, CURLINFO_REQUEST_SIZE, &request_size) != CURLE_OK ||
+        curl_easy_getinfo(x->easy, CURLINFO_PRETRANSFER_TIME_T, &pretransfer) != CURLE_OK)
+        return true;
+    return request_size > 0 || pretransfer > 0;
+}
+
 static void map_curl_error(http_xfer_t *x, CURLcode rc)
 {
     worker_result_t *out = x->out;
     const char *tool = x->call->tool->name;
-    curl_off_t connected = 0;
 
     switch (rc) {
     case CURLE_OPERATION_TIMEDOUT:
-        curl_easy_getinfo(x->easy, CURLINFO_CONNECT_TIME_T, &connected);
-        if (connected == 0) {
+        if (!request_sent(x)) {
             worker_result_error(out, SG_ERRCLASS_TRANSIENT, "tool.http.connect",
                                 "no connection to tool %s in time: %s", tool, x->errbuf);
             break;
@@ -515,8 +535,7 @@ static void map_curl_error(http_xfer_t *x, CURLcode rc)
         /* fall through */
     default:
         /* The request went out and no answer says what became of it. */
-        curl_easy_getinfo(x->easy, CURLINFO_CONNECT_TIME_T, &connected);
-        out->maybe_applied = x->too_large || connected > 0;
+        out->maybe_applied = x->too_large || request_sent(x);
         if (x->too_large)
             worker_result_error(out, SG_ERRCLASS_PERMANENT, "tool.http.response_too_large",
                                 "the answer of tool %s is larger than its max_response_bytes "

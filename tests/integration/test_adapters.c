@@ -366,6 +366,62 @@ Test(http, a_hanging_endpoint_times_out_and_is_retried_with_the_same_key)
     sg_json_destroy(doc);
 }
 
+/* A charge that the downstream applies and answers after the tool's
+ * timeout, sent on a connection kept alive from an earlier call: libcurl
+ * reports no connect time for a reused connection, and the attempt was
+ * recorded "no connection" (tool.http.connect), the step failed as never
+ * applied and the charge stood (issue 35 item 0).  The request went out:
+ * the outcome is unknown, and the saga refunds it.  Both reuses: across
+ * sagas (ka-2's only call follows ka-1's) and within one (ka-3's charge
+ * follows its own reserve). */
+Test(http, a_timed_out_call_on_a_kept_alive_connection_is_unknown_and_undone)
+{
+    static const char charge1[] =
+        "\"co.charge1\": {\"adapter\": \"http\", \"target\": \"%s/payment/charge\", "
+        "\"side_effect\": \"reversible\", \"compensation\": \"co.refund\", \"timeout_ms\": "
+        "1000, \"retry\": {\"max_attempts\": 1}}";
+    const sg_json_t *reqs;
+    sg_json_t *doc;
+    char text[512];
+
+    start_all(NULL, charge1, NULL);
+    /* Applied after 2.5 s: a slow success, never answered in time. */
+    add_fault("{\"path\": \"/payment/charge\", \"status\": 201, \"delay_ms\": 2500}");
+    sgw_submit("ka-1", "[{\"name\": \"reserve\", \"tool\": \"co.reserve\"}]");
+    sgw_wait_status("ka-1", "completed");
+    sgw_submit("ka-2", "[{\"name\": \"charge\", \"tool\": \"co.charge1\"}]");
+    sgw_wait_status("ka-2", "compensated");
+    sgw_submit("ka-3", "[{\"name\": \"reserve\", \"tool\": \"co.reserve\"}, "
+                       "{\"name\": \"charge\", \"tool\": \"co.charge1\"}]");
+    sgw_wait_status("ka-3", "compensated");
+
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(saga_id || ':' || status || ':' || "
+                                "coalesce(error_code, '-'), ',' ORDER BY saga_id) FROM attempts "
+                                "WHERE phase = 'forward' AND step_idx = (CASE saga_id WHEN "
+                                "'ka-2' THEN 0 ELSE 1 END) AND saga_id <> 'ka-1'"),
+                     "ka-2:timeout:tool.timeout,ka-3:timeout:tool.timeout",
+                     "the request went out: its answer timed out, not the connection");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(saga_id || ':' || idx || ':' || status, ',' "
+                                "ORDER BY saga_id, idx) FROM steps WHERE saga_id <> 'ka-1'"),
+                     "ka-2:0:compensated,ka-3:0:compensated,ka-3:1:compensated",
+                     "the charges that may stand were refunded");
+    reqs = sgw_checkout_requests(base, "/payment/refund", &doc);
+    cr_expect_eq(sg_json_array_size(reqs), 2, "one refund per charge that may stand");
+    if (sg_json_array_size(reqs) == 2) {
+        cr_expect_str_eq(req_key(sg_json_array_get(reqs, 0)), "ka-2:0:c:g1");
+        cr_expect_str_eq(req_key(sg_json_array_get(reqs, 1)), "ka-3:1:c:g1");
+    }
+    sg_json_destroy(doc);
+    /* The downstream did apply both charges, after the worker gave up. */
+    for (double deadline = sgt_now_s() + 10;
+         sgw_checkout_effects(base, "/payment/charge") < 2 && sgt_now_s() < deadline;)
+        usleep(50000);
+    cr_expect_eq(sgw_checkout_effects(base, "/payment/charge"), 2);
+    sgw_pair_stop();
+}
+
 Test(http, the_circuit_opens_stops_calls_and_closes_after_the_cooldown)
 {
     static const char *const faults[] = {"--fault", "/shipping/book=503x4", NULL};

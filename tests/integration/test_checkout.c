@@ -1000,21 +1000,7 @@ static const char *issued_on(const char *path, char *out, size_t size)
 
 static long long effects_of(const char *path)
 {
-    char url[256];
-    long status = 0;
-    char *body;
-    sg_json_t *doc;
-    long long n;
-
-    snprintf(url, sizeof(url), "%s/_admin/stats", saga_base);
-    body = sgt_http("GET", url, NULL, &status);
-    cr_assert_eq(status, 200, "%s", body);
-    doc = sg_json_parse(body, strlen(body), NULL, NULL);
-    cr_assert_not_null(doc);
-    n = sgw_jint(sg_json_member(doc, "effects"), path);
-    sg_json_destroy(doc);
-    free(body);
-    return n;
+    return sgw_checkout_effects(saga_base, path);
 }
 
 Test(checkout_saga, references_carry_the_reservation_forward_and_the_output_names_the_ids)

@@ -600,3 +600,22 @@ const sg_json_t *sgw_checkout_requests(const char *base, const char *path, sg_js
     cr_assert(sg_json_is_array(arr), "GET %s: no requests array", url);
     return arr;
 }
+
+long long sgw_checkout_effects(const char *base, const char *path)
+{
+    char url[512];
+    long status = 0;
+    char *body;
+    sg_json_t *doc;
+    long long n;
+
+    snprintf(url, sizeof(url), "%s/_admin/stats", base);
+    body = sgt_http("GET", url, NULL, &status);
+    cr_assert_eq(status, 200, "GET %s: %ld %s", url, status, body);
+    doc = sg_json_parse(body, strlen(body), NULL, NULL);
+    cr_assert_not_null(doc, "GET %s: not JSON: %.200s", url, body);
+    n = sgw_jint(sg_json_member(doc, "effects"), path);
+    sg_json_destroy(doc);
+    free(body);
+    return n;
+}

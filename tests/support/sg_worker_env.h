@@ -183,5 +183,7 @@ void sgw_checkout_stop(sgt_bg_t *svc);
  * "requests" array, oldest first, in a document the caller destroys
  * (*doc). */
 const sg_json_t *sgw_checkout_requests(const char *base, const char *path, sg_json_t **doc);
+/* The effects the service applied on path (GET /_admin/stats: effects). */
+long long sgw_checkout_effects(const char *base, const char *path);
 
 #endif

@@ -750,6 +750,40 @@ Test(json, a_number_that_would_go_out_changed_is_refused_with_its_path)
     }
 }
 
+/* A number below the smallest normal double was read as 0 (or as a
+ * subnormal that keeps fewer digits) and passed on as that (issue 35
+ * item 0): refused at the parse, with its path. */
+Test(json, a_number_that_underflows_is_refused_with_its_path)
+{
+    static const struct {
+        const char *text, *path;
+    } refused[] = {
+        {"{\"amount\": 1e-400}", "$.amount: "},
+        {"{\"a\": [0, {\"b\": -2.5E-324}]}", "$.a[1].b: "},
+        {"1e-309", "$: "},
+        {"{\"note\": \"1e-400\", \"x\": [7, 0.00001e-400]}", "$.x[1]: "},
+    };
+    static const char *const kept[] = {
+        "{\"zero\": 0e-400, \"neg\": -0.0E-999, \"small\": 2.3e-308, \"s\": \"9e-999\"}",
+        "{\"a-b\": 1, \"e-mail\": \"x@y\", \"v\": 1.5e-7}",
+    };
+    sg_err_t err;
+
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        sg_json_t *root = sg_json_parse(refused[i].text, strlen(refused[i].text), NULL, &err);
+        cr_expect_null(root, "accepted: %s", refused[i].text);
+        sg_json_destroy(root);
+        if (root)
+            continue;
+        cr_expect_str_eq(err.code, "input.json.number_range", "%s", refused[i].text);
+        cr_expect_eq(strncmp(err.message, refused[i].path, strlen(refused[i].path)), 0,
+                     "expected %s first in: %s", refused[i].path, err.message);
+        cr_expect(strstr(err.message, "send it as a string") != NULL, "%s", err.message);
+    }
+    for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++)
+        sg_json_destroy(parse_ok(kept[i]));
+}
+
 Test(json, values_and_member_names_are_counted_and_capped)
 {
     static const struct {
