@@ -638,11 +638,12 @@ static bool schedule_retry(worker_dc_t *d, worker_saga_t *saga, worker_step_t *s
     }
     delay =
         sg_backoff_delay_ms(&b, (unsigned)(attempt - 1), (uint64_t)r->retry_after_ms, d->in->rng);
-    /* A saga's own retry_budget_ms binds whatever it is: 0 allows no wait
-     * at all (the schema's "total time the saga may spend waiting on
-     * retries").  Only the config's retry.budget_ms of 0 means no budget. */
+    /* A saga's own retry_budget_ms binds whatever it is: 0 allows no retry
+     * at all, not even one whose wait drew 0 (the schema's "total time the
+     * saga may spend waiting on retries": none).  Only the config's
+     * retry.budget_ms of 0 means no budget. */
     if (!comp && (saga->retry_budget >= 0 || budget > 0) &&
-        saga->retry_spent + (int64_t)delay > budget) {
+        (budget == 0 || saga->retry_spent + (int64_t)delay > budget)) {
         sg_err_set(why, SG_ERRCLASS_POISON, "runtime.budget.retry_exhausted",
                    "the saga's retry budget of %lld ms is spent (%lld ms used, next wait %llu "
                    "ms); last error %s: %s",

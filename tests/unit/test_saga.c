@@ -518,10 +518,24 @@ Test(saga, a_retry_budget_of_0_allows_no_wait_and_the_config_0_no_limit)
     fx_saga(&fx, 'R', "srpp", (int[]){1, 1, 0, 0}, NULL);
     fx.saga.retry_budget = 0;
     fx_returned(&fx, false, 1, 1, WORKER_ERROR, SG_ERRCLASS_TRANSIENT, true);
-    fx.cmd.result.retry_after_ms = 50; /* so the wait cannot be 0 */
+    fx.cmd.result.retry_after_ms = 50;
     fx_decide(&fx, true);
     cr_expect_null(fx_message(&fx.out, "step.retry_scheduled"), "no retry within a budget of 0");
     cr_expect_not_null(fx_message(&fx.out, "saga.dead_lettered"));
+    cr_expect(fx_counted(&fx.out, SG_M_DEAD_LETTERS, "runtime.budget.retry_exhausted"));
+    fx_fini(&fx);
+
+    /* Nor a retry whose wait is 0 (a policy of base 0; full jitter can
+     * draw 0 from any): a budget of 0 means no retry, not "no waiting"
+     * (issue 35 item 7: `>` let it through). */
+    fx_init(&fx);
+    fx.retry = (sg_policy_t){3, 0, 0};
+    fx_saga(&fx, 'R', "srpp", (int[]){1, 1, 0, 0}, NULL);
+    fx.saga.retry_budget = 0;
+    fx_returned(&fx, false, 1, 1, WORKER_ERROR, SG_ERRCLASS_TRANSIENT, true);
+    fx_decide(&fx, true);
+    cr_expect_null(fx_message(&fx.out, "step.retry_scheduled"),
+                   "no 0 ms retry within a budget of 0");
     cr_expect(fx_counted(&fx.out, SG_M_DEAD_LETTERS, "runtime.budget.retry_exhausted"));
     fx_fini(&fx);
 
