@@ -74,7 +74,7 @@ static void pause_ms(int64_t ms, volatile sig_atomic_t *run)
  * a worker or dlq-tool holds is left for the next batch. */
 static const char sql_sagas[] =
     "WITH s AS (SELECT saga_id FROM sagas "
-    "WHERE status IN ('completed', 'compensated', 'failed') "
+    "WHERE status IN ('completed', 'compensated', 'failed', 'cancelled') "
     "AND updated_at < now() - make_interval(secs => $1::float8) "
     "AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.saga_id = sagas.saga_id) "
     "LIMIT $2::bigint FOR UPDATE SKIP LOCKED), "
@@ -167,6 +167,8 @@ static const char sql_ages[] =
     "UNION ALL (SELECT updated_at FROM sagas s WHERE status = 'compensated' AND NOT EXISTS "
     "(SELECT 1 FROM dead_letters d WHERE d.saga_id = s.saga_id) ORDER BY updated_at LIMIT 1) "
     "UNION ALL (SELECT updated_at FROM sagas s WHERE status = 'failed' AND NOT EXISTS "
+    "(SELECT 1 FROM dead_letters d WHERE d.saga_id = s.saga_id) ORDER BY updated_at LIMIT 1) "
+    "UNION ALL (SELECT updated_at FROM sagas s WHERE status = 'cancelled' AND NOT EXISTS "
     "(SELECT 1 FROM dead_letters d WHERE d.saga_id = s.saga_id) ORDER BY updated_at LIMIT 1)"
     ") x)), 0)::float8, "
     "coalesce(extract(epoch FROM now() - (SELECT resolved_at FROM dead_letters "

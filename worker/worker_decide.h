@@ -132,6 +132,8 @@ typedef struct worker_op_s {
             int step;            /* -1: the saga's */
             const char *outcome; /* accepted, refused */
             char *error_code;    /* owned; refused: why, NULL when accepted */
+            bool discard_held;   /* an accepted cancel of a held saga: its
+                                    pending dead letters are discarded */
         } control;
         struct {
             sg_metric_id_t id;

@@ -362,6 +362,7 @@ static void decide_cancel(worker_dc_t *d, worker_saga_t *saga)
     const worker_cmd_t *cmd = d->cmd;
     sg_json_t *b;
     sg_err_t err;
+    bool held;
 
     if (!saga) {
         sg_err_set(&err, SG_ERRCLASS_PERMANENT, "input.saga.not_found",
@@ -380,8 +381,13 @@ static void decide_cancel(worker_dc_t *d, worker_saga_t *saga)
         worker_out_refused(d, saga, NULL, &err);
         return;
     }
+    held = saga->status == WORKER_SAGA_HELD;
     worker_set_saga(d, saga, WORKER_SAGA_CANCELLING);
     worker_out_control(d, saga, -1, "accepted", NULL);
+    /* The dead letter that held it is answered by the cancel: discarded,
+     * not left pending for ever (it would keep the saga from retention;
+     * a replay of a cancelled saga is refused anyway). */
+    d->out->ops[d->out->n - 1].u.control.discard_held = held;
     for (int j = 0; j < saga->nsteps; j++) {
         worker_step_t *st = &saga->steps[j];
         if (st->status == WORKER_STEP_PENDING || st->status == WORKER_STEP_AWAITING_APPROVAL ||

@@ -476,6 +476,14 @@ static void apply_control(worker_t *w, const worker_op_t *op)
          "INSERT INTO saga_controls (saga_id, command, command_id, step_idx, requested_by, reason, "
          "outcome, error_code) VALUES ($1, $2, $3, $4::int, $5, $6, $7, $8)",
          8, params);
+    if (op->u.control.discard_held)
+        send(w,
+             "UPDATE dead_letters SET status = 'discarded', resolved_at = now(), resolved_by = $2, "
+             "resolution_reason = 'saga cancelled (' || $3 || '): ' || $4 "
+             "WHERE saga_id = $1 AND status = 'pending'",
+             4,
+             (const char *[]){op->saga_id, op->u.control.by, op->u.control.command_id,
+                              op->u.control.reason});
 }
 
 static void apply_op(worker_t *w, worker_cmd_t *cmd, const worker_op_t *op)

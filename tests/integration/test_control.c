@@ -156,8 +156,8 @@ Test(control, cancel_of_a_running_saga_compensates_in_reverse_and_ends_cancelled
 }
 
 /* A held saga (a dead-lettered step, held for an operator's replay): the
- * cancel ends the hold and compensates what ran; the dead letter stays, and
- * the release timer, when it comes, finds nothing to do. */
+ * cancel ends the hold and compensates what ran; the dead letter is
+ * discarded, and the release timer, when it comes, finds nothing to do. */
 Test(control, cancel_of_a_held_saga_compensates_and_ends_cancelled, .timeout = 120)
 {
     static const char *const env[] = {"SAGAD_WORKER_DEAD_LETTER_HOLD_MS=600000", NULL};
@@ -182,8 +182,14 @@ Test(control, cancel_of_a_held_saga_compensates_and_ends_cancelled, .timeout = 1
     cr_expect_str_eq(
         sgw_q_text(text, sizeof(text), "SELECT string_agg(status, ',' ORDER BY idx) FROM steps"),
         "compensated,failed");
-    cr_expect_str_eq(sgw_q_text(text, sizeof(text), "SELECT status FROM dead_letters"), "pending",
-                     "the dead letter stays for the record");
+    /* The dead letter that held it is answered by the cancel: discarded,
+     * saying by whom and why (it stayed pending for ever and kept the
+     * cancelled saga from retention: issue 35 item 5). */
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text),
+                   "SELECT status || '|' || resolved_by || '|' || resolution_reason || "
+                   "'|' || (resolved_at IS NOT NULL) FROM dead_letters"),
+        "discarded|support:alice|saga cancelled (cancel-held-1): nobody will fix it|true");
     cr_expect_str_eq(
         sgw_q_text(text, sizeof(text),
                    "SELECT string_agg(key, ',' ORDER BY first_at) FROM builtin_ledger"),

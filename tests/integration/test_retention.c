@@ -109,8 +109,14 @@ Test(retention, the_janitor_removes_exactly_the_expired_rows)
     saga("running", "running", 315360000); /* ten years, still running: stays */
     saga("compensating", "compensating", 315360000);
     saga("held", "held", 315360000);
-    saga("kept", "completed", 315360000); /* a pending dead letter names it: stays */
-    saga("failed", "failed", H + 60);     /* its dead letter expires first: both go */
+    saga("kept", "completed", 315360000);  /* a pending dead letter names it: stays */
+    saga("failed", "failed", H + 60);      /* its dead letter expires first: both go */
+    saga("cancelled", "cancelled", H + 1); /* goes, with its control history (issue 35 item 5) */
+    saga("cancelling", "cancelling", 315360000); /* still undoing: stays */
+    sql("INSERT INTO saga_controls (saga_id, command, command_id, requested_by, reason, outcome) "
+        "VALUES "
+        "('cancelled', 'saga.cancel', 'c-1', 'ops', 'r', 'accepted'), "
+        "('cancelling', 'saga.cancel', 'c-2', 'ops', 'r', 'accepted')");
     /* dead letters */
     dead_letter("kept", "pending");
     dead_letter(NULL, "pending"); /* ten years pending: stays */
@@ -135,13 +141,16 @@ Test(retention, the_janitor_removes_exactly_the_expired_rows)
 
     pass(500, removed);
 
-    cr_expect_eq(count("sagas", "saga_id IN ('past', 'comp', 'failed')"), 0);
-    cr_expect_eq(count("sagas", "true"), 5, "before, running, compensating, held, kept stay");
+    cr_expect_eq(count("sagas", "saga_id IN ('past', 'comp', 'failed', 'cancelled')"), 0);
+    cr_expect_eq(count("sagas", "true"), 6,
+                 "before, running, compensating, held, kept, cancelling stay");
     cr_expect_eq(count("sagas", "saga_id IN ('before', 'running', 'compensating', 'held', "
-                                "'kept')"),
-                 5);
-    cr_expect_eq(count("steps", "true"), 10, "the kept sagas' steps stay, the others' go");
-    cr_expect_eq(count("attempts", "true"), 10);
+                                "'kept', 'cancelling')"),
+                 6);
+    cr_expect_eq(count("steps", "true"), 12, "the kept sagas' steps stay, the others' go");
+    cr_expect_eq(count("attempts", "true"), 12);
+    cr_expect_eq(count("saga_controls", "true"), 1, "a removed saga's control history goes");
+    cr_expect_eq(count("saga_controls", "saga_id = 'cancelling'"), 1);
     cr_expect_eq(count("dead_letters", "true"), 3);
     cr_expect_eq(count("dead_letters", "status = 'pending'"), 2, "pending ones are never removed");
     cr_expect_eq(
@@ -151,9 +160,9 @@ Test(retention, the_janitor_removes_exactly_the_expired_rows)
     cr_expect_eq(count("builtin_ledger", "key = 'new'"), 1);
     cr_expect_eq(count("builtin_ledger", "true"), 1);
 
-    cr_expect_eq(removed[SG_RET_SAGAS], 3);
-    cr_expect_eq(removed[SG_RET_STEPS], 6);
-    cr_expect_eq(removed[SG_RET_ATTEMPTS], 6);
+    cr_expect_eq(removed[SG_RET_SAGAS], 4);
+    cr_expect_eq(removed[SG_RET_STEPS], 8);
+    cr_expect_eq(removed[SG_RET_ATTEMPTS], 8);
     cr_expect_eq(removed[SG_RET_DEAD_LETTERS], 2);
     cr_expect_eq(removed[SG_RET_REPLAYS], 1);
     cr_expect_eq(removed[SG_RET_REVISIONS], 1);
@@ -204,6 +213,9 @@ Test(retention, the_oldest_ages_are_those_the_horizons_judge)
     cr_expect(age[0] >= 500 && age[0] < 510, "sagas: %f", age[0]);
     cr_expect(age[1] >= 700 && age[1] < 710, "dead_letters: %f", age[1]);
     cr_expect(age[2] >= 300 && age[2] < 310, "builtin_ledger: %f", age[2]);
+    saga("gone", "cancelled", 600); /* a cancelled saga is judged as well */
+    cr_assert_eq(sg_retention_export_ages(pg, age, &err), 0, "%s", err.message);
+    cr_expect(age[0] >= 600 && age[0] < 610, "sagas with a cancelled one: %f", age[0]);
 }
 
 /* Every binary refuses, at start, horizons that contradict each other,

@@ -1,9 +1,10 @@
 /* sg_retention: how long finished work is kept, and the janitor's passes.
  *
  * Horizons (the retention.* keys, docs/OPERATIONS.md "Retention"):
- *   - a finished saga (completed, compensated, failed) goes with its steps
- *     and attempts retention.sagas_s after its last change, unless a dead
- *     letter still names it (its replay needs it);
+ *   - a finished saga (completed, compensated, failed, cancelled) goes
+ *     with its steps, attempts and control history retention.sagas_s after
+ *     its last change, unless a dead letter still names it (its replay
+ *     needs it);
  *   - a handled dead letter (replayed, discarded) goes with its replays and
  *     payload revisions retention.dead_letters_s after it was resolved;
  *   - a pending dead letter, and a saga not finished, are never removed;
