@@ -318,6 +318,25 @@ static void group_finished(worker_dc_t *d, worker_saga_t *saga, int first, int l
     worker_begin_compensation(d, saga, failed->idx, &err);
 }
 
+/* An all_or_nothing group one of whose members failed will be undone,
+ * whatever a person says: its members at their approval gate, approved
+ * but not called, or gated and not yet at their gate are skipped
+ * (runtime.group_stopped), so nobody is asked about a call that would be
+ * undone at once and the group need not wait up to a gate's timeout.
+ * Members running (in flight or waiting for a retry) run on, as the
+ * policy says. */
+static void stop_gates(worker_dc_t *d, worker_saga_t *saga, int first, int last)
+{
+    for (int i = first; i <= last; i++) {
+        worker_step_t *m = &saga->steps[i];
+        if (m->status == WORKER_STEP_AWAITING_APPROVAL || m->status == WORKER_STEP_APPROVED ||
+            (m->status == WORKER_STEP_PENDING && m->approval)) {
+            worker_set_step(d, saga, m, WORKER_STEP_SKIPPED);
+            snprintf(m->error_code, sizeof(m->error_code), "runtime.group_stopped");
+        }
+    }
+}
+
 /* A member's forward outcome was recorded (err: its failure, NULL when it
  * succeeded) while its saga runs.  fail_fast: its failure stops the group
  * at once (no new call; calls in flight are recorded) and the saga
@@ -331,6 +350,8 @@ static void member_ended(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st,
         worker_begin_compensation(d, saga, st->idx, err);
         return;
     }
+    if (err && st->policy == WORKER_POLICY_ALL_OR_NOTHING)
+        stop_gates(d, saga, first, last);
     if (worker_group_open(saga, first, last) == 0)
         group_finished(d, saga, first, last);
 }

@@ -251,3 +251,34 @@ Test(group, a_members_retry_without_a_wait_is_not_chained)
         fx_fini(&fx);
     }
 }
+
+/* all_or_nothing: a member fails while its sibling waits at its approval
+ * gate.  The group has failed whatever a person says: the sibling is
+ * skipped at once (runtime.group_stopped), the group finishes and the
+ * saga compensates; nobody is asked for up to a day about a call that
+ * would be undone at once (issue 35 item 3).  The same for a sibling
+ * approved but not called yet, and for a gated sibling whose gate has not
+ * opened yet (its step.execute is then stale). */
+Test(group, a_failed_all_or_nothing_group_stops_asking_for_approval)
+{
+    static const char *const gated[] = {"a", "A", "p"};
+
+    for (size_t i = 0; i < sizeof(gated) / sizeof(gated[0]); i++) {
+        fx_t fx;
+        char sagas[] = "srXp";
+
+        sagas[2] = gated[i][0];
+        fx_init(&fx);
+        fx_saga(&fx, 'R', sagas, (int[]){1, 1, 0, 0}, NULL);
+        group(&fx, 1, 2, WORKER_POLICY_ALL_OR_NOTHING);
+        fx.saga.steps[2].approval = "{\"timeout_ms\": 86400000}";
+        fx_returned(&fx, false, 1, 1, WORKER_ERROR, SG_ERRCLASS_PERMANENT, false);
+        fx_decide(&fx, true);
+        expect_effects(&fx, "step.failed,group.finished,saga.compensating,step.compensate",
+                       gated[i]);
+        expect_steps(&fx, "cfkk", gated[i]);
+        cr_expect_str_eq(fx.saga.steps[2].error_code, "runtime.group_stopped", "%s", gated[i]);
+        cr_expect_eq(fx.saga.status, WORKER_SAGA_COMPENSATING, "%s", gated[i]);
+        fx_fini(&fx);
+    }
+}
