@@ -251,9 +251,13 @@ void worker_step_succeeded(worker_dc_t *d, worker_saga_t *saga, worker_step_t *s
  * taken effect. */
 void worker_step_failed(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, const sg_err_t *err,
                         bool dead_lettered, bool unknown);
-/* A compensation failed for good: its dead letter, the saga failed. */
+/* A compensation failed for good: its dead letter, the saga failed (a
+ * best_effort member undone while its saga runs: the saga goes on). */
 void worker_comp_failed(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st,
                         const sg_err_t *err);
+/* A best_effort group's unknown member was undone while its saga runs:
+ * the next one, or group.finished and the saga goes on. */
+void worker_member_undone(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st);
 /* The saga compensates from failed_step (its group) down. */
 void worker_begin_compensation(worker_dc_t *d, worker_saga_t *saga, int failed_step,
                                const sg_err_t *err);

@@ -215,8 +215,11 @@ void worker_next_compensation(worker_dc_t *d, worker_saga_t *saga, int from)
  * compensation starts (a saga.cancel's starts at the top). */
 void worker_resume_compensation(worker_dc_t *d, worker_saga_t *saga, int from)
 {
+    /* A best_effort member being undone while the saga ran (a cancel came
+     * meanwhile) is recorded first too: one compensation at a time. */
     for (int i = 0; i < saga->nsteps; i++)
-        if (saga->steps[i].status == WORKER_STEP_RUNNING)
+        if (saga->steps[i].status == WORKER_STEP_RUNNING ||
+            saga->steps[i].status == WORKER_STEP_COMPENSATING)
             return;
     worker_next_compensation(d, saga,
                              saga->status == WORKER_SAGA_CANCELLING ? saga->nsteps - 1 : from);
@@ -287,15 +290,41 @@ static void continue_after(worker_dc_t *d, worker_saga_t *saga, int idx)
     terminal(d, saga, WORKER_SAGA_COMPLETED);
 }
 
+/* A best_effort group's member that ended unknown may have taken effect
+ * (a charge whose answer timed out): the saga goes on past a partial
+ * group, so that effect would stand for good.  It is undone before the
+ * group finishes, while the saga runs: the unknown member with a
+ * compensation whose outcome came last starts compensating; true when
+ * one did (the group finishes when its compensation has ended).  A member
+ * without a compensation stays unknown: nothing can undo it, and the
+ * saga's partial list names it. */
+static bool undo_unknown_member(worker_dc_t *d, worker_saga_t *saga, int first, int last)
+{
+    const worker_step_t *pick = NULL;
+
+    for (int i = first; i <= last; i++) {
+        const worker_step_t *st = &saga->steps[i];
+        if (st->status == WORKER_STEP_UNKNOWN && st->comp && strcmp(st->comp, "null") != 0 &&
+            (!pick || st->done_seq > pick->done_seq))
+            pick = st;
+    }
+    return pick && undo_step(d, saga, pick->idx);
+}
+
 /* Every member of the group [first, last] has ended: group.finished with
  * its manifest; then the saga goes on (every member succeeded, or a
- * best_effort group) or compensates, the group's effects first. */
+ * best_effort group, once its unknown members are undone) or compensates,
+ * the group's effects first. */
 static void group_finished(worker_dc_t *d, worker_saga_t *saga, int first, int last)
 {
-    sg_json_t *b = worker_group_manifest(saga, first, last);
+    sg_json_t *b;
     const worker_step_t *failed = NULL;
     sg_err_t err;
 
+    if (saga->steps[first].policy == WORKER_POLICY_BEST_EFFORT &&
+        undo_unknown_member(d, saga, first, last))
+        return;
+    b = worker_group_manifest(saga, first, last);
     worker_out_event(d, saga, "group.finished", b);
     if (saga->steps[first].policy == WORKER_POLICY_BEST_EFFORT ||
         !worker_group_failed(saga, first, last)) {
@@ -356,6 +385,11 @@ static void member_ended(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st,
         group_finished(d, saga, first, last);
 }
 
+void worker_member_undone(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st)
+{
+    group_finished(d, saga, worker_group_first(saga, st->idx), worker_group_last(saga, st->idx));
+}
+
 void worker_comp_failed(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, const sg_err_t *err)
 {
     sg_json_t *b = worker_out_step_body(st);
@@ -369,6 +403,13 @@ void worker_comp_failed(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, 
     worker_out_event(d, saga, "step.compensation_failed", b);
     /* The terminal event is the saga's last: consumers stop reading there. */
     worker_out_dead_letter(d, saga, st->idx, true, err, NULL);
+    if (saga->status == WORKER_SAGA_RUNNING) {
+        /* The undo of a best_effort group's unknown member: its dead
+         * letter is for an operator; the group is partial and the saga
+         * goes on, as it would have without the undo. */
+        worker_member_undone(d, saga, st);
+        return;
+    }
     terminal(d, saga, WORKER_SAGA_FAILED);
 }
 

@@ -232,6 +232,14 @@ static void stop_member(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st)
     worker_out_rows(d, saga);
 }
 
+/* A best_effort group's unknown member whose undo runs while its saga
+ * runs on (worker_flow.c, undo_unknown_member). */
+static bool undoing_member(const worker_saga_t *saga, const worker_step_t *st)
+{
+    return saga->status == WORKER_SAGA_RUNNING && st->group &&
+           st->policy == WORKER_POLICY_BEST_EFFORT && st->status == WORKER_STEP_COMPENSATING;
+}
+
 static void decide_step(worker_dc_t *d, worker_saga_t *saga)
 {
     const worker_cmd_t *cmd = d->cmd;
@@ -266,7 +274,8 @@ static void decide_step(worker_dc_t *d, worker_saga_t *saga)
         stop_member(d, saga, st);
         return;
     }
-    if ((comp ? saga->status != WORKER_SAGA_COMPENSATING && saga->status != WORKER_SAGA_CANCELLING
+    if ((comp ? saga->status != WORKER_SAGA_COMPENSATING &&
+                    saga->status != WORKER_SAGA_CANCELLING && !undoing_member(saga, st)
               : saga->status != WORKER_SAGA_RUNNING) ||
         (comp ? st->status != WORKER_STEP_COMPENSATING
               : st->status != WORKER_STEP_PENDING && st->status != WORKER_STEP_RUNNING &&
@@ -758,8 +767,11 @@ static void decide_returned(worker_dc_t *d, worker_saga_t *saga)
         worker_out_event(d, saga, "step.compensated", b);
         /* The rest of its group first (the group's span again: its
          * members are undone by done_seq, not by index). */
-        worker_next_compensation(d, saga,
-                                 st->group ? worker_group_last(saga, st->idx) : st->idx - 1);
+        if (saga->status == WORKER_SAGA_RUNNING)
+            worker_member_undone(d, saga, st);
+        else
+            worker_next_compensation(d, saga,
+                                     st->group ? worker_group_last(saga, st->idx) : st->idx - 1);
     } else if (ok) {
         worker_step_succeeded(d, saga, st);
     } else if (!comp && saga->status != WORKER_SAGA_RUNNING) {

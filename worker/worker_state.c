@@ -111,7 +111,8 @@ static const transition_t step_transitions[] = {
      "may have taken effect, so its compensation runs first",
      "decide_cancel"},
     {WORKER_STEP_UNKNOWN, WORKER_STEP_COMPENSATING, true,
-     "compensation starts with it (it is the step that failed) and it has a compensation",
+     "compensation starts with it (it is the step that failed) and it has a compensation; or it "
+     "is a best_effort group's member, undone before its group finishes while the saga runs on",
      "worker_next_compensation"},
     {WORKER_STEP_SUCCEEDED, WORKER_STEP_COMPENSATING, true,
      "compensation reached it and it has a compensation", "worker_next_compensation"},

@@ -119,6 +119,57 @@ Test(groups, best_effort_members_run_side_by_side_and_the_saga_completes_partial
                  "each member called once");
 }
 
+/* best_effort: a reversible member whose call timed out with no retry
+ * left may have taken effect (the charge went through, its answer did
+ * not).  The saga goes on past a partial group, so it is undone first,
+ * under its compensation key, and only then does the group finish and
+ * the next step run (issue 35 item 2: it stood when the saga completed,
+ * and a cancel would have undone it). */
+Test(groups, best_effort_undoes_a_member_whose_outcome_is_unknown_then_goes_on)
+{
+    static const char tools[] =
+        "\"charge.timeout\": {\"adapter\": \"builtin\", \"target\": \"fail\", \"side_effect\": "
+        "\"reversible\", \"compensation\": \"ledger\", \"retry\": {\"max_attempts\": 1}}";
+    const sg_json_t *fin, *done, *partial;
+    char text[512];
+
+    sgw_pair_start(tools, 1, NULL);
+    sgw_submit("grp-unk",
+               "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
+               " {\"name\": \"pay\", \"policy\": \"best_effort\", \"parallel\": ["
+               "  {\"name\": \"card\", \"tool\": \"charge.timeout\", \"args\": {\"class\": "
+               "\"timeout\", \"code\": \"tool.timeout\"}},"
+               "  {\"name\": \"points\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 2}}]},"
+               " {\"name\": \"ship\", \"tool\": \"ledger\", \"args\": {\"n\": 3}}]");
+    sgw_wait_status("grp-unk", "completed");
+    fin = sgw_event_wait("grp-unk", "group.finished");
+    done = sgw_event_wait("grp-unk", "saga.completed");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(sgw_jstr(fin, "status"), "partial");
+    cr_expect_str_eq(member_status(fin, "card", "status"), "compensated");
+    cr_expect_str_eq(member_status(fin, "points", "status"), "succeeded");
+    cr_expect_lt(event_at("grp-unk", "step.compensated", "card"),
+                 event_at("grp-unk", "group.finished", NULL), "undone before the group finished");
+    cr_expect_lt(event_at("grp-unk", "group.finished", NULL),
+                 event_at("grp-unk", "step.succeeded", "ship"), "and before the saga went on");
+    partial = sg_json_member(done, "partial");
+    cr_assert(partial && sg_json_array_size(partial) == 1, "saga.completed names the member");
+    cr_expect_str_eq(sgw_jstr(sg_json_array_get(partial, 0), "status"), "compensated");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(name || '=' || status, ',' ORDER BY idx) "
+                                "FROM steps"),
+                     "reserve=succeeded,card=compensated,points=succeeded,ship=succeeded");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(idempotency_key, ',' ORDER BY id) FROM attempts "
+                                "WHERE phase = 'compensate'"),
+                     "grp-unk:1:c:g1", "the undo of card, under its compensation key");
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text),
+                   "SELECT string_agg(key, ',' ORDER BY first_at) FROM builtin_ledger"),
+        "grp-unk:0:f:g1,grp-unk:2:f:g1,grp-unk:1:c:g1,grp-unk:3:f:g1");
+}
+
 /* all_or_nothing: a member fails; the group still waits for its member in
  * flight, then the saga undoes every member that took effect, the one
  * that finished last first, then the step before the group; the step

@@ -282,3 +282,56 @@ Test(group, a_failed_all_or_nothing_group_stops_asking_for_approval)
         fx_fini(&fx);
     }
 }
+
+/* best_effort: a reversible member whose outcome is unknown (its call
+ * timed out, no retry left) may have taken effect, and the saga goes on
+ * past a partial group: it is undone before the group finishes (issue 35
+ * item 2: it stood for good when the saga completed, while a cancel
+ * undid it).  Then group.finished names it compensated, and the step
+ * after the group runs. */
+Test(group, best_effort_undoes_an_unknown_member_before_it_goes_on)
+{
+    fx_t fx;
+    const worker_op_t *fin;
+
+    fx_init(&fx);
+    fx_saga(&fx, 'R', "ssrp", (int[]){1, 1, 3, 0}, NULL);
+    group(&fx, 1, 2, WORKER_POLICY_BEST_EFFORT);
+    fx_returned(&fx, false, 2, 3, WORKER_TIMEOUT, SG_ERRCLASS_TIMEOUT, true);
+    fx_decide(&fx, true);
+    /* attempts exhausted: dead-lettered, as any step's */
+    expect_effects(&fx, "step.failed,DL,saga.dead_lettered,step.compensate", "unknown member");
+    expect_steps(&fx, "sscp", "unknown member");
+    cr_expect_eq(fx_message(&fx.out, "step.compensate")->u.msg.step, 2);
+    cr_expect_eq(fx.saga.status, WORKER_SAGA_RUNNING);
+    cr_expect_null(fx_message(&fx.out, "group.finished"), "the group waits for the undo");
+    fx_fini(&fx);
+
+    /* Its compensation's command is decided, and called, while the saga
+     * runs. */
+    fx_init(&fx);
+    fx_saga(&fx, 'R', "sscp", (int[]){1, 1, 3, 0}, (int[]){0, 0, 0, 0});
+    group(&fx, 1, 2, WORKER_POLICY_BEST_EFFORT);
+    fx.saga.steps[2].done_effect = "possible";
+    fx_command(&fx, SG_CMD_COMPENSATE, 2, 1, 1);
+    fx_decide(&fx, true);
+    cr_expect(fx.out.calls, "the undo is called while the saga runs");
+    expect_effects(&fx, "ATT", "the undo's command");
+    fx_fini(&fx);
+
+    /* It is undone: the group finishes, partial, and the saga goes on. */
+    fx_init(&fx);
+    fx_saga(&fx, 'R', "sscp", (int[]){1, 1, 3, 0}, (int[]){0, 0, 1, 0});
+    group(&fx, 1, 2, WORKER_POLICY_BEST_EFFORT);
+    fx.saga.steps[2].done_effect = "possible";
+    fx_returned(&fx, true, 2, 1, WORKER_OK, SG_ERRCLASS_NONE, false);
+    fx_decide(&fx, true);
+    expect_effects(&fx, "step.compensated,group.finished,step.execute", "undone");
+    expect_steps(&fx, "ssCp", "undone");
+    fin = fx_message(&fx.out, "group.finished");
+    assert_contains(fin->u.msg.payload, "\"status\":\"partial\"");
+    assert_contains(fin->u.msg.payload, "\"pay\":{\"status\":\"compensated\"");
+    cr_expect_eq(fx_message(&fx.out, "step.execute")->u.msg.step, 3);
+    cr_expect_eq(fx.saga.status, WORKER_SAGA_RUNNING);
+    fx_fini(&fx);
+}
