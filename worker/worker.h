@@ -315,6 +315,8 @@ typedef struct worker_cmd_s {
     int dl_refused;               /* times PostgreSQL refused its dead letter */
     bool dl_minimal;              /* so its dead letter leaves out what may be refused */
     bool copy;                    /* the message of a chained command that ran: acknowledged */
+    bool answered;                /* a control command its saga's history already holds (a
+                                     redelivery after a hand-over): not decided again */
     worker_follow_t follow;       /* the step command its decision emitted for now, to chain */
     struct worker_cmd_s *origin;  /* chained: the command that emitted it, until placed */
     int64_t attempt_id;           /* of the attempt row, once committed */

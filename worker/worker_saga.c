@@ -508,6 +508,8 @@ static void decide_gate_timeout(worker_dc_t *d, worker_saga_t *saga)
     worker_out_rows(d, saga);
 }
 
+static void decide_one(worker_dc_t *d, worker_saga_t *saga);
+
 static void decide_ready(worker_dc_t *d, worker_saga_t *saga)
 {
     static const char *const types[] = {[SG_CMD_START] = "saga.start",
@@ -522,6 +524,30 @@ static void decide_ready(worker_dc_t *d, worker_saga_t *saga)
     const worker_cmd_t *cmd = d->cmd;
     worker_outcome_t *out = d->out;
     const char *outcome;
+
+    if (cmd->answered) {
+        /* Decided and answered once already (worker_txn.c, mark_answered):
+         * neither acted on nor answered again. */
+        worker_out_ignored(d, "control command already answered",
+                           "its saga's history holds this command id (read again after a "
+                           "hand-over, or sent twice)");
+    } else {
+        decide_one(d, saga);
+    }
+    if (out->unchained || out->defer)
+        return; /* decided again later: counted then */
+    /* Nothing said otherwise: a saga.start was stored, a step failed
+     * before any call (deadline, bad arguments). */
+    outcome = out->calls                      ? "called"
+              : out->decided                  ? out->decided
+              : cmd->dec.type == SG_CMD_START ? "started"
+                                              : "failed";
+    worker_out_count(d, SG_M_COMMANDS_CONSUMED, SG_LABELS(types[cmd->dec.type], outcome));
+}
+
+static void decide_one(worker_dc_t *d, worker_saga_t *saga)
+{
+    const worker_cmd_t *cmd = d->cmd;
 
     switch (cmd->dec.type) {
     case SG_CMD_POISON:
@@ -548,15 +574,6 @@ static void decide_ready(worker_dc_t *d, worker_saga_t *saga)
         decide_step(d, saga);
         break;
     }
-    if (out->unchained || out->defer)
-        return; /* decided again later: counted then */
-    /* Nothing said otherwise: a saga.start was stored, a step failed
-     * before any call (deadline, bad arguments). */
-    outcome = out->calls                      ? "called"
-              : out->decided                  ? out->decided
-              : cmd->dec.type == SG_CMD_START ? "started"
-                                              : "failed";
-    worker_out_count(d, SG_M_COMMANDS_CONSUMED, SG_LABELS(types[cmd->dec.type], outcome));
 }
 
 /* ---- outcomes of calls ------------------------------------------------- */

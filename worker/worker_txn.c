@@ -47,18 +47,34 @@ enum {
     A_STEP_ATTEMPT,
     A_START_SAGA,
     A_START_DEF,
+    A_CTL_SAGA,
+    A_CTL_ID,
     NARRAYS
 };
 
+static bool is_control(const worker_cmd_t *cmd)
+{
+    return cmd->state == CMD_READY &&
+           (cmd->dec.type == SG_CMD_CANCEL || cmd->dec.type == SG_CMD_APPROVE ||
+            cmd->dec.type == SG_CMD_REJECT);
+}
+
+static const char *control_id(const worker_cmd_t *cmd)
+{
+    return sg_json_string(sg_json_member(cmd->dec.doc, "id"));
+}
+
 /* Round trip 1: BEGIN, the saga rows (locked), the attempt rows of step
- * commands (crash detection), the definitions of resubmitted sagas. */
+ * commands (crash detection), the definitions of resubmitted sagas, the
+ * control commands already in their saga's history. */
 static int load_state(loop_t *L, worker_cmd_t **batch, size_t n, sg_pg_res_t **load,
-                      sg_pg_res_t **counts, sg_pg_res_t **conflicts, sg_err_t *err)
+                      sg_pg_res_t **counts, sg_pg_res_t **conflicts, sg_pg_res_t **controls,
+                      sg_err_t *err)
 {
     const char **items = sg_xcalloc(NARRAYS * (n + 1), sizeof(char *)), **a[NARRAYS], *p[NARRAYS];
     char(*nums)[3][16] = sg_xcalloc(n + 1, sizeof(*nums));
     sg_pg_buf_t b[NARRAYS] = {{0}};
-    size_t nids = 0, nc = 0, ns = 0;
+    size_t nids = 0, nc = 0, ns = 0, nk = 0;
     int rc;
 
     for (size_t k = 0; k < NARRAYS; k++)
@@ -83,10 +99,18 @@ static int load_state(loop_t *L, worker_cmd_t **batch, size_t n, sg_pg_res_t **l
             a[A_START_SAGA][ns] = cmd->dec.saga_id;
             a[A_START_DEF][ns] = worker_cmd_definition(cmd);
             ns++;
+        } else if (is_control(cmd) && control_id(cmd)) {
+            a[A_CTL_SAGA][nk] = cmd->dec.saga_id;
+            a[A_CTL_ID][nk] = control_id(cmd);
+            nk++;
         }
     }
     for (size_t k = 0; k < NARRAYS; k++) {
-        sg_pg_array_literal(&b[k], a[k], k == A_IDS ? nids : k < A_START_SAGA ? nc : ns);
+        sg_pg_array_literal(&b[k], a[k],
+                            k == A_IDS         ? nids
+                            : k < A_START_SAGA ? nc
+                            : k < A_CTL_SAGA   ? ns
+                                               : nk);
         p[k] = b[k].data;
     }
     if (sg_pg_pipe_begin(L->w.pg, err) < 0) {
@@ -111,6 +135,12 @@ static int load_state(loop_t *L, worker_cmd_t **batch, size_t n, sg_pg_res_t **l
                         "SELECT s.saga_id, s.definition = u.def FROM unnest($1::text[], "
                         "$2::jsonb[]) AS u(id, def) JOIN sagas s ON s.saga_id = u.id",
                         2, &p[A_START_SAGA], conflicts);
+    if (nk)
+        sg_pg_pipe_send(L->w.pg,
+                        "SELECT DISTINCT c.saga_id, c.command_id FROM unnest($1::text[], "
+                        "$2::text[]) AS u(saga_id, id) JOIN saga_controls c ON c.saga_id = "
+                        "u.saga_id AND c.command_id = u.id",
+                        2, &p[A_CTL_SAGA], controls);
     rc = sg_pg_pipe_end(L->w.pg, err);
 out:
     free(items);
@@ -118,6 +148,31 @@ out:
     for (size_t k = 0; k < NARRAYS; k++)
         sg_pg_buf_free(&b[k]);
     return rc;
+}
+
+/* A control command is decided once per (saga, command id) and answered
+ * once: one its saga's history (saga_controls) already holds was decided
+ * by an earlier owner of the partition, whose offset did not commit
+ * before a crash or a drain timeout (issue 35 item 4: an accepted cancel
+ * read again was answered saga.command_refused under the same id); and
+ * of two with one id in this batch, the first is decided here.  Either
+ * way the decision only logs it (worker_saga.c). */
+static void mark_answered(worker_cmd_t **batch, size_t n, const sg_pg_res_t *controls)
+{
+    for (size_t i = 0; i < n; i++) {
+        worker_cmd_t *cmd = batch[i];
+        const char *id = is_control(cmd) ? control_id(cmd) : NULL;
+        if (!id)
+            continue;
+        cmd->answered = false;
+        for (size_t r = 0; r < sg_pg_res_rows(controls) && !cmd->answered; r++)
+            cmd->answered = strcmp(sg_pg_res_get(controls, r, 0), cmd->dec.saga_id) == 0 &&
+                            strcmp(sg_pg_res_get(controls, r, 1), id) == 0;
+        for (size_t j = 0; j < i && !cmd->answered; j++)
+            cmd->answered = is_control(batch[j]) && control_id(batch[j]) &&
+                            strcmp(batch[j]->dec.saga_id, cmd->dec.saga_id) == 0 &&
+                            strcmp(control_id(batch[j]), id) == 0;
+    }
 }
 
 /* Undoes the in-memory effects of a transaction that did not commit. */
@@ -180,7 +235,7 @@ static void txn_abort(loop_t *L, worker_cmd_t **batch, size_t n)
  * sent. */
 int loop_txn_send(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
 {
-    sg_pg_res_t *load = NULL, *counts = NULL, *conflicts = NULL;
+    sg_pg_res_t *load = NULL, *counts = NULL, *conflicts = NULL, *controls = NULL;
     worker_saga_t *sagas = NULL;
     size_t nsagas = 0, row = 0;
     int rc = -1;
@@ -195,8 +250,9 @@ int loop_txn_send(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
         if (batch[i]->state == CMD_READY && !batch[i]->copy &&
             (batch[i]->dec.type == SG_CMD_EXECUTE || batch[i]->dec.type == SG_CMD_COMPENSATE))
             batch[i]->copy = loop_chain_take(L, batch[i]);
-    if (load_state(L, batch, n, &load, &counts, &conflicts, err) < 0)
+    if (load_state(L, batch, n, &load, &counts, &conflicts, &controls, err) < 0)
         goto out;
+    mark_answered(batch, n, controls);
     /* A saga is 11 KB (its step table): the array is kept from batch to
      * batch, as zeroing and freeing megabytes per transaction showed in
      * profiles.  worker_saga_load() clears each saga it fills. */
@@ -278,6 +334,7 @@ out:
     sg_pg_res_destroy(load);
     sg_pg_res_destroy(counts);
     sg_pg_res_destroy(conflicts);
+    sg_pg_res_destroy(controls);
     return rc;
 }
 

@@ -196,6 +196,45 @@ Test(control, cancel_of_a_held_saga_compensates_and_ends_cancelled, .timeout = 1
         "cxl-held:0:f:g1,cxl-held:0:c:g1");
 }
 
+/* A control command is decided and answered once per (saga, command id):
+ * read again (a new owner of the partition after a crash or a drain
+ * timeout re-reads commands whose offset did not commit; here the same
+ * message sent twice) it is neither acted on nor answered.  Before, an
+ * accepted cancel read again was answered saga.command_refused under the
+ * same id, and `sagactl cancel --wait` printed "refused" (issue 35 item
+ * 4).  A cancel with another id after it is answered, which is how the
+ * test knows the repeat was read. */
+Test(control, a_control_command_read_again_is_answered_once, .timeout = 120)
+{
+    static const char *const env[] = {"SAGAD_WORKER_DEAD_LETTER_HOLD_MS=600000", NULL};
+    const sg_json_t *ev[16], *refused;
+    size_t n;
+
+    sgw_pair_start(NULL, 1, env);
+    sgw_submit("cxl-twice",
+               "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
+               " {\"name\": \"charge\", \"tool\": \"fail\", \"args\": {\"class\": \"poison\"}}]");
+    sgw_wait_status("cxl-twice", "held");
+    send_cancel("cxl-twice", "cancel-once", "withdrawn");
+    sgw_wait_status("cxl-twice", "cancelled");
+    sgw_event_wait("cxl-twice", "saga.cancelled");
+    send_cancel("cxl-twice", "cancel-once", "withdrawn");
+    send_cancel("cxl-twice", "cancel-later", "again");
+    refused = sgw_event_wait("cxl-twice", "saga.command_refused");
+    cr_expect_str_eq(sgw_jstr(refused, "command_id"), "cancel-later",
+                     "the first refusal is the later command's, not the repeat's");
+    sgw_pair_stop();
+
+    n = sgw_saga_events("cxl-twice", ev, 16);
+    sgw_expect_events("cxl-twice", ev, "saga.accepted", "step.succeeded", "step.failed",
+                      "saga.dead_lettered", "saga.cancelling", "step.compensated", "saga.cancelled",
+                      "saga.command_refused", NULL);
+    cr_expect_eq(n, 8, "one answer per command id");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM saga_controls WHERE command_id = 'cancel-once'"),
+                 1, "decided once");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM saga_controls"), 2);
+}
+
 /* A finished saga: the cancel changes nothing and is answered with the
  * saga's status and run_health; the refusal is in the saga's history. */
 Test(control, cancel_of_a_finished_saga_is_answered, .timeout = 120)
