@@ -256,6 +256,9 @@ typedef enum worker_step_status_e {
 
 /* The names the sagas.status and steps.status columns hold. */
 const char *worker_saga_status_name(worker_saga_status_t s);
+/* Has a saga of status s ended (completed, compensated, failed,
+ * cancelled)? */
+bool worker_saga_finished(worker_saga_status_t s);
 const char *worker_step_status_name(worker_step_status_t s);
 /* 0 and *out set, or -1 for a name that is not a status. */
 int worker_saga_status_parse(const char *text, worker_saga_status_t *out);

@@ -529,9 +529,7 @@ void worker_out_refused(worker_dc_t *d, worker_saga_t *saga, const worker_step_t
     worker_out_log(d, SG_LOG_INFO, &ctx, "control command refused: %s", err->message);
     d->out->decided = "refused";
     if (saga) {
-        bool done = saga->status == WORKER_SAGA_COMPLETED ||
-                    saga->status == WORKER_SAGA_COMPENSATED || saga->status == WORKER_SAGA_FAILED ||
-                    saga->status == WORKER_SAGA_CANCELLED;
+        bool done = worker_saga_finished(saga->status);
         sg_json_add_str(b, "status", worker_saga_status_name(saga->status));
         if (st) {
             sg_json_add_int(b, "step", st->idx);

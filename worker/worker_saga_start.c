@@ -229,8 +229,7 @@ static void answer_duplicate(worker_dc_t *d, worker_saga_t *saga)
     sg_json_add_str(b, "status", worker_saga_status_name(saga->status));
     if (id)
         sg_json_add_str(b, "submission_id", id);
-    if (saga->status == WORKER_SAGA_COMPLETED || saga->status == WORKER_SAGA_COMPENSATED ||
-        saga->status == WORKER_SAGA_FAILED)
+    if (worker_saga_finished(saga->status))
         sg_json_add_node(b, "run_health", worker_run_health(saga));
     if (saga->status == WORKER_SAGA_COMPLETED && saga->stored_output)
         sg_json_add_raw(b, "output", saga->stored_output);

@@ -148,6 +148,12 @@ const char *worker_status_name(worker_status_t s)
     return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "error";
 }
 
+bool worker_saga_finished(worker_saga_status_t s)
+{
+    return s == WORKER_SAGA_COMPLETED || s == WORKER_SAGA_COMPENSATED || s == WORKER_SAGA_FAILED ||
+           s == WORKER_SAGA_CANCELLED;
+}
+
 const char *worker_saga_status_name(worker_saga_status_t s)
 {
     return (unsigned)s < WORKER_SAGA__COUNT ? saga_names[s] : "?";

@@ -197,6 +197,19 @@ Test(saga, start_of_a_finished_saga_again_is_answered_with_its_outcome)
     assert_contains(ev->u.msg.payload, "\"status\":\"completed\"");
     assert_contains(ev->u.msg.payload, "\"run_health\":{\"steps_total\":4,\"ok\":4");
     fx_fini(&fx);
+
+    /* A cancelled saga is finished too: its run_health as well (issue 35
+     * item 7: a completed, compensated or failed one had it, not this). */
+    fx_init(&fx);
+    fx_saga(&fx, 'X', "CCkk", NULL, NULL);
+    fx.saga.same_definition = true;
+    fx_start(&fx, good_start);
+    fx_decide(&fx, true);
+    ev = fx_message(&fx.out, "saga.duplicate");
+    cr_assert_not_null(ev);
+    assert_contains(ev->u.msg.payload, "\"status\":\"cancelled\"");
+    assert_contains(ev->u.msg.payload, "\"run_health\":{\"steps_total\":4");
+    fx_fini(&fx);
 }
 
 Test(saga, start_of_an_existing_saga_other_definition_is_a_conflict)
