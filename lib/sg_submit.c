@@ -111,6 +111,29 @@ static void decode_control(sg_decoded_t *out, sg_ctype_t type, const char *name)
     out->reason = reason;
 }
 
+void sg_submit_check_key(sg_decoded_t *dec, const void *key, size_t key_len)
+{
+    size_t n = strlen(dec->saga_id);
+    char shown[64];
+
+    if (dec->type == SG_CMD_POISON || (key && key_len == n && memcmp(key, dec->saga_id, n) == 0))
+        return;
+    /* The key as printable text, cut short: it is the producer's. */
+    snprintf(shown, sizeof(shown), "%s", key && key_len ? "" : "(none)");
+    for (size_t i = 0, o = 0; key && i < key_len && o + 5 < sizeof(shown); i++) {
+        unsigned char c = ((const unsigned char *)key)[i];
+        o += (size_t)snprintf(shown + o, sizeof(shown) - o,
+                              c >= 0x20 && c < 0x7f ? "%c" : "\\x%02x", c);
+    }
+    dec->type = SG_CMD_POISON;
+    sg_err_set(&dec->err, SG_ERRCLASS_POISON, "input.key.mismatch",
+               "the message's Kafka key %s%s%s is not its saga_id \"%s\": every command of a saga "
+               "must be keyed by its saga_id (that keeps them in order on one partition); send it "
+               "again keyed by \"%s\"",
+               key && key_len ? "\"" : "", shown, key && key_len ? "\"" : "", dec->saga_id,
+               dec->saga_id);
+}
+
 void sg_submit_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
                       sg_decoded_t *out)
 {

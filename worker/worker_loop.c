@@ -119,6 +119,11 @@ static void intake(loop_t *L)
         loop_part_append(p, cmd);
         payload = sg_kafka_msg_payload(msg, &len);
         sg_submit_decode(payload ? payload : "", payload ? len : 0, &L->w.limits, &cmd->dec);
+        {
+            size_t key_len = 0;
+            const void *key = sg_kafka_msg_key(msg, &key_len);
+            sg_submit_check_key(&cmd->dec, key, key_len);
+        }
         /* What the message may cost while held: its bytes as received,
          * up to 3 times more while its dead letter is written (the base64
          * text and libpq's copy of it: bench-flood's peak passed the

@@ -235,6 +235,37 @@ Test(control, a_control_command_read_again_is_answered_once, .timeout = 120)
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM saga_controls"), 2);
 }
 
+/* A cancel keyed by anything but its saga_id lands on a partition where
+ * its saga's commands are not (a call of the saga may be in flight there):
+ * dead-lettered input.key.mismatch, never decided nor answered; the saga
+ * is untouched and a cancel keyed right still works (issue 35 item 7). */
+Test(control, a_cancel_not_keyed_by_its_saga_id_is_dead_lettered, .timeout = 120)
+{
+    static const char *const env[] = {"SAGAD_WORKER_DEAD_LETTER_HOLD_MS=600000", NULL};
+    static const char msg[] = "{\"v\": 1, \"type\": \"saga.cancel\", \"id\": \"mis-1\", "
+                              "\"saga_id\": \"cxl-key\", \"by\": \"support:alice\", "
+                              "\"reason\": \"wrong key\"}";
+    char text[512];
+
+    sgw_pair_start(NULL, 1, env);
+    sgw_submit("cxl-key",
+               "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
+               " {\"name\": \"charge\", \"tool\": \"fail\", \"args\": {\"class\": \"poison\"}}]");
+    sgw_wait_status("cxl-key", "held");
+    sgw_produce(sgw.topic_cmd, "some-other-saga", msg, strlen(msg));
+    sgw_wait_int(1, "SELECT count(*) FROM dead_letters WHERE error_code = 'input.key.mismatch'");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text), "SELECT status FROM sagas"), "held",
+                     "the mis-keyed cancel was not acted on");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM saga_controls"), 0, "nor decided");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT saga_id || '|' || convert_from(original_key, 'UTF8') FROM "
+                                "dead_letters WHERE error_code = 'input.key.mismatch'"),
+                     "cxl-key|some-other-saga", "the dead letter names the saga and the key");
+    send_cancel("cxl-key", "right-1", "keyed right");
+    sgw_wait_status("cxl-key", "cancelled");
+    sgw_pair_stop();
+}
+
 /* A finished saga: the cancel changes nothing and is answered with the
  * saga's status and run_health; the refusal is in the saga's history. */
 Test(control, cancel_of_a_finished_saga_is_answered, .timeout = 120)

@@ -729,3 +729,42 @@ Test(submit, a_group_with_an_irreversible_member_is_best_effort_and_comes_last)
                  0, "%s", seen.all);
     sg_registry_destroy(reg);
 }
+
+/* A command keyed by anything but its saga_id is poison (issue 35 item
+ * 7): a mis-keyed cancel lands on another partition, where a call of its
+ * saga may be in flight, and one for a saga that does not exist would be
+ * answered where nobody listens.  The key is named, printable. */
+Test(submit, a_command_not_keyed_by_its_saga_id_is_poison)
+{
+    static const char cancel[] = "{\"v\": 1, \"type\": \"saga.cancel\", \"id\": \"c-1\", "
+                                 "\"saga_id\": \"order-7\", \"by\": \"ops\", \"reason\": \"r\"}";
+    static const struct {
+        const char *key;
+        size_t len;
+        const char *shown; /* NULL: accepted */
+    } cases[] = {
+        {"order-7", 7, NULL},
+        {"order-70", 8, "Kafka key \"order-70\" is not its saga_id \"order-7\""},
+        {"order-", 6, "\"order-\""},
+        {NULL, 0, "Kafka key (none) is not"},
+        {"", 0, "Kafka key (none) is not"},
+        {"o\x1b[2J", 5, "\"o\\x1b[2J\""},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        sg_decoded_t dec;
+        sg_submit_decode(cancel, strlen(cancel), NULL, &dec);
+        cr_assert_eq(dec.type, SG_CMD_CANCEL);
+        sg_submit_check_key(&dec, cases[i].key, cases[i].len);
+        if (!cases[i].shown) {
+            cr_expect_eq(dec.type, SG_CMD_CANCEL, "keyed by its saga_id: kept");
+        } else {
+            cr_expect_eq(dec.type, SG_CMD_POISON, "case %zu", i);
+            cr_expect_str_eq(dec.err.code, "input.key.mismatch");
+            cr_expect_eq(dec.err.cls, SG_ERRCLASS_POISON);
+            cr_expect(strstr(dec.err.message, cases[i].shown) != NULL, "%s", dec.err.message);
+            cr_expect_str_eq(dec.saga_id, "order-7", "kept for its dead letter");
+        }
+        sg_json_destroy(dec.doc);
+    }
+}

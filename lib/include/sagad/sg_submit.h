@@ -62,6 +62,14 @@ typedef struct sg_decoded_s {
 void sg_submit_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
                       sg_decoded_t *out);
 
+/* Every command of a saga is keyed by its saga_id: that keeps them in
+ * order on one partition, which is what lets a control command be decided
+ * with no call of its saga in flight.  A decoded command whose Kafka key
+ * (key_len bytes, NULL or empty: none) is not its saga_id becomes
+ * SG_CMD_POISON with input.key.mismatch (saga_id kept, for its dead
+ * letter).  A command already poison is left as it is. */
+void sg_submit_check_key(sg_decoded_t *dec, const void *key, size_t key_len);
+
 /* One problem of a rejected submission. */
 typedef void (*sg_problem_fn)(void *opaque, const char *path, const char *rule);
 
