@@ -382,6 +382,12 @@ typedef struct worker_step_s {
     const char *done_effect; /* forward_effect, NULL: none yet */
     const char *done_action; /* agent_action of its failure, NULL: none */
     int key_generation;      /* a replay kept this generation's key (0: the saga's) */
+    /* The generation of the compensation key under which an attempt may
+     * have taken effect (a timeout, a request that went out unanswered, a
+     * crash mid-call); 0: none.  Its compensation keeps that key from then
+     * on, across replays: a refund that went through is never paid twice
+     * under a new key. */
+    int comp_key_generation;
     bool dirty;
     worker_slot_t slot;
 } worker_step_t;
@@ -485,7 +491,7 @@ void worker_writes_discard(worker_writes_t *wr);
 void worker_write_saga_new(worker_t *w, const char *const vals[10]);
 void worker_write_attempt(worker_t *w, worker_cmd_t *cmd, const char *const vals[7]);
 void worker_write_attempt_done(worker_t *w, const char *const vals[6]);
-void worker_write_step(worker_t *w, worker_slot_t *slot, const char *const vals[12]);
+void worker_write_step(worker_t *w, worker_slot_t *slot, const char *const vals[13]);
 void worker_write_saga(worker_t *w, worker_slot_t *slot, const char *const vals[5]);
 /* An outbox message (delay_ms <= 0) or a timer. */
 void worker_write_message(worker_t *w, int64_t delay_ms, const char *topic, const char *key,

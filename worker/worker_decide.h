@@ -98,6 +98,7 @@ typedef struct worker_op_s {
             const char *effect;                   /* forward_effect, NULL: unchanged */
             char *agent_action;                   /* owned; NULL: unchanged */
             int64_t done_seq;                     /* 0: unchanged */
+            int comp_key_generation;              /* 0: unchanged */
             worker_slot_t *slot;
         } step;
         struct {
@@ -299,6 +300,11 @@ sg_json_t *worker_run_health(const worker_saga_t *saga);
  * made: unknown tool, bad args. */
 bool worker_prepare_call(worker_dc_t *d, const worker_saga_t *saga, const worker_step_t *st,
                          bool compensate, sg_err_t *err);
+/* The generation of step st's key for its forward call or its
+ * compensation: the one whose effect may stand when there is one (a
+ * replay kept the forward key; a compensation attempt may have taken
+ * effect under it), else the saga's. */
+int worker_key_generation(const worker_saga_t *saga, const worker_step_t *st, bool compensate);
 /* The saga's context document, which references point into:
  * {"input", "steps": {NAME: {"result", "key"}}} for the steps that ran
  * (a result only when loaded: sagas whose results flow). */

@@ -258,6 +258,7 @@ void worker_out_rows(worker_dc_t *d, worker_saga_t *saga)
         op->u.step.effect = st->effect;
         op->u.step.agent_action = dup_or_null(st->action);
         op->u.step.done_seq = st->done_seq;
+        op->u.step.comp_key_generation = st->comp_key_generation;
         op->u.step.calling = st->calling;
         op->u.step.slot = &st->slot;
         st->dirty = false;

@@ -38,6 +38,20 @@ static void mark_interrupted(worker_dc_t *d, bool compensate)
     op->u.attempt.attempt = cmd->dec.attempt;
 }
 
+/* A compensation attempt of st may have taken effect (its answer timed
+ * out, its request went out unanswered, the worker died mid-call): its
+ * key is kept from now on, across replays, so the downstream answers a
+ * call that repeats it from its record instead of undoing twice (issue 35
+ * item 1: a replay reran a refund that may have gone through under a new
+ * key).  Sticky: the first such key is the one kept. */
+static void comp_may_have_run(const worker_saga_t *saga, worker_step_t *st)
+{
+    if (st->comp_key_generation > 0)
+        return;
+    st->comp_key_generation = saga->generation;
+    st->dirty = true;
+}
+
 /* An attempt this command starts again: a duplicate of a finished one,
  * the trace of a crash, or one crash too many.  Returns true when that
  * decided the command. */
@@ -59,6 +73,8 @@ static bool decide_rerun(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st,
         return true;
     }
     mark_interrupted(d, comp);
+    if (comp)
+        comp_may_have_run(saga, st);
     if (saga->interrupted < d->rules->crash_loop_limit)
         return false;
     sg_err_set(&err, SG_ERRCLASS_POISON, "runtime.crash_loop",
@@ -711,6 +727,8 @@ static void on_failure(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, b
     const sg_err_t *err = &r->err;
     sg_err_t why;
 
+    if (comp && (r->status == WORKER_TIMEOUT || r->maybe_applied))
+        comp_may_have_run(saga, st);
     if (err->retriable) {
         if (schedule_retry(d, saga, st, comp, &why))
             return;

@@ -56,6 +56,7 @@ enum {
     L_POLICY,
     L_DONE_SEQ,
     L_CALLING,
+    L_COMP_KEY_GEN,
 };
 
 /* The steps are read per saga (LATERAL), which makes the plan an index
@@ -75,7 +76,7 @@ const char worker_sql_load[] =
     "CASE WHEN s.results_flow THEN (s.definition->'output')::text END, st.agent_action, "
     "s.output::text, st.approval::text, "
     "CASE WHEN st.approval IS NOT NULL THEN s.metadata::text END, st.grp, st.grp_policy, "
-    "st.done_seq, st.calling "
+    "st.done_seq, st.calling, st.comp_key_generation "
     "FROM sagas s CROSS JOIN LATERAL (SELECT * FROM steps t WHERE t.saga_id = s.saga_id "
     "ORDER BY t.saga_id, t.idx) st WHERE s.saga_id = ANY($1::text[]) "
     "ORDER BY s.saga_id FOR UPDATE OF s";
@@ -145,6 +146,7 @@ void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row)
         st->policy = worker_policy_parse(sg_pg_res_get(res, r, L_POLICY));
         st->done_seq = sg_pg_res_int(res, r, L_DONE_SEQ, 0);
         st->calling = strcmp(sg_pg_res_get(res, r, L_CALLING), "t") == 0;
+        st->comp_key_generation = (int)sg_pg_res_int(res, r, L_COMP_KEY_GEN, 0);
         if (sg_pg_res_get(res, r, L_METADATA))
             saga->metadata = sg_pg_res_get(res, r, L_METADATA);
         if (idx + 1 > saga->nsteps)
@@ -423,18 +425,20 @@ static void apply_attempt_done(worker_t *w, const worker_op_t *op)
 
 static void apply_step(worker_t *w, const worker_op_t *op)
 {
-    const char *vals[] = {op->saga_id,
-                          SG_PG_INT(op->u.step.idx),
-                          worker_step_status_name(op->u.step.status),
-                          SG_PG_INT(op->u.step.attempts),
-                          SG_PG_INT(op->u.step.comp_attempts),
-                          op->u.step.calling ? "t" : "f",
-                          op->u.step.result,
-                          op->u.step.error_code,
-                          op->u.step.idem_key,
-                          op->u.step.effect,
-                          op->u.step.agent_action,
-                          op->u.step.done_seq > 0 ? SG_PG_INT(op->u.step.done_seq) : NULL};
+    const char *vals[] = {
+        op->saga_id,
+        SG_PG_INT(op->u.step.idx),
+        worker_step_status_name(op->u.step.status),
+        SG_PG_INT(op->u.step.attempts),
+        SG_PG_INT(op->u.step.comp_attempts),
+        op->u.step.calling ? "t" : "f",
+        op->u.step.result,
+        op->u.step.error_code,
+        op->u.step.idem_key,
+        op->u.step.effect,
+        op->u.step.agent_action,
+        op->u.step.done_seq > 0 ? SG_PG_INT(op->u.step.done_seq) : NULL,
+        op->u.step.comp_key_generation > 0 ? SG_PG_INT(op->u.step.comp_key_generation) : NULL};
 
     worker_write_step(w, op->u.step.slot, vals);
 }

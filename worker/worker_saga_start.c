@@ -360,9 +360,15 @@ static const char *forward_key(const worker_saga_t *saga, const worker_step_t *s
 {
     if (st->forward_key)
         return st->forward_key;
-    sg_idem_key(buf, size, saga->saga_id, st->idx, false,
-                st->key_generation > 0 ? st->key_generation : saga->generation);
+    sg_idem_key(buf, size, saga->saga_id, st->idx, false, worker_key_generation(saga, st, false));
     return buf;
+}
+
+int worker_key_generation(const worker_saga_t *saga, const worker_step_t *st, bool compensate)
+{
+    int kept = compensate ? st->comp_key_generation : st->key_generation;
+
+    return kept > 0 ? kept : saga->generation;
 }
 
 sg_json_t *worker_saga_context(const worker_saga_t *saga)
@@ -468,10 +474,10 @@ bool worker_prepare_call(worker_dc_t *d, const worker_saga_t *saga, const worker
     }
     sg_json_destroy(pl.arr);
     sg_json_destroy(comp);
-    /* A forward call uses the key of the generation a replay kept, if it
-     * kept one (the effect of an earlier call under it may stand). */
+    /* A call uses the key of the generation whose effect may stand, if
+     * there is one (worker_key_generation). */
     sg_idem_key(key, sizeof(key), saga->saga_id, st->idx, compensate,
-                !compensate && st->key_generation > 0 ? st->key_generation : saga->generation);
+                worker_key_generation(saga, st, compensate));
     call->tool = tool;
     call->saga_id = strdup(saga->saga_id);
     call->step_name = strdup(st->name);

@@ -26,7 +26,7 @@
 #include "sagad/sg_alloc.h"
 #include "worker.h"
 
-enum { MAX_COLS = 12 };
+enum { MAX_COLS = 13 };
 
 /* Rows of one kind, column by column (column-major: each column is one
  * array parameter).  Strings are owned; NULL is SQL NULL. */
@@ -57,7 +57,7 @@ struct worker_writes_s {
 };
 
 static const int ncols[NTABLES] = {
-    [T_SAGA_NEW] = 10, [T_ATTEMPT_NEW] = 7, [T_ATTEMPT_DONE] = 6, [T_STEP] = 12,
+    [T_SAGA_NEW] = 10, [T_ATTEMPT_NEW] = 7, [T_ATTEMPT_DONE] = 6, [T_STEP] = 13,
     [T_SAGA] = 5,      [T_OUTBOX] = 4,      [T_TIMER] = 5,
 };
 
@@ -108,10 +108,12 @@ static const char *const sql[NTABLES] = {
                "idempotency_key = coalesce(u.k, t.idempotency_key), "
                "forward_effect = coalesce(u.fe, t.forward_effect), "
                "agent_action = coalesce(u.aa, t.agent_action), "
-               "done_seq = coalesce(u.ds, t.done_seq), updated_at = now() "
+               "done_seq = coalesce(u.ds, t.done_seq), "
+               "comp_key_generation = coalesce(u.ckg, t.comp_key_generation), updated_at = now() "
                "FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::int[], "
                "$6::bool[], $7::jsonb[], $8::text[], $9::text[], $10::text[], $11::text[], "
-               "$12::bigint[]) AS u(s, i, st, att, catt, cl, res, code, k, fe, aa, ds) "
+               "$12::bigint[], $13::int[]) AS u(s, i, st, att, catt, cl, res, code, k, fe, aa, ds, "
+               "ckg) "
                "WHERE t.saga_id = u.s AND t.idx = u.i",
     [T_SAGA] = "UPDATE sagas t SET status = u.st, seq = u.seq, retry_spent_ms = u.sp, "
                "output = coalesce(u.o, t.output), version = t.version + 1, updated_at = now() "
@@ -329,7 +331,7 @@ static void upsert(worker_writes_t *wr, int k, worker_slot_t *slot, const char *
             cell_set(t, slot->row, c, vals[c]);
 }
 
-void worker_write_step(worker_t *w, worker_slot_t *slot, const char *const vals[12])
+void worker_write_step(worker_t *w, worker_slot_t *slot, const char *const vals[13])
 {
     upsert(w->writes, T_STEP, slot, vals, 6);
 }

@@ -501,6 +501,61 @@ Test(dlq, compensation_exhausted_entry_replays_the_compensation)
         "compensated,compensated,failed");
 }
 
+/* A compensation whose attempts timed out may have taken effect (the
+ * refund went through, its answer did not): replayed, it runs under its
+ * OLD key, so the downstream answers from its record instead of paying a
+ * second refund under a new one (issue 35 item 1).  The plan and the
+ * replays row say so; the compensation below it, which never ran, gets the
+ * new generation's key. */
+Test(dlq, replay_of_a_compensation_that_may_have_run_keeps_its_key)
+{
+    static const char down[] =
+        "\"hold\": {\"adapter\": \"builtin\", \"target\": \"echo\", \"side_effect\": "
+        "\"reversible\", \"compensation\": \"release.slow\"},"
+        "\"release.slow\": {\"adapter\": \"builtin\", \"target\": \"fail\", \"side_effect\": "
+        "\"idempotent\", \"compensate_retry\": {\"max_attempts\": 2, \"base_ms\": 10, "
+        "\"cap_ms\": 20}}";
+    static const char fixed[] =
+        "\"hold\": {\"adapter\": \"builtin\", \"target\": \"echo\", \"side_effect\": "
+        "\"reversible\", \"compensation\": \"release.slow\"},"
+        "\"release.slow\": {\"adapter\": \"builtin\", \"target\": \"ledger\", \"side_effect\": "
+        "\"idempotent\"}";
+    char id[32], text[256];
+
+    sgw_pair_start(down, 1, NULL);
+    sgw_submit("tk-1", "[{\"name\": \"first\", \"tool\": \"ledger.reversible\"},"
+                       " {\"name\": \"second\", \"tool\": \"hold\", \"args\": {\"class\": "
+                       "\"timeout\"}},"
+                       " {\"name\": \"third\", \"tool\": \"fail\"}]");
+    sgw_wait_status("tk-1", "failed");
+    sgw_pair_stop();
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(idempotency_key || '=' || status, ',' ORDER BY "
+                                "id) FROM attempts WHERE phase = 'compensate'"),
+                     "tk-1:1:c:g1=timeout,tk-1:1:c:g1=timeout");
+    cr_expect_eq(sgw_q_int("SELECT comp_key_generation FROM steps WHERE idx = 1"), 1,
+                 "its key is kept: an attempt may have taken effect");
+    snprintf(id, sizeof(id), "%lld", dead_letter_of("tk-1"));
+
+    cr_assert_eq(dlq(ARGS("replay", id, "--dry-run")), 0, "%s%s", R.out, R.err);
+    cr_expect(strstr(R.out, "its compensation runs again under its old key (an attempt may have "
+                            "taken effect); key tk-1:1:c:g1"),
+              "the dry run names the old key: %s", R.out);
+    restart_with_tools(fixed);
+    cr_assert_eq(dlq(ARGS("replay", id, "--reason", "release endpoint back")), 0, "%s%s", R.out,
+                 R.err);
+    cr_expect(strstr(R.out, "under its old key tk-1:1:c:g1, generation 2"), "%s", R.out);
+    sgw_wait_status("tk-1", "compensated");
+    sgw_pair_stop();
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text), "SELECT new_key FROM replays"), "tk-1:1:c:g1",
+                     "the replays row names the key used");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(key || '=' || calls, ',' ORDER BY key) FROM "
+                                "builtin_ledger WHERE key LIKE 'tk-1:%%:c:%%'"),
+                     "tk-1:0:c:g2=1,tk-1:1:c:g1=1",
+                     "the compensation that may have run kept its key; the one below is new");
+}
+
 Test(dlq, discard_hides_entry_from_pending_and_json_has_documented_fields)
 {
     static const char *const fields[] = {"id",

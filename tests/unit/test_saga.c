@@ -664,3 +664,41 @@ Test(saga, an_approval_packet_shows_the_call_and_its_timer_is_the_gates_timeout)
               timer->u.msg.payload);
     fx_fini(&fx);
 }
+
+/* A compensation attempt that timed out may have taken effect: the step
+ * records the generation of its key, and every later compensation call,
+ * in a later generation too (a replay), uses that key (issue 35 item 1). */
+Test(saga, a_compensation_that_may_have_run_keeps_its_key)
+{
+    fx_t fx;
+    const worker_op_t *op;
+
+    fx_init(&fx);
+    fx_saga(&fx, 'c', "cfpp", (int[]){1, 1, 0, 0}, (int[]){1, 0, 0, 0});
+    fx_returned(&fx, true, 0, 1, WORKER_TIMEOUT, SG_ERRCLASS_TIMEOUT, true);
+    fx_decide(&fx, true);
+    cr_expect_eq(fx.saga.steps[0].comp_key_generation, 1);
+    op = fx_nth_op(&fx.out, WORKER_OP_STEP, 0);
+    cr_assert_not_null(op);
+    cr_expect_eq(op->u.step.comp_key_generation, 1, "written with the step's row");
+    fx_fini(&fx);
+
+    /* A permanent answer says it did not: no key is kept. */
+    fx_init(&fx);
+    fx_saga(&fx, 'c', "cfpp", (int[]){1, 1, 0, 0}, (int[]){1, 0, 0, 0});
+    fx_returned(&fx, true, 0, 1, WORKER_ERROR, SG_ERRCLASS_TRANSIENT, true);
+    fx_decide(&fx, true);
+    cr_expect_eq(fx.saga.steps[0].comp_key_generation, 0);
+    fx_fini(&fx);
+
+    /* Replayed (generation 2): the compensation runs under the kept key. */
+    fx_init(&fx);
+    fx_saga(&fx, 'c', "cfpp", (int[]){1, 1, 0, 0}, (int[]){0, 0, 0, 0});
+    fx.saga.generation = 2;
+    fx.saga.steps[0].comp_key_generation = 1;
+    fx_command(&fx, SG_CMD_COMPENSATE, 0, 1, 2);
+    fx_decide(&fx, true);
+    cr_assert(fx.out.calls);
+    cr_expect_str_eq(fx.out.call.idem_key, "order-1:0:c:g1");
+    fx_fini(&fx);
+}

@@ -1,0 +1,112 @@
+-- A compensation whose attempt may have taken effect keeps its key
+-- (issue 35 item 1; docs/DLQ.md, "What a replay does").
+--
+-- A compensation's idempotency key was always the saga's generation's, so
+-- a replay of a failed saga (action recompensate) ran the failed
+-- compensation again under the new generation's key.  When its first
+-- attempt timed out but went through (a refund paid, the answer lost), the
+-- second refund was paid too.  The worker now records, on the step, the
+-- generation of the compensation key under which an attempt may have
+-- taken effect (a timeout, a request that went out unanswered, a crash
+-- mid-call), and uses that key for every later attempt of the
+-- compensation, across replays.  The replay reports the key it will use.
+ALTER TABLE steps ADD COLUMN comp_key_generation integer;
+
+-- The compensation key a recompensate replay runs under: the kept one, or
+-- the new generation's.
+CREATE FUNCTION sagad_comp_key(st steps, new_generation integer) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT format('%s:%s:c:g%s', st.saga_id, st.idx,
+                  coalesce(st.comp_key_generation, new_generation))
+$$;
+
+-- sagad_dlq_replay (0015) names the key in its plan (kept), in new_key and
+-- in the replays row.  It is wrapped: the function of 0015 becomes
+-- sagad_dlq_replay_0015, callable only by its owner; the new
+-- sagad_dlq_replay, of the same signature (so 0015's grant to the operator
+-- role applies to it), calls it and, for a recompensate replay of a step
+-- whose compensation key is kept, reports that key.  A trigger does the
+-- same for the replays row, which the inner function writes.
+ALTER FUNCTION sagad_dlq_replay(bigint, text, text, boolean, boolean, text, text)
+    RENAME TO sagad_dlq_replay_0015;
+REVOKE EXECUTE ON FUNCTION sagad_dlq_replay_0015(bigint, text, text, boolean, boolean, text, text)
+    FROM PUBLIC;
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sagad_operator') THEN
+        REVOKE EXECUTE ON FUNCTION
+            sagad_dlq_replay_0015(bigint, text, text, boolean, boolean, text, text)
+            FROM sagad_operator;
+    END IF;
+END $$;
+
+-- The kept plan with the compensation's key and why.
+CREATE FUNCTION sagad_kept_comp_key(kept jsonb, idx integer, new_key text) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(jsonb_agg(CASE WHEN (e ->> 'step')::integer = idx
+                                   THEN e || jsonb_build_object(
+                                       'key', new_key,
+                                       'how', 'its compensation runs again under its old key '
+                                              '(an attempt may have taken effect)')
+                                   ELSE e END), '[]'::jsonb)
+      FROM jsonb_array_elements(kept) e
+$$;
+
+CREATE FUNCTION sagad_dlq_replay(p_id bigint, p_operator text, p_reason text, p_force boolean,
+                                 p_apply boolean, p_commands_topic text, p_rerun_from text,
+                                 OUT outcome text, OUT action text, OUT saga_id text,
+                                 OUT saga_status text, OUT new_generation integer,
+                                 OUT step integer, OUT new_key text, OUT replay_id bigint,
+                                 OUT revision integer, OUT topic text, OUT detail text,
+                                 OUT rerun_from integer, OUT repeats jsonb, OUT kept jsonb)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+DECLARE
+    r record;
+    st steps;
+BEGIN
+    SELECT * INTO r FROM sagad_dlq_replay_0015(p_id, p_operator, p_reason, p_force, p_apply,
+                                               p_commands_topic, p_rerun_from);
+    outcome := r.outcome; action := r.action; saga_id := r.saga_id;
+    saga_status := r.saga_status; new_generation := r.new_generation; step := r.step;
+    new_key := r.new_key; replay_id := r.replay_id; revision := r.revision; topic := r.topic;
+    detail := r.detail; rerun_from := r.rerun_from; repeats := r.repeats; kept := r.kept;
+    IF r.action = 'recompensate' AND r.outcome IN ('replayed', 'would_replay') THEN
+        SELECT * INTO st FROM steps t WHERE t.saga_id = r.saga_id AND t.idx = r.step;
+        IF FOUND AND st.comp_key_generation IS NOT NULL THEN
+            new_key := sagad_comp_key(st, r.new_generation);
+            kept := sagad_kept_comp_key(r.kept, r.step, new_key);
+            detail := replace(r.detail, 'again, generation',
+                              'again under its old key ' || new_key || ', generation');
+        END IF;
+    END IF;
+END $$;
+REVOKE EXECUTE ON FUNCTION sagad_dlq_replay(bigint, text, text, boolean, boolean, text, text)
+    FROM PUBLIC;
+
+-- The replays row the inner function writes, the same way.
+CREATE FUNCTION sagad_replay_comp_key() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+DECLARE
+    m text[];
+    st steps;
+BEGIN
+    IF NEW.action <> 'recompensate' THEN
+        RETURN NEW;
+    END IF;
+    m := regexp_match(NEW.new_key, '^(.*):([0-9]+):c:g[0-9]+$');
+    IF m IS NULL THEN
+        RETURN NEW;
+    END IF;
+    SELECT * INTO st FROM steps t WHERE t.saga_id = m[1] AND t.idx = m[2]::integer;
+    IF NOT FOUND OR st.comp_key_generation IS NULL THEN
+        RETURN NEW;
+    END IF;
+    NEW.new_key := sagad_comp_key(st, NEW.new_generation);
+    NEW.kept := sagad_kept_comp_key(NEW.kept, st.idx, NEW.new_key);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER replays_comp_key BEFORE INSERT ON replays
+    FOR EACH ROW EXECUTE FUNCTION sagad_replay_comp_key();
+
+SELECT sagad_grant_roles();
