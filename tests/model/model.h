@@ -91,6 +91,7 @@ typedef struct mstate_s {
     uint8_t approvals[M_STEPS];    /* step.approved / step.rejected events */
     uint8_t injected[3];           /* controls sent: cancel, approve, reject */
     uint8_t answers[3];            /* ...and their answers (control rows) */
+    uint8_t accepted[3];           /* ...of which accepted */
     uint8_t redeliveries, crashes, fwd_retries, pad2;
 } mstate_t;
 
