@@ -233,9 +233,7 @@ static void readback(const worker_saga_t *sg, mstate_t *s)
         m->err = intern(st->error_code);
         m->has_result = st->done_result != NULL;
         m->has_key = st->forward_key != NULL;
-        m->effect = !st->done_effect                     ? 0
-                    : strcmp(st->done_effect, "known") == 0 ? 1
-                                                            : 2;
+        m->effect = !st->done_effect ? 0 : strcmp(st->done_effect, "known") == 0 ? 1 : 2;
     }
 }
 
@@ -245,18 +243,30 @@ static void readback(const worker_saga_t *sg, mstate_t *s)
  * readers and by check()), and what it says. */
 static const char *viol;
 static char viol_detail[256];
+/* Every invariant the action broke, with what each says. */
+#define M_VIOLS 8
+static const char *viols[M_VIOLS];
+static char viol_details[M_VIOLS][256];
+static int nviols;
 
 static void violate(const char *inv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void violate(const char *inv, const char *fmt, ...)
 {
     va_list ap;
+    int i;
 
-    if (viol)
+    for (i = 0; i < nviols && strcmp(viols[i], inv) != 0; i++)
+        ;
+    if (i < nviols || nviols == M_VIOLS)
         return;
-    viol = inv;
+    viols[nviols] = inv;
     va_start(ap, fmt);
-    vsnprintf(viol_detail, sizeof(viol_detail), fmt, ap);
+    vsnprintf(viol_details[nviols], sizeof(viol_details[0]), fmt, ap);
     va_end(ap);
+    if (nviols++ == 0) {
+        viol = inv;
+        snprintf(viol_detail, sizeof(viol_detail), "%s", viol_details[0]);
+    }
 }
 
 /* The bound on messages or calls was reached: the branch is cut. */
@@ -302,7 +312,8 @@ static void read_ops(mstate_t *s, const worker_outcome_t *out)
             break;
         }
         case WORKER_OP_INTERRUPTED: {
-            uint8_t *r = s->rows[op->u.attempt.step][op->u.attempt.compensate][op->u.attempt.attempt];
+            uint8_t *r =
+                s->rows[op->u.attempt.step][op->u.attempt.compensate][op->u.attempt.attempt];
             r[1] += r[0];
             r[0] = 0;
             break;
@@ -359,9 +370,8 @@ static void read_ops(mstate_t *s, const worker_outcome_t *out)
  * JSON (sg_submit_decode), a step command's fields. */
 static void command_of(const mmsg_t *m, worker_cmd_t *cmd)
 {
-    static const char *const ctl[] = {[MT_CANCEL] = "saga.cancel",
-                                      [MT_APPROVE] = "saga.approve",
-                                      [MT_REJECT] = "saga.reject"};
+    static const char *const ctl[] = {
+        [MT_CANCEL] = "saga.cancel", [MT_APPROVE] = "saga.approve", [MT_REJECT] = "saga.reject"};
     static const char ids[] = {[MT_CANCEL] = 'c', [MT_APPROVE] = 'a', [MT_REJECT] = 'r'};
     char doc[256];
 
@@ -386,10 +396,10 @@ static void command_of(const mmsg_t *m, worker_cmd_t *cmd)
         }
         return;
     }
-    cmd->dec.type = m->type == MT_EXEC              ? SG_CMD_EXECUTE
-                    : m->type == MT_COMP            ? SG_CMD_COMPENSATE
-                    : m->type == MT_GATE_TIMEOUT    ? SG_CMD_APPROVAL_TIMEOUT
-                                                    : SG_CMD_RELEASE;
+    cmd->dec.type = m->type == MT_EXEC           ? SG_CMD_EXECUTE
+                    : m->type == MT_COMP         ? SG_CMD_COMPENSATE
+                    : m->type == MT_GATE_TIMEOUT ? SG_CMD_APPROVAL_TIMEOUT
+                                                 : SG_CMD_RELEASE;
     snprintf(cmd->dec.saga_id, sizeof(cmd->dec.saga_id), "%s", SAGA_ID);
     cmd->dec.step = m->step;
     cmd->dec.attempt = m->attempt;
@@ -403,11 +413,8 @@ static sg_rng_t rng;
 static void decide(mstate_t *s, worker_cmd_t *cmd, bool returned)
 {
     static worker_saga_t sg;
-    worker_input_t in = {.cmd = cmd,
-                         .returned = returned,
-                         .partition = 0,
-                         .now_ms = 1767225600000LL,
-                         .rng = &rng};
+    worker_input_t in = {
+        .cmd = cmd, .returned = returned, .partition = 0, .now_ms = 1767225600000LL, .rng = &rng};
     worker_outcome_t out;
     int step = cmd->dec.step;
 
@@ -462,8 +469,7 @@ static int enabled(const mstate_t *s, maction_t *acts)
     int n = 0;
 
     for (int i = 0; i < s->nmsg; i++) {
-        if ((i > 0 && memcmp(&s->msg[i], &s->msg[i - 1], 4) == 0) ||
-            !deliverable(s, &s->msg[i]))
+        if ((i > 0 && memcmp(&s->msg[i], &s->msg[i - 1], 4) == 0) || !deliverable(s, &s->msg[i]))
             continue; /* a copy of the one before: the same branch */
         acts[n++] = (maction_t){.kind = A_DELIVER, .m = s->msg[i]};
     }
@@ -521,6 +527,7 @@ static bool apply(mstate_t *s, const maction_t *a)
     int i;
 
     viol = NULL;
+    nviols = 0;
     overflow = false;
     switch (a->kind) {
     case A_DELIVER:
@@ -653,8 +660,8 @@ static void check(const mstate_t *old, const mstate_t *s)
     for (int i = 0; i < shape->nsteps; i++) {
         const mstep_def_t *def = &shape->steps[i];
         if (s->comp_starts[i] > 1)
-            violate("undone-once", "the compensation of step %d (%s) began %d times", i,
-                    def->name, s->comp_starts[i]);
+            violate("undone-once", "the compensation of step %d (%s) began %d times", i, def->name,
+                    s->comp_starts[i]);
         if (s->approvals[i] > 1)
             violate("answered-once", "the approval gate of step %d (%s) was decided %d times", i,
                     def->name, s->approvals[i]);
@@ -675,7 +682,8 @@ static void check(const mstate_t *old, const mstate_t *s)
             (s->st[i].status == WORKER_STEP_AWAITING_APPROVAL ||
              s->st[i].status == WORKER_STEP_APPROVED))
             for (int j = 0; j < shape->nsteps; j++)
-                if (j != i && shape->steps[j].group && strcmp(shape->steps[j].group, def->group) == 0 &&
+                if (j != i && shape->steps[j].group &&
+                    strcmp(shape->steps[j].group, def->group) == 0 &&
                     failed_status(s->st[j].status))
                     violate("no-futile-approval",
                             "step %d (%s) is %s while its all_or_nothing group has already "
@@ -688,13 +696,12 @@ static void check(const mstate_t *old, const mstate_t *s)
             violate("answered-once",
                     "%s (command id %c-1) was accepted, and answered %d times in all (%d "
                     "accepted)",
-                    ctl[k], "car"[k], s->answers[k], s->accepted[k]);
+                    ctl[k], "car"[k], s -> answers[k], s -> accepted[k]);
         else if (s->answers[k] > 1)
             violate("refused-once", "%s (command id %c-1) was refused %d times", ctl[k], "car"[k],
-                    s->answers[k]);
+                    s -> answers[k]);
         if (quiet && s->injected[k] && !s->answers[k])
-            violate("answered-once", "%s (command id %c-1) was never answered", ctl[k],
-                    "car"[k]);
+            violate("answered-once", "%s (command id %c-1) was never answered", ctl[k], "car"[k]);
     }
     if (terminal_status(old->status) && s->status != old->status)
         violate("terminal-stays", "the saga went from %s to %s",
@@ -785,8 +792,9 @@ static void on_abort(int sig)
 {
     (void)sig;
     if (in_search && shape) {
-        fprintf(stdout, "\nVIOLATION in shape %s: a product assert failed (an illegal status "
-                        "transition, worker_state.c) on the last action below\n",
+        fprintf(stdout,
+                "\nVIOLATION in shape %s: a product assert failed (an illegal status "
+                "transition, worker_state.c) on the last action below\n",
                 shape->name);
         for (int i = 0; i < trace_len; i++) {
             char text[96];
@@ -954,14 +962,16 @@ static bool dfs(const mstate_t *s, int depth)
     maction_t acts[M_ACTIONS];
     int n;
 
-    cur->states++;
+    if (cur->timed_out || seen_before(s, opt_depth - depth))
+        return false;
+    cur->states++; /* a state reached with more depth left than before */
     if (depth > cur->depth)
         cur->depth = depth;
     if ((cur->states & 1023) == 0 && now_s() > deadline) {
         cur->timed_out = true;
         return false;
     }
-    if (cur->timed_out || depth >= opt_depth || seen_before(s, opt_depth - depth))
+    if (depth >= opt_depth)
         return false;
     n = enabled(s, acts);
     for (int i = 0; i < n; i++) {
@@ -970,18 +980,20 @@ static bool dfs(const mstate_t *s, int depth)
         trace_len = depth + 1;
         apply(&t, &acts[i]);
         cur->transitions++;
-        if (viol) {
-            if (known_violation(viol)) {
+        for (int v = 0; v < nviols; v++) {
+            if (known_violation(viols[v])) {
+                /* A known failure: counted, and the search goes on below
+                 * it, so that it hides no other. */
                 bool have = false;
                 for (int k = 0; k < cur->nknown_hits; k++)
-                    have |= strcmp(cur->known_hits[k], viol) == 0;
+                    have |= strcmp(cur->known_hits[k], viols[v]) == 0;
                 if (!have && cur->nknown_hits < 8)
-                    snprintf(cur->known_hits[cur->nknown_hits++], 32, "%s", viol);
-                continue; /* a known failure: that branch is not explored further */
+                    snprintf(cur->known_hits[cur->nknown_hits++], 32, "%s", viols[v]);
+                continue;
             }
-            cur->violation = viol;
-            snprintf(cur->detail, sizeof(cur->detail), "%s", viol_detail);
-            print_trace(cex_out, depth + 1, viol, viol_detail);
+            cur->violation = viols[v];
+            snprintf(cur->detail, sizeof(cur->detail), "%s", viol_details[v]);
+            print_trace(cex_out, depth + 1, viols[v], viol_details[v]);
             return true;
         }
         if (overflow)
@@ -1117,12 +1129,20 @@ static int replay(const char *path, bool quiet)
             fclose(f);
             return 2;
         }
+        for (int v = 1; viol && expect[0] && v < nviols; v++)
+            if (strcmp(viols[v], expect) == 0) { /* the one the case is about */
+                viol = viols[v];
+                snprintf(viol_detail, sizeof(viol_detail), "%s", viol_details[v]);
+            }
         if (viol) {
+            const char *inv = viol;
+            char detail[256];
+            snprintf(detail, sizeof(detail), "%s", viol_detail);
             if (!quiet)
-                print_trace(stdout, n, viol, viol_detail);
+                print_trace(stdout, n, inv, detail);
             fclose(f);
-            fprintf(stdout, "%s: FAILS: invariant %s: %s\n", path, viol, viol_detail);
-            if (expect[0] && strcmp(expect, viol) != 0) {
+            fprintf(stdout, "%s: FAILS: invariant %s: %s\n", path, inv, detail);
+            if (expect[0] && strcmp(expect, inv) != 0) {
                 fprintf(stdout, "%s: ... but it expects invariant %s to break\n", path, expect);
                 return 3;
             }
@@ -1197,15 +1217,14 @@ static int check_cases(const char *dir)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: sagad-model [--depth N] [--max-seconds S] [--shape NAME] [--json]\n"
-            "                   [--redeliveries N] [--crashes N] [--dups N] [--known FILE]\n"
-            "       sagad-model --replay FILE\n"
-            "       sagad-model --check-cases DIR [--known FILE] [--strict]\n"
-            "       sagad-model --list\n"
-            "Explores every interleaving of each shape's deliveries, call outcomes, crashes,\n"
-            "controls and redeliveries up to the depth (default 22), --max-seconds in all\n"
-            "(default 50).  Exit 1 on a violation not on the known list (skip SHAPE INV).\n");
+    fprintf(f, "usage: sagad-model [--depth N] [--max-seconds S] [--shape NAME] [--json]\n"
+               "                   [--redeliveries N] [--crashes N] [--dups N] [--known FILE]\n"
+               "       sagad-model --replay FILE\n"
+               "       sagad-model --check-cases DIR [--known FILE] [--strict]\n"
+               "       sagad-model --list\n"
+               "Explores every interleaving of each shape's deliveries, call outcomes, crashes,\n"
+               "controls and redeliveries up to the depth (default 22), --max-seconds in all\n"
+               "(default 50).  Exit 1 on a violation not on the known list (skip SHAPE INV).\n");
 }
 
 int main(int argc, char **argv)
@@ -1310,10 +1329,11 @@ int main(int argc, char **argv)
             if (r->violation)
                 rc = 1;
             if (!opt_json) {
-                printf("   %lld states, %lld transitions, depth %d of %d, %.2f s, %.0f states/s%s\n",
-                       r->states, r->transitions, r->depth, opt_depth, r->seconds,
-                       r->seconds > 0 ? (double)r->states / r->seconds : 0.0,
-                       r->timed_out ? " (time bound reached)" : "");
+                printf(
+                    "   %lld states, %lld transitions, depth %d of %d, %.2f s, %.0f states/s%s\n",
+                    r->states, r->transitions, r->depth, opt_depth, r->seconds,
+                    r->seconds > 0 ? (double)r->states / r->seconds : 0.0,
+                    r->timed_out ? " (time bound reached)" : "");
                 for (int h = 0; h < r->nknown_hits; h++)
                     printf("   known failure (on the known list, branch cut): %s\n",
                            r->known_hits[h]);
