@@ -198,7 +198,7 @@ tests: $(MODEL_CHECK)
 
 check-model: $(MODEL_CHECK)
 	$(MODEL_CHECK) --check-cases tests/model/cases --known $(MODEL_KNOWN)
-	$(MODEL_CHECK) --depth 30 --max-seconds 600 --redeliveries 2 --known $(MODEL_KNOWN)
+	$(MODEL_CHECK) --depth 24 --max-seconds 300 --redeliveries 2 --known $(MODEL_KNOWN)
 .PHONY: check-model
 
 BENCH_RELAY := $(BUILD)/bench/bench-relay

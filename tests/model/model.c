@@ -1335,8 +1335,7 @@ int main(int argc, char **argv)
                     r->seconds > 0 ? (double)r->states / r->seconds : 0.0,
                     r->timed_out ? " (time bound reached)" : "");
                 for (int h = 0; h < r->nknown_hits; h++)
-                    printf("   known failure (on the known list, branch cut): %s\n",
-                           r->known_hits[h]);
+                    printf("   known failure (on the known list): %s\n", r->known_hits[h]);
                 if (r->violation)
                     printf("   VIOLATION of %s: %s\n", r->violation, r->detail);
             }
