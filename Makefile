@@ -187,6 +187,20 @@ $(INT_TEST): $(INT_SRCS:%.c=$(BUILD)/%.o) $(TEST_HELPER_OBJS) $(filter-out %/mai
 
 tests: all $(UNIT_TEST) $(INT_TEST)
 
+# sagad-model: a bounded model checker over the saga decision
+# (tests/model/README.md), linked like the unit tests.  tests/run.sh runs
+# it bounded after the unit tests; check-model explores deeper (minutes).
+MODEL_CHECK := $(BUILD)/tests/model-check
+MODEL_KNOWN := tests/model/known-failing.txt
+$(MODEL_CHECK): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/model/*.c)) $(filter-out %/main.o,$(WORKER_OBJS)) $(LIBSAGAD)
+	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS_ALL)
+tests: $(MODEL_CHECK)
+
+check-model: $(MODEL_CHECK)
+	$(MODEL_CHECK) --check-cases tests/model/cases --known $(MODEL_KNOWN)
+	$(MODEL_CHECK) --depth 24 --max-seconds 300 --redeliveries 2 --known $(MODEL_KNOWN)
+.PHONY: check-model
+
 BENCH_RELAY := $(BUILD)/bench/bench-relay
 
 $(BUILD)/bench/%.o: tests/bench/%.c $(RDKAFKA_STAMP)

@@ -52,6 +52,8 @@ if [ $only_integration = 0 ]; then
     for b in "$@"; do
         echo "== unit tests ($b)"
         SAGAD_TEST_BIN_DIR=$(bindir_of "$b") run_criterion "$b/tests/unit-tests"
+        echo "== model check ($b)"
+        tests/model/run.sh "$b"
     done
 fi
 

@@ -1,0 +1,116 @@
+/* The shapes of saga the model checker explores: small sagas, each
+ * exercising one part of the decision (tests/model/README.md). */
+#include <string.h>
+
+#include "model.h"
+
+#define REL   "{\"tool\":\"rel\",\"args\":{}}"
+#define GATE  "{\"timeout_ms\":60000,\"reason\":\"model\"}"
+#define COMP2 (O_OK | O_TRANS)
+
+const shape_t model_shapes[] = {
+    {"linear2",
+     "a reversible step, then an irreversible one; a cancel",
+     2,
+     {{"a", "rsv", "{}", REL, NULL, WORKER_POLICY_NONE, NULL, true, O_ALL, COMP2},
+      {"b", "irr", "{}", NULL, NULL, WORKER_POLICY_NONE, NULL, false, O_OK | O_PERM, 0}},
+     -1,
+     false,
+     C_CANCEL,
+     -1},
+    {"linear3",
+     "reversible, idempotent, reversible; compensations that can fail; a cancel",
+     3,
+     {{"a", "rsv", "{}", REL, NULL, WORKER_POLICY_NONE, NULL, true, O_OK | O_TIMEOUT, O_ALL},
+      {"b", "idem", "{}", NULL, NULL, WORKER_POLICY_NONE, NULL, false, O_OK | O_TRANS, 0},
+      {"c", "rsv", "{}", REL, NULL, WORKER_POLICY_NONE, NULL, true, O_OK | O_PERM | O_TIMEOUT,
+       O_OK | O_PERM}},
+     -1,
+     false,
+     C_CANCEL,
+     -1},
+    {"gate",
+     "a reversible step, then one behind an approval gate; cancel, approve, reject",
+     2,
+     {{"a", "rsv", "{}", REL, NULL, WORKER_POLICY_NONE, NULL, true, O_OK | O_PERM, O_OK},
+      {"b", "rsv", "{}", REL, NULL, WORKER_POLICY_NONE, GATE, true, O_OK | O_PERM, O_OK}},
+     -1,
+     false,
+     C_CANCEL | C_APPROVE | C_REJECT,
+     1},
+    {"group_aon",
+     "a step, then an all_or_nothing group of two; a cancel",
+     3,
+     {{"a", "rsv", "{}", REL, NULL, WORKER_POLICY_NONE, NULL, true, O_OK | O_PERM, O_OK},
+      {"b", "rsv", "{}", REL, "g", WORKER_POLICY_ALL_OR_NOTHING, NULL, true,
+       O_OK | O_PERM | O_TIMEOUT, O_OK},
+      {"c", "rsv", "{}", REL, "g", WORKER_POLICY_ALL_OR_NOTHING, NULL, true,
+       O_OK | O_PERM | O_TIMEOUT, O_OK}},
+     -1,
+     false,
+     C_CANCEL,
+     -1},
+    {"group_be",
+     "a best_effort group of two, then a read; a cancel",
+     3,
+     {{"a", "rsv", "{}", REL, "g", WORKER_POLICY_BEST_EFFORT, NULL, true, O_OK | O_PERM | O_TIMEOUT,
+       O_OK},
+      {"b", "rsv", "{}", REL, "g", WORKER_POLICY_BEST_EFFORT, NULL, true, O_OK | O_PERM | O_TIMEOUT,
+       O_OK},
+      {"c", "read", "{}", NULL, NULL, WORKER_POLICY_NONE, NULL, false, O_OK, 0}},
+     -1,
+     false,
+     C_CANCEL,
+     -1},
+    {"group_ff",
+     "a fail_fast group of two with retries, then a read; a cancel",
+     3,
+     {{"a", "rsv", "{}", REL, "g", WORKER_POLICY_FAIL_FAST, NULL, true, O_OK | O_PERM | O_TRANS,
+       O_OK},
+      {"b", "rsv", "{}", REL, "g", WORKER_POLICY_FAIL_FAST, NULL, true, O_OK | O_PERM | O_TRANS,
+       O_OK},
+      {"c", "read", "{}", NULL, NULL, WORKER_POLICY_NONE, NULL, false, O_OK, 0}},
+     -1,
+     false,
+     C_CANCEL,
+     -1},
+    {"group_aon_gate",
+     "an all_or_nothing group whose second member is behind an approval gate",
+     2,
+     {{"a", "rsv", "{}", REL, "g", WORKER_POLICY_ALL_OR_NOTHING, NULL, true, O_OK | O_PERM, O_OK},
+      {"b", "rsv", "{}", REL, "g", WORKER_POLICY_ALL_OR_NOTHING, GATE, true, O_OK, O_OK}},
+     -1,
+     false,
+     C_APPROVE | C_REJECT,
+     1},
+    {"group_be_ref",
+     "a best_effort group of two, then a step whose args reference a member's result",
+     3,
+     {{"a", "rsv", "{}", REL, "g", WORKER_POLICY_BEST_EFFORT, NULL, true, O_OK | O_PERM, O_OK},
+      {"b", "rsv", "{}", REL, "g", WORKER_POLICY_BEST_EFFORT, NULL, true, O_OK | O_PERM, O_OK},
+      {"c", "idem", "{\"x\":{\"$from\":\"/steps/b/result/v\"}}", NULL, NULL, WORKER_POLICY_NONE,
+       NULL, false, O_OK, 0}},
+     -1,
+     true,
+     0,
+     -1},
+    {"budget0",
+     "a saga with retry_budget_ms 0: a reversible step that fails transiently, then another",
+     2,
+     {{"a", "rsv", "{}", REL, NULL, WORKER_POLICY_NONE, NULL, true, O_OK | O_TRANS, O_OK},
+      {"b", "irr", "{}", NULL, NULL, WORKER_POLICY_NONE, NULL, false, O_OK, 0}},
+     0,
+     false,
+     0,
+     -1},
+};
+
+const int model_nshapes = (int)(sizeof(model_shapes) / sizeof(model_shapes[0]));
+
+const shape_t *model_shape(const char *name)
+{
+    for (int i = 0; i < model_nshapes; i++)
+        if (strcmp(model_shapes[i].name, name) == 0)
+            return &model_shapes[i];
+    return NULL;
+}
