@@ -367,8 +367,11 @@ static void read_ops(mstate_t *s, const worker_outcome_t *out)
 }
 
 /* The command of message m as the loop decodes it: a control's from its
- * JSON (sg_submit_decode), a step command's fields. */
-static void command_of(const mmsg_t *m, worker_cmd_t *cmd)
+ * JSON (sg_submit_decode), a step command's fields.  A control command
+ * whose id the saga's history (saga_controls: the CONTROL ops applied to
+ * s) already holds is marked answered, as the load marks it
+ * (worker_txn.c, mark_answered). */
+static void command_of(const mstate_t *s, const mmsg_t *m, worker_cmd_t *cmd)
 {
     static const char *const ctl[] = {
         [MT_CANCEL] = "saga.cancel", [MT_APPROVE] = "saga.approve", [MT_REJECT] = "saga.reject"};
@@ -394,6 +397,7 @@ static void command_of(const mmsg_t *m, worker_cmd_t *cmd)
             fprintf(stderr, "sagad-model: %s refused: %s\n", doc, cmd->dec.err.message);
             exit(2);
         }
+        cmd->answered = s->answers[m->type - MT_CANCEL] > 0;
         return;
     }
     cmd->dec.type = m->type == MT_EXEC           ? SG_CMD_EXECUTE
@@ -536,7 +540,7 @@ static bool apply(mstate_t *s, const maction_t *a)
         if (i == s->nmsg || !deliverable(s, &a->m))
             return false;
         drop_msg(s, i);
-        command_of(&a->m, &cmd);
+        command_of(s, &a->m, &cmd);
         decide(s, &cmd, false);
         push_ring(s, a->m);
         sg_json_destroy(cmd.dec.doc);
@@ -560,7 +564,7 @@ static bool apply(mstate_t *s, const maction_t *a)
                 return false;
             s->injected[k]++;
         }
-        command_of(&a->m, &cmd);
+        command_of(s, &a->m, &cmd);
         decide(s, &cmd, false);
         if (a->kind == A_INJECT)
             push_ring(s, a->m);
