@@ -23,6 +23,24 @@ bool sg_ref_any(const sg_json_t *node)
     return false;
 }
 
+const char *sg_ref_find_step(const sg_json_t *tmpl, bool (*fn)(void *opaque, const char *step),
+                             void *opaque, char *name, size_t name_size)
+{
+    if (sg_ref_is(tmpl)) {
+        const char *pointer = sg_json_string(sg_json_member(tmpl, SG_REF_MEMBER)), *step = NULL;
+        if (pointer && !sg_ref_pointer_check(pointer, name, name_size, &step) && step &&
+            fn(opaque, name))
+            return name;
+        return NULL;
+    }
+    if (!sg_json_is_object(tmpl) && !sg_json_is_array(tmpl))
+        return NULL;
+    for (const sg_json_t *m = sg_json_first(tmpl); m; m = sg_json_next(m))
+        if (sg_ref_find_step(m, fn, opaque, name, name_size))
+            return name;
+    return NULL;
+}
+
 /* The next token of pointer p (after its '/'), unescaped into out;
  * returns where the token ends, or NULL when an escape is malformed or
  * the token does not fit. */

@@ -256,6 +256,16 @@ void worker_step_failed(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, 
  * best_effort member undone while its saga runs: the saga goes on). */
 void worker_comp_failed(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st,
                         const sg_err_t *err);
+/* Does a step st references (in its args) not stand succeeded?  Its name
+ * into dep (dep_size bytes).  Only a best_effort member that did not
+ * succeed, or a step skipped for the same reason, can be that while the
+ * saga runs. */
+bool worker_dependency_failed(const worker_saga_t *saga, const worker_step_t *st, char *dep,
+                              size_t dep_size);
+/* Step st depends on dep, which did not succeed: skipped
+ * (runtime.skipped_dependency_failed), never called; the saga goes on
+ * (its group's policy decides for a member). */
+void worker_skip_dependent(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, const char *dep);
 /* A best_effort group's unknown member was undone while its saga runs:
  * the next one, or group.finished and the saga goes on. */
 void worker_member_undone(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st);

@@ -94,8 +94,9 @@ static const char *fail_action(worker_dc_t *d, worker_step_t *st, const sg_err_t
 }
 
 /* A completed saga whose best_effort groups did not all succeed says
- * which members did not: "partial": [{group, step_name, status,
- * error_code}]. */
+ * which members did not, and which steps were skipped because a step they
+ * reference did not: "partial": [{group (members only), step_name,
+ * status, error_code}]. */
 static void add_partial(const worker_saga_t *saga, sg_json_t *body)
 {
     sg_json_t *list = NULL;
@@ -103,12 +104,14 @@ static void add_partial(const worker_saga_t *saga, sg_json_t *body)
     for (int i = 0; i < saga->nsteps; i++) {
         const worker_step_t *st = &saga->steps[i];
         sg_json_t *e;
-        if (!st->group || st->status == WORKER_STEP_SUCCEEDED)
+        if (st->status == WORKER_STEP_SUCCEEDED ||
+            (!st->group && strcmp(st->error_code, "runtime.skipped_dependency_failed") != 0))
             continue;
         if (!list)
             list = sg_json_new_array();
         e = sg_json_new_object();
-        sg_json_add_str(e, "group", st->group);
+        if (st->group)
+            sg_json_add_str(e, "group", st->group);
         sg_json_add_str(e, "step_name", st->name);
         sg_json_add_str(e, "status", worker_step_status_name(st->status));
         if (st->error_code[0])
@@ -262,6 +265,18 @@ static void skip_rest(worker_dc_t *d, worker_saga_t *saga, int failed_step)
             worker_stop_step(d, saga, &saga->steps[j], "runtime.group_stopped");
 }
 
+/* A fail_fast group that stopped publishes group.finished, as the other
+ * policies do, once its last member has ended: at the stop when no call
+ * of it is in flight, else when the last one is recorded. */
+static void fail_fast_finished(worker_dc_t *d, worker_saga_t *saga, int idx)
+{
+    int first = worker_group_first(saga, idx), last = worker_group_last(saga, idx);
+
+    if (saga->steps[idx].policy == WORKER_POLICY_FAIL_FAST &&
+        saga->status == WORKER_SAGA_COMPENSATING && worker_group_open(saga, first, last) == 0)
+        worker_out_event(d, saga, "group.finished", worker_group_manifest(saga, first, last));
+}
+
 void worker_begin_compensation(worker_dc_t *d, worker_saga_t *saga, int failed_step,
                                const sg_err_t *err)
 {
@@ -272,6 +287,7 @@ void worker_begin_compensation(worker_dc_t *d, worker_saga_t *saga, int failed_s
     add_terminal_action(d, saga, b);
     worker_out_event(d, saga, "saga.compensating", b);
     skip_rest(d, saga, failed_step);
+    fail_fast_finished(d, saga, failed_step);
     worker_resume_compensation(d, saga, worker_group_last(saga, failed_step));
 }
 
@@ -385,6 +401,54 @@ static void member_ended(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st,
         group_finished(d, saga, first, last);
 }
 
+static bool not_succeeded(void *opaque, const char *name)
+{
+    const worker_saga_t *saga = opaque;
+
+    for (int i = 0; i < saga->nsteps; i++)
+        if (strcmp(saga->steps[i].name, name) == 0)
+            return saga->steps[i].status != WORKER_STEP_SUCCEEDED;
+    return false; /* a group's name: its manifest is there whatever happened */
+}
+
+bool worker_dependency_failed(const worker_saga_t *saga, const worker_step_t *st, char *dep,
+                              size_t dep_size)
+{
+    sg_json_t *args;
+    bool failed;
+
+    /* Most steps reference nothing: no parse for them. */
+    if (!st->args || !strstr(st->args, "\"" SG_REF_MEMBER "\""))
+        return false;
+    args = sg_json_parse(st->args, strlen(st->args), NULL, NULL);
+    failed = args && sg_ref_find_step(args, not_succeeded, (void *)saga, dep, dep_size);
+    sg_json_destroy(args);
+    return failed;
+}
+
+void worker_skip_dependent(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, const char *dep)
+{
+    sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+    sg_err_t err;
+
+    worker_set_step(d, saga, st, WORKER_STEP_SKIPPED);
+    snprintf(st->error_code, sizeof(st->error_code), "runtime.skipped_dependency_failed");
+    ctx.saga_id = saga->saga_id;
+    ctx.step = st->name;
+    ctx.error_code = st->error_code;
+    worker_out_log(d, SG_LOG_INFO, &ctx,
+                   "step %s skipped: it references step %s, which did not succeed", st->name, dep);
+    d->out->decided = "skipped";
+    if (!st->group) {
+        continue_after(d, saga, st->idx);
+        return;
+    }
+    sg_err_set(&err, SG_ERRCLASS_PERMANENT, "runtime.skipped_dependency_failed",
+               "member %s of group %s was skipped: it references step %s, which did not succeed",
+               st->name, st->group, dep);
+    member_ended(d, saga, st, &err);
+}
+
 void worker_member_undone(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st)
 {
     group_finished(d, saga, worker_group_first(saga, st->idx), worker_group_last(saga, st->idx));
@@ -467,10 +531,12 @@ void worker_step_failed(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, 
          * dead-lettered all the same, and its group's policy decides. */
         if (dead_lettered)
             worker_out_dead_letter(d, saga, st->idx, false, err, NULL);
-        if (saga->status == WORKER_SAGA_RUNNING)
+        if (saga->status == WORKER_SAGA_RUNNING) {
             member_ended(d, saga, st, err);
-        else
+        } else {
+            fail_fast_finished(d, saga, st->idx);
             worker_resume_compensation(d, saga, worker_group_last(saga, st->idx));
+        }
     } else if (dead_lettered) {
         step_dead_letter(d, saga, st, err);
     } else {
@@ -532,6 +598,8 @@ void worker_step_succeeded(worker_dc_t *d, worker_saga_t *saga, worker_step_t *s
         continue_after(d, saga, st->idx);
     else if (saga->status == WORKER_SAGA_RUNNING)
         member_ended(d, saga, st, NULL);
-    else /* its group stopped while its call ran: undone with the rest */
+    else { /* its group stopped while its call ran: undone with the rest */
+        fail_fast_finished(d, saga, st->idx);
         worker_resume_compensation(d, saga, worker_group_last(saga, st->idx));
+    }
 }

@@ -447,8 +447,14 @@ sg_json_t *worker_run_health(const worker_saga_t *saga)
     for (int i = 0; i < saga->nsteps; i++) {
         const worker_step_t *st = &saga->steps[i];
         if (st->policy == WORKER_POLICY_BEST_EFFORT &&
-            (st->status == WORKER_STEP_FAILED || st->status == WORKER_STEP_UNKNOWN)) {
-            partial++; /* a best_effort member's failure stops nothing */
+            (st->status == WORKER_STEP_FAILED || st->status == WORKER_STEP_UNKNOWN ||
+             ((st->status == WORKER_STEP_COMPENSATED ||
+               st->status == WORKER_STEP_COMPENSATION_FAILED) &&
+              saga->status == WORKER_SAGA_COMPLETED && st->done_effect &&
+              strcmp(st->done_effect, "possible") == 0))) {
+            /* a best_effort member's failure stops nothing (one that ended
+             * unknown was undone before its saga went on) */
+            partial++;
         } else if (st->status == WORKER_STEP_SUCCEEDED) {
             ok++;
         } else if (st->status == WORKER_STEP_COMPENSATED) {

@@ -263,6 +263,7 @@ static void decide_step(worker_dc_t *d, worker_saga_t *saga)
     worker_step_t *st;
     int attempts;
     sg_err_t err;
+    char dep[72];
 
     if (!saga) {
         sg_err_set(&err, SG_ERRCLASS_POISON, "input.saga.unknown",
@@ -319,6 +320,14 @@ static void decide_step(worker_dc_t *d, worker_saga_t *saga)
     if (comp && cmd->chained && !st->done_result && st->done_effect &&
         strcmp(st->done_effect, "known") == 0) {
         d->out->unchained = true;
+        return;
+    }
+    /* A step that references one that did not succeed (a best_effort
+     * member) is skipped, not failed for a reference without a value. */
+    if (!comp && st->status != WORKER_STEP_RUNNING &&
+        worker_dependency_failed(saga, st, dep, sizeof(dep))) {
+        worker_skip_dependent(d, saga, st, dep);
+        worker_out_rows(d, saga);
         return;
     }
     if (!worker_prepare_call(d, saga, st, comp, &err)) {

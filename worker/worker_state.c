@@ -104,7 +104,8 @@ static const transition_t step_transitions[] = {
      "error after the request went out, an answer too large to read, or a crash loop",
      "worker_step_failed"},
     {WORKER_STEP_PENDING, WORKER_STEP_SKIPPED, true,
-     "an earlier step failed, or the saga was cancelled: it is never called",
+     "an earlier step failed, the saga was cancelled, or a step its args reference did not "
+     "succeed: it is never called",
      "worker_begin_compensation"},
     {WORKER_STEP_RUNNING, WORKER_STEP_UNKNOWN, true,
      "saga.cancel while the step waits for a retry (its call is not in flight): its last attempt "

@@ -170,6 +170,49 @@ Test(groups, best_effort_undoes_a_member_whose_outcome_is_unknown_then_goes_on)
         "grp-unk:0:f:g1,grp-unk:2:f:g1,grp-unk:1:c:g1,grp-unk:3:f:g1");
 }
 
+/* A step that references a best_effort member that failed is skipped
+ * (runtime.skipped_dependency_failed), never called; the steps that do not
+ * depend on it run, and the saga completes partial, naming both (issue 35
+ * item 6: the saga failed with input.ref.unresolved and compensated
+ * everything). */
+Test(groups, a_step_that_depends_on_a_failed_member_is_skipped_and_the_rest_runs)
+{
+    const sg_json_t *done, *partial;
+    char text[512];
+
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_submit(
+        "grp-dep",
+        "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
+        " {\"name\": \"notify\", \"policy\": \"best_effort\", \"parallel\": ["
+        "  {\"name\": \"email\", \"tool\": \"echo\", \"args\": {\"id\": \"m-1\"}},"
+        "  {\"name\": \"sms\", \"tool\": \"fail\", \"args\": {\"code\": \"tool.sms.down\"}}]},"
+        " {\"name\": \"sms_receipt\", \"tool\": \"echo\", \"args\": "
+        "{\"of\": {\"$from\": \"/steps/sms/result\"}}},"
+        " {\"name\": \"email_receipt\", \"tool\": \"echo\", \"args\": "
+        "{\"of\": {\"$from\": \"/steps/email/result/id\"}}}]");
+    sgw_wait_status("grp-dep", "completed");
+    done = sgw_event_wait("grp-dep", "saga.completed");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(name || '=' || status || ':' || "
+                                "coalesce(error_code, '-'), ',' ORDER BY idx) FROM steps"),
+                     "reserve=succeeded:-,email=succeeded:-,sms=failed:tool.sms.down,"
+                     "sms_receipt=skipped:runtime.skipped_dependency_failed,"
+                     "email_receipt=succeeded:-");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx = 3"), 0,
+                 "the skipped step was never called");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE phase = 'compensate'"), 0,
+                 "nothing is undone");
+    partial = sg_json_member(done, "partial");
+    cr_assert(partial && sg_json_array_size(partial) == 2, "saga.completed names both");
+    cr_expect_str_eq(sgw_jstr(sg_json_array_get(partial, 1), "step_name"), "sms_receipt");
+    cr_expect_str_eq(sgw_jstr(sg_json_array_get(partial, 1), "error_code"),
+                     "runtime.skipped_dependency_failed");
+    cr_expect_eq(sgw_jint(sgw_run_health(done), "skipped"), 1);
+}
+
 /* all_or_nothing: a member fails; the group still waits for its member in
  * flight, then the saga undoes every member that took effect, the one
  * that finished last first, then the step before the group; the step
@@ -267,6 +310,10 @@ Test(groups, fail_fast_stops_new_calls_records_the_call_in_flight_and_compensate
     cr_expect(stop >= 0 && slow_ok > stop,
               "the hotel's call in flight finished and was recorded after the stop (%d, %d)", stop,
               slow_ok);
+    /* group.finished, like the other policies, once its last call ended
+     * (issue 35 item 6) */
+    cr_expect_gt(event_at("grp-ff", "group.finished", NULL), slow_ok);
+    cr_expect_str_eq(sgw_jstr(sgw_event_wait("grp-ff", "group.finished"), "status"), "error");
     compensated_order("grp-ff", text, sizeof(text));
     cr_expect_str_eq(text, "hotel,car,reserve");
     cr_expect_str_eq(sgw_q_text(text, sizeof(text),

@@ -163,7 +163,9 @@ Test(group, fail_fast_waits_for_the_call_in_flight_then_compensates)
     fx.saga.steps[1].calling = true;
     fx_returned(&fx, false, 1, 1, WORKER_OK, SG_ERRCLASS_NONE, false);
     fx_decide(&fx, true);
-    expect_effects(&fx, "step.succeeded,step.compensate", "the call in flight");
+    /* its last member ended: group.finished, as for the other policies
+     * (issue 35 item 6) */
+    expect_effects(&fx, "step.succeeded,group.finished,step.compensate", "the call in flight");
     expect_steps(&fx, "ckfk", "the call in flight");
     cr_expect_eq(fx_message(&fx.out, "step.compensate")->u.msg.step, 0);
     fx_fini(&fx);
@@ -181,7 +183,8 @@ Test(group, fail_fast_stops_a_member_waiting_for_a_retry)
     fx.saga.steps[0].done_seq = 0;
     fx_returned(&fx, false, 2, 1, WORKER_ERROR, SG_ERRCLASS_PERMANENT, false);
     fx_decide(&fx, true);
-    expect_effects(&fx, "step.failed,saga.compensating,step.compensate", "the stop");
+    /* no call in flight: the group has finished at the stop */
+    expect_effects(&fx, "step.failed,saga.compensating,group.finished,step.compensate", "the stop");
     /* hold waited for a retry: unknown, and undone (it has a compensation);
      * note, unknown without one, stays unknown. */
     expect_steps(&fx, "cufk", "the stop");
@@ -333,5 +336,48 @@ Test(group, best_effort_undoes_an_unknown_member_before_it_goes_on)
     assert_contains(fin->u.msg.payload, "\"pay\":{\"status\":\"compensated\"");
     cr_expect_eq(fx_message(&fx.out, "step.execute")->u.msg.step, 3);
     cr_expect_eq(fx.saga.status, WORKER_SAGA_RUNNING);
+    fx_fini(&fx);
+}
+
+/* A step that references a member of a best_effort group that did not
+ * succeed is skipped (runtime.skipped_dependency_failed), never called,
+ * and the saga goes on and completes partial, naming it (issue 35 item 6:
+ * it failed with input.ref.unresolved and the saga compensated
+ * everything).  A step referencing only the group's manifest, or a member
+ * that succeeded, runs. */
+Test(group, a_step_that_references_a_failed_member_is_skipped_and_the_saga_goes_on)
+{
+    fx_t fx;
+    const worker_op_t *done;
+
+    fx_init(&fx);
+    fx_saga(&fx, 'R', "sfsp", (int[]){1, 1, 1, 0}, NULL);
+    group(&fx, 1, 2, WORKER_POLICY_BEST_EFFORT);
+    fx.saga.steps[3].args = "{\"charge\": {\"$from\": \"/steps/note/result/id\"}}";
+    fx_command(&fx, SG_CMD_EXECUTE, 3, 1, 1);
+    fx_decide(&fx, true);
+    cr_expect_not(fx.out.calls, "never called");
+    expect_effects(&fx, "saga.completed", "skipped");
+    expect_steps(&fx, "sfsk", "skipped");
+    cr_expect_str_eq(fx.saga.steps[3].error_code, "runtime.skipped_dependency_failed");
+    cr_expect_eq(fx.saga.status, WORKER_SAGA_COMPLETED);
+    done = fx_message(&fx.out, "saga.completed");
+    assert_contains(done->u.msg.payload,
+                    "{\"step_name\":\"mail\",\"status\":\"skipped\",\"error_code\":"
+                    "\"runtime.skipped_dependency_failed\"}");
+    assert_contains(done->u.msg.payload, "\"skipped\":1");
+    cr_expect(fx_logged(&fx.out, "it references step note, which did not succeed"));
+    fx_fini(&fx);
+
+    /* The manifest, or a member that succeeded: it runs. */
+    fx_init(&fx);
+    fx_saga(&fx, 'R', "sfsp", (int[]){1, 1, 1, 0}, NULL);
+    group(&fx, 1, 2, WORKER_POLICY_BEST_EFFORT);
+    fx.saga.steps[3].args = "{\"a\": {\"$from\": \"/steps/g/result/status\"}, "
+                            "\"b\": {\"$from\": \"/steps/pay/key\"}}";
+    fx_command(&fx, SG_CMD_EXECUTE, 3, 1, 1);
+    fx_decide(&fx, true);
+    cr_expect_neq(fx.saga.steps[3].status, WORKER_STEP_SKIPPED, "not skipped");
+    cr_expect_str_neq(fx.saga.steps[3].error_code, "runtime.skipped_dependency_failed");
     fx_fini(&fx);
 }
