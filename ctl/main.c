@@ -101,7 +101,8 @@ static const sg_cli_cmd_t ctl_cmds[] = {
      true},
     {"approve", ctl_cmd_control, "SAGA_ID STEP --reason TEXT [--by NAME] [--wait] [--timeout DUR]",
      "let a step waiting for approval run", control_opts,
-     "Produces saga.approve for STEP (its name, or its index from 0) of a step\n"
+     "Produces saga.approve for STEP (its name, or its index from 0 as events and\n"
+     "`sagactl show` give it: each member of a parallel group has its own) of a step\n"
      "awaiting_approval (announced by step.approval_requested): it runs.  Any other step\n"
      "is answered with saga.command_refused.\n"
      "Exit 0 sent (with --wait: approved), 1 refused by the worker, 3 refused here\n"
@@ -110,8 +111,9 @@ static const sg_cli_cmd_t ctl_cmds[] = {
      true},
     {"reject", ctl_cmd_control, "SAGA_ID STEP --reason TEXT [--by NAME] [--wait] [--timeout DUR]",
      "refuse a step waiting for approval: the saga compensates", control_opts,
-     "Produces saga.reject for STEP (its name, or its index from 0) of a step\n"
-     "awaiting_approval: it fails without being called and the saga compensates.\n"
+     "Produces saga.reject for STEP (its name, or its index from 0 as events give it)\n"
+     "of a step awaiting_approval: it fails without being called and the saga\n"
+     "compensates.\n"
      "Exit 0 sent (with --wait: rejected), 1 refused by the worker, 3 refused here\n"
      "(nothing sent), 4 Kafka unreachable, 124 no answer within --timeout.\n",
      true},

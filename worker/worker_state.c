@@ -63,6 +63,10 @@ static const transition_t saga_transitions[] = {
      "dlq-tool replay: run again, steps whose effect stands kept", "sagad_dlq_replay()"},
     {WORKER_SAGA_FAILED, WORKER_SAGA_COMPENSATING, false,
      "dlq-tool replay: retry the failed compensation", "sagad_dlq_replay()"},
+    {WORKER_SAGA_FAILED, WORKER_SAGA_CANCELLING, false,
+     "dlq-tool replay of a saga that failed while it was being cancelled: retry the failed "
+     "compensation; it ends cancelled",
+     "sagad_dlq_replay()"},
 };
 
 static const transition_t step_transitions[] = {

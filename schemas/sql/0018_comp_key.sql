@@ -1,5 +1,6 @@
 -- A compensation whose attempt may have taken effect keeps its key
--- (issue 35 item 1; docs/DLQ.md, "What a replay does").
+-- (issue 35 item 1; docs/DLQ.md, "What a replay does"); and a replayed
+-- saga that failed while it was being cancelled ends cancelled (item 7).
 --
 -- A compensation's idempotency key was always the saga's generation's, so
 -- a replay of a failed saga (action recompensate) ran the failed
@@ -78,6 +79,16 @@ BEGIN
             kept := sagad_kept_comp_key(r.kept, r.step, new_key);
             detail := replace(r.detail, 'again, generation',
                               'again under its old key ' || new_key || ', generation');
+        END IF;
+        -- A saga that failed while it was being cancelled (its history
+        -- holds an accepted saga.cancel) finishes its compensation as a
+        -- cancellation, and ends cancelled, not compensated.
+        IF EXISTS (SELECT 1 FROM saga_controls c WHERE c.saga_id = r.saga_id
+                      AND c.command = 'saga.cancel' AND c.outcome = 'accepted') THEN
+            IF r.outcome = 'replayed' THEN
+                UPDATE sagas SET status = 'cancelling' WHERE sagas.saga_id = r.saga_id;
+            END IF;
+            detail := detail || '; it was cancelled: it ends cancelled';
         END IF;
     END IF;
 END $$;

@@ -556,6 +556,49 @@ Test(dlq, replay_of_a_compensation_that_may_have_run_keeps_its_key)
                      "the compensation that may have run kept its key; the one below is new");
 }
 
+/* A saga that failed while it was being cancelled (its compensation ran
+ * out of attempts) is replayed: the compensation runs again and the saga
+ * ends cancelled, as the cancel asked, not compensated (issue 35 item 7). */
+Test(dlq, replay_of_a_cancelled_saga_whose_compensation_failed_ends_cancelled)
+{
+    static const char down[] =
+        "\"hold\": {\"adapter\": \"builtin\", \"target\": \"echo\", \"side_effect\": "
+        "\"reversible\", \"compensation\": \"release.flaky\"},"
+        "\"release.flaky\": {\"adapter\": \"builtin\", \"target\": \"fail\", \"side_effect\": "
+        "\"idempotent\", \"compensate_retry\": {\"max_attempts\": 2, \"base_ms\": 10, "
+        "\"cap_ms\": 20}}";
+    static const char fixed[] =
+        "\"hold\": {\"adapter\": \"builtin\", \"target\": \"echo\", \"side_effect\": "
+        "\"reversible\", \"compensation\": \"release.flaky\"},"
+        "\"release.flaky\": {\"adapter\": \"builtin\", \"target\": \"ledger\", \"side_effect\": "
+        "\"idempotent\"}";
+    static const char cancel[] = "{\"v\": 1, \"type\": \"saga.cancel\", \"id\": \"cx-1\", "
+                                 "\"saga_id\": \"cxr-1\", \"by\": \"ops\", \"reason\": \"r\"}";
+    char id[32], text[256];
+
+    sgw_pair_start(down, 1, NULL);
+    sgw_submit("cxr-1", "[{\"name\": \"first\", \"tool\": \"hold\", \"args\": {\"class\": "
+                        "\"transient\"}},"
+                        " {\"name\": \"second\", \"tool\": \"ledger\", \"approval\": "
+                        "{\"timeout_ms\": 600000}}]");
+    sgw_event_wait("cxr-1", "step.approval_requested");
+    sgw_produce(sgw.topic_cmd, "cxr-1", cancel, strlen(cancel));
+    sgw_wait_status("cxr-1", "failed");
+    sgw_pair_stop();
+    snprintf(id, sizeof(id), "%lld", dead_letter_of("cxr-1"));
+
+    restart_with_tools(fixed);
+    cr_assert_eq(dlq(ARGS("replay", id, "--reason", "release endpoint back")), 0, "%s%s", R.out,
+                 R.err);
+    cr_expect(strstr(R.out, "it was cancelled: it ends cancelled"), "%s", R.out);
+    sgw_wait_status("cxr-1", "cancelled");
+    sgw_event_wait("cxr-1", "saga.cancelled");
+    sgw_pair_stop();
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text), "SELECT string_agg(status, ',' ORDER BY idx) FROM steps"),
+        "compensated,skipped");
+}
+
 Test(dlq, discard_hides_entry_from_pending_and_json_has_documented_fields)
 {
     static const char *const fields[] = {"id",
