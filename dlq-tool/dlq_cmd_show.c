@@ -21,6 +21,7 @@ static const char show_json_sql[] =
     "  'new_generation', r.new_generation, 'new_key', r.new_key, 'revision', r.revision, "
     "  'forced', r.forced, 'rerun_from', r.rerun_from, 'kept', r.kept, 'repeats', r.repeats) "
     "  ORDER BY r.id) FROM replays r WHERE r.dead_letter_id = d.id), '[]'), "
+    "'steps_at', d.steps_at, "
     "'saga', (SELECT jsonb_build_object('saga_id', s.saga_id, 'name', s.name, 'status', "
     "  s.status, 'generation', s.generation, 'updated_at', s.updated_at, 'steps', "
     "  (SELECT jsonb_agg(jsonb_build_object('step', st.idx, 'name', st.name, 'tool', st.tool, "
@@ -84,6 +85,12 @@ static const char show_trail_sql[] =
     "e->>'latency_ms', replace(e->>'message', E'\\n', ' ') FROM dead_letters d, "
     "jsonb_array_elements(d.trail) WITH ORDINALITY AS t(e, ord) WHERE d.id = $1::bigint "
     "ORDER BY ord";
+
+static const char show_steps_at_sql[] =
+    "SELECT s.step, s.name, s.tool, s.status, s.attempts, s.comp_attempts, s.idempotency_key, "
+    "s.error_code FROM dead_letters d, jsonb_to_recordset(d.steps_at) AS s(step int, name text, "
+    "tool text, status text, attempts int, comp_attempts int, idempotency_key text, "
+    "error_code text) WHERE d.id = $1::bigint ORDER BY s.step";
 
 static const char show_steps_sql[] =
     "SELECT st.idx, st.name, st.tool, st.status, st.attempts, st.comp_attempts, "
@@ -187,6 +194,7 @@ static int show_human(dlq_t *d, const char *id)
     print_payload(res);
     sg_pg_res_destroy(res);
     if ((rc = section(d, id, "attempt trail", show_trail_sql, trail_h, 7)) ||
+        (rc = section(d, id, "saga steps when dead-lettered", show_steps_at_sql, steps_h, 8)) ||
         (rc = section(d, id, "saga steps now", show_steps_sql, steps_h, 8)) ||
         (rc = section(d, id, "replays", show_replays_sql, replays_h, 9)))
         return rc;

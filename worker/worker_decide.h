@@ -121,6 +121,7 @@ typedef struct worker_op_s {
             const char *saga_name, *step_name, *traceparent;
             char *tool;         /* owned */
             char *agent_action; /* owned */
+            char *steps_at;     /* owned: the saga's steps as they stand, NULL: no saga */
             bool has_saga;
         } dead;
         struct {

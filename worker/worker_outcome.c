@@ -296,6 +296,38 @@ static char *dead_tool(const worker_step_t *st, bool compensate)
     return out;
 }
 
+/* The saga's steps as the decision leaves them, for its dead letter
+ * (dead_letters.steps_at): what had completed when it was written. */
+static char *steps_at(const worker_saga_t *saga)
+{
+    sg_json_t *list = sg_json_new_array();
+    char *text;
+
+    for (int i = 0; i < saga->nsteps; i++) {
+        const worker_step_t *st = &saga->steps[i];
+        const char *key = st->idem_key ? st->idem_key : st->forward_key;
+        sg_json_t *e = sg_json_new_object();
+        sg_json_add_int(e, "step", i);
+        sg_json_add_str(e, "name", st->name);
+        sg_json_add_str(e, "tool", st->tool);
+        sg_json_add_str(e, "status", worker_step_status_name(st->status));
+        sg_json_add_int(e, "attempts", st->attempts);
+        sg_json_add_int(e, "comp_attempts", st->comp_attempts);
+        if (key)
+            sg_json_add_str(e, "idempotency_key", key);
+        else
+            sg_json_add_null(e, "idempotency_key");
+        if (st->error_code[0])
+            sg_json_add_str(e, "error_code", st->error_code);
+        else
+            sg_json_add_null(e, "error_code");
+        sg_json_append(list, e);
+    }
+    text = sg_json_print(list);
+    sg_json_destroy(list);
+    return text;
+}
+
 void worker_out_dead_letter(worker_dc_t *d, worker_saga_t *saga, int step, bool compensate,
                             const sg_err_t *err, const char *held_until)
 {
@@ -311,6 +343,7 @@ void worker_out_dead_letter(worker_dc_t *d, worker_saga_t *saga, int step, bool 
     op->u.dead.err = sg_xmalloc(sizeof(*err));
     *op->u.dead.err = *err;
     op->u.dead.has_saga = saga != NULL;
+    op->u.dead.steps_at = saga ? steps_at(saga) : NULL;
     op->u.dead.saga_name = saga ? saga->name : NULL;
     /* A rejected submission has no saga row, but its document names it. */
     if (!saga && cmd->dec.type == SG_CMD_START)
@@ -414,6 +447,7 @@ static void op_free(worker_op_t *op)
         free(op->u.dead.tool);
         free(op->u.dead.err);
         free(op->u.dead.agent_action);
+        free(op->u.dead.steps_at);
         break;
     case WORKER_OP_LOG:
         free(op->u.log.text);

@@ -24,7 +24,7 @@
 #include "worker_loop_int.h"
 #include "worker_observe.h"
 
-#define WORKER_SCHEMA_VERSION 18   /* 0018: steps.comp_key_generation (a kept compensation key) */
+#define WORKER_SCHEMA_VERSION 19   /* 0019: dead_letters.steps_at (the steps when written) */
 #define HOUSEKEEPING_MS       1000 /* gauges, SIGHUP */
 #define PG_PING_MS            5000 /* an idle worker checks its session this often */
 

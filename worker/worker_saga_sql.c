@@ -258,7 +258,8 @@ static char *dead_letter_log(const worker_t *w, const worker_cmd_t *cmd, const w
 /* Writes a dead letter (ledger row + DLQ message, one statement) for cmd's
  * message.  The trail is every attempt row of (saga, step, phase,
  * generation), read in the same transaction, so it includes the attempt
- * finished just before.  The DLQ message's headers let plain Kafka tools
+ * finished just before; steps_at the saga's steps as the decision leaves
+ * them (worker_outcome.c).  The DLQ message's headers let plain Kafka tools
  * filter without parsing JSON. */
 static void apply_dead_letter(worker_t *w, const worker_cmd_t *cmd, const worker_op_t *op)
 {
@@ -275,11 +276,11 @@ static void apply_dead_letter(worker_t *w, const worker_cmd_t *cmd, const worker
         "dl AS (INSERT INTO dead_letters (error_code, error_class, message, saga_id, saga_name, "
         "  step_idx, step_name, tool, phase, attempts, trail, original_topic, original_partition, "
         "  original_offset, original_key, original_timestamp, original_headers, payload, "
-        "  first_failure_at, last_failure_at, worker_id, sagad_version, agent_action) "
+        "  first_failure_at, last_failure_at, worker_id, sagad_version, agent_action, steps_at) "
         "  SELECT $1, $2, $3, $4, $5, $6::int, $7, $8, $9, t.n, t.trail, $10, $11::int, "
         "  $12::bigint, decode($13, 'base64'), to_timestamp($14::bigint / 1000.0), $15::jsonb, "
         "  decode($16, 'base64'), coalesce(t.first_at, now()), greatest(t.last_at, now()), "
-        "  $17, $18, $23 FROM t RETURNING *), "
+        "  $17, $18, $23, $24::jsonb FROM t RETURNING *), "
         "m AS (SELECT dl.*, sagad_dead_letter_message(dl.*::dead_letters, $22::bigint) AS rec "
         "  FROM dl) "
         "INSERT INTO outbox (topic, key, headers, payload) "
@@ -343,8 +344,9 @@ static void apply_dead_letter(worker_t *w, const worker_cmd_t *cmd, const worker
             w->topic_dlq,
             op->u.dead.traceparent,
             SG_PG_INT(w->limits.max_bytes),
-            op->u.dead.agent_action};
-        send(w, sql, 23, params);
+            op->u.dead.agent_action,
+            op->u.dead.steps_at};
+        send(w, sql, 24, params);
     }
     log = dead_letter_log(w, cmd, op, message, key64, headers);
     free(key64);

@@ -599,6 +599,48 @@ Test(dlq, replay_of_a_cancelled_saga_whose_compensation_failed_ends_cancelled)
         "compensated,skipped");
 }
 
+/* A dead letter keeps the saga's steps as they stood when it was written:
+ * `dlq-tool show` prints them beside the saga's steps now, which a cancel
+ * has changed since (issue 35 item 7: only the present state was shown).
+ * The DLQ record carries them too. */
+Test(dlq, show_prints_the_steps_as_they_stood_when_dead_lettered)
+{
+    static const char *const env[] = {"SAGAD_WORKER_DEAD_LETTER_HOLD_MS=600000", NULL};
+    static const char cancel[] = "{\"v\": 1, \"type\": \"saga.cancel\", \"id\": \"cx-9\", "
+                                 "\"saga_id\": \"snap-1\", \"by\": \"ops\", \"reason\": \"r\"}";
+    char id[32], text[512];
+    const char *then, *now;
+
+    sgw_pair_start(NULL, 1, env);
+    sgw_submit("snap-1", "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\"},"
+                         " {\"name\": \"charge\", \"tool\": \"fail\", \"args\": {\"class\": "
+                         "\"poison\", \"code\": \"bank.garbled\"}}]");
+    sgw_wait_status("snap-1", "held");
+    sgw_produce(sgw.topic_cmd, "snap-1", cancel, strlen(cancel));
+    sgw_wait_status("snap-1", "cancelled");
+    sgw_pair_stop();
+    snprintf(id, sizeof(id), "%lld", dead_letter_of("snap-1"));
+
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg((e->>'step') || '=' || (e->>'status'), ',') "
+                                "FROM dead_letters d, jsonb_array_elements(d.steps_at) e"),
+                     "0=succeeded,1=failed", "the steps when the dead letter was written");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT jsonb_array_length(sagad_dead_letter_record(d) -> "
+                                "'steps_at')::text FROM dead_letters d"),
+                     "2", "and in its DLQ record");
+    cr_assert_eq(dlq(ARGS("show", id)), 0, "%s%s", R.out, R.err);
+    then = strstr(R.out, "saga steps when dead-lettered:");
+    now = strstr(R.out, "saga steps now:");
+    cr_assert(then && now && then < now, "both sections, in order: %s", R.out);
+    cr_expect(strstr(then, "succeeded") && strstr(then, "failed") &&
+                  (!strstr(then, "compensated") || strstr(then, "compensated") > now),
+              "then: succeeded and failed: %s", R.out);
+    cr_expect(strstr(now, "compensated") != NULL, "now: compensated by the cancel: %s", R.out);
+    cr_assert_eq(dlq(ARGS("show", id, "--json")), 0, "%s%s", R.out, R.err);
+    cr_expect(strstr(R.out, "\"steps_at\": [") != NULL, "%s", R.out);
+}
+
 Test(dlq, discard_hides_entry_from_pending_and_json_has_documented_fields)
 {
     static const char *const fields[] = {"id",
