@@ -80,6 +80,10 @@ typedef struct ctl_problems_s {
     ctl_problem_t *v;
     size_t n, cap;
     char code[64]; /* the worker's error code of the refusal */
+    /* What a valid submission may do that its author likely did not mean
+     * (sg_submit_warnings): the worker accepts it all the same. */
+    ctl_problem_t *w;
+    size_t nw, capw;
 } ctl_problems_t;
 
 /* The worker's verdict on the saga.start text[0..len): 0 when it would
@@ -91,7 +95,8 @@ int ctl_check(const ctl_t *c, const char *text, size_t len, const sg_registry_t 
               ctl_problems_t *p);
 void ctl_problems_free(ctl_problems_t *p);
 /* Prints the problems: "PATH: rule" lines, or with json one object
- * {"valid", "code", "problems": [{path, rule}]}. */
+ * {"valid", "code", "problems": [{path, rule}], "warnings": [{path, rule}]};
+ * without json the warnings go to stderr, "PATH: warning: ..." lines. */
 void ctl_problems_print(const ctl_problems_t *p, bool json);
 
 /* A reader of the events topic with a throwaway group that commits

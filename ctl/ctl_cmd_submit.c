@@ -263,6 +263,8 @@ static int submit(ctl_t *c, const sg_registry_t *reg, char *text, size_t len)
         free(s.text);
         return SG_EXIT_REFUSED;
     }
+    if (p.nw && !c->json)
+        ctl_problems_print(&p, false); /* the warnings, on stderr */
     ctl_problems_free(&p);
     sg_run_trap_signals();
     if ((!wait || !(rc = ctl_events_open(c, "sagactl-wait", false, &w))) &&

@@ -236,17 +236,29 @@ sg_registry_t *ctl_registry(const ctl_t *c)
     return reg;
 }
 
+static void list_add(ctl_problem_t **v, size_t *n, size_t *cap, const char *path, const char *rule)
+{
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 8;
+        *v = sg_xrealloc(*v, *cap * sizeof(**v));
+    }
+    (*v)[*n].path = sg_xstrdup(path);
+    (*v)[*n].rule = sg_xstrdup(rule);
+    (*n)++;
+}
+
 static void add_problem(void *opaque, const char *path, const char *rule)
 {
     ctl_problems_t *p = opaque;
 
-    if (p->n == p->cap) {
-        p->cap = p->cap ? p->cap * 2 : 8;
-        p->v = sg_xrealloc(p->v, p->cap * sizeof(*p->v));
-    }
-    p->v[p->n].path = sg_xstrdup(path);
-    p->v[p->n].rule = sg_xstrdup(rule);
-    p->n++;
+    list_add(&p->v, &p->n, &p->cap, path, rule);
+}
+
+static void add_warning(void *opaque, const char *path, const char *rule)
+{
+    ctl_problems_t *p = opaque;
+
+    list_add(&p->w, &p->nw, &p->capw, path, rule);
 }
 
 int ctl_check(const ctl_t *c, const char *text, size_t len, const sg_registry_t *reg,
@@ -277,6 +289,8 @@ int ctl_check(const ctl_t *c, const char *text, size_t len, const sg_registry_t 
         add_problem(p, "$.type", "a submission is a saga.start");
     } else if (sg_submit_validate(dec.doc, reg, add_problem, p) > 0) {
         snprintf(p->code, sizeof(p->code), "%s", "input.schema.invalid");
+    } else {
+        sg_submit_warnings(dec.doc, add_warning, p);
     }
     sg_json_destroy(dec.doc);
     return (int)p->n;
@@ -288,7 +302,12 @@ void ctl_problems_free(ctl_problems_t *p)
         free(p->v[i].path);
         free(p->v[i].rule);
     }
+    for (size_t i = 0; i < p->nw; i++) {
+        free(p->w[i].path);
+        free(p->w[i].rule);
+    }
     free(p->v);
+    free(p->w);
     memset(p, 0, sizeof(*p));
 }
 
@@ -308,6 +327,14 @@ void ctl_problems_print(const ctl_problems_t *p, bool json)
             sg_json_append(arr, o);
         }
         sg_json_add_node(doc, "problems", arr);
+        arr = sg_json_new_array();
+        for (size_t i = 0; i < p->nw; i++) {
+            sg_json_t *o = sg_json_new_object();
+            sg_json_add_str(o, "path", p->w[i].path);
+            sg_json_add_str(o, "rule", p->w[i].rule);
+            sg_json_append(arr, o);
+        }
+        sg_json_add_node(doc, "warnings", arr);
         text = sg_json_print(doc);
         printf("%s\n", text);
         free(text);
@@ -318,6 +345,13 @@ void ctl_problems_print(const ctl_problems_t *p, bool json)
         char *path = sg_text_visible(p->v[i].path, false),
              *rule = sg_text_visible(p->v[i].rule, false);
         printf("%s: %s\n", path, rule);
+        free(path);
+        free(rule);
+    }
+    for (size_t i = 0; i < p->nw; i++) {
+        char *path = sg_text_visible(p->w[i].path, false),
+             *rule = sg_text_visible(p->w[i].rule, false);
+        fprintf(stderr, "%s: %s\n", path, rule);
         free(path);
         free(rule);
     }

@@ -56,8 +56,11 @@ static const sg_cli_cmd_t ctl_cmds[] = {
     {"validate", ctl_cmd_validate, "FILE|- [--registry FILE] [--json]",
      "check a saga.start offline with the worker's rules and the tool registry", validate_opts,
      "Prints every problem as `JSON-path: rule`, the problems the worker's saga.rejected\n"
-     "event would carry.  No Kafka or PostgreSQL needed (nor pg.dsn).\n"
-     "Exit 0 valid, 3 refused, 2 when the file or the registry cannot be read.\n"
+     "event would carry.  No Kafka or PostgreSQL needed (nor pg.dsn).  A valid saga may\n"
+     "get warnings (`JSON-path: warning: ...` on stderr; `warnings` with --json), e.g. a\n"
+     "compensation of its own step's result, which a timed-out step does not have.\n"
+     "Exit 0 valid (warnings or not), 3 refused, 2 when the file or the registry cannot\n"
+     "be read.\n"
      "Example: sagactl validate --registry tools.json order.json\n",
      true},
     {"submit", ctl_cmd_submit, "FILE|- [--wait] [--timeout DUR] [--json]",

@@ -865,6 +865,72 @@ static void check_top(const sg_json_t *doc, problems_t *p)
         problem(p, "$.metadata", "type: expected object, got %s", sg_json_type_name(node));
 }
 
+/* Does a reference under node name step name's result (/steps/NAME/result
+ * or below; not its key)? */
+static bool own_result_ref(const sg_json_t *node, const char *name)
+{
+    if (sg_ref_is(node)) {
+        const char *ptr = sg_json_string(sg_json_member(node, SG_REF_MEMBER));
+        size_t n = strlen(name);
+        return ptr && strncmp(ptr, "/steps/", 7) == 0 && strncmp(ptr + 7, name, n) == 0 &&
+               strncmp(ptr + 7 + n, "/result", 7) == 0 &&
+               (ptr[14 + n] == '\0' || ptr[14 + n] == '/');
+    }
+    if (!sg_json_is_object(node) && !sg_json_is_array(node))
+        return false;
+    for (const sg_json_t *m = sg_json_first(node); m; m = sg_json_next(m))
+        if (own_result_ref(m, name))
+            return true;
+    return false;
+}
+
+/* The warning of one call step at base. */
+static int warn_step(const sg_json_t *st, const char *base, sg_problem_fn fn, void *opaque)
+{
+    const sg_json_t *args = sg_json_member(sg_json_member(st, "compensate"), "args");
+    const char *name = sg_json_string(sg_json_member(st, "name"));
+    char path[256], text[640];
+
+    if (!name || !args || !own_result_ref(args, name))
+        return 0;
+    snprintf(path, sizeof(path), "%s.compensate.args", base);
+    snprintf(text, sizeof(text),
+             "warning: references /steps/%s/result, its own step's result, which does not exist "
+             "when that step timed out (outcome unknown): the compensation would then fail with "
+             "input.ref.unresolved and the saga with it; reference /steps/%s/key instead (there "
+             "once the step was called), or read forward.idempotency_key from the compensation's "
+             "request",
+             name, name);
+    fn(opaque, path, text);
+    return 1;
+}
+
+int sg_submit_warnings(const sg_json_t *doc, sg_problem_fn fn, void *opaque)
+{
+    const sg_json_t *steps = sg_json_member(doc, "steps");
+    int n = 0;
+    size_t i = 0;
+
+    if (!sg_json_is_array(steps))
+        return 0;
+    for (const sg_json_t *st = sg_json_first(steps); st; st = sg_json_next(st), i++) {
+        const sg_json_t *members = sg_json_member(st, "parallel");
+        char base[64];
+        snprintf(base, sizeof(base), "$.steps[%zu]", i);
+        if (sg_json_is_array(members)) {
+            size_t j = 0;
+            for (const sg_json_t *m = sg_json_first(members); m; m = sg_json_next(m), j++) {
+                char mb[96];
+                snprintf(mb, sizeof(mb), "%s.parallel[%zu]", base, j);
+                n += warn_step(m, mb, fn, opaque);
+            }
+        } else {
+            n += warn_step(st, base, fn, opaque);
+        }
+    }
+    return n;
+}
+
 int sg_submit_validate(const sg_json_t *doc, const sg_registry_t *reg, sg_problem_fn fn,
                        void *opaque)
 {

@@ -227,6 +227,42 @@ Test(ctl, validate_gives_the_c_validators_verdict_on_every_fixture)
     sg_config_destroy(cfg);
 }
 
+/* A valid saga whose compensation references its own step's result is
+ * accepted (exit 0) with a warning that names the path and the idiom
+ * that works: on stderr, or in --json's warnings (issue 35 item 7). */
+Test(ctl, validate_warns_of_a_compensation_of_its_own_steps_result)
+{
+    static const char doc[] =
+        "{\"v\":1,\"type\":\"saga.start\",\"id\":\"s1\",\"saga_id\":\"w-1\",\"name\":\"t\","
+        "\"steps\":[{\"name\":\"charge\",\"tool\":\"payment.charge\",\"args\":"
+        "{\"amount_cents\":5},\"compensate\":{\"tool\":\"payment.refund\",\"args\":"
+        "{\"charge_id\":{\"$from\":\"/steps/charge/result/charge_id\"}}}}]}";
+    char file[256];
+    FILE *fp;
+    sg_json_t *out;
+    const sg_json_t *w;
+
+    snprintf(file, sizeof(file), "%s/warn.json", sgw.dir);
+    cr_assert_not_null(fp = fopen(file, "w"));
+    fputs(doc, fp);
+    fclose(fp);
+    cr_expect_eq(ctl(ARGS("validate", "--registry", "examples/checkout/tools.json", file)), 0, "%s",
+                 R.err);
+    cr_expect_str_eq(R.out, "", "nothing on stdout: the saga is valid");
+    cr_expect(strstr(R.err, "$.steps[0].compensate.args: warning: references "
+                            "/steps/charge/result") &&
+                  strstr(R.err, "reference /steps/charge/key instead"),
+              "%s", R.err);
+    cr_expect_eq(
+        ctl(ARGS("validate", "--json", "--registry", "examples/checkout/tools.json", file)), 0);
+    out = sg_json_parse(R.out, strlen(R.out), NULL, NULL);
+    cr_assert_not_null(out, "%s", R.out);
+    w = sg_json_member(out, "warnings");
+    cr_expect_eq(sg_json_array_size(w), 1);
+    cr_expect_str_eq(sgw_jstr(sg_json_array_get(w, 0), "path"), "$.steps[0].compensate.args");
+    sg_json_destroy(out);
+}
+
 /* The problems of the worker's saga.rejected for the same bytes are
  * sagactl's: a registry problem (unknown tool), an args-schema problem
  * and contract problems, on the real worker. */

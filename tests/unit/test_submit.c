@@ -768,3 +768,40 @@ Test(submit, a_command_not_keyed_by_its_saga_id_is_poison)
         sg_json_destroy(dec.doc);
     }
 }
+
+static void collect(void *opaque, const char *path, const char *rule)
+{
+    char *out = opaque;
+    size_t n = strlen(out);
+
+    snprintf(out + n, 1024 - n, "%s%s|%s", n ? ";" : "", path,
+             strstr(rule, "warning: ") ? "w" : "?");
+}
+
+/* A compensation that references its own step's result can never run
+ * when that step timed out (no result): a valid saga, but warned about,
+ * at the compensation's args; a reference to its key, or to another
+ * step's result, is not warned about (issue 35 item 7). */
+Test(submit, a_compensation_of_its_own_steps_result_is_warned_about)
+{
+    static const char doc[] =
+        "{\"v\": 1, \"type\": \"saga.start\", \"saga_id\": \"w\", \"name\": \"t\", \"steps\": ["
+        " {\"name\": \"hold\", \"tool\": \"t\", \"compensate\": {\"tool\": \"u\", \"args\": "
+        "  {\"id\": {\"$from\": \"/steps/hold/key\"}}}},"
+        " {\"name\": \"pay\", \"tool\": \"t\", \"compensate\": {\"tool\": \"u\", \"args\": "
+        "  {\"x\": [{\"id\": {\"$from\": \"/steps/pay/result/charge_id\"}}]}}},"
+        " {\"name\": \"g\", \"policy\": \"best_effort\", \"parallel\": ["
+        "  {\"name\": \"m\", \"tool\": \"t\", \"compensate\": {\"tool\": \"u\", \"args\": "
+        "   {\"id\": {\"$from\": \"/steps/m/result\"}, \"p\": {\"$from\": "
+        "\"/steps/pay/result\"}}}},"
+        "  {\"name\": \"mm\", \"tool\": \"t\", \"compensate\": {\"tool\": \"u\", \"args\": "
+        "   {\"id\": {\"$from\": \"/steps/m/result\"}, \"k\": {\"$from\": "
+        "\"/steps/mmx/result\"}}}}]}]}";
+    char got[1024] = "";
+    sg_json_t *root = sg_json_parse(doc, strlen(doc), NULL, NULL);
+
+    cr_assert_not_null(root);
+    cr_expect_eq(sg_submit_warnings(root, collect, got), 2);
+    cr_expect_str_eq(got, "$.steps[1].compensate.args|w;$.steps[2].parallel[0].compensate.args|w");
+    sg_json_destroy(root);
+}

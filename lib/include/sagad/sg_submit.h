@@ -78,6 +78,15 @@ typedef void (*sg_problem_fn)(void *opaque, const char *path, const char *rule);
 int sg_submit_validate(const sg_json_t *doc, const sg_registry_t *reg, sg_problem_fn fn,
                        void *opaque);
 
+/* What a valid saga.start may do that its author likely did not mean:
+ * calls fn once per warning (path, text); returns their number.  Today
+ * one: a compensation whose args reference its own step's result, which
+ * does not exist when that step timed out (its outcome unknown, the case
+ * compensation is for), so the compensation would fail with
+ * input.ref.unresolved and the saga with it.  docs/WORKER.md,
+ * "References". */
+int sg_submit_warnings(const sg_json_t *doc, sg_problem_fn fn, void *opaque);
+
 /* A parallel group's policy (docs/WORKER.md, "Parallel groups"). */
 typedef enum sg_group_policy_e {
     SG_GROUP_ALL_OR_NOTHING,
