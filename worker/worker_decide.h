@@ -41,9 +41,28 @@ typedef struct worker_rules_s {
     sg_log_level_t log_level; /* log lines above it are not recorded */
 } worker_rules_t;
 
+/* A command as a decision sees it (issue 35 item 9: the decision's seam):
+ * the decoded message, where it came from, and for a returned call the
+ * call made and its outcome; nothing of the loop's own bookkeeping (its
+ * queues, states, transaction slots).  The loop fills it from its
+ * worker_cmd_t (worker_saga_sql.c); the unit tests and the model checker
+ * fill it directly.  The pointers are never NULL (result and call are
+ * empty unless returned). */
+typedef struct worker_dcmd_s {
+    const sg_decoded_t *dec;
+    const worker_result_t *result; /* returned: the call's outcome */
+    const worker_call_t *call;     /* returned: the call that was made */
+    const char *definition;        /* a saga.start's stored definition, NULL: made here */
+    int64_t offset;                /* of its message, -1: none (a chained command) */
+    int64_t attempt_id;            /* returned: its attempt row */
+    bool chained;                  /* run ahead of its message: it has none for a dead letter */
+    bool isolated; /* runs with no other call beside it (a crash-loop suspect's last run) */
+    bool answered; /* a control command its saga's history already holds */
+} worker_dcmd_t;
+
 /* The command and what the world says at the time of the decision. */
 typedef struct worker_input_s {
-    const worker_cmd_t *cmd;
+    const worker_dcmd_t *cmd;
     bool returned;           /* decide its call's outcome (cmd->result), not the command */
     int32_t partition;       /* of its message, -1: none */
     const void *traceparent; /* a saga.start's header, NULL: none */
@@ -178,7 +197,7 @@ void worker_outcome_free(worker_outcome_t *out);
 typedef struct worker_dc_s {
     const worker_rules_t *rules;
     const worker_input_t *in;
-    const worker_cmd_t *cmd;
+    const worker_dcmd_t *cmd;
     worker_outcome_t *out;
     /* The agent_action of the failure this decision records (owned, freed
      * when the decision ends), and its step. */

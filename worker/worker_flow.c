@@ -518,8 +518,8 @@ void worker_step_failed(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, 
     if (unknown)
         st->effect = st->done_effect = "possible";
     snprintf(st->error_code, sizeof(st->error_code), "%s", err->code);
-    if (d->cmd->dec.type == SG_CMD_EXECUTE) /* not a step refused at its gate: never called */
-        sg_json_add_int(b, "attempt", d->cmd->dec.attempt);
+    if (d->cmd->dec->type == SG_CMD_EXECUTE) /* not a step refused at its gate: never called */
+        sg_json_add_int(b, "attempt", d->cmd->dec->attempt);
     sg_json_add_str(b, "outcome", unknown ? "unknown" : "failed");
     worker_out_add_error(b, err);
     if (fail_action(d, st, err))
@@ -583,14 +583,14 @@ static void add_result(worker_dc_t *d, sg_json_t *body, const char *result)
 
 void worker_step_succeeded(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st)
 {
-    const worker_result_t *r = &d->cmd->result;
+    const worker_result_t *r = d->cmd->result;
     sg_json_t *b = worker_out_step_body(st);
 
     worker_set_step(d, saga, st, WORKER_STEP_SUCCEEDED);
     st->result = r->data ? r->data : "null"; /* JSON jsonb holds (worker_result_data) */
     st->done_result = st->result;            /* for references decided later in this transaction */
     st->effect = st->done_effect = "known";
-    sg_json_add_int(b, "attempt", d->cmd->dec.attempt);
+    sg_json_add_int(b, "attempt", d->cmd->dec->attempt);
     add_result(d, b, st->result);
     worker_out_event(d, saga, "step.succeeded", b);
     st->done_seq = saga->seq;

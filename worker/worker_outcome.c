@@ -225,7 +225,7 @@ void worker_out_add_error(sg_json_t *b, const sg_err_t *err)
 
 char *worker_out_agent_action(worker_dc_t *d, const sg_err_t *err)
 {
-    const worker_result_t *r = &d->cmd->result;
+    const worker_result_t *r = d->cmd->result;
     const char *def = sg_err_agent_action(err->code);
     char *found = NULL;
 
@@ -331,23 +331,23 @@ static char *steps_at(const worker_saga_t *saga)
 void worker_out_dead_letter(worker_dc_t *d, worker_saga_t *saga, int step, bool compensate,
                             const sg_err_t *err, const char *held_until)
 {
-    const worker_cmd_t *cmd = d->cmd;
+    const worker_dcmd_t *cmd = d->cmd;
     const worker_step_t *st = saga && step >= 0 ? &saga->steps[step] : NULL;
     worker_op_t *op;
 
     op = worker_out_op(d, WORKER_OP_DEAD_LETTER,
-                       saga ? saga->saga_id : (cmd->dec.saga_id[0] ? cmd->dec.saga_id : NULL));
+                       saga ? saga->saga_id : (cmd->dec->saga_id[0] ? cmd->dec->saga_id : NULL));
     op->u.dead.step = st ? step : -1;
     op->u.dead.compensate = compensate;
-    op->u.dead.generation = saga ? saga->generation : cmd->dec.generation;
+    op->u.dead.generation = saga ? saga->generation : cmd->dec->generation;
     op->u.dead.err = sg_xmalloc(sizeof(*err));
     *op->u.dead.err = *err;
     op->u.dead.has_saga = saga != NULL;
     op->u.dead.steps_at = saga ? steps_at(saga) : NULL;
     op->u.dead.saga_name = saga ? saga->name : NULL;
     /* A rejected submission has no saga row, but its document names it. */
-    if (!saga && cmd->dec.type == SG_CMD_START)
-        op->u.dead.saga_name = sg_json_string(sg_json_member(cmd->dec.doc, "name"));
+    if (!saga && cmd->dec->type == SG_CMD_START)
+        op->u.dead.saga_name = sg_json_string(sg_json_member(cmd->dec->doc, "name"));
     op->u.dead.step_name = st ? st->name : NULL;
     op->u.dead.tool = st ? dead_tool(st, compensate) : NULL;
     op->u.dead.traceparent = saga ? saga->traceparent : NULL;
@@ -374,17 +374,17 @@ void worker_out_stale(worker_dc_t *d, const char *why)
 
 void worker_out_ignored(worker_dc_t *d, const char *what, const char *why)
 {
-    const worker_cmd_t *cmd = d->cmd;
+    const worker_dcmd_t *cmd = d->cmd;
     sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
 
     d->out->stats.stale++;
     d->out->decided = "ignored";
     worker_out_count(d, SG_M_DUPLICATES_IGNORED,
-                     SG_LABELS(cmd->state == CMD_RETURNED ? "outcome" : "command"));
-    ctx.saga_id = cmd->dec.saga_id;
-    ctx.step = cmd->call.step_name;
-    ctx.attempt = cmd->dec.attempt;
-    ctx.partition = cmd->part ? d->in->partition : -1;
+                     SG_LABELS(d->in->returned ? "outcome" : "command"));
+    ctx.saga_id = cmd->dec->saga_id;
+    ctx.step = cmd->call->step_name;
+    ctx.attempt = cmd->dec->attempt;
+    ctx.partition = d->in->partition;
     ctx.offset = cmd->offset;
     worker_out_log(d, SG_LOG_INFO, &ctx, "%s: %s", what, why);
 }
@@ -528,13 +528,13 @@ sg_json_t *worker_run_health(const worker_saga_t *saga)
 void worker_out_control(worker_dc_t *d, const worker_saga_t *saga, int step, const char *outcome,
                         const char *error_code)
 {
-    const worker_cmd_t *cmd = d->cmd;
+    const worker_dcmd_t *cmd = d->cmd;
     worker_op_t *op = worker_out_op(d, WORKER_OP_CONTROL, saga->saga_id);
 
-    op->u.control.command = sg_json_string(sg_json_member(cmd->dec.doc, "type"));
-    op->u.control.command_id = sg_json_string(sg_json_member(cmd->dec.doc, "id"));
-    op->u.control.by = cmd->dec.by;
-    op->u.control.reason = cmd->dec.reason;
+    op->u.control.command = sg_json_string(sg_json_member(cmd->dec->doc, "type"));
+    op->u.control.command_id = sg_json_string(sg_json_member(cmd->dec->doc, "id"));
+    op->u.control.by = cmd->dec->by;
+    op->u.control.reason = cmd->dec->reason;
     op->u.control.step = step;
     op->u.control.outcome = outcome;
     op->u.control.error_code = dup_or_null(error_code);
@@ -542,22 +542,22 @@ void worker_out_control(worker_dc_t *d, const worker_saga_t *saga, int step, con
 
 /* The members of a control command every answer repeats: which command,
  * its id, who asked. */
-static void add_command(const worker_cmd_t *cmd, sg_json_t *body)
+static void add_command(const worker_dcmd_t *cmd, sg_json_t *body)
 {
-    const char *type = sg_json_string(sg_json_member(cmd->dec.doc, "type"));
-    const char *id = sg_json_string(sg_json_member(cmd->dec.doc, "id"));
+    const char *type = sg_json_string(sg_json_member(cmd->dec->doc, "type"));
+    const char *id = sg_json_string(sg_json_member(cmd->dec->doc, "id"));
 
     sg_json_add_str(body, "command", type ? type : "?");
     if (id)
         sg_json_add_str(body, "command_id", id);
-    if (cmd->dec.by)
-        sg_json_add_str(body, "by", cmd->dec.by);
+    if (cmd->dec->by)
+        sg_json_add_str(body, "by", cmd->dec->by);
 }
 
 void worker_out_refused(worker_dc_t *d, worker_saga_t *saga, const worker_step_t *st,
                         const sg_err_t *err)
 {
-    const worker_cmd_t *cmd = d->cmd;
+    const worker_dcmd_t *cmd = d->cmd;
     sg_json_t *b = sg_json_new_object();
     sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
 
@@ -565,7 +565,7 @@ void worker_out_refused(worker_dc_t *d, worker_saga_t *saga, const worker_step_t
     sg_json_add_str(b, "error_code", err->code);
     sg_json_add_str(b, "error_class", sg_errclass_name(err->cls));
     sg_json_add_str(b, "message", err->message);
-    ctx.saga_id = cmd->dec.saga_id;
+    ctx.saga_id = cmd->dec->saga_id;
     ctx.error_code = err->code;
     worker_out_log(d, SG_LOG_INFO, &ctx, "control command refused: %s", err->message);
     d->out->decided = "refused";
@@ -588,10 +588,10 @@ void worker_out_refused(worker_dc_t *d, worker_saga_t *saga, const worker_step_t
          * the same id. */
         char id[SG_SAGA_ID_MAX + 64], now[40];
         sg_json_t *ev;
-        snprintf(id, sizeof(id), "evt:%s:refused:%d:%lld", cmd->dec.saga_id, (int)d->in->partition,
+        snprintf(id, sizeof(id), "evt:%s:refused:%d:%lld", cmd->dec->saga_id, (int)d->in->partition,
                  (long long)cmd->offset);
         worker_iso_time(now, sizeof(now), d->in->now_ms);
-        ev = worker_out_message_new("saga.command_refused", id, cmd->dec.saga_id);
+        ev = worker_out_message_new("saga.command_refused", id, cmd->dec->saga_id);
         sg_json_add_int(ev, "seq", 0);
         sg_json_add_str(ev, "time", now);
         for (const sg_json_t *m = sg_json_first(b); m; m = sg_json_next(m))

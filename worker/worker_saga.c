@@ -29,13 +29,13 @@
  * worker died or lost the partition while they ran). */
 static void mark_interrupted(worker_dc_t *d, bool compensate)
 {
-    const worker_cmd_t *cmd = d->cmd;
-    worker_op_t *op = worker_out_op(d, WORKER_OP_INTERRUPTED, cmd->dec.saga_id);
+    const worker_dcmd_t *cmd = d->cmd;
+    worker_op_t *op = worker_out_op(d, WORKER_OP_INTERRUPTED, cmd->dec->saga_id);
 
-    op->u.attempt.step = cmd->dec.step;
+    op->u.attempt.step = cmd->dec->step;
     op->u.attempt.compensate = compensate;
-    op->u.attempt.generation = cmd->dec.generation;
-    op->u.attempt.attempt = cmd->dec.attempt;
+    op->u.attempt.generation = cmd->dec->generation;
+    op->u.attempt.attempt = cmd->dec->attempt;
 }
 
 /* A compensation attempt of st may have taken effect (its answer timed
@@ -57,7 +57,7 @@ static void comp_may_have_run(const worker_saga_t *saga, worker_step_t *st)
  * decided the command. */
 static bool decide_rerun(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, bool comp)
 {
-    const worker_cmd_t *cmd = d->cmd;
+    const worker_dcmd_t *cmd = d->cmd;
     sg_err_t err;
 
     if (saga->finished > 0 || saga->interrupted == 0) {
@@ -79,7 +79,7 @@ static bool decide_rerun(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st,
         return false;
     sg_err_set(&err, SG_ERRCLASS_POISON, "runtime.crash_loop",
                "attempt %d of step %s (%s) was interrupted %lld times: not run again",
-               cmd->dec.attempt, st->name, comp ? "compensate" : "forward",
+               cmd->dec->attempt, st->name, comp ? "compensate" : "forward",
                (long long)saga->interrupted);
     if (comp)
         worker_comp_failed(d, saga, st, &err);
@@ -112,13 +112,13 @@ static void cannot_call(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, 
  * unfinished, which is how crash loops are detected. */
 static void start_attempt(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, bool comp)
 {
-    const worker_cmd_t *cmd = d->cmd;
+    const worker_dcmd_t *cmd = d->cmd;
     worker_op_t *op;
 
     if (comp)
-        st->comp_attempts = cmd->dec.attempt;
+        st->comp_attempts = cmd->dec->attempt;
     else
-        st->attempts = cmd->dec.attempt;
+        st->attempts = cmd->dec->attempt;
     if (!comp)
         worker_set_step(d, saga, st, WORKER_STEP_RUNNING);
     st->dirty = true;
@@ -132,7 +132,7 @@ static void start_attempt(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st
     op->u.attempt.step = st->idx;
     op->u.attempt.compensate = comp;
     op->u.attempt.generation = saga->generation;
-    op->u.attempt.attempt = cmd->dec.attempt;
+    op->u.attempt.attempt = cmd->dec->attempt;
     op->u.attempt.idem_key = sg_xstrdup(d->out->call.idem_key);
     if (d->out->call.resolved) /* what was really sent, for dlq-tool show and the timeline */
         op->u.attempt.args = sg_json_print(d->out->call.args);
@@ -224,16 +224,16 @@ static void reject_step(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, 
  * have taken effect: it ends unknown, and is compensated. */
 static void stop_member(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st)
 {
-    const worker_cmd_t *cmd = d->cmd;
+    const worker_dcmd_t *cmd = d->cmd;
     sg_json_t *b;
 
-    if (cmd->dec.attempt == st->attempts) {
+    if (cmd->dec->attempt == st->attempts) {
         if (saga->finished > 0 || saga->interrupted == 0) {
             worker_out_stale(d, "this attempt already ran");
             return;
         }
         mark_interrupted(d, false);
-    } else if (cmd->dec.attempt != st->attempts + 1) {
+    } else if (cmd->dec->attempt != st->attempts + 1) {
         worker_out_stale(d, "attempt number is not the next one");
         return;
     }
@@ -258,8 +258,8 @@ static bool undoing_member(const worker_saga_t *saga, const worker_step_t *st)
 
 static void decide_step(worker_dc_t *d, worker_saga_t *saga)
 {
-    const worker_cmd_t *cmd = d->cmd;
-    bool comp = cmd->dec.type == SG_CMD_COMPENSATE;
+    const worker_dcmd_t *cmd = d->cmd;
+    bool comp = cmd->dec->type == SG_CMD_COMPENSATE;
     worker_step_t *st;
     int attempts;
     sg_err_t err;
@@ -268,23 +268,23 @@ static void decide_step(worker_dc_t *d, worker_saga_t *saga)
     if (!saga) {
         sg_err_set(&err, SG_ERRCLASS_POISON, "input.saga.unknown",
                    "%s for saga %s, which does not exist",
-                   comp ? "step.compensate" : "step.execute", cmd->dec.saga_id);
+                   comp ? "step.compensate" : "step.execute", cmd->dec->saga_id);
         worker_out_dead_letter(d, NULL, -1, false, &err, NULL);
         return;
     }
-    if (cmd->dec.generation != saga->generation) {
+    if (cmd->dec->generation != saga->generation) {
         worker_out_stale(d, "generation is not the saga's current one");
         return;
     }
-    if (cmd->dec.step >= saga->nsteps) {
+    if (cmd->dec->step >= saga->nsteps) {
         sg_err_set(&err, SG_ERRCLASS_PERMANENT, "input.schema.invalid",
-                   "$.step: %d is past the last step of saga %s (%d steps)", cmd->dec.step,
+                   "$.step: %d is past the last step of saga %s (%d steps)", cmd->dec->step,
                    saga->saga_id, saga->nsteps);
         worker_out_dead_letter(d, saga, -1, false, &err, NULL);
         worker_out_rows(d, saga);
         return;
     }
-    st = &saga->steps[cmd->dec.step];
+    st = &saga->steps[cmd->dec->step];
     attempts = comp ? st->comp_attempts : st->attempts;
     if (!comp && st->group && st->status == WORKER_STEP_RUNNING &&
         (saga->status == WORKER_SAGA_COMPENSATING || saga->status == WORKER_SAGA_CANCELLING)) {
@@ -300,10 +300,10 @@ static void decide_step(worker_dc_t *d, worker_saga_t *saga)
         worker_out_stale(d, "the step is not waiting for this command");
         return;
     }
-    if (cmd->dec.attempt == attempts && attempts > 0) {
+    if (cmd->dec->attempt == attempts && attempts > 0) {
         if (decide_rerun(d, saga, st, comp))
             return;
-    } else if (cmd->dec.attempt != attempts + 1) {
+    } else if (cmd->dec->attempt != attempts + 1) {
         worker_out_stale(d, "attempt number is not the next one");
         return;
     }
@@ -345,17 +345,17 @@ static void decide_step(worker_dc_t *d, worker_saga_t *saga)
  * sagad_release_hold()); the compensation starts below the failed step. */
 static void decide_release(worker_dc_t *d, worker_saga_t *saga)
 {
-    const worker_cmd_t *cmd = d->cmd;
+    const worker_dcmd_t *cmd = d->cmd;
     worker_step_t *st = NULL;
     sg_err_t err;
 
     if (!saga) {
         sg_err_set(&err, SG_ERRCLASS_POISON, "input.saga.unknown",
-                   "saga.release for saga %s, which does not exist", cmd->dec.saga_id);
+                   "saga.release for saga %s, which does not exist", cmd->dec->saga_id);
         worker_out_dead_letter(d, NULL, -1, false, &err, NULL);
         return;
     }
-    if (cmd->dec.generation != saga->generation) {
+    if (cmd->dec->generation != saga->generation) {
         worker_out_stale(d, "the hold belongs to an older generation (the saga was replayed)");
         return;
     }
@@ -393,14 +393,14 @@ static void decide_release(worker_dc_t *d, worker_saga_t *saga)
  * saga.command_refused. */
 static void decide_cancel(worker_dc_t *d, worker_saga_t *saga)
 {
-    const worker_cmd_t *cmd = d->cmd;
+    const worker_dcmd_t *cmd = d->cmd;
     sg_json_t *b;
     sg_err_t err;
     bool held;
 
     if (!saga) {
         sg_err_set(&err, SG_ERRCLASS_PERMANENT, "input.saga.not_found",
-                   "saga.cancel for saga %s, which does not exist", cmd->dec.saga_id);
+                   "saga.cancel for saga %s, which does not exist", cmd->dec->saga_id);
         worker_out_refused(d, NULL, NULL, &err);
         return;
     }
@@ -435,9 +435,9 @@ static void decide_cancel(worker_dc_t *d, worker_saga_t *saga)
     }
     b = sg_json_new_object();
     sg_json_add_str(b, "status", worker_saga_status_name(saga->status));
-    sg_json_add_str(b, "command_id", sg_json_string(sg_json_member(cmd->dec.doc, "id")));
-    sg_json_add_str(b, "by", cmd->dec.by);
-    sg_json_add_str(b, "reason", cmd->dec.reason);
+    sg_json_add_str(b, "command_id", sg_json_string(sg_json_member(cmd->dec->doc, "id")));
+    sg_json_add_str(b, "by", cmd->dec->by);
+    sg_json_add_str(b, "reason", cmd->dec->reason);
     worker_out_event(d, saga, "saga.cancelling", b);
     d->out->decided = "cancelled";
     worker_resume_compensation(d, saga, saga->nsteps - 1);
@@ -460,25 +460,25 @@ static worker_step_t *named_step(worker_saga_t *saga, const sg_decoded_t *dec)
  * a saga not running) is answered with saga.command_refused. */
 static void decide_approval(worker_dc_t *d, worker_saga_t *saga)
 {
-    const worker_cmd_t *cmd = d->cmd;
-    bool approve = cmd->dec.type == SG_CMD_APPROVE;
+    const worker_dcmd_t *cmd = d->cmd;
+    bool approve = cmd->dec->type == SG_CMD_APPROVE;
     const char *type = approve ? "saga.approve" : "saga.reject";
-    const char *cid = sg_json_string(sg_json_member(cmd->dec.doc, "id"));
+    const char *cid = sg_json_string(sg_json_member(cmd->dec->doc, "id"));
     worker_step_t *st;
     char which[80];
     sg_err_t err;
 
-    if (cmd->dec.step_name)
-        snprintf(which, sizeof(which), "%s", cmd->dec.step_name);
+    if (cmd->dec->step_name)
+        snprintf(which, sizeof(which), "%s", cmd->dec->step_name);
     else
-        snprintf(which, sizeof(which), "%d", cmd->dec.step);
+        snprintf(which, sizeof(which), "%d", cmd->dec->step);
     if (!saga) {
         sg_err_set(&err, SG_ERRCLASS_PERMANENT, "input.saga.not_found",
-                   "%s for saga %s, which does not exist", type, cmd->dec.saga_id);
+                   "%s for saga %s, which does not exist", type, cmd->dec->saga_id);
         worker_out_refused(d, NULL, NULL, &err);
         return;
     }
-    st = named_step(saga, &cmd->dec);
+    st = named_step(saga, cmd->dec);
     if (!st || saga->status != WORKER_SAGA_RUNNING || st->status != WORKER_STEP_AWAITING_APPROVAL) {
         if (!st)
             sg_err_set(&err, SG_ERRCLASS_PERMANENT, "input.step.not_awaiting_approval",
@@ -497,8 +497,8 @@ static void decide_approval(worker_dc_t *d, worker_saga_t *saga)
     if (approve) {
         sg_json_t *b = worker_out_step_body(st);
         worker_set_step(d, saga, st, WORKER_STEP_APPROVED);
-        sg_json_add_str(b, "by", cmd->dec.by);
-        sg_json_add_str(b, "reason", cmd->dec.reason);
+        sg_json_add_str(b, "by", cmd->dec->by);
+        sg_json_add_str(b, "reason", cmd->dec->reason);
         if (cid)
             sg_json_add_str(b, "command_id", cid);
         worker_out_event(d, saga, "step.approved", b);
@@ -506,7 +506,7 @@ static void decide_approval(worker_dc_t *d, worker_saga_t *saga)
         d->out->follow.set = false;
         d->out->decided = "approved";
     } else {
-        reject_step(d, saga, st, cmd->dec.by, cmd->dec.reason, cid);
+        reject_step(d, saga, st, cmd->dec->by, cmd->dec->reason, cid);
         d->out->decided = "rejected";
     }
     worker_out_rows(d, saga);
@@ -516,14 +516,14 @@ static void decide_approval(worker_dc_t *d, worker_saga_t *saga)
  * generation) is rejected; a decided gate makes it stale. */
 static void decide_gate_timeout(worker_dc_t *d, worker_saga_t *saga)
 {
-    const worker_cmd_t *cmd = d->cmd;
+    const worker_dcmd_t *cmd = d->cmd;
     worker_step_t *st;
 
-    if (!saga || cmd->dec.generation != saga->generation || cmd->dec.step >= saga->nsteps) {
+    if (!saga || cmd->dec->generation != saga->generation || cmd->dec->step >= saga->nsteps) {
         worker_out_stale(d, "the gate's saga or generation is gone");
         return;
     }
-    st = &saga->steps[cmd->dec.step];
+    st = &saga->steps[cmd->dec->step];
     if (saga->status != WORKER_SAGA_RUNNING || st->status != WORKER_STEP_AWAITING_APPROVAL) {
         worker_out_stale(d, "the approval gate was decided before its timeout");
         return;
@@ -546,7 +546,7 @@ static void decide_ready(worker_dc_t *d, worker_saga_t *saga)
                                         [SG_CMD_REJECT] = "saga.reject",
                                         [SG_CMD_APPROVAL_TIMEOUT] = "step.approval_timeout",
                                         [SG_CMD_POISON] = "undecodable"};
-    const worker_cmd_t *cmd = d->cmd;
+    const worker_dcmd_t *cmd = d->cmd;
     worker_outcome_t *out = d->out;
     const char *outcome;
 
@@ -563,20 +563,20 @@ static void decide_ready(worker_dc_t *d, worker_saga_t *saga)
         return; /* decided again later: counted then */
     /* Nothing said otherwise: a saga.start was stored, a step failed
      * before any call (deadline, bad arguments). */
-    outcome = out->calls                      ? "called"
-              : out->decided                  ? out->decided
-              : cmd->dec.type == SG_CMD_START ? "started"
-                                              : "failed";
-    worker_out_count(d, SG_M_COMMANDS_CONSUMED, SG_LABELS(types[cmd->dec.type], outcome));
+    outcome = out->calls                       ? "called"
+              : out->decided                   ? out->decided
+              : cmd->dec->type == SG_CMD_START ? "started"
+                                               : "failed";
+    worker_out_count(d, SG_M_COMMANDS_CONSUMED, SG_LABELS(types[cmd->dec->type], outcome));
 }
 
 static void decide_one(worker_dc_t *d, worker_saga_t *saga)
 {
-    const worker_cmd_t *cmd = d->cmd;
+    const worker_dcmd_t *cmd = d->cmd;
 
-    switch (cmd->dec.type) {
+    switch (cmd->dec->type) {
     case SG_CMD_POISON:
-        worker_out_dead_letter(d, NULL, -1, false, &cmd->dec.err, NULL);
+        worker_out_dead_letter(d, NULL, -1, false, &cmd->dec->err, NULL);
         break;
     case SG_CMD_RELEASE:
         decide_release(d, saga);
@@ -606,8 +606,8 @@ static void decide_one(worker_dc_t *d, worker_saga_t *saga)
 /* The envelope stored on the attempt row (docs/ARCHITECTURE.md). */
 static void finish_attempt(worker_dc_t *d)
 {
-    const worker_cmd_t *cmd = d->cmd;
-    const worker_result_t *r = &cmd->result;
+    const worker_dcmd_t *cmd = d->cmd;
+    const worker_result_t *r = cmd->result;
     sg_json_t *env = sg_json_new_object(), *meta = sg_json_new_object();
     worker_op_t *op;
 
@@ -639,10 +639,10 @@ static void finish_attempt(worker_dc_t *d)
         sg_json_add_raw(env, "data", r->data);
     else
         sg_json_add_null(env, "data");
-    sg_json_add_str(meta, "tool", cmd->call.tool->name);
-    sg_json_add_int(meta, "attempt", cmd->call.attempt);
+    sg_json_add_str(meta, "tool", cmd->call->tool->name);
+    sg_json_add_int(meta, "attempt", cmd->call->attempt);
     sg_json_add_int(meta, "latency_ms", r->latency_ms);
-    sg_json_add_str(meta, "idempotency_key", cmd->call.idem_key);
+    sg_json_add_str(meta, "idempotency_key", cmd->call->idem_key);
     if (r->retry_after_ms)
         sg_json_add_int(meta, "retry_after_ms", r->retry_after_ms);
     if (r->status != WORKER_OK)
@@ -650,7 +650,7 @@ static void finish_attempt(worker_dc_t *d)
     if (r->nothing_to_undo)
         sg_json_add_bool(meta, "nothing_to_undo", true);
     sg_json_add_node(env, "metadata", meta);
-    op = worker_out_op(d, WORKER_OP_ATTEMPT_DONE, cmd->dec.saga_id);
+    op = worker_out_op(d, WORKER_OP_ATTEMPT_DONE, cmd->dec->saga_id);
     op->u.done.id = cmd->attempt_id;
     op->u.done.status = r->status;
     op->u.done.cls = r->err.cls;
@@ -666,13 +666,13 @@ static void finish_attempt(worker_dc_t *d)
 static bool schedule_retry(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, bool comp,
                            sg_err_t *why)
 {
-    const worker_cmd_t *cmd = d->cmd;
+    const worker_dcmd_t *cmd = d->cmd;
     const worker_rules_t *rules = d->rules;
-    const worker_result_t *r = &cmd->result;
-    int attempt = cmd->dec.attempt;
+    const worker_result_t *r = cmd->result;
+    int attempt = cmd->dec->attempt;
     /* The policy of the tool that was called: its retry, or its
      * compensate_retry when it ran as a compensation. */
-    const sg_tool_t *tool = cmd->call.tool;
+    const sg_tool_t *tool = cmd->call->tool;
     const sg_policy_t *def = comp ? rules->comp_retry : rules->retry;
     const sg_policy_t *own = tool ? (comp ? &tool->comp_retry : &tool->retry) : NULL;
     int64_t budget = saga->retry_budget >= 0 ? saga->retry_budget : rules->budget_ms;
@@ -732,7 +732,7 @@ static bool schedule_retry(worker_dc_t *d, worker_saga_t *saga, worker_step_t *s
  * includes exhausted retries, is dead-lettered) or its compensation does. */
 static void on_failure(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, bool comp)
 {
-    const worker_result_t *r = &d->cmd->result;
+    const worker_result_t *r = d->cmd->result;
     const sg_err_t *err = &r->err;
     sg_err_t why;
 
@@ -753,10 +753,10 @@ static void on_failure(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, b
 /* The call's metrics and log line, whatever the saga does with its outcome. */
 static void count_call(worker_dc_t *d)
 {
-    const worker_cmd_t *cmd = d->cmd;
-    const char *tool = cmd->call.tool->name;
-    const worker_result_t *r = &cmd->result;
-    bool comp = cmd->dec.type == SG_CMD_COMPENSATE;
+    const worker_dcmd_t *cmd = d->cmd;
+    const char *tool = cmd->call->tool->name;
+    const worker_result_t *r = cmd->result;
+    bool comp = cmd->dec->type == SG_CMD_COMPENSATE;
     sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
 
     d->out->stats.calls++;
@@ -767,9 +767,9 @@ static void count_call(worker_dc_t *d)
         worker_out_count(
             d, SG_M_STEPS,
             SG_LABELS(tool, r->status == WORKER_OK ? "ok" : sg_errclass_name(r->err.cls)));
-    ctx.saga_id = cmd->dec.saga_id;
-    ctx.step = cmd->call.step_name;
-    ctx.attempt = cmd->dec.attempt;
+    ctx.saga_id = cmd->dec->saga_id;
+    ctx.step = cmd->call->step_name;
+    ctx.attempt = cmd->dec->attempt;
     if (r->status != WORKER_OK) {
         ctx.error_code = r->err.code;
         worker_out_log(d, SG_LOG_INFO, &ctx, "%s call failed (%s): %s",
@@ -783,18 +783,18 @@ static void count_call(worker_dc_t *d)
 
 static void decide_returned(worker_dc_t *d, worker_saga_t *saga)
 {
-    const worker_cmd_t *cmd = d->cmd;
-    bool comp = cmd->dec.type == SG_CMD_COMPENSATE, ok = cmd->result.status == WORKER_OK;
+    const worker_dcmd_t *cmd = d->cmd;
+    bool comp = cmd->dec->type == SG_CMD_COMPENSATE, ok = cmd->result->status == WORKER_OK;
     worker_step_t *st;
 
     finish_attempt(d);
     count_call(d);
-    if (!saga || saga->generation != cmd->dec.generation || cmd->dec.step >= saga->nsteps) {
+    if (!saga || saga->generation != cmd->dec->generation || cmd->dec->step >= saga->nsteps) {
         worker_out_stale(d, "the saga moved on while the call ran");
         return;
     }
-    st = &saga->steps[cmd->dec.step];
-    if ((comp ? st->comp_attempts : st->attempts) != cmd->dec.attempt ||
+    st = &saga->steps[cmd->dec->step];
+    if ((comp ? st->comp_attempts : st->attempts) != cmd->dec->attempt ||
         st->status != (comp ? WORKER_STEP_COMPENSATING : WORKER_STEP_RUNNING)) {
         worker_out_stale(d, "the step moved on while the call ran");
         return;
@@ -805,7 +805,7 @@ static void decide_returned(worker_dc_t *d, worker_saga_t *saga)
     }
     if (comp && ok) {
         sg_json_t *b = worker_out_step_body(st);
-        if (cmd->result.nothing_to_undo)
+        if (cmd->result->nothing_to_undo)
             sg_json_add_bool(b, "nothing_to_undo", true);
         worker_set_step(d, saga, st, WORKER_STEP_COMPENSATED);
         worker_out_event(d, saga, "step.compensated", b);
@@ -821,8 +821,9 @@ static void decide_returned(worker_dc_t *d, worker_saga_t *saga)
     } else if (!comp && saga->status != WORKER_SAGA_RUNNING) {
         /* A member's call that ran while its group stopped: recorded as
          * it ended, never retried. */
-        worker_step_failed(d, saga, st, &cmd->result.err, cmd->result.err.cls == SG_ERRCLASS_POISON,
-                           cmd->result.status == WORKER_TIMEOUT || cmd->result.maybe_applied);
+        worker_step_failed(d, saga, st, &cmd->result->err,
+                           cmd->result->err.cls == SG_ERRCLASS_POISON,
+                           cmd->result->status == WORKER_TIMEOUT || cmd->result->maybe_applied);
     } else {
         on_failure(d, saga, st, comp);
     }

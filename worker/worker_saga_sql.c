@@ -608,8 +608,20 @@ static void decide_apply(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, bo
         .chain = w->chain,
         .log_level = sg_log_level,
     };
+    /* The decision's view of the command (worker_decide.h): no more. */
+    worker_dcmd_t dcmd = {
+        .dec = &cmd->dec,
+        .result = &cmd->result,
+        .call = &cmd->call,
+        .definition = cmd->definition,
+        .offset = cmd->offset,
+        .attempt_id = cmd->attempt_id,
+        .chained = cmd->chained,
+        .isolated = cmd->isolated,
+        .answered = cmd->answered,
+    };
     worker_input_t in = {
-        .cmd = cmd,
+        .cmd = &dcmd,
         .returned = returned,
         .partition = sg_kafka_msg_partition(cmd->msg),
         .now_ms = wall_ms(),

@@ -35,17 +35,17 @@ static void collect_problem(void *opaque, const char *path, const char *rule)
  * dead letter so the submission can be fixed and replayed. */
 static void reject(worker_dc_t *d, problem_list_t *pl, const char *code)
 {
-    const worker_cmd_t *cmd = d->cmd;
+    const worker_dcmd_t *cmd = d->cmd;
     const char *sub_id = NULL;
     char id[SG_SAGA_ID_MAX + 64], now[40];
     sg_json_t *ev;
     sg_err_t err;
 
-    sg_json_get_str(cmd->dec.doc, "$", "id", false, &sub_id, NULL);
-    snprintf(id, sizeof(id), "evt:%s:rejected:%d:%lld", cmd->dec.saga_id, (int)d->in->partition,
+    sg_json_get_str(cmd->dec->doc, "$", "id", false, &sub_id, NULL);
+    snprintf(id, sizeof(id), "evt:%s:rejected:%d:%lld", cmd->dec->saga_id, (int)d->in->partition,
              (long long)cmd->offset);
     worker_iso_time(now, sizeof(now), d->in->now_ms);
-    ev = worker_out_message_new("saga.rejected", id, cmd->dec.saga_id);
+    ev = worker_out_message_new("saga.rejected", id, cmd->dec->saga_id);
     sg_json_add_int(ev, "seq", 0);
     sg_json_add_str(ev, "time", now);
     if (sub_id)
@@ -161,7 +161,7 @@ static void traceparent(worker_dc_t *d, char *tp, size_t size)
     if (!h)
         return;
     seen = sg_text_visible_n(h, hlen < 64 ? hlen : 64, false);
-    ctx.saga_id = d->cmd->dec.saga_id;
+    ctx.saga_id = d->cmd->dec->saga_id;
     worker_out_log(d, SG_LOG_WARN, &ctx,
                    "traceparent header is not W3C trace context (%zu bytes: %s%s); the saga gets "
                    "a new one: %s",
@@ -224,7 +224,7 @@ static void origin_of(const worker_dc_t *d, char *out, size_t size)
 static void answer_duplicate(worker_dc_t *d, worker_saga_t *saga)
 {
     sg_json_t *b = sg_json_new_object();
-    const char *id = sg_json_string(sg_json_member(d->cmd->dec.doc, "id"));
+    const char *id = sg_json_string(sg_json_member(d->cmd->dec->doc, "id"));
 
     sg_json_add_str(b, "status", worker_saga_status_name(saga->status));
     if (id)
@@ -259,7 +259,7 @@ static bool refused(worker_dc_t *d, worker_saga_t *existing)
         collect_problem(&pl, "$.saga_id",
                         "unique: this saga_id is already used with a different definition");
         reject(d, &pl, "input.saga.conflict");
-    } else if (sg_submit_validate(d->cmd->dec.doc, d->rules->reg, collect_problem, &pl) > 0) {
+    } else if (sg_submit_validate(d->cmd->dec->doc, d->rules->reg, collect_problem, &pl) > 0) {
         reject(d, &pl, "input.schema.invalid");
     } else {
         no = false;
@@ -271,8 +271,8 @@ static bool refused(worker_dc_t *d, worker_saga_t *existing)
 /* The saga row and its steps, from the submission. */
 static worker_op_t *saga_row(worker_dc_t *d, worker_fresh_t *fresh, char *tp)
 {
-    const sg_json_t *doc = d->cmd->dec.doc, *input, *meta;
-    worker_op_t *op = worker_out_op(d, WORKER_OP_SAGA_NEW, d->cmd->dec.saga_id);
+    const sg_json_t *doc = d->cmd->dec->doc, *input, *meta;
+    worker_op_t *op = worker_out_op(d, WORKER_OP_SAGA_NEW, d->cmd->dec->saga_id);
 
     op->u.saga_new.definition = d->cmd->definition;
     if (!op->u.saga_new.definition)
@@ -296,7 +296,7 @@ static worker_op_t *saga_row(worker_dc_t *d, worker_fresh_t *fresh, char *tp)
 
 void worker_decide_start(worker_dc_t *d, worker_saga_t *existing)
 {
-    const worker_cmd_t *cmd = d->cmd;
+    const worker_dcmd_t *cmd = d->cmd;
     worker_fresh_t *fresh;
     worker_saga_t *saga;
     worker_op_t *row;
@@ -314,7 +314,7 @@ void worker_decide_start(worker_dc_t *d, worker_saga_t *existing)
     row = saga_row(d, fresh, tp_kept);
     /* A fresh saga, as the rows just written say. */
     saga = &fresh->saga;
-    saga->saga_id = cmd->dec.saga_id;
+    saga->saga_id = cmd->dec->saga_id;
     saga->name = row->u.saga_new.name;
     saga->traceparent = row->u.saga_new.traceparent;
     saga->input = row->u.saga_new.input;
@@ -325,7 +325,7 @@ void worker_decide_start(worker_dc_t *d, worker_saga_t *existing)
         sg_json_t *b = sg_json_new_object();
         sg_json_add_str(b, "name", saga->name);
         sg_json_add_int(b, "steps",
-                        (int64_t)sg_json_array_size(sg_json_member(cmd->dec.doc, "steps")));
+                        (int64_t)sg_json_array_size(sg_json_member(cmd->dec->doc, "steps")));
         worker_out_event(d, saga, "saga.accepted", b);
     }
     /* The steps too, as a load would return them, when the loop may chain
@@ -333,7 +333,7 @@ void worker_decide_start(worker_dc_t *d, worker_saga_t *existing)
      * PostgreSQL's clock's to say, in the next transaction), or when the
      * first step is a group, whose members all run at once. */
     chain = d->rules->chain && !row->u.saga_new.deadline;
-    first = sg_json_array_get(sg_json_member(cmd->dec.doc, "steps"), 0);
+    first = sg_json_array_get(sg_json_member(cmd->dec->doc, "steps"), 0);
     if ((chain || sg_submit_is_group(first)) && fresh_steps(fresh, row->u.saga_new.steps)) {
         worker_out_run_step(d, saga, 0);
         d->out->keep_fresh = chain;
@@ -483,7 +483,7 @@ bool worker_prepare_call(worker_dc_t *d, const worker_saga_t *saga, const worker
     call->step_name = strdup(st->name);
     call->step_idx = st->idx;
     call->compensate = compensate;
-    call->attempt = d->cmd->dec.attempt;
+    call->attempt = d->cmd->dec->attempt;
     call->generation = saga->generation;
     call->idem_key = strdup(key);
     call->traceparent = saga->traceparent ? strdup(saga->traceparent) : NULL;

@@ -366,12 +366,24 @@ static void read_ops(mstate_t *s, const worker_outcome_t *out)
     }
 }
 
+/* A command of the model: what the decision's seam (worker_dcmd_t,
+ * worker/worker_decide.h) points to, and its fields; decide() hands the
+ * decision a worker_dcmd_t made of it, as the loop does from its own
+ * worker_cmd_t. */
+typedef struct mcmd_s {
+    sg_decoded_t dec;
+    worker_result_t result;
+    worker_call_t call;
+    int64_t offset, attempt_id;
+    bool isolated, answered;
+} mcmd_t;
+
 /* The command of message m as the loop decodes it: a control's from its
  * JSON (sg_submit_decode), a step command's fields.  A control command
  * whose id the saga's history (saga_controls: the CONTROL ops applied to
  * s) already holds is marked answered, as the load marks it
  * (worker_txn.c, mark_answered). */
-static void command_of(const mstate_t *s, const mmsg_t *m, worker_cmd_t *cmd)
+static void command_of(const mstate_t *s, const mmsg_t *m, mcmd_t *cmd)
 {
     static const char *const ctl[] = {
         [MT_CANCEL] = "saga.cancel", [MT_APPROVE] = "saga.approve", [MT_REJECT] = "saga.reject"};
@@ -379,7 +391,6 @@ static void command_of(const mstate_t *s, const mmsg_t *m, worker_cmd_t *cmd)
     char doc[256];
 
     memset(cmd, 0, sizeof(*cmd));
-    cmd->state = CMD_READY;
     cmd->offset = 1;
     cmd->isolated = true; /* a crash-loop suspect runs alone at once */
     if (m->type >= MT_CANCEL) {
@@ -414,11 +425,18 @@ static sg_rng_t rng;
 
 /* Decides cmd against the saga of s (returned: the outcome of its call),
  * and applies what it returns to s. */
-static void decide(mstate_t *s, worker_cmd_t *cmd, bool returned)
+static void decide(mstate_t *s, mcmd_t *cmd, bool returned)
 {
     static worker_saga_t sg;
+    worker_dcmd_t dcmd = {.dec = &cmd->dec,
+                          .result = &cmd->result,
+                          .call = &cmd->call,
+                          .offset = cmd->offset,
+                          .attempt_id = cmd->attempt_id,
+                          .isolated = cmd->isolated,
+                          .answered = cmd->answered};
     worker_input_t in = {
-        .cmd = cmd, .returned = returned, .partition = 0, .now_ms = 1767225600000LL, .rng = &rng};
+        .cmd = &dcmd, .returned = returned, .partition = 0, .now_ms = 1767225600000LL, .rng = &rng};
     worker_outcome_t out;
     int step = cmd->dec.step;
 
@@ -527,7 +545,7 @@ static void check(const mstate_t *old, const mstate_t *s);
 static bool apply(mstate_t *s, const maction_t *a)
 {
     mstate_t old = *s;
-    worker_cmd_t cmd;
+    mcmd_t cmd;
     int i;
 
     viol = NULL;
@@ -602,7 +620,6 @@ static bool apply(mstate_t *s, const maction_t *a)
         if (a->result == RES_OK || a->result == RES_TIMEOUT_APPLIED)
             (c->comp ? s->comp_applied : s->fwd_applied)[c->step] = 1;
         memset(&cmd, 0, sizeof(cmd));
-        cmd.state = CMD_RETURNED;
         cmd.dec.type = c->comp ? SG_CMD_COMPENSATE : SG_CMD_EXECUTE;
         snprintf(cmd.dec.saga_id, sizeof(cmd.dec.saga_id), "%s", SAGA_ID);
         cmd.dec.step = c->step;

@@ -59,14 +59,14 @@ void fx_init(fx_t *fx)
     };
     sg_rng_seed(&fx->rng, 42);
     fx->in = (worker_input_t){.cmd = &fx->cmd, .partition = 3, .now_ms = NOW_MS, .rng = &fx->rng};
-    fx->cmd.state = CMD_READY;
+    fx->cmd = (worker_dcmd_t){.dec = &fx->dec, .result = &fx->result, .call = &fx->call};
     fx->cmd.offset = 17;
 }
 
 void fx_fini(fx_t *fx)
 {
     worker_outcome_free(&fx->out);
-    sg_json_destroy(fx->cmd.dec.doc);
+    sg_json_destroy(fx->dec.doc);
     sg_registry_destroy(fx->reg);
 }
 
@@ -124,11 +124,11 @@ void fx_saga(fx_t *fx, char saga, const char *st, const int *att, const int *cat
 
 void fx_command(fx_t *fx, sg_ctype_t type, int step, int attempt, int generation)
 {
-    fx->cmd.dec.type = type;
-    snprintf(fx->cmd.dec.saga_id, sizeof(fx->cmd.dec.saga_id), "order-1");
-    fx->cmd.dec.step = step;
-    fx->cmd.dec.attempt = attempt;
-    fx->cmd.dec.generation = generation;
+    fx->dec.type = type;
+    snprintf(fx->dec.saga_id, sizeof(fx->dec.saga_id), "order-1");
+    fx->dec.step = step;
+    fx->dec.attempt = attempt;
+    fx->dec.generation = generation;
 }
 
 void fx_cancel(fx_t *fx)
@@ -137,11 +137,11 @@ void fx_cancel(fx_t *fx)
                               "\"saga_id\":\"order-1\",\"by\":\"ops\",\"reason\":\"withdrawn\"}";
 
     fx_command(fx, SG_CMD_CANCEL, -1, 0, 0);
-    sg_json_destroy(fx->cmd.dec.doc);
-    fx->cmd.dec.doc = sg_json_parse(doc, strlen(doc), NULL, NULL);
-    cr_assert_not_null(fx->cmd.dec.doc);
-    fx->cmd.dec.by = sg_json_string(sg_json_member(fx->cmd.dec.doc, "by"));
-    fx->cmd.dec.reason = sg_json_string(sg_json_member(fx->cmd.dec.doc, "reason"));
+    sg_json_destroy(fx->dec.doc);
+    fx->dec.doc = sg_json_parse(doc, strlen(doc), NULL, NULL);
+    cr_assert_not_null(fx->dec.doc);
+    fx->dec.by = sg_json_string(sg_json_member(fx->dec.doc, "by"));
+    fx->dec.reason = sg_json_string(sg_json_member(fx->dec.doc, "reason"));
 }
 
 void fx_decision(fx_t *fx, sg_ctype_t type, int step)
@@ -153,11 +153,11 @@ void fx_decision(fx_t *fx, sg_ctype_t type, int step)
              "\"by\":\"bob\",\"reason\":\"checked\"}",
              type == SG_CMD_APPROVE ? "saga.approve" : "saga.reject", step);
     fx_command(fx, type, step, 0, 0);
-    sg_json_destroy(fx->cmd.dec.doc);
-    fx->cmd.dec.doc = sg_json_parse(doc, strlen(doc), NULL, NULL);
-    cr_assert_not_null(fx->cmd.dec.doc);
-    fx->cmd.dec.by = sg_json_string(sg_json_member(fx->cmd.dec.doc, "by"));
-    fx->cmd.dec.reason = sg_json_string(sg_json_member(fx->cmd.dec.doc, "reason"));
+    sg_json_destroy(fx->dec.doc);
+    fx->dec.doc = sg_json_parse(doc, strlen(doc), NULL, NULL);
+    cr_assert_not_null(fx->dec.doc);
+    fx->dec.by = sg_json_string(sg_json_member(fx->dec.doc, "by"));
+    fx->dec.reason = sg_json_string(sg_json_member(fx->dec.doc, "reason"));
 }
 
 /* A call of step that returned: ok, or an error of cls. */
@@ -165,20 +165,19 @@ void fx_returned(fx_t *fx, bool comp, int step, int attempt, worker_status_t sta
                  sg_errclass_t cls, bool retriable)
 {
     fx_command(fx, comp ? SG_CMD_COMPENSATE : SG_CMD_EXECUTE, step, attempt, 1);
-    fx->cmd.state = CMD_RETURNED;
     fx->in.returned = true;
     fx->cmd.attempt_id = 99;
-    fx->cmd.call.tool = sg_registry_find(fx->reg, comp ? "release" : steps[step].tool);
-    fx->cmd.call.step_name = (char *)steps[step].name;
-    fx->cmd.call.attempt = attempt;
-    fx->cmd.call.idem_key = "key";
-    fx->cmd.result.status = status;
-    fx->cmd.result.latency_ms = 12;
+    fx->call.tool = sg_registry_find(fx->reg, comp ? "release" : steps[step].tool);
+    fx->call.step_name = (char *)steps[step].name;
+    fx->call.attempt = attempt;
+    fx->call.idem_key = "key";
+    fx->result.status = status;
+    fx->result.latency_ms = 12;
     if (status == WORKER_OK) {
-        fx->cmd.result.data = "{\"ok\":true}";
+        fx->result.data = "{\"ok\":true}";
     } else {
-        sg_err_set(&fx->cmd.result.err, cls, "tool.failed", "it broke");
-        fx->cmd.result.err.retriable = retriable;
+        sg_err_set(&fx->result.err, cls, "tool.failed", "it broke");
+        fx->result.err.retriable = retriable;
     }
 }
 

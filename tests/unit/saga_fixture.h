@@ -20,7 +20,11 @@ typedef struct fx_s {
     worker_rules_t rules;
     sg_rng_t rng;
     worker_input_t in;
-    worker_cmd_t cmd;
+    /* The command the decision sees (cmd, its seam) and what it points to. */
+    sg_decoded_t dec;
+    worker_result_t result;
+    worker_call_t call;
+    worker_dcmd_t cmd;
     worker_saga_t saga;
     worker_outcome_t out;
 } fx_t;

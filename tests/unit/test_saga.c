@@ -518,7 +518,7 @@ Test(saga, a_retry_budget_of_0_allows_no_wait_and_the_config_0_no_limit)
     fx_saga(&fx, 'R', "srpp", (int[]){1, 1, 0, 0}, NULL);
     fx.saga.retry_budget = 0;
     fx_returned(&fx, false, 1, 1, WORKER_ERROR, SG_ERRCLASS_TRANSIENT, true);
-    fx.cmd.result.retry_after_ms = 50;
+    fx.result.retry_after_ms = 50;
     fx_decide(&fx, true);
     cr_expect_null(fx_message(&fx.out, "step.retry_scheduled"), "no retry within a budget of 0");
     cr_expect_not_null(fx_message(&fx.out, "saga.dead_lettered"));
@@ -543,7 +543,7 @@ Test(saga, a_retry_budget_of_0_allows_no_wait_and_the_config_0_no_limit)
     fx_saga(&fx, 'R', "srpp", (int[]){1, 1, 0, 0}, NULL);
     fx.saga.retry_spent = 1000000; /* far past any budget, but the config has none */
     fx_returned(&fx, false, 1, 1, WORKER_ERROR, SG_ERRCLASS_TRANSIENT, true);
-    fx.cmd.result.retry_after_ms = 50;
+    fx.result.retry_after_ms = 50;
     fx_decide(&fx, true);
     cr_expect_not_null(fx_message(&fx.out, "step.retry_scheduled"), "retry.budget_ms 0: no limit");
     fx_fini(&fx);

@@ -20,8 +20,8 @@ static const char good_start[] =
 
 static void fx_start(fx_t *fx, const char *text)
 {
-    sg_submit_decode(text, strlen(text), &fx->limits, &fx->cmd.dec);
-    cr_assert_eq(fx->cmd.dec.type, SG_CMD_START, "%s", fx->cmd.dec.err.message);
+    sg_submit_decode(text, strlen(text), &fx->limits, &fx->dec);
+    cr_assert_eq(fx->dec.type, SG_CMD_START, "%s", fx->dec.err.message);
 }
 
 Test(saga, start_accepted_writes_the_saga_and_its_first_command)
@@ -291,8 +291,8 @@ Test(saga, poison_and_commands_of_unknown_sagas_or_steps_are_dead_lettered)
 
     fx_init(&fx);
     fx_command(&fx, SG_CMD_POISON, 0, 0, 0);
-    fx.cmd.dec.saga_id[0] = '\0';
-    sg_err_set(&fx.cmd.dec.err, SG_ERRCLASS_POISON, "input.json.invalid", "not JSON");
+    fx.dec.saga_id[0] = '\0';
+    sg_err_set(&fx.dec.err, SG_ERRCLASS_POISON, "input.json.invalid", "not JSON");
     fx_decide(&fx, false);
     fx_effects(&fx.out, got, sizeof(got));
     cr_expect_str_eq(got, "DL");
@@ -359,7 +359,7 @@ Test(saga, a_tools_agent_action_wins_over_its_codes_default)
     fx_init(&fx);
     fx_saga(&fx, 'R', "ssrp", (int[NSTEPS]){1, 1, 1}, NULL);
     fx_returned(&fx, false, 2, 1, WORKER_ERROR, SG_ERRCLASS_PERMANENT, false);
-    fx.cmd.result.data = "{\"error\":\"declined\",\"agent_action\":\"Ask for another card.\"}";
+    fx.result.data = "{\"error\":\"declined\",\"agent_action\":\"Ask for another card.\"}";
     fx_decide(&fx, true);
     ev = fx_message(&fx.out, "step.failed");
     cr_assert_not_null(ev);
