@@ -41,7 +41,11 @@ MIGRATIONS := $(sort $(wildcard schemas/sql/*.sql))
 # example service the tests and the demo use.
 SAGAD_PROGS := $(BINDIR)/sagad-worker $(BINDIR)/sagad-relay $(BINDIR)/dlq-tool $(BINDIR)/sagactl
 PROGS := $(SAGAD_PROGS) $(BINDIR)/checkout-svc
-WORKER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard worker/*.c))
+# worker/: main.c and worker.h, then its parts (docs/ARCHITECTURE.md, "Layout"):
+# loop/ (consume, queue, transact, chain, run), decide/ (the pure decision),
+# apply/ (the decision's effects into PostgreSQL, traces), tools/ (the pool
+# and the adapters).
+WORKER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard worker/*.c worker/*/*.c))
 RELAY_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard outbox/*.c))
 DLQ_OBJS    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard dlq-tool/*.c))
 CTL_OBJS    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard ctl/*.c))
@@ -326,8 +330,8 @@ FUZZ_TARGETS := submit registry schema result http ref
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS   = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -g -O1 $(FUZZ_SAN) \
                 -Ilib/include $(PKG_CFLAGS) -MMD -MP
-FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FUZZ_DIR)/%.o) $(FUZZ_DIR)/worker/worker_call.o \
-                 $(FUZZ_DIR)/worker/worker_http_answer.o
+FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FUZZ_DIR)/%.o) $(FUZZ_DIR)/worker/tools/worker_call.o \
+                 $(FUZZ_DIR)/worker/tools/worker_http_answer.o
 
 $(FUZZ_DIR)/%.o: %.c $(RDKAFKA_STAMP)
 	@command -v $(FUZZ_CC) >/dev/null || { echo "fuzz: $(FUZZ_CC) not found: make deps installs clang-14 and libclang-rt-14-dev" >&2; exit 1; }
@@ -386,7 +390,7 @@ CHECK_PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
 
 # structure-check: no call cycle among the C files (read from the built
 # objects with nm), no include cycle, no program including another's files,
-# no private header (worker/worker_loop_int.h) included outside its files;
+# no private header (worker/loop/worker_loop_int.h) included outside its files;
 # the saga decision's files call nothing that does I/O (pure.py).
 structure-check: all
 	$(CHECK_PYTHON) tests/structure/check.py $(BUILD)

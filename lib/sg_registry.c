@@ -19,7 +19,7 @@
 #define REGISTRY_MAX_BYTES (4 * 1024 * 1024)
 
 /* The adapters a registry may name, with their own fields: the part of
- * each adapter that is contract, not code (worker/worker_http.c and
+ * each adapter that is contract, not code (worker/tools/worker_http.c and
  * worker_exec.c give the fields their meaning). */
 static const char *const http_fields[] = {
     "method", "headers", "connect_timeout_ms", "tls_verify", "ca_path", "nothing_to_undo", NULL};

@@ -121,7 +121,7 @@ static double floor_consume(int n)
 
 /* The statements the worker runs per step, batched and pipelined as the
  * worker batches them (one set-based statement per kind of row over the
- * batch, see worker/worker_writes.c), without Kafka: one transaction per
+ * batch, see worker/apply/worker_writes.c), without Kafka: one transaction per
  * step, as a chained saga takes (the step's attempt row commits with the
  * previous step's outcome), holding the attempt row, the outcome, the step
  * and saga rows, two outbox rows and the offset fence. */

@@ -367,7 +367,7 @@ static void read_ops(mstate_t *s, const worker_outcome_t *out)
 }
 
 /* A command of the model: what the decision's seam (worker_dcmd_t,
- * worker/worker_decide.h) points to, and its fields; decide() hands the
+ * worker/decide/worker_decide.h) points to, and its fields; decide() hands the
  * decision a worker_dcmd_t made of it, as the loop does from its own
  * worker_cmd_t. */
 typedef struct mcmd_s {

@@ -1,5 +1,5 @@
 /* sagad-model: a bounded model checker over the saga decision
- * (worker_decide(), worker/worker_decide.h).  tests/model/README.md says
+ * (worker_decide(), worker/decide/worker_decide.h).  tests/model/README.md says
  * what is modelled and what is not. */
 #ifndef SAGAD_TESTS_MODEL_H
 #define SAGAD_TESTS_MODEL_H
@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../../worker/worker_decide.h"
+#include "../../worker/decide/worker_decide.h"
 
 #define M_STEPS 4  /* steps of a shape at most */
 #define M_MSGS  10 /* messages in flight at most */

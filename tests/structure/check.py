@@ -29,8 +29,9 @@ PROGRAMS = ["worker", "outbox", "dlq-tool", "ctl", "examples/checkout"]
 EXCEPTIONS = set()
 # private header: the files that may include it
 PRIVATE = {
-    "worker/worker_loop_int.h": {"worker/worker_%s.c" % f for f in
-                                 ("run", "loop", "txn", "parts", "session", "chain", "cmdq")},
+    "worker/loop/worker_loop_int.h": {"worker/loop/worker_%s.c" % f for f in
+                                      ("run", "loop", "txn", "parts", "session", "chain", "cmdq",
+                                       "topics")},
 }
 
 

@@ -2,7 +2,7 @@
 #ifndef SAGAD_TESTS_SAGA_FIXTURE_H
 #define SAGAD_TESTS_SAGA_FIXTURE_H
 
-#include "../../worker/worker_decide.h"
+#include "../../worker/decide/worker_decide.h"
 
 /* 2026-01-01T00:00:00Z */
 #define NOW_MS 1767225600000LL

@@ -1,5 +1,5 @@
 /* The saga and step state machines through the pure decision
- * (worker/worker_decide.h): typed rows and a command in, the outcome out,
+ * (worker/decide/worker_decide.h): typed rows and a command in, the outcome out,
  * no PostgreSQL, no Kafka, no clock.  Each row of the table names the rows
  * before, the command, and what the outcome must hold: the messages and
  * dead letters in order, the rows after, the call, the metric, a log

@@ -1,6 +1,6 @@
 /* The saga decision on saga.start (accepted, rejected, duplicate,
  * conflict), the call a step command prepares, and the dead letters of
- * poison and of commands naming no saga or step (worker/worker_decide.h,
+ * poison and of commands naming no saga or step (worker/decide/worker_decide.h,
  * without services; the fixture: saga_fixture.c). */
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* The saga and step state machines as the worker enforces them
- * (worker/worker_state.c): the names the status columns hold, which
+ * (worker/decide/worker_state.c): the names the status columns hold, which
  * changes the worker may make (its setters assert exactly these), and the
  * reference printed as docs/STATES.md. */
 #include <stdio.h>

@@ -6,7 +6,7 @@
  * the contract): the first problem fails the load with the file, the JSON
  * path and the rule.  Adapter-specific meaning (an http target's URL, an
  * exec argv) is the running program's to check: sagad-worker prepares each
- * tool with its adapter after this load (worker/worker_registry.c). */
+ * tool with its adapter after this load (worker/tools/worker_registry.c). */
 #ifndef SAGAD_REGISTRY_H
 #define SAGAD_REGISTRY_H
 

@@ -12,7 +12,7 @@
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_log.h"
 #include "worker_loop_int.h"
-#include "worker_observe.h"
+#include "../apply/worker_observe.h"
 
 #define CMD_SPARE 1024 /* freed commands kept for reuse: 1.5 MB */
 

@@ -25,7 +25,7 @@
 #include "sagad/sg_mask.h"
 #include "sagad/sg_version.h"
 #include "sagad/sg_mask.h"
-#include "worker.h"
+#include "../worker.h"
 
 typedef struct http_tool_s {
     char *method;

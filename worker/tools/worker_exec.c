@@ -35,7 +35,7 @@
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_run.h"
-#include "worker.h"
+#include "../worker.h"
 
 #define EXEC_STDERR_MAX 4096
 #define EXEC_TEMPFAIL   75 /* EX_TEMPFAIL of sysexits.h */

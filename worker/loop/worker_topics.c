@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker.h"
+#include "../worker.h"
 
 int worker_cmd_topics(sg_cli_t *cli, int argc, char **argv)
 {

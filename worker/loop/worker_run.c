@@ -22,7 +22,7 @@
 #include "sagad/sg_migrate.h"
 #include "sagad/sg_run.h"
 #include "worker_loop_int.h"
-#include "worker_observe.h"
+#include "../apply/worker_observe.h"
 
 #define WORKER_SCHEMA_VERSION 19   /* 0019: dead_letters.steps_at (the steps when written) */
 #define HOUSEKEEPING_MS       1000 /* gauges, SIGHUP */

@@ -23,7 +23,7 @@
 #define SAGAD_WORKER_OBSERVE_H
 
 #include "sagad/sg_otel.h"
-#include "worker_decide.h"
+#include "../decide/worker_decide.h"
 
 typedef struct worker_observe_s worker_observe_t;
 

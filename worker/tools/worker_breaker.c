@@ -18,7 +18,7 @@
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_run.h"
-#include "worker.h"
+#include "../worker.h"
 
 struct sg_tool_breaker_s {
     pthread_mutex_t lock;

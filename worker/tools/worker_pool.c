@@ -19,7 +19,7 @@
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_run.h"
-#include "worker.h"
+#include "../worker.h"
 
 struct worker_pending_s {
     struct worker_pending_s *next;

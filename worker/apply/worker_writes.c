@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "sagad/sg_alloc.h"
-#include "worker.h"
+#include "../worker.h"
 
 enum { MAX_COLS = 13 };
 

@@ -20,7 +20,7 @@
 
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_log.h"
-#include "worker.h"
+#include "../worker.h"
 
 typedef enum builtin_e {
     B_NOOP,

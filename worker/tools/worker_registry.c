@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker.h"
+#include "../worker.h"
 
 static const worker_adapter_t *const adapters[] = {
     &worker_builtin_adapter,

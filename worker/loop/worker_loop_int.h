@@ -30,7 +30,7 @@
 #include "sagad/sg_http.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_metrics.h"
-#include "worker.h"
+#include "../worker.h"
 
 #define SAGA_BUCKETS  16384
 #define CHAIN_BUCKETS 4096

@@ -24,7 +24,7 @@
 #define SAGAD_WORKER_DECIDE_H
 
 #include "sagad/sg_log.h"
-#include "worker.h"
+#include "../worker.h"
 
 /* The worker's settings a decision follows. */
 typedef struct worker_rules_s {

@@ -17,7 +17,7 @@
 #include "sagad/sg_log.h"
 #include "sagad/sg_text.h"
 #include "sagad/sg_version.h"
-#include "worker_decide.h"
+#include "../decide/worker_decide.h"
 #include "worker_observe.h"
 
 /* Column order of worker_sql_load. */

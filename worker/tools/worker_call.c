@@ -9,7 +9,7 @@
 
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_text.h"
-#include "worker.h"
+#include "../worker.h"
 
 void worker_result_clear(worker_result_t *out)
 {

@@ -28,7 +28,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "worker.h"
+#include "../worker.h"
 
 #define RETRY_AFTER_MAX_MS (24LL * 3600 * 1000)
 
