@@ -32,7 +32,11 @@ ALL_CFLAGS = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L $(WARN) $(CFLA
              -Ilib/include $(PKG_CFLAGS) -MMD -MP
 LDLIBS_ALL = $(RDKAFKA_LIBS) $(PKG_LIBS) -lm -lpthread
 
-LIB_SRCS := $(wildcard lib/*.c)
+# lib/: infra/ (memory, text, JSON, logs, config, PostgreSQL, Kafka, HTTP,
+# metrics, traces), contract/ (the submission contract: messages, args
+# schemas, the tool registry, references), cli/ (the command lines'
+# helpers), ops/ (migrations, retention); public headers in lib/include/sagad/.
+LIB_SRCS := $(wildcard lib/*/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/sg_migrations.o $(BUILD)/gen/sg_error_codes.o
 LIBSAGAD := $(BUILD)/libsagad.a
 MIGRATIONS := $(sort $(wildcard schemas/sql/*.sql))
@@ -150,7 +154,7 @@ $(BUILD)/gen/sg_migrations.o: $(BUILD)/gen/sg_migrations.c $(RDKAFKA_STAMP)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 # The error-code registry, for the default agent_action of each code
-# (lib/sg_err_action.c).
+# (lib/infra/sg_err_action.c).
 $(BUILD)/gen/sg_error_codes.c: schemas/error_codes.json schemas/embed-json.sh
 	@mkdir -p $(dir $@)
 	sh schemas/embed-json.sh $@ sg_error_codes_json schemas/error_codes.json

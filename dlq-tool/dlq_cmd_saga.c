@@ -1,5 +1,5 @@
 /* dlq-tool saga ID: an alias of `sagactl show ID`, the saga's timeline
- * (lib/sg_timeline.c prints it for both). */
+ * (lib/cli/sg_timeline.c prints it for both). */
 #include <stdio.h>
 
 #include "dlq.h"

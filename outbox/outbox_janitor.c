@@ -1,4 +1,4 @@
-/* The janitor: removes finished work past its horizon (lib/sg_retention.c).
+/* The janitor: removes finished work past its horizon (lib/ops/sg_retention.c).
  *
  *   CONNECTING -> STANDBY -> ACTIVE -> (error) CONNECTING
  *

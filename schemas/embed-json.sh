@@ -1,7 +1,7 @@
 #!/bin/sh
 # Writes a C file embedding a JSON document as one string, so the binaries
 # carry it and need no file at run time (schemas/error_codes.json: the
-# default agent_action of each error code, lib/sg_err.c).
+# default agent_action of each error code, lib/infra/sg_err.c).
 # Usage: schemas/embed-json.sh OUT.c SYMBOL FILE.json
 set -eu
 out=$1

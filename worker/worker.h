@@ -1,7 +1,7 @@
 /* sagad-worker internals.
  *
  *   worker_registry.c  the adapter behind each tool of the registry (the file
- *                      itself: lib/sg_registry.c)
+ *                      itself: lib/contract/sg_registry.c)
  *   worker_call.c      a call's request document and normalised outcome
  *   worker_builtin.c   the builtin adapter (noop, echo, fail, sleep, ledger, crash)
  *   worker_http.c      the http adapter: libcurl, one multi-handle thread
@@ -118,7 +118,7 @@ typedef struct worker_result_s {
  * prepare() checks a registry entry at load time: node is the tool's
  * object at JSON path base; on a bad entry it returns -1 with err saying
  * "PATH: rule".  Which fields an adapter's tools may have, and whether they
- * get a circuit breaker, is the registry's contract (lib/sg_registry.c's
+ * get a circuit breaker, is the registry's contract (lib/contract/sg_registry.c's
  * adapter kinds); an adapter is found by the kind's name.
  *
  * A call runs one of two ways.  call() runs on a pool thread and returns
@@ -138,7 +138,7 @@ struct sg_tool_adapter_s {
     void (*stop)(void);
 };
 
-/* Loads and checks a registry file (lib/sg_registry.c) and prepares each
+/* Loads and checks a registry file (lib/contract/sg_registry.c) and prepares each
  * tool with its adapter: the tool's adapter, its state and, for external
  * tools, its circuit breaker.  On failure returns NULL with err naming the
  * file, the JSON path and the rule.  sg_registry_destroy releases it. */

@@ -17,7 +17,7 @@
 
 #include "bench_util.h"
 
-#define PREFETCH_KB 16384 /* the worker's queued.max.messages.kbytes (lib/sg_kafka.c) */
+#define PREFETCH_KB 16384 /* the worker's queued.max.messages.kbytes (lib/infra/sg_kafka.c) */
 
 static char dsn[512], cmd_topic[128], ev_topic[128], dlq_topic[128], group[128], regpath[256];
 

@@ -1,5 +1,5 @@
 /* libFuzzer target: a tool registry file, through the loader every binary
- * shares (lib/sg_registry.c): refused with a path and a rule, or loaded,
+ * shares (lib/contract/sg_registry.c): refused with a path and a rule, or loaded,
  * never a crash, a leak or undefined behaviour. */
 #include <stdint.h>
 #include <stdlib.h>

@@ -74,13 +74,13 @@ def config_table(bindir):
 
 
 def kafka_key_from_env(name):
-    """SAGAD_KAFKA_SASL_PASSWORD -> kafka.sasl.password; "__" -> "_" (lib/sg_config.c)."""
+    """SAGAD_KAFKA_SASL_PASSWORD -> kafka.sasl.password; "__" -> "_" (lib/infra/sg_config.c)."""
     rest = name[len("SAGAD_KAFKA_"):]
     return "kafka." + "_".join(chunk.replace("_", ".").lower() for chunk in rest.split("__"))
 
 
 def parse_config_file(text):
-    """`key = value` lines as lib/sg_config.c reads them."""
+    """`key = value` lines as lib/infra/sg_config.c reads them."""
     values = {}
     for line in text.splitlines():
         line = line.strip()
@@ -272,7 +272,7 @@ def check_container(args, table, render, obj, pod, container, secrets, seen):
     check_security(where, pod, container)
     grace = pod.get("terminationGracePeriodSeconds", 30)
     if prog == "sagad-worker":
-        # The group leave is bounded at 10 s (lib/sg_kafka.c CLOSE_TIMEOUT_MS).
+        # The group leave is bounded at 10 s (lib/infra/sg_kafka.c CLOSE_TIMEOUT_MS).
         need_ms = tool_max_ms + int(cfg["worker.drain_timeout_ms"]) + KAFKA_CLOSE_BOUND_MS
         if grace * 1000 <= need_ms:
             problem(where, f"terminationGracePeriodSeconds {grace} must exceed the longest tool "

@@ -80,7 +80,10 @@ def call_graph(build):
             for f in files:
                 if f.endswith(".o"):
                     src = os.path.relpath(os.path.join(root, f[:-2] + ".c"), build)
-                    objs[src] = os.path.join(root, f)
+                    # an object whose source moved or went is stale: its
+                    # symbols would shadow the new object's
+                    if os.path.isfile(src):
+                        objs[src] = os.path.join(root, f)
     if not objs:
         sys.exit("structure-check: no objects under %s: build first (make all)" % build)
     defined = {}

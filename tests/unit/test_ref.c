@@ -1,4 +1,4 @@
-/* References between steps (lib/sg_ref.c): the pointer's shape, its
+/* References between steps (lib/contract/sg_ref.c): the pointer's shape, its
  * lookup in a context document (RFC 6901), and the resolution of a
  * template, which never alters a value and names what it cannot find. */
 #include <criterion/criterion.h>

@@ -1,6 +1,6 @@
 /* The worker's side of the tool registry: the adapter behind each tool.
  *
- * lib/sg_registry.c reads and checks the file (the contract every binary
+ * lib/contract/sg_registry.c reads and checks the file (the contract every binary
  * shares); for each tool it calls prepare_tool below, which finds the
  * tool's adapter, gives an external tool its circuit breaker and lets the
  * adapter check and prepare its own fields.  A problem in either stops

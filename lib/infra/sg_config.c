@@ -734,7 +734,7 @@ void sg_config_write_reference(FILE *out)
     char envname[128];
 
     fprintf(out, "# Configuration reference\n\n"
-                 "Generated from the config table in lib/sg_config.c by `make docs`; do not "
+                 "Generated from the config table in lib/infra/sg_config.c by `make docs`; do not "
                  "edit.\n\n"
                  "Values come from the defaults, then the config file (`--config FILE` or "
                  "`SAGAD_CONFIG`,\n`key = value` lines, `#` comments), then the environment; "
@@ -773,13 +773,14 @@ void sg_config_write_sample(FILE *out)
 {
     char envname[128];
 
-    fprintf(out, "# sagad sample configuration (`--config FILE` or SAGAD_CONFIG).\n"
-                 "#\n"
-                 "# Generated from the config table in lib/sg_config.c by `make docs`; do not "
-                 "edit.\n"
-                 "# Every line is commented out and shows the default: copy the file and\n"
-                 "# uncomment what you change.  SAGAD_* environment variables win over the\n"
-                 "# file.  Reference: docs/CONFIGURATION.md.\n");
+    fprintf(out,
+            "# sagad sample configuration (`--config FILE` or SAGAD_CONFIG).\n"
+            "#\n"
+            "# Generated from the config table in lib/infra/sg_config.c by `make docs`; do not "
+            "edit.\n"
+            "# Every line is commented out and shows the default: copy the file and\n"
+            "# uncomment what you change.  SAGAD_* environment variables win over the\n"
+            "# file.  Reference: docs/CONFIGURATION.md.\n");
     for (size_t i = 0; i < CONFIG_NKEYS; i++) {
         const sg_config_key_t *k = &config_table[i];
 

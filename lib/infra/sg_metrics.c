@@ -723,7 +723,7 @@ void sg_metrics_write_reference(FILE *out)
 {
     fprintf(out,
             "# Metrics reference\n\n"
-            "Generated from the metrics catalog in lib/sg_metrics.c by `make docs`; do not "
+            "Generated from the metrics catalog in lib/infra/sg_metrics.c by `make docs`; do not "
             "edit.\n\n"
             "sagad-worker and sagad-relay serve these on `GET /metrics` (Prometheus text format "
             "0.0.4)\nof the endpoint set by `http.bind` and `http.port`. Label values are bounded "
