@@ -267,6 +267,9 @@ int worker_step_status_parse(const char *text, worker_step_status_t *out);
  * it); the replay functions' changes in SQL are not included. */
 bool worker_saga_transition_ok(worker_saga_status_t from, worker_saga_status_t to);
 bool worker_step_transition_ok(worker_step_status_t from, worker_step_status_t to);
+/* Is a running step's call (steps.calling) allowed to go from one to
+ * the other? */
+bool worker_calling_transition_ok(bool from, bool to);
 /* Writes the Markdown reference of both state machines (docs/STATES.md). */
 void worker_states_reference(FILE *out);
 int worker_cmd_states(sg_cli_t *cli, int argc, char **argv);

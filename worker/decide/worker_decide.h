@@ -263,6 +263,10 @@ void worker_out_control(worker_dc_t *d, const worker_saga_t *saga, int step, con
 void worker_set_step(worker_dc_t *d, const worker_saga_t *saga, worker_step_t *st,
                      worker_step_status_t to);
 void worker_set_saga(worker_dc_t *d, worker_saga_t *saga, worker_saga_status_t to);
+/* A running step's call: in flight (calling) or not; a transition of
+ * worker_state.c's calling table.  Leaving running clears it
+ * (worker_set_step). */
+void worker_set_calling(worker_dc_t *d, const worker_saga_t *saga, worker_step_t *st, bool calling);
 /* The forward call of st succeeded (d->cmd->result): step.succeeded, then
  * the next step, its group's policy, or the compensation it stopped in. */
 void worker_step_succeeded(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st);

@@ -35,6 +35,24 @@ void worker_set_step(worker_dc_t *d, const worker_saga_t *saga, worker_step_t *s
     st->dirty = true;
 }
 
+void worker_set_calling(worker_dc_t *d, const worker_saga_t *saga, worker_step_t *st, bool calling)
+{
+    sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+
+    /* An outcome for a step not marked calling (a row written by a worker
+     * of before 0017, whose call was in flight at the upgrade) changes
+     * nothing: tolerated, not asserted. */
+    if (!calling && !st->calling)
+        return;
+    assert(st->status == WORKER_STEP_RUNNING && worker_calling_transition_ok(st->calling, calling));
+    ctx.saga_id = saga->saga_id;
+    ctx.step = st->name;
+    worker_out_log(d, SG_LOG_DEBUG, &ctx, "step %d, its call: %s", st->idx,
+                   calling ? (st->calling ? "in flight again" : "in flight") : "recorded");
+    st->calling = calling;
+    st->dirty = true;
+}
+
 void worker_set_saga(worker_dc_t *d, worker_saga_t *saga, worker_saga_status_t to)
 {
     sg_log_ctx_t ctx = SG_LOG_CTX_INIT;

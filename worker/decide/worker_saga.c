@@ -126,7 +126,7 @@ static void start_attempt(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st
         st->idem_key = d->out->call.idem_key; /* from worker_prepare_call */
         st->forward_key = st->idem_key;
         d->out->call.detach = st->group != NULL; /* its siblings run beside it */
-        st->calling = true;
+        worker_set_calling(d, saga, st, true);
     }
     op = worker_out_op(d, WORKER_OP_ATTEMPT, saga->saga_id);
     op->u.attempt.step = st->idx;
@@ -800,7 +800,7 @@ static void decide_returned(worker_dc_t *d, worker_saga_t *saga)
         return;
     }
     if (!comp) { /* its outcome is recorded now, whatever it leads to */
-        st->calling = false;
+        worker_set_calling(d, saga, st, false);
         st->dirty = true;
     }
     if (comp && ok) {

@@ -215,6 +215,25 @@ int worker_step_status_parse(const char *text, worker_step_status_t *out)
     return 0;
 }
 
+/* A running step's forward call (steps.calling, 0017): a state of its own
+ * within running, with its setter (worker_set_calling, worker_flow.c).
+ * 0: running, not calling; 1: running, calling. */
+static const char *const calling_names[] = {"running", "running, calling"};
+static const transition_t calling_transitions[] = {
+    {0, 1, true,
+     "its command is decided: the attempt row is written, and the call is made after the commit "
+     "(a member's call leaves its saga's queue while calling)",
+     "start_attempt"},
+    {1, 1, true,
+     "its command is decided again after the worker died mid-call (the attempt row was left "
+     "unfinished): marked interrupted, and the call is made again under the same key",
+     "start_attempt"},
+    {1, 0, true,
+     "the call's outcome is recorded; a retry then waits, not calling. A step that leaves "
+     "`running` (succeeded, failed, unknown) stops calling with it (worker_set_step)",
+     "decide_returned"},
+};
+
 static bool legal(const transition_t *t, size_t n, int from, int to)
 {
     for (size_t i = 0; i < n; i++)
@@ -231,6 +250,11 @@ bool worker_saga_transition_ok(worker_saga_status_t from, worker_saga_status_t t
 bool worker_step_transition_ok(worker_step_status_t from, worker_step_status_t to)
 {
     return legal(step_transitions, NELEMS(step_transitions), (int)from, (int)to);
+}
+
+bool worker_calling_transition_ok(bool from, bool to)
+{
+    return legal(calling_transitions, NELEMS(calling_transitions), from, to);
 }
 
 static void print_table(FILE *out, const transition_t *t, size_t n, const char *const *names)
@@ -267,6 +291,13 @@ void worker_states_reference(FILE *out)
                  "saga that was cancelled (saga.cancel): it ends `cancelled`.\n\n"
                  "## Step statuses (`steps.status`)\n\n");
     print_table(out, step_transitions, NELEMS(step_transitions), step_names);
+    fprintf(out, "\n## A running step's call (`steps.calling`)\n\n"
+                 "Within `running`, whether the step's forward call may be in flight: set with\n"
+                 "its attempt row, cleared with its outcome, and kept across a crash until the\n"
+                 "step's redelivered command is decided. A parallel group's member that stops\n"
+                 "(fail_fast, saga.cancel) while calling is recorded when its call returns;\n"
+                 "one not calling (waiting for a retry) stops at once.\n\n");
+    print_table(out, calling_transitions, NELEMS(calling_transitions), calling_names);
 }
 
 int worker_cmd_states(sg_cli_t *cli, int argc, char **argv)
