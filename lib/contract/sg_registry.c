@@ -400,10 +400,23 @@ sg_registry_t *sg_registry_parse(const char *path, const char *text, size_t len,
     for (size_t i = 0; i < reg->ntools; i++) {
         sg_tool_t *t = &reg->tools[i];
         char p[200], q[300];
-        if (t->compensation && !sg_registry_find(reg, t->compensation)) {
+        const sg_tool_t *c = t->compensation ? sg_registry_find(reg, t->compensation) : NULL;
+        if (t->compensation && !c) {
             sg_json_path_key(p, sizeof(p), "$.tools", t->name);
             sg_json_path_key(q, sizeof(q), p, "compensation");
             sg_registry_bad(err, path, q, "names tool \"%s\", which is not in the registry",
+                            t->compensation);
+            goto err;
+        }
+        /* A compensation runs without a person's approval (when the saga
+         * fails or is cancelled): naming a gated tool there would walk
+         * around its gate. */
+        if (c && c->approval_required) {
+            sg_json_path_key(p, sizeof(p), "$.tools", t->name);
+            sg_json_path_key(q, sizeof(q), p, "compensation");
+            sg_registry_bad(err, path, q,
+                            "names tool \"%s\", which requires approval (\"approval\": "
+                            "\"required\"): a compensation runs without one",
                             t->compensation);
             goto err;
         }

@@ -708,6 +708,18 @@ static const char *check_step(const sg_json_t *st, const char *base, const sg_re
         } else {
             only_keys(comp, path, comp_keys, p);
             check_call(comp, path, reg, &ctool, p);
+            /* A compensation runs when the saga fails or is cancelled, with
+             * no approval gate: a gated tool named here would run without
+             * the person its registry entry requires (issue 36 item 3). */
+            if (ctool && ctool->approval_required) {
+                char tpath[320];
+                sg_json_path_key(tpath, sizeof(tpath), path, "tool");
+                problem(p, tpath,
+                        "approval: tool \"%s\" requires a person's approval (registry "
+                        "\"approval\": \"required\"), and a compensation runs without one: it "
+                        "cannot be a compensation",
+                        ctool->name);
+            }
         }
     }
     *effect = tool ? tool->effect : SG_EFFECT_READ;

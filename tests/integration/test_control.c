@@ -361,6 +361,34 @@ static void send_decision(const char *type, const char *saga_id, const char *id,
     sgw_produce(sgw.topic_cmd, saga_id, msg, strlen(msg));
 }
 
+/* The gate walked around: a step whose compensation names the gated
+ * charge, and a step after it that fails so that the compensation would
+ * run.  Refused at intake (saga.rejected at the compensation's path), the
+ * charge is never made (issue 36 item 3: it ran without approval). */
+Test(control, a_gated_tool_named_as_a_compensation_is_refused_and_never_called, .timeout = 120)
+{
+    const sg_json_t *ev;
+    char text[512], *printed;
+
+    sgw_pair_start(GATED_TOOLS, 1, NULL);
+    sgw_submit("gate-walk",
+               "[{\"name\": \"reserve\", \"tool\": \"ledger\", \"args\": {\"n\": 1},"
+               "  \"compensate\": {\"tool\": \"bank.charge\", \"args\": {\"amount\": 999999}}},"
+               " {\"name\": \"boom\", \"tool\": \"fail\"}]");
+    ev = sgw_event_wait("gate-walk", "saga.rejected");
+    sgw_pair_stop();
+
+    printed = sg_json_print(ev);
+    cr_expect(strstr(printed, "$.steps[0].compensate.tool") &&
+                  strstr(printed, "requires a person's approval"),
+              "%s", printed);
+    free(printed);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM sagas"), 0, "no saga was stored");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM builtin_ledger"), 0,
+                 "nothing was called, the charge least of all: %s",
+                 sgw_q_text(text, sizeof(text), "SELECT string_agg(key, ',') FROM builtin_ledger"));
+}
+
 /* A tool the registry gates: the step waits with its approval packet and
  * calls nothing until approved; then it runs and the saga completes. */
 Test(control, a_registry_gated_step_waits_for_its_approval_then_runs, .timeout = 120)

@@ -805,3 +805,44 @@ Test(submit, a_compensation_of_its_own_steps_result_is_warned_about)
     cr_expect_str_eq(got, "$.steps[1].compensate.args|w;$.steps[2].parallel[0].compensate.args|w");
     sg_json_destroy(root);
 }
+
+/* A tool that requires approval cannot be a compensation: a compensation
+ * runs when the saga fails or is cancelled, with no gate, so naming the
+ * gated charge there ran it without the person its registry entry
+ * requires (issue 36 item 3).  Refused in a submission at its path, and
+ * in a registry as a tool's default compensation. */
+Test(submit, a_gated_tool_cannot_be_a_compensation)
+{
+    static const char reg_text[] =
+        "{\"v\":1,\"tools\":{"
+        "\"reserve\":{\"adapter\":\"builtin\",\"target\":\"echo\",\"side_effect\":\"idempotent\"},"
+        "\"charge_high\":{\"adapter\":\"builtin\",\"target\":\"ledger\",\"side_effect\":"
+        "\"idempotent\",\"approval\":\"required\"}}}";
+    static const char bad_reg[] =
+        "{\"v\":1,\"tools\":{"
+        "\"hold\":{\"adapter\":\"builtin\",\"target\":\"echo\",\"side_effect\":\"reversible\","
+        "\"compensation\":\"charge_high\"},"
+        "\"charge_high\":{\"adapter\":\"builtin\",\"target\":\"ledger\",\"side_effect\":"
+        "\"idempotent\",\"approval\":\"required\"}}}";
+    static const char start[] =
+        "{\"v\":1,\"type\":\"saga.start\",\"id\":\"s\",\"saga_id\":\"b-1\",\"name\":\"t\","
+        "\"steps\":[{\"name\":\"r\",\"tool\":\"reserve\",\"compensate\":{\"tool\":\"charge_high\","
+        "\"args\":{\"amount\":999999}}}]}";
+    sg_config_t *cfg = sg_config_new();
+    sg_err_t err;
+    sg_registry_t *reg = worker_registry_load(write_temp(reg_text), cfg, &err);
+    seen_t seen;
+
+    cr_assert_not_null(reg, "%s", err.message);
+    cr_expect_eq(submit(start, strlen(start), reg, &seen), 1, "%s", seen.all);
+    cr_expect(strstr(seen.all, "$.steps[0].compensate.tool: approval: tool \"charge_high\" "
+                               "requires a person's approval") != NULL,
+              "%s", seen.all);
+    sg_registry_destroy(reg);
+
+    cr_expect_null(worker_registry_load(write_temp(bad_reg), cfg, &err), "a gated default");
+    cr_expect(strstr(err.message, "$.tools.hold.compensation") &&
+                  strstr(err.message, "requires approval"),
+              "%s", err.message);
+    sg_config_destroy(cfg);
+}
