@@ -209,3 +209,77 @@ Test(roles, the_dlq_ledger_records_session_user_beside_the_operator)
                            id2),
                  1);
 }
+
+/* A login that may create temporary tables (the operator role, as every
+ * role by default) shadows dead_letters with one of its own, then calls
+ * sagad_dlq_replay(), which runs with the owner's rights: the function
+ * must read sagad's table, not the shadow, so what it publishes is the
+ * real entry's payload to its real topic (issue 36 item 5: pg_temp was
+ * searched first, and the shadow's topic and payload went out). */
+Test(roles, a_temporary_table_cannot_shadow_what_a_security_definer_function_reads)
+{
+    char sql[1024], text[512];
+    long long id;
+    sg_pg_t *pg;
+    sg_err_t err;
+
+    role_dsns();
+    sgw_world_start(NULL, 1, NULL);
+    id =
+        sgt_query_intf(sgw.pg, "INSERT INTO dead_letters (error_code, error_class, original_topic, "
+                               "original_key, payload) VALUES ('input.json.malformed', 'poison', "
+                               "'real.commands', 'k', convert_to('{\"real\": true}', 'UTF8')) "
+                               "RETURNING id");
+    pg = sgt_db_connect(op_dsn);
+    cr_assert_eq(sg_pg_exec(pg,
+                            "CREATE TEMPORARY TABLE dead_letters AS SELECT * FROM "
+                            "public.dead_letters WITH NO DATA",
+                            0, NULL, NULL, &err),
+                 0, "the operator may create a temporary table: %s", err.message);
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO pg_temp.dead_letters (id, status, error_code, error_class, "
+             "original_topic, original_key, payload, created_at) VALUES (%lld, 'pending', 'x', "
+             "'poison', 'evil.topic', 'k', convert_to('{\"evil\": true}', 'UTF8'), now())",
+             id);
+    cr_assert_eq(sg_pg_exec(pg, sql, 0, NULL, NULL, &err), 0, "%s", err.message);
+    snprintf(sql, sizeof(sql),
+             "SELECT outcome FROM sagad_dlq_replay(%lld, 'mallory', 'shadowed', false, true, "
+             "'cmds', NULL)",
+             id);
+    cr_expect_eq(sg_pg_exec(pg, sql, 0, NULL, NULL, &err), 0, "%s", err.message);
+    sg_pg_destroy(pg);
+
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT topic || ' ' || convert_from(payload, 'UTF8') FROM outbox "
+                                "ORDER BY id DESC LIMIT 1"),
+                     "real.commands {\"real\": true}",
+                     "the real entry was replayed, not the shadow");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM outbox WHERE topic = 'evil.topic'"), 0);
+}
+
+/* sagad_dlq_edit, open to any login with the operator role, stores only
+ * a JSON object as a revision (issue 36 item 5: any text was stored, for
+ * a replay to publish). */
+Test(roles, a_revision_of_a_payload_is_a_json_object_in_sql_too)
+{
+    static const char *const refused[] = {"42", "\"a string\"", "[1, 2]", "not json", "null"};
+    char sql[512];
+    long long id;
+    sg_pg_t *pg;
+    sg_err_t err;
+
+    role_dsns();
+    sgw_world_start(NULL, 1, NULL);
+    id = sgt_query_intf(sgw.pg, "INSERT INTO dead_letters (error_code, error_class, payload) "
+                                "VALUES ('input.json.malformed', 'poison', 'x') RETURNING id");
+    pg = sgt_db_connect(op_dsn);
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        snprintf(sql, sizeof(sql), "SELECT sagad_dlq_edit(%lld, '%s', 'op', 'r')", id, refused[i]);
+        cr_expect_eq(sg_pg_exec(pg, sql, 0, NULL, NULL, &err), -1, "stored: %s", refused[i]);
+        cr_expect(strstr(err.message, "payload: ") != NULL, "%s: %s", refused[i], err.message);
+    }
+    snprintf(sql, sizeof(sql), "SELECT sagad_dlq_edit(%lld, '{\"v\": 1}', 'op', 'r')", id);
+    cr_expect_eq(sg_pg_exec(pg, sql, 0, NULL, NULL, &err), 0, "%s", err.message);
+    sg_pg_destroy(pg);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letter_revisions"), 1, "only the object");
+}

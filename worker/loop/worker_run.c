@@ -24,7 +24,7 @@
 #include "worker_loop_int.h"
 #include "../apply/worker_observe.h"
 
-#define WORKER_SCHEMA_VERSION 19   /* 0019: dead_letters.steps_at (the steps when written) */
+#define WORKER_SCHEMA_VERSION 20   /* 0020: SECURITY DEFINER functions search pg_temp last */
 #define HOUSEKEEPING_MS       1000 /* gauges, SIGHUP */
 #define PG_PING_MS            5000 /* an idle worker checks its session this often */
 
