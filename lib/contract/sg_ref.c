@@ -128,7 +128,76 @@ const sg_json_t *sg_ref_lookup(const sg_json_t *doc, const char *pointer)
     return node;
 }
 
-static sg_json_t *resolve(const sg_json_t *t, const sg_json_t *ctx, const char *path, sg_err_t *err)
+/* What one resolution has brought in so far, and the sizes of the values
+ * it brought (a template names one value many times: measured once). */
+typedef struct spent_s {
+    const sg_ref_budget_t *budget;
+    size_t bytes;
+    long nodes;
+    struct {
+        const sg_json_t *v;
+        size_t bytes;
+        long nodes;
+    } seen[8];
+    unsigned nseen;
+} spent_t;
+
+/* A value's size as the budget counts it; bounded by the parse caps that
+ * let the value in, so the walk ends. */
+static void measure(const sg_json_t *v, size_t *bytes, long *nodes)
+{
+    const char *s;
+
+    (*nodes)++;
+    if (sg_json_key(v)) {
+        *bytes += strlen(sg_json_key(v));
+        (*nodes)++;
+    }
+    if ((s = sg_json_string(v)))
+        *bytes += strlen(s);
+    else if (!sg_json_is_object(v) && !sg_json_is_array(v))
+        *bytes += 24; /* a number or a literal, printed */
+    for (const sg_json_t *m = sg_json_first(v); m; m = sg_json_next(m))
+        measure(m, bytes, nodes);
+}
+
+/* Counts v against the budget: false (err set) when it does not fit. */
+static bool spend(spent_t *sp, const sg_json_t *v, const char *path, const char *ptr, sg_err_t *err)
+{
+    size_t bytes = 0;
+    long nodes = 0;
+    unsigned i;
+
+    if (!sp->budget)
+        return true;
+    for (i = 0; i < sp->nseen && sp->seen[i].v != v; i++)
+        ;
+    if (i < sp->nseen) {
+        bytes = sp->seen[i].bytes;
+        nodes = sp->seen[i].nodes;
+    } else {
+        measure(v, &bytes, &nodes);
+        i = sp->nseen < 8 ? sp->nseen++ : 7;
+        sp->seen[i].v = v;
+        sp->seen[i].bytes = bytes;
+        sp->seen[i].nodes = nodes;
+    }
+    sp->bytes += bytes;
+    sp->nodes += nodes;
+    if ((sp->budget->max_bytes && sp->bytes > sp->budget->max_bytes) ||
+        (sp->budget->max_nodes && sp->nodes > sp->budget->max_nodes)) {
+        sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.ref.too_large",
+                   "%s: the reference {\"$from\": \"%s\"} would take what the references bring "
+                   "in past %zu bytes or %ld values (%zu bytes and %ld values so far): name the "
+                   "value once, or pass a smaller one",
+                   path, ptr, sp->budget->max_bytes, sp->budget->max_nodes, sp->bytes, sp->nodes);
+        return false;
+    }
+    return true;
+}
+
+static sg_json_t *resolve(const sg_json_t *t, const sg_json_t *ctx, const char *path, spent_t *sp,
+                          sg_err_t *err)
 {
     sg_json_t *copy;
     char sub[512];
@@ -144,6 +213,8 @@ static sg_json_t *resolve(const sg_json_t *t, const sg_json_t *ctx, const char *
                        ptr ? ptr : "?");
             return NULL;
         }
+        if (!spend(sp, v, path, ptr, err))
+            return NULL;
         if (sg_json_exact_numbers(v, &inexact) < 0) {
             sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.ref.unresolved",
                        "%s: the value of {\"$from\": \"%s\"} holds a number sagad cannot pass "
@@ -162,7 +233,7 @@ static sg_json_t *resolve(const sg_json_t *t, const sg_json_t *ctx, const char *
             sg_json_path_key(sub, sizeof(sub), path, sg_json_key(m));
         else
             sg_json_path_idx(sub, sizeof(sub), path, i);
-        if (!(v = resolve(m, ctx, sub, err))) {
+        if (!(v = resolve(m, ctx, sub, sp, err))) {
             sg_json_destroy(copy);
             return NULL;
         }
@@ -175,7 +246,9 @@ static sg_json_t *resolve(const sg_json_t *t, const sg_json_t *ctx, const char *
 }
 
 sg_json_t *sg_ref_resolve(const sg_json_t *tmpl, const sg_json_t *ctx, const char *base,
-                          sg_err_t *err)
+                          const sg_ref_budget_t *budget, sg_err_t *err)
 {
-    return resolve(tmpl, ctx, base, err);
+    spent_t sp = {budget, 0, 0, {{NULL, 0, 0}}, 0};
+
+    return resolve(tmpl, ctx, base, &sp, err);
 }

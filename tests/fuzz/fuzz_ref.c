@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (ctx) {
         const sg_json_t *found = sg_ref_lookup(ctx, ptr);
-        out = sg_ref_resolve(tmpl, ctx, "$.args", &err);
+        out = sg_ref_resolve(tmpl, ctx, "$.args", NULL, &err);
         if (out && sg_ref_any(sg_json_member(out, "x")) && !sg_ref_any(found))
             abort(); /* a reference left unresolved */
         if (!out && strcmp(err.code, "input.ref.unresolved") != 0)

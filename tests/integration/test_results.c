@@ -198,6 +198,53 @@ Test(results, a_reference_to_an_absent_value_fails_the_step_and_the_saga_compens
                  "the earlier step was undone once");
 }
 
+/* The amplification of issue 36 item 4: an 850 KB input named by six
+ * thousand references fits the message caps (1 MiB, 20,000 values) and
+ * would resolve to about 5 GB before any attempt row is written, killing
+ * every worker that took the partition.  The step fails with
+ * input.ref.too_large and is never called, the saga compensates, the
+ * worker runs on, and the next saga of the same partition completes. */
+Test(results, references_that_amplify_past_the_budget_fail_the_step_and_nothing_else)
+{
+    size_t big = 850000, n = 6000, len;
+    char *msg = malloc(big + n * 32 + 1024);
+    const sg_json_t *failed;
+    char text[256];
+
+    cr_assert_not_null(msg);
+    sgw_pair_start(NULL, 1, NULL);
+    len = (size_t)sprintf(msg, "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-amp\", "
+                               "\"saga_id\": \"amp-1\", \"name\": \"amp\", \"input\": {\"b\": \"");
+    memset(msg + len, 'x', big);
+    len += big;
+    len += (size_t)sprintf(msg + len, "\"}, \"steps\": [{\"name\": \"hold\", \"tool\": "
+                                      "\"ledger.reversible\"}, {\"name\": \"echo\", \"tool\": "
+                                      "\"echo\", \"args\": {\"copies\": [");
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)sprintf(msg + len, "%s{\"$from\": \"/input/b\"}", i ? "," : "");
+    len += (size_t)sprintf(msg + len, "]}}]}");
+    cr_assert_lt(len, 1048576, "the message fits the 1 MiB cap");
+    sgw_produce(sgw.topic_cmd, "amp-1", msg, len);
+    free(msg);
+    submit_doc("amp-2", "\"steps\": [{\"name\": \"a\", \"tool\": \"noop\"}]");
+    sgw_wait_status("amp-1", "compensated");
+    sgw_wait_status("amp-2", "completed");
+    failed = sgw_event_wait("amp-1", "step.failed");
+    cr_expect_str_eq(sgw_jstr(failed, "error_code"), "input.ref.too_large");
+    cr_expect(strstr(sgw_jstr(failed, "message"), "$.steps[1].args.copies[") &&
+                  strstr(sgw_jstr(failed, "message"), "{\"$from\": \"/input/b\"}"),
+              "names the path and the pointer: %s", sgw_jstr(failed, "message"));
+    cr_expect_not(sgt_bg_done(&sgw.worker), "the worker runs on");
+    sgw_pair_stop();
+    cr_expect_eq(
+        sgw_q_int("SELECT count(*) FROM attempts WHERE saga_id = 'amp-1' AND step_idx = 1"), 0,
+        "the step was never called");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(status, ',' ORDER BY idx) FROM steps WHERE "
+                                "saga_id = 'amp-1'"),
+                     "compensated,failed");
+}
+
 Test(results, a_compensation_receives_the_forward_result_key_and_effect)
 {
     const sg_json_t *reqs, *fwd;

@@ -50,7 +50,9 @@ static const char *jaeger(const char *which)
 }
 
 /* Tools on checkout-svc, retried after 10-20 ms. */
-static void start_world(const char *const *faults, const char *const *env)
+/* checkout-svc with faults, then the worker, and the relay unless
+ * relay_later (the test starts it with start_relay()). */
+static void start_world_as(const char *const *faults, const char *const *env, bool relay_later)
 {
     static const char fmt[] =
         "\"co.reserve\": {\"adapter\": \"http\", \"target\": \"%s/inventory/reserve\", "
@@ -77,12 +79,18 @@ static void start_world(const char *const *faults, const char *const *env)
         all_env[n++] = *env;
     all_env[n] = NULL;
     sgw_world_start(tools, 1, all_env);
-    sgw_start(&sgw.relay, "sagad-relay", NULL);
+    if (!relay_later)
+        sgw_start(&sgw.relay, "sagad-relay", NULL);
     metrics_port = sgt_free_port();
     snprintf(port_env, sizeof(port_env), "SAGAD_HTTP_PORT=%d", metrics_port);
     all_env[0] = port_env;
     all_env[1] = NULL;
     sgw_start(&sgw.worker, "sagad-worker", all_env);
+}
+
+static void start_world(const char *const *faults, const char *const *env)
+{
+    start_world_as(faults, env, false);
 }
 
 /* GET url as JSON, or NULL when it did not answer 200. */
@@ -296,8 +304,26 @@ Test(trace, a_saga_that_retries_and_compensates_is_one_tree_in_jaeger)
 
     snprintf(otlp, sizeof(otlp), "SAGAD_OTEL_ENDPOINT=%s", jaeger("SAGAD_TEST_JAEGER_OTLP"));
     snprintf(svcname, sizeof(svcname), "SAGAD_OTEL_SERVICE_NAME=sagad-test-%s", sgw.db);
-    start_world(faults, env);
+    /* The relay starts once checkout-svc has answered reserve's first
+     * attempt (run chained from the saga.start's transaction) with its
+     * 503: that step command's message cannot come back before the relay
+     * publishes it, so the failed call parks and says so every time (which
+     * step's chained failure was logged used to depend on whether its
+     * message came back first; in a loaded ASan run neither did).  The
+     * half second lets the worker take the answer; the relay still has to
+     * start, connect and publish after it. */
+    start_world_as(faults, env, true);
     submit_traced("trace-1", RESERVE_THEN_CHARGE);
+    for (double deadline = sgt_now_s() + SGW_WAIT_S;; usleep(20000)) {
+        sg_json_t *d;
+        size_t n = sg_json_array_size(sgw_checkout_requests(base, "/inventory/reserve", &d));
+        sg_json_destroy(d);
+        if (n > 0)
+            break;
+        cr_assert_lt(sgt_now_s(), deadline, "reserve's first attempt never reached checkout-svc");
+    }
+    usleep(500000);
+    sgw_start(&sgw.relay, "sagad-relay", NULL);
     sgw_wait_status("trace-1", "compensated");
     retry = sgw_event_wait("trace-1", "step.retry_scheduled");
     sgw_pair_stop(); /* the exporter posts what is queued before exit */

@@ -24,6 +24,7 @@
 #define SAGAD_WORKER_DECIDE_H
 
 #include "sagad/sg_log.h"
+#include "sagad/sg_ref.h"
 #include "../worker.h"
 
 /* The worker's settings a decision follows. */
@@ -339,6 +340,9 @@ bool worker_prepare_call(worker_dc_t *d, const worker_saga_t *saga, const worker
  * replay kept the forward key; a compensation attempt may have taken
  * effect under it), else the saga's. */
 int worker_key_generation(const worker_saga_t *saga, const worker_step_t *st, bool compensate);
+/* What a step's resolved args, or a saga's output, may bring in through
+ * references: SG_REF_BUDGET_FACTOR times the message limits. */
+sg_ref_budget_t worker_ref_budget(const worker_rules_t *rules);
 /* The saga's context document, which references point into:
  * {"input", "steps": {NAME: {"result", "key"}}} for the steps that ran
  * (a result only when loaded: sagas whose results flow). */

@@ -65,7 +65,7 @@ void worker_set_saga(worker_dc_t *d, worker_saga_t *saga, worker_saga_status_t t
     saga->dirty = true;
 }
 
-static bool resolve_output(worker_saga_t *saga, sg_json_t *body, sg_err_t *err);
+static bool resolve_output(worker_dc_t *d, worker_saga_t *saga, sg_json_t *body, sg_err_t *err);
 
 /* The failure that stopped the saga: what run_health's blocking_failure
  * names (a compensation that failed first), or NULL. */
@@ -156,7 +156,7 @@ static void terminal(worker_dc_t *d, worker_saga_t *saga, worker_saga_status_t t
         add_partial(saga, b);
     /* Every step succeeded: an output that names no value does not undo
      * them; the event says what is wrong with it instead. */
-    if (to == WORKER_SAGA_COMPLETED && !resolve_output(saga, b, &err)) {
+    if (to == WORKER_SAGA_COMPLETED && !resolve_output(d, saga, b, &err)) {
         sg_json_t *e = sg_json_new_object();
         sg_json_add_null(b, "output");
         sg_json_add_str(e, "error_code", err.code);
@@ -564,15 +564,16 @@ void worker_step_failed(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, 
 
 /* The saga's output, its references resolved, into body's "output" and
  * the saga row; false (err set) when a reference names no value. */
-static bool resolve_output(worker_saga_t *saga, sg_json_t *body, sg_err_t *err)
+static bool resolve_output(worker_dc_t *d, worker_saga_t *saga, sg_json_t *body, sg_err_t *err)
 {
+    sg_ref_budget_t budget = worker_ref_budget(d->rules);
     sg_json_t *spec, *ctx, *out;
 
     if (!saga->output_spec)
         return true;
     spec = sg_json_parse(saga->output_spec, strlen(saga->output_spec), NULL, NULL);
     ctx = worker_saga_context(saga);
-    out = spec ? sg_ref_resolve(spec, ctx, "$.output", err) : NULL;
+    out = spec ? sg_ref_resolve(spec, ctx, "$.output", &budget, err) : NULL;
     sg_json_destroy(ctx);
     sg_json_destroy(spec);
     if (!out)

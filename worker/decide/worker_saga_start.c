@@ -364,6 +364,17 @@ static const char *forward_key(const worker_saga_t *saga, const worker_step_t *s
     return buf;
 }
 
+sg_ref_budget_t worker_ref_budget(const worker_rules_t *rules)
+{
+    sg_ref_budget_t b = {0, 0};
+
+    if (rules->limits) {
+        b.max_bytes = rules->limits->max_bytes * SG_REF_BUDGET_FACTOR;
+        b.max_nodes = rules->limits->max_nodes * SG_REF_BUDGET_FACTOR;
+    }
+    return b;
+}
+
 int worker_key_generation(const worker_saga_t *saga, const worker_step_t *st, bool compensate)
 {
     int kept = compensate ? st->comp_key_generation : st->key_generation;
@@ -452,7 +463,8 @@ bool worker_prepare_call(worker_dc_t *d, const worker_saga_t *saga, const worker
         char base[64];
         snprintf(base, sizeof(base), "$.steps[%d].%sargs", st->idx,
                  compensate ? "compensate." : "");
-        resolved = sg_ref_resolve(args, ctx, base, err);
+        sg_ref_budget_t budget = worker_ref_budget(d->rules);
+        resolved = sg_ref_resolve(args, ctx, base, &budget, err);
         sg_json_destroy(ctx);
         if (!resolved)
             goto fail;

@@ -48,11 +48,27 @@ const char *sg_ref_find_step(const sg_json_t *tmpl, bool (*fn)(void *opaque, con
  * decimal without leading zeros. */
 const sg_json_t *sg_ref_lookup(const sg_json_t *doc, const char *pointer);
 
+/* How much the values references bring in may add up to: a template of
+ * thousands of references to one large value (each fits the intake caps)
+ * would otherwise resolve to gigabytes.  Counted over the referenced
+ * values: bytes of their strings, member names and scalars, and their
+ * values and member names.  0: no cap of that kind. */
+typedef struct sg_ref_budget_s {
+    size_t max_bytes;
+    long max_nodes;
+} sg_ref_budget_t;
+
+/* The budget the worker gives a step's args and a saga's output: 4 times
+ * the message limits (limits.max_message_bytes, limits.max_json_nodes). */
+#define SG_REF_BUDGET_FACTOR 4
+
 /* A copy of tmpl with every reference replaced by a copy of the value it
- * names in ctx.  NULL with err (input.ref.unresolved, permanent) naming
- * the pointer and the JSON path (base) of the first reference whose value
- * is absent, or a number sagad cannot pass on unchanged. */
+ * names in ctx.  NULL with err (permanent) naming the pointer and the JSON
+ * path (base) of the first reference whose value is absent, or a number
+ * sagad cannot pass on unchanged (input.ref.unresolved), or whose value
+ * would take what is resolved past budget (input.ref.too_large; NULL: no
+ * budget), found before that value is copied. */
 sg_json_t *sg_ref_resolve(const sg_json_t *tmpl, const sg_json_t *ctx, const char *base,
-                          sg_err_t *err);
+                          const sg_ref_budget_t *budget, sg_err_t *err);
 
 #endif
