@@ -247,6 +247,15 @@ static void list_add(ctl_problem_t **v, size_t *n, size_t *cap, const char *path
     (*n)++;
 }
 
+static void list_free(ctl_problem_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i].path);
+        free(v[i].rule);
+    }
+    free(v);
+}
+
 static void add_problem(void *opaque, const char *path, const char *rule)
 {
     ctl_problems_t *p = opaque;
@@ -298,63 +307,55 @@ int ctl_check(const ctl_t *c, const char *text, size_t len, const sg_registry_t 
 
 void ctl_problems_free(ctl_problems_t *p)
 {
-    for (size_t i = 0; i < p->n; i++) {
-        free(p->v[i].path);
-        free(p->v[i].rule);
-    }
-    for (size_t i = 0; i < p->nw; i++) {
-        free(p->w[i].path);
-        free(p->w[i].rule);
-    }
-    free(p->v);
-    free(p->w);
+    list_free(p->v, p->n);
+    list_free(p->w, p->nw);
     memset(p, 0, sizeof(*p));
+}
+
+/* [{path, rule}, ...] of a list. */
+static sg_json_t *list_json(const ctl_problem_t *v, size_t n)
+{
+    sg_json_t *arr = sg_json_new_array();
+
+    for (size_t i = 0; i < n; i++) {
+        sg_json_t *o = sg_json_new_object();
+        sg_json_add_str(o, "path", v[i].path);
+        sg_json_add_str(o, "rule", v[i].rule);
+        sg_json_append(arr, o);
+    }
+    return arr;
+}
+
+/* "path: rule" lines of a list on out, shown, never obeyed. */
+static void list_print(FILE *out, const ctl_problem_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char *path = sg_text_visible(v[i].path, false), *rule = sg_text_visible(v[i].rule, false);
+        fprintf(out, "%s: %s\n", path, rule);
+        free(path);
+        free(rule);
+    }
 }
 
 void ctl_problems_print(const ctl_problems_t *p, bool json)
 {
     if (json) {
-        sg_json_t *doc = sg_json_new_object(), *arr = sg_json_new_array();
+        sg_json_t *doc = sg_json_new_object();
         char *text;
 
         sg_json_add_bool(doc, "valid", p->n == 0);
         if (p->n)
             sg_json_add_str(doc, "code", p->code);
-        for (size_t i = 0; i < p->n; i++) {
-            sg_json_t *o = sg_json_new_object();
-            sg_json_add_str(o, "path", p->v[i].path);
-            sg_json_add_str(o, "rule", p->v[i].rule);
-            sg_json_append(arr, o);
-        }
-        sg_json_add_node(doc, "problems", arr);
-        arr = sg_json_new_array();
-        for (size_t i = 0; i < p->nw; i++) {
-            sg_json_t *o = sg_json_new_object();
-            sg_json_add_str(o, "path", p->w[i].path);
-            sg_json_add_str(o, "rule", p->w[i].rule);
-            sg_json_append(arr, o);
-        }
-        sg_json_add_node(doc, "warnings", arr);
+        sg_json_add_node(doc, "problems", list_json(p->v, p->n));
+        sg_json_add_node(doc, "warnings", list_json(p->w, p->nw));
         text = sg_json_print(doc);
         printf("%s\n", text);
         free(text);
         sg_json_destroy(doc);
         return;
     }
-    for (size_t i = 0; i < p->n; i++) {
-        char *path = sg_text_visible(p->v[i].path, false),
-             *rule = sg_text_visible(p->v[i].rule, false);
-        printf("%s: %s\n", path, rule);
-        free(path);
-        free(rule);
-    }
-    for (size_t i = 0; i < p->nw; i++) {
-        char *path = sg_text_visible(p->w[i].path, false),
-             *rule = sg_text_visible(p->w[i].rule, false);
-        fprintf(stderr, "%s: %s\n", path, rule);
-        free(path);
-        free(rule);
-    }
+    list_print(stdout, p->v, p->n);
+    list_print(stderr, p->w, p->nw);
 }
 
 bool ctl_event_terminal(const char *type)
