@@ -23,13 +23,13 @@ bool sg_ref_any(const sg_json_t *node)
     return false;
 }
 
-const char *sg_ref_find_step(const sg_json_t *tmpl, bool (*fn)(void *opaque, const char *step),
-                             void *opaque, char *name, size_t name_size)
+const char *sg_ref_find_step(const sg_json_t *tmpl, sg_ref_step_fn fn, void *opaque, char *name,
+                             size_t name_size)
 {
     if (sg_ref_is(tmpl)) {
         const char *pointer = sg_json_string(sg_json_member(tmpl, SG_REF_MEMBER)), *step = NULL;
         if (pointer && !sg_ref_pointer_check(pointer, name, name_size, &step) && step &&
-            fn(opaque, name))
+            fn(opaque, name, pointer))
             return name;
         return NULL;
     }

@@ -114,24 +114,20 @@ static void decode_control(sg_decoded_t *out, sg_ctype_t type, const char *name)
 void sg_submit_check_key(sg_decoded_t *dec, const void *key, size_t key_len)
 {
     size_t n = strlen(dec->saga_id);
-    char shown[64];
+    char *shown;
 
     if (dec->type == SG_CMD_POISON || (key && key_len == n && memcmp(key, dec->saga_id, n) == 0))
         return;
     /* The key as printable text, cut short: it is the producer's. */
-    snprintf(shown, sizeof(shown), "%s", key && key_len ? "" : "(none)");
-    for (size_t i = 0, o = 0; key && i < key_len && o + 5 < sizeof(shown); i++) {
-        unsigned char c = ((const unsigned char *)key)[i];
-        o += (size_t)snprintf(shown + o, sizeof(shown) - o,
-                              c >= 0x20 && c < 0x7f ? "%c" : "\\x%02x", c);
-    }
+    shown = key && key_len ? sg_text_visible_n(key, key_len < 64 ? key_len : 64, false) : NULL;
     dec->type = SG_CMD_POISON;
     sg_err_set(&dec->err, SG_ERRCLASS_POISON, "input.key.mismatch",
                "the message's Kafka key %s%s%s is not its saga_id \"%s\": every command of a saga "
                "must be keyed by its saga_id (that keeps them in order on one partition); send it "
                "again keyed by \"%s\"",
-               key && key_len ? "\"" : "", shown, key && key_len ? "\"" : "", dec->saga_id,
+               shown ? "\"" : "", shown ? shown : "(none)", shown ? "\"" : "", dec->saga_id,
                dec->saga_id);
+    free(shown);
 }
 
 void sg_submit_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
@@ -877,23 +873,12 @@ static void check_top(const sg_json_t *doc, problems_t *p)
         problem(p, "$.metadata", "type: expected object, got %s", sg_json_type_name(node));
 }
 
-/* Does a reference under node name step name's result (/steps/NAME/result
- * or below; not its key)? */
-static bool own_result_ref(const sg_json_t *node, const char *name)
+/* Does the reference name step opaque's result (/steps/NAME/result or
+ * below), not its key?  The pointer's shape is checked already: a step's
+ * name holds no escapes, and what follows it is /key or /result... */
+static bool names_own_result(void *opaque, const char *step, const char *pointer)
 {
-    if (sg_ref_is(node)) {
-        const char *ptr = sg_json_string(sg_json_member(node, SG_REF_MEMBER));
-        size_t n = strlen(name);
-        return ptr && strncmp(ptr, "/steps/", 7) == 0 && strncmp(ptr + 7, name, n) == 0 &&
-               strncmp(ptr + 7 + n, "/result", 7) == 0 &&
-               (ptr[14 + n] == '\0' || ptr[14 + n] == '/');
-    }
-    if (!sg_json_is_object(node) && !sg_json_is_array(node))
-        return false;
-    for (const sg_json_t *m = sg_json_first(node); m; m = sg_json_next(m))
-        if (own_result_ref(m, name))
-            return true;
-    return false;
+    return strcmp(step, opaque) == 0 && strcmp(pointer + 7 + strlen(step), "/key") != 0;
 }
 
 /* The warning of one call step at base. */
@@ -901,9 +886,10 @@ static int warn_step(const sg_json_t *st, const char *base, sg_problem_fn fn, vo
 {
     const sg_json_t *args = sg_json_member(sg_json_member(st, "compensate"), "args");
     const char *name = sg_json_string(sg_json_member(st, "name"));
-    char path[256], text[640];
+    char path[256], text[640], found[72];
 
-    if (!name || !args || !own_result_ref(args, name))
+    if (!name || !args ||
+        !sg_ref_find_step(args, names_own_result, (void *)name, found, sizeof(found)))
         return 0;
     snprintf(path, sizeof(path), "%s.compensate.args", base);
     snprintf(text, sizeof(text),

@@ -366,7 +366,7 @@ Test(group, a_step_that_references_a_failed_member_is_skipped_and_the_saga_goes_
                     "{\"step_name\":\"mail\",\"status\":\"skipped\",\"error_code\":"
                     "\"runtime.skipped_dependency_failed\"}");
     assert_contains(done->u.msg.payload, "\"skipped\":1");
-    cr_expect(fx_logged(&fx.out, "it references step note, which did not succeed"));
+    cr_expect(fx_logged(&fx.out, "step mail references step note, which did not succeed"));
     fx_fini(&fx);
 
     /* The manifest, or a member that succeeded: it runs. */
@@ -379,5 +379,33 @@ Test(group, a_step_that_references_a_failed_member_is_skipped_and_the_saga_goes_
     fx_decide(&fx, true);
     cr_expect_neq(fx.saga.steps[3].status, WORKER_STEP_SKIPPED, "not skipped");
     cr_expect_str_neq(fx.saga.steps[3].error_code, "runtime.skipped_dependency_failed");
+    fx_fini(&fx);
+}
+
+/* The undo of a best_effort member that ended unknown fails for good (a
+ * permanent answer): the member ends compensation_failed and is
+ * dead-lettered for on-call, and the saga still goes on past its partial
+ * group (the undo was a clean-up, not a reason to stop); the group
+ * finishes naming it. */
+Test(group, a_best_effort_members_undo_that_fails_for_good_is_dead_lettered_and_the_saga_goes_on)
+{
+    fx_t fx;
+    const worker_op_t *fin;
+
+    fx_init(&fx);
+    fx_saga(&fx, 'R', "sscp", (int[]){1, 1, 3, 0}, (int[]){0, 0, 1, 0});
+    group(&fx, 1, 2, WORKER_POLICY_BEST_EFFORT);
+    fx.saga.steps[2].done_effect = "possible";
+    fx_returned(&fx, true, 2, 1, WORKER_ERROR, SG_ERRCLASS_PERMANENT, false);
+    fx_decide(&fx, true);
+    expect_effects(&fx,
+                   "step.compensation_failed,DL,saga.dead_lettered,group.finished,step.execute",
+                   "the undo failed");
+    expect_steps(&fx, "ssxp", "the undo failed");
+    cr_expect_eq(fx.saga.status, WORKER_SAGA_RUNNING, "the saga goes on");
+    fin = fx_message(&fx.out, "group.finished");
+    assert_contains(fin->u.msg.payload, "\"pay\":{\"status\":\"compensation_failed\"");
+    cr_expect_eq(fx_message(&fx.out, "step.execute")->u.msg.step, 3);
+    cr_expect_null(fx_message(&fx.out, "saga.failed"));
     fx_fini(&fx);
 }

@@ -254,9 +254,10 @@ void worker_out_ignored(worker_dc_t *d, const char *what, const char *why);
  * row; err says why (worker_outcome.c). */
 void worker_out_refused(worker_dc_t *d, worker_saga_t *saga, const worker_step_t *st,
                         const sg_err_t *err);
-/* The control command's row in its saga's history (saga_controls). */
-void worker_out_control(worker_dc_t *d, const worker_saga_t *saga, int step, const char *outcome,
-                        const char *error_code);
+/* The control command's row in its saga's history (saga_controls); the
+ * op, for what else its apply does (discard_held). */
+worker_op_t *worker_out_control(worker_dc_t *d, const worker_saga_t *saga, int step,
+                                const char *outcome, const char *error_code);
 
 /* worker_flow.c: what follows an outcome.  Every status change goes
  * through worker_set_step / worker_set_saga: logged at debug level and
@@ -281,16 +282,13 @@ void worker_step_failed(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, 
  * best_effort member undone while its saga runs: the saga goes on). */
 void worker_comp_failed(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st,
                         const sg_err_t *err);
-/* Does a step st references (in its args) not stand succeeded?  Its name
- * into dep (dep_size bytes).  Only a best_effort member that did not
- * succeed, or a step skipped for the same reason, can be that while the
- * saga runs. */
-bool worker_dependency_failed(const worker_saga_t *saga, const worker_step_t *st, char *dep,
-                              size_t dep_size);
-/* Step st depends on dep, which did not succeed: skipped
- * (runtime.skipped_dependency_failed), never called; the saga goes on
- * (its group's policy decides for a member). */
-void worker_skip_dependent(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, const char *dep);
+/* Step st depends on a step that did not succeed (worker_prepare_call's
+ * runtime.skipped_dependency_failed, err; only a best_effort member, or a
+ * step skipped for the same reason, can be that while the saga runs):
+ * skipped, never called; the saga goes on (its group's policy decides for
+ * a member). */
+void worker_skip_dependent(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st,
+                           const sg_err_t *err);
 /* A best_effort group's unknown member was undone while its saga runs:
  * the next one, or group.finished and the saga goes on. */
 void worker_member_undone(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st);
@@ -332,7 +330,8 @@ void worker_decide_start(worker_dc_t *d, worker_saga_t *existing);
  * of saga.duplicate (worker_outcome.c). */
 sg_json_t *worker_run_health(const worker_saga_t *saga);
 /* Fills d->out->call for step st; false (err set) when the call cannot be
- * made: unknown tool, bad args. */
+ * made: a forward call that depends on a step that did not succeed
+ * (runtime.skipped_dependency_failed), unknown tool, bad args. */
 bool worker_prepare_call(worker_dc_t *d, const worker_saga_t *saga, const worker_step_t *st,
                          bool compensate, sg_err_t *err);
 /* The generation of step st's key for its forward call or its

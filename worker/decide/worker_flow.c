@@ -258,6 +258,14 @@ void worker_stop_step(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, co
     st->done_seq = saga->seq;
 }
 
+/* Step st is never called: skipped, with the code that says why. */
+static void skip_step(worker_dc_t *d, const worker_saga_t *saga, worker_step_t *st,
+                      const char *code)
+{
+    worker_set_step(d, saga, st, WORKER_STEP_SKIPPED);
+    snprintf(st->error_code, sizeof(st->error_code), "%s", code);
+}
+
 /* What can no longer run after step failed_step is skipped, never
  * called: every pending step after it (its group), with the code that
  * says why, and its group's members not called yet. */
@@ -272,9 +280,8 @@ static void skip_rest(worker_dc_t *d, worker_saga_t *saga, int failed_step)
             !(sibling &&
               (st->status == WORKER_STEP_AWAITING_APPROVAL || st->status == WORKER_STEP_APPROVED)))
             continue;
-        worker_set_step(d, saga, st, WORKER_STEP_SKIPPED);
-        snprintf(st->error_code, sizeof(st->error_code), "%s",
-                 sibling ? "runtime.group_stopped" : "runtime.skipped_dependency_failed");
+        skip_step(d, saga, st,
+                  sibling ? "runtime.group_stopped" : "runtime.skipped_dependency_failed");
     }
     /* A sibling waiting for a retry stops at once; one whose call is in
      * flight is recorded when the call returns (worker_resume_compensation()). */
@@ -393,10 +400,8 @@ static void stop_gates(worker_dc_t *d, worker_saga_t *saga, int first, int last)
     for (int i = first; i <= last; i++) {
         worker_step_t *m = &saga->steps[i];
         if (m->status == WORKER_STEP_AWAITING_APPROVAL || m->status == WORKER_STEP_APPROVED ||
-            (m->status == WORKER_STEP_PENDING && m->approval)) {
-            worker_set_step(d, saga, m, WORKER_STEP_SKIPPED);
-            snprintf(m->error_code, sizeof(m->error_code), "runtime.group_stopped");
-        }
+            (m->status == WORKER_STEP_PENDING && m->approval))
+            skip_step(d, saga, m, "runtime.group_stopped");
     }
 }
 
@@ -419,52 +424,21 @@ static void member_ended(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st,
         group_finished(d, saga, first, last);
 }
 
-static bool not_succeeded(void *opaque, const char *name)
-{
-    const worker_saga_t *saga = opaque;
-
-    for (int i = 0; i < saga->nsteps; i++)
-        if (strcmp(saga->steps[i].name, name) == 0)
-            return saga->steps[i].status != WORKER_STEP_SUCCEEDED;
-    return false; /* a group's name: its manifest is there whatever happened */
-}
-
-bool worker_dependency_failed(const worker_saga_t *saga, const worker_step_t *st, char *dep,
-                              size_t dep_size)
-{
-    sg_json_t *args;
-    bool failed;
-
-    /* Most steps reference nothing: no parse for them. */
-    if (!st->args || !strstr(st->args, "\"" SG_REF_MEMBER "\""))
-        return false;
-    args = sg_json_parse(st->args, strlen(st->args), NULL, NULL);
-    failed = args && sg_ref_find_step(args, not_succeeded, (void *)saga, dep, dep_size);
-    sg_json_destroy(args);
-    return failed;
-}
-
-void worker_skip_dependent(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, const char *dep)
+void worker_skip_dependent(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st,
+                           const sg_err_t *err)
 {
     sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
-    sg_err_t err;
 
-    worker_set_step(d, saga, st, WORKER_STEP_SKIPPED);
-    snprintf(st->error_code, sizeof(st->error_code), "runtime.skipped_dependency_failed");
+    skip_step(d, saga, st, err->code);
     ctx.saga_id = saga->saga_id;
     ctx.step = st->name;
     ctx.error_code = st->error_code;
-    worker_out_log(d, SG_LOG_INFO, &ctx,
-                   "step %s skipped: it references step %s, which did not succeed", st->name, dep);
+    worker_out_log(d, SG_LOG_INFO, &ctx, "skipped: %s", err->message);
     d->out->decided = "skipped";
-    if (!st->group) {
+    if (st->group)
+        member_ended(d, saga, st, err);
+    else
         continue_after(d, saga, st->idx);
-        return;
-    }
-    sg_err_set(&err, SG_ERRCLASS_PERMANENT, "runtime.skipped_dependency_failed",
-               "member %s of group %s was skipped: it references step %s, which did not succeed",
-               st->name, st->group, dep);
-    member_ended(d, saga, st, &err);
 }
 
 void worker_member_undone(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st)

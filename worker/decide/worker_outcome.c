@@ -525,8 +525,8 @@ sg_json_t *worker_run_health(const worker_saga_t *saga)
     return h;
 }
 
-void worker_out_control(worker_dc_t *d, const worker_saga_t *saga, int step, const char *outcome,
-                        const char *error_code)
+worker_op_t *worker_out_control(worker_dc_t *d, const worker_saga_t *saga, int step,
+                                const char *outcome, const char *error_code)
 {
     const worker_dcmd_t *cmd = d->cmd;
     worker_op_t *op = worker_out_op(d, WORKER_OP_CONTROL, saga->saga_id);
@@ -538,6 +538,7 @@ void worker_out_control(worker_dc_t *d, const worker_saga_t *saga, int step, con
     op->u.control.step = step;
     op->u.control.outcome = outcome;
     op->u.control.error_code = dup_or_null(error_code);
+    return op;
 }
 
 /* The members of a control command every answer repeats: which command,

@@ -263,7 +263,6 @@ static void decide_step(worker_dc_t *d, worker_saga_t *saga)
     worker_step_t *st;
     int attempts;
     sg_err_t err;
-    char dep[72];
 
     if (!saga) {
         sg_err_set(&err, SG_ERRCLASS_POISON, "input.saga.unknown",
@@ -322,16 +321,15 @@ static void decide_step(worker_dc_t *d, worker_saga_t *saga)
         d->out->unchained = true;
         return;
     }
-    /* A step that references one that did not succeed (a best_effort
-     * member) is skipped, not failed for a reference without a value. */
-    if (!comp && st->status != WORKER_STEP_RUNNING &&
-        worker_dependency_failed(saga, st, dep, sizeof(dep))) {
-        worker_skip_dependent(d, saga, st, dep);
-        worker_out_rows(d, saga);
-        return;
-    }
     if (!worker_prepare_call(d, saga, st, comp, &err)) {
-        cannot_call(d, saga, st, comp, &err);
+        /* A step that references one that did not succeed (a best_effort
+         * member) is skipped, not failed for a reference without a value. */
+        if (strcmp(err.code, "runtime.skipped_dependency_failed") == 0) {
+            worker_skip_dependent(d, saga, st, &err);
+            worker_out_rows(d, saga);
+        } else {
+            cannot_call(d, saga, st, comp, &err);
+        }
         return;
     }
     if (!comp && st->status == WORKER_STEP_PENDING && st->approval) {
@@ -417,11 +415,10 @@ static void decide_cancel(worker_dc_t *d, worker_saga_t *saga)
     }
     held = saga->status == WORKER_SAGA_HELD;
     worker_set_saga(d, saga, WORKER_SAGA_CANCELLING);
-    worker_out_control(d, saga, -1, "accepted", NULL);
     /* The dead letter that held it is answered by the cancel: discarded,
      * not left pending for ever (it would keep the saga from retention;
      * a replay of a cancelled saga is refused anyway). */
-    d->out->ops[d->out->n - 1].u.control.discard_held = held;
+    worker_out_control(d, saga, -1, "accepted", NULL)->u.control.discard_held = held;
     for (int j = 0; j < saga->nsteps; j++) {
         worker_step_t *st = &saga->steps[j];
         if (st->status == WORKER_STEP_PENDING || st->status == WORKER_STEP_AWAITING_APPROVAL ||

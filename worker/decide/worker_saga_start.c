@@ -437,6 +437,19 @@ static sg_json_t *forward_of(const worker_saga_t *saga, const worker_step_t *st)
     return f;
 }
 
+/* Does the reference name a step of the saga that did not succeed?  (A
+ * group's name is no step: its manifest is there whatever happened.) */
+static bool not_succeeded(void *opaque, const char *name, const char *pointer)
+{
+    const worker_saga_t *saga = opaque;
+
+    (void)pointer;
+    for (int i = 0; i < saga->nsteps; i++)
+        if (strcmp(saga->steps[i].name, name) == 0)
+            return saga->steps[i].status != WORKER_STEP_SUCCEEDED;
+    return false;
+}
+
 bool worker_prepare_call(worker_dc_t *d, const worker_saga_t *saga, const worker_step_t *st,
                          bool compensate, sg_err_t *err)
 {
@@ -457,6 +470,17 @@ bool worker_prepare_call(worker_dc_t *d, const worker_saga_t *saga, const worker
     }
     if (!args)
         args = sg_json_new_object();
+    /* A forward call that depends on a step that did not succeed (a
+     * best_effort member) is not made: the step is skipped (the caller
+     * sees the code), before anything else could fail it. */
+    if (!compensate) {
+        char dep[72];
+        if (sg_ref_find_step(args, not_succeeded, (void *)saga, dep, sizeof(dep))) {
+            sg_err_set(err, SG_ERRCLASS_PERMANENT, "runtime.skipped_dependency_failed",
+                       "step %s references step %s, which did not succeed", st->name, dep);
+            goto fail;
+        }
+    }
     tool = tool_name ? sg_registry_find(d->rules->reg, tool_name) : NULL;
     if (tool && sg_ref_any(args)) {
         sg_json_t *ctx = worker_saga_context(saga), *resolved;

@@ -37,11 +37,11 @@ const char *sg_ref_pointer_check(const char *pointer, char *name, size_t name_si
 
 /* Calls fn with the name of the step every reference in tmpl names
  * (/steps/NAME/...; references to /input and malformed ones are passed
- * over), depth first; returns the first name fn returned true for (a
- * pointer into tmpl's strings is not kept: the name is copied into name),
- * or NULL when none. */
-const char *sg_ref_find_step(const sg_json_t *tmpl, bool (*fn)(void *opaque, const char *step),
-                             void *opaque, char *name, size_t name_size);
+ * over) and the reference's whole pointer, depth first; returns the first
+ * name fn returned true for (copied into name), or NULL when none. */
+typedef bool (*sg_ref_step_fn)(void *opaque, const char *step, const char *pointer);
+const char *sg_ref_find_step(const sg_json_t *tmpl, sg_ref_step_fn fn, void *opaque, char *name,
+                             size_t name_size);
 
 /* The value pointer names in doc, or NULL when there is none.  pointer is
  * RFC 6901: "" is doc itself, ~1 is '/', ~0 is '~', an array index is
