@@ -180,19 +180,21 @@ typedef enum scan_what_e {
  * fewer digits than were sent (1e-400 became 0 and went on as 0). */
 static bool number_underflows(const char *p, size_t n)
 {
-    char text[400];
+    char small[64], *text = n < sizeof(small) ? small : sg_xmalloc(n + 1);
     double v;
     bool digit = false;
 
     for (size_t i = 0; i < n && p[i] != 'e' && p[i] != 'E' && !digit; i++)
         digit = p[i] >= '1' && p[i] <= '9';
     if (!digit)
-        return false; /* a zero, whatever its exponent */
-    if (n >= sizeof(text))
-        return true;
-    memcpy(text, p, n);
-    text[n] = '\0';
-    v = strtod(text, NULL);
+        v = 1; /* a zero, whatever its exponent */
+    else {
+        memcpy(text, p, n);
+        text[n] = '\0';
+        v = strtod(text, NULL);
+    }
+    if (text != small)
+        free(text);
     return v == 0 || fabs(v) < DBL_MIN;
 }
 
