@@ -26,8 +26,8 @@ $$;
 -- sagad_dlq_replay_0015, callable only by its owner; the new
 -- sagad_dlq_replay, of the same signature (so 0015's grant to the operator
 -- role applies to it), calls it and, for a recompensate replay of a step
--- whose compensation key is kept, reports that key.  A trigger does the
--- same for the replays row, which the inner function writes.
+-- whose compensation key is kept, reports that key, and writes it into
+-- the replays row the inner function wrote.
 ALTER FUNCTION sagad_dlq_replay(bigint, text, text, boolean, boolean, text, text)
     RENAME TO sagad_dlq_replay_0015;
 REVOKE EXECUTE ON FUNCTION sagad_dlq_replay_0015(bigint, text, text, boolean, boolean, text, text)
@@ -79,6 +79,9 @@ BEGIN
             kept := sagad_kept_comp_key(r.kept, r.step, new_key);
             detail := replace(r.detail, 'again, generation',
                               'again under its old key ' || new_key || ', generation');
+            UPDATE replays SET new_key = sagad_dlq_replay.new_key,
+                               kept = sagad_dlq_replay.kept
+             WHERE id = r.replay_id;
         END IF;
         -- A saga that failed while it was being cancelled (its history
         -- holds an accepted saga.cancel) finishes its compensation as a
@@ -94,30 +97,5 @@ BEGIN
 END $$;
 REVOKE EXECUTE ON FUNCTION sagad_dlq_replay(bigint, text, text, boolean, boolean, text, text)
     FROM PUBLIC;
-
--- The replays row the inner function writes, the same way.
-CREATE FUNCTION sagad_replay_comp_key() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
-DECLARE
-    m text[];
-    st steps;
-BEGIN
-    IF NEW.action <> 'recompensate' THEN
-        RETURN NEW;
-    END IF;
-    m := regexp_match(NEW.new_key, '^(.*):([0-9]+):c:g[0-9]+$');
-    IF m IS NULL THEN
-        RETURN NEW;
-    END IF;
-    SELECT * INTO st FROM steps t WHERE t.saga_id = m[1] AND t.idx = m[2]::integer;
-    IF NOT FOUND OR st.comp_key_generation IS NULL THEN
-        RETURN NEW;
-    END IF;
-    NEW.new_key := sagad_comp_key(st, NEW.new_generation);
-    NEW.kept := sagad_kept_comp_key(NEW.kept, st.idx, NEW.new_key);
-    RETURN NEW;
-END $$;
-CREATE TRIGGER replays_comp_key BEFORE INSERT ON replays
-    FOR EACH ROW EXECUTE FUNCTION sagad_replay_comp_key();
 
 SELECT sagad_grant_roles();
