@@ -235,6 +235,37 @@ Test(control, a_control_command_read_again_is_answered_once, .timeout = 120)
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM saga_controls"), 2);
 }
 
+/* The same command id twice while the worker was down: both copies come
+ * in one poll, behind each other in the saga's queue.  The first is
+ * decided; the second, decided after its commit, finds it in the saga's
+ * history and is only logged: one acceptance, one history row. */
+Test(control, a_control_command_sent_twice_while_the_worker_is_down_is_answered_once,
+     .timeout = 120)
+{
+    static const char *const env[] = {"SAGAD_WORKER_DEAD_LETTER_HOLD_MS=600000", NULL};
+    const sg_json_t *ev[16];
+
+    sgw_pair_start(NULL, 1, env);
+    sgw_submit("cxl-batch",
+               "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
+               " {\"name\": \"charge\", \"tool\": \"fail\", \"args\": {\"class\": \"poison\"}}]");
+    sgw_wait_status("cxl-batch", "held");
+    sgw_pair_stop();
+    send_cancel("cxl-batch", "cancel-dup", "withdrawn");
+    send_cancel("cxl-batch", "cancel-dup", "withdrawn");
+    sgt_bg_start(&sgw.relay, "sagad-relay", sgw_run_args, sgw.env);
+    sgt_bg_start(&sgw.worker, "sagad-worker", sgw_run_args, sgw.env);
+    sgw_wait_status("cxl-batch", "cancelled");
+    sgw_event_wait("cxl-batch", "saga.cancelled");
+    sgw_pair_stop();
+
+    sgw_expect_events("cxl-batch", ev, "saga.accepted", "step.succeeded", "step.failed",
+                      "saga.dead_lettered", "saga.cancelling", "step.compensated", "saga.cancelled",
+                      NULL);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM saga_controls WHERE command_id = 'cancel-dup'"), 1,
+                 "decided once");
+}
+
 /* A cancel keyed by anything but its saga_id lands on a partition where
  * its saga's commands are not (a call of the saga may be in flight there):
  * dead-lettered input.key.mismatch, never decided nor answered; the saga

@@ -118,6 +118,19 @@ static void rejected_submission(const char *saga_id, char *id, size_t id_size)
 #define FLAKY_FIXED                                                                                \
     "\"flaky\": {\"adapter\": \"builtin\", \"target\": \"ledger\", \"side_effect\": "              \
     "\"idempotent\"}"
+/* A reversible step "hold" whose compensation release.flaky fails (two
+ * attempts), and the registry once on-call fixed it. */
+#define RELEASE_DOWN                                                                               \
+    "\"hold\": {\"adapter\": \"builtin\", \"target\": \"echo\", \"side_effect\": "                 \
+    "\"reversible\", \"compensation\": \"release.flaky\"},"                                        \
+    "\"release.flaky\": {\"adapter\": \"builtin\", \"target\": \"fail\", \"side_effect\": "        \
+    "\"idempotent\", \"compensate_retry\": {\"max_attempts\": 2, \"base_ms\": 10, \"cap_ms\": "    \
+    "20}}"
+#define RELEASE_FIXED                                                                              \
+    "\"hold\": {\"adapter\": \"builtin\", \"target\": \"echo\", \"side_effect\": "                 \
+    "\"reversible\", \"compensation\": \"release.flaky\"},"                                        \
+    "\"release.flaky\": {\"adapter\": \"builtin\", \"target\": \"ledger\", \"side_effect\": "      \
+    "\"idempotent\"}"
 #define THREE_STEPS                                                                                \
     "[{\"name\": \"a\", \"tool\": \"ledger\"}, {\"name\": \"b\", \"tool\": \"ledger\"},"           \
     " {\"name\": \"c\", \"tool\": \"flaky\", \"args\": {\"class\": \"transient\"}}]"
@@ -448,20 +461,9 @@ Test(dlq, refused_editor_edit_is_kept_and_saved_with_file)
 
 Test(dlq, compensation_exhausted_entry_replays_the_compensation)
 {
-    static const char down[] =
-        "\"hold\": {\"adapter\": \"builtin\", \"target\": \"echo\", \"side_effect\": "
-        "\"reversible\", \"compensation\": \"release.flaky\"},"
-        "\"release.flaky\": {\"adapter\": \"builtin\", \"target\": \"fail\", \"side_effect\": "
-        "\"idempotent\", \"compensate_retry\": {\"max_attempts\": 2, \"base_ms\": 10, "
-        "\"cap_ms\": 20}}";
-    static const char fixed[] =
-        "\"hold\": {\"adapter\": \"builtin\", \"target\": \"echo\", \"side_effect\": "
-        "\"reversible\", \"compensation\": \"release.flaky\"},"
-        "\"release.flaky\": {\"adapter\": \"builtin\", \"target\": \"ledger\", \"side_effect\": "
-        "\"idempotent\"}";
     char id[32], text[256];
 
-    sgw_pair_start(down, 1, NULL);
+    sgw_pair_start(RELEASE_DOWN, 1, NULL);
     sgw_submit("comp-1", "[{\"name\": \"first\", \"tool\": \"ledger.reversible\"},"
                          " {\"name\": \"second\", \"tool\": \"hold\", \"args\": {\"class\": "
                          "\"transient\"}},"
@@ -475,7 +477,7 @@ Test(dlq, compensation_exhausted_entry_replays_the_compensation)
                   strstr(R.err, "replay it without --rerun-from"),
               "%s", R.err);
 
-    restart_with_tools(fixed);
+    restart_with_tools(RELEASE_FIXED);
     cr_assert_eq(dlq(ARGS("replay", id, "--reason", "release endpoint back", "--operator", "eve")),
                  0, "%s%s", R.out, R.err);
     cr_expect(strstr(R.out, "compensate step 1 of saga comp-1 again, generation 2"), "%s", R.out);
@@ -509,20 +511,9 @@ Test(dlq, compensation_exhausted_entry_replays_the_compensation)
  * new generation's key. */
 Test(dlq, replay_of_a_compensation_that_may_have_run_keeps_its_key)
 {
-    static const char down[] =
-        "\"hold\": {\"adapter\": \"builtin\", \"target\": \"echo\", \"side_effect\": "
-        "\"reversible\", \"compensation\": \"release.slow\"},"
-        "\"release.slow\": {\"adapter\": \"builtin\", \"target\": \"fail\", \"side_effect\": "
-        "\"idempotent\", \"compensate_retry\": {\"max_attempts\": 2, \"base_ms\": 10, "
-        "\"cap_ms\": 20}}";
-    static const char fixed[] =
-        "\"hold\": {\"adapter\": \"builtin\", \"target\": \"echo\", \"side_effect\": "
-        "\"reversible\", \"compensation\": \"release.slow\"},"
-        "\"release.slow\": {\"adapter\": \"builtin\", \"target\": \"ledger\", \"side_effect\": "
-        "\"idempotent\"}";
     char id[32], text[256];
 
-    sgw_pair_start(down, 1, NULL);
+    sgw_pair_start(RELEASE_DOWN, 1, NULL);
     sgw_submit("tk-1", "[{\"name\": \"first\", \"tool\": \"ledger.reversible\"},"
                        " {\"name\": \"second\", \"tool\": \"hold\", \"args\": {\"class\": "
                        "\"timeout\"}},"
@@ -541,7 +532,7 @@ Test(dlq, replay_of_a_compensation_that_may_have_run_keeps_its_key)
     cr_expect(strstr(R.out, "its compensation runs again under its old key (an attempt may have "
                             "taken effect); key tk-1:1:c:g1"),
               "the dry run names the old key: %s", R.out);
-    restart_with_tools(fixed);
+    restart_with_tools(RELEASE_FIXED);
     cr_assert_eq(dlq(ARGS("replay", id, "--reason", "release endpoint back")), 0, "%s%s", R.out,
                  R.err);
     cr_expect(strstr(R.out, "under its old key tk-1:1:c:g1, generation 2"), "%s", R.out);
@@ -561,22 +552,11 @@ Test(dlq, replay_of_a_compensation_that_may_have_run_keeps_its_key)
  * ends cancelled, as the cancel asked, not compensated (issue 35 item 7). */
 Test(dlq, replay_of_a_cancelled_saga_whose_compensation_failed_ends_cancelled)
 {
-    static const char down[] =
-        "\"hold\": {\"adapter\": \"builtin\", \"target\": \"echo\", \"side_effect\": "
-        "\"reversible\", \"compensation\": \"release.flaky\"},"
-        "\"release.flaky\": {\"adapter\": \"builtin\", \"target\": \"fail\", \"side_effect\": "
-        "\"idempotent\", \"compensate_retry\": {\"max_attempts\": 2, \"base_ms\": 10, "
-        "\"cap_ms\": 20}}";
-    static const char fixed[] =
-        "\"hold\": {\"adapter\": \"builtin\", \"target\": \"echo\", \"side_effect\": "
-        "\"reversible\", \"compensation\": \"release.flaky\"},"
-        "\"release.flaky\": {\"adapter\": \"builtin\", \"target\": \"ledger\", \"side_effect\": "
-        "\"idempotent\"}";
     static const char cancel[] = "{\"v\": 1, \"type\": \"saga.cancel\", \"id\": \"cx-1\", "
                                  "\"saga_id\": \"cxr-1\", \"by\": \"ops\", \"reason\": \"r\"}";
     char id[32], text[256];
 
-    sgw_pair_start(down, 1, NULL);
+    sgw_pair_start(RELEASE_DOWN, 1, NULL);
     sgw_submit("cxr-1", "[{\"name\": \"first\", \"tool\": \"hold\", \"args\": {\"class\": "
                         "\"transient\"}},"
                         " {\"name\": \"second\", \"tool\": \"ledger\", \"approval\": "
@@ -587,7 +567,7 @@ Test(dlq, replay_of_a_cancelled_saga_whose_compensation_failed_ends_cancelled)
     sgw_pair_stop();
     snprintf(id, sizeof(id), "%lld", dead_letter_of("cxr-1"));
 
-    restart_with_tools(fixed);
+    restart_with_tools(RELEASE_FIXED);
     cr_assert_eq(dlq(ARGS("replay", id, "--reason", "release endpoint back")), 0, "%s%s", R.out,
                  R.err);
     cr_expect(strstr(R.out, "it was cancelled: it ends cancelled"), "%s", R.out);

@@ -153,10 +153,11 @@ out:
 /* A control command is decided once per (saga, command id) and answered
  * once: one its saga's history (saga_controls) already holds was decided
  * by an earlier owner of the partition, whose offset did not commit
- * before a crash or a drain timeout (issue 35 item 4: an accepted cancel
- * read again was answered saga.command_refused under the same id); and
- * of two with one id in this batch, the first is decided here.  Either
- * way the decision only logs it (worker_saga.c). */
+ * before a crash or a drain timeout, or that came twice (issue 35 item 4:
+ * an accepted cancel read again was answered saga.command_refused under
+ * the same id); the decision only logs it (worker_saga.c).  Two with one
+ * id never meet in one batch: only the head of a saga's queue is ready
+ * (worker_cmdq.c), and the next is decided after its commit. */
 static void mark_answered(worker_cmd_t **batch, size_t n, const sg_pg_res_t *controls)
 {
     for (size_t i = 0; i < n; i++) {
@@ -168,10 +169,6 @@ static void mark_answered(worker_cmd_t **batch, size_t n, const sg_pg_res_t *con
         for (size_t r = 0; r < sg_pg_res_rows(controls) && !cmd->answered; r++)
             cmd->answered = strcmp(sg_pg_res_get(controls, r, 0), cmd->dec.saga_id) == 0 &&
                             strcmp(sg_pg_res_get(controls, r, 1), id) == 0;
-        for (size_t j = 0; j < i && !cmd->answered; j++)
-            cmd->answered = is_control(batch[j]) && control_id(batch[j]) &&
-                            strcmp(batch[j]->dec.saga_id, cmd->dec.saga_id) == 0 &&
-                            strcmp(control_id(batch[j]), id) == 0;
     }
 }
 
