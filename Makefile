@@ -7,7 +7,7 @@ CC       ?= gcc
 BUILD    ?= build
 BINDIR   ?= bin
 SAN      ?=
-PKGS     := libpq libcjson libcurl libmicrohttpd
+PKGS     := libpq libcjson libcurl libmicrohttpd libcrypto
 TEST_PKGS := criterion
 
 # librdkafka is built from its release source and linked statically

@@ -27,6 +27,7 @@
 #include "sagad/sg_otel.h"
 #include "sagad/sg_pg.h"
 #include "sagad/sg_run.h"
+#include "sagad/sg_trust.h"
 
 #define STATS_MS     5000 /* backlog, oldest row and due timers are counted this often */
 #define HEARTBEAT_MS 1000 /* the cursor row's heartbeat and blocked time are stored this often */
@@ -72,6 +73,12 @@ typedef struct outbox_relay_s {
      * of new ones (timers_news: SG_OUTBOX_TIMERS_MARK). */
     uint64_t timers_at;
     bool timers_news;
+    /* security.internal_auth: off, or every message published carries a
+     * sagad-mac header made with the newest live internal key, re-read
+     * every security.key_reload_ms (keys_at: when next). */
+    sg_trust_mode_t trust;
+    sg_mac_keys_t keys;
+    uint64_t key_reload_ms, keys_at;
 } outbox_relay_t;
 
 /* Sleeps up to ms, waking early when a stop is requested. */
@@ -153,6 +160,24 @@ static int query(outbox_relay_t *r, const char *sql, int n, const char *const *p
 }
 
 /* CONNECTING: a session, the schema check, the shard count check, LISTEN. */
+/* The internal keys, unless security.internal_auth is off.  A relay that
+ * cannot sign does not publish: a worker that requires signatures would
+ * dead-letter every step command it sent. */
+static int load_keys(outbox_relay_t *r, sg_err_t *err)
+{
+    if (r->trust == SG_TRUST_OFF)
+        return 0;
+    if (sg_trust_keys_load(r->pg, &r->keys, err) < 0)
+        return -1;
+    r->keys_at = sg_run_now_ms() + r->key_reload_ms;
+    if (r->keys.signer < 0)
+        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "runtime.internal_keys",
+                          "no internal key may sign now (table internal_keys: every key "
+                          "expired or not yet signing): run sagad_internal_key_rotate('0 s') "
+                          "as the owner (docs/OPERATIONS.md, \"Internal keys\")");
+    return 0;
+}
+
 static int step_connect(outbox_relay_t *r, sg_err_t *err)
 {
     sg_pg_res_t *res = NULL;
@@ -172,6 +197,8 @@ static int step_connect(outbox_relay_t *r, sg_err_t *err)
                           "database schema is at version %d, the relay needs 2: run "
                           "`sagad-relay migrate`",
                           version);
+    if (load_keys(r, err) < 0)
+        return -1;
     if (query(r, "SELECT shards FROM relay_settings", 0, NULL, &res, err) < 0)
         return -1;
     db_shards = (int)sg_pg_res_int(res, 0, 0, 1);
@@ -350,6 +377,7 @@ static int fire_timers(outbox_relay_t *r, uint64_t cap, uint64_t *next_ms, sg_er
 static int produce_row(outbox_relay_t *r, const sg_pg_res_t *res, size_t row, sg_err_t *err)
 {
     sg_kafka_header_t hdrs[32];
+    char mac[SG_MAC_VALUE_MAX];
     size_t nh = 0, key_len = 0, len = 0;
     const char *htext = sg_pg_res_get(res, row, 4);
     sg_json_t *headers = NULL;
@@ -368,6 +396,21 @@ static int produce_row(outbox_relay_t *r, const sg_pg_res_t *res, size_t row, sg
         hdrs[nh].value = v;
         hdrs[nh].len = strlen(v);
         nh++;
+    }
+    if (r->trust != SG_TRUST_OFF) {
+        /* Over the topic, key and payload as they leave: a row's own
+         * sagad-mac header (none is written, but a row is data) is
+         * replaced, not trusted. */
+        for (size_t i = 0; i < nh; i++)
+            if (strcmp(hdrs[i].name, SG_MAC_HEADER) == 0)
+                hdrs[i] = hdrs[--nh];
+        if (nh < 32 && sg_mac_sign(&r->keys, sg_pg_res_get(res, row, 2), key, key_len, payload,
+                                   len, mac) == 0) {
+            hdrs[nh].name = SG_MAC_HEADER;
+            hdrs[nh].value = mac;
+            hdrs[nh].len = strlen(mac);
+            nh++;
+        }
     }
     rc = sg_kafka_produce(r->producer, sg_pg_res_get(res, row, 2), key, key_len, payload, len, hdrs,
                           nh, &r->batch, err);
@@ -665,6 +708,8 @@ static int step_active(outbox_relay_t *r, sg_err_t *err)
         /* the next timer, or the poll; at once while a move was full */
         r->timers_at = fired > 0 ? 0 : sg_run_now_ms() + wait_ms;
     }
+    if (r->trust != SG_TRUST_OFF && sg_run_now_ms() >= r->keys_at && load_keys(r, err) < 0)
+        return -1;
     if ((n = publish_batch(r, err)) < 0)
         return -1;
     r->failures = 0;
@@ -761,6 +806,8 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
     r.xmin_warn_ms = sg_config_int(cli->cfg, "relay.xmin_warn_ms");
     r.poll_ms = (uint64_t)sg_config_int(cli->cfg, "relay.poll_interval_ms");
     r.standby_poll_ms = (uint64_t)sg_config_int(cli->cfg, "relay.standby_poll_ms");
+    (void)sg_trust_mode_parse(sg_config_str(cli->cfg, "security.internal_auth"), &r.trust);
+    r.key_reload_ms = (uint64_t)sg_config_int(cli->cfg, "security.key_reload_ms");
     r.backoff.base_ms = 100;
     r.backoff.cap_ms = 5000;
     r.failpoint_after_ack = fp && strcmp(fp, "relay.after_ack") == 0;

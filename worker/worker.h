@@ -42,6 +42,7 @@
 #include "sagad/sg_otel.h"
 #include "sagad/sg_pg.h"
 #include "sagad/sg_registry.h"
+#include "sagad/sg_trust.h"
 #include "sagad/sg_submit.h"
 
 /* ---- tools and adapters ------------------------------------------------ */
@@ -418,6 +419,7 @@ typedef struct worker_saga_s {
     char *output;              /* the resolved output to store (owned), NULL: unchanged */
     const char *stored_output; /* as loaded (a completed saga's), NULL: none */
     const char *metadata;      /* its metadata, loaded when a step has an approval gate */
+    const char *submitted_by;  /* the principal that signed its saga.start, NULL: unsigned */
 } worker_saga_t;
 
 /* The saga a saga.start created in the open transaction, as the next
@@ -455,6 +457,16 @@ typedef struct worker_s {
     int64_t approval_timeout_ms; /* worker.approval_timeout_ms */
     sg_policy_t retry, comp_retry;
     int64_t budget_ms;
+    /* The trust boundary (sg_trust.h): security.internal_auth and the
+     * internal keys (re-read every key_reload_ms, next at keys_at), the
+     * keyring (NULL: none, every control command is refused) and the
+     * signature rules. */
+    sg_trust_mode_t trust;
+    sg_mac_keys_t keys;
+    uint64_t key_reload_ms, keys_at;
+    sg_keyring_t *keyring;
+    int64_t signature_max_age_s;
+    bool signed_all; /* security.signed_submissions = all */
     sg_rng_t rng;
     worker_stats_t stats;
     /* Metrics of the open transaction, applied when it commits. */
@@ -491,7 +503,7 @@ int worker_writes_committed(worker_writes_t *wr);
 void worker_writes_discard(worker_writes_t *wr);
 /* The rows, values as text in the column order of their statement in
  * worker_writes.c (NULL: SQL NULL); the values are copied. */
-void worker_write_saga_new(worker_t *w, const char *const vals[10]);
+void worker_write_saga_new(worker_t *w, const char *const vals[11]);
 void worker_write_attempt(worker_t *w, worker_cmd_t *cmd, const char *const vals[7]);
 void worker_write_attempt_done(worker_t *w, const char *const vals[6]);
 void worker_write_step(worker_t *w, worker_slot_t *slot, const char *const vals[13]);

@@ -62,8 +62,9 @@ static bool text_member(const sg_json_t *doc, const char *key, size_t max, const
  * poison with err set. */
 static void decode_control(sg_decoded_t *out, sg_ctype_t type, const char *name)
 {
-    static const char *const known[] = {"v", "type", "id", "saga_id", "by", "reason", "step"};
-    const size_t nknown = type == SG_CMD_CANCEL ? 6 : 7;
+    static const char *const known[] = {"v",      "type",   "id",   "saga_id",
+                                        "by",     "reason", "step", "generation"};
+    const size_t nknown = type == SG_CMD_CANCEL ? 6 : 8;
     const char *id = NULL, *by = NULL, *reason = NULL;
     const sg_json_t *step;
     sg_err_t *err = &out->err;
@@ -104,6 +105,20 @@ static void decode_control(sg_decoded_t *out, sg_ctype_t type, const char *name)
                 return;
             }
             out->step = (int)idx;
+        }
+        /* The step's generation, when the sender binds its decision to it
+         * (sagactl does): a gate of a later generation is not decided by
+         * it.  0: not given. */
+        if (sg_json_member(out->doc, "generation")) {
+            int64_t g;
+            if (sg_json_get_int(out->doc, "$", "generation", true, &g, err) < 0)
+                return;
+            if (g < 1 || g > INT_MAX) {
+                sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.invalid",
+                           "$.generation: range: 1 or more");
+                return;
+            }
+            out->generation = (int)g;
         }
     }
     out->type = type;

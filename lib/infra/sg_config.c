@@ -42,6 +42,21 @@ static const sg_config_key_t config_table[] = {
     {"limits.max_json_nodes", SG_CONFIG_INT, "20000", 16, 10000000, NULL, 0,
      "Most JSON values and member names in one message (each parses into about 64 bytes); "
      "more is dead-lettered (input.json.too_many_nodes)."},
+    {"security.internal_auth", SG_CONFIG_ENUM, "require", 0, 0, "require|accept_unsigned|off", 0,
+     "Internal commands (step.*, saga.release): the relay signs them (sagad-mac) and the worker "
+     "acts only on signed ones; accept_unsigned during a rolling upgrade; off only on a private "
+     "broker."},
+    {"security.key_reload_ms", SG_CONFIG_INT, "30000", 1000, 3600000, NULL, 0,
+     "How often worker and relay re-read the internal keys (table internal_keys) for rotation."},
+    {"security.keyring", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK,
+     "Path of the keyring JSON file: principals, their Ed25519 public keys and roles "
+     "(schemas/keyring.schema.json); empty: no control command is accepted."},
+    {"security.signed_submissions", SG_CONFIG_ENUM, "gated", 0, 0, "gated|all", 0,
+     "Which saga.start must be signed by a principal with the submit role: those that call a "
+     "tool with an approval gate (four eyes), or all."},
+    {"security.signature_max_age_s", SG_CONFIG_INT, "900", 10, 86400, NULL, 0,
+     "Oldest signature (sagad-auth time) a control command or submission may carry; a signature "
+     "up to 60 s in the future is accepted for clock skew."},
     {"retry.base_ms", SG_CONFIG_INT, "250", 1, 3600000, NULL, 0,
      "Backoff base: attempt n waits random(0, min(cap, base * 2^n))."},
     {"retry.cap_ms", SG_CONFIG_INT, "30000", 1, 86400000, NULL, 0,

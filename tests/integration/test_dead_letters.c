@@ -471,7 +471,7 @@ static void produce_command(const char *saga_id, const char *type, int step, int
              "{\"v\": 1, \"type\": \"%s\", \"id\": \"t-%s-%d\", \"saga_id\": \"%s\", \"step\": "
              "%d, \"attempt\": %d, \"generation\": %d}",
              type, saga_id, step, saga_id, step, attempt, gen);
-    sgw_produce(sgw.topic_cmd, saga_id, cmd, strlen(cmd));
+    sgw_send_internal(saga_id, cmd);
 }
 
 Test(dead_letters, unknown_tool_after_a_registry_change)

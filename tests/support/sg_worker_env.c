@@ -386,6 +386,21 @@ void sgw_produce(const char *topic, const char *key, const void *payload, size_t
     sgw_produce_headers(topic, key, payload, len, NULL, 0);
 }
 
+/* An internal command (step.execute, ...) as sagad sends it: a row of the
+ * outbox, which the relay publishes with its sagad-mac signature.  What a
+ * producer sends with sgw_produce() instead is refused. */
+void sgw_send_internal(const char *key, const char *payload)
+{
+    const char *params[] = {sgw.topic_cmd, key, payload};
+    sg_err_t err;
+
+    cr_assert_eq(sg_pg_exec(sgw.pg,
+                            "INSERT INTO outbox (topic, key, headers, payload) VALUES ($1, "
+                            "convert_to($2, 'UTF8'), '{}', convert_to($3, 'UTF8'))",
+                            3, params, NULL, &err),
+                 0, "outbox insert: %s", err.message);
+}
+
 /* Submits saga.start for saga_id with steps (a JSON array's text). */
 void sgw_submit(const char *saga_id, const char *steps)
 {

@@ -138,6 +138,9 @@ void sgw_touch(const char *dir, const char *name);
 int sgw_crash_until_terminal(const char *saga_id, int max_crashes);
 
 void sgw_produce(const char *topic, const char *key, const void *payload, size_t len);
+/* An internal command as sagad sends it: through the outbox and the relay,
+ * which signs it. */
+void sgw_send_internal(const char *key, const char *payload);
 /* The same with Kafka headers (name, value, value length each). */
 void sgw_produce_headers(const char *topic, const char *key, const void *payload, size_t len,
                          const sg_kafka_header_t *headers, size_t nheaders);

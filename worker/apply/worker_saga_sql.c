@@ -57,6 +57,7 @@ enum {
     L_DONE_SEQ,
     L_CALLING,
     L_COMP_KEY_GEN,
+    L_SUBMITTED_BY,
 };
 
 /* The steps are read per saga (LATERAL), which makes the plan an index
@@ -76,7 +77,7 @@ const char worker_sql_load[] =
     "CASE WHEN s.results_flow THEN (s.definition->'output')::text END, st.agent_action, "
     "s.output::text, st.approval::text, "
     "CASE WHEN st.approval IS NOT NULL THEN s.metadata::text END, st.grp, st.grp_policy, "
-    "st.done_seq, st.calling, st.comp_key_generation "
+    "st.done_seq, st.calling, st.comp_key_generation, s.submitted_by "
     "FROM sagas s CROSS JOIN LATERAL (SELECT * FROM steps t WHERE t.saga_id = s.saga_id "
     "ORDER BY t.saga_id, t.idx) st WHERE s.saga_id = ANY($1::text[]) "
     "ORDER BY s.saga_id FOR UPDATE OF s";
@@ -117,6 +118,7 @@ void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row)
     saga->results_flow = strcmp(sg_pg_res_get(res, r, L_FLOW), "t") == 0;
     saga->output_spec = sg_pg_res_get(res, r, L_OUTPUT_SPEC);
     saga->stored_output = sg_pg_res_get(res, r, L_OUTPUT);
+    saga->submitted_by = sg_pg_res_get(res, r, L_SUBMITTED_BY);
     for (; r < sg_pg_res_rows(res) && strcmp(sg_pg_res_get(res, r, L_SAGA_ID), id) == 0; r++) {
         worker_step_t *st;
         int idx = (int)sg_pg_res_int(res, r, L_IDX, -1);
@@ -396,7 +398,8 @@ static void apply_saga_new(worker_t *w, const worker_op_t *op)
         op->u.saga_new.retry_budget_ms >= 0 ? SG_PG_INT(op->u.saga_new.retry_budget_ms) : NULL,
         op->u.saga_new.traceparent,
         op->u.saga_new.steps,
-        op->u.saga_new.origin[0] ? op->u.saga_new.origin : NULL};
+        op->u.saga_new.origin[0] ? op->u.saga_new.origin : NULL,
+        op->u.saga_new.submitted_by};
 
     worker_write_saga_new(w, vals);
 }
@@ -476,12 +479,13 @@ static void apply_control(worker_t *w, const worker_op_t *op)
                             op->u.control.by,
                             op->u.control.reason,
                             op->u.control.outcome,
-                            op->u.control.error_code};
+                            op->u.control.error_code,
+                            op->u.control.principal};
 
     send(w,
          "INSERT INTO saga_controls (saga_id, command, command_id, step_idx, requested_by, reason, "
-         "outcome, error_code) VALUES ($1, $2, $3, $4::int, $5, $6, $7, $8)",
-         8, params);
+         "outcome, error_code, principal) VALUES ($1, $2, $3, $4::int, $5, $6, $7, $8, $9)",
+         9, params);
     if (op->u.control.discard_held)
         send(w,
              "UPDATE dead_letters SET status = 'discarded', resolved_at = now(), resolved_by = $2, "
@@ -606,6 +610,7 @@ static void decide_apply(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, bo
         .retry = &w->retry,
         .comp_retry = &w->comp_retry,
         .chain = w->chain,
+        .signed_all = w->signed_all,
         .log_level = sg_log_level,
     };
     /* The decision's view of the command (worker_decide.h): no more. */

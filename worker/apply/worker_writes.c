@@ -57,7 +57,7 @@ struct worker_writes_s {
 };
 
 static const int ncols[NTABLES] = {
-    [T_SAGA_NEW] = 10, [T_ATTEMPT_NEW] = 7, [T_ATTEMPT_DONE] = 6, [T_STEP] = 13,
+    [T_SAGA_NEW] = 11, [T_ATTEMPT_NEW] = 7, [T_ATTEMPT_DONE] = 6, [T_STEP] = 13,
     [T_SAGA] = 5,      [T_OUTBOX] = 4,      [T_TIMER] = 5,
 };
 
@@ -79,11 +79,11 @@ const char worker_sql_outbox[] =
 static const char *const sql[NTABLES] = {
     [T_SAGA_NEW] =
         "WITH u AS (SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::jsonb[], "
-        "$5::jsonb[], $6::timestamptz[], $7::bigint[], $8::text[], $9::jsonb[], $10::text[]) "
-        "AS u(id, name, def, input, meta, deadline, budget, tp, steps, origin)), "
+        "$5::jsonb[], $6::timestamptz[], $7::bigint[], $8::text[], $9::jsonb[], $10::text[], "
+        "$11::text[]) AS u(id, name, def, input, meta, deadline, budget, tp, steps, origin, sub)), "
         "s AS (INSERT INTO sagas (saga_id, name, definition, input, metadata, deadline, "
-        "retry_budget_ms, traceparent, origin) SELECT id, name, def, input, meta, deadline, "
-        "budget, tp, origin "
+        "retry_budget_ms, traceparent, origin, submitted_by) SELECT id, name, def, input, meta, "
+        "deadline, budget, tp, origin, sub "
         "FROM u RETURNING saga_id) "
         "INSERT INTO steps (saga_id, idx, name, tool, args, compensate, approval, grp, "
         "grp_policy) "
@@ -279,7 +279,7 @@ int worker_writes_committed(worker_writes_t *wr)
 
 /* ---- rows --------------------------------------------------------------- */
 
-void worker_write_saga_new(worker_t *w, const char *const vals[10])
+void worker_write_saga_new(worker_t *w, const char *const vals[11])
 {
     row_add(&w->writes->t[T_SAGA_NEW], vals);
 }

@@ -39,6 +39,7 @@ typedef struct worker_rules_s {
     int64_t budget_ms;           /* the default retry budget */
     const sg_policy_t *retry, *comp_retry;
     bool chain;               /* keep what chaining needs (follow, fresh) */
+    bool signed_all;          /* security.signed_submissions = all */
     sg_log_level_t log_level; /* log lines above it are not recorded */
 } worker_rules_t;
 
@@ -97,6 +98,7 @@ typedef struct worker_op_s {
             char *metadata, *steps, *def_owned; /* owned; def_owned: definition if made here */
             int64_t retry_budget_ms;            /* -1: none */
             char origin[40]; /* "<partition>:<offset>" of the saga.start, "": none */
+            const char *submitted_by; /* its verified signer (the keyring's), NULL: none */
         } saga_new;
         struct { /* ATTEMPT and INTERRUPTED */
             int step, generation, attempt;
@@ -151,7 +153,8 @@ typedef struct worker_op_s {
         } log;
         struct { /* into the command's document */
             const char *command, *command_id, *by, *reason;
-            int step;            /* -1: the saga's */
+            const char *principal; /* its verified signer, NULL: none */
+            int step;              /* -1: the saga's */
             const char *outcome; /* accepted, refused */
             char *error_code;    /* owned; refused: why, NULL when accepted */
             bool discard_held;   /* an accepted cancel of a held saga: its

@@ -206,6 +206,8 @@ static void reject_step(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, 
                    "step %s: no decision at its approval gate within its timeout", st->name);
     if (by) {
         sg_json_add_str(b, "by", by);
+        if (d->cmd->dec->who)
+            sg_json_add_str(b, "principal", d->cmd->dec->who->name);
         sg_json_add_str(b, "reason", reason);
         if (command_id)
             sg_json_add_str(b, "command_id", command_id);
@@ -389,6 +391,53 @@ static void decide_release(worker_dc_t *d, worker_saga_t *saga)
  * run) is skipped: the gate is cancelled, its timer stale.  A saga already
  * compensating, or finished, or unknown, is answered with
  * saga.command_refused. */
+/* Whether the signer of a control command may do it (docs/ARCHITECTURE.md,
+ * "Trust boundary"): a principal of the keyring whose signature verified
+ * at intake, with the role; for saga.approve and saga.reject the approve
+ * role for the step's tool, not the principal that submitted the saga
+ * (four eyes), and the step's generation when the command names one.
+ * When not, the command is answered with saga.command_refused and its
+ * reason (recorded in the saga's history when the saga exists). */
+static bool authorized(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st)
+{
+    const sg_decoded_t *dec = d->cmd->dec;
+    const char *type = sg_json_string(sg_json_member(dec->doc, "type"));
+    sg_err_t err;
+
+    if (!dec->who) {
+        if (dec->auth.code[0])
+            err = dec->auth;
+        else
+            sg_err_set(&err, SG_ERRCLASS_PERMANENT, "auth.unsigned",
+                       "%s without a sagad-auth signature: control commands must be signed "
+                       "with a registered key (sagactl --key)",
+                       type);
+    } else if (!(dec->who->roles & (dec->type == SG_CMD_CANCEL ? SG_ROLE_CANCEL : SG_ROLE_APPROVE))) {
+        sg_err_set(&err, SG_ERRCLASS_PERMANENT, "auth.forbidden",
+                   "%s by %s, who does not have the %s role in the keyring", type, dec->who->name,
+                   dec->type == SG_CMD_CANCEL ? "cancel" : "approve");
+    } else if (st && !sg_principal_may_approve(dec->who, st->tool)) {
+        sg_err_set(&err, SG_ERRCLASS_PERMANENT, "auth.forbidden",
+                   "%s of step %s by %s, who may not approve tool %s (approve_tools in the "
+                   "keyring)",
+                   type, st->name, dec->who->name, st->tool);
+    } else if (st && saga->submitted_by && strcmp(saga->submitted_by, dec->who->name) == 0) {
+        sg_err_set(&err, SG_ERRCLASS_PERMANENT, "auth.self_approval",
+                   "%s of step %s by %s, who submitted saga %s: four eyes, another approver "
+                   "must decide",
+                   type, st->name, dec->who->name, saga->saga_id);
+    } else if (st && dec->generation && dec->generation != saga->generation) {
+        sg_err_set(&err, SG_ERRCLASS_PERMANENT, "auth.generation",
+                   "%s of step %s for generation %d, but the gate is of generation %d: read "
+                   "the saga again and decide its current gate",
+                   type, st->name, dec->generation, saga->generation);
+    } else {
+        return true;
+    }
+    worker_out_refused(d, saga, st, &err);
+    return false;
+}
+
 static void decide_cancel(worker_dc_t *d, worker_saga_t *saga)
 {
     const worker_dcmd_t *cmd = d->cmd;
@@ -402,6 +451,8 @@ static void decide_cancel(worker_dc_t *d, worker_saga_t *saga)
         worker_out_refused(d, NULL, NULL, &err);
         return;
     }
+    if (!authorized(d, saga, NULL))
+        return;
     if (saga->status != WORKER_SAGA_RUNNING && saga->status != WORKER_SAGA_HELD) {
         bool undoing =
             saga->status == WORKER_SAGA_COMPENSATING || saga->status == WORKER_SAGA_CANCELLING;
@@ -434,6 +485,8 @@ static void decide_cancel(worker_dc_t *d, worker_saga_t *saga)
     sg_json_add_str(b, "status", worker_saga_status_name(saga->status));
     sg_json_add_str(b, "command_id", sg_json_string(sg_json_member(cmd->dec->doc, "id")));
     sg_json_add_str(b, "by", cmd->dec->by);
+    if (cmd->dec->who)
+        sg_json_add_str(b, "principal", cmd->dec->who->name);
     sg_json_add_str(b, "reason", cmd->dec->reason);
     worker_out_event(d, saga, "saga.cancelling", b);
     d->out->decided = "cancelled";
@@ -490,11 +543,15 @@ static void decide_approval(worker_dc_t *d, worker_saga_t *saga)
         worker_out_refused(d, saga, st, &err);
         return;
     }
+    if (!authorized(d, saga, st))
+        return;
     worker_out_control(d, saga, st->idx, "accepted", NULL);
     if (approve) {
         sg_json_t *b = worker_out_step_body(st);
         worker_set_step(d, saga, st, WORKER_STEP_APPROVED);
         sg_json_add_str(b, "by", cmd->dec->by);
+        if (cmd->dec->who)
+            sg_json_add_str(b, "principal", cmd->dec->who->name);
         sg_json_add_str(b, "reason", cmd->dec->reason);
         if (cid)
             sg_json_add_str(b, "command_id", cid);

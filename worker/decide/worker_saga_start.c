@@ -239,11 +239,68 @@ static void answer_duplicate(worker_dc_t *d, worker_saga_t *saga)
                        "the saga exists with the same definition");
 }
 
+/* Whether a step of the submission, a parallel group's member included,
+ * waits at an approval gate: its own, or its tool's. */
+static bool has_gate(const sg_json_t *doc, const sg_registry_t *reg)
+{
+    const sg_json_t *steps = sg_json_member(doc, "steps");
+
+    for (size_t i = 0; i < sg_json_array_size(steps); i++) {
+        const sg_json_t *st = sg_json_array_get(steps, i), *members = sg_json_member(st, "parallel");
+        size_t n = members ? sg_json_array_size(members) : 1;
+
+        for (size_t j = 0; j < n; j++) {
+            const sg_json_t *call = members ? sg_json_array_get(members, j) : st;
+            const char *tool = sg_json_string(sg_json_member(call, "tool"));
+            const sg_tool_t *t = tool ? sg_registry_find(reg, tool) : NULL;
+            if (sg_json_member(call, "approval") || (t && t->approval_required))
+                return true;
+        }
+    }
+    return false;
+}
+
+/* Who may start a saga (docs/ARCHITECTURE.md, "Trust boundary"): a
+ * submission that carries a signature must verify and come from a
+ * principal with the submit role; one with an approval gate (four eyes
+ * needs its submitter) or, with security.signed_submissions = all, any
+ * must be signed.  Adds the problem and returns its code when not. */
+static const char *signer_refused(worker_dc_t *d, problem_list_t *pl)
+{
+    const sg_decoded_t *dec = d->cmd->dec;
+    char rule[300];
+
+    if (dec->auth.code[0]) {
+        snprintf(rule, sizeof(rule), "signature: %s", dec->auth.message);
+        collect_problem(pl, "$", rule);
+        return dec->auth.code;
+    }
+    if (!dec->who && (d->rules->signed_all || has_gate(dec->doc, d->rules->reg))) {
+        collect_problem(pl, "$",
+                        d->rules->signed_all
+                            ? "signature: security.signed_submissions is all, and this saga.start "
+                              "has no sagad-auth signature: sign it with a key of a principal "
+                              "with the submit role"
+                            : "signature: a saga with an approval gate must be signed by its "
+                              "submitter (four eyes: the approver must be someone else); sign "
+                              "it with a key of a principal with the submit role");
+        return "auth.unsigned";
+    }
+    if (dec->who && !(dec->who->roles & SG_ROLE_SUBMIT)) {
+        snprintf(rule, sizeof(rule),
+                 "signature: %s does not have the submit role in the keyring", dec->who->name);
+        collect_problem(pl, "$", rule);
+        return "auth.forbidden";
+    }
+    return NULL;
+}
+
 /* An existing saga: the same submission again, or a conflicting one.  A
- * new one: the problems of its document, if any. */
+ * new one: the problems of its document, if any, then its signer. */
 static bool refused(worker_dc_t *d, worker_saga_t *existing)
 {
     problem_list_t pl = {sg_json_new_array(), "", 0};
+    const char *code;
     bool no = true;
 
     if (existing && existing->same_definition) {
@@ -261,6 +318,8 @@ static bool refused(worker_dc_t *d, worker_saga_t *existing)
         reject(d, &pl, "input.saga.conflict");
     } else if (sg_submit_validate(d->cmd->dec->doc, d->rules->reg, collect_problem, &pl) > 0) {
         reject(d, &pl, "input.schema.invalid");
+    } else if ((code = signer_refused(d, &pl))) {
+        reject(d, &pl, code);
     } else {
         no = false;
     }
@@ -279,6 +338,7 @@ static worker_op_t *saga_row(worker_dc_t *d, worker_fresh_t *fresh, char *tp)
         op->u.saga_new.definition = op->u.saga_new.def_owned = sg_submit_definition(doc);
     op->u.saga_new.steps = effective_steps(doc, d->rules->reg);
     origin_of(d, op->u.saga_new.origin, sizeof(op->u.saga_new.origin));
+    op->u.saga_new.submitted_by = d->cmd->dec->who ? d->cmd->dec->who->name : NULL;
     sg_json_get_str(doc, "$", "name", true, &op->u.saga_new.name, NULL);
     sg_json_get_str(doc, "$", "deadline", false, &op->u.saga_new.deadline, NULL);
     if ((input = sg_json_member(doc, "input")))
@@ -318,12 +378,15 @@ void worker_decide_start(worker_dc_t *d, worker_saga_t *existing)
     saga->name = row->u.saga_new.name;
     saga->traceparent = row->u.saga_new.traceparent;
     saga->input = row->u.saga_new.input;
+    saga->submitted_by = row->u.saga_new.submitted_by;
     saga->generation = 1;
     saga->retry_budget = row->u.saga_new.retry_budget_ms;
     saga->status = WORKER_SAGA_RUNNING;
     {
         sg_json_t *b = sg_json_new_object();
         sg_json_add_str(b, "name", saga->name);
+        if (row->u.saga_new.submitted_by)
+            sg_json_add_str(b, "submitted_by", row->u.saga_new.submitted_by);
         sg_json_add_int(b, "steps",
                         (int64_t)sg_json_array_size(sg_json_member(cmd->dec->doc, "steps")));
         worker_out_event(d, saga, "saga.accepted", b);

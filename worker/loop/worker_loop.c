@@ -76,6 +76,50 @@ static void kafka_wake_clear(loop_t *L)
         ;
 }
 
+/* The trust boundary at the door (docs/ARCHITECTURE.md, "Trust
+ * boundary").  An internal command without the relay's valid sagad-mac is
+ * poison: dead-lettered with input.command.unauthenticated, never acted
+ * on.  A saga.start or a control command carrying sagad-auth gets its
+ * principal verified here, once; what the principal may do is the
+ * decision's (worker_saga.c, worker_saga_start.c). */
+static void authenticate(loop_t *L, worker_cmd_t *cmd, const void *key, size_t key_len,
+                         const void *payload, size_t len)
+{
+    sg_decoded_t *dec = &cmd->dec;
+    const void *hv;
+    size_t hlen = 0;
+
+    if (dec->type == SG_CMD_POISON)
+        return;
+    if (sg_trust_internal(dec->type)) {
+        sg_mac_verdict_t v;
+
+        if (L->w.trust == SG_TRUST_OFF)
+            return;
+        hv = sg_kafka_msg_header(cmd->msg, SG_MAC_HEADER, &hlen);
+        v = sg_mac_verify(&L->w.keys, sg_kafka_msg_topic(cmd->msg), key, key_len, payload, len,
+                          hv, hlen);
+        if (v == SG_MAC_OK || (v == SG_MAC_MISSING && L->w.trust == SG_TRUST_ACCEPT_UNSIGNED))
+            return;
+        dec->type = SG_CMD_POISON;
+        sg_err_set(&dec->err, SG_ERRCLASS_POISON, "input.command.unauthenticated",
+                   "%s is a command only sagad-relay may publish, and its sagad-mac header is "
+                   "%s: not acted on. If sagad sent it (an older relay during an upgrade, a key "
+                   "expired while it waited), replay it with dlq-tool, which the relay signs",
+                   sg_json_string(sg_json_member(dec->doc, "type")),
+                   v == SG_MAC_MISSING       ? "missing"
+                   : v == SG_MAC_MALFORMED   ? "malformed"
+                   : v == SG_MAC_UNKNOWN_KEY ? "made with a key this worker does not hold"
+                                             : "wrong (the message changed, or was forged)");
+        return;
+    }
+    hv = sg_kafka_msg_header(cmd->msg, SG_AUTH_HEADER, &hlen);
+    if (!hv && dec->type == SG_CMD_START)
+        return; /* unsigned: the decision says whether that may start it */
+    dec->who = sg_keyring_verify(L->w.keyring, hv, hlen, key, key_len, payload, len,
+                                 (int64_t)time(NULL), L->w.signature_max_age_s, &dec->auth);
+}
+
 static void intake(loop_t *L)
 {
     sg_kafka_msg_t *msg;
@@ -123,6 +167,7 @@ static void intake(loop_t *L)
             size_t key_len = 0;
             const void *key = sg_kafka_msg_key(msg, &key_len);
             sg_submit_check_key(&cmd->dec, key, key_len);
+            authenticate(L, cmd, key, key_len, payload ? payload : "", payload ? len : 0);
         }
         /* What the message may cost while held: its bytes as received,
          * up to 3 times more while its dead letter is written (the base64

@@ -24,7 +24,7 @@
 #include "worker_loop_int.h"
 #include "../apply/worker_observe.h"
 
-#define WORKER_SCHEMA_VERSION 20   /* 0020: SECURITY DEFINER functions search pg_temp last */
+#define WORKER_SCHEMA_VERSION 21   /* 0021: internal keys, submitted_by, control principals */
 #define HOUSEKEEPING_MS       1000 /* gauges, SIGHUP */
 #define PG_PING_MS            5000 /* an idle worker checks its session this often */
 
@@ -54,6 +54,36 @@ static void ping_pg(loop_t *L)
     }
     loop_pg_state(L, true, NULL);
     schema_state(version);
+}
+
+/* The internal keys, at start and every security.key_reload_ms: a key
+ * rotated in (sagad_internal_key_rotate()) is accepted before the relay
+ * signs with it.  A failed read keeps the keys held. */
+static int reload_keys(loop_t *L, sg_err_t *err)
+{
+    sg_mac_keys_t keys;
+
+    if (L->w.trust == SG_TRUST_OFF)
+        return 0;
+    if (sg_trust_keys_load(L->w.pg, &keys, err) < 0)
+        return -1;
+    L->w.keys = keys;
+    L->w.keys_at = sg_run_now_ms() + L->w.key_reload_ms;
+    return 0;
+}
+
+static void maybe_reload_keys(loop_t *L)
+{
+    sg_err_t err;
+
+    if (L->w.trust == SG_TRUST_OFF || sg_run_now_ms() < L->w.keys_at || loop_txn_out(L))
+        return;
+    loop_use_txn(L, &L->slots[0]);
+    if (reload_keys(L, &err) < 0) {
+        L->w.keys_at = sg_run_now_ms() + L->w.key_reload_ms;
+        sg_log_kv(SG_LOG_WARN, "cannot re-read the internal keys; keeping those held", "error",
+                  err.message, NULL);
+    }
 }
 
 static void export_gauges(loop_t *L)
@@ -97,6 +127,7 @@ static void housekeeping(loop_t *L)
         return;
     L->next_housekeeping = sg_run_now_ms() + HOUSEKEEPING_MS;
     ping_pg(L);
+    maybe_reload_keys(L);
     loop_kafka_commit(L, NULL);
     if (L->watching) {
         int n = atomic_exchange(&L->watched, 0);
@@ -197,6 +228,10 @@ static int setup(loop_t *L, sg_cli_t *cli)
     L->w.comp_retry.base_ms = sg_config_int(cfg, "retry.base_ms");
     L->w.comp_retry.cap_ms = sg_config_int(cfg, "retry.compensate_cap_ms");
     L->w.budget_ms = sg_config_int(cfg, "retry.budget_ms");
+    (void)sg_trust_mode_parse(sg_config_str(cfg, "security.internal_auth"), &L->w.trust);
+    L->w.key_reload_ms = (uint64_t)sg_config_int(cfg, "security.key_reload_ms");
+    L->w.signature_max_age_s = sg_config_int(cfg, "security.signature_max_age_s");
+    L->w.signed_all = strcmp(sg_config_str(cfg, "security.signed_submissions"), "all") == 0;
     L->max_in_flight = (int)sg_config_int(cfg, "worker.max_in_flight");
     L->batch_size = (int)sg_config_int(cfg, "worker.batch_size");
     L->drain_ms = sg_config_int(cfg, "worker.drain_timeout_ms");
@@ -219,6 +254,11 @@ static int setup(loop_t *L, sg_cli_t *cli)
     L->w.reg = worker_registry_load(regpath, cfg, &err);
     if (!L->w.reg) {
         fprintf(stderr, "%s: bad tool registry: %s\n", cli->prog, err.message);
+        return SG_EXIT_USAGE;
+    }
+    if (*sg_config_str(cfg, "security.keyring") &&
+        !(L->w.keyring = sg_keyring_load(sg_config_str(cfg, "security.keyring"), &err))) {
+        fprintf(stderr, "%s: bad keyring: %s\n", cli->prog, err.message);
         return SG_EXIT_USAGE;
     }
     sg_pg_opts_from_config(&L->pgopts, cfg, "sagad-worker");
@@ -244,6 +284,10 @@ static int setup(loop_t *L, sg_cli_t *cli)
         fprintf(stderr,
                 "%s: database schema is at version %d, the worker needs %d: run `%s migrate`\n",
                 cli->prog, version, WORKER_SCHEMA_VERSION, cli->prog);
+        return SG_EXIT_FAIL;
+    }
+    if (reload_keys(L, &err) < 0) {
+        fprintf(stderr, "%s: %s\n", cli->prog, err.message);
         return SG_EXIT_FAIL;
     }
     for (int i = 1; i < L->nslots; i++)
@@ -348,6 +392,7 @@ static void teardown(loop_t *L)
     worker_observe_free(L->w.observe);
     L->w.observe = NULL;
     sg_registry_destroy(L->w.reg);
+    sg_keyring_free(L->w.keyring);
     free(L->sagas_buf);
     if (L->kafka_pipe[0] > 0) {
         close(L->kafka_pipe[0]);

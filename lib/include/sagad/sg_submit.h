@@ -57,6 +57,12 @@ typedef struct sg_decoded_s {
     const char *by, *reason, *step_name;
     long nodes; /* values and member names parsed into doc (0 when none) */
     sg_err_t err;
+    /* Who signed it (header sagad-auth, checked against the keyring at
+     * intake, sg_trust.h): the principal, NULL when unsigned or when the
+     * signature did not verify; then auth.code says why (NULL: no
+     * signature at all). */
+    const struct sg_principal_s *who;
+    sg_err_t auth;
 } sg_decoded_t;
 
 void sg_submit_decode(const void *payload, size_t len, const sg_json_limits_t *lim,
