@@ -17,6 +17,7 @@
 #include "sagad/sg_kafka.h"
 #include "sagad/sg_pg.h"
 #include "sagad/sg_registry.h"
+#include "sagad/sg_sign.h"
 
 #define CTL_EXIT_TIMEOUT 124 /* as timeout(1): --wait ran out */
 
@@ -134,7 +135,18 @@ int ctl_produce_command(const ctl_t *c, const char *key, const char *text, size_
 bool ctl_event_terminal(const char *type);
 
 /* Commands. */
+/* A private signing key, as `sagactl keys new` writes it (a JSON file:
+ * principal, key_id, private_key in base64). */
+typedef struct ctl_key_s {
+    char principal[SG_PRINCIPAL_MAX + 1];
+    char key_id[SG_KEY_ID_MAX + 1];
+    unsigned char priv[SG_ED25519_PRIVATE];
+} ctl_key_t;
+/* -1 with why set when path cannot be read or is not a key file. */
+int ctl_signing_key_load(const char *path, ctl_key_t *out, char *why, size_t why_size);
+
 int ctl_cmd_validate(sg_cli_t *cli, int argc, char **argv);
+int ctl_cmd_keys(sg_cli_t *cli, int argc, char **argv);
 int ctl_cmd_submit(sg_cli_t *cli, int argc, char **argv);
 int ctl_cmd_status(sg_cli_t *cli, int argc, char **argv);
 int ctl_cmd_show(sg_cli_t *cli, int argc, char **argv);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ctl.h"
@@ -427,6 +428,63 @@ void ctl_events_close(ctl_events_t *e)
     memset(e, 0, sizeof(*e));
 }
 
+int ctl_signing_key_load(const char *path, ctl_key_t *out, char *why, size_t why_size)
+{
+    char buf[4096];
+    FILE *fp = fopen(path, "rb");
+    size_t n;
+    sg_json_t *doc;
+    const char *principal, *key_id, *priv;
+    sg_err_t err;
+    int rc = -1;
+
+    memset(out, 0, sizeof(*out));
+    if (!fp) {
+        snprintf(why, why_size, "cannot open the key %s: %s", path, strerror(errno));
+        return -1;
+    }
+    n = fread(buf, 1, sizeof(buf), fp);
+    fclose(fp);
+    doc = sg_json_parse(buf, n, NULL, &err);
+    principal = sg_json_string(sg_json_member(doc, "principal"));
+    key_id = sg_json_string(sg_json_member(doc, "key_id"));
+    priv = sg_json_string(sg_json_member(doc, "private_key"));
+    if (!doc || !principal || !key_id || !priv || strlen(principal) > SG_PRINCIPAL_MAX ||
+        strlen(key_id) > SG_KEY_ID_MAX ||
+        sg_base64_decode_exact(priv, strlen(priv), out->priv, SG_ED25519_PRIVATE) < 0) {
+        snprintf(why, why_size,
+                 "%s is not a sagad key file ({\"principal\", \"key_id\", \"private_key\"}, "
+                 "as `sagactl keys new` writes it)",
+                 path);
+    } else {
+        snprintf(out->principal, sizeof(out->principal), "%s", principal);
+        snprintf(out->key_id, sizeof(out->key_id), "%s", key_id);
+        rc = 0;
+    }
+    memset(buf, 0, sizeof(buf));
+    sg_json_destroy(doc);
+    return rc;
+}
+
+/* --key, else the config's ctl.key: the key to sign with; *have false
+ * when neither is set.  -1 after saying why the key cannot be read. */
+static int signing_key(const ctl_t *c, ctl_key_t *k, bool *have)
+{
+    const char *path = sg_cli_opt(&c->args, "--key");
+    char why[512];
+
+    if (!path)
+        path = sg_config_str(c->cfg, "ctl.key");
+    *have = path && *path;
+    if (!*have)
+        return 0;
+    if (ctl_signing_key_load(path, k, why, sizeof(why)) < 0) {
+        ctl_warn(c, "%s", why);
+        return -1;
+    }
+    return 0;
+}
+
 int ctl_produce_command(const ctl_t *c, const char *key, const char *text, size_t len,
                         int64_t timeout_ms)
 {
@@ -438,12 +496,32 @@ int ctl_produce_command(const ctl_t *c, const char *key, const char *text, size_
     sg_err_t err;
     int rc = SG_EXIT_OK;
 
+    ctl_key_t sk;
+    bool sign;
+    char *auth = NULL;
+    sg_kafka_header_t hdr = {SG_AUTH_HEADER, NULL, 0};
+
+    if (signing_key(c, &sk, &sign) < 0)
+        return SG_EXIT_USAGE;
+    if (sign) {
+        auth = sg_auth_sign(sk.priv, sk.principal, sk.key_id, (int64_t)time(NULL), key,
+                            strlen(key), text, len, &err);
+        memset(&sk, 0, sizeof(sk));
+        if (!auth) {
+            ctl_warn(c, "cannot sign: %s", err.message);
+            return SG_EXIT_USAGE;
+        }
+        hdr.value = auth;
+        hdr.len = strlen(auth);
+    }
     snprintf(tmo, sizeof(tmo), "%lld", (long long)(timeout_ms < 30000 ? timeout_ms : 30000));
     if (!(k = sg_kafka_new(c->cfg, SG_KAFKA_PRODUCER, props, errstr, sizeof(errstr)))) {
         ctl_warn(c, "%s", errstr);
+        free(auth);
         return SG_EXIT_USAGE;
     }
-    if (sg_kafka_produce(k, topic, key, strlen(key), text, len, NULL, 0, &batch, &err) < 0) {
+    if (sg_kafka_produce(k, topic, key, strlen(key), text, len, auth ? &hdr : NULL, auth ? 1 : 0,
+                         &batch, &err) < 0) {
         ctl_warn(c, "cannot produce to %s: %s", topic, err.message);
         rc = SG_EXIT_INFRA;
     } else if (sg_kafka_flush(k, 60000, &err) < 0 || batch.failed || batch.pending) {
@@ -452,6 +530,7 @@ int ctl_produce_command(const ctl_t *c, const char *key, const char *text, size_
         rc = SG_EXIT_INFRA;
     }
     sg_kafka_destroy(k);
+    free(auth);
     return rc;
 }
 

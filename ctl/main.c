@@ -14,6 +14,7 @@ static const sg_cli_opt_t submit_opts[] = {
     {"--wait", NULL, "follow the events topic until the saga ends; print the outcome"},
     {"--timeout", "DUR", "how long --wait waits (default 5m): 500ms, 90s, 30m, 2h"},
     {"--registry", "FILE", "the tool registry (default: the config's worker.registry)"},
+    {"--key", "FILE", "sign it with this key (sagactl keys new; default: the config's ctl.key)"},
     {"--json", NULL, "the submission and the outcome event as JSON lines"},
     {NULL, NULL, NULL},
 };
@@ -48,7 +49,16 @@ static const sg_cli_opt_t control_opts[] = {
     {"--by", "NAME", "who asks (default: the login name; refused when unknown)"},
     {"--wait", NULL, "wait for the worker's answer (cancel: then for the saga's end)"},
     {"--timeout", "DUR", "how long --wait waits (default 5m)"},
+    {"--key", "FILE", "sign it with this key (sagactl keys new; default: the config's ctl.key)"},
     {"--json", NULL, "print the answering events as they came"},
+    {NULL, NULL, NULL},
+};
+
+static const sg_cli_opt_t keys_opts[] = {
+    {"--principal", "NAME", "new: the principal the key belongs to, as the keyring names it"},
+    {"--key-id", "ID", "new: the key's id within the principal (default k1)"},
+    {"--out", "FILE", "new: where the private key is written (mode 0600, never overwritten)"},
+    {"--json", NULL, "the public half as one JSON object"},
     {NULL, NULL, NULL},
 };
 
@@ -111,6 +121,18 @@ static const sg_cli_cmd_t ctl_cmds[] = {
      "Exit 0 sent (with --wait: approved), 1 refused by the worker, 3 refused here\n"
      "(nothing sent), 4 Kafka unreachable, 124 no answer within --timeout.\n"
      "Example: sagactl approve order-42 charge --reason \"known customer\" --wait\n",
+     true},
+    {"keys", ctl_cmd_keys, "new --principal NAME --out FILE [--key-id ID] | show FILE",
+     "make a principal's Ed25519 key pair; print the keyring entry to register", keys_opts,
+     "Control commands (cancel, approve, reject) and submissions of sagas with an\n"
+     "approval gate must be signed by a principal of the workers' keyring\n"
+     "(security.keyring).  `keys new` writes the private key to --out and prints the\n"
+     "principal's keyring entry with the submit role; give it the roles it needs\n"
+     "(submit, cancel, approve, and approve_tools to limit what it may approve).\n"
+     "`keys show FILE` prints the entry of an existing key again.  Sign with --key FILE\n"
+     "or the config's ctl.key.\n"
+     "Exit 0 done, 2 bad arguments or the file exists.\n"
+     "Example: sagactl keys new --principal finance:bob --out bob.key\n",
      true},
     {"reject", ctl_cmd_control, "SAGA_ID STEP --reason TEXT [--by NAME] [--wait] [--timeout DUR]",
      "refuse a step waiting for approval: the saga compensates", control_opts,

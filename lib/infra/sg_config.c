@@ -51,6 +51,9 @@ static const sg_config_key_t config_table[] = {
     {"security.keyring", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK,
      "Path of the keyring JSON file: principals, their Ed25519 public keys and roles "
      "(schemas/keyring.schema.json); empty: no control command is accepted."},
+    {"ctl.key", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK,
+     "Private key file sagactl signs saga.start and control commands with (made by `sagactl "
+     "keys new`); empty: unsigned unless --key is given."},
     {"security.signed_submissions", SG_CONFIG_ENUM, "gated", 0, 0, "gated|all", 0,
      "Which saga.start must be signed by a principal with the submit role: those that call a "
      "tool with an approval gate (four eyes), or all."},

@@ -28,7 +28,7 @@ static void send_cancel(const char *saga_id, const char *id, const char *reason)
              "{\"v\": 1, \"type\": \"saga.cancel\", \"id\": \"%s\", \"saga_id\": \"%s\", "
              "\"by\": \"support:alice\", \"reason\": \"%s\"}",
              id, saga_id, reason);
-    sgw_produce(sgw.topic_cmd, saga_id, msg, strlen(msg));
+    sgw_produce_signed("support:alice", 0, saga_id, msg, strlen(msg));
 }
 
 static void expect_no_dead_letters(void)
@@ -389,7 +389,7 @@ static void send_decision(const char *type, const char *saga_id, const char *id,
              "{\"v\": 1, \"type\": \"%s\", \"id\": \"%s\", \"saga_id\": \"%s\", \"step\": %s, "
              "\"by\": \"finance:bob\", \"reason\": \"%s\"}",
              type, id, saga_id, step, reason);
-    sgw_produce(sgw.topic_cmd, saga_id, msg, strlen(msg));
+    sgw_produce_signed("finance:bob", 0, saga_id, msg, strlen(msg));
 }
 
 /* The gate walked around: a step whose compensation names the gated

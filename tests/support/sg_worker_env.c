@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "sagad/sg_log.h"
+#include "sagad/sg_sign.h"
+#include "sagad/sg_text.h"
 #include "sg_worker_env.h"
 
 sgw_world_t sgw;
@@ -170,6 +172,81 @@ void sgw_worker_cli(const char *const *args)
     free(err);
 }
 
+/* The test keyring: every principal gets a fresh key pair, its private
+ * half in a key file (as `sagactl keys new` writes it). */
+static void write_keyring(void)
+{
+    static const struct {
+        const char *name, *entry;
+    } who[] = {
+        {"shop", "\"roles\": [\"submit\"]"},
+        {"agent", "\"roles\": [\"submit\", \"approve\", \"cancel\"]"},
+        {"finance:bob", "\"roles\": [\"approve\", \"cancel\"]"},
+        {"ann", "\"roles\": [\"approve\", \"cancel\"]"},
+        {"support:alice", "\"roles\": [\"cancel\"]"},
+        {"limited", "\"roles\": [\"approve\"], \"approve_tools\": [\"noop\"]"},
+    };
+    FILE *fp;
+    sg_err_t err;
+
+    snprintf(sgw.keyring, sizeof(sgw.keyring), "%s/keyring.json", sgw.dir);
+    fp = fopen(sgw.keyring, "w");
+    cr_assert_not_null(fp);
+    fprintf(fp, "{\"v\": 1, \"principals\": {");
+    for (size_t i = 0; i < sizeof(who) / sizeof(who[0]); i++) {
+        unsigned char pub[32];
+        char *b64pub, *b64priv;
+        FILE *kf;
+
+        cr_assert_eq(sg_ed25519_keygen(pub, sgw.principals[i].priv, &err), 0);
+        sgw.principals[i].name = who[i].name;
+        b64pub = sg_base64(pub, 32);
+        b64priv = sg_base64(sgw.principals[i].priv, 32);
+        fprintf(fp, "%s\"%s\": {\"keys\": {\"k1\": \"%s\"}, %s}", i ? ", " : "", who[i].name,
+                b64pub, who[i].entry);
+        snprintf(sgw.principals[i].path, sizeof(sgw.principals[i].path), "%s/key-%zu.json",
+                 sgw.dir, i);
+        kf = fopen(sgw.principals[i].path, "w");
+        cr_assert_not_null(kf);
+        fprintf(kf, "{\"principal\": \"%s\", \"key_id\": \"k1\", \"private_key\": \"%s\"}\n",
+                who[i].name, b64priv);
+        fclose(kf);
+        free(b64pub);
+        free(b64priv);
+    }
+    fprintf(fp, "}}\n");
+    fclose(fp);
+}
+
+static size_t principal_index(const char *name)
+{
+    for (size_t i = 0; i < sizeof(sgw.principals) / sizeof(sgw.principals[0]); i++)
+        if (sgw.principals[i].name && strcmp(sgw.principals[i].name, name) == 0)
+            return i;
+    cr_assert_fail("no test principal %s", name);
+    return 0;
+}
+
+const char *sgw_key_path(const char *principal)
+{
+    return sgw.principals[principal_index(principal)].path;
+}
+
+void sgw_produce_signed(const char *principal, int64_t ts_skew_s, const char *key,
+                        const void *payload, size_t len)
+{
+    size_t i = principal_index(principal);
+    sg_err_t err;
+    char *auth = sg_auth_sign(sgw.principals[i].priv, principal, "k1",
+                              (int64_t)time(NULL) + ts_skew_s, key, strlen(key), payload, len, &err);
+    sg_kafka_header_t h = {SG_AUTH_HEADER, auth, 0};
+
+    cr_assert_not_null(auth, "%s", err.message);
+    h.len = strlen(auth);
+    sgw_produce_headers(sgw.topic_cmd, key, payload, len, &h, 1);
+    free(auth);
+}
+
 void sgw_setup(void)
 {
     const char *migrate[] = {"migrate", NULL};
@@ -191,6 +268,8 @@ void sgw_setup(void)
     sgw_env_add("SAGAD_TOPIC_DLQ=%s", sgw.topic_dlq);
     sgw_env_add("SAGAD_WORKER_GROUP_ID=%s", sgw.group);
     sgw_env_add("SAGAD_WORKER_REGISTRY=%s", sgw.registry);
+    write_keyring();
+    sgw_env_add("SAGAD_SECURITY_KEYRING=%s", sgw.keyring);
     sgw_env_add("SAGAD_LOG_LEVEL=info");
     sgw_env_add("SAGAD_RELAY_POLL_INTERVAL_MS=50");
     sgw_worker_cli(migrate);
@@ -219,6 +298,10 @@ void sgw_teardown(void)
     sg_pg_destroy(sgw.pg);
     sgt_db_drop(sgw.db);
     unlink(sgw.registry);
+    unlink(sgw.keyring);
+    for (size_t i = 0; i < sizeof(sgw.principals) / sizeof(sgw.principals[0]); i++)
+        if (sgw.principals[i].name)
+            unlink(sgw.principals[i].path);
     rmdir(sgw.dir);
 }
 
@@ -412,7 +495,8 @@ void sgw_submit(const char *saga_id, const char *steps)
              "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-%s\", \"saga_id\": \"%s\", "
              "\"name\": \"test\", \"steps\": %s}",
              saga_id, saga_id, steps);
-    sgw_produce(sgw.topic_cmd, saga_id, msg, strlen(msg));
+    /* Signed by a producer: a saga with an approval gate must be. */
+    sgw_produce_signed("shop", 0, saga_id, msg, strlen(msg));
     free(msg);
 }
 

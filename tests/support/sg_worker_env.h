@@ -66,6 +66,12 @@ typedef struct sgw_world_s {
     char db[128], dsn[512], dir[64], registry[128];
     char rt_dsn[600], op_dsn[600], op_env[640];
     char topic_cmd[128], topic_ev[128], topic_dlq[128], group[128];
+    char keyring[128];
+    struct {
+        const char *name;
+        unsigned char priv[32];
+        char path[160];
+    } principals[6];
     char envbuf[SGW_MAX_ENV][640];
     const char *env[SGW_MAX_ENV + 1];
     size_t nenv;
@@ -138,6 +144,19 @@ void sgw_touch(const char *dir, const char *name);
 int sgw_crash_until_terminal(const char *saga_id, int max_crashes);
 
 void sgw_produce(const char *topic, const char *key, const void *payload, size_t len);
+/* The same, signed (header sagad-auth) by a principal of the test keyring
+ * (sgw_setup writes it; SAGAD_SECURITY_KEYRING names it):
+ *   shop           submit
+ *   agent          submit, approve, cancel
+ *   finance:bob    approve, cancel
+ *   ann            approve, cancel
+ *   support:alice  cancel
+ *   limited        approve, of tool noop only
+ * ts_skew_s moves the signature's time (0: now). */
+void sgw_produce_signed(const char *principal, int64_t ts_skew_s, const char *key,
+                        const void *payload, size_t len);
+/* The private key file of a test principal, for `sagactl --key`. */
+const char *sgw_key_path(const char *principal);
 /* An internal command as sagad sends it: through the outbox and the relay,
  * which signs it. */
 void sgw_send_internal(const char *key, const char *payload);

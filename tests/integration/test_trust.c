@@ -1,0 +1,219 @@
+/* The trust boundary (issue 36 items 1 and 2) against the real worker and
+ * relay, on a broker without ACLs: whatever a producer can write to the
+ * commands topic, it can only start sagas its keyring entry allows and
+ * decide nothing unless signed by a principal with the role, never its own
+ * approvals.  Forged internal commands are dead-lettered unacted on; the
+ * downstream (the builtin ledger, which counts every call by key) receives
+ * nothing it should not have. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sagad/sg_sign.h"
+#include "../support/sg_test.h"
+#include "../support/sg_worker_env.h"
+
+TestSuite(trust, .init = sgw_setup, .fini = sgw_teardown, .timeout = 150);
+
+#define GATED_TOOLS                                                                                \
+    "\"bank.charge\": {\"adapter\": \"builtin\", \"target\": \"ledger\", \"side_effect\": "        \
+    "\"reversible\", \"compensation\": \"ledger\", \"approval\": \"required\"}"
+
+/* reserve, the gated charge, ship: the checkout of the issue's attack. */
+#define CHECKOUT                                                                                   \
+    "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"             \
+    " {\"name\": \"charge\", \"tool\": \"bank.charge\", \"args\": {\"amount\": 5000}},"            \
+    " {\"name\": \"ship\", \"tool\": \"ledger\", \"args\": {\"n\": 2}}]"
+
+static void step_command(char *out, size_t size, const char *type, const char *saga_id, int step)
+{
+    snprintf(out, size,
+             "{\"v\": 1, \"type\": \"%s\", \"id\": \"forged-%s-%d\", \"saga_id\": \"%s\", "
+             "\"step\": %d, \"attempt\": 1, \"generation\": 1}",
+             type, type, step, saga_id, step);
+}
+
+static void decision(char *out, size_t size, const char *type, const char *saga_id,
+                     const char *id, const char *by)
+{
+    snprintf(out, size,
+             "{\"v\": 1, \"type\": \"%s\", \"id\": \"%s\", \"saga_id\": \"%s\", \"step\": "
+             "\"charge\", \"by\": \"%s\", \"reason\": \"looks fine\"}",
+             type, id, saga_id, by);
+}
+
+static long long ledger_calls(const char *key)
+{
+    return sgw_q_int("SELECT coalesce(sum(calls), 0) FROM builtin_ledger WHERE key = '%s'", key);
+}
+
+/* The attack of the issue: with the charge waiting for its approval, a
+ * producer sends step.execute of the shipment, and every other internal
+ * command, unsigned or with a made-up signature.  None is acted on: each
+ * is dead-lettered input.command.unauthenticated; nothing shipped, the
+ * gate still waits, and the approved saga then completes as it should. */
+Test(trust, forged_internal_commands_are_dead_lettered_and_never_acted_on)
+{
+    static const char bad_mac[] =
+        "v1.k1.0000000000000000000000000000000000000000000000000000000000000000";
+    sg_kafka_header_t forged = {SG_MAC_HEADER, bad_mac, sizeof(bad_mac) - 1};
+    sg_kafka_header_t unknown = {SG_MAC_HEADER,
+                                 "v1.k9.00000000000000000000000000000000000000000000000000000000000"
+                                 "00000",
+                                 70};
+    char msg[512], text[512];
+
+    sgw_pair_start(GATED_TOOLS, 1, NULL);
+    sgw_submit("forge-1", CHECKOUT);
+    sgw_event_wait("forge-1", "step.approval_requested");
+
+    step_command(msg, sizeof(msg), "step.execute", "forge-1", 2);
+    sgw_produce(sgw.topic_cmd, "forge-1", msg, strlen(msg)); /* unsigned */
+    step_command(msg, sizeof(msg), "step.compensate", "forge-1", 0);
+    sgw_produce_headers(sgw.topic_cmd, "forge-1", msg, strlen(msg), &forged, 1);
+    snprintf(msg, sizeof(msg),
+             "{\"v\": 1, \"type\": \"step.approval_timeout\", \"id\": \"forged-gate\", "
+             "\"saga_id\": \"forge-1\", \"step\": 1, \"generation\": 1}");
+    sgw_produce_headers(sgw.topic_cmd, "forge-1", msg, strlen(msg), &unknown, 1);
+    snprintf(msg, sizeof(msg),
+             "{\"v\": 1, \"type\": \"saga.release\", \"id\": \"forged-release\", \"saga_id\": "
+             "\"forge-1\", \"generation\": 1}");
+    sgw_produce(sgw.topic_cmd, "forge-1", msg, strlen(msg));
+    sgw_wait_int(4, "SELECT count(*) FROM dead_letters WHERE error_code = "
+                    "'input.command.unauthenticated'");
+
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(status, ',' ORDER BY idx) FROM steps"),
+                     "succeeded,awaiting_approval,pending", "nothing moved");
+    cr_expect_eq(ledger_calls("forge-1:2:f:g1"), 0, "nothing was shipped");
+    cr_expect_eq(ledger_calls("forge-1:0:c:g1"), 0, "the reservation was not undone");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx <> 0"), 0);
+    cr_expect(strstr(sgw_q_text(text, sizeof(text),
+                                "SELECT message FROM dead_letters WHERE convert_from(payload, "
+                                "'UTF8') LIKE '%%step.execute%%' LIMIT 1"),
+                     "only sagad-relay may publish") != NULL,
+              "%s", text);
+
+    /* The gate is intact: approved by another principal, the saga ends. */
+    decision(msg, sizeof(msg), "saga.approve", "forge-1", "ok-1", "finance:bob");
+    sgw_produce_signed("finance:bob", 0, "forge-1", msg, strlen(msg));
+    sgw_wait_status("forge-1", "completed");
+    sgw_pair_stop();
+    cr_expect_eq(ledger_calls("forge-1:1:f:g1"), 1, "the charge, once, approved");
+    cr_expect_eq(ledger_calls("forge-1:2:f:g1"), 1, "shipped once, after the charge");
+}
+
+/* Controls that are not signed, signed wrongly, too old, by a principal
+ * without the role, or by the submitter are refused, each answered with
+ * its reason and recorded; the gate waits on.  Then the approver decides
+ * and saga_controls, the events and `sagactl show` name both principals. */
+Test(trust, unsigned_forbidden_and_self_approvals_are_refused_with_their_reason)
+{
+    static const char *const want[] = {"auth.unsigned",   "auth.bad_signature", "auth.expired",
+                                       "auth.forbidden",  "auth.forbidden",     "auth.self_approval",
+                                       "auth.unsigned"};
+    char msg[512], other[512], text[1024];
+    const char *show[] = {"show", "self-1", NULL};
+    sg_kafka_header_t h;
+    char *auth, *out = NULL, *err = NULL;
+    const sg_json_t *ev;
+    sg_err_t e;
+    int rc;
+
+    sgw_pair_start(GATED_TOOLS, 1, NULL);
+    /* Submitted by agent, which may approve too: but not its own saga. */
+    snprintf(msg, sizeof(msg),
+             "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-self-1\", \"saga_id\": "
+             "\"self-1\", \"name\": \"test\", \"steps\": %s}",
+             CHECKOUT);
+    sgw_produce_signed("agent", 0, "self-1", msg, strlen(msg));
+    ev = sgw_event_wait("self-1", "saga.accepted");
+    cr_expect_str_eq(sgw_jstr(ev, "submitted_by"), "agent");
+    sgw_event_wait("self-1", "step.approval_requested");
+
+    decision(msg, sizeof(msg), "saga.approve", "self-1", "c1", "finance:bob");
+    sgw_produce(sgw.topic_cmd, "self-1", msg, strlen(msg)); /* 1: unsigned */
+    /* 2: signed over other bytes than those sent */
+    decision(other, sizeof(other), "saga.approve", "self-1", "c2", "finance:bob");
+    auth = sg_auth_sign(sgw.principals[2].priv, "finance:bob", "k1", (int64_t)time(NULL), "self-1",
+                        6, msg, strlen(msg), &e);
+    cr_assert_not_null(auth);
+    h = (sg_kafka_header_t){SG_AUTH_HEADER, auth, strlen(auth)};
+    sgw_produce_headers(sgw.topic_cmd, "self-1", other, strlen(other), &h, 1);
+    free(auth);
+    decision(msg, sizeof(msg), "saga.approve", "self-1", "c3", "finance:bob");
+    sgw_produce_signed("finance:bob", -7200, "self-1", msg, strlen(msg)); /* 3: two hours old */
+    decision(msg, sizeof(msg), "saga.approve", "self-1", "c4", "support:alice");
+    sgw_produce_signed("support:alice", 0, "self-1", msg, strlen(msg)); /* 4: no approve role */
+    decision(msg, sizeof(msg), "saga.approve", "self-1", "c5", "limited");
+    sgw_produce_signed("limited", 0, "self-1", msg, strlen(msg)); /* 5: not this tool */
+    decision(msg, sizeof(msg), "saga.approve", "self-1", "c6", "agent");
+    sgw_produce_signed("agent", 0, "self-1", msg, strlen(msg)); /* 6: four eyes */
+    snprintf(msg, sizeof(msg),
+             "{\"v\": 1, \"type\": \"saga.cancel\", \"id\": \"c7\", \"saga_id\": \"self-1\", "
+             "\"by\": \"anyone\", \"reason\": \"because\"}");
+    sgw_produce(sgw.topic_cmd, "self-1", msg, strlen(msg)); /* 7: unsigned cancel */
+    sgw_wait_int(7, "SELECT count(*) FROM saga_controls WHERE outcome = 'refused'");
+    for (int i = 0; i < 7; i++) {
+        char id[8];
+        snprintf(id, sizeof(id), "c%d", i + 1);
+        cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                    "SELECT error_code FROM saga_controls WHERE command_id = '%s'",
+                                    id),
+                         want[i], "control %s", id);
+    }
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text), "SELECT status FROM steps WHERE idx = 1"),
+                     "awaiting_approval", "no refused control decided the gate");
+    cr_expect_eq(ledger_calls("self-1:1:f:g1"), 0, "the charge waits");
+    ev = sgw_event_wait("self-1", "saga.command_refused");
+    cr_expect_str_eq(sgw_jstr(ev, "error_code"), "auth.unsigned");
+
+    decision(msg, sizeof(msg), "saga.approve", "self-1", "c8", "finance:bob");
+    sgw_produce_signed("finance:bob", 0, "self-1", msg, strlen(msg));
+    sgw_wait_status("self-1", "completed");
+    ev = sgw_event_wait("self-1", "step.approved");
+    cr_expect_str_eq(sgw_jstr(ev, "principal"), "finance:bob");
+    rc = sgt_run("sagactl", show, sgw.env, &out, &err);
+    sgw_pair_stop();
+
+    cr_expect_eq(ledger_calls("self-1:1:f:g1"), 1, "charged once");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT submitted_by || '|' || (SELECT principal FROM "
+                                "saga_controls WHERE outcome = 'accepted') FROM sagas"),
+                     "agent|finance:bob");
+    cr_expect_eq(rc, 0, "%s%s", out, err);
+    cr_expect(strstr(out, "submitted by agent") != NULL, "sagactl show names the submitter:\n%s",
+              out);
+    cr_expect(strstr(out, "finance:bob (verified)") != NULL,
+              "sagactl show names the approver:\n%s", out);
+    free(out);
+    free(err);
+}
+
+/* A saga with an approval gate submitted unsigned is rejected: four eyes
+ * needs its submitter.  One without a gate still runs unsigned. */
+Test(trust, a_gated_saga_must_be_signed_by_its_submitter)
+{
+    char msg[512];
+    const sg_json_t *ev;
+
+    sgw_pair_start(GATED_TOOLS, 1, NULL);
+    snprintf(msg, sizeof(msg),
+             "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-u\", \"saga_id\": \"unsig-1\", "
+             "\"name\": \"test\", \"steps\": %s}",
+             CHECKOUT);
+    sgw_produce(sgw.topic_cmd, "unsig-1", msg, strlen(msg));
+    snprintf(msg, sizeof(msg),
+             "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-p\", \"saga_id\": \"plain-1\", "
+             "\"name\": \"test\", \"steps\": [{\"name\": \"a\", \"tool\": \"ledger\"}]}");
+    sgw_produce(sgw.topic_cmd, "plain-1", msg, strlen(msg));
+    ev = sgw_event_wait("unsig-1", "saga.rejected");
+    sgw_wait_status("plain-1", "completed");
+    sgw_pair_stop();
+
+    cr_expect_str_eq(sgw_jstr(ev, "error_code"), "auth.unsigned");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM sagas WHERE saga_id = 'unsig-1'"), 0);
+    cr_expect_eq(ledger_calls("unsig-1:0:f:g1"), 0, "nothing of it ran");
+}
