@@ -39,7 +39,7 @@ except ImportError:  # pragma: no cover - install.sh provides it
     sys.exit("k8s-check: kubernetes-validate is missing: run tests/k8s/install.sh")
 
 SAGAD_PROGS = ("sagad-worker", "sagad-relay", "dlq-tool")
-CRD_GROUPS = ("keda.sh/", "monitoring.coreos.com/")
+CRD_GROUPS = ("keda.sh/", "monitoring.coreos.com/", "kafka.strimzi.io/")
 KAFKA_CLOSE_BOUND_MS = 10000
 TOOL_TIMEOUT_DEFAULT_MS = 30000  # schemas/tool-registry.schema.json
 
