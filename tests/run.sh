@@ -4,8 +4,9 @@
 #   tests/run.sh [--only-integration] BUILD_DIR...
 #
 # Unit tests run first (no services).  Integration tests need the private
-# PostgreSQL of deploy/local, a Kafka of their own (below) and the Jaeger of
-# deploy/local/jaeger.sh (the tracing tests read their traces back from
+# PostgreSQL of deploy/local, a Kafka of their own (below), a second one
+# with SASL/SCRAM and ACLs (test_acl.c; tests/services.sh) and the Jaeger
+# of deploy/local/jaeger.sh (the tracing tests read their traces back from
 # it): they are started when not running and stopped again at the end only
 # if this script started them, so a developer's running services are left
 # as they were.
@@ -75,6 +76,7 @@ fi
 # shellcheck source=tests/services.sh
 . tests/services.sh
 sagad_services_up
+sagad_acl_kafka_up
 
 for b in "$@"; do
     echo "== integration tests ($b)"

@@ -3,6 +3,7 @@
 # runs, tests and benchmarks of sagad.
 #
 #   deploy/local/kafka.sh start|stop|status|bootstrap
+#   deploy/local/kafka.sh client-config PRINCIPAL
 #
 # The broker jars come from Maven Central (deploy/local/kafka/pom.xml), since
 # the Apache download site is not reachable from our machines. Everything it
@@ -15,12 +16,31 @@
 # every command of that instance:
 #   SAGAD_LOCAL_KAFKA_DIR=.run/faults/kafka SAGAD_LOCAL_KAFKA_PORT=29092 \
 #   SAGAD_LOCAL_KAFKA_CONTROLLER_PORT=29093 deploy/local/kafka.sh start
+#
+# SAGAD_LOCAL_KAFKA_AUTH=scram makes a broker with authentication and ACLs,
+# as production runs it (docs/OPERATIONS.md, "Kafka principals"): the
+# client listener takes SASL_PLAINTEXT with SCRAM-SHA-512 only, KRaft's
+# StandardAuthorizer refuses what no ACL allows, and one SCRAM user per
+# component (worker, relay, producer, operator, keda, and the super user
+# admin) is written into the metadata when the storage is formatted.  On
+# first start it creates the topics and grants each principal its ACLs.
+# Unset (or "none"), the broker is PLAINTEXT and open, as before.  A data
+# directory formatted in one mode refuses to start in the other.
+# `client-config PRINCIPAL` prints that principal's librdkafka properties
+# (key=value lines; kcat -F reads them, sagad takes them as kafka.KEY).
 set -euo pipefail
 
 script_dir=$(dirname "$(realpath "${BASH_SOURCE[0]}")")
 # shellcheck source=deploy/local/common.sh
 . "$script_dir/common.sh"
-local_init kafka.sh "start|stop|status|bootstrap" "$@"
+# client-config takes the principal as a second word; local_init checks
+# the verb alone.
+principal=
+if [[ ${1:-} == client-config && $# -eq 2 ]]; then
+    principal=$2
+    set -- "$1"
+fi
+local_init kafka.sh "start|stop|status|bootstrap|client-config" "$@"
 repo=$(realpath "$script_dir/../..")
 pom="$script_dir/kafka/pom.xml"
 # Made absolute here, so a relative SAGAD_LOCAL_KAFKA_DIR names the same
@@ -52,6 +72,28 @@ if ((port == cport)); then
     exit 2
 fi
 
+auth=${SAGAD_LOCAL_KAFKA_AUTH:-none}
+case "$auth" in
+    none | scram) ;;
+    *)
+        echo "kafka.sh: SAGAD_LOCAL_KAFKA_AUTH must be none or scram, got '$auth'" >&2
+        exit 2
+        ;;
+esac
+auth_marker="$data/sagad-auth"
+# The principals of the scram broker.  Their passwords are fixed, like
+# pg.sh's roles': the broker binds 127.0.0.1 only, and tests and scripts
+# must know them without reading a file of the broker's.
+principals="admin worker relay producer operator keda"
+scram_mechanism=SCRAM-SHA-512
+# The topics of sagad's default config, and sagad.internal, which carries
+# the relay's step commands (only the relay may write it).
+topic_commands=sagad.commands
+topic_internal=sagad.internal
+topic_events=sagad.events
+topic_dlq=sagad.dlq
+worker_group=sagad-worker
+
 log_tail() {
     local f
     for f in "$@"; do
@@ -75,11 +117,30 @@ broker_pid() {
     echo "$pid"
 }
 
-# Port of the PLAINTEXT listener the running broker was started with.
+# Port of the client listener the running broker was started with.
 running_port() {
     local p
-    p=$(sed -n 's/^advertised\.listeners=PLAINTEXT:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$props" 2>/dev/null)
+    p=$(sed -n 's/^advertised\.listeners=[A-Z_]*:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$props" 2>/dev/null)
     echo "${p:-$port}"
+}
+
+# The password of a principal of the scram broker; exits 2 for a name
+# that is not one.
+password_of() {
+    [[ " $principals " == *" $1 "* ]] ||
+        { echo "kafka.sh: no principal '$1' (one of: $principals)" >&2; exit 2; }
+    echo "$1-local-pw"
+}
+
+# The librdkafka properties of principal $2 on this broker at port $1, one
+# key=value a line (kcat -F reads them).
+client_props() {
+    echo "bootstrap.servers=127.0.0.1:$1"
+    [[ $auth == scram ]] || return 0
+    echo "security.protocol=SASL_PLAINTEXT"
+    echo "sasl.mechanisms=$scram_mechanism"
+    echo "sasl.username=$2"
+    echo "sasl.password=$(password_of "$2")"
 }
 
 ensure_libs() {
@@ -100,6 +161,42 @@ ensure_libs() {
     touch "$libs_marker"
 }
 
+# The listeners, and with auth=scram the SASL and authorizer settings.
+listener_config() {
+    local admin_pw
+    if [[ $auth == none ]]; then
+        cat <<EOF
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+EOF
+        return 0
+    fi
+    admin_pw=$(password_of admin)
+    # The controller listener authenticates too (no anonymous super user):
+    # with PLAIN, since SCRAM credentials live in the metadata log that the
+    # controller serves, and KRaft does not take SCRAM there.  The broker
+    # half of this node logs in to both listeners as admin.
+    cat <<EOF
+listeners=SASL_PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=SASL_PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=SASL_PLAINTEXT
+listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT
+listener.name.sasl_plaintext.sasl.enabled.mechanisms=$scram_mechanism
+sasl.mechanism.inter.broker.protocol=$scram_mechanism
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="$admin_pw";
+listener.name.controller.sasl.enabled.mechanisms=PLAIN
+sasl.mechanism.controller.protocol=PLAIN
+listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="$admin_pw" user_admin="$admin_pw";
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:admin
+allow.everyone.if.no.acl.found=false
+EOF
+}
+
 write_config() {
     # Rewritten on every start so port changes apply; the data dir keeps the
     # cluster id, so this is safe for an already formatted node.
@@ -108,11 +205,7 @@ write_config() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
-controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+$(listener_config)
 log.dirs=$data
 num.partitions=1
 default.replication.factor=1
@@ -160,13 +253,95 @@ java_cmd() {
 format_storage() {
     local id
     [[ -f $data/meta.properties ]] && return 0
-    echo "kafka.sh: formatting KRaft storage in $data"
+    # StorageTool's --add-scram (KIP-900) writes each principal's SCRAM
+    # credential into the metadata, there before any client connects.
+    echo "kafka.sh: formatting KRaft storage in $data (auth $auth)"
     mkdir -p "$data"
     id=$(java_cmd -Xmx256m kafka.tools.StorageTool random-uuid 2>>"$logs/format.log") ||
         { log_tail "$logs/format.log"; die "StorageTool random-uuid failed"; }
-    java_cmd -Xmx256m kafka.tools.StorageTool format -t "$id" -c "$props" \
+    local scram=() p
+    if [[ $auth == scram ]]; then
+        for p in $principals; do
+            scram+=(--add-scram "$scram_mechanism=[name=$p,password=$(password_of "$p")]")
+        done
+    fi
+    java_cmd -Xmx256m kafka.tools.StorageTool format -t "$id" -c "$props" "${scram[@]}" \
         >>"$logs/format.log" 2>&1 ||
         { log_tail "$logs/format.log"; die "StorageTool format failed"; }
+    echo "$auth" >"$auth_marker"
+}
+
+# A data directory keeps the mode it was formatted in (its SCRAM users, or
+# none); one made before the marker existed is a broker without auth.
+check_auth_mode() {
+    local had=none
+    [[ -f $data/meta.properties ]] || return 0
+    [[ -f $auth_marker ]] && had=$(<"$auth_marker")
+    [[ $had == "$auth" ]] ||
+        die "$data was formatted with SAGAD_LOCAL_KAFKA_AUTH=$had, not $auth: start it so, or stop it and remove $data"
+}
+
+# kcat as principal $1 (ignored without auth) on our port.
+kcat_as() {
+    local who=$1 conf
+    shift
+    conf=$(client_props "$port" "$who")
+    kcat -F <(echo "$conf") "$@"
+}
+
+# kafka-acls.sh: the AclCommand of the broker's jar, as admin.
+acls() {
+    java_cmd -Xmx128m -XX:TieredStopAtLevel=1 kafka.admin.AclCommand \
+        --bootstrap-server "127.0.0.1:$port" --command-config "$run_dir/admin.properties" "$@" \
+        >>"$logs/setup.log" 2>&1 ||
+        { log_tail "$logs/setup.log"; die "kafka-acls $* failed"; }
+}
+
+# The scram broker's topics and ACLs, once per formatted data directory
+# (both live in the metadata log).  Each principal gets what its component
+# does, and no more (docs/OPERATIONS.md, "Kafka principals"):
+#   worker    reads commands and internal in its group; never produces
+#             (topics are created by admin, here or with sagad-worker topics)
+#   relay     writes the four topics (idempotent: Write implies it)
+#   producer  writes commands only; reads events in groups app.* and
+#             sagactl-* (sagactl submit --wait)
+#   operator  reads dlq and events in groups sagactl-* and dlq-tool-*
+#   keda      describes the worker group and the commands topic (lag)
+setup_scram() {
+    local done_marker=$data/sagad-acls-1 t
+    [[ $auth == scram && ! -f $done_marker ]] || return 0
+    echo "kafka.sh: creating topics and granting ACLs"
+    local admin_pw
+    admin_pw=$(password_of admin)
+    cat >"$run_dir/admin.properties" <<EOF
+security.protocol=SASL_PLAINTEXT
+sasl.mechanism=$scram_mechanism
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="$admin_pw";
+EOF
+    # The assembled broker has no kafka-topics (kafka-tools is not among
+    # its jars): admin's metadata request for a missing topic creates it
+    # with the broker's defaults, as only a principal allowed Create can.
+    for t in "$topic_commands" "$topic_internal" "$topic_events" "$topic_dlq"; do
+        kcat_as admin -L -t "$t" -X allow.auto.create.topics=true -m 10 >/dev/null 2>>"$logs/setup.log" ||
+            die "cannot create topic $t"
+    done
+    acls --add --allow-principal User:worker --operation Read --operation Describe \
+        --topic "$topic_commands" --topic "$topic_internal" --group "$worker_group"
+    acls --add --allow-principal User:relay --operation Write --operation Describe \
+        --topic "$topic_commands" --topic "$topic_internal" --topic "$topic_events" --topic "$topic_dlq"
+    acls --add --allow-principal User:producer --operation Write --operation Describe \
+        --topic "$topic_commands"
+    acls --add --allow-principal User:producer --operation Read --operation Describe \
+        --topic "$topic_events"
+    acls --add --allow-principal User:producer --operation Read \
+        --resource-pattern-type prefixed --group app. --group sagactl-
+    acls --add --allow-principal User:operator --operation Read --operation Describe \
+        --topic "$topic_dlq" --topic "$topic_events"
+    acls --add --allow-principal User:operator --operation Read \
+        --resource-pattern-type prefixed --group sagactl- --group dlq-tool-
+    acls --add --allow-principal User:keda --operation Describe \
+        --topic "$topic_commands" --group "$worker_group"
+    touch "$done_marker"
 }
 
 port_busy() {
@@ -178,7 +353,7 @@ port_busy() {
 ready() {
     local meta
     grep -q 'Kafka Server started' "$logs/server.log" 2>/dev/null || return 1
-    meta=$(kcat -b "127.0.0.1:$port" -L -m 5 2>/dev/null) || return 1
+    meta=$(kcat_as admin -L -m 5 2>/dev/null) || return 1
     [[ $meta == *"broker 1 at 127.0.0.1:$port"* ]]
 }
 
@@ -199,6 +374,7 @@ do_start() {
         fi
     done
     ensure_libs
+    check_auth_mode
     write_config
     format_storage
 
@@ -229,7 +405,8 @@ do_start() {
         fi
         sleep 0.5
     done
-    echo "kafka.sh: started (pid $pid, bootstrap 127.0.0.1:$port, ready in $((SECONDS - t0))s)"
+    setup_scram
+    echo "kafka.sh: started (pid $pid, bootstrap 127.0.0.1:$port, auth $auth, ready in $((SECONDS - t0))s)"
 }
 
 do_stop() {
@@ -274,9 +451,23 @@ do_bootstrap() {
     echo "127.0.0.1:$p"
 }
 
+# The librdkafka properties of a principal; without auth only the
+# bootstrap (every principal is anonymous there).
+do_client_config() {
+    local p=$port
+    [[ -n $principal ]] || { echo "usage: kafka.sh client-config PRINCIPAL" >&2; exit 2; }
+    password_of "$principal" >/dev/null
+    # A formatted broker answers in the mode it was made in, whatever the
+    # environment says now.
+    [[ -f $auth_marker ]] && auth=$(<"$auth_marker")
+    if broker_pid >/dev/null; then p=$(running_port); fi
+    client_props "$p" "$principal"
+}
+
 case "$cmd" in
     start) local_lock "$run_dir/kafka.lock" 300; do_start ;;
     stop) local_lock "$run_dir/kafka.lock" 300; do_stop ;;
     status) do_status ;;
     bootstrap) do_bootstrap ;;
+    client-config) do_client_config ;;
 esac

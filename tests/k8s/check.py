@@ -39,7 +39,7 @@ except ImportError:  # pragma: no cover - install.sh provides it
     sys.exit("k8s-check: kubernetes-validate is missing: run tests/k8s/install.sh")
 
 SAGAD_PROGS = ("sagad-worker", "sagad-relay", "dlq-tool")
-CRD_GROUPS = ("keda.sh/", "monitoring.coreos.com/")
+CRD_GROUPS = ("keda.sh/", "monitoring.coreos.com/", "kafka.strimzi.io/")
 KAFKA_CLOSE_BOUND_MS = 10000
 TOOL_TIMEOUT_DEFAULT_MS = 30000  # schemas/tool-registry.schema.json
 
@@ -374,6 +374,88 @@ def check_dashboards(render):
     return names
 
 
+# What a principal may be granted when its component only reads (worker)
+# or only looks (KEDA): none of these.
+KAFKA_WRITE_OPS = {"Write", "Create", "Delete", "Alter", "AlterConfigs", "ClusterAction",
+                   "IdempotentWrite", "All"}
+INTERNAL_TOPIC = "sagad.internal"
+
+
+def kafka_password_secret(obj):
+    """The Secret of a Deployment's SAGAD_KAFKA_SASL_PASSWORD, or of a KEDA
+    TriggerAuthentication's password; None without one."""
+    if obj["kind"] == "TriggerAuthentication":
+        return next((r["name"] for r in obj["spec"].get("secretTargetRef", [])
+                     if r["parameter"] == "password"), None)
+    for c in obj["spec"]["template"]["spec"]["containers"]:
+        for e in c.get("env", []):
+            if e["name"] == "SAGAD_KAFKA_SASL_PASSWORD":
+                return e.get("valueFrom", {}).get("secretKeyRef", {}).get("name")
+    return None
+
+
+def allowed_ops(user):
+    acls = user["spec"].get("authorization", {}).get("acls", [])
+    return [(a["resource"], set(a["operations"])) for a in acls if a.get("type", "allow") == "allow"]
+
+
+def names_topic(resource, topic):
+    name = resource.get("name", "")
+    if resource["type"] != "topic":
+        return False
+    return name == "*" or name == topic or (resource.get("patternType") == "prefix"
+                                            and topic.startswith(name))
+
+
+def check_principals(render):
+    """With Strimzi KafkaUsers: the worker, the relay and KEDA each log in as
+    a KafkaUser of their own (its password is their Secret's), the worker's
+    and KEDA's write nothing, KEDA's only describes, and only the relay's
+    writes sagad.internal (docs/OPERATIONS.md, "Kafka principals")."""
+    kafka_users = render.find("KafkaUser")
+    if not kafka_users:
+        return
+    users = {}  # password Secret -> KafkaUser; one with a generated password has none
+    for u in kafka_users:
+        ref = (u["spec"].get("authentication", {}).get("password", {})
+               .get("valueFrom", {}).get("secretKeyRef", {}))
+        if ref.get("name"):
+            users[ref["name"]] = u
+    holders = [(f"Deployment {d['metadata']['name']}", d["metadata"]["name"], kafka_password_secret(d))
+               for d in render.find("Deployment")]
+    holders += [(f"TriggerAuthentication {t['metadata']['name']}", "keda", kafka_password_secret(t))
+                for t in render.find("TriggerAuthentication")]
+    relay_user = None
+    seen = {}
+    for what, component, secret in holders:
+        where = f"{render.path}: {what}"
+        user = users.get(secret) if secret else None
+        if user is None:
+            problem(where, f"its Kafka password Secret {secret} is no KafkaUser's")
+            continue
+        name = user["metadata"]["name"]
+        if name in seen:
+            problem(where, f"shares the KafkaUser {name} with {seen[name]}")
+        seen[name] = what
+        ops = set().union(*(o for _, o in allowed_ops(user)))
+        if component == "sagad-relay":
+            relay_user = name
+        if component in ("sagad-worker", "keda") and ops & KAFKA_WRITE_OPS:
+            problem(where, f"KafkaUser {name} may {', '.join(sorted(ops & KAFKA_WRITE_OPS))}, "
+                           "which its component never does")
+        if component == "keda" and ops - {"Describe"}:
+            problem(where, f"KafkaUser {name} may {', '.join(sorted(ops - {'Describe'}))}; "
+                           "lag needs Describe only")
+    for u in kafka_users:
+        name = u["metadata"]["name"]
+        if name == relay_user:
+            continue
+        for resource, ops in allowed_ops(u):
+            if names_topic(resource, INTERNAL_TOPIC) and ops & {"Write", "All"}:
+                problem(f"{render.path}: KafkaUser {name}",
+                        f"may write {INTERNAL_TOPIC}, which only the relay writes")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default="bin")
@@ -406,6 +488,7 @@ def main():
         if not any(k == "Deployment" for k, _ in seen):
             problem(path, "no sagad Deployment found")
         check_scaling(args, render, seen)
+        check_principals(render)
         metrics |= check_alerts(render)
         dashboards |= check_dashboards(render)
     if problem.count:

@@ -42,6 +42,11 @@ const char *sgt_kafka(void)
     return env_or_fail("SAGAD_TEST_KAFKA");
 }
 
+const char *sgt_kafka_acl_dir(void)
+{
+    return env_or_fail("SAGAD_TEST_KAFKA_ACL");
+}
+
 const char *sgt_bin_dir(void)
 {
     const char *v = getenv("SAGAD_TEST_BIN_DIR");

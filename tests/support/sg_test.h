@@ -12,6 +12,12 @@
 const char *sgt_pg_url(void);
 const char *sgt_kafka(void);
 
+/* The directory of the SASL/SCRAM broker's client configs
+ * (SAGAD_TEST_KAFKA_ACL): one PRINCIPAL.properties a principal, written by
+ * tests/run.sh with `deploy/local/kafka.sh client-config`; the test fails
+ * when it is not set. */
+const char *sgt_kafka_acl_dir(void);
+
 /* Directory of the binaries under test (SAGAD_TEST_BIN_DIR, default bin). */
 const char *sgt_bin_dir(void);
 
