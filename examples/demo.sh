@@ -86,6 +86,34 @@ bin/sagad-worker migrate
 bin/sagad-worker topics --partitions 3
 bin/sagad-worker check-registry >/dev/null
 
+# Who may do what (docs/ARCHITECTURE.md, "Trust boundary"): two
+# principals, each with its own Ed25519 key, made once by `sagactl keys
+# new`: shop submits sagas (sagactl signs with it by default, ctl.key),
+# finance:demo approves and cancels.  The worker reads the keyring.
+echo
+echo "== keys and keyring ($run/keys, $run/keyring.json)"
+mkdir -p "$run/keys"
+chmod 700 "$run/keys"
+[ -f "$run/keys/shop.key" ] || bin/sagactl keys new --principal shop --out "$run/keys/shop.key" >/dev/null 2>&1
+[ -f "$run/keys/approver.key" ] ||
+    bin/sagactl keys new --principal finance:demo --out "$run/keys/approver.key" >/dev/null 2>&1
+python3 - "$run" <<'PY'
+import json, subprocess, sys
+run = sys.argv[1]
+def pub(name):
+    out = subprocess.run(["bin/sagactl", "keys", "show", "--json", f"{run}/keys/{name}.key"],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+shop, appr = pub("shop"), pub("approver")
+ring = {"v": 1, "principals": {
+    shop["principal"]: {"keys": {shop["key_id"]: shop["public_key"]}, "roles": ["submit"]},
+    appr["principal"]: {"keys": {appr["key_id"]: appr["public_key"]},
+                        "roles": ["approve", "cancel"]}}}
+json.dump(ring, open(f"{run}/keyring.json", "w"), indent=2)
+print("  shop (submit), finance:demo (approve, cancel)")
+PY
+export SAGAD_SECURITY_KEYRING=$run/keyring.json SAGAD_CTL_KEY=$run/keys/shop.key
+
 echo
 echo "== checkout-svc on $checkout (log: $run/checkout.log): shipping 503 twice, payment 429 once"
 stop_bg
@@ -159,18 +187,30 @@ echo "\$ sagactl submit examples/sagas/checkout-approval.json   (as saga $high; 
 with_id examples/sagas/checkout-approval.json "$high" | bin/sagactl submit -
 wait_step "$high" charge awaiting_approval
 echo "  step charge is awaiting_approval (step.approval_requested carries the packet)"
-echo "\$ sagactl approve $high charge --by demo --reason \"known customer\" --wait"
-bin/sagactl approve "$high" charge --by demo --reason "known customer" --wait
+# Four eyes: shop submitted it, so shop's approval is refused.
+echo "\$ sagactl approve $high charge --by shop --reason \"my own order\" --wait   (signed by shop)"
+rc=0
+bin/sagactl approve "$high" charge --by shop --reason "my own order" --wait || rc=$?
+if [ "$rc" != 1 ]; then
+    echo "demo: approving with the submitter's key exited $rc, not 1 (refused); see $run/worker.log" >&2
+    exit 1
+fi
+echo "  (exit 1: refused, auth.self_approval; the charge still waits)"
+echo "\$ sagactl approve $high charge --key $run/keys/approver.key --by demo --reason \"known customer\" --wait"
+bin/sagactl approve "$high" charge --key "$run/keys/approver.key" --by demo --reason "known customer" --wait
 wait_step "$high" ship succeeded
 echo "  (the charge ran, then the shipment: saga $(bin/sagactl status "$high" --json |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])'))"
+echo "\$ sagactl show $high | grep verified   (who submitted, who decided)"
+bin/sagactl show "$high" | grep verified
 echo
 echo "\$ sagactl submit examples/sagas/checkout-approval.json   (as saga $high-withdrawn)"
 with_id examples/sagas/checkout-approval.json "$high-withdrawn" | bin/sagactl submit -
 wait_step "$high-withdrawn" charge awaiting_approval
-echo "\$ sagactl cancel $high-withdrawn --by demo --reason \"customer withdrew the order\" --wait"
+echo "\$ sagactl cancel $high-withdrawn --key $run/keys/approver.key --by demo --reason \"customer withdrew the order\" --wait"
 rc=0
-bin/sagactl cancel "$high-withdrawn" --by demo --reason "customer withdrew the order" --wait || rc=$?
+bin/sagactl cancel "$high-withdrawn" --key "$run/keys/approver.key" --by demo \
+    --reason "customer withdrew the order" --wait || rc=$?
 if [ "$rc" != 0 ]; then
     echo "demo: sagactl cancel exited $rc, not 0; see $run/worker.log" >&2
     exit 1
