@@ -205,6 +205,10 @@ $$;
 REVOKE EXECUTE ON FUNCTION sagad_retention_sagas(float8, bigint),
                            sagad_retention_dead_letters(float8, bigint) FROM PUBLIC;
 
+-- 0017's trigger function was left executable by every login; it runs
+-- only as a trigger, on replays rows the owner's sagad_dlq_replay writes.
+REVOKE EXECUTE ON FUNCTION sagad_replay_group_members() FROM PUBLIC;
+
 -- ---- grants ----------------------------------------------------------
 
 -- The roles of 0016 (sagad_grant_roles, which migrate calls every time),

@@ -446,11 +446,26 @@ Test(roles, the_reader_role_reads_with_sagactl_and_writes_nothing)
         "SELECT * FROM consumer_offsets",
     };
     const char *rd[] = {rd_env, "SAGAD_PG_STRICT_ROLES=on", NULL};
-    char *out = NULL, *err = NULL;
+    char *out = NULL, *err = NULL, text[512];
 
     role_dsns();
     ledger_rows();
     expect_denied("reader role", rd_dsn, denied, sizeof(denied) / sizeof(denied[0]));
+    /* Nothing else, as the catalog says: no right but SELECT on a table or
+     * a sequence, no SECURITY DEFINER function but the lock report. */
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT coalesce(string_agg(c.relname, ' '), 'none') FROM pg_class "
+                                "c WHERE c.relnamespace = current_schema()::regnamespace AND "
+                                "((c.relkind IN ('r', 'p') AND has_table_privilege('sagad_reader', "
+                                "c.oid, 'INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')) "
+                                "OR (c.relkind = 'S' AND has_sequence_privilege('sagad_reader', "
+                                "c.oid, 'USAGE, UPDATE')))"),
+                     "none");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(p.proname, ' ') FROM pg_proc p WHERE "
+                                "p.pronamespace = current_schema()::regnamespace AND p.prosecdef "
+                                "AND has_function_privilege('sagad_reader', p.oid, 'EXECUTE')"),
+                     "sagad_relay_locks");
     cr_expect_eq(run_with("sagactl", ARGS("list"), rd, &out, &err), 0, "%s", err);
     cr_expect(strstr(out, "led") != NULL, "%s", out);
     free(out);
