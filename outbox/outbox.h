@@ -6,13 +6,12 @@
 
 #include "sagad/sg_cli.h"
 
-/* Advisory lock of shard n: OUTBOX_LOCK_BASE + n, held by the session of
- * the active relay for that shard. */
-#define OUTBOX_LOCK_BASE 0x5a6ad0020000LL
-
-/* Advisory lock of the janitor, held by the janitor session of the one
- * relay that removes expired rows (outbox_janitor.c). */
-#define OUTBOX_JANITOR_LOCK 0x5a6ad0030000LL
+/* The schema the relay needs: 0021 has the functions its shard and janitor
+ * locks are taken through (sagad_relay_try_lock, sagad_janitor_try_lock;
+ * their keys are the database's own, schemas/sql/0021_least_privilege.sql),
+ * 0022 the quarantine of rows the broker refuses, 0023 the internal keys it
+ * signs with (schemas/sql/0023_trust.sql). */
+#define OUTBOX_SCHEMA_VERSION 23
 
 typedef struct outbox_janitor_s outbox_janitor_t;
 

@@ -4,8 +4,8 @@
  *
  * It runs in a thread of every relay, on a session of its own, so its
  * batches never hold up publishing.  One relay of the database is the
- * janitor at a time: the one whose janitor session holds OUTBOX_JANITOR_LOCK
- * (the shards' scheme; the server drops the lock with the session, so a
+ * janitor at a time: the one whose janitor session holds its advisory lock
+ * (sagad_janitor_try_lock(), the shards' scheme; the server drops the lock with the session, so a
  * standby takes over).  Why here and not a CronJob: docs/OPERATIONS.md,
  * "Retention". */
 #include <pthread.h>
@@ -73,12 +73,11 @@ static void janitor_fail(outbox_janitor_t *j, const char *what, const sg_err_t *
 /* 1 when the lock is ours, 0 when another janitor holds it. */
 static int janitor_try_lock(outbox_janitor_t *j, sg_err_t *err)
 {
-    const char *p[] = {SG_PG_INT(OUTBOX_JANITOR_LOCK)};
     sg_pg_res_t *res = NULL;
     const char *got;
     int mine;
 
-    if (sg_pg_exec(j->pg, "SELECT pg_try_advisory_lock($1::bigint)", 1, p, &res, err) < 0)
+    if (sg_pg_exec(j->pg, "SELECT sagad_janitor_try_lock()", 0, NULL, &res, err) < 0)
         return -1;
     got = sg_pg_res_get(res, 0, 0);
     mine = got && strcmp(got, "t") == 0;

@@ -2,7 +2,8 @@
  *
  *   CONNECTING -> STANDBY -> ACTIVE -> (error) BACKOFF -> CONNECTING/ACTIVE
  *
- * STANDBY tries the advisory lock of every shard; the session that holds a
+ * STANDBY tries the advisory lock of every shard (sagad_relay_try_lock, the
+ * runtime role's: schemas/sql/0021_least_privilege.sql); the session that holds a
  * shard's lock is its only publisher, and the server drops the lock when
  * that session dies, so a standby takes over within relay.standby_poll_ms.
  * ACTIVE publishes rows whose transaction is older than every running one,
@@ -189,14 +190,15 @@ static int step_connect(outbox_relay_t *r, sg_err_t *err)
     if (sg_migrate_current(r->pg, &version, err) < 0)
         return -1;
     sg_health_set(SG_CHECK_PG, true, NULL);
-    sg_health_set(SG_CHECK_SCHEMA, version >= 2,
-                  "database schema is at version %d, the relay needs 2: run `sagad-relay migrate`",
-                  version);
-    if (version < 2)
+    sg_health_set(SG_CHECK_SCHEMA, version >= OUTBOX_SCHEMA_VERSION,
+                  "database schema is at version %d, the relay needs %d: run `sagad-relay "
+                  "migrate`",
+                  version, OUTBOX_SCHEMA_VERSION);
+    if (version < OUTBOX_SCHEMA_VERSION)
         return sg_err_set(err, SG_ERRCLASS_PERMANENT, "runtime.schema.old",
-                          "database schema is at version %d, the relay needs 2: run "
+                          "database schema is at version %d, the relay needs %d: run "
                           "`sagad-relay migrate`",
-                          version);
+                          version, OUTBOX_SCHEMA_VERSION);
     if (load_keys(r, err) < 0)
         return -1;
     if (query(r, "SELECT shards FROM relay_settings", 0, NULL, &res, err) < 0)
@@ -266,12 +268,12 @@ static int load_cursor(outbox_relay_t *r, sg_err_t *err)
 static int step_standby(outbox_relay_t *r, sg_err_t *err)
 {
     for (int s = 0; s < r->nshards; s++) {
-        const char *p[] = {SG_PG_INT(OUTBOX_LOCK_BASE + s)};
+        const char *p[] = {SG_PG_INT(s)};
         sg_pg_res_t *res = NULL;
         const char *got;
         bool mine;
 
-        if (query(r, "SELECT pg_try_advisory_lock($1::bigint)", 1, p, &res, err) < 0)
+        if (query(r, "SELECT sagad_relay_try_lock($1::integer)", 1, p, &res, err) < 0)
             return -1;
         got = sg_pg_res_get(res, 0, 0);
         mine = got && strcmp(got, "t") == 0;
@@ -728,12 +730,12 @@ static int step_active(outbox_relay_t *r, sg_err_t *err)
 
 static void release(outbox_relay_t *r)
 {
-    const char *p[] = {SG_PG_INT(OUTBOX_LOCK_BASE + r->shard)};
+    const char *p[] = {r->shard_text};
     sg_err_t err;
 
     if (!r->pg || r->shard < 0)
         return;
-    if (query(r, "SELECT pg_advisory_unlock($1::bigint)", 1, p, NULL, &err) < 0)
+    if (query(r, "SELECT sagad_relay_unlock($1::integer)", 1, p, NULL, &err) < 0)
         sg_log_kv(SG_LOG_WARN, "cannot release the shard lock (the server drops it on close)",
                   "error", err.message, NULL);
     hide_shard(r);

@@ -13,16 +13,12 @@ static const char status_sql[] =
     " coalesce((SELECT round(extract(epoch FROM now() - min(o.created_at))::numeric, 1)::text"
     "           FROM outbox o WHERE o.shard = s.shard), '-'),"
     " coalesce(c.xmin_blocked_ms, 0)::text,"
-    " CASE WHEN EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted"
-    "   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-    "   AND ((l.classid::bigint << 32) | l.objid::bigint) = $1::bigint + s.shard)"
-    "   THEN 'held' ELSE 'FREE' END"
-    " FROM generate_series(0, (SELECT shards FROM relay_settings) - 1) AS s(shard)"
+    " CASE WHEN s.held THEN 'held' ELSE 'FREE' END"
+    " FROM sagad_relay_locks() AS s"
     " LEFT JOIN relay_cursors c ON c.shard = s.shard ORDER BY s.shard";
 
 int outbox_cmd_status(sg_cli_t *cli, int argc, char **argv)
 {
-    const char *p[] = {SG_PG_INT(OUTBOX_LOCK_BASE)};
     sg_pg_opts_t opts;
     sg_pg_res_t *res = NULL;
     sg_pg_t *pg;
@@ -36,7 +32,7 @@ int outbox_cmd_status(sg_cli_t *cli, int argc, char **argv)
         fprintf(stderr, "%s status: %s\n", cli->prog, err.message);
         return SG_EXIT_INFRA;
     }
-    if (sg_pg_exec(pg, status_sql, 1, p, &res, &err) < 0) {
+    if (sg_pg_exec(pg, status_sql, 0, NULL, &res, &err) < 0) {
         fprintf(stderr, "%s status: %s (has `sagad-relay migrate` run?)\n", cli->prog, err.message);
         sg_pg_destroy(pg);
         return SG_EXIT_INFRA;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Private PostgreSQL 15 cluster for local runs, tests and benchmarks of sagad.
 #
-#   deploy/local/pg.sh start|stop|status|url|url-runtime|url-operator
+#   deploy/local/pg.sh start|stop|status|url|url-runtime|url-operator|url-reader|url-stranger
 #
 # The cluster lives under ${SAGAD_LOCAL_PG_DIR:-<repo>/.run/pg} (or, when the
 # postgres user cannot reach that directory, under /var/tmp/sagad-pg-<hash>
@@ -18,7 +18,7 @@ set -euo pipefail
 script_dir=$(dirname "$(realpath "${BASH_SOURCE[0]}")")
 # shellcheck source=deploy/local/common.sh
 . "$script_dir/common.sh"
-local_init pg.sh "start|stop|status|url|url-runtime|url-operator" "$@"
+local_init pg.sh "start|stop|status|url|url-runtime|url-operator|url-reader|url-stranger" "$@"
 repo=$(realpath "$script_dir/../..")
 # link: where the cluster directory (or the symlink to it) is; run_dir: its
 # parent, which holds the start/stop lock <name>.lock. Made absolute before
@@ -199,13 +199,18 @@ BEGIN
   ALTER ROLE sagad PASSWORD 'sagad-local-pw';
   -- The roles of production (schemas/sql/0013_roles.sql, docs/OPERATIONS.md
   -- "Database roles"): sagad above owns the schema and runs migrate;
-  -- sagad_app (worker, relay) and sagad_op (dlq-tool) log in as members of
-  -- the group roles the migrations grant to.
+  -- sagad_app (worker, relay), sagad_op (dlq-tool) and sagad_ro (sagactl's
+  -- reads, dashboards) log in as members of the group roles the migrations
+  -- grant to; sagad_stranger is a login of none of them (the tests check
+  -- what a foreign login of the database cannot do).
   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sagad_runtime') THEN
     CREATE ROLE sagad_runtime NOLOGIN;
   END IF;
   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sagad_operator') THEN
     CREATE ROLE sagad_operator NOLOGIN;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sagad_reader') THEN
+    CREATE ROLE sagad_reader NOLOGIN;
   END IF;
   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sagad_app') THEN
     CREATE ROLE sagad_app LOGIN IN ROLE sagad_runtime;
@@ -213,8 +218,16 @@ BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sagad_op') THEN
     CREATE ROLE sagad_op LOGIN IN ROLE sagad_operator;
   END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sagad_ro') THEN
+    CREATE ROLE sagad_ro LOGIN IN ROLE sagad_reader;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sagad_stranger') THEN
+    CREATE ROLE sagad_stranger LOGIN;
+  END IF;
   ALTER ROLE sagad_app PASSWORD 'app-local-pw';
   ALTER ROLE sagad_op PASSWORD 'op-local-pw';
+  ALTER ROLE sagad_ro PASSWORD 'ro-local-pw';
+  ALTER ROLE sagad_stranger PASSWORD 'stranger-local-pw';
 END
 $$;
 EOF
@@ -303,7 +316,9 @@ do_status() {
 }
 
 # url: the owner (migrate, and the tests' own setup); url-runtime: the
-# worker's and relay's role; url-operator: dlq-tool's.
+# worker's and relay's role; url-operator: dlq-tool's; url-reader: the
+# read-only role's (sagactl list/status/show, dashboards); url-stranger: a
+# login of no sagad role.
 do_url() {
     local running p=$port user=$1
     # A running cluster's own port wins over the environment's.
@@ -318,4 +333,6 @@ case "$cmd" in
     url) do_url sagad:sagad-local-pw ;;
     url-runtime) do_url sagad_app:app-local-pw ;;
     url-operator) do_url sagad_op:op-local-pw ;;
+    url-reader) do_url sagad_ro:ro-local-pw ;;
+    url-stranger) do_url sagad_stranger:stranger-local-pw ;;
 esac

@@ -69,31 +69,17 @@ static void pause_ms(int64_t ms, volatile sig_atomic_t *run)
     }
 }
 
-/* One batch of finished sagas no dead letter names, with their steps and
- * attempts, in one statement (one short transaction).  SKIP LOCKED: a saga
- * a worker or dlq-tool holds is left for the next batch. */
-static const char sql_sagas[] =
-    "WITH s AS (SELECT saga_id FROM sagas "
-    "WHERE status IN ('completed', 'compensated', 'failed', 'cancelled') "
-    "AND updated_at < now() - make_interval(secs => $1::float8) "
-    "AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.saga_id = sagas.saga_id) "
-    "LIMIT $2::bigint FOR UPDATE SKIP LOCKED), "
-    "a AS (DELETE FROM attempts WHERE saga_id IN (SELECT saga_id FROM s) RETURNING 1), "
-    "t AS (DELETE FROM steps WHERE saga_id IN (SELECT saga_id FROM s) RETURNING 1), "
-    "g AS (DELETE FROM sagas WHERE saga_id IN (SELECT saga_id FROM s) RETURNING 1) "
-    "SELECT (SELECT count(*) FROM g), (SELECT count(*) FROM t), (SELECT count(*) FROM a)";
+/* One batch of finished sagas no dead letter names, with their steps,
+ * attempts and control history; one batch of handled dead letters with
+ * their replays and revisions.  Both delete through functions of the
+ * owner (schemas/sql/0021_least_privilege.sql): the runtime role may not
+ * delete those rows itself (the operator's ledgers are append-only for
+ * it), only as retention's rule allows.  SKIP LOCKED inside: a saga a
+ * worker holds, or a dead letter dlq-tool holds, waits for the next batch. */
+static const char sql_sagas[] = "SELECT sagas, steps, attempts FROM sagad_retention_sagas($1, $2)";
 
-/* One batch of handled dead letters with their replays and revisions.
- * `status <> 'pending'` is the predicate of the index dead_letters_resolved. */
 static const char sql_dead_letters[] =
-    "WITH d AS (SELECT id FROM dead_letters WHERE status <> 'pending' "
-    "AND resolved_at < now() - make_interval(secs => $1::float8) "
-    "LIMIT $2::bigint FOR UPDATE SKIP LOCKED), "
-    "r AS (DELETE FROM replays WHERE dead_letter_id IN (SELECT id FROM d) RETURNING 1), "
-    "v AS (DELETE FROM dead_letter_revisions WHERE dead_letter_id IN (SELECT id FROM d) "
-    "RETURNING 1), "
-    "x AS (DELETE FROM dead_letters WHERE id IN (SELECT id FROM d) RETURNING 1) "
-    "SELECT (SELECT count(*) FROM x), (SELECT count(*) FROM r), (SELECT count(*) FROM v)";
+    "SELECT dead_letters, replays, revisions FROM sagad_retention_dead_letters($1, $2)";
 
 static const char sql_ledger[] =
     "WITH b AS (DELETE FROM builtin_ledger WHERE key IN (SELECT key FROM builtin_ledger "

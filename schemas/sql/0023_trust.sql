@@ -66,30 +66,58 @@ ALTER TABLE sagas ADD COLUMN submitted_by text;
 -- command declared in "by").
 ALTER TABLE saga_controls ADD COLUMN principal text;
 
--- The roles of 0013 as 0016 left them, and the internal keys: sagad_runtime
--- reads them; sagad_operator, which reads every other table, does not.
+-- The roles as 0021 and 0022 left them, and the internal keys: sagad_runtime
+-- reads them; sagad_operator, which reads every other table, does not; nor
+-- does sagad_reader, which reads only what it is granted by name.
 CREATE OR REPLACE FUNCTION sagad_grant_roles() RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     s text := quote_ident(current_schema());
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sagad_runtime') THEN
         EXECUTE format('GRANT USAGE ON SCHEMA %s TO sagad_runtime', s);
-        GRANT SELECT, INSERT, UPDATE, DELETE ON sagas, steps, attempts, outbox, timers,
-            consumer_offsets, relay_cursors, dead_letters, builtin_ledger TO sagad_runtime;
-        GRANT SELECT, DELETE ON replays, dead_letter_revisions TO sagad_runtime;
-        GRANT SELECT, INSERT, DELETE ON saga_controls TO sagad_runtime;
-        GRANT SELECT ON relay_settings, sagad_schema_migrations TO sagad_runtime;
+        -- worker: sagas, steps, attempts, outbox, timers, offsets, dead
+        -- letters, the builtin ledger, the control history; relay: outbox,
+        -- timers, cursors; the janitor: the ledger's rows past their
+        -- horizon (directly), the rest through sagad_retention_*.
+        GRANT SELECT, INSERT, UPDATE, DELETE ON outbox, timers, consumer_offsets, relay_cursors,
+            builtin_ledger TO sagad_runtime;
+        GRANT SELECT, INSERT, UPDATE ON sagas, steps, attempts, dead_letters TO sagad_runtime;
+        GRANT SELECT, INSERT ON saga_controls TO sagad_runtime;
+        GRANT SELECT ON replays, dead_letter_revisions, relay_settings, sagad_schema_migrations
+            TO sagad_runtime;
+        -- 0022: the relay moves refused rows aside.
+        GRANT SELECT, INSERT ON outbox_quarantine TO sagad_runtime;
+        -- 0023: worker and relay read the internal keys.
         GRANT SELECT ON internal_keys TO sagad_runtime;
+        REVOKE DELETE, TRUNCATE ON sagas, steps, attempts, dead_letters FROM sagad_runtime;
+        REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON replays, dead_letter_revisions
+            FROM sagad_runtime;
+        REVOKE UPDATE, DELETE, TRUNCATE ON saga_controls FROM sagad_runtime;
         EXECUTE format('GRANT USAGE ON ALL SEQUENCES IN SCHEMA %s TO sagad_runtime', s);
+        GRANT EXECUTE ON FUNCTION sagad_relay_try_lock(integer), sagad_relay_unlock(integer),
+                                  sagad_janitor_try_lock(), sagad_relay_locks(),
+                                  sagad_retention_sagas(float8, bigint),
+                                  sagad_retention_dead_letters(float8, bigint) TO sagad_runtime;
     END IF;
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sagad_operator') THEN
         EXECUTE format('GRANT USAGE ON SCHEMA %s TO sagad_operator', s);
         EXECUTE format('GRANT SELECT ON ALL TABLES IN SCHEMA %s TO sagad_operator', s);
-        REVOKE ALL ON internal_keys FROM sagad_operator;
+        REVOKE ALL ON sagad_lock_salt, internal_keys FROM sagad_operator;
         GRANT EXECUTE ON FUNCTION
             sagad_dlq_replay(bigint, text, text, boolean, boolean, text, text),
             sagad_dlq_discard(bigint, text, text),
-            sagad_dlq_edit(bigint, text, text, text) TO sagad_operator;
+            sagad_dlq_edit(bigint, text, text, text),
+            sagad_relay_locks(),
+            sagad_outbox_republish(bigint, text),
+            sagad_outbox_drop(bigint, text) TO sagad_operator;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sagad_reader') THEN
+        EXECUTE format('GRANT USAGE ON SCHEMA %s TO sagad_reader', s);
+        -- sagactl list, status, show (the timeline); sagad-relay status.
+        GRANT SELECT ON sagas, steps, attempts, saga_controls, dead_letters, replays,
+            dead_letter_revisions, outbox, relay_cursors, relay_settings,
+            sagad_schema_migrations TO sagad_reader;
+        GRANT EXECUTE ON FUNCTION sagad_relay_locks() TO sagad_reader;
     END IF;
 END $$;
 SELECT sagad_grant_roles();

@@ -231,7 +231,7 @@ Test(migrate, worker_refuses_a_schema_older_than_it_needs)
     cr_assert_eq(sgt_run("sagad-worker", margs, env, NULL, NULL), 0);
     pg = sgt_db_connect(dsn);
     /* As a database migrated by the release before 0014 (results flow,
-     * unknown outcomes; the worker needs 0020, pg_temp searched last)
+     * unknown outcomes; the worker needs 0021, least privilege finished)
      * looks. */
     cr_assert_eq(sg_pg_exec(pg, "DELETE FROM sagad_schema_migrations WHERE version >= 14", 0, NULL,
                             NULL, &e),

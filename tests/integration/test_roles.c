@@ -1,8 +1,10 @@
-/* Database roles as in production (schemas/sql/0013_roles.sql, the roles
- * deploy/local/pg.sh creates): the owner migrates, the runtime role runs
- * the worker, the relay and the janitor and cannot change the schema, the
- * operator role runs dlq-tool, whose ledger records session_user beside the
- * declared operator; pg.strict_roles refuses a role that may do more. */
+/* Database roles as in production (schemas/sql/0013_roles.sql and 0021,
+ * the roles deploy/local/pg.sh creates): the owner migrates, the runtime
+ * role runs the worker, the relay and the janitor and cannot change the
+ * schema nor the operator's ledgers, the operator role runs dlq-tool, whose
+ * ledger records session_user beside the declared operator, the reader
+ * role reads; a login of no sagad role cannot take sagad's locks;
+ * pg.strict_roles refuses a role that may do more. */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -17,12 +19,16 @@
 
 TestSuite(roles, .init = sgw_setup, .fini = sgw_teardown);
 
-static char rt_dsn[600], op_dsn[600], rt_env[640], op_env[640], owner_env[640];
+static char rt_dsn[600], op_dsn[600], rd_dsn[600], st_dsn[600], rt_env[640], op_env[640],
+    rd_env[640], owner_env[640];
 
 static void role_dsns(void)
 {
     sgt_role_dsn(rt_dsn, sizeof(rt_dsn), sgw.dsn, "runtime");
     sgt_role_dsn(op_dsn, sizeof(op_dsn), sgw.dsn, "operator");
+    sgt_role_dsn(rd_dsn, sizeof(rd_dsn), sgw.dsn, "reader");
+    sgt_role_dsn(st_dsn, sizeof(st_dsn), sgw.dsn, "stranger");
+    snprintf(rd_env, sizeof(rd_env), "SAGAD_PG_DSN=%s", rd_dsn);
     snprintf(rt_env, sizeof(rt_env), "SAGAD_PG_DSN=%s", rt_dsn);
     snprintf(op_env, sizeof(op_env), "SAGAD_PG_DSN=%s", op_dsn);
     snprintf(owner_env, sizeof(owner_env), "SAGAD_PG_DSN=%s", sgw.dsn);
@@ -77,8 +83,8 @@ Test(roles, the_runtime_role_cannot_alter_drop_truncate_or_create)
                          "INSERT INTO sagas (saga_id, name, definition) VALUES ('r', 'n', '{}')",
                          &err),
                  0, "%s", err.message);
-    cr_expect_eq(exec_as(rt_dsn, "DELETE FROM sagas WHERE saga_id = 'r'", &err), 0, "%s",
-                 err.message);
+    cr_expect_eq(exec_as(rt_dsn, "UPDATE sagas SET status = 'held' WHERE saga_id = 'r'", &err), 0,
+                 "%s", err.message);
     /* The operator role reads, and writes nothing directly. */
     cr_expect_eq(exec_as(op_dsn, "SELECT count(*) FROM dead_letters", &err), 0, "%s", err.message);
     cr_expect_eq(exec_as(op_dsn, "UPDATE dead_letters SET status = 'discarded'", &err), -1);
@@ -282,4 +288,195 @@ Test(roles, a_revision_of_a_payload_is_a_json_object_in_sql_too)
     cr_expect_eq(sg_pg_exec(pg, sql, 0, NULL, NULL, &err), 0, "%s", err.message);
     sg_pg_destroy(pg);
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letter_revisions"), 1, "only the object");
+}
+
+/* Denied for the login of dsn: each statement fails with "permission
+ * denied". */
+static void expect_denied(const char *who, const char *dsn, const char *const *sql, size_t n)
+{
+    sg_err_t err;
+
+    for (size_t i = 0; i < n; i++) {
+        cr_expect_eq(exec_as(dsn, sql[i], &err), -1, "the %s may: %s", who, sql[i]);
+        cr_expect(strstr(err.message, "permission denied") != NULL, "%s: %s", sql[i], err.message);
+    }
+}
+
+/* A saga with a control row, a handled dead letter naming it with a
+ * revision and a replay, all older than any horizon (issue 36 item 5:
+ * the ledgers a runtime login must not rewrite). */
+static void ledger_rows(void)
+{
+    long long id;
+
+    sgt_query_intf(sgw.pg, "INSERT INTO sagas (saga_id, name, status, definition, updated_at) "
+                           "VALUES ('led', 'n', 'completed', '{}', now() - interval '2 hours') "
+                           "RETURNING 1");
+    sgt_query_intf(sgw.pg, "INSERT INTO saga_controls (saga_id, command, command_id, "
+                           "requested_by, reason, outcome) VALUES ('led', 'saga.cancel', 'c1', "
+                           "'alice', 'r', 'refused') RETURNING 1");
+    id = sgt_query_intf(sgw.pg, "INSERT INTO dead_letters (status, error_code, error_class, "
+                                "payload, resolved_at) VALUES ('discarded', 'x', 'poison', "
+                                "'{}', now() - interval '2 hours') RETURNING id");
+    sgt_query_intf(sgw.pg,
+                   "INSERT INTO dead_letter_revisions (dead_letter_id, revision, payload, "
+                   "operator, reason) VALUES (%lld, 1, '{}', 'alice', 'r') RETURNING 1",
+                   id);
+    sgt_query_intf(sgw.pg,
+                   "INSERT INTO replays (dead_letter_id, operator, reason, action, new_generation) "
+                   "VALUES (%lld, 'alice', 'r', 'resume', 2) RETURNING 1",
+                   id);
+}
+
+/* The operator's ledgers and the control history are append-only for the
+ * runtime role; deleting the saga (whose deletion cascades into its
+ * control history) is refused too; the janitor still removes them as
+ * retention's rule allows, through the owner's functions. */
+Test(roles, the_runtime_role_cannot_rewrite_the_ledgers_and_retention_still_removes_them)
+{
+    static const char *const denied[] = {
+        "DELETE FROM replays",
+        "UPDATE replays SET operator = 'mallory'",
+        "TRUNCATE replays",
+        "INSERT INTO replays (dead_letter_id, operator, reason, action, new_generation) SELECT id, "
+        "'m', 'r', 'resume', 9 FROM dead_letters",
+        "DELETE FROM dead_letter_revisions",
+        "UPDATE dead_letter_revisions SET operator = 'mallory'",
+        "TRUNCATE dead_letter_revisions",
+        "DELETE FROM saga_controls",
+        "UPDATE saga_controls SET requested_by = 'mallory'",
+        "TRUNCATE saga_controls",
+        "DELETE FROM sagas WHERE saga_id = 'led'",
+        "DELETE FROM dead_letters",
+        "DELETE FROM steps",
+        "DELETE FROM attempts",
+    };
+    sg_retention_opts_t opts = {60, 60, 100, 0, NULL};
+    int64_t removed[SG_RET__COUNT] = {0};
+    sg_pg_t *rt;
+    sg_err_t err;
+
+    role_dsns();
+    ledger_rows();
+    expect_denied("runtime role", rt_dsn, denied, sizeof(denied) / sizeof(denied[0]));
+    /* the worker writes the control history */
+    cr_expect_eq(exec_as(rt_dsn,
+                         "INSERT INTO saga_controls (saga_id, command, command_id, requested_by, "
+                         "reason, outcome) VALUES ('led', 'saga.approve', 'c2', 'bob', 'r', "
+                         "'refused')",
+                         &err),
+                 0, "%s", err.message);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM replays WHERE operator = 'alice'"), 1);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letter_revisions WHERE operator = 'alice'"),
+                 1);
+
+    rt = sgt_db_connect(rt_dsn);
+    cr_assert_eq(sg_retention_pass(rt, &opts, removed, &err), 0, "%s", err.message);
+    sg_pg_destroy(rt);
+    cr_expect_eq(removed[SG_RET_DEAD_LETTERS], 1);
+    cr_expect_eq(removed[SG_RET_REPLAYS], 1);
+    cr_expect_eq(removed[SG_RET_REVISIONS], 1);
+    cr_expect_eq(removed[SG_RET_SAGAS], 1);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM saga_controls"), 0, "gone with their saga");
+}
+
+/* Only the runtime role takes sagad's locks; their keys are the
+ * database's own, so a login that takes the fixed numbers of schema 20
+ * holds up nothing; a session of a role that could be a relay (of schema
+ * 20 during an upgrade) holding the fixed key keeps the shard from a
+ * relay of 21; one shard, one holder. */
+Test(roles, only_the_runtime_role_takes_the_locks_and_a_stranger_cannot_block_them)
+{
+    static const char *const calls[] = {
+        "SELECT sagad_relay_try_lock(0)", "SELECT sagad_relay_unlock(0)",
+        "SELECT sagad_janitor_try_lock()", "SELECT sagad_lock_key('relay', 0)",
+        "SELECT * FROM sagad_lock_salt"};
+    sg_pg_t *st, *rt, *rt2;
+    sg_err_t err;
+
+    role_dsns();
+    expect_denied("stranger", st_dsn, calls, sizeof(calls) / sizeof(calls[0]));
+    expect_denied("operator role", op_dsn, calls, sizeof(calls) / sizeof(calls[0]));
+    expect_denied("reader role", rd_dsn, calls, sizeof(calls) / sizeof(calls[0]));
+
+    /* A stranger holds the fixed keys of shard 0 and of the janitor. */
+    st = sgt_db_connect(st_dsn);
+    cr_assert_eq(sg_pg_exec(st,
+                            "SELECT pg_advisory_lock(x'5a6ad0020000'::bigint), "
+                            "pg_advisory_lock(x'5a6ad0030000'::bigint)",
+                            0, NULL, NULL, &err),
+                 0, "%s", err.message);
+    rt = sgt_db_connect(rt_dsn);
+    rt2 = sgt_db_connect(rt_dsn);
+    cr_expect_eq(sgt_query_int(rt, "SELECT sagad_relay_try_lock(0)::int"), 1,
+                 "a stranger's lock on the fixed key holds up no relay");
+    cr_expect_eq(sgt_query_int(rt, "SELECT sagad_janitor_try_lock()::int"), 1);
+    cr_expect_eq(sgt_query_int(rt2, "SELECT sagad_relay_try_lock(0)::int"), 0, "one holder");
+    cr_expect_eq(sgt_query_int(rt2, "SELECT sagad_janitor_try_lock()::int"), 0, "one janitor");
+    cr_expect_eq(sgt_query_int(rt2, "SELECT count(*) FROM sagad_relay_locks() WHERE held"), 1);
+    sg_pg_destroy(st);
+
+    /* rt2 as a relay of schema 20: the fixed key of shard 1 keeps it from
+     * rt; and what rt releases, rt2 takes. */
+    cr_assert_eq(sg_pg_exec(rt2, "SELECT pg_advisory_lock(x'5a6ad0020000'::bigint + 1)", 0, NULL,
+                            NULL, &err),
+                 0, "%s", err.message);
+    cr_expect_eq(sgt_query_int(rt, "SELECT sagad_relay_try_lock(1)::int"), 0,
+                 "a relay of schema 20 holds shard 1");
+    cr_expect_eq(sgt_query_int(rt, "SELECT sagad_relay_unlock(0)::int"), 1);
+    cr_expect_eq(sgt_query_int(rt2, "SELECT sagad_relay_try_lock(0)::int"), 1);
+    sg_pg_destroy(rt);
+    sg_pg_destroy(rt2);
+}
+
+/* The reader role runs sagactl's reads and writes nothing: no outbox row,
+ * no replay, no change of a saga. */
+Test(roles, the_reader_role_reads_with_sagactl_and_writes_nothing)
+{
+    static const char *const denied[] = {
+        "INSERT INTO outbox (topic, key, payload) VALUES ('t', 'k', 'x')",
+        "UPDATE sagas SET status = 'failed'",
+        "DELETE FROM sagas",
+        "INSERT INTO saga_controls (saga_id, command, command_id, requested_by, reason, outcome) "
+        "VALUES ('led', 'saga.cancel', 'c', 'm', 'r', 'accepted')",
+        "SELECT * FROM sagad_dlq_replay(1, 'm', 'r', true, true, 't', NULL)",
+        "SELECT sagad_dlq_discard(1, 'm', 'r')",
+        "SELECT sagad_dlq_edit(1, '{}', 'm', 'r')",
+        "SELECT * FROM sagad_retention_sagas(0, 100)",
+        "SELECT * FROM consumer_offsets",
+    };
+    const char *rd[] = {rd_env, "SAGAD_PG_STRICT_ROLES=on", NULL};
+    char *out = NULL, *err = NULL, text[512];
+
+    role_dsns();
+    ledger_rows();
+    expect_denied("reader role", rd_dsn, denied, sizeof(denied) / sizeof(denied[0]));
+    /* Nothing else, as the catalog says: no right but SELECT on a table or
+     * a sequence, no SECURITY DEFINER function but the lock report. */
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT coalesce(string_agg(c.relname, ' '), 'none') FROM pg_class "
+                                "c WHERE c.relnamespace = current_schema()::regnamespace AND "
+                                "((c.relkind IN ('r', 'p') AND has_table_privilege('sagad_reader', "
+                                "c.oid, 'INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')) "
+                                "OR (c.relkind = 'S' AND has_sequence_privilege('sagad_reader', "
+                                "c.oid, 'USAGE, UPDATE')))"),
+                     "none");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(p.proname, ' ') FROM pg_proc p WHERE "
+                                "p.pronamespace = current_schema()::regnamespace AND p.prosecdef "
+                                "AND has_function_privilege('sagad_reader', p.oid, 'EXECUTE')"),
+                     "sagad_relay_locks");
+    cr_expect_eq(run_with("sagactl", ARGS("list"), rd, &out, &err), 0, "%s", err);
+    cr_expect(strstr(out, "led") != NULL, "%s", out);
+    free(out);
+    free(err);
+    cr_expect_eq(run_with("sagactl", ARGS("status", "led"), rd, &out, &err), 0, "%s", err);
+    cr_expect(strstr(out, "completed") != NULL, "%s", out);
+    free(out);
+    free(err);
+    cr_expect_eq(run_with("sagactl", ARGS("show", "led"), rd, &out, &err), 0, "%s", err);
+    cr_expect(strstr(out, "saga.cancel") != NULL, "the control history: %s", out);
+    free(out);
+    free(err);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM outbox"), 0);
 }

@@ -108,8 +108,10 @@ void sgt_db_create(char *name, size_t name_size, char *dsn, size_t dsn_size)
 
 void sgt_role_dsn(char *out, size_t out_size, const char *dsn, const char *role)
 {
-    const char *var =
-        strcmp(role, "runtime") == 0 ? "SAGAD_TEST_PG_URL_RUNTIME" : "SAGAD_TEST_PG_URL_OPERATOR";
+    const char *var = strcmp(role, "runtime") == 0    ? "SAGAD_TEST_PG_URL_RUNTIME"
+                      : strcmp(role, "reader") == 0   ? "SAGAD_TEST_PG_URL_READER"
+                      : strcmp(role, "stranger") == 0 ? "SAGAD_TEST_PG_URL_STRANGER"
+                                                      : "SAGAD_TEST_PG_URL_OPERATOR";
     const char *url = getenv(var), *at = url ? strchr(url, '@') : NULL;
     const char *dat = strchr(dsn, '@');
 

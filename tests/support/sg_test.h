@@ -30,8 +30,10 @@ void sgt_db_create(char *name, size_t name_size, char *dsn, size_t dsn_size);
 void sgt_db_drop(const char *name);
 
 /* dsn (of sgt_db_create) with the login of a role of deploy/local/pg.sh:
- * "runtime" (SAGAD_TEST_PG_URL_RUNTIME) or "operator"
- * (SAGAD_TEST_PG_URL_OPERATOR); the test fails when the variable is unset. */
+ * "runtime" (SAGAD_TEST_PG_URL_RUNTIME), "operator"
+ * (SAGAD_TEST_PG_URL_OPERATOR), "reader" (SAGAD_TEST_PG_URL_READER) or
+ * "stranger", a login of no sagad role (SAGAD_TEST_PG_URL_STRANGER); the
+ * test fails when the variable is unset. */
 void sgt_role_dsn(char *out, size_t out_size, const char *dsn, const char *role);
 
 /* A connection to dsn (the test fails if it cannot be made); free it with

@@ -24,7 +24,7 @@
 #include "worker_loop_int.h"
 #include "../apply/worker_observe.h"
 
-#define WORKER_SCHEMA_VERSION 21   /* 0021: internal keys, submitted_by, control principals */
+#define WORKER_SCHEMA_VERSION 23   /* 0023: internal keys, submitted_by, control principals */
 #define HOUSEKEEPING_MS       1000 /* gauges, SIGHUP */
 #define PG_PING_MS            5000 /* an idle worker checks its session this often */
 
