@@ -24,7 +24,7 @@
 #include "worker_loop_int.h"
 #include "../apply/worker_observe.h"
 
-#define WORKER_SCHEMA_VERSION 20   /* 0020: SECURITY DEFINER functions search pg_temp last */
+#define WORKER_SCHEMA_VERSION 22   /* 0022: outbox_quarantine, dead-letter records within the cap */
 #define HOUSEKEEPING_MS       1000 /* gauges, SIGHUP */
 #define PG_PING_MS            5000 /* an idle worker checks its session this often */
 
