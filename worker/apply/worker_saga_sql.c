@@ -343,7 +343,7 @@ static void apply_dead_letter(worker_t *w, const worker_cmd_t *cmd, const worker
             SG_PG_INT(op->u.dead.generation),
             w->topic_dlq,
             op->u.dead.traceparent,
-            SG_PG_INT(w->limits.max_bytes),
+            SG_PG_INT(w->max_outgoing),
             op->u.dead.agent_action,
             op->u.dead.steps_at};
         send(w, sql, 24, params);
@@ -602,6 +602,7 @@ static void decide_apply(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, bo
         .hold_ms = w->hold_ms,
         .approval_timeout_ms = w->approval_timeout_ms,
         .event_result_max = w->event_result_max,
+        .max_outgoing = w->max_outgoing,
         .budget_ms = w->budget_ms,
         .retry = &w->retry,
         .comp_retry = &w->comp_retry,
