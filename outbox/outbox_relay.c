@@ -480,11 +480,10 @@ static void trace_batch(outbox_relay_t *r, const sg_pg_res_t *res, size_t n, uin
  * outbox_quarantine; the cursor move that follows deletes it from the
  * outbox.  A row quarantined before (the relay stopped before its cursor
  * moved) is left as it was. */
-static int quarantine_row(outbox_relay_t *r, const sg_pg_res_t *res, size_t i,
-                          const sg_err_t *why, sg_err_t *err)
+static int quarantine_row(outbox_relay_t *r, const sg_pg_res_t *res, size_t i, const sg_err_t *why,
+                          sg_err_t *err)
 {
-    const char *p[] = {r->shard_text, sg_pg_res_get(res, i, 0), why->code, why->message,
-                       r->holder};
+    const char *p[] = {r->shard_text, sg_pg_res_get(res, i, 0), why->code, why->message, r->holder};
     size_t key_len = 0;
     unsigned char *key = sg_pg_res_bytea(res, i, 3, &key_len);
     char *shown = key ? sg_text_visible_n(key, key_len, false) : NULL;

@@ -107,8 +107,8 @@ static void code_name(int code, char *ecode, size_t size)
 bool sg_kafka_err_refused(const sg_err_t *err)
 {
     static const rd_kafka_resp_err_t refused[] = {
-        RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE,    RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE,
-        RD_KAFKA_RESP_ERR_INVALID_RECORD,        RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE,
+        RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE,
+        RD_KAFKA_RESP_ERR_INVALID_RECORD,     RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE,
         RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION,
     };
     char ecode[64];
@@ -483,8 +483,8 @@ int sg_kafka_produce(sg_kafka_t *k, const char *topic, const void *key, size_t k
     rd_kafka_resp_err_t e;
 
     if (batch) {
-        slot = batch->slots && batch->next < batch->nslots ? &batch->slots[batch->next]
-                                                           : &batch->self;
+        slot =
+            batch->slots && batch->next < batch->nslots ? &batch->slots[batch->next] : &batch->self;
         batch->next++;
         memset(slot, 0, sizeof(*slot));
         slot->batch = batch;

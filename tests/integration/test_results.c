@@ -448,9 +448,9 @@ Test(results, an_output_over_the_cap_is_truncated_in_its_event_and_kept_whole)
     cut = truncated_field("big-out", "saga.completed", "output");
     cr_expect_gt(sgw_jint(cut, "bytes"), 1000001);
     cr_expect_str_eq(sgw_jstr(cut, "kept_in"), "sagas.output");
-    cr_expect(sg_json_is_null(sg_json_member(sgw_event_find("big-out", "saga.completed")->doc,
-                                             "output")),
-              "the output itself is left out");
+    cr_expect(
+        sg_json_is_null(sg_json_member(sgw_event_find("big-out", "saga.completed")->doc, "output")),
+        "the output itself is left out");
     cr_expect_str_eq(sgw_q_text(text, sizeof(text),
                                 "SELECT length(output->>'a') + length(output->>'b') FROM sagas "
                                 "WHERE saga_id = 'big-out'"),

@@ -302,6 +302,9 @@ static void apply_dead_letter(worker_t *w, const worker_cmd_t *cmd, const worker
     char *key64 = NULL, *payload64, *headers, *log, message[sizeof(err->message) + 80];
     bool st = op->u.dead.step >= 0;
     sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+    /* The record keeps to both limits: the producer's (max_outgoing) and
+     * the one every sagad message keeps to (limits.max_message_bytes). */
+    size_t dl_cap = w->max_outgoing < w->limits.max_bytes ? w->max_outgoing : w->limits.max_bytes;
 
     key = sg_kafka_msg_key(msg, &key_len);
     if (key)
@@ -343,7 +346,7 @@ static void apply_dead_letter(worker_t *w, const worker_cmd_t *cmd, const worker
             SG_PG_INT(op->u.dead.generation),
             w->topic_dlq,
             op->u.dead.traceparent,
-            SG_PG_INT(w->max_outgoing),
+            SG_PG_INT(dl_cap),
             op->u.dead.agent_action,
             op->u.dead.steps_at};
         send(w, sql, 24, params);

@@ -136,8 +136,8 @@ sg_json_t *worker_out_message_new(const char *type, const char *id, const char *
 /* Members a message is named by: never cut. */
 static bool envelope_member(const char *key)
 {
-    static const char *const keys[] = {"v", "type", "id", "saga_id", "seq", "time", "step",
-                                       "step_name", "attempt", "generation", NULL};
+    static const char *const keys[] = {"v",    "type",      "id",      "saga_id",    "seq", "time",
+                                       "step", "step_name", "attempt", "generation", NULL};
 
     for (int i = 0; keys[i]; i++)
         if (strcmp(key, keys[i]) == 0)
