@@ -205,7 +205,7 @@ static sg_json_t *array_prefix(const sg_json_t *arr, size_t budget, int64_t *dro
         size_t len = strlen(text) + 1;
 
         free(text);
-        if (used + len > budget)
+        if (used + len > budget && i > 0) /* the first stays: the list is never empty */
             break;
         used += len;
         sg_json_append(kept, sg_json_dup(item));
