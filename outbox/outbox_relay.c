@@ -630,7 +630,10 @@ static int publish_batch(outbox_relay_t *r, sg_err_t *err)
     if (n > 0 && advance_cursor(r, sg_pg_res_get(res, n - 1, 1), sg_pg_res_get(res, n - 1, 0),
                                 n - (size_t)refused, err) < 0)
         goto done;
-    r->solo_left = n > 0 ? r->solo_left - (int64_t)n : 0;
+    if (n == 0 || r->solo_left <= (int64_t)n)
+        r->solo_left = 0; /* the rows of the refused batch are all through */
+    else
+        r->solo_left -= (int64_t)n;
     if (r->otel)
         trace_batch(r, res, n, read_at);
     /* Insert to acknowledged publish: the row's age when read, plus the
