@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "outbox.h"
+#include "sagad/sg_alloc.h"
 #include "sagad/sg_health.h"
 #include "sagad/sg_http.h"
 #include "sagad/sg_json.h"
@@ -28,6 +29,7 @@
 #include "sagad/sg_otel.h"
 #include "sagad/sg_pg.h"
 #include "sagad/sg_run.h"
+#include "sagad/sg_text.h"
 #include "sagad/sg_trust.h"
 
 #define STATS_MS     5000 /* backlog, oldest row and due timers are counted this often */
@@ -60,6 +62,8 @@ typedef struct outbox_relay_s {
     sg_backoff_t backoff;
     sg_rng_t rng;
     sg_kafka_batch_t batch;
+    sg_kafka_slot_t *slots; /* batch_size of them: each row's delivery */
+    int64_t solo_left;      /* rows still to publish one at a time (see quarantine) */
     int64_t published;
     int64_t blocked_ms;
     bool blocked_warned;
@@ -517,14 +521,106 @@ static void trace_batch(outbox_relay_t *r, const sg_pg_res_t *res, size_t n, uin
     }
 }
 
+/* Copies row i, which Kafka refused for good (slot's err), into
+ * outbox_quarantine; the cursor move that follows deletes it from the
+ * outbox.  A row quarantined before (the relay stopped before its cursor
+ * moved) is left as it was. */
+static int quarantine_row(outbox_relay_t *r, const sg_pg_res_t *res, size_t i, const sg_err_t *why,
+                          sg_err_t *err)
+{
+    const char *p[] = {r->shard_text, sg_pg_res_get(res, i, 0), why->code, why->message, r->holder};
+    size_t key_len = 0;
+    unsigned char *key = sg_pg_res_bytea(res, i, 3, &key_len);
+    char *shown = key ? sg_text_visible_n(key, key_len, false) : NULL;
+    sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+
+    free(key);
+    if (query(r,
+              "INSERT INTO outbox_quarantine (outbox_id, tx, shard, topic, key, headers, payload, "
+              "created_at, error_code, error, holder) "
+              "SELECT id, tx, shard, topic, key, headers, payload, created_at, $3, $4, $5 "
+              "FROM outbox WHERE shard = $1 AND id = $2::bigint "
+              "ON CONFLICT (outbox_id) DO NOTHING",
+              5, p, NULL, err) < 0) {
+        free(shown);
+        return -1;
+    }
+    ctx.error_code = why->code;
+    ctx.saga_id = shown;
+    sg_log(SG_LOG_ERROR, &ctx,
+           "outbox row %s (topic %s, key %s, shard %s) refused by Kafka for good, moved to "
+           "outbox_quarantine; the shard goes on without it: %s",
+           sg_pg_res_get(res, i, 0), sg_pg_res_get(res, i, 2), shown ? shown : "(none)",
+           r->shard_text, why->message);
+    sg_metric_inc(SG_M_OUTBOX_QUARANTINED, SG_LABELS(why->code));
+    free(shown);
+    return 0;
+}
+
+/* After the batch settled: which of its n rows Kafka refused.  Returns
+ * the number refused for good (sg_kafka_err_refused), or -1 with err when
+ * some row failed in a way a retry may fix: the whole batch is then sent
+ * again, as before.  *reported: a refusal came by delivery report, where
+ * Kafka may have refused a whole request, innocent rows with the guilty. */
+static int refused_rows(outbox_relay_t *r, size_t n, bool *reported, sg_err_t *err)
+{
+    int refused = 0;
+
+    *reported = false;
+    for (size_t i = 0; i < n && i < r->batch.nslots; i++) {
+        const sg_kafka_slot_t *slot = &r->slots[i];
+
+        if (!slot->failed)
+            continue;
+        if (!sg_kafka_err_refused(&slot->err)) {
+            *err = slot->err;
+            sg_err_prefix(err, "%d of %zu messages not acknowledged; retrying from the cursor",
+                          r->batch.failed, n);
+            return -1;
+        }
+        refused++;
+        if (slot->reported)
+            *reported = true;
+    }
+    return refused;
+}
+
+/* Rows Kafka refused for good, among n read: quarantined when each is
+ * known to be refused for itself (refused at once, or alone in its
+ * batch).  A refusal by delivery report in a batch of several rows may
+ * have taken its neighbours along (the broker refuses a request whole):
+ * then the same rows are sent again one at a time (solo_left), and only
+ * the row refused alone is quarantined.  Returns 1 when the batch is to
+ * be read again that way, 0 when the cursor may move, -1 on error. */
+static int set_aside(outbox_relay_t *r, const sg_pg_res_t *res, size_t n, int refused,
+                     bool reported, sg_err_t *err)
+{
+    if (refused == 0)
+        return 0;
+    if (reported && n > 1) {
+        r->solo_left = (int64_t)n;
+        sg_log_kv(SG_LOG_WARN,
+                  "Kafka refused a batch's message for good: sending its rows one at a time "
+                  "to find which",
+                  "shard", r->shard_text, "rows", SG_PG_INT(n), NULL);
+        return 1;
+    }
+    for (size_t i = 0; i < n && i < r->batch.nslots; i++)
+        if (r->slots[i].failed && quarantine_row(r, res, i, &r->slots[i].err, err) < 0)
+            return -1;
+    return 0;
+}
+
 /* Reads and publishes one batch.  Returns rows published, -1 on error. */
 static int publish_batch(outbox_relay_t *r, sg_err_t *err)
 {
-    const char *p[] = {r->shard_text, r->cur_tx, SG_PG_INT(r->cur_id), SG_PG_INT(r->batch_size)};
+    int64_t limit = r->solo_left > 0 ? 1 : r->batch_size;
+    const char *p[] = {r->shard_text, r->cur_tx, SG_PG_INT(r->cur_id), SG_PG_INT(limit)};
     sg_pg_res_t *res = NULL;
     uint64_t read_at;
     size_t n;
-    int rc = -1;
+    int rc = -1, refused, aside;
+    bool reported;
 
     if (query(r,
               /* The text column is aliased: a bare `tx` in ORDER BY would
@@ -541,6 +637,8 @@ static int publish_batch(outbox_relay_t *r, sg_err_t *err)
         sg_log(SG_LOG_DEBUG, NULL, "batch of %zu rows after cursor %s/%lld, first %s/%s", n,
                r->cur_tx, (long long)r->cur_id, sg_pg_res_get(res, 0, 1), sg_pg_res_get(res, 0, 0));
     memset(&r->batch, 0, sizeof(r->batch));
+    r->batch.slots = r->slots;
+    r->batch.nslots = (size_t)r->batch_size;
     for (size_t i = 0; i < n; i++) {
         if (produce_row(r, res, i, err) < 0) {
             /* Queue full: serve reports and try the row again. */
@@ -549,6 +647,9 @@ static int publish_batch(outbox_relay_t *r, sg_err_t *err)
                 i--;
                 continue;
             }
+            /* Refused at once for good (its slot says why): the rest go on. */
+            if (sg_kafka_err_refused(err))
+                continue;
             await_acks(r);
             goto done;
         }
@@ -559,10 +660,11 @@ static int publish_batch(outbox_relay_t *r, sg_err_t *err)
         sg_err_set(err, SG_ERRCLASS_TRANSIENT, "relay.stopped", "stopped before the batch settled");
         goto done;
     }
-    if (r->batch.failed > 0) {
-        *err = r->batch.first_err;
-        sg_err_prefix(err, "%d of %zu messages not acknowledged; retrying from the cursor",
-                      r->batch.failed, n);
+    if ((refused = refused_rows(r, n, &reported, err)) < 0 ||
+        (aside = set_aside(r, res, n, refused, reported, err)) < 0)
+        goto done;
+    if (aside > 0) {
+        rc = 0;
         goto done;
     }
     if (n > 0 && r->failpoint_after_ack) {
@@ -570,9 +672,13 @@ static int publish_batch(outbox_relay_t *r, sg_err_t *err)
                   NULL);
         abort();
     }
-    if (n > 0 &&
-        advance_cursor(r, sg_pg_res_get(res, n - 1, 1), sg_pg_res_get(res, n - 1, 0), n, err) < 0)
+    if (n > 0 && advance_cursor(r, sg_pg_res_get(res, n - 1, 1), sg_pg_res_get(res, n - 1, 0),
+                                n - (size_t)refused, err) < 0)
         goto done;
+    if (n == 0 || r->solo_left <= (int64_t)n)
+        r->solo_left = 0; /* the rows of the refused batch are all through */
+    else
+        r->solo_left -= (int64_t)n;
     if (r->otel)
         trace_batch(r, res, n, read_at);
     /* Insert to acknowledged publish: the row's age when read, plus the
@@ -718,7 +824,7 @@ static int step_active(outbox_relay_t *r, sg_err_t *err)
     if (heartbeat(r, err) < 0)
         return -1;
     export_stats(r);
-    if (n >= r->batch_size || fired > 0 || !sg_run_running)
+    if (n >= r->batch_size || fired > 0 || r->solo_left > 0 || !sg_run_running)
         return 0;
     check_blocked(r);
     now = sg_run_now_ms();
@@ -848,6 +954,7 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
     sg_log_kv(SG_LOG_INFO, "relay starting", "holder", r.holder, "librdkafka", sg_kafka_version(),
               NULL);
     janitor = outbox_janitor_start(cli->cfg);
+    r.slots = sg_xcalloc((size_t)r.batch_size, sizeof(*r.slots));
     run_loop(&r);
     outbox_janitor_stop(janitor);
     /* Unready since the stop request; the endpoint goes before the
@@ -859,6 +966,7 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
     if (!sg_run_stop_now)
         sg_kafka_flush(r.producer, 10000, NULL);
     sg_kafka_destroy(r.producer);
+    free(r.slots);
     sg_otel_stop(r.otel);
     sg_log_kv(SG_LOG_INFO, "relay stopped", NULL);
     return r.exit_code;

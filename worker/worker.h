@@ -454,6 +454,7 @@ typedef struct worker_s {
     int crash_loop_limit;
     int64_t hold_ms;             /* worker.dead_letter_hold_ms */
     size_t event_result_max;     /* worker.event_result_max_bytes */
+    size_t max_outgoing;         /* limits.max_outgoing_bytes */
     int64_t approval_timeout_ms; /* worker.approval_timeout_ms */
     sg_policy_t retry, comp_retry;
     int64_t budget_ms;

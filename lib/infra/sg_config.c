@@ -37,6 +37,10 @@ static const sg_config_key_t config_table[] = {
      "Kafka topic the dead letters are published to."},
     {"limits.max_message_bytes", SG_CONFIG_INT, "1048576", 64, 64 * MiB, NULL, 0,
      "Largest message accepted; a larger one is dead-lettered (input.too_large)."},
+    {"limits.max_outgoing_bytes", SG_CONFIG_INT, "900000", 4096, 64 * MiB, NULL, 0,
+     "Largest message sagad writes for Kafka (events, commands, dead letters), kept below the "
+     "producer's message.max.bytes (1,000,000 by default): a larger one loses its largest "
+     "fields (truncated_fields says which, and where PostgreSQL keeps them whole)."},
     {"limits.max_json_depth", SG_CONFIG_INT, "64", 2, 1000, NULL, 0,
      "Deepest JSON nesting accepted; deeper input is dead-lettered (input.json.too_deep)."},
     {"limits.max_json_nodes", SG_CONFIG_INT, "20000", 16, 10000000, NULL, 0,
@@ -652,9 +656,32 @@ int sg_config_load_reloadable(sg_config_t *cfg, const char *path, char *const *e
     return load_env(cfg, envp, reloadable, errstr, errstr_size);
 }
 
+/* limits.max_outgoing_bytes must stay below what the producer takes
+ * (kafka.message.max.bytes, librdkafka's 1,000,000 when unset): a message
+ * between the two would be refused and quarantined by the relay. */
+static int check_outgoing(const sg_config_t *cfg, char *errstr, size_t errstr_size)
+{
+    int idx = key_index("limits.max_outgoing_bytes");
+    long long producer_max = 1000000;
+
+    for (const kafka_kv_t *kv = cfg->kafka; kv; kv = kv->next)
+        if (strcmp(kv->key, "message.max.bytes") == 0)
+            producer_max = strtoll(kv->value, NULL, 10);
+    if (idx < 0 || cfg->vals[idx].i < producer_max)
+        return 0;
+    snprintf(errstr, errstr_size,
+             "config: limits.max_outgoing_bytes (%lld) must be below the producer's "
+             "kafka.message.max.bytes (%lld): lower it, leaving room for headers and framing",
+             (long long)cfg->vals[idx].i, producer_max);
+    return -1;
+}
+
 int sg_config_check(const sg_config_t *cfg, char *errstr, size_t errstr_size)
 {
     char envname[128];
+
+    if (check_outgoing(cfg, errstr, errstr_size) < 0)
+        return -1;
 
     for (size_t i = 0; i < CONFIG_NKEYS; i++) {
         if (cfg->vals[i].text)

@@ -90,19 +90,44 @@ const char *sg_kafka_errkind_name(sg_kafka_errkind_t kind)
     return (unsigned)kind < 4 ? names[kind] : "unknown";
 }
 
+/* "kafka.<name>": librdkafka's name of code, lower case, without the
+ * leading underscores of its local errors. */
+static void code_name(int code, char *ecode, size_t size)
+{
+    const char *name = rd_kafka_err2name((rd_kafka_resp_err_t)code);
+    size_t n = (size_t)snprintf(ecode, size, "kafka.");
+
+    while (*name == '_')
+        name++;
+    for (; *name && n + 1 < size; name++)
+        ecode[n++] = (char)tolower((unsigned char)*name);
+    ecode[n] = '\0';
+}
+
+bool sg_kafka_err_refused(const sg_err_t *err)
+{
+    static const rd_kafka_resp_err_t refused[] = {
+        RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE,
+        RD_KAFKA_RESP_ERR_INVALID_RECORD,     RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE,
+        RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION,
+    };
+    char ecode[64];
+
+    for (size_t i = 0; err && i < sizeof(refused) / sizeof(refused[0]); i++) {
+        code_name(refused[i], ecode, sizeof(ecode));
+        if (strcmp(err->code, ecode) == 0)
+            return true;
+    }
+    return false;
+}
+
 int sg_kafka_err_set(sg_err_t *err, int code, bool retriable, bool fatal, bool txn_requires_abort,
                      const char *what)
 {
     sg_kafka_errkind_t kind = sg_kafka_classify(code, retriable, fatal, txn_requires_abort);
-    const char *name = rd_kafka_err2name((rd_kafka_resp_err_t)code);
     char ecode[64];
-    size_t n = (size_t)snprintf(ecode, sizeof(ecode), "kafka.");
 
-    while (*name == '_')
-        name++;
-    for (; *name && n + 1 < sizeof(ecode); name++)
-        ecode[n++] = (char)tolower((unsigned char)*name);
-    ecode[n] = '\0';
+    code_name(code, ecode, sizeof(ecode));
     sg_err_set(err,
                kind == SG_KAFKA_ERR_RETRIABLE || kind == SG_KAFKA_ERR_ABORTABLE
                    ? SG_ERRCLASS_TRANSIENT
@@ -158,7 +183,8 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 
 static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
-    sg_kafka_batch_t *batch = m->_private;
+    sg_kafka_slot_t *slot = m->_private;
+    sg_kafka_batch_t *batch = slot ? slot->batch : NULL;
 
     (void)rk;
     (void)opaque;
@@ -169,8 +195,10 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
         batch->delivered++;
         return;
     }
+    slot->failed = slot->reported = true;
+    sg_kafka_err_set(&slot->err, m->err, false, false, false, "delivery failed");
     if (batch->failed++ == 0)
-        sg_kafka_err_set(&batch->first_err, m->err, false, false, false, "delivery failed");
+        batch->first_err = slot->err;
 }
 
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -451,20 +479,35 @@ int sg_kafka_produce(sg_kafka_t *k, const char *topic, const void *key, size_t k
                      size_t nheaders, sg_kafka_batch_t *batch, sg_err_t *err)
 {
     rd_kafka_headers_t *hdrs = nheaders ? rd_kafka_headers_new(nheaders) : NULL;
+    sg_kafka_slot_t *slot = NULL;
     rd_kafka_resp_err_t e;
 
+    if (batch) {
+        slot =
+            batch->slots && batch->next < batch->nslots ? &batch->slots[batch->next] : &batch->self;
+        batch->next++;
+        memset(slot, 0, sizeof(*slot));
+        slot->batch = batch;
+    }
     for (size_t i = 0; i < nheaders; i++)
         rd_kafka_header_add(hdrs, headers[i].name, -1, headers[i].value, (ssize_t)headers[i].len);
     e = rd_kafka_producev(k->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, key_len),
                           RD_KAFKA_V_VALUE((void *)payload, len),
                           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs),
-                          RD_KAFKA_V_OPAQUE(batch), RD_KAFKA_V_END);
+                          RD_KAFKA_V_OPAQUE(slot), RD_KAFKA_V_END);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
         /* The headers are ours again when producev fails (and
          * rd_kafka_headers_destroy does not accept NULL). */
         if (hdrs)
             rd_kafka_headers_destroy(hdrs);
-        return sg_kafka_err_set(err, e, false, false, false, "produce");
+        sg_kafka_err_set(err, e, false, false, false, "produce");
+        if (slot && e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            batch->next--; /* offered again: the same slot */
+        } else if (slot) {
+            slot->failed = true;
+            sg_kafka_err_set(&slot->err, e, false, false, false, "produce");
+        }
+        return -1;
     }
     if (batch)
         batch->pending++;

@@ -238,7 +238,7 @@ Test(migrate, worker_refuses_a_schema_older_than_it_needs)
                  0, "%s", e.message);
     sg_pg_destroy(pg);
     snprintf(want, sizeof(want), "%s",
-             "database schema is at version 13, the worker needs 21: run `sagad-worker migrate`");
+             "database schema is at version 13, the worker needs 23: run `sagad-worker migrate`");
     cr_expect_eq(sgt_run("sagad-worker", rargs, env, NULL, &err), 1);
     cr_expect(strstr(err, want) != NULL, "stderr: %s", err);
     free(err);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "../support/sg_test.h"
+#include "../support/sgt_prom.h"
 #include "sagad/sg_kafka.h"
 #include "sagad/sg_migrate.h"
 #include "sagad/sg_pg.h"
@@ -586,5 +587,142 @@ Test(relay, status_names_holder_and_backlog)
     cr_expect_null(strchr(strchr(row + 1, '\n') + 1, '\n'), "one shard, one row: %s", out);
     free(out);
     free(err);
+    sg_pg_destroy(pg);
+}
+
+/* Waits until the shard has nothing left and want rows are quarantined. */
+static void wait_quarantine(sg_pg_t *pg, long long want)
+{
+    const char *sql = "SELECT (SELECT count(*) FROM outbox_quarantine) * 1000000 + "
+                      "(SELECT count(*) FROM outbox)";
+    double deadline = sgt_now_s() + 60;
+
+    while (sgt_query_int(pg, sql) != want * 1000000 && sgt_now_s() < deadline)
+        usleep(100000);
+    cr_assert_eq(sgt_query_int(pg, sql), want * 1000000,
+                 "%lld row(s) quarantined and the outbox empty (quarantined * 10^6 + waiting)",
+                 want);
+}
+
+/* A row Kafka refuses for good, between rows of its own key and others:
+ * the relay moves it to outbox_quarantine, counts and logs it, and the
+ * rows after it in the shard are published (they used to wait behind it
+ * for ever, the batch retried with backoff).  producer_max: the relay's
+ * kafka.message.max.bytes; code: the refusal expected; reported: it comes
+ * by delivery report, and the batch is sent again one row at a time. */
+static void refused_row_goes_aside(const char *producer_max, const char *code, bool reported)
+{
+    char max_env[96], port_env[64], *body = NULL, *err = NULL, labels[96], line[128];
+    const char *extra[] = {max_env, port_env, "SAGAD_RELAY_BATCH_SIZE=20", NULL};
+    const char *p[] = {topic};
+    sg_pg_t *pg = sgt_db_connect(dsn);
+    int port = sgt_free_port();
+    long long big_id;
+    sgt_proc_t relay;
+    sgt_prom_t prom;
+    got_t got;
+
+    snprintf(max_env, sizeof(max_env), "SAGAD_KAFKA_MESSAGE_MAX_BYTES=%s", producer_max);
+    snprintf(port_env, sizeof(port_env), "SAGAD_HTTP_PORT=%d", port);
+    insert_round(pg, 0, 1, 10, 0);
+    /* 1,100,000 bytes: over the producer's default message.max.bytes
+     * (1,000,000) and the broker's (1,048,588). */
+    exec(pg,
+         "INSERT INTO outbox (topic, key, payload) VALUES ($1, convert_to('k3', 'UTF8'), "
+         "convert_to(repeat('x', 1100000), 'UTF8'))",
+         1, p);
+    big_id = sgt_query_int(pg, "SELECT max(id) FROM outbox");
+    for (int seq = 1; seq < 5; seq++)
+        insert_round(pg, 0, 1, 10, seq);
+    relay_start(&relay, extra);
+    wait_quarantine(pg, 1);
+    consume(&got, 1000, 8); /* the 50 rows and the copies sent again one at a time */
+    cr_expect_eq(check_complete_ordered(&got, 10, 5) + 50, got.n,
+                 "every row but the refused one published, each key in order");
+    cr_expect_eq(sgt_query_intf(pg,
+                                "SELECT count(*) FROM outbox_quarantine WHERE outbox_id = %lld "
+                                "AND error_code = '%s' AND topic = '%s' AND key = 'k3' "
+                                "AND octet_length(payload) = 1100000 AND status = 'quarantined'",
+                                big_id, code, topic),
+                 1, "the refused row is kept whole, with Kafka's error");
+    cr_assert_eq(sgt_http_get(port, "/metrics", &body), 200);
+    cr_assert_eq(sgt_prom_parse(body, &prom, labels, sizeof(labels)), 0, "%s", labels);
+    snprintf(labels, sizeof(labels), "error_code=\"%s\"", code);
+    cr_expect_eq(sgt_prom_get(&prom, "sagad_outbox_quarantined_total", labels, 0), 1);
+    sgt_prom_free(&prom);
+    free(body);
+    cr_expect_eq(relay_stop(&relay, SIGTERM, &err), 0);
+    snprintf(line, sizeof(line), "outbox row %lld (topic %s, key k3", big_id, topic);
+    cr_expect(strstr(err, line) && strstr(err, "\"level\":\"error\""),
+              "an error line names the row, its topic and key: %s", err);
+    cr_expect_eq(strstr(err, "sending its rows one at a time") != NULL, reported, "refused %s: %s",
+                 reported ? "by delivery report" : "at once", err);
+    free(err);
+    got_free(&got);
+    sg_pg_destroy(pg);
+}
+
+Test(relay, a_row_the_producer_refuses_is_quarantined_and_the_shard_goes_on)
+{
+    refused_row_goes_aside("1000000", "kafka.msg_size_too_large", false);
+}
+
+/* The producer lets it through, the broker refuses it: the delivery
+ * report says so, for the whole request, and the batch is sent again one
+ * row at a time to find the row refused alone. */
+Test(relay, a_row_the_broker_refuses_is_quarantined_and_the_shard_goes_on)
+{
+    refused_row_goes_aside("2000000", "kafka.msg_size_too_large", true);
+}
+
+/* The relay quarantines as the runtime role; the operator role
+ * re-publishes a quarantined row (a new outbox row, the same message) and
+ * drops one, through the two functions, each recording who. */
+Test(relay, the_operator_republishes_or_drops_a_quarantined_row)
+{
+    char rt_dsn[600], op_dsn[600], rt_env[640];
+    const char *env[] = {rt_env, kafka_env, "SAGAD_LOG_LEVEL=info", NULL};
+    const char *args[] = {"run", NULL};
+    const char *p[] = {topic};
+    sg_pg_t *pg = sgt_db_connect(dsn), *op;
+    long long first, again;
+    sgt_proc_t relay;
+
+    sgt_role_dsn(rt_dsn, sizeof(rt_dsn), dsn, "runtime");
+    sgt_role_dsn(op_dsn, sizeof(op_dsn), dsn, "operator");
+    snprintf(rt_env, sizeof(rt_env), "SAGAD_PG_DSN=%s", rt_dsn);
+    exec(pg,
+         "INSERT INTO outbox (topic, key, payload) VALUES ($1, convert_to('k0', 'UTF8'), "
+         "convert_to(repeat('x', 1100000), 'UTF8'))",
+         1, p);
+    first = sgt_query_int(pg, "SELECT max(id) FROM outbox");
+    sgt_spawn(&relay, "sagad-relay", args, env);
+    wait_quarantine(pg, 1);
+    op = sgt_db_connect(op_dsn);
+    again = sgt_query_intf(op, "SELECT sagad_outbox_republish(%lld, 'tester')", first);
+    cr_expect_gt(again, first, "a new outbox row");
+    /* Still too large: quarantined again, under its new id. */
+    wait_quarantine(pg, 2);
+    cr_expect_eq(sgt_query_intf(pg,
+                                "SELECT count(*) FROM outbox_quarantine WHERE outbox_id = %lld AND "
+                                "status = 'republished' AND republished_id = %lld AND "
+                                "resolved_by = 'tester' AND resolved_session_user IS NOT NULL",
+                                first, again),
+                 1);
+    cr_expect_eq(sgt_query_intf(op, "SELECT sagad_outbox_drop(%lld, 'tester')::int", again), 1);
+    cr_expect_eq(sgt_query_intf(op, "SELECT sagad_outbox_drop(%lld, 'tester')::int", again), 0,
+                 "a row no longer waiting is not dropped twice");
+    cr_expect_eq(sgt_query_intf(op,
+                                "SELECT count(*) FROM sagad_outbox_republish(%lld, 'x') r "
+                                "WHERE r IS NOT NULL",
+                                again),
+                 0, "nor re-published once dropped");
+    cr_expect_eq(sgt_query_intf(pg,
+                                "SELECT count(*) FROM outbox_quarantine WHERE outbox_id = %lld "
+                                "AND status = 'dropped'",
+                                again),
+                 1);
+    cr_expect_eq(relay_stop(&relay, SIGTERM, NULL), 0);
+    sg_pg_destroy(op);
     sg_pg_destroy(pg);
 }

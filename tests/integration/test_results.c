@@ -359,3 +359,135 @@ Test(results, without_one_the_codes_default_agent_action_is_published_and_dead_l
                      sgw_jstr(failed, "agent_action"));
     sgw_reader_close(&dlq);
 }
+
+/* ---- messages over limits.max_outgoing_bytes (issue 36 item 4) ---------- */
+
+#define OUTGOING_CAP 900000 /* limits.max_outgoing_bytes's default */
+
+/* Produces a saga.start made of head, n generated items separated by
+ * sep, then tail. */
+static void produce_big(const char *saga_id, const char *head, const char *sep,
+                        void (*item)(char *out, size_t size, int i), int n, const char *tail)
+{
+    size_t cap = strlen(head) + strlen(tail) + 64, len;
+    char *msg = malloc(cap), part[1024];
+
+    cr_assert_not_null(msg);
+    len = (size_t)snprintf(msg, cap, "%s", head);
+    for (int i = 0; i < n; i++) {
+        item(part, sizeof(part), i);
+        if (len + strlen(part) + strlen(tail) + 8 > cap) {
+            cap = 2 * cap + strlen(part);
+            msg = realloc(msg, cap);
+            cr_assert_not_null(msg);
+        }
+        len += (size_t)snprintf(msg + len, cap - len, "%s%s", i ? sep : "", part);
+    }
+    snprintf(msg + len, cap - len, "%s", tail);
+    sgw_produce(sgw.topic_cmd, saga_id, msg, strlen(msg));
+    free(msg);
+}
+
+/* The published event's bytes, under the cap, and what it says it cut. */
+static const sg_json_t *truncated_field(const char *saga_id, const char *type, const char *field)
+{
+    const sgw_msg_t *m;
+    const sg_json_t *cuts, *cut;
+
+    sgw_event_wait(saga_id, type);
+    m = sgw_event_find(saga_id, type);
+    cr_expect_leq(m->len, (size_t)OUTGOING_CAP, "%s is %zu bytes, over the cap", type, m->len);
+    cr_expect(sg_json_member(m->doc, "truncated") &&
+                  strcmp(sg_json_type_name(sg_json_member(m->doc, "truncated")), "boolean") == 0,
+              "%s says it was truncated", type);
+    cuts = sg_json_member(m->doc, "truncated_fields");
+    cr_assert(cuts && sg_json_array_size(cuts) >= 1, "truncated_fields names what went");
+    cut = sg_json_array_get(cuts, 0);
+    cr_expect_str_eq(sgw_jstr(cut, "field"), field);
+    return cut;
+}
+
+/* Another saga submitted afterwards, in the same partition, completes:
+ * nothing stalls behind the large message. */
+static void next_saga_completes(const char *saga_id)
+{
+    sgw_submit(saga_id, "[{\"name\": \"one\", \"tool\": \"noop\", \"args\": {}}]");
+    sgw_event_wait(saga_id, "saga.completed");
+    sgw_expect_worker_alive();
+    cr_expect(!sgt_bg_done(&sgw.relay), "the relay still runs");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM outbox_quarantine"), 0,
+                 "no message was refused: each kept to the cap");
+}
+
+/* 500 pieces of 1,000 'x', then one 'y': a string of 500,001 bytes. */
+static void big_input_half(char *out, size_t size, int i)
+{
+    size_t n = i < 500 ? 1000 : 1;
+
+    cr_assert_lt(n, size);
+    memset(out, i < 500 ? 'x' : 'y', n);
+    out[n] = '\0';
+}
+
+Test(results, an_output_over_the_cap_is_truncated_in_its_event_and_kept_whole)
+{
+    const sg_json_t *cut;
+    char text[256];
+
+    sgw_pair_start(NULL, 1, NULL);
+    /* The output names the 500,001-byte input twice: 1,000,002 bytes of
+     * text and more, where a saga.start may only be 1 MiB. */
+    produce_big("big-out",
+                "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-big-out\", \"saga_id\": "
+                "\"big-out\", \"name\": \"results\", \"input\": {\"big\": \"",
+                "", big_input_half, 501,
+                "\"}, \"steps\": [{\"name\": \"one\", \"tool\": \"noop\", \"args\": {}}], "
+                "\"output\": {\"a\": {\"$from\": \"/input/big\"}, \"b\": {\"$from\": "
+                "\"/input/big\"}}}");
+    sgw_wait_status("big-out", "completed");
+    cut = truncated_field("big-out", "saga.completed", "output");
+    cr_expect_gt(sgw_jint(cut, "bytes"), 1000001);
+    cr_expect_str_eq(sgw_jstr(cut, "kept_in"), "sagas.output");
+    cr_expect(
+        sg_json_is_null(sg_json_member(sgw_event_find("big-out", "saga.completed")->doc, "output")),
+        "the output itself is left out");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT length(output->>'a') + length(output->>'b') FROM sagas "
+                                "WHERE saga_id = 'big-out'"),
+                     "1000002", "PostgreSQL keeps the whole output");
+    next_saga_completes("after-big-out");
+    sgw_pair_stop();
+}
+
+/* An argument of 3,800 references to a step that does not exist: one
+ * problem each, over 1,000,000 bytes of problems together. */
+static void bad_reference(char *out, size_t size, int i)
+{
+    snprintf(out, size, "\"k%04d%0195d\": {\"$from\": \"/steps/nope/result\"}", i, 0);
+}
+
+Test(results, a_rejection_with_thousands_of_problems_keeps_to_the_cap)
+{
+    const sg_json_t *cut, *ev;
+    long long kept;
+
+    sgw_pair_start(NULL, 1, NULL);
+    produce_big("many-problems",
+                "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-many\", \"saga_id\": "
+                "\"many-problems\", \"name\": \"results\", \"steps\": [{\"name\": \"one\", "
+                "\"tool\": \"noop\", \"args\": {",
+                ", ", bad_reference, 3800, "}}]}");
+    cut = truncated_field("many-problems", "saga.rejected", "problems");
+    ev = sgw_event_find("many-problems", "saga.rejected")->doc;
+    kept = (long long)sg_json_array_size(sg_json_member(ev, "problems"));
+    cr_expect_gt(kept, 1000, "the problems that fit are kept: %lld", kept);
+    cr_expect_gt(sgw_jint(cut, "dropped"), 0);
+    cr_expect_eq(kept + sgw_jint(cut, "dropped"), 3800, "kept and dropped make every problem");
+    cr_expect(strstr(sgw_jstr(cut, "kept_in"), "dead_letters.payload") != NULL, "%s",
+              sgw_jstr(cut, "kept_in"));
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters WHERE saga_id = 'many-problems' "
+                           "AND octet_length(payload) > 900000"),
+                 1, "the submission is dead-lettered whole");
+    next_saga_completes("after-many-problems");
+    sgw_pair_stop();
+}

@@ -470,6 +470,27 @@ Test(config, check_names_missing_required_key_and_its_variable)
     sg_config_destroy(cfg);
 }
 
+/* limits.max_outgoing_bytes stays below what the producer accepts: a
+ * message between the two would be refused and quarantined. */
+Test(config, check_keeps_the_outgoing_cap_below_the_producers_limit)
+{
+    sg_config_t *cfg = sg_config_new();
+
+    cr_assert_eq(sg_config_set(cfg, "pg.dsn", "host=x", "t", errstr, sizeof(errstr)), 0);
+    cr_assert_eq(sg_config_check(cfg, errstr, sizeof(errstr)), 0, "900000 < 1000000: %s", errstr);
+    cr_assert_eq(
+        sg_config_set(cfg, "kafka.message.max.bytes", "800000", "t", errstr, sizeof(errstr)), 0,
+        "%s", errstr);
+    cr_assert_eq(sg_config_check(cfg, errstr, sizeof(errstr)), -1);
+    assert_contains(errstr, "limits.max_outgoing_bytes (900000) must be below the producer's "
+                            "kafka.message.max.bytes (800000)");
+    cr_assert_eq(
+        sg_config_set(cfg, "limits.max_outgoing_bytes", "700000", "t", errstr, sizeof(errstr)), 0,
+        "%s", errstr);
+    cr_assert_eq(sg_config_check(cfg, errstr, sizeof(errstr)), 0, "%s", errstr);
+    sg_config_destroy(cfg);
+}
+
 /* ---- secrets in output ---- */
 
 static void expect_masked(const char *dsn, const char *shown, const char *secret)

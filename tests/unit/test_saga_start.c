@@ -374,3 +374,35 @@ Test(saga, a_tools_agent_action_wins_over_its_codes_default)
     cr_expect_not_null(sg_err_agent_action("kafka.broker_down"), "the kafka.* family");
     cr_expect_null(sg_err_agent_action("no.such.code"));
 }
+
+/* limits.max_outgoing_bytes: a message over it loses its largest member
+ * (null now), and says what went, its size and where it is kept whole;
+ * the envelope stays. */
+Test(saga, a_message_over_the_outgoing_cap_loses_its_largest_member)
+{
+    fx_t fx;
+    const worker_op_t *ev;
+    size_t whole;
+
+    fx_init(&fx);
+    fx.rules.event_result_max = 100000;
+    fx_saga(&fx, 'R', "rppp", (int[NSTEPS]){1}, NULL);
+    fx_returned(&fx, false, 0, 1, WORKER_OK, SG_ERRCLASS_NONE, false);
+    fx_decide(&fx, true);
+    whole = strlen(fx_message(&fx.out, "step.succeeded")->u.msg.payload);
+    fx_fini(&fx);
+
+    fx_init(&fx);
+    fx.rules.event_result_max = 100000;
+    fx.rules.max_outgoing = whole - 1;
+    fx_saga(&fx, 'R', "rppp", (int[NSTEPS]){1}, NULL);
+    fx_returned(&fx, false, 0, 1, WORKER_OK, SG_ERRCLASS_NONE, false);
+    fx_decide(&fx, true);
+    ev = fx_message(&fx.out, "step.succeeded");
+    cr_assert_not_null(ev);
+    assert_contains(ev->u.msg.payload, "\"step_name\":\"hold\",\"attempt\":1,\"result\":null,");
+    assert_contains(ev->u.msg.payload,
+                    "\"truncated\":true,\"truncated_fields\":[{\"field\":\"result\",\"bytes\":11,"
+                    "\"kept_in\":\"steps.result\"}]");
+    fx_fini(&fx);
+}

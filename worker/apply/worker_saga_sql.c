@@ -304,6 +304,9 @@ static void apply_dead_letter(worker_t *w, const worker_cmd_t *cmd, const worker
     char *key64 = NULL, *payload64, *headers, *log, message[sizeof(err->message) + 80];
     bool st = op->u.dead.step >= 0;
     sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+    /* The record keeps to both limits: the producer's (max_outgoing) and
+     * the one every sagad message keeps to (limits.max_message_bytes). */
+    size_t dl_cap = w->max_outgoing < w->limits.max_bytes ? w->max_outgoing : w->limits.max_bytes;
 
     key = sg_kafka_msg_key(msg, &key_len);
     if (key)
@@ -345,7 +348,7 @@ static void apply_dead_letter(worker_t *w, const worker_cmd_t *cmd, const worker
             SG_PG_INT(op->u.dead.generation),
             w->topic_dlq,
             op->u.dead.traceparent,
-            SG_PG_INT(w->limits.max_bytes),
+            SG_PG_INT(dl_cap),
             op->u.dead.agent_action,
             op->u.dead.steps_at};
         send(w, sql, 24, params);
@@ -606,6 +609,7 @@ static void decide_apply(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, bo
         .hold_ms = w->hold_ms,
         .approval_timeout_ms = w->approval_timeout_ms,
         .event_result_max = w->event_result_max,
+        .max_outgoing = w->max_outgoing,
         .budget_ms = w->budget_ms,
         .retry = &w->retry,
         .comp_retry = &w->comp_retry,

@@ -35,6 +35,7 @@ typedef struct worker_rules_s {
     int crash_loop_limit;
     int64_t hold_ms;             /* worker.dead_letter_hold_ms */
     size_t event_result_max;     /* worker.event_result_max_bytes */
+    size_t max_outgoing;         /* limits.max_outgoing_bytes: every message's text; 0: none */
     int64_t approval_timeout_ms; /* worker.approval_timeout_ms: a gate's default timeout */
     int64_t budget_ms;           /* the default retry budget */
     const sg_policy_t *retry, *comp_retry;

@@ -122,6 +122,155 @@ sg_json_t *worker_out_message_new(const char *type, const char *id, const char *
     return m;
 }
 
+/* ---- the cap on outgoing messages (limits.max_outgoing_bytes) ----------
+ *
+ * The relay's producer refuses a message over its message.max.bytes
+ * (1,000,000 by default), and such a row used to stop its shard.  A
+ * message over the cap loses its largest members, largest first, until
+ * it fits: each becomes null (a problem list keeps the problems that fit)
+ * and truncated_fields says what went, how large it was, and where
+ * PostgreSQL keeps it whole. */
+
+#define CAP_RESERVE 2048 /* room for truncated_fields */
+
+/* Members a message is named by: never cut. */
+static bool envelope_member(const char *key)
+{
+    static const char *const keys[] = {"v",    "type",      "id",      "saga_id",    "seq", "time",
+                                       "step", "step_name", "attempt", "generation", NULL};
+
+    for (int i = 0; keys[i]; i++)
+        if (strcmp(key, keys[i]) == 0)
+            return true;
+    return false;
+}
+
+/* Where the whole of a cut member stays. */
+static const char *kept_in(const char *field)
+{
+    static const char *const where[][2] = {
+        {"output", "sagas.output"},
+        {"problems", "dead_letters.payload (the submission: sagactl validate lists every problem)"},
+        {"result", "steps.result"},
+        {"metadata", "sagas.metadata"},
+        {"args", "steps.args (as submitted, references unresolved)"},
+        {"members", "steps (the group's rows)"},
+        {"run_health", "steps and attempts (the saga's rows)"},
+    };
+
+    for (size_t i = 0; i < sizeof(where) / sizeof(where[0]); i++)
+        if (strcmp(field, where[i][0]) == 0)
+            return where[i][1];
+    return "the saga's rows";
+}
+
+/* The largest member of msg not cut yet (and its printed size). */
+static const sg_json_t *largest_member(const sg_json_t *msg, const sg_json_t *cuts, size_t *size)
+{
+    const sg_json_t *best = NULL;
+
+    *size = 0;
+    for (const sg_json_t *m = sg_json_first(msg); m; m = sg_json_next(m)) {
+        const char *key = sg_json_key(m);
+        char *text;
+        size_t len;
+        bool cut = false;
+
+        if (envelope_member(key) || strncmp(key, "truncated", 9) == 0 || sg_json_is_null(m))
+            continue;
+        for (const sg_json_t *c = sg_json_first(cuts); c && !cut; c = sg_json_next(c))
+            cut = strcmp(sg_json_string(sg_json_member(c, "field")), key) == 0;
+        if (cut)
+            continue;
+        text = sg_json_print(m);
+        len = strlen(text);
+        free(text);
+        if (len > *size) {
+            *size = len;
+            best = m;
+        }
+    }
+    return best;
+}
+
+/* The first items of arr whose text fits in budget bytes; *dropped the rest. */
+static sg_json_t *array_prefix(const sg_json_t *arr, size_t budget, int64_t *dropped)
+{
+    sg_json_t *kept = sg_json_new_array();
+    size_t used = 2, n = sg_json_array_size(arr), i;
+
+    for (i = 0; i < n; i++) {
+        const sg_json_t *item = sg_json_array_get(arr, i);
+        char *text = sg_json_print(item);
+        size_t len = strlen(text) + 1;
+
+        free(text);
+        if (used + len > budget && i > 0) /* the first stays: the list is never empty */
+            break;
+        used += len;
+        sg_json_append(kept, sg_json_dup(item));
+    }
+    *dropped = (int64_t)(n - i);
+    return kept;
+}
+
+/* A copy of msg with member key replaced by value (NULL: null). */
+static sg_json_t *with_member(const sg_json_t *msg, const char *key, sg_json_t *value)
+{
+    sg_json_t *out = sg_json_new_object();
+
+    for (const sg_json_t *m = sg_json_first(msg); m; m = sg_json_next(m)) {
+        if (strcmp(sg_json_key(m), key) != 0)
+            sg_json_add_node(out, sg_json_key(m), sg_json_dup(m));
+        else if (value)
+            sg_json_add_node(out, key, value);
+        else
+            sg_json_add_null(out, key);
+    }
+    return out;
+}
+
+/* The text of msg within cap bytes (0: no cap).  Takes msg. */
+static char *capped_text(sg_json_t *msg, size_t cap)
+{
+    char *text = sg_json_print(msg);
+    sg_json_t *cuts = NULL;
+    size_t len = strlen(text), size;
+
+    while (cap > 0 && len > cap) {
+        const sg_json_t *m = largest_member(msg, cuts, &size);
+        sg_json_t *cut, *next, *kept = NULL;
+        int64_t dropped = 0;
+        const char *key;
+
+        if (!m)
+            break; /* only the envelope is left: it is small */
+        key = sg_json_key(m);
+        if (sg_json_is_array(m) && strcmp(key, "problems") == 0 && len - size + CAP_RESERVE < cap)
+            kept = array_prefix(m, cap - CAP_RESERVE - (len - size), &dropped);
+        cut = sg_json_new_object();
+        sg_json_add_str(cut, "field", key);
+        sg_json_add_int(cut, "bytes", (int64_t)size);
+        if (kept)
+            sg_json_add_int(cut, "dropped", dropped);
+        sg_json_add_str(cut, "kept_in", kept_in(key));
+        if (!cuts)
+            cuts = sg_json_new_array();
+        sg_json_append(cuts, cut);
+        next = with_member(msg, key, kept);
+        sg_json_destroy(msg);
+        msg = next;
+        sg_json_set(msg, "truncated", sg_json_parse("true", 4, NULL, NULL));
+        sg_json_set(msg, "truncated_fields", sg_json_dup(cuts));
+        free(text);
+        text = sg_json_print(msg);
+        len = strlen(text);
+    }
+    sg_json_destroy(cuts);
+    sg_json_destroy(msg);
+    return text;
+}
+
 worker_op_t *worker_out_emit(worker_dc_t *d, const char *topic, const char *traceparent,
                              sg_json_t *msg, int64_t delay_ms)
 {
@@ -131,12 +280,11 @@ worker_op_t *worker_out_emit(worker_dc_t *d, const char *topic, const char *trac
     op->u.msg.topic = topic;
     op->u.msg.type = dup_or_null(type);
     op->u.msg.headers = headers_json(type, traceparent);
-    op->u.msg.payload = sg_json_print(msg);
-    op->u.msg.delay_ms = delay_ms;
-    op->u.msg.step = op->u.msg.attempt = op->u.msg.generation = -1;
     op->u.msg.key = dup_or_null(sg_json_string(sg_json_member(msg, "saga_id")));
     op->saga_id = op->u.msg.key;
-    sg_json_destroy(msg);
+    op->u.msg.payload = capped_text(msg, d->rules->max_outgoing);
+    op->u.msg.delay_ms = delay_ms;
+    op->u.msg.step = op->u.msg.attempt = op->u.msg.generation = -1;
     return op;
 }
 

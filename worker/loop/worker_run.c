@@ -221,6 +221,7 @@ static int setup(loop_t *L, sg_cli_t *cli)
     L->w.hold_ms = sg_config_int(cfg, "worker.dead_letter_hold_ms");
     L->w.approval_timeout_ms = sg_config_int(cfg, "worker.approval_timeout_ms");
     L->w.event_result_max = (size_t)sg_config_int(cfg, "worker.event_result_max_bytes");
+    L->w.max_outgoing = (size_t)sg_config_int(cfg, "limits.max_outgoing_bytes");
     L->w.retry.max_attempts = (int)sg_config_int(cfg, "retry.max_attempts");
     L->w.retry.base_ms = sg_config_int(cfg, "retry.base_ms");
     L->w.retry.cap_ms = sg_config_int(cfg, "retry.cap_ms");

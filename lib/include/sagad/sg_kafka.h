@@ -36,14 +36,32 @@ typedef struct sg_kafka_header_s {
     size_t len;
 } sg_kafka_header_t;
 
+/* The outcome of one message of a batch that keeps them (slots). */
+typedef struct sg_kafka_slot_s {
+    struct sg_kafka_batch_s *batch;
+    bool failed;   /* err says why */
+    bool reported; /* failed by its delivery report, not refused at once */
+    sg_err_t err;
+} sg_kafka_slot_t;
+
 /* Delivery tracking for a batch: sg_kafka_produce() counts a message in,
  * its delivery report counts it out.  The batch is safe to acknowledge
- * when pending == 0 and failed == 0. */
+ * when pending == 0 and failed == 0.
+ *
+ * A caller that must know which message failed sets slots (nslots of
+ * them, its own; zeroed with the rest): the n-th sg_kafka_produce() of
+ * the batch reports into slots[n], whether refused at once or by its
+ * delivery report, except a call refused for a full queue
+ * (kafka.queue_full), which takes no slot: the same message is offered
+ * again.  Calls past nslots report into the batch's counts only. */
 typedef struct sg_kafka_batch_s {
     int pending;
     int delivered;
     int failed;
     sg_err_t first_err;
+    sg_kafka_slot_t *slots;
+    size_t nslots, next;
+    sg_kafka_slot_t self; /* the slot of a message past nslots */
 } sg_kafka_batch_t;
 
 /* Partition assignment change seen by the rebalance callback, before it
@@ -57,6 +75,14 @@ typedef int64_t (*sg_kafka_rebalance_fn)(void *opaque, bool assigned, const char
 /* The kind of a Kafka error.  Pure: the flags come from librdkafka's
  * rd_kafka_error_is_retriable/is_fatal/txn_requires_abort. */
 sg_kafka_errkind_t sg_kafka_classify(int code, bool retriable, bool fatal, bool txn_requires_abort);
+
+/* True when err is Kafka's refusal of one message that no retry will
+ * change: larger than message.max.bytes (the producer's or the topic's),
+ * a record or record list the broker calls invalid or too large, a topic
+ * name the broker refuses.  Authorization and unknown topics are not:
+ * they are fixed outside the message (ACLs, topic creation), and every
+ * message to that topic would be refused alike. */
+bool sg_kafka_err_refused(const sg_err_t *err);
 
 /* Fills err from a librdkafka error code and flags: code "kafka.<name>",
  * class transient for retriable/abortable, permanent otherwise, err->fatal

@@ -53,6 +53,7 @@ typedef enum sg_metric_id_e {
     /* sagad-relay */
     SG_M_RELAY_STATE,
     SG_M_OUTBOX_PUBLISHED,
+    SG_M_OUTBOX_QUARANTINED,
     SG_M_OUTBOX_BACKLOG,
     SG_M_OUTBOX_OLDEST_AGE,
     SG_M_OUTBOX_PUBLISH_LATENCY,
