@@ -323,14 +323,15 @@ demo-stop:
 
 # fuzz: libFuzzer targets (clang, with ASan and UBSan) for every decoder a
 # producer or a downstream reaches: command messages and saga.start
-# validation, the tool registry, args schemas, a tool's answer, and how an
+# validation, the tool registry, args schemas, a tool's answer, the
+# signature headers and the keyring (fuzz_auth), and how an
 # HTTP answer is classified.  Each runs
 # FUZZ_SECONDS (default 180) from its committed seeds (tests/fuzz/run.sh);
 # make test runs them 60 s each.
 FUZZ_CC      ?= clang-14
 FUZZ_SECONDS ?= 180
 FUZZ_DIR     := build/fuzz
-FUZZ_TARGETS := submit registry schema result http ref
+FUZZ_TARGETS := submit registry schema result http ref auth
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS   = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -g -O1 $(FUZZ_SAN) \
                 -Ilib/include $(PKG_CFLAGS) -MMD -MP

@@ -383,6 +383,9 @@ typedef struct mcmd_s {
  * whose id the saga's history (saga_controls: the CONTROL ops applied to
  * s) already holds is marked answered, as the load marks it
  * (worker_txn.c, mark_answered). */
+static const sg_principal_t signer = {.name = "env", .roles = SG_ROLE_SUBMIT | SG_ROLE_CANCEL |
+                                                                SG_ROLE_APPROVE};
+
 static void command_of(const mstate_t *s, const mmsg_t *m, mcmd_t *cmd)
 {
     static const char *const ctl[] = {
@@ -408,6 +411,10 @@ static void command_of(const mstate_t *s, const mmsg_t *m, mcmd_t *cmd)
             fprintf(stderr, "sagad-model: %s refused: %s\n", doc, cmd->dec.err.message);
             exit(2);
         }
+        /* Signed by a principal of every role (the environment's
+         * authorisation is the trust suite's; the model checks what an
+         * accepted control does to the saga). */
+        cmd->dec.who = &signer;
         cmd->answered = s->answers[m->type - MT_CANCEL] > 0;
         return;
     }

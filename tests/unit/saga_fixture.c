@@ -131,6 +131,11 @@ void fx_command(fx_t *fx, sg_ctype_t type, int step, int attempt, int generation
     fx->dec.generation = generation;
 }
 
+/* The principal that signed the fixture's control commands (verified at
+ * intake in the worker): every role, any tool. */
+const sg_principal_t fx_signer = {.name = "ops", .roles = SG_ROLE_SUBMIT | SG_ROLE_CANCEL |
+                                                         SG_ROLE_APPROVE};
+
 void fx_cancel(fx_t *fx)
 {
     static const char doc[] = "{\"v\":1,\"type\":\"saga.cancel\",\"id\":\"c-1\","
@@ -142,6 +147,7 @@ void fx_cancel(fx_t *fx)
     cr_assert_not_null(fx->dec.doc);
     fx->dec.by = sg_json_string(sg_json_member(fx->dec.doc, "by"));
     fx->dec.reason = sg_json_string(sg_json_member(fx->dec.doc, "reason"));
+    fx->dec.who = &fx_signer;
 }
 
 void fx_decision(fx_t *fx, sg_ctype_t type, int step)
@@ -158,6 +164,7 @@ void fx_decision(fx_t *fx, sg_ctype_t type, int step)
     cr_assert_not_null(fx->dec.doc);
     fx->dec.by = sg_json_string(sg_json_member(fx->dec.doc, "by"));
     fx->dec.reason = sg_json_string(sg_json_member(fx->dec.doc, "reason"));
+    fx->dec.who = &fx_signer;
 }
 
 /* A call of step that returned: ok, or an error of cls. */
