@@ -12,7 +12,7 @@ _sagactl() {
         esac
     done
     case $prev in
-    --config|--registry|--registry)
+    --config|--registry|--registry|--key|--key|--key|--out|--key)
         COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --completion)
         COMPREPLY=($(compgen -W "bash zsh" -- "$cur")); return ;;
@@ -20,11 +20,11 @@ _sagactl() {
     local words
     case $cmd in
     '')
-        words="validate submit status show list watch cancel approve reject --config --print-config --config-reference --config-sample --metrics-reference --man --completion --help --version" ;;
+        words="validate submit status show list watch cancel approve keys reject --config --print-config --config-reference --config-sample --metrics-reference --man --completion --help --version" ;;
     validate)
         words="--help --registry --json" ;;
     submit)
-        words="--help --wait --timeout --registry --json" ;;
+        words="--help --wait --timeout --registry --key --json" ;;
     status)
         words="--help --json" ;;
     show)
@@ -34,11 +34,13 @@ _sagactl() {
     watch)
         words="--help --name --from-beginning --max --json" ;;
     cancel)
-        words="--help --reason --by --wait --timeout --json" ;;
+        words="--help --reason --by --wait --timeout --key --json" ;;
     approve)
-        words="--help --reason --by --wait --timeout --json" ;;
+        words="--help --reason --by --wait --timeout --key --json" ;;
+    keys)
+        words="--help --principal --key-id --out --json" ;;
     reject)
-        words="--help --reason --by --wait --timeout --json" ;;
+        words="--help --reason --by --wait --timeout --key --json" ;;
     *) return ;;
     esac
     if [[ -z $cmd || $cur == -* ]]; then
