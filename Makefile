@@ -239,6 +239,10 @@ $(BENCH_FLOOD): $(BUILD)/bench/bench_flood.o $(BUILD)/bench/bench_util.o $(LIBSA
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
 BENCH_SOAK := $(BUILD)/bench/bench-soak
+BENCH_SIGN := $(BUILD)/bench/bench-sign
+
+$(BENCH_SIGN): $(BUILD)/bench/bench_sign.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
 $(BENCH_SOAK): $(BUILD)/bench/bench_soak.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
@@ -306,7 +310,7 @@ test-faults: all
 	tests/faults/run.sh
 
 # bench: throughput and latency beside the raw floors (not a test).
-bench: all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_HTTP) $(BENCH_DLQ) $(BENCH_FLOOD) $(BENCH_CTL)
+bench: all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_HTTP) $(BENCH_DLQ) $(BENCH_FLOOD) $(BENCH_CTL) $(BENCH_SIGN)
 	tests/bench/run.sh
 
 # soak: the tables plateau under a steady load with short horizons

@@ -24,8 +24,8 @@ static void print_entry(const ctl_t *c, const char *principal, const char *key_i
                "\"%s\"}\n",
                principal, key_id, b64, path);
     else
-        printf("\"%s\": {\"keys\": {\"%s\": \"%s\"}, \"roles\": [\"submit\"]}\n", principal,
-               key_id, b64);
+        printf("\"%s\": {\"keys\": {\"%s\": \"%s\"}, \"roles\": [\"submit\"]}\n", principal, key_id,
+               b64);
     free(b64);
 }
 

@@ -504,8 +504,8 @@ int ctl_produce_command(const ctl_t *c, const char *key, const char *text, size_
     if (signing_key(c, &sk, &sign) < 0)
         return SG_EXIT_USAGE;
     if (sign) {
-        auth = sg_auth_sign(sk.priv, sk.principal, sk.key_id, (int64_t)time(NULL), key,
-                            strlen(key), text, len, &err);
+        auth = sg_auth_sign(sk.priv, sk.principal, sk.key_id, (int64_t)time(NULL), key, strlen(key),
+                            text, len, &err);
         memset(&sk, 0, sizeof(sk));
         if (!auth) {
             ctl_warn(c, "cannot sign: %s", err.message);

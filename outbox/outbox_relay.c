@@ -410,8 +410,8 @@ static int produce_row(outbox_relay_t *r, const sg_pg_res_t *res, size_t row, sg
         for (size_t i = 0; i < nh; i++)
             if (strcmp(hdrs[i].name, SG_MAC_HEADER) == 0)
                 hdrs[i] = hdrs[--nh];
-        if (nh < 32 && sg_mac_sign(&r->keys, sg_pg_res_get(res, row, 2), key, key_len, payload,
-                                   len, mac) == 0) {
+        if (nh < 32 && sg_mac_sign(&r->keys, sg_pg_res_get(res, row, 2), key, key_len, payload, len,
+                                   mac) == 0) {
             hdrs[nh].name = SG_MAC_HEADER;
             hdrs[nh].value = mac;
             hdrs[nh].len = strlen(mac);

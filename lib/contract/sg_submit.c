@@ -62,8 +62,8 @@ static bool text_member(const sg_json_t *doc, const char *key, size_t max, const
  * poison with err set. */
 static void decode_control(sg_decoded_t *out, sg_ctype_t type, const char *name)
 {
-    static const char *const known[] = {"v",      "type",   "id",   "saga_id",
-                                        "by",     "reason", "step", "generation"};
+    static const char *const known[] = {"v",  "type",   "id",   "saga_id",
+                                        "by", "reason", "step", "generation"};
     const size_t nknown = type == SG_CMD_CANCEL ? 6 : 8;
     const char *id = NULL, *by = NULL, *reason = NULL;
     const sg_json_t *step;

@@ -9,7 +9,7 @@
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_json.h"
 
-#define CLOCK_SKEW_S 60
+#define CLOCK_SKEW_S      60
 #define KEYRING_MAX_BYTES (1024 * 1024)
 
 int sg_trust_mode_parse(const char *s, sg_trust_mode_t *out)
@@ -137,8 +137,8 @@ static int parse_principal(sg_principal_t *p, const sg_json_t *node, const char 
             return bad(err, what, at, "maxProperties: at most 8 keys a principal");
         if (!name_ok(sg_json_key(k), SG_KEY_ID_MAX, "._-"))
             return bad(err, what, at, "pattern: a key id is [A-Za-z0-9._-]{1,32}");
-        if (!b64 || sg_base64_decode_exact(b64, strlen(b64), p->keys[p->nkeys].pub,
-                                           SG_ED25519_PUBLIC) < 0)
+        if (!b64 ||
+            sg_base64_decode_exact(b64, strlen(b64), p->keys[p->nkeys].pub, SG_ED25519_PUBLIC) < 0)
             return bad(err, what, at,
                        "format: an Ed25519 public key, 32 bytes in standard base64 (what "
                        "`sagactl keys new` prints)");
@@ -284,8 +284,7 @@ bool sg_principal_may_approve(const sg_principal_t *p, const char *tool)
 
 const sg_principal_t *sg_keyring_verify(const sg_keyring_t *kr, const void *value, size_t vlen,
                                         const void *key, size_t key_len, const void *payload,
-                                        size_t len, int64_t now_s, int64_t max_age_s,
-                                        sg_err_t *err)
+                                        size_t len, int64_t now_s, int64_t max_age_s, sg_err_t *err)
 {
     sg_auth_t a;
     const sg_principal_t *p;

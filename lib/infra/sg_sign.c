@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,18 +65,29 @@ static void put_u32(unsigned char *p, size_t v)
     p[3] = (unsigned char)v;
 }
 
+/* The HMAC algorithm, fetched once: a fetch looks it up in OpenSSL's
+ * provider tables, which cost more than the MAC of a step command. */
+static EVP_MAC *hmac_alg;
+static pthread_once_t hmac_once = PTHREAD_ONCE_INIT;
+
+static void hmac_fetch(void)
+{
+    hmac_alg = EVP_MAC_fetch(NULL, "HMAC", NULL);
+}
+
 /* HMAC-SHA256 of tag, topic, key (each length-prefixed) and payload. */
 static bool mac_compute(const sg_mac_key_t *k, const char *topic, const void *key, size_t key_len,
                         const void *payload, size_t len, unsigned char out[32])
 {
     unsigned char pre[4];
     size_t tlen = strlen(topic);
-    EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-    EVP_MAC_CTX *ctx = mac ? EVP_MAC_CTX_new(mac) : NULL;
+    EVP_MAC_CTX *ctx;
     OSSL_PARAM params[2];
     size_t got = 0;
     bool ok;
 
+    pthread_once(&hmac_once, hmac_fetch);
+    ctx = hmac_alg ? EVP_MAC_CTX_new(hmac_alg) : NULL;
     params[0] = OSSL_PARAM_construct_utf8_string("digest", (char *)"SHA256", 0);
     params[1] = OSSL_PARAM_construct_end();
     ok = ctx && EVP_MAC_init(ctx, k->secret, k->len, params) == 1 &&
@@ -89,7 +101,6 @@ static bool mac_compute(const sg_mac_key_t *k, const char *topic, const void *ke
          (len == 0 || EVP_MAC_update(ctx, payload, len) == 1) &&
          EVP_MAC_final(ctx, out, &got, 32) == 1 && got == 32;
     EVP_MAC_CTX_free(ctx);
-    EVP_MAC_free(mac);
     return ok;
 }
 
@@ -106,8 +117,11 @@ int sg_mac_sign(const sg_mac_keys_t *keys, const char *topic, const void *key, s
     if (!mac_compute(k, topic, key, key_len, payload, len, mac))
         return -1;
     off = snprintf(out, SG_MAC_VALUE_MAX, "v1.%s.", k->id);
-    for (int i = 0; i < 32; i++)
-        off += snprintf(out + off, SG_MAC_VALUE_MAX - (size_t)off, "%02x", mac[i]);
+    for (int i = 0; i < 32; i++) {
+        out[off++] = "0123456789abcdef"[mac[i] >> 4];
+        out[off++] = "0123456789abcdef"[mac[i] & 15];
+    }
+    out[off] = '\0';
     return 0;
 }
 
@@ -194,8 +208,7 @@ int sg_ed25519_keygen(unsigned char pub[SG_ED25519_PUBLIC], unsigned char priv[S
 int sg_ed25519_public(const unsigned char priv[SG_ED25519_PRIVATE],
                       unsigned char pub[SG_ED25519_PUBLIC])
 {
-    EVP_PKEY *pk =
-        EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, priv, SG_ED25519_PRIVATE);
+    EVP_PKEY *pk = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, priv, SG_ED25519_PRIVATE);
     size_t np = SG_ED25519_PUBLIC;
     int rc = pk && EVP_PKEY_get_raw_public_key(pk, pub, &np) == 1 ? 0 : -1;
 
@@ -240,8 +253,7 @@ char *sg_auth_sign(const unsigned char priv[SG_ED25519_PRIVATE], const char *pri
     size_t n, siglen = SG_ED25519_SIG;
     unsigned char *msg = sg_auth_message(principal, key_id, ts, key, key_len, payload, len, &n);
     unsigned char sig[SG_ED25519_SIG];
-    EVP_PKEY *pk =
-        EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, priv, SG_ED25519_PRIVATE);
+    EVP_PKEY *pk = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, priv, SG_ED25519_PRIVATE);
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     char *b64 = NULL, *out = NULL;
     bool ok = pk && md && EVP_DigestSignInit(md, NULL, NULL, NULL, pk) == 1 &&

@@ -73,3 +73,4 @@ build/bench/bench-http
 build/bench/bench-dlq
 build/bench/bench-ctl
 build/bench/bench-flood
+build/bench/bench-sign

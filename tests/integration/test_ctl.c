@@ -593,8 +593,8 @@ Test(ctl, cancel_sends_saga_cancel_and_waits_for_the_answer)
                " {\"name\": \"charge\", \"tool\": \"flaky.reversible\", \"args\": {\"class\": "
                "\"transient\", \"retry_after_ms\": 3600000}}]");
     sgw_event_wait("ctl-cxl", "step.retry_scheduled");
-    rc = ctl(ARGS("cancel", "ctl-cxl", "--reason", "customer asked", "--by", "ann", "--key", sgw_key_path("ann"), "--wait",
-                  "--timeout", "60s"));
+    rc = ctl(ARGS("cancel", "ctl-cxl", "--reason", "customer asked", "--by", "ann", "--key",
+                  sgw_key_path("ann"), "--wait", "--timeout", "60s"));
     cr_expect_eq(rc, 0, "exit %d\nstdout %s\nstderr %s", rc, R.out, R.err);
     cr_expect(strstr(R.out, "saga ctl-cxl cancelling") && strstr(R.out, "saga ctl-cxl cancelled"),
               "%s", R.out);
@@ -604,15 +604,16 @@ Test(ctl, cancel_sends_saga_cancel_and_waits_for_the_answer)
         "ann|customer asked");
     /* The saga's history, where on-call looks. */
     cr_expect_eq(ctl(ARGS("show", "ctl-cxl")), 0, "%s", R.err);
-    cr_expect(strstr(R.out, "saga.cancel") && strstr(R.out, "accepted by ann: customer asked"),
+    cr_expect(strstr(R.out, "saga.cancel") &&
+                  strstr(R.out, "accepted by ann (verified): customer asked"),
               "%s", R.out);
 
-    rc = ctl(ARGS("cancel", "ctl-cxl", "--reason", "again", "--by", "ann", "--key", sgw_key_path("ann"), "--wait", "--timeout",
-                  "60s"));
+    rc = ctl(ARGS("cancel", "ctl-cxl", "--reason", "again", "--by", "ann", "--key",
+                  sgw_key_path("ann"), "--wait", "--timeout", "60s"));
     cr_expect_eq(rc, 1, "exit %d\nstdout %s\nstderr %s", rc, R.out, R.err);
     cr_expect(strstr(R.out, "refused") && strstr(R.out, "which is cancelled"), "%s", R.out);
-    rc = ctl(ARGS("cancel", "ctl-ghost", "--reason", "typo", "--by", "ann", "--key", sgw_key_path("ann"), "--wait", "--timeout",
-                  "60s"));
+    rc = ctl(ARGS("cancel", "ctl-ghost", "--reason", "typo", "--by", "ann", "--key",
+                  sgw_key_path("ann"), "--wait", "--timeout", "60s"));
     cr_expect_eq(rc, 1, "exit %d\nstdout %s\nstderr %s", rc, R.out, R.err);
     cr_expect(strstr(R.out, "does not exist"), "%s", R.out);
 
@@ -622,21 +623,25 @@ Test(ctl, cancel_sends_saga_cancel_and_waits_for_the_answer)
                " {\"name\": \"charge\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 2}, "
                "\"approval\": {\"timeout_ms\": 600000}}]");
     sgw_event_wait("ctl-gate", "step.approval_requested");
-    rc = ctl(ARGS("approve", "ctl-gate", "hold", "--reason", "ok", "--by", "ann", "--key", sgw_key_path("ann"), "--wait",
-                  "--timeout", "60s"));
+    rc = ctl(ARGS("approve", "ctl-gate", "hold", "--reason", "ok", "--by", "ann", "--key",
+                  sgw_key_path("ann"), "--wait", "--timeout", "60s"));
     cr_expect_eq(rc, 1, "not waiting: exit %d\nstdout %s\nstderr %s", rc, R.out, R.err);
     cr_expect(strstr(R.out, "refused") && strstr(R.out, "only a step awaiting_approval"), "%s",
               R.out);
-    rc = ctl(ARGS("approve", "ctl-gate", "1", "--reason", "ok", "--by", "ann", "--key", sgw_key_path("ann"), "--wait",
-                  "--timeout", "60s"));
+    rc = ctl(ARGS("approve", "ctl-gate", "1", "--reason", "ok", "--by", "ann", "--key",
+                  sgw_key_path("ann"), "--wait", "--timeout", "60s"));
     cr_expect_eq(rc, 0, "exit %d\nstdout %s\nstderr %s", rc, R.out, R.err);
     cr_expect(strstr(R.out, "saga ctl-gate step charge approved"), "%s", R.out);
     sgw_wait_status("ctl-gate", "completed");
     sgw_pair_stop();
 
-    cr_expect_eq(ctl(ARGS("cancel", "bad id", "--reason", "x", "--by", "ann", "--key", sgw_key_path("ann"))), 3);
+    cr_expect_eq(
+        ctl(ARGS("cancel", "bad id", "--reason", "x", "--by", "ann", "--key", sgw_key_path("ann"))),
+        3);
     cr_expect(strstr(R.err, "$.saga_id") && strstr(R.err, "nothing sent"), "%s", R.err);
-    cr_expect_eq(ctl(ARGS("approve", "s1", "charge", "--reason", "", "--by", "ann", "--key", sgw_key_path("ann"))), 2);
+    cr_expect_eq(ctl(ARGS("approve", "s1", "charge", "--reason", "", "--by", "ann", "--key",
+                          sgw_key_path("ann"))),
+                 2);
     cr_expect_eq(ctl(ARGS("cancel", "s1")), 2, "--reason is required");
     cr_expect_eq(ctl(ARGS("approve", "s1", "--reason", "x")), 2, "STEP is required");
 }

@@ -562,7 +562,7 @@ Test(dlq, replay_of_a_cancelled_saga_whose_compensation_failed_ends_cancelled)
                         " {\"name\": \"second\", \"tool\": \"ledger\", \"approval\": "
                         "{\"timeout_ms\": 600000}}]");
     sgw_event_wait("cxr-1", "step.approval_requested");
-    sgw_produce(sgw.topic_cmd, "cxr-1", cancel, strlen(cancel));
+    sgw_produce_signed("ann", 0, "cxr-1", cancel, strlen(cancel));
     sgw_wait_status("cxr-1", "failed");
     sgw_pair_stop();
     snprintf(id, sizeof(id), "%lld", dead_letter_of("cxr-1"));
@@ -596,7 +596,7 @@ Test(dlq, show_prints_the_steps_as_they_stood_when_dead_lettered)
                          " {\"name\": \"charge\", \"tool\": \"fail\", \"args\": {\"class\": "
                          "\"poison\", \"code\": \"bank.garbled\"}}]");
     sgw_wait_status("snap-1", "held");
-    sgw_produce(sgw.topic_cmd, "snap-1", cancel, strlen(cancel));
+    sgw_produce_signed("ann", 0, "snap-1", cancel, strlen(cancel));
     sgw_wait_status("snap-1", "cancelled");
     sgw_pair_stop();
     snprintf(id, sizeof(id), "%lld", dead_letter_of("snap-1"));

@@ -355,7 +355,7 @@ Test(groups, cancel_while_members_are_in_flight_records_them_then_compensates)
     snprintf(msg, sizeof(msg),
              "{\"v\": 1, \"type\": \"saga.cancel\", \"id\": \"cancel-grp-1\", \"saga_id\": "
              "\"grp-cx\", \"by\": \"support:bob\", \"reason\": \"order withdrawn\"}");
-    sgw_produce(sgw.topic_cmd, "grp-cx", msg, strlen(msg));
+    sgw_produce_signed("ann", 0, "grp-cx", msg, strlen(msg));
     sgw_wait_status("grp-cx", "cancelling");
     sgw_touch(da, "open");
     sgw_wait_int(1, "SELECT count(*) FROM steps WHERE name = 'x' AND status = 'succeeded'");

@@ -35,8 +35,8 @@ static void step_command(char *out, size_t size, const char *type, const char *s
              type, type, step, saga_id, step);
 }
 
-static void decision(char *out, size_t size, const char *type, const char *saga_id,
-                     const char *id, const char *by)
+static void decision(char *out, size_t size, const char *type, const char *saga_id, const char *id,
+                     const char *by)
 {
     snprintf(out, size,
              "{\"v\": 1, \"type\": \"%s\", \"id\": \"%s\", \"saga_id\": \"%s\", \"step\": "
@@ -84,9 +84,9 @@ Test(trust, forged_internal_commands_are_dead_lettered_and_never_acted_on)
     sgw_wait_int(4, "SELECT count(*) FROM dead_letters WHERE error_code = "
                     "'input.command.unauthenticated'");
 
-    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
-                                "SELECT string_agg(status, ',' ORDER BY idx) FROM steps"),
-                     "succeeded,awaiting_approval,pending", "nothing moved");
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text), "SELECT string_agg(status, ',' ORDER BY idx) FROM steps"),
+        "succeeded,awaiting_approval,pending", "nothing moved");
     cr_expect_eq(ledger_calls("forge-1:2:f:g1"), 0, "nothing was shipped");
     cr_expect_eq(ledger_calls("forge-1:0:c:g1"), 0, "the reservation was not undone");
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx <> 0"), 0);
@@ -111,8 +111,8 @@ Test(trust, forged_internal_commands_are_dead_lettered_and_never_acted_on)
  * and saga_controls, the events and `sagactl show` name both principals. */
 Test(trust, unsigned_forbidden_and_self_approvals_are_refused_with_their_reason)
 {
-    static const char *const want[] = {"auth.unsigned",   "auth.bad_signature", "auth.expired",
-                                       "auth.forbidden",  "auth.forbidden",     "auth.self_approval",
+    static const char *const want[] = {"auth.unsigned",  "auth.bad_signature", "auth.expired",
+                                       "auth.forbidden", "auth.forbidden",     "auth.self_approval",
                                        "auth.unsigned"};
     char msg[512], other[512], text[1024];
     const char *show[] = {"show", "self-1", NULL};
@@ -186,8 +186,8 @@ Test(trust, unsigned_forbidden_and_self_approvals_are_refused_with_their_reason)
     cr_expect_eq(rc, 0, "%s%s", out, err);
     cr_expect(strstr(out, "submitted by agent") != NULL, "sagactl show names the submitter:\n%s",
               out);
-    cr_expect(strstr(out, "finance:bob (verified)") != NULL,
-              "sagactl show names the approver:\n%s", out);
+    cr_expect(strstr(out, "finance:bob (verified)") != NULL, "sagactl show names the approver:\n%s",
+              out);
     free(out);
     free(err);
 }

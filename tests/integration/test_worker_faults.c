@@ -19,6 +19,8 @@
 #include "sagad/sg_kafka.h"
 #include "sagad/sg_migrate.h"
 #include "sagad/sg_pg.h"
+#include "sagad/sg_sign.h"
+#include "sagad/sg_text.h"
 
 #define MAX_PARTS 8
 #define MAX_PROCS 16
@@ -36,8 +38,12 @@ typedef sgt_bg_t proc_t;
 static struct fixture_s {
     char db[128], dsn[512], topic[128], events[128], dlq[128], group[128];
     int partitions;
-    char env_text[8][700];
-    const char *env[9];
+    char env_text[9][700];
+    const char *env[10];
+    /* The keyring (ARCHITECTURE.md, "Trust boundary"): shop submits,
+     * faults approves and cancels; their private keys. */
+    char keyring[64];
+    unsigned char shop_key[32], faults_key[32];
     sg_pg_t *pg;
     /* Every process a test starts: a failed assertion leaves the test
      * early, and fixture_fini still stops and reaps them. */
@@ -82,6 +88,29 @@ static void fixture_init(int partitions)
     snprintf(fx.env_text[n++], sizeof(fx.env_text[0]),
              "SAGAD_WORKER_REGISTRY=tests/fixtures/faults-tools.json");
     snprintf(fx.env_text[n++], sizeof(fx.env_text[0]), "SAGAD_LOG_LEVEL=info");
+    {
+        unsigned char pub[2][32];
+        char *b64[2];
+        FILE *fp;
+        int fd;
+
+        snprintf(fx.keyring, sizeof(fx.keyring), "/tmp/sgt-wf-keyring-XXXXXX");
+        cr_assert_geq(fd = mkstemp(fx.keyring), 0);
+        cr_assert_eq(sg_ed25519_keygen(pub[0], fx.shop_key, &err), 0);
+        cr_assert_eq(sg_ed25519_keygen(pub[1], fx.faults_key, &err), 0);
+        b64[0] = sg_base64(pub[0], 32);
+        b64[1] = sg_base64(pub[1], 32);
+        cr_assert_not_null(fp = fdopen(fd, "w"));
+        fprintf(fp,
+                "{\"v\": 1, \"principals\": {\"shop\": {\"keys\": {\"k1\": \"%s\"}, "
+                "\"roles\": [\"submit\"]}, \"faults\": {\"keys\": {\"k1\": \"%s\"}, "
+                "\"roles\": [\"approve\", \"cancel\"]}}}\n",
+                b64[0], b64[1]);
+        fclose(fp);
+        free(b64[0]);
+        free(b64[1]);
+        snprintf(fx.env_text[n++], sizeof(fx.env_text[0]), "SAGAD_SECURITY_KEYRING=%s", fx.keyring);
+    }
     for (int i = 0; i < n; i++)
         fx.env[i] = fx.env_text[i];
     fx.env[n] = NULL;
@@ -105,6 +134,8 @@ static void fixture_fini(void)
     fx.pg = NULL;
     if (fx.db[0])
         sgt_db_drop(fx.db);
+    if (fx.keyring[0])
+        unlink(fx.keyring);
 }
 
 TestSuite(worker_faults, .fini = fixture_fini);
@@ -141,7 +172,24 @@ static const char *proc_log(proc_t *pr)
 
 /* ---- data ----------------------------------------------------------------- */
 
-/* Produces one saga.start per id, keyed by saga id, as a producer would. */
+/* Produces msg keyed by key, signed (header sagad-auth) by the principal
+ * whose private key priv is. */
+static void produce_signed(sg_kafka_t *k, const unsigned char *priv, const char *principal,
+                           const char *key, const char *msg, size_t len)
+{
+    sg_err_t err;
+    char *auth =
+        sg_auth_sign(priv, principal, "k1", (int64_t)time(NULL), key, strlen(key), msg, len, &err);
+    sg_kafka_header_t h = {SG_AUTH_HEADER, auth, auth ? strlen(auth) : 0};
+
+    cr_assert_not_null(auth, "%s", err.message);
+    cr_assert_eq(sg_kafka_produce(k, fx.topic, key, strlen(key), msg, len, &h, 1, NULL, &err), 0,
+                 "%s", err.message);
+    free(auth);
+}
+
+/* Produces one saga.start per id, keyed by saga id, as a producer would
+ * (signed by shop: some have an approval gate). */
 static void submit_sagas(const char *prefix, int first, int count, const char *steps_json)
 {
     const char *props[] = {"bootstrap.servers", sgt_kafka(), NULL};
@@ -158,9 +206,7 @@ static void submit_sagas(const char *prefix, int first, int count, const char *s
                        "{\"v\":1,\"type\":\"saga.start\",\"id\":\"sub-%s\",\"saga_id\":\"%s\","
                        "\"name\":\"%s\",\"input\":{\"n\":%d},\"steps\":%s}",
                        id, id, prefix, i, steps_json);
-        cr_assert_eq(sg_kafka_produce(k, fx.topic, id, strlen(id), payload, (size_t)len, NULL, 0,
-                                      NULL, &err),
-                     0, "%s", err.message);
+        produce_signed(k, fx.shop_key, "shop", id, payload, (size_t)len);
         sg_kafka_poll(k, 0);
     }
     cr_assert_eq(sg_kafka_flush(k, 30000, &err), 0, "%s", err.message);
@@ -220,9 +266,7 @@ static int decide_gates(bool *sent)
                      "{\"v\":1,\"type\":\"saga.cancel\",\"id\":\"cxl-%s\",\"saga_id\":\"%s\","
                      "\"by\":\"faults\",\"reason\":\"cancelled under kills\"}",
                      id, id);
-        cr_assert_eq(
-            sg_kafka_produce(k, fx.topic, id, strlen(id), msg, strlen(msg), NULL, 0, NULL, &err), 0,
-            "%s", err.message);
+        produce_signed(k, fx.faults_key, "faults", id, msg, strlen(msg));
         sent[i] = true;
         n++;
     }

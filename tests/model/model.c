@@ -383,8 +383,8 @@ typedef struct mcmd_s {
  * whose id the saga's history (saga_controls: the CONTROL ops applied to
  * s) already holds is marked answered, as the load marks it
  * (worker_txn.c, mark_answered). */
-static const sg_principal_t signer = {.name = "env", .roles = SG_ROLE_SUBMIT | SG_ROLE_CANCEL |
-                                                                SG_ROLE_APPROVE};
+static const sg_principal_t signer = {.name = "env",
+                                      .roles = SG_ROLE_SUBMIT | SG_ROLE_CANCEL | SG_ROLE_APPROVE};
 
 static void command_of(const mstate_t *s, const mmsg_t *m, mcmd_t *cmd)
 {

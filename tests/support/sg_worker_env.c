@@ -204,8 +204,8 @@ static void write_keyring(void)
         b64priv = sg_base64(sgw.principals[i].priv, 32);
         fprintf(fp, "%s\"%s\": {\"keys\": {\"k1\": \"%s\"}, %s}", i ? ", " : "", who[i].name,
                 b64pub, who[i].entry);
-        snprintf(sgw.principals[i].path, sizeof(sgw.principals[i].path), "%s/key-%zu.json",
-                 sgw.dir, i);
+        snprintf(sgw.principals[i].path, sizeof(sgw.principals[i].path), "%s/key-%zu.json", sgw.dir,
+                 i);
         kf = fopen(sgw.principals[i].path, "w");
         cr_assert_not_null(kf);
         fprintf(kf, "{\"principal\": \"%s\", \"key_id\": \"k1\", \"private_key\": \"%s\"}\n",
@@ -237,8 +237,9 @@ void sgw_produce_signed(const char *principal, int64_t ts_skew_s, const char *ke
 {
     size_t i = principal_index(principal);
     sg_err_t err;
-    char *auth = sg_auth_sign(sgw.principals[i].priv, principal, "k1",
-                              (int64_t)time(NULL) + ts_skew_s, key, strlen(key), payload, len, &err);
+    char *auth =
+        sg_auth_sign(sgw.principals[i].priv, principal, "k1", (int64_t)time(NULL) + ts_skew_s, key,
+                     strlen(key), payload, len, &err);
     sg_kafka_header_t h = {SG_AUTH_HEADER, auth, 0};
 
     cr_assert_not_null(auth, "%s", err.message);

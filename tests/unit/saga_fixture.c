@@ -133,8 +133,8 @@ void fx_command(fx_t *fx, sg_ctype_t type, int step, int attempt, int generation
 
 /* The principal that signed the fixture's control commands (verified at
  * intake in the worker): every role, any tool. */
-const sg_principal_t fx_signer = {.name = "ops", .roles = SG_ROLE_SUBMIT | SG_ROLE_CANCEL |
-                                                         SG_ROLE_APPROVE};
+const sg_principal_t fx_signer = {.name = "ops",
+                                  .roles = SG_ROLE_SUBMIT | SG_ROLE_CANCEL | SG_ROLE_APPROVE};
 
 void fx_cancel(fx_t *fx)
 {

@@ -98,7 +98,7 @@ typedef struct worker_op_s {
             const char *name, *definition, *input, *deadline, *traceparent; /* NULL: none */
             char *metadata, *steps, *def_owned; /* owned; def_owned: definition if made here */
             int64_t retry_budget_ms;            /* -1: none */
-            char origin[40]; /* "<partition>:<offset>" of the saga.start, "": none */
+            char origin[40];          /* "<partition>:<offset>" of the saga.start, "": none */
             const char *submitted_by; /* its verified signer (the keyring's), NULL: none */
         } saga_new;
         struct { /* ATTEMPT and INTERRUPTED */
@@ -156,10 +156,10 @@ typedef struct worker_op_s {
             const char *command, *command_id, *by, *reason;
             const char *principal; /* its verified signer, NULL: none */
             int step;              /* -1: the saga's */
-            const char *outcome; /* accepted, refused */
-            char *error_code;    /* owned; refused: why, NULL when accepted */
-            bool discard_held;   /* an accepted cancel of a held saga: its
-                                    pending dead letters are discarded */
+            const char *outcome;   /* accepted, refused */
+            char *error_code;      /* owned; refused: why, NULL when accepted */
+            bool discard_held;     /* an accepted cancel of a held saga: its
+                                      pending dead letters are discarded */
         } control;
         struct {
             sg_metric_id_t id;

@@ -412,7 +412,8 @@ static bool authorized(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st)
                        "%s without a sagad-auth signature: control commands must be signed "
                        "with a registered key (sagactl --key)",
                        type);
-    } else if (!(dec->who->roles & (dec->type == SG_CMD_CANCEL ? SG_ROLE_CANCEL : SG_ROLE_APPROVE))) {
+    } else if (!(dec->who->roles &
+                 (dec->type == SG_CMD_CANCEL ? SG_ROLE_CANCEL : SG_ROLE_APPROVE))) {
         sg_err_set(&err, SG_ERRCLASS_PERMANENT, "auth.forbidden",
                    "%s by %s, who does not have the %s role in the keyring", type, dec->who->name,
                    dec->type == SG_CMD_CANCEL ? "cancel" : "approve");

@@ -246,7 +246,8 @@ static bool has_gate(const sg_json_t *doc, const sg_registry_t *reg)
     const sg_json_t *steps = sg_json_member(doc, "steps");
 
     for (size_t i = 0; i < sg_json_array_size(steps); i++) {
-        const sg_json_t *st = sg_json_array_get(steps, i), *members = sg_json_member(st, "parallel");
+        const sg_json_t *st = sg_json_array_get(steps, i),
+                        *members = sg_json_member(st, "parallel");
         size_t n = members ? sg_json_array_size(members) : 1;
 
         for (size_t j = 0; j < n; j++) {
@@ -287,8 +288,8 @@ static const char *signer_refused(worker_dc_t *d, problem_list_t *pl)
         return "auth.unsigned";
     }
     if (dec->who && !(dec->who->roles & SG_ROLE_SUBMIT)) {
-        snprintf(rule, sizeof(rule),
-                 "signature: %s does not have the submit role in the keyring", dec->who->name);
+        snprintf(rule, sizeof(rule), "signature: %s does not have the submit role in the keyring",
+                 dec->who->name);
         collect_problem(pl, "$", rule);
         return "auth.forbidden";
     }

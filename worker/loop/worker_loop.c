@@ -97,8 +97,8 @@ static void authenticate(loop_t *L, worker_cmd_t *cmd, const void *key, size_t k
         if (L->w.trust == SG_TRUST_OFF)
             return;
         hv = sg_kafka_msg_header(cmd->msg, SG_MAC_HEADER, &hlen);
-        v = sg_mac_verify(&L->w.keys, sg_kafka_msg_topic(cmd->msg), key, key_len, payload, len,
-                          hv, hlen);
+        v = sg_mac_verify(&L->w.keys, sg_kafka_msg_topic(cmd->msg), key, key_len, payload, len, hv,
+                          hlen);
         if (v == SG_MAC_OK || (v == SG_MAC_MISSING && L->w.trust == SG_TRUST_ACCEPT_UNSIGNED))
             return;
         dec->type = SG_CMD_POISON;
@@ -118,6 +118,17 @@ static void authenticate(loop_t *L, worker_cmd_t *cmd, const void *key, size_t k
         return; /* unsigned: the decision says whether that may start it */
     dec->who = sg_keyring_verify(L->w.keyring, hv, hlen, key, key_len, payload, len,
                                  (int64_t)time(NULL), L->w.signature_max_age_s, &dec->auth);
+    if (!dec->who && dec->type == SG_CMD_START && L->w.trust != SG_TRUST_OFF) {
+        /* A replay (dlq-tool: through the outbox, so signed by the relay)
+         * keeps the submission's headers, and its signature no longer
+         * holds once the payload was edited or its time has passed: it is
+         * the operator's submission now, unsigned (a saga with a gate is
+         * then refused: its producer must submit it again, signed). */
+        const void *mv = sg_kafka_msg_header(cmd->msg, SG_MAC_HEADER, &hlen);
+        if (mv && sg_mac_verify(&L->w.keys, sg_kafka_msg_topic(cmd->msg), key, key_len, payload,
+                                len, mv, hlen) == SG_MAC_OK)
+            memset(&dec->auth, 0, sizeof(dec->auth));
+    }
 }
 
 static void intake(loop_t *L)
