@@ -88,7 +88,8 @@ bin/sagad-worker check-registry >/dev/null
 
 # Who may do what (docs/ARCHITECTURE.md, "Trust boundary"): two
 # principals, each with its own Ed25519 key, made once by `sagactl keys
-# new`: shop submits sagas (sagactl signs with it by default, ctl.key),
+# new`: shop submits sagas (sagactl signs with it by default, ctl.key)
+# and may approve, but never what it submitted itself (four eyes);
 # finance:demo approves and cancels.  The worker reads the keyring.
 echo
 echo "== keys and keyring ($run/keys, $run/keyring.json)"
@@ -106,11 +107,12 @@ def pub(name):
     return json.loads(out)
 shop, appr = pub("shop"), pub("approver")
 ring = {"v": 1, "principals": {
-    shop["principal"]: {"keys": {shop["key_id"]: shop["public_key"]}, "roles": ["submit"]},
+    shop["principal"]: {"keys": {shop["key_id"]: shop["public_key"]},
+                        "roles": ["submit", "approve"]},
     appr["principal"]: {"keys": {appr["key_id"]: appr["public_key"]},
                         "roles": ["approve", "cancel"]}}}
 json.dump(ring, open(f"{run}/keyring.json", "w"), indent=2)
-print("  shop (submit), finance:demo (approve, cancel)")
+print("  shop (submit, approve), finance:demo (approve, cancel)")
 PY
 export SAGAD_SECURITY_KEYRING=$run/keyring.json SAGAD_CTL_KEY=$run/keys/shop.key
 
