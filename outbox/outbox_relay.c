@@ -170,10 +170,14 @@ static int query(outbox_relay_t *r, const char *sql, int n, const char *const *p
  * dead-letter every step command it sent. */
 static int load_keys(outbox_relay_t *r, sg_err_t *err)
 {
+    sg_mac_keys_t keys;
+
     if (r->trust == SG_TRUST_OFF)
         return 0;
-    if (sg_trust_keys_load(r->pg, &r->keys, err) < 0)
+    if (sg_trust_keys_load(r->pg, &keys, err) < 0)
         return -1;
+    sg_mac_keys_clear(&r->keys);
+    r->keys = keys;
     r->keys_at = sg_run_now_ms() + r->key_reload_ms;
     if (r->keys.signer < 0)
         return sg_err_set(err, SG_ERRCLASS_PERMANENT, "runtime.internal_keys",
@@ -968,6 +972,7 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
     sg_kafka_destroy(r.producer);
     free(r.slots);
     sg_otel_stop(r.otel);
+    sg_mac_keys_clear(&r.keys);
     sg_log_kv(SG_LOG_INFO, "relay stopped", NULL);
     return r.exit_code;
 }

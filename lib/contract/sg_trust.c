@@ -63,6 +63,7 @@ int sg_trust_keys_load(sg_pg_t *pg, sg_mac_keys_t *keys, sg_err_t *err)
         free(secret);
         if (rc < 0) {
             sg_pg_res_destroy(res);
+            sg_mac_keys_clear(keys);
             return -1;
         }
     }

@@ -31,6 +31,41 @@ static bool mac_id_ok(const char *id, size_t n)
     return true;
 }
 
+/* The HMAC algorithm, fetched once: a fetch looks it up in OpenSSL's
+ * provider tables, which cost more than the MAC of a step command. */
+static EVP_MAC *hmac_alg;
+static pthread_once_t hmac_once = PTHREAD_ONCE_INIT;
+
+static void hmac_fetch(void)
+{
+    hmac_alg = EVP_MAC_fetch(NULL, "HMAC", NULL);
+}
+
+/* An HMAC-SHA256 context keyed with secret, NULL on failure. */
+static EVP_MAC_CTX *keyed_ctx(const unsigned char *secret, size_t len)
+{
+    OSSL_PARAM params[2];
+    EVP_MAC_CTX *ctx;
+
+    pthread_once(&hmac_once, hmac_fetch);
+    ctx = hmac_alg ? EVP_MAC_CTX_new(hmac_alg) : NULL;
+    params[0] = OSSL_PARAM_construct_utf8_string("digest", (char *)"SHA256", 0);
+    params[1] = OSSL_PARAM_construct_end();
+    if (ctx && EVP_MAC_init(ctx, secret, len, params) != 1) {
+        EVP_MAC_CTX_free(ctx);
+        ctx = NULL;
+    }
+    return ctx;
+}
+
+void sg_mac_keys_clear(sg_mac_keys_t *keys)
+{
+    for (size_t i = 0; i < keys->n; i++)
+        EVP_MAC_CTX_free(keys->keys[i].ctx);
+    OPENSSL_cleanse(keys, sizeof(*keys));
+    keys->signer = -1;
+}
+
 int sg_mac_keys_add(sg_mac_keys_t *keys, const char *id, const void *secret, size_t len,
                     bool signer, sg_err_t *err)
 {
@@ -51,6 +86,11 @@ int sg_mac_keys_add(sg_mac_keys_t *keys, const char *id, const void *secret, siz
     snprintf(k->id, sizeof(k->id), "%s", id);
     memcpy(k->secret, secret, len);
     k->len = len;
+    if (!(k->ctx = keyed_ctx(k->secret, len))) {
+        OPENSSL_cleanse(k, sizeof(*k));
+        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "runtime.crypto",
+                          "OpenSSL could not make an HMAC-SHA256 context");
+    }
     if (signer && keys->signer < 0)
         keys->signer = (int)keys->n;
     keys->n++;
@@ -65,33 +105,17 @@ static void put_u32(unsigned char *p, size_t v)
     p[3] = (unsigned char)v;
 }
 
-/* The HMAC algorithm, fetched once: a fetch looks it up in OpenSSL's
- * provider tables, which cost more than the MAC of a step command. */
-static EVP_MAC *hmac_alg;
-static pthread_once_t hmac_once = PTHREAD_ONCE_INIT;
-
-static void hmac_fetch(void)
-{
-    hmac_alg = EVP_MAC_fetch(NULL, "HMAC", NULL);
-}
-
 /* HMAC-SHA256 of tag, topic, key (each length-prefixed) and payload. */
 static bool mac_compute(const sg_mac_key_t *k, const char *topic, const void *key, size_t key_len,
                         const void *payload, size_t len, unsigned char out[32])
 {
     unsigned char pre[4];
-    size_t tlen = strlen(topic);
-    EVP_MAC_CTX *ctx;
-    OSSL_PARAM params[2];
-    size_t got = 0;
-    bool ok;
+    size_t tlen = strlen(topic), got = 0;
+    /* A copy of the keyed context: the key's own blocks are hashed once,
+     * when the key is added, not per message. */
+    EVP_MAC_CTX *ctx = k->ctx ? EVP_MAC_CTX_dup(k->ctx) : NULL;
+    bool ok = ctx && EVP_MAC_update(ctx, (const unsigned char *)MAC_TAG, sizeof(MAC_TAG) - 1) == 1;
 
-    pthread_once(&hmac_once, hmac_fetch);
-    ctx = hmac_alg ? EVP_MAC_CTX_new(hmac_alg) : NULL;
-    params[0] = OSSL_PARAM_construct_utf8_string("digest", (char *)"SHA256", 0);
-    params[1] = OSSL_PARAM_construct_end();
-    ok = ctx && EVP_MAC_init(ctx, k->secret, k->len, params) == 1 &&
-         EVP_MAC_update(ctx, (const unsigned char *)MAC_TAG, sizeof(MAC_TAG) - 1) == 1;
     put_u32(pre, tlen);
     ok = ok && EVP_MAC_update(ctx, pre, 4) == 1 &&
          EVP_MAC_update(ctx, (const unsigned char *)topic, tlen) == 1;

@@ -117,5 +117,6 @@ int main(void)
     fclose(fp);
     free(auth);
     sg_keyring_free(kr);
+    sg_mac_keys_clear(&keys);
     return sink == 0xffffffffu; /* keeps the loops from being optimised away */
 }

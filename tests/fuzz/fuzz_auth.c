@@ -42,5 +42,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         sg_keyring_free(kr);
     }
+    sg_mac_keys_clear(&keys);
     return 0;
 }

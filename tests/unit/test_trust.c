@@ -58,6 +58,8 @@ Test(trust, a_mac_verifies_and_any_change_to_what_it_covers_does_not)
     keys_with(&other, "k2", true);
     cr_expect_eq(sg_mac_verify(&other, "cmds", "s1", 2, payload, strlen(payload), mac, strlen(mac)),
                  SG_MAC_UNKNOWN_KEY);
+    sg_mac_keys_clear(&k);
+    sg_mac_keys_clear(&other);
 }
 
 Test(trust, during_a_rotation_both_keys_verify_and_the_signer_is_the_one_marked)
@@ -78,6 +80,8 @@ Test(trust, during_a_rotation_both_keys_verify_and_the_signer_is_the_one_marked)
     cr_expect_eq(sg_mac_keys_add(&k, "K3", SECRET, 32, false, &err), -1);
     cr_expect_str_eq(err.code, "config.internal_key.invalid");
     cr_expect_eq(sg_mac_keys_add(&k, "k3", SECRET, 16, false, &err), -1, "too short a secret");
+    sg_mac_keys_clear(&k);
+    sg_mac_keys_clear(&old);
 }
 
 static sg_keyring_t *ring_for(const unsigned char pub[32], const char *roles)

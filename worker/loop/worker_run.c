@@ -67,6 +67,7 @@ static int reload_keys(loop_t *L, sg_err_t *err)
         return 0;
     if (sg_trust_keys_load(L->w.pg, &keys, err) < 0)
         return -1;
+    sg_mac_keys_clear(&L->w.keys);
     L->w.keys = keys;
     L->w.keys_at = sg_run_now_ms() + L->w.key_reload_ms;
     return 0;
@@ -394,6 +395,7 @@ static void teardown(loop_t *L)
     L->w.observe = NULL;
     sg_registry_destroy(L->w.reg);
     sg_keyring_free(L->w.keyring);
+    sg_mac_keys_clear(&L->w.keys);
     free(L->sagas_buf);
     if (L->kafka_pipe[0] > 0) {
         close(L->kafka_pipe[0]);

@@ -38,6 +38,7 @@ typedef struct sg_mac_key_s {
     char id[SG_MAC_ID_MAX + 1];
     unsigned char secret[SG_MAC_SECRET_MAX];
     size_t len;
+    void *ctx; /* an HMAC context keyed with it, copied per message */
 } sg_mac_key_t;
 
 /* The keys a process accepts, and the one it signs with (signer, -1: none
@@ -49,9 +50,13 @@ typedef struct sg_mac_keys_s {
 } sg_mac_keys_t;
 
 /* Adds a key (id: [a-z0-9]{1,16}; 32 to 64 bytes of secret).  Returns -1
- * with err set when either is out of range or the set is full. */
+ * with err set when either is out of range or the set is full.  A set
+ * holds OpenSSL contexts: sg_mac_keys_clear releases them. */
 int sg_mac_keys_add(sg_mac_keys_t *keys, const char *id, const void *secret, size_t len,
                     bool signer, sg_err_t *err);
+
+/* Empties a set (secrets wiped, contexts freed); it can be filled again. */
+void sg_mac_keys_clear(sg_mac_keys_t *keys);
 
 /* The header value for a message: "v1.<id>.<hex>".  Returns -1 when the
  * set has no signing key. */

@@ -42,8 +42,10 @@ int sg_trust_mode_parse(const char *s, sg_trust_mode_t *out);
  * saga.release, step.approval_timeout. */
 bool sg_trust_internal(sg_ctype_t type);
 
-/* Reads the live internal keys (not expired) into keys; the signer is the
- * newest whose signs_from has come.  -1 with err set when the table cannot
+/* Reads the live internal keys (not expired) into keys, which it fills
+ * from empty (whatever it held is not released: pass an empty or cleared
+ * set); the signer is the newest whose signs_from has come.  On failure
+ * keys is left empty.  -1 with err set when the table cannot
  * be read (schema too old: migrate; the role may not read it). */
 int sg_trust_keys_load(sg_pg_t *pg, sg_mac_keys_t *keys, sg_err_t *err);
 
