@@ -36,9 +36,10 @@ static double per_op_us(double t0, int n)
 
 int main(void)
 {
-    static const char step[] = "{\"v\":1,\"type\":\"step.execute\",\"id\":\"cmd:order-000042:1:f:g1:a1\","
-                               "\"saga_id\":\"order-000042\",\"step\":1,\"attempt\":1,"
-                               "\"generation\":1}";
+    static const char step[] =
+        "{\"v\":1,\"type\":\"step.execute\",\"id\":\"cmd:order-000042:1:f:g1:a1\","
+        "\"saga_id\":\"order-000042\",\"step\":1,\"attempt\":1,"
+        "\"generation\":1}";
     const char *result = getenv("SAGAD_BENCH_RESULT");
     unsigned char secret[32], pub[32], priv[32], digest[32];
     char start[2048], mac[SG_MAC_VALUE_MAX], ring[256], *b64;
