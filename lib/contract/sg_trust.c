@@ -78,6 +78,8 @@ void sg_keyring_free(sg_keyring_t *kr)
     if (!kr)
         return;
     for (size_t i = 0; i < kr->n; i++) {
+        for (size_t j = 0; j < kr->p[i].nkeys; j++)
+            sg_ed25519_key_free(kr->p[i].keys[j].pkey);
         for (size_t j = 0; j < kr->p[i].napprove_tools; j++)
             free(kr->p[i].approve_tools[j]);
         free(kr->p[i].approve_tools);
@@ -144,6 +146,8 @@ static int parse_principal(sg_principal_t *p, const sg_json_t *node, const char 
                        "format: an Ed25519 public key, 32 bytes in standard base64 (what "
                        "`sagactl keys new` prints)");
         snprintf(p->keys[p->nkeys].id, sizeof(p->keys[p->nkeys].id), "%s", sg_json_key(k));
+        if (!(p->keys[p->nkeys].pkey = sg_ed25519_key_new(p->keys[p->nkeys].pub)))
+            return bad(err, what, at, "format: not a valid Ed25519 public key");
         p->nkeys++;
     }
     if (!sg_json_is_array(roles) || sg_json_array_size(roles) == 0)
@@ -326,7 +330,7 @@ const sg_principal_t *sg_keyring_verify(const sg_keyring_t *kr, const void *valu
     msg = sg_auth_message(a.principal, a.key_id, a.ts, key, key_len, payload, len, &n);
     for (size_t i = 0; i < p->nkeys && !ok; i++)
         if (strcmp(p->keys[i].id, a.key_id) == 0)
-            ok = sg_ed25519_verify(p->keys[i].pub, msg, n, a.sig);
+            ok = sg_ed25519_verify_key(p->keys[i].pkey, msg, n, a.sig);
     free(msg);
     if (!ok) {
         sg_err_set(err, SG_ERRCLASS_PERMANENT, "auth.bad_signature",

@@ -298,6 +298,27 @@ char *sg_auth_sign(const unsigned char priv[SG_ED25519_PRIVATE], const char *pri
     return out;
 }
 
+void *sg_ed25519_key_new(const unsigned char pub[SG_ED25519_PUBLIC])
+{
+    return EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, pub, SG_ED25519_PUBLIC);
+}
+
+void sg_ed25519_key_free(void *key)
+{
+    EVP_PKEY_free(key);
+}
+
+bool sg_ed25519_verify_key(void *key, const unsigned char *msg, size_t n,
+                           const unsigned char sig[SG_ED25519_SIG])
+{
+    EVP_MD_CTX *md = key ? EVP_MD_CTX_new() : NULL;
+    bool ok = md && EVP_DigestVerifyInit(md, NULL, NULL, NULL, key) == 1 &&
+              EVP_DigestVerify(md, sig, SG_ED25519_SIG, msg, n) == 1;
+
+    EVP_MD_CTX_free(md);
+    return ok;
+}
+
 bool sg_ed25519_verify(const unsigned char pub[SG_ED25519_PUBLIC], const unsigned char *msg,
                        size_t n, const unsigned char sig[SG_ED25519_SIG])
 {

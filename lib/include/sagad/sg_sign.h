@@ -123,6 +123,13 @@ int sg_auth_parse(const void *value, size_t vlen, sg_auth_t *out);
 /* true when sig is pub's signature of the message. */
 bool sg_ed25519_verify(const unsigned char pub[SG_ED25519_PUBLIC], const unsigned char *msg,
                        size_t n, const unsigned char sig[SG_ED25519_SIG]);
+/* The same with a public key made once by sg_ed25519_key_new (a verify
+ * that makes its key each time spends as much on that as on the check);
+ * sg_ed25519_key_free releases it.  NULL: pub is not a valid key. */
+void *sg_ed25519_key_new(const unsigned char pub[SG_ED25519_PUBLIC]);
+void sg_ed25519_key_free(void *key);
+bool sg_ed25519_verify_key(void *key, const unsigned char *msg, size_t n,
+                           const unsigned char sig[SG_ED25519_SIG]);
 
 /* Standard base64 (padded) of exactly want bytes into out; -1 otherwise. */
 int sg_base64_decode_exact(const char *s, size_t slen, unsigned char *out, size_t want);

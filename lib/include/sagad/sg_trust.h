@@ -64,6 +64,7 @@ typedef struct sg_principal_s {
     struct {
         char id[SG_KEY_ID_MAX + 1];
         unsigned char pub[SG_ED25519_PUBLIC];
+        void *pkey; /* the key as OpenSSL holds it, made once at load */
     } keys[SG_PRINCIPAL_KEYS_MAX];
     size_t nkeys;
     unsigned roles;
