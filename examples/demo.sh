@@ -197,7 +197,7 @@ if [ "$rc" != 1 ]; then
     echo "demo: approving with the submitter's key exited $rc, not 1 (refused); see $run/worker.log" >&2
     exit 1
 fi
-echo "  (exit 1: refused, auth.self_approval; the charge still waits)"
+echo "  (exit 1: refused, input.auth.self_approval; the charge still waits)"
 echo "\$ sagactl approve $high charge --key $run/keys/approver.key --by demo --reason \"known customer\" --wait"
 bin/sagactl approve "$high" charge --key "$run/keys/approver.key" --by demo --reason "known customer" --wait
 wait_step "$high" ship succeeded

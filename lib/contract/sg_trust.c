@@ -298,30 +298,30 @@ const sg_principal_t *sg_keyring_verify(const sg_keyring_t *kr, const void *valu
     bool ok = false;
 
     if (!kr) {
-        sg_err_set(err, SG_ERRCLASS_PERMANENT, "auth.no_keyring",
+        sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.auth.no_keyring",
                    "this worker has no keyring (security.keyring), so no principal can be "
                    "verified; register keys (docs/OPERATIONS.md, \"Keys and principals\")");
         return NULL;
     }
     if (!value) {
-        sg_err_set(err, SG_ERRCLASS_PERMANENT, "auth.unsigned",
+        sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.auth.unsigned",
                    "the message has no sagad-auth header: sign it with a registered key "
                    "(sagactl --key, or docs/ARCHITECTURE.md, \"Trust boundary\")");
         return NULL;
     }
     if (sg_auth_parse(value, vlen, &a) < 0) {
-        sg_err_set(err, SG_ERRCLASS_PERMANENT, "auth.malformed",
+        sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.auth.malformed",
                    "the sagad-auth header is not \"v1 <principal> <key id> <unix time> "
                    "<base64 Ed25519 signature>\"");
         return NULL;
     }
     if (!(p = sg_keyring_find(kr, a.principal))) {
-        sg_err_set(err, SG_ERRCLASS_PERMANENT, "auth.unknown_principal",
+        sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.auth.unknown_principal",
                    "principal %s is not in the keyring", a.principal);
         return NULL;
     }
     if (a.ts < now_s - max_age_s || a.ts > now_s + CLOCK_SKEW_S) {
-        sg_err_set(err, SG_ERRCLASS_PERMANENT, "auth.expired",
+        sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.auth.expired",
                    "the signature of %s was made at %lld, %lld s from now; at most %lld s old "
                    "(security.signature_max_age_s) and 60 s ahead are accepted: sign it again",
                    a.principal, (long long)a.ts, (long long)(a.ts - now_s), (long long)max_age_s);
@@ -333,7 +333,7 @@ const sg_principal_t *sg_keyring_verify(const sg_keyring_t *kr, const void *valu
             ok = sg_ed25519_verify_key(p->keys[i].pkey, msg, n, a.sig);
     free(msg);
     if (!ok) {
-        sg_err_set(err, SG_ERRCLASS_PERMANENT, "auth.bad_signature",
+        sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.auth.bad_signature",
                    "the signature does not verify with key %s of principal %s (unknown key id, "
                    "or the message or its key changed after signing)",
                    a.key_id, a.principal);

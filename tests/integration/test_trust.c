@@ -111,9 +111,10 @@ Test(trust, forged_internal_commands_are_dead_lettered_and_never_acted_on)
  * and saga_controls, the events and `sagactl show` name both principals. */
 Test(trust, unsigned_forbidden_and_self_approvals_are_refused_with_their_reason)
 {
-    static const char *const want[] = {"auth.unsigned",  "auth.bad_signature", "auth.expired",
-                                       "auth.forbidden", "auth.forbidden",     "auth.self_approval",
-                                       "auth.unsigned"};
+    static const char *const want[] = {"input.auth.unsigned",  "input.auth.bad_signature",
+                                       "input.auth.expired",   "input.auth.forbidden",
+                                       "input.auth.forbidden", "input.auth.self_approval",
+                                       "input.auth.unsigned"};
     char msg[512], other[512], text[1024];
     const char *show[] = {"show", "self-1", NULL};
     sg_kafka_header_t h;
@@ -168,7 +169,7 @@ Test(trust, unsigned_forbidden_and_self_approvals_are_refused_with_their_reason)
                      "awaiting_approval", "no refused control decided the gate");
     cr_expect_eq(ledger_calls("self-1:1:f:g1"), 0, "the charge waits");
     ev = sgw_event_wait("self-1", "saga.command_refused");
-    cr_expect_str_eq(sgw_jstr(ev, "error_code"), "auth.unsigned");
+    cr_expect_str_eq(sgw_jstr(ev, "error_code"), "input.auth.unsigned");
 
     decision(msg, sizeof(msg), "saga.approve", "self-1", "c8", "finance:bob");
     sgw_produce_signed("finance:bob", 0, "self-1", msg, strlen(msg));
@@ -213,7 +214,7 @@ Test(trust, a_gated_saga_must_be_signed_by_its_submitter)
     sgw_wait_status("plain-1", "completed");
     sgw_pair_stop();
 
-    cr_expect_str_eq(sgw_jstr(ev, "error_code"), "auth.unsigned");
+    cr_expect_str_eq(sgw_jstr(ev, "error_code"), "input.auth.unsigned");
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM sagas WHERE saga_id = 'unsig-1'"), 0);
     cr_expect_eq(ledger_calls("unsig-1:0:f:g1"), 0, "nothing of it ran");
 }

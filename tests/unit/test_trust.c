@@ -120,39 +120,39 @@ Test(trust, a_signature_verifies_once_and_nothing_it_covers_can_change)
     cr_expect_null(
         sg_keyring_verify(kr, auth, strlen(auth), "s2", 2, msg, strlen(msg), 1000100, 900, &err),
         "another saga's key");
-    cr_expect_str_eq(err.code, "auth.bad_signature");
+    cr_expect_str_eq(err.code, "input.auth.bad_signature");
     cr_expect_null(sg_keyring_verify(kr, auth, strlen(auth), "s1", 2, msg, strlen(msg) - 1, 1000100,
                                      900, &err));
-    cr_expect_str_eq(err.code, "auth.bad_signature");
+    cr_expect_str_eq(err.code, "input.auth.bad_signature");
     cr_expect_null(
         sg_keyring_verify(kr, auth, strlen(auth), "s1", 2, msg, strlen(msg), 1001000, 900, &err),
         "a thousand seconds later");
-    cr_expect_str_eq(err.code, "auth.expired");
+    cr_expect_str_eq(err.code, "input.auth.expired");
     cr_expect_null(
         sg_keyring_verify(kr, auth, strlen(auth), "s1", 2, msg, strlen(msg), 999900, 900, &err),
         "100 s in the future");
-    cr_expect_str_eq(err.code, "auth.expired");
+    cr_expect_str_eq(err.code, "input.auth.expired");
     /* the time in the header is covered too */
     forged = strdup(auth);
     memcpy(strstr(forged, "1000000"), "1000050", 7);
     cr_expect_null(sg_keyring_verify(kr, forged, strlen(forged), "s1", 2, msg, strlen(msg), 1000100,
                                      900, &err));
-    cr_expect_str_eq(err.code, "auth.bad_signature");
+    cr_expect_str_eq(err.code, "input.auth.bad_signature");
     free(forged);
     /* another principal's name on bob's signature */
     forged = sg_auth_sign(priv, "eve", "k1", 1000000, "s1", 2, msg, strlen(msg), &err);
     cr_expect_null(sg_keyring_verify(kr, forged, strlen(forged), "s1", 2, msg, strlen(msg), 1000100,
                                      900, &err));
-    cr_expect_str_eq(err.code, "auth.unknown_principal");
+    cr_expect_str_eq(err.code, "input.auth.unknown_principal");
     free(forged);
     cr_expect_null(sg_keyring_verify(kr, NULL, 0, "s1", 2, msg, strlen(msg), 1000100, 900, &err));
-    cr_expect_str_eq(err.code, "auth.unsigned");
+    cr_expect_str_eq(err.code, "input.auth.unsigned");
     cr_expect_null(
         sg_keyring_verify(kr, "v1 bob k1 x y", 13, "s1", 2, msg, strlen(msg), 1000100, 900, &err));
-    cr_expect_str_eq(err.code, "auth.malformed");
+    cr_expect_str_eq(err.code, "input.auth.malformed");
     cr_expect_null(
         sg_keyring_verify(NULL, auth, strlen(auth), "s1", 2, msg, strlen(msg), 1000100, 900, &err));
-    cr_expect_str_eq(err.code, "auth.no_keyring");
+    cr_expect_str_eq(err.code, "input.auth.no_keyring");
     free(auth);
     sg_keyring_free(kr);
 }

@@ -408,27 +408,27 @@ static bool authorized(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st)
         if (dec->auth.code[0])
             err = dec->auth;
         else
-            sg_err_set(&err, SG_ERRCLASS_PERMANENT, "auth.unsigned",
+            sg_err_set(&err, SG_ERRCLASS_PERMANENT, "input.auth.unsigned",
                        "%s without a sagad-auth signature: control commands must be signed "
                        "with a registered key (sagactl --key)",
                        type);
     } else if (!(dec->who->roles &
                  (dec->type == SG_CMD_CANCEL ? SG_ROLE_CANCEL : SG_ROLE_APPROVE))) {
-        sg_err_set(&err, SG_ERRCLASS_PERMANENT, "auth.forbidden",
+        sg_err_set(&err, SG_ERRCLASS_PERMANENT, "input.auth.forbidden",
                    "%s by %s, who does not have the %s role in the keyring", type, dec->who->name,
                    dec->type == SG_CMD_CANCEL ? "cancel" : "approve");
     } else if (st && !sg_principal_may_approve(dec->who, st->tool)) {
-        sg_err_set(&err, SG_ERRCLASS_PERMANENT, "auth.forbidden",
+        sg_err_set(&err, SG_ERRCLASS_PERMANENT, "input.auth.forbidden",
                    "%s of step %s by %s, who may not approve tool %s (approve_tools in the "
                    "keyring)",
                    type, st->name, dec->who->name, st->tool);
     } else if (st && saga->submitted_by && strcmp(saga->submitted_by, dec->who->name) == 0) {
-        sg_err_set(&err, SG_ERRCLASS_PERMANENT, "auth.self_approval",
+        sg_err_set(&err, SG_ERRCLASS_PERMANENT, "input.auth.self_approval",
                    "%s of step %s by %s, who submitted saga %s: four eyes, another approver "
                    "must decide",
                    type, st->name, dec->who->name, saga->saga_id);
     } else if (st && dec->generation && dec->generation != saga->generation) {
-        sg_err_set(&err, SG_ERRCLASS_PERMANENT, "auth.generation",
+        sg_err_set(&err, SG_ERRCLASS_PERMANENT, "input.auth.generation",
                    "%s of step %s for generation %d, but the gate is of generation %d: read "
                    "the saga again and decide its current gate",
                    type, st->name, dec->generation, saga->generation);

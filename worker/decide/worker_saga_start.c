@@ -285,13 +285,13 @@ static const char *signer_refused(worker_dc_t *d, problem_list_t *pl)
                             : "signature: a saga with an approval gate must be signed by its "
                               "submitter (four eyes: the approver must be someone else); sign "
                               "it with a key of a principal with the submit role");
-        return "auth.unsigned";
+        return "input.auth.unsigned";
     }
     if (dec->who && !(dec->who->roles & SG_ROLE_SUBMIT)) {
         snprintf(rule, sizeof(rule), "signature: %s does not have the submit role in the keyring",
                  dec->who->name);
         collect_problem(pl, "$", rule);
-        return "auth.forbidden";
+        return "input.auth.forbidden";
     }
     return NULL;
 }

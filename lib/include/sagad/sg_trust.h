@@ -90,8 +90,8 @@ bool sg_principal_may_approve(const sg_principal_t *p, const char *tool);
  * the keyring: the principal and key exist, the signature covers the key
  * and payload, and its time is at most max_age_s old (60 s ahead for clock
  * skew).  Returns the principal, or NULL with err set: code
- * auth.unsigned, auth.malformed, auth.unknown_principal, auth.bad_signature,
- * auth.expired or auth.no_keyring (kr NULL). */
+ * input.auth.unsigned, input.auth.malformed, input.auth.unknown_principal,
+ * input.auth.bad_signature, input.auth.expired or input.auth.no_keyring (kr NULL). */
 const sg_principal_t *sg_keyring_verify(const sg_keyring_t *kr, const void *value, size_t vlen,
                                         const void *key, size_t key_len, const void *payload,
                                         size_t len, int64_t now_s, int64_t max_age_s,
