@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sagad/sg_sign.h"
 #include "../support/sg_test.h"
@@ -217,4 +218,54 @@ Test(trust, a_gated_saga_must_be_signed_by_its_submitter)
     cr_expect_str_eq(sgw_jstr(ev, "error_code"), "input.auth.unsigned");
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM sagas WHERE saga_id = 'unsig-1'"), 0);
     cr_expect_eq(ledger_calls("unsig-1:0:f:g1"), 0, "nothing of it ran");
+}
+
+/* A key rotated with no lead and no grace: the relay, re-reading every
+ * second, signs with the new key at once; the worker, whose periodic
+ * re-read is an hour away, meets a key id it does not hold and reads the
+ * keys again then, instead of refusing sagad's own commands.  The old key
+ * is gone for good: a copy signed with it is refused. */
+Test(trust, a_rotated_key_is_read_by_the_worker_when_first_seen)
+{
+    static const char *const relay_env[] = {"SAGAD_SECURITY_KEY_RELOAD_MS=1000", NULL};
+    static const char *const worker_env[] = {"SAGAD_SECURITY_KEY_RELOAD_MS=3600000", NULL};
+    sgw_reader_t cmds;
+    const sgw_msg_t *old = NULL;
+    char text[256];
+
+    sgw_world_start(NULL, 1, NULL);
+    sgw_start(&sgw.relay, "sagad-relay", relay_env);
+    sgw_start(&sgw.worker, "sagad-worker", worker_env);
+    sgw_submit("rot-1", "[{\"name\": \"a\", \"tool\": \"ledger\"}, {\"name\": \"b\", \"tool\": "
+                        "\"ledger\"}]");
+    sgw_wait_status("rot-1", "completed");
+    sgw_reader_open(&cmds, sgw.topic_cmd);
+    sgw_reader_wait_count(&cmds, 2);
+    for (size_t i = 0; i < cmds.n; i++)
+        if (strcmp(sgw_jstr(cmds.v[i].doc, "type"), "step.execute") == 0)
+            old = &cmds.v[i];
+    cr_assert_not_null(old);
+    cr_expect(strncmp(sgw_jstr(old->headers, "sagad-mac"), "v1.k1.", 6) == 0, "%s",
+              sgw_jstr(old->headers, "sagad-mac"));
+
+    sgw_q_text(text, sizeof(text), "SELECT sagad_internal_key_rotate('0 s', '0 s')");
+    sleep(2); /* the relay's re-read */
+    sgw_submit("rot-2", "[{\"name\": \"a\", \"tool\": \"ledger\"}, {\"name\": \"b\", \"tool\": "
+                        "\"ledger\"}]");
+    sgw_wait_status("rot-2", "completed");
+    /* the copy signed with the expired key */
+    {
+        const char *mac = sgw_jstr(old->headers, "sagad-mac");
+        sg_kafka_header_t h = {SG_MAC_HEADER, mac, strlen(mac)};
+        sgw_produce_headers(sgw.topic_cmd, old->key, old->raw, old->len, &h, 1);
+    }
+    sgw_wait_int(1, "SELECT count(*) FROM dead_letters WHERE error_code = "
+                    "'input.command.unauthenticated'");
+    sgw_pair_stop();
+    sgw_reader_close(&cmds);
+
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters"), 1,
+                 "only the copy signed with the retired key was refused");
+    cr_expect(strstr(sgt_bg_tail(&sgw.worker), "made with a key this worker does not hold") != NULL,
+              "the refusal says why");
 }

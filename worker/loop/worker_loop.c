@@ -99,6 +99,16 @@ static void authenticate(loop_t *L, worker_cmd_t *cmd, const void *key, size_t k
         hv = sg_kafka_msg_header(cmd->msg, SG_MAC_HEADER, &hlen);
         v = sg_mac_verify(&L->w.keys, sg_kafka_msg_topic(cmd->msg), key, key_len, payload, len, hv,
                           hlen);
+        if (v == SG_MAC_UNKNOWN_KEY) {
+            /* A key rotated in since the last read, perhaps: read again
+             * (at most once a second) before refusing. */
+            sg_err_t kerr;
+            if (loop_keys_reload(L, true, &kerr) < 0)
+                sg_log_kv(SG_LOG_WARN, "cannot re-read the internal keys", "error", kerr.message,
+                          NULL);
+            v = sg_mac_verify(&L->w.keys, sg_kafka_msg_topic(cmd->msg), key, key_len, payload, len,
+                              hv, hlen);
+        }
         if (v == SG_MAC_OK || (v == SG_MAC_MISSING && L->w.trust == SG_TRUST_ACCEPT_UNSIGNED))
             return;
         dec->type = SG_CMD_POISON;

@@ -15,7 +15,8 @@
  *   worker_txn.c      the batched transactions over the connections, and
  *                     what follows a commit or a failure
  *   worker_parts.c    partitions: ownership (epochs), offsets, fences
- *   worker_session.c  the PostgreSQL session's health: up/down, reconnect
+ *   worker_session.c  the PostgreSQL session's health: up/down, reconnect;
+ *                     the internal keys, read on a connection of their own
  *   worker_chain.c    chaining, the commands topic's partition count
  *   worker_cmdq.c     command memory, the saga and partition queues, the
  *                     loop's vectors, a command's state */
@@ -150,6 +151,11 @@ typedef struct loop_s {
     unsigned pg_failures;
     uint64_t last_pg_ok;
     bool pg_up;
+    /* The internal keys' own connection (the transactions' are busy
+     * under load, when a rotation must still be read), and when they
+     * were last read on demand (an unknown key id: at most once a second). */
+    sg_pg_t *keys_pg;
+    uint64_t keys_forced_at;
 
     /* worker_chain.c: chaining (see the top of that file); on when
      * L->w.chain. */
@@ -251,6 +257,11 @@ void *loop_partition_watcher(void *arg);
 void loop_pg_state(loop_t *L, bool up, const sg_err_t *err);
 /* After a failure (err): backoff, then reconnect when the session is gone. */
 void loop_pg_recover(loop_t *L, const sg_err_t *err);
+/* Reads the internal keys again (L->w.keys) when security.key_reload_ms
+ * has passed, or at once when force (an unknown key id was seen; at most
+ * once a second).  Returns 1 when read, 0 when not due, -1 with err set
+ * on failure (the keys held are kept). */
+int loop_keys_reload(loop_t *L, bool force, sg_err_t *err);
 
 /* ---- worker_parts.c: partitions, offsets, fences ----------------------- */
 

@@ -56,35 +56,16 @@ static void ping_pg(loop_t *L)
     schema_state(version);
 }
 
-/* The internal keys, at start and every security.key_reload_ms: a key
- * rotated in (sagad_internal_key_rotate()) is accepted before the relay
- * signs with it.  A failed read keeps the keys held. */
-static int reload_keys(loop_t *L, sg_err_t *err)
-{
-    sg_mac_keys_t keys;
-
-    if (L->w.trust == SG_TRUST_OFF)
-        return 0;
-    if (sg_trust_keys_load(L->w.pg, &keys, err) < 0)
-        return -1;
-    sg_mac_keys_clear(&L->w.keys);
-    L->w.keys = keys;
-    L->w.keys_at = sg_run_now_ms() + L->w.key_reload_ms;
-    return 0;
-}
-
+/* The internal keys, every security.key_reload_ms (worker_session.c): a
+ * key rotated in (sagad_internal_key_rotate()) is accepted before the
+ * relay signs with it.  A failed read keeps the keys held. */
 static void maybe_reload_keys(loop_t *L)
 {
     sg_err_t err;
 
-    if (L->w.trust == SG_TRUST_OFF || sg_run_now_ms() < L->w.keys_at || loop_txn_out(L))
-        return;
-    loop_use_txn(L, &L->slots[0]);
-    if (reload_keys(L, &err) < 0) {
-        L->w.keys_at = sg_run_now_ms() + L->w.key_reload_ms;
+    if (loop_keys_reload(L, false, &err) < 0)
         sg_log_kv(SG_LOG_WARN, "cannot re-read the internal keys; keeping those held", "error",
                   err.message, NULL);
-    }
 }
 
 static void export_gauges(loop_t *L)
@@ -288,7 +269,7 @@ static int setup(loop_t *L, sg_cli_t *cli)
                 cli->prog, version, WORKER_SCHEMA_VERSION, cli->prog);
         return SG_EXIT_FAIL;
     }
-    if (reload_keys(L, &err) < 0) {
+    if (loop_keys_reload(L, false, &err) < 0) {
         fprintf(stderr, "%s: %s\n", cli->prog, err.message);
         return SG_EXIT_FAIL;
     }
@@ -396,6 +377,7 @@ static void teardown(loop_t *L)
     sg_registry_destroy(L->w.reg);
     sg_keyring_free(L->w.keyring);
     sg_mac_keys_clear(&L->w.keys);
+    sg_pg_destroy(L->keys_pg);
     free(L->sagas_buf);
     if (L->kafka_pipe[0] > 0) {
         close(L->kafka_pipe[0]);

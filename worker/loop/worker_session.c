@@ -33,6 +33,29 @@ static void pg_backoff(loop_t *L)
     }
 }
 
+int loop_keys_reload(loop_t *L, bool force, sg_err_t *err)
+{
+    sg_mac_keys_t keys;
+    uint64_t now = sg_run_now_ms();
+
+    if (L->w.trust == SG_TRUST_OFF)
+        return 0;
+    if (force ? now - L->keys_forced_at < 1000 : now < L->w.keys_at)
+        return 0;
+    if (force)
+        L->keys_forced_at = now;
+    L->w.keys_at = now + L->w.key_reload_ms;
+    if (!L->keys_pg && !(L->keys_pg = sg_pg_connect(&L->pgopts, err)))
+        return -1;
+    if (!sg_pg_ok(L->keys_pg) && sg_pg_reconnect(L->keys_pg, err) < 0)
+        return -1;
+    if (sg_trust_keys_load(L->keys_pg, &keys, err) < 0)
+        return -1;
+    sg_mac_keys_clear(&L->w.keys);
+    L->w.keys = keys;
+    return 1;
+}
+
 /* After a failure: reconnect when the session is gone. */
 void loop_pg_recover(loop_t *L, const sg_err_t *err)
 {
