@@ -38,7 +38,7 @@ static bool name_ok(const char *s, size_t max, const char *extra)
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
         if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              strchr(extra, ch)))
+              (ch && strchr(extra, ch))))
             return false;
     }
     return true;

@@ -97,7 +97,7 @@ static bool name_ok(const char *s, size_t max, const char *extra)
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (!(c < 128 && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                          (c >= '0' && c <= '9') || strchr(extra, c))))
+                          (c >= '0' && c <= '9') || (c && strchr(extra, c)))))
             return false;
     }
     return true;
@@ -199,6 +199,10 @@ sg_keyring_t *sg_keyring_parse(const char *text, size_t len, const char *what, s
         return NULL;
     }
     kr = sg_xcalloc(1, sizeof(*kr));
+    if (!sg_json_is_object(doc)) {
+        bad(err, what, "$", "type: a keyring is an object");
+        goto fail;
+    }
     v = sg_json_member(doc, "v");
     ps = sg_json_member(doc, "principals");
     for (const sg_json_t *m = sg_json_first(doc); m; m = sg_json_next(m))

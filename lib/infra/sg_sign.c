@@ -386,7 +386,8 @@ static bool chars_ok(const char *s, size_t n, size_t max, const char *extra)
     if (n == 0 || n > max)
         return false;
     for (size_t i = 0; i < n; i++)
-        if (!isalnum((unsigned char)s[i]) && !strchr(extra, s[i]))
+        /* strchr() finds the terminator too: a NUL byte is no "extra" */
+        if (!isalnum((unsigned char)s[i]) && (s[i] == '\0' || !strchr(extra, s[i])))
             return false;
     return true;
 }

@@ -207,6 +207,26 @@ Test(trust, keyrings_are_read_as_the_schema_says)
     }
 }
 
+/* Found by fuzz_auth: NUL bytes inside the principal were taken for one of
+ * its allowed punctuation characters (strchr() finds the terminator), so
+ * "\0\0shop" parsed as the empty principal. */
+Test(trust, a_header_with_nul_bytes_in_a_name_is_malformed)
+{
+    static const char v[] = "v1 \0\0shop k1 100 AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gIS"
+                            "IjJCUmJygpKissLS4vMDEyMzQ1Njc4OTo7PD0+Pw==";
+    static const char w[] = "v1 shop k\0 100 AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUm"
+                            "JygpKissLS4vMDEyMzQ1Njc4OTo7PD0+Pw==";
+    static const char ok[] = "v1 shop k1 100 AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUm"
+                             "JygpKissLS4vMDEyMzQ1Njc4OTo7PD0+Pw==";
+    sg_auth_t a;
+
+    cr_expect_eq(sg_auth_parse(v, sizeof(v) - 1, &a), -1);
+    cr_expect_eq(sg_auth_parse(w, sizeof(w) - 1, &a), -1);
+    cr_assert_eq(sg_auth_parse(ok, sizeof(ok) - 1, &a), 0);
+    cr_expect_str_eq(a.principal, "shop");
+    cr_expect_eq(a.ts, 100);
+}
+
 Test(trust, base64_of_an_exact_length_only)
 {
     unsigned char out[4];
