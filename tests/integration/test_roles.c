@@ -480,3 +480,31 @@ Test(roles, the_reader_role_reads_with_sagactl_and_writes_nothing)
     free(err);
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM outbox"), 0);
 }
+
+/* The internal keys sign every step command the worker acts on: only the
+ * runtime role (worker, relay) reads them; the operator, who reads every
+ * other table, the reader and a stranger are refused by PostgreSQL, and
+ * none but the owner may rotate them. */
+Test(roles, only_the_runtime_role_reads_the_internal_keys)
+{
+    const char *const refused[] = {op_dsn, rd_dsn, st_dsn, rt_dsn};
+    const char *const names[] = {"operator", "reader", "stranger", "runtime"};
+    sg_err_t err;
+
+    role_dsns();
+    cr_expect_eq(exec_as(rt_dsn, "SELECT id, secret FROM internal_keys", &err), 0, "%s",
+                 err.message);
+    for (int i = 0; i < 3; i++) {
+        cr_expect_eq(exec_as(refused[i], "SELECT secret FROM internal_keys", &err), -1,
+                     "the %s login read the internal keys", names[i]);
+        cr_expect(strstr(err.message, "permission denied") != NULL, "%s: %s", names[i],
+                  err.message);
+    }
+    for (int i = 0; i < 4; i++) {
+        cr_expect_eq(exec_as(refused[i], "SELECT sagad_internal_key_rotate()", &err), -1,
+                     "the %s login rotated the internal keys", names[i]);
+        cr_expect(strstr(err.message, "permission denied") != NULL, "%s: %s", names[i],
+                  err.message);
+    }
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM internal_keys"), 1, "no key was added");
+}
