@@ -19,11 +19,20 @@ static void print_entry(const ctl_t *c, const char *principal, const char *key_i
 {
     char *b64 = sg_base64(pub, SG_ED25519_PUBLIC);
 
-    if (c->json)
-        printf("{\"principal\": \"%s\", \"key_id\": \"%s\", \"public_key\": \"%s\", \"file\": "
-               "\"%s\"}\n",
-               principal, key_id, b64, path);
-    else
+    if (c->json) {
+        /* the path is the user's: escaped as JSON, not pasted in */
+        sg_json_t *o = sg_json_new_object();
+        char *text;
+
+        sg_json_add_str(o, "principal", principal);
+        sg_json_add_str(o, "key_id", key_id);
+        sg_json_add_str(o, "public_key", b64);
+        sg_json_add_str(o, "file", path);
+        text = sg_json_print(o);
+        printf("%s\n", text);
+        free(text);
+        sg_json_destroy(o);
+    } else
         printf("\"%s\": {\"keys\": {\"%s\": \"%s\"}, \"roles\": [\"submit\"]}\n", principal, key_id,
                b64);
     free(b64);

@@ -195,23 +195,6 @@ sg_mac_verdict_t sg_mac_verify(const sg_mac_keys_t *keys, const char *topic, con
     return SG_MAC_UNKNOWN_KEY;
 }
 
-const char *sg_mac_verdict_name(sg_mac_verdict_t v)
-{
-    switch (v) {
-    case SG_MAC_OK:
-        return "ok";
-    case SG_MAC_MISSING:
-        return "missing";
-    case SG_MAC_MALFORMED:
-        return "malformed";
-    case SG_MAC_UNKNOWN_KEY:
-        return "unknown_key";
-    case SG_MAC_MISMATCH:
-        return "mismatch";
-    }
-    return "?";
-}
-
 /* ---- sagad-auth ---------------------------------------------------------- */
 
 int sg_ed25519_keygen(unsigned char pub[SG_ED25519_PUBLIC], unsigned char priv[SG_ED25519_PRIVATE],
@@ -316,19 +299,6 @@ bool sg_ed25519_verify_key(void *key, const unsigned char *msg, size_t n,
               EVP_DigestVerify(md, sig, SG_ED25519_SIG, msg, n) == 1;
 
     EVP_MD_CTX_free(md);
-    return ok;
-}
-
-bool sg_ed25519_verify(const unsigned char pub[SG_ED25519_PUBLIC], const unsigned char *msg,
-                       size_t n, const unsigned char sig[SG_ED25519_SIG])
-{
-    EVP_PKEY *pk = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, pub, SG_ED25519_PUBLIC);
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    bool ok = pk && md && EVP_DigestVerifyInit(md, NULL, NULL, NULL, pk) == 1 &&
-              EVP_DigestVerify(md, sig, SG_ED25519_SIG, msg, n) == 1;
-
-    EVP_MD_CTX_free(md);
-    EVP_PKEY_free(pk);
     return ok;
 }
 

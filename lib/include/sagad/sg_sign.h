@@ -76,7 +76,6 @@ typedef enum sg_mac_verdict_e {
 sg_mac_verdict_t sg_mac_verify(const sg_mac_keys_t *keys, const char *topic, const void *key,
                                size_t key_len, const void *payload, size_t len, const void *value,
                                size_t vlen);
-const char *sg_mac_verdict_name(sg_mac_verdict_t v);
 
 /* ---- sagad-auth: principals ------------------------------------------------ */
 
@@ -120,12 +119,10 @@ typedef struct sg_auth_s {
  * decimal, sig 64 bytes in base64). */
 int sg_auth_parse(const void *value, size_t vlen, sg_auth_t *out);
 
-/* true when sig is pub's signature of the message. */
-bool sg_ed25519_verify(const unsigned char pub[SG_ED25519_PUBLIC], const unsigned char *msg,
-                       size_t n, const unsigned char sig[SG_ED25519_SIG]);
-/* The same with a public key made once by sg_ed25519_key_new (a verify
- * that makes its key each time spends as much on that as on the check);
- * sg_ed25519_key_free releases it.  NULL: pub is not a valid key. */
+/* A public key in OpenSSL's form, made once (a check that made it each
+ * time spent as much on that as on the check itself); sg_ed25519_key_free
+ * releases it.  NULL: pub is not a valid key.  sg_ed25519_verify_key:
+ * true when sig is the key's signature of the message. */
 void *sg_ed25519_key_new(const unsigned char pub[SG_ED25519_PUBLIC]);
 void sg_ed25519_key_free(void *key);
 bool sg_ed25519_verify_key(void *key, const unsigned char *msg, size_t n,
