@@ -12,12 +12,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sagad/sg_check.h"
 #include "sagad/sg_cli.h"
 #include "sagad/sg_json.h"
 #include "sagad/sg_kafka.h"
 #include "sagad/sg_pg.h"
 #include "sagad/sg_registry.h"
 #include "sagad/sg_sign.h"
+#include "sagad/sg_trust.h"
 
 #define CTL_EXIT_TIMEOUT 124 /* as timeout(1): --wait ran out */
 
@@ -72,33 +74,15 @@ void ctl_limits(const ctl_t *c, sg_json_limits_t *lim);
  * saying why. */
 sg_registry_t *ctl_registry(const ctl_t *c);
 
-/* One problem of a submission: its JSON path and rule. */
-typedef struct ctl_problem_s {
-    char *path, *rule;
-} ctl_problem_t;
-
-typedef struct ctl_problems_s {
-    ctl_problem_t *v;
-    size_t n, cap;
-    char code[64]; /* the worker's error code of the refusal */
-    /* What a valid submission may do that its author likely did not mean
-     * (sg_submit_warnings): the worker accepts it all the same. */
-    ctl_problem_t *w;
-    size_t nw, capw;
-} ctl_problems_t;
-
-/* The worker's verdict on the saga.start text[0..len): 0 when it would
- * accept it; otherwise the number of problems, listed in p (the same
- * sg_submit_decode and sg_submit_validate the worker runs; a message the
- * worker dead-letters undecoded is one problem at "$").  Free p with
- * ctl_problems_free. */
+/* The worker's verdict on the saga.start text[0..len) under the config's
+ * limits (sg_check_submission): 0 when it would accept it, otherwise the
+ * number of problems in p.  Free p with sg_problems_free. */
 int ctl_check(const ctl_t *c, const char *text, size_t len, const sg_registry_t *reg,
-              ctl_problems_t *p);
-void ctl_problems_free(ctl_problems_t *p);
+              sg_problems_t *p);
 /* Prints the problems: "PATH: rule" lines, or with json one object
  * {"valid", "code", "problems": [{path, rule}], "warnings": [{path, rule}]};
  * without json the warnings go to stderr, "PATH: warning: ..." lines. */
-void ctl_problems_print(const ctl_problems_t *p, bool json);
+void ctl_problems_print(const sg_problems_t *p, bool json);
 
 /* A reader of the events topic with a throwaway group that commits
  * nothing.  "Now" is when it is opened, not when it joins its group: it
@@ -135,16 +119,6 @@ int ctl_produce_command(const ctl_t *c, const char *key, const char *text, size_
 bool ctl_event_terminal(const char *type);
 
 /* Commands. */
-/* A private signing key, as `sagactl keys new` writes it (a JSON file:
- * principal, key_id, private_key in base64). */
-typedef struct ctl_key_s {
-    char principal[SG_PRINCIPAL_MAX + 1];
-    char key_id[SG_KEY_ID_MAX + 1];
-    unsigned char priv[SG_ED25519_PRIVATE];
-} ctl_key_t;
-/* -1 with why set when path cannot be read or is not a key file. */
-int ctl_signing_key_load(const char *path, ctl_key_t *out, char *why, size_t why_size);
-
 int ctl_cmd_validate(sg_cli_t *cli, int argc, char **argv);
 int ctl_cmd_keys(sg_cli_t *cli, int argc, char **argv);
 int ctl_cmd_submit(sg_cli_t *cli, int argc, char **argv);

@@ -115,13 +115,13 @@ static int keys_show(ctl_t *c)
     const char *path = c->args.npos == 2 ? c->args.pos[1] : NULL;
     unsigned char pub[SG_ED25519_PUBLIC];
     char why[512];
-    ctl_key_t k;
+    sg_signing_key_t k;
 
     if (!path) {
         ctl_warn(c, "show needs the key FILE");
         return SG_EXIT_USAGE;
     }
-    if (ctl_signing_key_load(path, &k, why, sizeof(why)) < 0) {
+    if (sg_signing_key_load(path, &k, why, sizeof(why)) < 0) {
         ctl_warn(c, "%s", why);
         return SG_EXIT_USAGE;
     }

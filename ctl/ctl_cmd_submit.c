@@ -245,7 +245,7 @@ static int submit(ctl_t *c, const sg_registry_t *reg, char *text, size_t len)
 {
     bool wait = sg_cli_opt(&c->args, "--wait") != NULL;
     uint64_t started = sg_run_now_ms();
-    ctl_problems_t p;
+    sg_problems_t p;
     submission_t s;
     ctl_events_t w = {0};
     int64_t timeout_ms;
@@ -259,13 +259,13 @@ static int submit(ctl_t *c, const sg_registry_t *reg, char *text, size_t len)
     if (ctl_check(c, s.text, s.len, reg, &p) > 0) {
         ctl_problems_print(&p, c->json);
         ctl_warn(c, "refused, nothing sent (%s): %zu problem%s", p.code, p.n, p.n == 1 ? "" : "s");
-        ctl_problems_free(&p);
+        sg_problems_free(&p);
         free(s.text);
         return SG_EXIT_REFUSED;
     }
     if (p.nw && !c->json)
         ctl_problems_print(&p, false); /* the warnings, on stderr */
-    ctl_problems_free(&p);
+    sg_problems_free(&p);
     sg_run_trap_signals();
     if ((!wait || !(rc = ctl_events_open(c, "sagactl-wait", false, &w))) &&
         !(rc = ctl_produce_command(c, s.saga_id, s.text, s.len, timeout_ms))) {

@@ -12,7 +12,7 @@
 int ctl_cmd_validate(sg_cli_t *cli, int argc, char **argv)
 {
     ctl_t c;
-    ctl_problems_t p;
+    sg_problems_t p;
     sg_registry_t *reg = NULL;
     const char *path;
     char *text = NULL;
@@ -41,7 +41,7 @@ int ctl_cmd_validate(sg_cli_t *cli, int argc, char **argv)
         fprintf(stderr, "%s: valid against %s\n", strcmp(path, "-") == 0 ? "standard input" : path,
                 reg->path);
     }
-    ctl_problems_free(&p);
+    sg_problems_free(&p);
     free(text);
     sg_registry_destroy(reg);
     return ctl_close(&c, rc);

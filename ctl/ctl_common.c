@@ -219,9 +219,16 @@ char *ctl_read_input(const ctl_t *c, const char *path, size_t max, size_t *len)
 
 void ctl_limits(const ctl_t *c, sg_json_limits_t *lim)
 {
-    lim->max_bytes = (size_t)sg_config_int(c->cfg, "limits.max_message_bytes");
-    lim->max_depth = (int)sg_config_int(c->cfg, "limits.max_json_depth");
-    lim->max_nodes = (long)sg_config_int(c->cfg, "limits.max_json_nodes");
+    sg_check_limits(c->cfg, lim);
+}
+
+int ctl_check(const ctl_t *c, const char *text, size_t len, const sg_registry_t *reg,
+              sg_problems_t *p)
+{
+    sg_json_limits_t lim;
+
+    ctl_limits(c, &lim);
+    return sg_check_submission(text, len, &lim, reg, p);
 }
 
 sg_registry_t *ctl_registry(const ctl_t *c)
@@ -237,98 +244,8 @@ sg_registry_t *ctl_registry(const ctl_t *c)
     return reg;
 }
 
-static void list_add(ctl_problem_t **v, size_t *n, size_t *cap, const char *path, const char *rule)
-{
-    if (*n == *cap) {
-        *cap = *cap ? *cap * 2 : 8;
-        *v = sg_xrealloc(*v, *cap * sizeof(**v));
-    }
-    (*v)[*n].path = sg_xstrdup(path);
-    (*v)[*n].rule = sg_xstrdup(rule);
-    (*n)++;
-}
-
-static void list_free(ctl_problem_t *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        free(v[i].path);
-        free(v[i].rule);
-    }
-    free(v);
-}
-
-static void add_problem(void *opaque, const char *path, const char *rule)
-{
-    ctl_problems_t *p = opaque;
-
-    list_add(&p->v, &p->n, &p->cap, path, rule);
-}
-
-static void add_warning(void *opaque, const char *path, const char *rule)
-{
-    ctl_problems_t *p = opaque;
-
-    list_add(&p->w, &p->nw, &p->capw, path, rule);
-}
-
-int ctl_check(const ctl_t *c, const char *text, size_t len, const sg_registry_t *reg,
-              ctl_problems_t *p)
-{
-    sg_json_limits_t lim;
-    sg_decoded_t dec;
-
-    memset(p, 0, sizeof(*p));
-    ctl_limits(c, &lim);
-    sg_submit_decode(text, len, &lim, &dec);
-    if (dec.type == SG_CMD_POISON) {
-        /* The worker dead-letters it as it came, with this code. */
-        const char *sep = strstr(dec.err.message, ": ");
-        char path[256];
-
-        snprintf(p->code, sizeof(p->code), "%s", dec.err.code);
-        /* "$.type: rule" as path and rule; a message without a path
-         * (malformed JSON) is a problem of the whole document. */
-        if (dec.err.message[0] == '$' && sep && (size_t)(sep - dec.err.message) < sizeof(path)) {
-            snprintf(path, sizeof(path), "%.*s", (int)(sep - dec.err.message), dec.err.message);
-            add_problem(p, path, sep + 2);
-        } else {
-            add_problem(p, "$", dec.err.message);
-        }
-    } else if (dec.type != SG_CMD_START) {
-        snprintf(p->code, sizeof(p->code), "%s", "input.schema.invalid");
-        add_problem(p, "$.type", "a submission is a saga.start");
-    } else if (sg_submit_validate(dec.doc, reg, add_problem, p) > 0) {
-        snprintf(p->code, sizeof(p->code), "%s", "input.schema.invalid");
-    } else {
-        sg_submit_warnings(dec.doc, add_warning, p);
-    }
-    sg_json_destroy(dec.doc);
-    return (int)p->n;
-}
-
-void ctl_problems_free(ctl_problems_t *p)
-{
-    list_free(p->v, p->n);
-    list_free(p->w, p->nw);
-    memset(p, 0, sizeof(*p));
-}
-
-/* [{path, rule}, ...] of a list. */
-static sg_json_t *list_json(const ctl_problem_t *v, size_t n)
-{
-    sg_json_t *arr = sg_json_new_array();
-
-    for (size_t i = 0; i < n; i++) {
-        sg_json_t *o = sg_json_new_object();
-        sg_json_add_str(o, "path", v[i].path);
-        sg_json_add_str(o, "rule", v[i].rule);
-        sg_json_append(arr, o);
-    }
-    return arr;
-}
-
 /* "path: rule" lines of a list on out, shown, never obeyed. */
-static void list_print(FILE *out, const ctl_problem_t *v, size_t n)
+static void list_print(FILE *out, const sg_problem_t *v, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         char *path = sg_text_visible(v[i].path, false), *rule = sg_text_visible(v[i].rule, false);
@@ -338,7 +255,7 @@ static void list_print(FILE *out, const ctl_problem_t *v, size_t n)
     }
 }
 
-void ctl_problems_print(const ctl_problems_t *p, bool json)
+void ctl_problems_print(const sg_problems_t *p, bool json)
 {
     if (json) {
         sg_json_t *doc = sg_json_new_object();
@@ -347,8 +264,8 @@ void ctl_problems_print(const ctl_problems_t *p, bool json)
         sg_json_add_bool(doc, "valid", p->n == 0);
         if (p->n)
             sg_json_add_str(doc, "code", p->code);
-        sg_json_add_node(doc, "problems", list_json(p->v, p->n));
-        sg_json_add_node(doc, "warnings", list_json(p->w, p->nw));
+        sg_json_add_node(doc, "problems", sg_problems_json(p->v, p->n));
+        sg_json_add_node(doc, "warnings", sg_problems_json(p->w, p->nw));
         text = sg_json_print(doc);
         printf("%s\n", text);
         free(text);
@@ -428,47 +345,9 @@ void ctl_events_close(ctl_events_t *e)
     memset(e, 0, sizeof(*e));
 }
 
-int ctl_signing_key_load(const char *path, ctl_key_t *out, char *why, size_t why_size)
-{
-    char buf[4096];
-    FILE *fp = fopen(path, "rb");
-    size_t n;
-    sg_json_t *doc;
-    const char *principal, *key_id, *priv;
-    sg_err_t err;
-    int rc = -1;
-
-    memset(out, 0, sizeof(*out));
-    if (!fp) {
-        snprintf(why, why_size, "cannot open the key %s: %s", path, strerror(errno));
-        return -1;
-    }
-    n = fread(buf, 1, sizeof(buf), fp);
-    fclose(fp);
-    doc = sg_json_parse(buf, n, NULL, &err);
-    principal = sg_json_string(sg_json_member(doc, "principal"));
-    key_id = sg_json_string(sg_json_member(doc, "key_id"));
-    priv = sg_json_string(sg_json_member(doc, "private_key"));
-    if (!doc || !principal || !key_id || !priv || strlen(principal) > SG_PRINCIPAL_MAX ||
-        strlen(key_id) > SG_KEY_ID_MAX ||
-        sg_base64_decode_exact(priv, strlen(priv), out->priv, SG_ED25519_PRIVATE) < 0) {
-        snprintf(why, why_size,
-                 "%s is not a sagad key file ({\"principal\", \"key_id\", \"private_key\"}, "
-                 "as `sagactl keys new` writes it)",
-                 path);
-    } else {
-        snprintf(out->principal, sizeof(out->principal), "%s", principal);
-        snprintf(out->key_id, sizeof(out->key_id), "%s", key_id);
-        rc = 0;
-    }
-    memset(buf, 0, sizeof(buf));
-    sg_json_destroy(doc);
-    return rc;
-}
-
 /* --key, else the config's ctl.key: the key to sign with; *have false
  * when neither is set.  -1 after saying why the key cannot be read. */
-static int signing_key(const ctl_t *c, ctl_key_t *k, bool *have)
+static int signing_key(const ctl_t *c, sg_signing_key_t *k, bool *have)
 {
     const char *path = sg_cli_opt(&c->args, "--key");
     char why[512];
@@ -478,7 +357,7 @@ static int signing_key(const ctl_t *c, ctl_key_t *k, bool *have)
     *have = path && *path;
     if (!*have)
         return 0;
-    if (ctl_signing_key_load(path, k, why, sizeof(why)) < 0) {
+    if (sg_signing_key_load(path, k, why, sizeof(why)) < 0) {
         ctl_warn(c, "%s", why);
         return -1;
     }
@@ -496,7 +375,7 @@ int ctl_produce_command(const ctl_t *c, const char *key, const char *text, size_
     sg_err_t err;
     int rc = SG_EXIT_OK;
 
-    ctl_key_t sk;
+    sg_signing_key_t sk;
     bool sign;
     char *auth = NULL;
     sg_kafka_header_t hdr = {SG_AUTH_HEADER, NULL, 0};

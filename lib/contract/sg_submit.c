@@ -62,10 +62,10 @@ static bool text_member(const sg_json_t *doc, const char *key, size_t max, const
  * poison with err set. */
 static void decode_control(sg_decoded_t *out, sg_ctype_t type, const char *name)
 {
-    static const char *const known[] = {"v",  "type",   "id",   "saga_id",
-                                        "by", "reason", "step", "generation"};
-    const size_t nknown = type == SG_CMD_CANCEL ? 6 : 8;
-    const char *id = NULL, *by = NULL, *reason = NULL;
+    static const char *const known[] = {"v",      "type",         "id",   "saga_id",   "by",
+                                        "reason", "on_behalf_of", "step", "generation"};
+    const size_t nknown = type == SG_CMD_CANCEL ? 7 : 9;
+    const char *id = NULL, *by = NULL, *reason = NULL, *obo = NULL;
     const sg_json_t *step;
     sg_err_t *err = &out->err;
 
@@ -82,7 +82,9 @@ static void decode_control(sg_decoded_t *out, sg_ctype_t type, const char *name)
     }
     if (!text_member(out->doc, "id", 128, &id, err) ||
         !text_member(out->doc, "by", SG_CONTROL_BY_MAX, &by, err) ||
-        !text_member(out->doc, "reason", SG_CONTROL_REASON_MAX, &reason, err))
+        !text_member(out->doc, "reason", SG_CONTROL_REASON_MAX, &reason, err) ||
+        (sg_json_member(out->doc, "on_behalf_of") &&
+         !text_member(out->doc, "on_behalf_of", SG_ON_BEHALF_OF_MAX, &obo, err)))
         return;
     out->step = -1;
     if (type != SG_CMD_CANCEL) {
@@ -124,6 +126,7 @@ static void decode_control(sg_decoded_t *out, sg_ctype_t type, const char *name)
     out->type = type;
     out->by = by;
     out->reason = reason;
+    out->on_behalf_of = obo;
 }
 
 void sg_submit_check_key(sg_decoded_t *dec, const void *key, size_t key_len)
@@ -864,15 +867,16 @@ static void check_order(const elem_t *el, size_t nsteps, const sg_json_t *steps,
 /* The members of saga.start but steps: problems reported to p. */
 static void check_top(const sg_json_t *doc, problems_t *p)
 {
-    static const char *const top_keys[] = {"v",        "type",     "id",
-                                           "saga_id",  "name",     "steps",
-                                           "input",    "deadline", "retry_budget_ms",
-                                           "metadata", "output",   NULL};
+    static const char *const top_keys[] = {
+        "v",      "type",         "id",       "saga_id",         "name",
+        "steps",  "input",        "deadline", "retry_budget_ms", "metadata",
+        "output", "on_behalf_of", NULL};
     const sg_json_t *node;
 
     only_keys(doc, "$", top_keys, p);
     str_member(doc, "$", "id", true, 128, p);
     str_member(doc, "$", "name", true, 128, p);
+    str_member(doc, "$", "on_behalf_of", false, SG_ON_BEHALF_OF_MAX, p);
     if ((node = sg_json_member(doc, "deadline"))) {
         if (!sg_json_string(node) || !datetime_ok(sg_json_string(node)))
             problem(p, "$.deadline", "format: RFC 3339 date-time (2026-11-21T10:00:00Z)");

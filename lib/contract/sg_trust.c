@@ -163,8 +163,10 @@ static int parse_principal(sg_principal_t *p, const sg_json_t *node, const char 
             p->roles |= SG_ROLE_CANCEL;
         else if (r && strcmp(r, "approve") == 0)
             p->roles |= SG_ROLE_APPROVE;
+        else if (r && strcmp(r, "delegate") == 0)
+            p->roles |= SG_ROLE_DELEGATE;
         else
-            return bad(err, what, at, "enum: submit, cancel or approve");
+            return bad(err, what, at, "enum: submit, cancel, approve or delegate");
     }
     if (tools) {
         size_t n = sg_json_array_size(tools);
@@ -344,4 +346,42 @@ const sg_principal_t *sg_keyring_verify(const sg_keyring_t *kr, const void *valu
         return NULL;
     }
     return p;
+}
+
+int sg_signing_key_load(const char *path, sg_signing_key_t *out, char *why, size_t why_size)
+{
+    char buf[4096];
+    FILE *fp = fopen(path, "rb");
+    size_t n;
+    sg_json_t *doc;
+    const char *principal, *key_id, *priv;
+    sg_err_t err;
+    int rc = -1;
+
+    memset(out, 0, sizeof(*out));
+    if (!fp) {
+        snprintf(why, why_size, "cannot open the key %s: %s", path, strerror(errno));
+        return -1;
+    }
+    n = fread(buf, 1, sizeof(buf), fp);
+    fclose(fp);
+    doc = sg_json_parse(buf, n, NULL, &err);
+    principal = sg_json_string(sg_json_member(doc, "principal"));
+    key_id = sg_json_string(sg_json_member(doc, "key_id"));
+    priv = sg_json_string(sg_json_member(doc, "private_key"));
+    if (!doc || !principal || !key_id || !priv || strlen(principal) > SG_PRINCIPAL_MAX ||
+        strlen(key_id) > SG_KEY_ID_MAX ||
+        sg_base64_decode_exact(priv, strlen(priv), out->priv, SG_ED25519_PRIVATE) < 0) {
+        snprintf(why, why_size,
+                 "%s is not a sagad key file ({\"principal\", \"key_id\", \"private_key\"}, "
+                 "as `sagactl keys new` writes it)",
+                 path);
+    } else {
+        snprintf(out->principal, sizeof(out->principal), "%s", principal);
+        snprintf(out->key_id, sizeof(out->key_id), "%s", key_id);
+        rc = 0;
+    }
+    memset(buf, 0, sizeof(buf));
+    sg_json_destroy(doc);
+    return rc;
 }

@@ -256,6 +256,10 @@ void worker_out_ignored(worker_dc_t *d, const char *what, const char *why);
  * be carried out: the event saga.command_refused (seq 0 when there is no
  * saga; with the step and its status when st) and, for a saga, its history
  * row; err says why (worker_outcome.c). */
+/* principal (whom the control is decided as) and, when a delegate signed
+ * it for that user, via (the delegate) into an event's body b; nothing
+ * when it was not signed. */
+void worker_add_principal(sg_json_t *b, const sg_decoded_t *dec);
 void worker_out_refused(worker_dc_t *d, worker_saga_t *saga, const worker_step_t *st,
                         const sg_err_t *err);
 /* The control command's row in its saga's history (saga_controls); the

@@ -682,7 +682,7 @@ worker_op_t *worker_out_control(worker_dc_t *d, const worker_saga_t *saga, int s
     op->u.control.command = sg_json_string(sg_json_member(cmd->dec->doc, "type"));
     op->u.control.command_id = sg_json_string(sg_json_member(cmd->dec->doc, "id"));
     op->u.control.by = cmd->dec->by;
-    op->u.control.principal = cmd->dec->who ? cmd->dec->who->name : NULL;
+    op->u.control.principal = cmd->dec->as;
     op->u.control.reason = cmd->dec->reason;
     op->u.control.step = step;
     op->u.control.outcome = outcome;

@@ -189,6 +189,15 @@ static void gate_step(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st)
     worker_out_rows(d, saga);
 }
 
+void worker_add_principal(sg_json_t *b, const sg_decoded_t *dec)
+{
+    if (!dec->who)
+        return;
+    sg_json_add_str(b, "principal", dec->as);
+    if (strcmp(dec->as, dec->who->name) != 0)
+        sg_json_add_str(b, "via", dec->who->name);
+}
+
 /* The gate of st said no: a person's saga.reject (by, reason, the
  * command's id) or its timer (by NULL).  step.rejected says who and why;
  * then the step fails, never called, and the saga compensates. */
@@ -206,8 +215,7 @@ static void reject_step(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st, 
                    "step %s: no decision at its approval gate within its timeout", st->name);
     if (by) {
         sg_json_add_str(b, "by", by);
-        if (d->cmd->dec->who)
-            sg_json_add_str(b, "principal", d->cmd->dec->who->name);
+        worker_add_principal(b, d->cmd->dec);
         sg_json_add_str(b, "reason", reason);
         if (command_id)
             sg_json_add_str(b, "command_id", command_id);
@@ -422,11 +430,11 @@ static bool authorized(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st)
                    "%s of step %s by %s, who may not approve tool %s (approve_tools in the "
                    "keyring)",
                    type, st->name, dec->who->name, st->tool);
-    } else if (st && saga->submitted_by && strcmp(saga->submitted_by, dec->who->name) == 0) {
+    } else if (st && saga->submitted_by && strcmp(saga->submitted_by, dec->as) == 0) {
         sg_err_set(&err, SG_ERRCLASS_PERMANENT, "input.auth.self_approval",
                    "%s of step %s by %s, who submitted saga %s: four eyes, another approver "
                    "must decide",
-                   type, st->name, dec->who->name, saga->saga_id);
+                   type, st->name, dec->as, saga->saga_id);
     } else if (st && dec->generation && dec->generation != saga->generation) {
         sg_err_set(&err, SG_ERRCLASS_PERMANENT, "input.auth.generation",
                    "%s of step %s for generation %d, but the gate is of generation %d: read "
@@ -486,8 +494,7 @@ static void decide_cancel(worker_dc_t *d, worker_saga_t *saga)
     sg_json_add_str(b, "status", worker_saga_status_name(saga->status));
     sg_json_add_str(b, "command_id", sg_json_string(sg_json_member(cmd->dec->doc, "id")));
     sg_json_add_str(b, "by", cmd->dec->by);
-    if (cmd->dec->who)
-        sg_json_add_str(b, "principal", cmd->dec->who->name);
+    worker_add_principal(b, cmd->dec);
     sg_json_add_str(b, "reason", cmd->dec->reason);
     worker_out_event(d, saga, "saga.cancelling", b);
     d->out->decided = "cancelled";
@@ -551,8 +558,7 @@ static void decide_approval(worker_dc_t *d, worker_saga_t *saga)
         sg_json_t *b = worker_out_step_body(st);
         worker_set_step(d, saga, st, WORKER_STEP_APPROVED);
         sg_json_add_str(b, "by", cmd->dec->by);
-        if (cmd->dec->who)
-            sg_json_add_str(b, "principal", cmd->dec->who->name);
+        worker_add_principal(b, cmd->dec);
         sg_json_add_str(b, "reason", cmd->dec->reason);
         if (cid)
             sg_json_add_str(b, "command_id", cid);

@@ -339,7 +339,7 @@ static worker_op_t *saga_row(worker_dc_t *d, worker_fresh_t *fresh, char *tp)
         op->u.saga_new.definition = op->u.saga_new.def_owned = sg_submit_definition(doc);
     op->u.saga_new.steps = effective_steps(doc, d->rules->reg);
     origin_of(d, op->u.saga_new.origin, sizeof(op->u.saga_new.origin));
-    op->u.saga_new.submitted_by = d->cmd->dec->who ? d->cmd->dec->who->name : NULL;
+    op->u.saga_new.submitted_by = d->cmd->dec->as;
     sg_json_get_str(doc, "$", "name", true, &op->u.saga_new.name, NULL);
     sg_json_get_str(doc, "$", "deadline", false, &op->u.saga_new.deadline, NULL);
     if ((input = sg_json_member(doc, "input")))
@@ -388,6 +388,8 @@ void worker_decide_start(worker_dc_t *d, worker_saga_t *existing)
         sg_json_add_str(b, "name", saga->name);
         if (row->u.saga_new.submitted_by)
             sg_json_add_str(b, "submitted_by", row->u.saga_new.submitted_by);
+        if (cmd->dec->who && strcmp(cmd->dec->who->name, cmd->dec->as) != 0)
+            sg_json_add_str(b, "submitted_via", cmd->dec->who->name);
         sg_json_add_int(b, "steps",
                         (int64_t)sg_json_array_size(sg_json_member(cmd->dec->doc, "steps")));
         worker_out_event(d, saga, "saga.accepted", b);

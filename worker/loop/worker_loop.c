@@ -87,6 +87,7 @@ static void authenticate(loop_t *L, worker_cmd_t *cmd, const void *key, size_t k
 {
     sg_decoded_t *dec = &cmd->dec;
     const void *hv;
+    const char *obo;
     size_t hlen = 0;
 
     if (dec->type == SG_CMD_POISON)
@@ -124,10 +125,22 @@ static void authenticate(loop_t *L, worker_cmd_t *cmd, const void *key, size_t k
         return;
     }
     hv = sg_kafka_msg_header(cmd->msg, SG_AUTH_HEADER, &hlen);
-    if (!hv && dec->type == SG_CMD_START)
+    obo = dec->type == SG_CMD_START ? sg_json_string(sg_json_member(dec->doc, "on_behalf_of"))
+                                    : dec->on_behalf_of;
+    if (!hv && dec->type == SG_CMD_START && !obo)
         return; /* unsigned: the decision says whether that may start it */
     dec->who = sg_keyring_verify(L->w.keyring, hv, hlen, key, key_len, payload, len,
                                  (int64_t)time(NULL), L->w.signature_max_age_s, &dec->auth);
+    if (dec->who && obo && !(dec->who->roles & SG_ROLE_DELEGATE)) {
+        sg_err_set(&dec->auth, SG_ERRCLASS_PERMANENT, "input.auth.forbidden",
+                   "it names on_behalf_of %s, but its signer %s does not have the delegate role "
+                   "in the keyring: only a delegating principal (sagad-gateway) signs for "
+                   "another",
+                   obo, dec->who->name);
+        dec->who = NULL;
+    }
+    if (dec->who)
+        dec->as = obo ? obo : dec->who->name;
     if (!dec->who && dec->type == SG_CMD_START && L->w.trust != SG_TRUST_OFF) {
         /* A replay (dlq-tool: through the outbox, so signed by the relay)
          * keeps the submission's headers, and its signature no longer

@@ -40,6 +40,9 @@ typedef enum sg_ctype_e {
 /* A control command's by and reason, in Unicode code points. */
 #define SG_CONTROL_BY_MAX     128
 #define SG_CONTROL_REASON_MAX 1024
+/* on_behalf_of: the user a delegating principal (sagad-gateway) signs for,
+ * as long as a keyring principal's name may be. */
+#define SG_ON_BEHALF_OF_MAX 64
 /* A step's approval.timeout_ms (and worker.approval_timeout_ms). */
 #define SG_APPROVAL_TIMEOUT_MIN 1000
 #define SG_APPROVAL_TIMEOUT_MAX 604800000
@@ -55,6 +58,8 @@ typedef struct sg_decoded_s {
      * saga.reject name their step by index (step) or by name (step_name,
      * then step is -1). */
     const char *by, *reason, *step_name;
+    /* on_behalf_of of a control command (a saga.start's is in doc). */
+    const char *on_behalf_of;
     long nodes; /* values and member names parsed into doc (0 when none) */
     sg_err_t err;
     /* Who signed it (header sagad-auth, checked against the keyring at
@@ -63,6 +68,9 @@ typedef struct sg_decoded_s {
      * signature at all). */
     const struct sg_principal_s *who;
     sg_err_t auth;
+    /* Whom it is decided as: who's name, or the on_behalf_of of a
+     * delegate's (sagad-gateway's) signature; NULL when who is. */
+    const char *as;
 } sg_decoded_t;
 
 void sg_submit_decode(const void *payload, size_t len, const sg_json_limits_t *lim,

@@ -15,7 +15,8 @@
  *
  * Roles: submit (a saga.start signed by it is accepted), cancel (saga.cancel),
  * approve (saga.approve and saga.reject, of the tools in approve_tools, or
- * any tool when it is absent).  Read once at start, like the registry: a
+ * any tool when it is absent), delegate (it may sign for another name,
+ * on_behalf_of: the gateway).  Read once at start, like the registry: a
  * bad keyring stops the worker with the path and the rule. */
 #ifndef SAGAD_TRUST_H
 #define SAGAD_TRUST_H
@@ -55,6 +56,10 @@ enum {
     SG_ROLE_SUBMIT = 1u << 0,
     SG_ROLE_CANCEL = 1u << 1,
     SG_ROLE_APPROVE = 1u << 2,
+    /* Signs for the users it authenticated itself (sagad-gateway): a
+     * message it signs naming on_behalf_of is decided as that user, with
+     * this principal's other roles as the bound of what it may do. */
+    SG_ROLE_DELEGATE = 1u << 3,
 };
 
 #define SG_PRINCIPAL_KEYS_MAX 8
@@ -96,5 +101,19 @@ const sg_principal_t *sg_keyring_verify(const sg_keyring_t *kr, const void *valu
                                         const void *key, size_t key_len, const void *payload,
                                         size_t len, int64_t now_s, int64_t max_age_s,
                                         sg_err_t *err);
+
+/* ---- a principal's private key ----------------------------------------- */
+
+/* A private signing key, as `sagactl keys new` writes it (a JSON file:
+ * principal, key_id, private_key in base64). */
+typedef struct sg_signing_key_s {
+    char principal[SG_PRINCIPAL_MAX + 1];
+    char key_id[SG_KEY_ID_MAX + 1];
+    unsigned char priv[SG_ED25519_PRIVATE];
+} sg_signing_key_t;
+
+/* -1 with why set when path cannot be read or is not a key file. */
+int sg_signing_key_load(const char *path, sg_signing_key_t *out, char *why, size_t why_size)
+    __attribute__((warn_unused_result));
 
 #endif
