@@ -36,14 +36,14 @@
 /* ---- who may do what ----------------------------------------------------- */
 
 enum {
-    GW_P_READ_ALL = 1u << 0,    /* any saga, list, approvals' packets */
-    GW_P_READ_OWN = 1u << 1,    /* the sagas it submitted */
-    GW_P_SUBMIT = 1u << 2,      /* POST /v1/sagas */
-    GW_P_CANCEL_OWN = 1u << 3,  /* cancel a saga it submitted */
-    GW_P_CANCEL_ALL = 1u << 4,  /* cancel any saga */
-    GW_P_APPROVE = 1u << 5,     /* approve / reject (approve_tools) */
-    GW_P_DLQ_READ = 1u << 6,    /* dead letters: metadata, masked payloads */
-    GW_P_DLQ_WRITE = 1u << 7,   /* replay, discard */
+    GW_P_READ_ALL = 1u << 0,   /* any saga, list, approvals' packets */
+    GW_P_READ_OWN = 1u << 1,   /* the sagas it submitted */
+    GW_P_SUBMIT = 1u << 2,     /* POST /v1/sagas */
+    GW_P_CANCEL_OWN = 1u << 3, /* cancel a saga it submitted */
+    GW_P_CANCEL_ALL = 1u << 4, /* cancel any saga */
+    GW_P_APPROVE = 1u << 5,    /* approve / reject (approve_tools) */
+    GW_P_DLQ_READ = 1u << 6,   /* dead letters: metadata, masked payloads */
+    GW_P_DLQ_WRITE = 1u << 7,  /* replay, discard */
 };
 
 typedef struct gw_user_s {
@@ -169,32 +169,32 @@ typedef struct gw_route_args_s {
 typedef void (*gw_handler_fn)(gw_t *gw, const gw_caller_t *caller, sg_http_req_t *req,
                               const gw_route_args_t *args, sg_http_answer_t *ans);
 
-void gw_sagas_submit(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
-                     const gw_route_args_t *a, sg_http_answer_t *ans);
+void gw_sagas_submit(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                     sg_http_answer_t *ans);
 void gw_sagas_get(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
                   sg_http_answer_t *ans);
 void gw_sagas_wait(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
                    sg_http_answer_t *ans);
-void gw_sagas_events(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
-                     const gw_route_args_t *a, sg_http_answer_t *ans);
+void gw_sagas_events(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                     sg_http_answer_t *ans);
 void gw_sagas_list(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
                    sg_http_answer_t *ans);
-void gw_sagas_cancel(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
-                     const gw_route_args_t *a, sg_http_answer_t *ans);
-void gw_sagas_decide(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
-                     const gw_route_args_t *a, sg_http_answer_t *ans);
-void gw_ops_approvals(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
-                      const gw_route_args_t *a, sg_http_answer_t *ans);
+void gw_sagas_cancel(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                     sg_http_answer_t *ans);
+void gw_sagas_decide(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                     sg_http_answer_t *ans);
+void gw_ops_approvals(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                      sg_http_answer_t *ans);
 void gw_ops_tools(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
                   sg_http_answer_t *ans);
 void gw_ops_error(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
                   sg_http_answer_t *ans);
-void gw_ops_dlq_list(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
-                     const gw_route_args_t *a, sg_http_answer_t *ans);
+void gw_ops_dlq_list(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                     sg_http_answer_t *ans);
 void gw_ops_dlq_get(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
                     sg_http_answer_t *ans);
-void gw_ops_dlq_replay(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
-                       const gw_route_args_t *a, sg_http_answer_t *ans);
+void gw_ops_dlq_replay(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                       sg_http_answer_t *ans);
 void gw_ops_dlq_discard(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
                         const gw_route_args_t *a, sg_http_answer_t *ans);
 

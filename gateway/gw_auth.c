@@ -17,11 +17,11 @@
 #include "sagad/sg_sign.h"
 #include "sagad/sg_text.h"
 
-#define USERS_MAX_BYTES  (1024 * 1024)
-#define TOKEN_PREFIX     "sgw_"
-#define HASH_PREFIX      "sha256:"
-#define USER_NAME_MAX    64
-#define TOKENS_PER_USER  16
+#define USERS_MAX_BYTES (1024 * 1024)
+#define TOKEN_PREFIX    "sgw_"
+#define HASH_PREFIX     "sha256:"
+#define USER_NAME_MAX   64
+#define TOKENS_PER_USER 16
 
 static const struct {
     const char *name;
@@ -254,8 +254,7 @@ void gw_token_hash_text(const char *token, char hash[72])
 
 void gw_token_new(char token[48], char hash[72])
 {
-    static const char b64url[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     unsigned char r[33];
     size_t o = strlen(TOKEN_PREFIX);
 

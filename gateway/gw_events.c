@@ -149,8 +149,8 @@ static void stream_done(void *opaque)
     atomic_fetch_sub(&streams, 1);
 }
 
-void gw_sagas_events(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
-                     const gw_route_args_t *a, sg_http_answer_t *ans)
+void gw_sagas_events(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                     sg_http_answer_t *ans)
 {
     const char *last = sg_http_req_header(req, "Last-Event-ID");
     const char *topic = sg_config_str(gw->cfg, "topic.events");
@@ -196,8 +196,10 @@ void gw_sagas_events(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
     sg_pg_res_destroy(res);
     if (atomic_fetch_add(&streams, 1) >= STREAMS_MAX) {
         atomic_fetch_sub(&streams, 1);
-        gw_problem(ans, 503, "too many event streams open on this replica: long-poll "
-                             "/v1/sagas/{id}/wait, or retry later", NULL);
+        gw_problem(ans, 503,
+                   "too many event streams open on this replica: long-poll "
+                   "/v1/sagas/{id}/wait, or retry later",
+                   NULL);
         sg_http_answer_header(ans, "Retry-After", "5");
         return;
     }

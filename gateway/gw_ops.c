@@ -14,16 +14,18 @@ static const char approvals_sql[] =
     " 'step_name', st.name, 'tool', st.tool, 'args', st.args, 'generation', s.generation, "
     " 'submitted_by', s.submitted_by, 'reason', st.approval->>'reason', "
     " 'waiting_since', st.updated_at, "
-    " 'expires_at', st.updated_at + ((st.approval->>'timeout_ms')::bigint * interval '1 ms'))::text, "
+    " 'expires_at', st.updated_at + (coalesce((st.approval->>'timeout_ms')::bigint, $3::bigint) "
+    "   * interval '1 ms'))::text, "
     " st.tool "
     "FROM steps st JOIN sagas s ON s.saga_id = st.saga_id "
     "WHERE st.status = 'awaiting_approval' AND s.submitted_by IS DISTINCT FROM $1 "
     "ORDER BY st.updated_at, st.saga_id, st.idx LIMIT $2::int";
 
-void gw_ops_approvals(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
-                      const gw_route_args_t *a, sg_http_answer_t *ans)
+void gw_ops_approvals(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                      sg_http_answer_t *ans)
 {
-    const char *params[] = {c->user->name, "1000"};
+    char tmo[24];
+    const char *params[] = {c->user->name, "1000", tmo};
     sg_json_t *doc, *items;
     sg_pg_res_t *res = NULL;
     sg_err_t err;
@@ -32,6 +34,8 @@ void gw_ops_approvals(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
 
     (void)req;
     (void)a;
+    snprintf(tmo, sizeof(tmo), "%lld",
+             (long long)sg_config_int(gw->cfg, "worker.approval_timeout_ms"));
     if (!(c->user->perms & GW_P_APPROVE)) {
         gw_problem(ans, 403, "the approval inbox is an approver's (gateway.users roles)", NULL);
         return;
@@ -40,7 +44,7 @@ void gw_ops_approvals(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
         gw_db_problem(ans, &err);
         return;
     }
-    rc = sg_pg_exec(pg, approvals_sql, 2, params, &res, &err);
+    rc = sg_pg_exec(pg, approvals_sql, 3, params, &res, &err);
     gw_pool_put(gw->pool, pg);
     if (rc < 0) {
         gw_db_problem(ans, &err);
@@ -63,9 +67,9 @@ void gw_ops_approvals(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
 void gw_ops_tools(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
                   sg_http_answer_t *ans)
 {
-    static const char *const shown[] = {"kind",        "effect",    "timeout_ms", "approval",
-                                        "compensation", "retry",     "concurrency",
-                                        "args_schema", "description", NULL};
+    static const char *const shown[] = {
+        "adapter",     "side_effect", "approval",    "compensation",    "retry", "compensate_retry",
+        "concurrency", "args",        "description", "nothing_to_undo", NULL};
     sg_json_t *doc = sg_json_new_object(), *items = sg_json_new_array();
 
     (void)c;
@@ -81,7 +85,7 @@ void gw_ops_tools(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_r
                 sg_json_add_node(o, shown[k], sg_json_dup(v));
         }
         sg_json_add_bool(o, "approval_required", t->approval_required);
-        sg_json_add_int(o, "timeout_ms_effective", t->timeout_ms);
+        sg_json_add_int(o, "timeout_ms", t->timeout_ms);
         sg_json_append(items, o);
     }
     sg_json_add_node(doc, "items", items);

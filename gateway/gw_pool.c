@@ -150,8 +150,7 @@ uint64_t gw_pool_wait_change(gw_pool_t *p, uint64_t seen, uint64_t deadline_ms)
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
-        if (pthread_cond_timedwait(&p->ch_cv, &p->ch_mu, &ts) == ETIMEDOUT &&
-            !p->listening)
+        if (pthread_cond_timedwait(&p->ch_cv, &p->ch_mu, &ts) == ETIMEDOUT && !p->listening)
             break; /* no notifications now: the caller looks again every second */
     }
     v = p->changes;
@@ -197,8 +196,8 @@ static void *listen_main(void *arg)
         if (rc > 0)
             tick(p);
         else if (rc < 0)
-            sg_log_kv(SG_LOG_WARN, "the LISTEN session failed; reconnecting", "error",
-                      err.message, NULL);
+            sg_log_kv(SG_LOG_WARN, "the LISTEN session failed; reconnecting", "error", err.message,
+                      NULL);
     }
     p->listening = 0;
     sg_pg_destroy(pg);

@@ -74,9 +74,8 @@ enum { E_DOC, E_SUBMITTED_BY, E_SEQ, E_VERSION, E_STATUS };
 
 static bool may_read(const gw_caller_t *c, const char *submitted_by)
 {
-    return (c->user->perms & GW_P_READ_ALL) ||
-           ((c->user->perms & GW_P_READ_OWN) && submitted_by &&
-            strcmp(submitted_by, c->user->name) == 0);
+    return (c->user->perms & GW_P_READ_ALL) || ((c->user->perms & GW_P_READ_OWN) && submitted_by &&
+                                                strcmp(submitted_by, c->user->name) == 0);
 }
 
 static void no_saga(sg_http_answer_t *ans, const char *id)
@@ -323,8 +322,8 @@ void gw_sagas_list(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_
 
     (void)a;
     memset(&f, 0, sizeof(f));
-    if ((v = sg_http_req_query(req, "limit")) && (!parse_i64(v, &limit) || limit < 1 ||
-                                                 limit > 1000)) {
+    if ((v = sg_http_req_query(req, "limit")) &&
+        (!parse_i64(v, &limit) || limit < 1 || limit > 1000)) {
         gw_problem(ans, 400, "limit: 1 to 1000", NULL);
         return;
     }
@@ -468,8 +467,8 @@ static void problems_answer(sg_http_answer_t *ans, unsigned status, const char *
     gw_problem(ans, status, detail, extra);
 }
 
-static void one_problem(sg_http_answer_t *ans, unsigned status, const char *code,
-                        const char *path, const char *rule)
+static void one_problem(sg_http_answer_t *ans, unsigned status, const char *code, const char *path,
+                        const char *rule)
 {
     sg_problems_t p;
     sg_problem_t one = {(char *)path, (char *)rule};
@@ -531,8 +530,8 @@ static void accepted(sg_http_answer_t *ans, unsigned status, const char *saga_id
     gw_json(ans, status, doc);
 }
 
-void gw_sagas_submit(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
-                     const gw_route_args_t *a, sg_http_answer_t *ans)
+void gw_sagas_submit(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                     sg_http_answer_t *ans)
 {
     const char *ikey = sg_http_req_header(req, "Idempotency-Key");
     const char *ctype = sg_http_req_header(req, "Content-Type");
@@ -614,8 +613,7 @@ void gw_sagas_submit(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
     if (rc < 0) {
         char detail[700];
         snprintf(detail, sizeof(detail),
-                 "%s: not sent; try again (the same saga_id is safe to send twice)",
-                 err.message);
+                 "%s: not sent; try again (the same saga_id is safe to send twice)", err.message);
         gw_problem(ans, 503, detail, NULL);
         sg_http_answer_header(ans, "Retry-After", "1");
         goto out;
@@ -729,8 +727,7 @@ static sg_json_t *control_body(gw_t *gw, sg_http_req_t *req, const char **reason
     sg_json_t *doc;
     sg_err_t err;
 
-    if (!(doc = sg_json_parse(body ? body : "", len, &gw->lim, &err)) ||
-        !sg_json_is_object(doc)) {
+    if (!(doc = sg_json_parse(body ? body : "", len, &gw->lim, &err)) || !sg_json_is_object(doc)) {
         sg_json_destroy(doc);
         one_problem(ans, 400, "input.json.malformed", "$", "a JSON object {\"reason\": \"...\"}");
         return NULL;
@@ -796,8 +793,7 @@ static void send_control(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, con
         gw_problem(ans, 503, detail, NULL);
         return;
     }
-    rc = wait_ms ? decision(gw, saga_id, id, wait_ms, outcome, sizeof(outcome), code,
-                            sizeof(code))
+    rc = wait_ms ? decision(gw, saga_id, id, wait_ms, outcome, sizeof(outcome), code, sizeof(code))
                  : 0;
     if (rc > 0 && strcmp(outcome, "refused") == 0) {
         sg_json_t *extra = sg_json_new_object();
@@ -820,8 +816,8 @@ static void send_control(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, con
     }
 }
 
-void gw_sagas_cancel(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
-                     const gw_route_args_t *a, sg_http_answer_t *ans)
+void gw_sagas_cancel(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                     sg_http_answer_t *ans)
 {
     const char *reason;
     sg_json_t *body;
@@ -836,8 +832,10 @@ void gw_sagas_cancel(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
         return;
     }
     if (!gw->have_key) {
-        gw_problem(ans, 503, "this gateway has no signing key (gateway.key): it cannot send "
-                             "controls", NULL);
+        gw_problem(ans, 503,
+                   "this gateway has no signing key (gateway.key): it cannot send "
+                   "controls",
+                   NULL);
         return;
     }
     if (!(body = control_body(gw, req, &reason, ans)))
@@ -856,8 +854,8 @@ out:
     sg_json_destroy(body);
 }
 
-void gw_sagas_decide(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
-                     const gw_route_args_t *a, sg_http_answer_t *ans)
+void gw_sagas_decide(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                     sg_http_answer_t *ans)
 {
     bool approve = strcmp(a->verb, "approve") == 0;
     const char *reason;
@@ -872,8 +870,10 @@ void gw_sagas_decide(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
         return;
     }
     if (!gw->have_key) {
-        gw_problem(ans, 503, "this gateway has no signing key (gateway.key): it cannot send "
-                             "controls", NULL);
+        gw_problem(ans, 503,
+                   "this gateway has no signing key (gateway.key): it cannot send "
+                   "controls",
+                   NULL);
         return;
     }
     if (!(body = control_body(gw, req, &reason, ans)))
@@ -896,8 +896,7 @@ void gw_sagas_decide(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
                  t.step_status);
         one_problem(ans, 409, "input.step.not_awaiting_approval", "$.step", detail);
     } else {
-        send_control(gw, c, req, approve ? "saga.approve" : "saga.reject", a->id, &t, reason,
-                     ans);
+        send_control(gw, c, req, approve ? "saga.approve" : "saga.reject", a->id, &t, reason, ans);
     }
 out:
     sg_json_destroy(body);

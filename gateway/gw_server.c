@@ -21,20 +21,34 @@
 static const char *reason_phrase(unsigned status)
 {
     switch (status) {
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 409: return "Conflict";
-    case 413: return "Payload Too Large";
-    case 415: return "Unsupported Media Type";
-    case 422: return "Unprocessable Content";
-    case 429: return "Too Many Requests";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    default: return status >= 500 ? "Internal Server Error" : "Error";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 409:
+        return "Conflict";
+    case 413:
+        return "Payload Too Large";
+    case 415:
+        return "Unsupported Media Type";
+    case 422:
+        return "Unprocessable Content";
+    case 429:
+        return "Too Many Requests";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    default:
+        return status >= 500 ? "Internal Server Error" : "Error";
     }
 }
 
@@ -117,8 +131,7 @@ static const route_t routes[] = {
 
 /* Does path match tmpl?  Parameters into args (pointing into buf, a copy
  * of path cut at the slashes). */
-static bool match(const char *tmpl, const char *path, char *buf, size_t size,
-                  gw_route_args_t *args)
+static bool match(const char *tmpl, const char *path, char *buf, size_t size, gw_route_args_t *args)
 {
     char *save = NULL, *seg;
     const char *t = tmpl;
@@ -390,8 +403,10 @@ int gw_serve(sg_cli_t *cli)
     if (*sg_config_str(cfg, "gateway.tls_cert") || *sg_config_str(cfg, "gateway.tls_key")) {
         if (!(cert = read_pem(sg_config_str(cfg, "gateway.tls_cert"), why, sizeof(why))) ||
             !(key = read_pem(sg_config_str(cfg, "gateway.tls_key"), why, sizeof(why)))) {
-            sg_log_kv(SG_LOG_ERROR, "cannot start: gateway.tls_cert and gateway.tls_key go "
-                      "together", "error", why, NULL);
+            sg_log_kv(SG_LOG_ERROR,
+                      "cannot start: gateway.tls_cert and gateway.tls_key go "
+                      "together",
+                      "error", why, NULL);
             rc = SG_EXIT_USAGE;
             goto out;
         }
