@@ -333,22 +333,29 @@ demo-stop:
 # fuzz: libFuzzer targets (clang, with ASan and UBSan) for every decoder a
 # producer or a downstream reaches: command messages and saga.start
 # validation, the tool registry, args schemas, a tool's answer, the
-# signature headers and the keyring (fuzz_auth), and how an
-# HTTP answer is classified.  Each runs
+# signature headers and the keyring (fuzz_auth), how an HTTP answer is
+# classified, and what sagad-gateway decodes from a client (fuzz_gateway:
+# routes, submissions, the users file).  Each runs
 # FUZZ_SECONDS (default 180) from its committed seeds (tests/fuzz/run.sh);
 # make test runs them 60 s each.
 FUZZ_CC      ?= clang-14
 FUZZ_SECONDS ?= 180
 FUZZ_DIR     := build/fuzz
-FUZZ_TARGETS := submit registry schema result http ref auth
+FUZZ_TARGETS := submit registry schema result http ref auth gateway
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS   = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -g -O1 $(FUZZ_SAN) \
                 -Ilib/include $(PKG_CFLAGS) -MMD -MP
 FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FUZZ_DIR)/%.o) $(FUZZ_DIR)/worker/tools/worker_call.o \
-                 $(FUZZ_DIR)/worker/tools/worker_http_answer.o
+                 $(FUZZ_DIR)/worker/tools/worker_http_answer.o \
+                 $(patsubst %.c,$(FUZZ_DIR)/%.o,$(filter-out gateway/main.c,$(wildcard gateway/*.c))) \
+                 $(FUZZ_DIR)/gen/sg_error_codes.o $(FUZZ_DIR)/gen/sg_migrations.o
 
 $(FUZZ_DIR)/%.o: %.c $(RDKAFKA_STAMP)
 	@command -v $(FUZZ_CC) >/dev/null || { echo "fuzz: $(FUZZ_CC) not found: make deps installs clang-14 and libclang-rt-14-dev" >&2; exit 1; }
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+$(FUZZ_DIR)/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
 

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sagad/sg_check.h"
 #include "sagad/sg_cli.h"
 #include "sagad/sg_config.h"
 #include "sagad/sg_http.h"
@@ -164,6 +165,28 @@ typedef struct gw_route_args_s {
     const char *step; /* step name or index */
     const char *verb; /* approve | reject */
 } gw_route_args_t;
+
+/* A submission's body decoded for user: ids filled in (saga_id from
+ * Idempotency-Key ikey, per user, or made up), on_behalf_of set when the
+ * gateway signs, and checked with the worker's rules.  0 with sub filled
+ * (gw_submission_free); -1 after answering why (400, 422). */
+typedef struct gw_submission_s {
+    sg_json_t *doc;
+    char *text;
+    const char *saga_id, *id; /* in doc */
+    sg_problems_t p;
+} gw_submission_t;
+int gw_submission_decode(const gw_t *gw, const char *user, const char *ikey, const char *body,
+                         size_t len, gw_submission_t *sub, sg_http_answer_t *ans);
+void gw_submission_free(gw_submission_t *sub);
+
+/* The route of method and path: NULL when none (then *path_known says
+ * whether another method has it); args point into buf. */
+typedef struct gw_route_s gw_route_t;
+const gw_route_t *gw_route_find(const char *method, const char *path, char *buf, size_t size,
+                                gw_route_args_t *args, bool *path_known);
+/* The route's template ("/v1/sagas/{id}"), for metrics and logs. */
+const char *gw_route_template(const gw_route_t *route);
 
 /* The handlers: each answers one route (gw_server.c's table). */
 typedef void (*gw_handler_fn)(gw_t *gw, const gw_caller_t *caller, sg_http_req_t *req,

@@ -530,18 +530,81 @@ static void accepted(sg_http_answer_t *ans, unsigned status, const char *saga_id
     gw_json(ans, status, doc);
 }
 
+int gw_submission_decode(const gw_t *gw, const char *user, const char *ikey, const char *body,
+                         size_t len, gw_submission_t *sub, sg_http_answer_t *ans)
+{
+    char made_id[40], made_msg[40];
+    const char *obo;
+    sg_err_t err;
+
+    memset(sub, 0, sizeof(*sub));
+    if (!(sub->doc = sg_json_parse(body ? body : "", len, &gw->lim, &err))) {
+        one_problem(ans, 400, err.code, "$", err.message);
+        return -1;
+    }
+    if (!sg_json_is_object(sub->doc)) {
+        one_problem(ans, 400, "input.schema.type", "$", "type: expected object (a saga.start)");
+        goto refused;
+    }
+    /* The ids a client may leave out: the saga's (from Idempotency-Key,
+     * or made up) and the message's. */
+    if (!sg_json_member(sub->doc, "saga_id")) {
+        if (ikey && (!*ikey || strlen(ikey) > 255)) {
+            gw_problem(ans, 400, "Idempotency-Key: 1 to 255 characters", NULL);
+            goto refused;
+        }
+        if (ikey) {
+            id_of_key(user, ikey, made_id);
+        } else {
+            memcpy(made_id, "gw-", 3);
+            random_hex(made_id + 3, 12);
+        }
+        sg_json_add_str(sub->doc, "saga_id", made_id);
+    }
+    if (!sg_json_member(sub->doc, "id")) {
+        memcpy(made_msg, "start-", 6);
+        random_hex(made_msg + 6, 8);
+        sg_json_add_str(sub->doc, "id", made_msg);
+    }
+    obo = sg_json_string(sg_json_member(sub->doc, "on_behalf_of"));
+    if (sg_json_member(sub->doc, "on_behalf_of") && (!obo || strcmp(obo, user) != 0)) {
+        one_problem(ans, 422, "input.auth.forbidden", "$.on_behalf_of",
+                    "set by the gateway: it names the authenticated user; leave it out");
+        goto refused;
+    }
+    if (gw->have_key && !obo)
+        sg_json_add_str(sub->doc, "on_behalf_of", user);
+    sub->text = sg_json_print(sub->doc);
+    if (sg_check_submission(sub->text, strlen(sub->text), &gw->lim, gw->reg, &sub->p) > 0) {
+        problems_answer(ans, 422, "the worker would refuse this saga: see errors", sub->p.code,
+                        &sub->p);
+        goto refused;
+    }
+    sub->saga_id = sg_json_string(sg_json_member(sub->doc, "saga_id"));
+    sub->id = sg_json_string(sg_json_member(sub->doc, "id"));
+    return 0;
+refused:
+    gw_submission_free(sub);
+    return -1;
+}
+
+void gw_submission_free(gw_submission_t *sub)
+{
+    sg_problems_free(&sub->p);
+    free(sub->text);
+    sg_json_destroy(sub->doc);
+    memset(sub, 0, sizeof(*sub));
+}
+
 void gw_sagas_submit(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
                      sg_http_answer_t *ans)
 {
-    const char *ikey = sg_http_req_header(req, "Idempotency-Key");
     const char *ctype = sg_http_req_header(req, "Content-Type");
-    const char *body, *saga_id, *obo;
-    char made_id[40], made_msg[40], *text;
-    sg_problems_t p;
-    sg_json_t *doc;
+    gw_submission_t sub;
+    const char *body;
     sg_err_t err;
     size_t len;
-    int same, rc;
+    int same;
 
     (void)a;
     if (!(c->user->perms & GW_P_SUBMIT)) {
@@ -553,76 +616,28 @@ void gw_sagas_submit(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const g
         return;
     }
     body = sg_http_req_body(req, &len);
-    if (!(doc = sg_json_parse(body ? body : "", len, &gw->lim, &err))) {
-        one_problem(ans, 400, err.code, "$", err.message);
+    if (gw_submission_decode(gw, c->user->name, sg_http_req_header(req, "Idempotency-Key"), body,
+                             len, &sub, ans) < 0)
         return;
-    }
-    if (!sg_json_is_object(doc)) {
-        sg_json_destroy(doc);
-        one_problem(ans, 400, "input.schema.type", "$", "type: expected object (a saga.start)");
-        return;
-    }
-    /* The ids a client may leave out: the saga's (from Idempotency-Key,
-     * or made up) and the message's. */
-    if (!sg_json_member(doc, "saga_id")) {
-        if (ikey && (!*ikey || strlen(ikey) > 255)) {
-            sg_json_destroy(doc);
-            gw_problem(ans, 400, "Idempotency-Key: 1 to 255 characters", NULL);
-            return;
-        }
-        if (ikey)
-            id_of_key(c->user->name, ikey, made_id);
-        else {
-            memcpy(made_id, "gw-", 3);
-            random_hex(made_id + 3, 12);
-        }
-        sg_json_add_str(doc, "saga_id", made_id);
-    }
-    if (!sg_json_member(doc, "id")) {
-        memcpy(made_msg, "start-", 6);
-        random_hex(made_msg + 6, 8);
-        sg_json_add_str(doc, "id", made_msg);
-    }
-    obo = sg_json_string(sg_json_member(doc, "on_behalf_of"));
-    if (sg_json_member(doc, "on_behalf_of") && (!obo || strcmp(obo, c->user->name) != 0)) {
-        sg_json_destroy(doc);
-        one_problem(ans, 422, "input.auth.forbidden", "$.on_behalf_of",
-                    "set by the gateway: it names the authenticated user; leave it out");
-        return;
-    }
-    if (gw->have_key && !obo)
-        sg_json_add_str(doc, "on_behalf_of", c->user->name);
-    text = sg_json_print(doc);
-    saga_id = sg_json_string(sg_json_member(doc, "saga_id"));
-    if (sg_check_submission(text, strlen(text), &gw->lim, gw->reg, &p) > 0) {
-        problems_answer(ans, 422, "the worker would refuse this saga: see errors", p.code, &p);
-        goto out;
-    }
-    if ((same = existing(gw, saga_id ? saga_id : "", doc, ans)) < 0)
+    if ((same = existing(gw, sub.saga_id, sub.doc, ans)) < 0)
         goto out;
     if (same == 1) {
-        accepted(ans, 200, saga_id, NULL, "exists");
-        goto out;
-    }
-    if (same == 2) {
+        accepted(ans, 200, sub.saga_id, NULL, "exists");
+    } else if (same == 2) {
         one_problem(ans, 409, "input.saga.conflict", "$.saga_id",
                     "unique: this saga_id is already used with a different definition");
-        goto out;
-    }
-    rc = gw_produce(gw, saga_id, text, strlen(text), gw->have_key, PRODUCE_TIMEOUT_MS, &err);
-    if (rc < 0) {
+    } else if (gw_produce(gw, sub.saga_id, sub.text, strlen(sub.text), gw->have_key,
+                          PRODUCE_TIMEOUT_MS, &err) < 0) {
         char detail[700];
         snprintf(detail, sizeof(detail),
                  "%s: not sent; try again (the same saga_id is safe to send twice)", err.message);
         gw_problem(ans, 503, detail, NULL);
         sg_http_answer_header(ans, "Retry-After", "1");
-        goto out;
+    } else {
+        accepted(ans, 202, sub.saga_id, sub.id, "accepted");
     }
-    accepted(ans, 202, saga_id, sg_json_string(sg_json_member(doc, "id")), "accepted");
 out:
-    sg_problems_free(&p);
-    free(text);
-    sg_json_destroy(doc);
+    gw_submission_free(&sub);
 }
 
 /* ---- controls -------------------------------------------------------------------- */

@@ -110,13 +110,13 @@ static void plain(sg_http_answer_t *ans, unsigned status, const char *text)
 
 /* ---- routes -------------------------------------------------------------------- */
 
-typedef struct route_s {
+struct gw_route_s {
     const char *method;
     const char *tmpl; /* segments; {id}, {step}, {verb} are parameters */
     gw_handler_fn fn;
-} route_t;
+};
 
-static const route_t routes[] = {
+static const gw_route_t routes[] = {
     {"POST", "/v1/sagas", gw_sagas_submit},
     {"GET", "/v1/sagas", gw_sagas_list},
     {"GET", "/v1/sagas/{id}", gw_sagas_get},
@@ -166,6 +166,29 @@ static bool match(const char *tmpl, const char *path, char *buf, size_t size, gw
     return seg == NULL;
 }
 
+const gw_route_t *gw_route_find(const char *method, const char *path, char *buf, size_t size,
+                                gw_route_args_t *args, bool *path_known)
+{
+    const gw_route_t *found = NULL;
+
+    *path_known = false;
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]) && !found; i++) {
+        if (!match(routes[i].tmpl, path, buf, size, args))
+            continue;
+        *path_known = true;
+        if (strcmp(routes[i].method, method) == 0)
+            found = &routes[i];
+    }
+    if (!found)
+        memset(args, 0, sizeof(*args));
+    return found;
+}
+
+const char *gw_route_template(const gw_route_t *route)
+{
+    return route->tmpl;
+}
+
 /* ---- one request ------------------------------------------------------------------ */
 
 static bool origin_allowed(const gw_t *gw, const char *origin)
@@ -208,7 +231,7 @@ static void handle(void *opaque, sg_http_req_t *req, sg_http_answer_t *ans)
     gw_t *gw = opaque;
     const char *method = sg_http_req_method(req), *path = sg_http_req_path(req);
     const char *origin = sg_http_req_header(req, "Origin");
-    const route_t *route = NULL;
+    const gw_route_t *route;
     bool path_known = false;
     gw_route_args_t args;
     gw_caller_t caller = {0};
@@ -223,16 +246,7 @@ static void handle(void *opaque, sg_http_req_t *req, sg_http_answer_t *ans)
         health(gw, path, ans);
         return;
     }
-    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
-        gw_route_args_t a;
-        if (!match(routes[i].tmpl, path, buf, sizeof(buf), &a))
-            continue;
-        path_known = true;
-        if (strcmp(routes[i].method, method) == 0) {
-            route = &routes[i];
-            break;
-        }
-    }
+    route = gw_route_find(method, path, buf, sizeof(buf), &args, &path_known);
     label = route ? route->tmpl : path_known ? "(method)" : "(unknown)";
     if (origin && !origin_allowed(gw, origin)) {
         /* A browser page of another site: no credential it could carry
@@ -255,7 +269,6 @@ static void handle(void *opaque, sg_http_req_t *req, sg_http_answer_t *ans)
         gw_problem(ans, 429, "too many requests from this principal (gateway.rate_per_s)", NULL);
         sg_http_answer_header(ans, "Retry-After", ra);
     } else {
-        match(route->tmpl, path, buf, sizeof(buf), &args);
         route->fn(gw, &caller, req, &args, ans);
     }
     if (origin && origin_allowed(gw, origin)) {

@@ -77,8 +77,12 @@ static void start(void)
 {
     char users_path[160], env_users[200], env_key[220], env_port[64];
     int port = sgt_free_port();
-    const char *extra[] = {env_users, env_key, env_port, sgw.op_env,
-                           "SAGAD_GATEWAY_ALLOWED_ORIGINS=https://console.example", NULL};
+    const char *extra[] = {env_users,
+                           env_key,
+                           env_port,
+                           sgw.op_env,
+                           "SAGAD_GATEWAY_ALLOWED_ORIGINS=https://console.example",
+                           NULL};
     double until;
 
     sgw_pair_start(GATED_TOOLS, 1, NULL);
