@@ -42,7 +42,7 @@ mkdir -p "$run"
 
 stop_bg() {
     local f pid
-    for f in "$run"/worker.pid "$run"/relay.pid "$run"/checkout.pid; do
+    for f in "$run"/gateway.pid "$run"/worker.pid "$run"/relay.pid "$run"/checkout.pid; do
         [ -f "$f" ] || continue
         pid=$(cat "$f")
         if kill -0 "$pid" 2>/dev/null; then
@@ -98,6 +98,8 @@ chmod 700 "$run/keys"
 [ -f "$run/keys/shop.key" ] || bin/sagactl keys new --principal shop --out "$run/keys/shop.key" >/dev/null 2>&1
 [ -f "$run/keys/approver.key" ] ||
     bin/sagactl keys new --principal finance:demo --out "$run/keys/approver.key" >/dev/null 2>&1
+[ -f "$run/keys/gateway.key" ] ||
+    bin/sagactl keys new --principal gateway --out "$run/keys/gateway.key" >/dev/null 2>&1
 python3 - "$run" <<'PY'
 import json, subprocess, sys
 run = sys.argv[1]
@@ -105,14 +107,31 @@ def pub(name):
     out = subprocess.run(["bin/sagactl", "keys", "show", "--json", f"{run}/keys/{name}.key"],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out)
-shop, appr = pub("shop"), pub("approver")
+shop, appr, gw = pub("shop"), pub("approver"), pub("gateway")
 ring = {"v": 1, "principals": {
     shop["principal"]: {"keys": {shop["key_id"]: shop["public_key"]},
                         "roles": ["submit", "approve"]},
     appr["principal"]: {"keys": {appr["key_id"]: appr["public_key"]},
-                        "roles": ["approve", "cancel"]}}}
+                        "roles": ["approve", "cancel"]},
+    gw["principal"]: {"keys": {gw["key_id"]: gw["public_key"]},
+                      "roles": ["submit", "approve", "cancel", "delegate"]}}}
 json.dump(ring, open(f"{run}/keyring.json", "w"), indent=2)
-print("  shop (submit, approve), finance:demo (approve, cancel)")
+print("  shop (submit, approve), finance:demo (approve, cancel),")
+print("  gateway (submit, approve, cancel, delegate: it signs for the users it authenticates)")
+# The gateway's users: a token each (only its hash in the users file).
+users, tokens = {"v": 1, "users": {}}, {}
+for name, roles in (("shop", ["submitter", "approver"]), ("ann", ["approver"]),
+                    ("oncall", ["operator"])):
+    t = json.loads(subprocess.run(["bin/sagad-gateway", "token", "new", "--user", name, "--json"],
+                                  check=True, capture_output=True, text=True).stdout)
+    users["users"][name] = {"roles": roles, "tokens": [t["hash"]]}
+    tokens[name] = t["token"]
+json.dump(users, open(f"{run}/gateway-users.json", "w"), indent=2)
+for name, token in tokens.items():
+    with open(f"{run}/keys/{name}.token", "w") as f:
+        f.write(token)
+print("  gateway users (%s/gateway-users.json): shop (submitter, approver), ann (approver),"
+      " oncall (operator)" % run)
 PY
 export SAGAD_SECURITY_KEYRING=$run/keyring.json SAGAD_CTL_KEY=$run/keys/shop.key
 
@@ -134,7 +153,14 @@ SAGAD_HTTP_PORT=${SAGAD_HTTP_PORT:-0} bin/sagad-relay run >>"$run/relay.log" 2>&
 echo $! >"$run/relay.pid"
 SAGAD_HTTP_PORT=${SAGAD_HTTP_PORT:-0} bin/sagad-worker run >>"$run/worker.log" 2>&1 &
 echo $! >"$run/worker.pid"
-echo "relay pid $(cat "$run/relay.pid"), worker pid $(cat "$run/worker.pid")"
+gateway_port=${DEMO_GATEWAY_PORT:-8480}
+gateway=http://127.0.0.1:$gateway_port
+SAGAD_GATEWAY_PORT=$gateway_port SAGAD_GATEWAY_USERS=$run/gateway-users.json \
+    SAGAD_GATEWAY_KEY=$run/keys/gateway.key bin/sagad-gateway run >>"$run/gateway.log" 2>&1 &
+echo $! >"$run/gateway.pid"
+echo "relay pid $(cat "$run/relay.pid"), worker pid $(cat "$run/worker.pid"), gateway pid $(cat "$run/gateway.pid") on $gateway"
+for _ in $(seq 1 100); do curl -fsS "$gateway/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+curl -fsS "$gateway/readyz" >/dev/null || { echo "demo: sagad-gateway is not ready; see $run/gateway.log" >&2; exit 1; }
 
 # Unique saga ids per run, so the demo can be run again and again.
 suffix=$(date +%s)
@@ -217,6 +243,40 @@ if [ "$rc" != 0 ]; then
     echo "demo: sagactl cancel exited $rc, not 0; see $run/worker.log" >&2
     exit 1
 fi
+
+# The same approval over HTTP (issue 37): the shop's token submits through
+# sagad-gateway, which signs for it; the shop cannot approve its own order
+# (403), ann's token can; the long poll answers when the saga ends.
+echo
+echo "== the same through sagad-gateway ($gateway), with two tokens"
+shop_token=$(cat "$run/keys/shop.token")
+ann_token=$(cat "$run/keys/ann.token")
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d.pop("saga_id"); d.pop("id")
+print(json.dumps(d))' examples/sagas/checkout-approval.json >"$run/http-order.json"
+echo "\$ curl -X POST $gateway/v1/sagas -H 'Authorization: Bearer \$SHOP' -H 'Idempotency-Key: order-$suffix' -d @order.json"
+answer=$(curl -sS -X POST "$gateway/v1/sagas" -H "Authorization: Bearer $shop_token" \
+    -H "Content-Type: application/json" -H "Idempotency-Key: order-$suffix" --data @"$run/http-order.json")
+echo "  $answer"
+http_id=$(echo "$answer" | python3 -c 'import json,sys; print(json.load(sys.stdin)["saga_id"])')
+ids+=("$http_id")
+echo "\$ curl '$gateway/v1/sagas/$http_id/wait?timeout=30s' -H 'Authorization: Bearer \$SHOP'"
+curl -sS "$gateway/v1/sagas/$http_id/wait?timeout=30s" -H "Authorization: Bearer $shop_token" |
+    python3 -c 'import json,sys; d=json.load(sys.stdin); print("  status %s: %s" % (d["status"], d["agent_action"]))'
+echo "\$ curl -X POST $gateway/v1/sagas/$http_id/steps/charge/approve -H 'Authorization: Bearer \$SHOP' -d '{\"reason\": \"my own order\"}'"
+code=$(curl -sS -o "$run/http-answer.json" -w '%{http_code}' -X POST \
+    "$gateway/v1/sagas/$http_id/steps/charge/approve" -H "Authorization: Bearer $shop_token" \
+    -d '{"reason": "my own order"}')
+echo "  $code: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["detail"])' "$run/http-answer.json")"
+[ "$code" = 403 ] || { echo "demo: the shop approved its own order over HTTP ($code)" >&2; exit 1; }
+echo "\$ curl -X POST $gateway/v1/sagas/$http_id/steps/charge/approve -H 'Authorization: Bearer \$ANN' -d '{\"reason\": \"known customer\"}'"
+echo "  $(curl -fsS -X POST "$gateway/v1/sagas/$http_id/steps/charge/approve" \
+    -H "Authorization: Bearer $ann_token" -d '{"reason": "known customer"}')"
+outcome=$(curl -sS "$gateway/v1/sagas/$http_id/wait?timeout=60s" -H "Authorization: Bearer $shop_token" |
+    python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["status"], d["submitted_by"])')
+echo "  the long poll answers: status ${outcome% *}, submitted by ${outcome#* } (signed for it by the gateway)"
+[ "${outcome% *}" = ok ] || { echo "demo: the HTTP saga ended ${outcome% *}; see $run/worker.log" >&2; exit 1; }
+psql "$SAGAD_PG_DSN" -Atc "SELECT '  approved by ' || principal || ' (' || outcome || ')' FROM saga_controls
+    WHERE saga_id = '$http_id' AND command = 'saga.approve' AND outcome = 'accepted'"
 
 # A parallel group: the order shipped, the customer is told by email, SMS
 # and webhook at once (best_effort).  SMS answers 400: the saga still
@@ -352,5 +412,5 @@ echo
 echo "== sagactl show $bad   (also: dlq-tool saga $bad)"
 bin/sagactl show "$bad"
 echo
-echo "checkout-svc, the relay and the worker are still running."
+echo "checkout-svc, the relay, the worker and sagad-gateway are still running."
 echo "Stop them with: make demo-stop    (and PostgreSQL + Kafka with: make down)"
