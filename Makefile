@@ -190,8 +190,9 @@ $(BUILD)/tests/%.o: tests/%.c $(RDKAFKA_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(TEST_CFLAGS) -c -o $@ $<
 
-# Unit tests link the worker's modules too (not its main).
-$(UNIT_TEST): $(UNIT_SRCS:%.c=$(BUILD)/%.o) $(TEST_HELPER_OBJS) $(filter-out %/main.o,$(WORKER_OBJS)) $(LIBSAGAD)
+# Unit tests link the worker's and the gateway's modules too (not their mains).
+$(UNIT_TEST): $(UNIT_SRCS:%.c=$(BUILD)/%.o) $(TEST_HELPER_OBJS) $(filter-out %/main.o,$(WORKER_OBJS)) \
+              $(filter-out %/main.o,$(GW_OBJS)) $(LIBSAGAD)
 	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(TEST_LIBS) $(LDLIBS_ALL)
 
 # Integration tests link them too: they run the worker's statements.

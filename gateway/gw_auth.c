@@ -164,6 +164,12 @@ gw_users_t *gw_users_parse(const char *text, size_t len, const char *what, char 
         bad(why, why_size, what, "$.v", "required: 1");
         goto fail;
     }
+    for (const sg_json_t *m = sg_json_first(doc); m; m = sg_json_next(m)) {
+        if (strcmp(sg_json_key(m), "v") != 0 && strcmp(sg_json_key(m), "users") != 0) {
+            bad(why, why_size, what, "$", "additionalProperties: only v and users");
+            goto fail;
+        }
+    }
     if (!sg_json_is_object(users)) {
         bad(why, why_size, what, "$.users", "required: an object of users by name");
         goto fail;

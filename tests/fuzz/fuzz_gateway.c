@@ -93,8 +93,8 @@ static void submission(const char *text, size_t n)
     memcpy(key, text, (size_t)(nl - text));
     key[nl - text] = '\0';
     memset(&ans, 0, sizeof(ans));
-    if (gw_submission_decode(&gw, "shop", key[0] ? key : NULL, nl + 1,
-                             n - (size_t)(nl + 1 - text), &sub, &ans) == 0) {
+    if (gw_submission_decode(&gw, "shop", key[0] ? key : NULL, nl + 1, n - (size_t)(nl + 1 - text),
+                             &sub, &ans) == 0) {
         const char *obo = sg_json_string(sg_json_member(sub.doc, "on_behalf_of"));
         if (!sub.saga_id || !sg_saga_id_ok(sub.saga_id) || !obo || strcmp(obo, "shop") != 0)
             abort();
