@@ -125,12 +125,24 @@ void gw_pool_free(gw_pool_t *p);
  * PostgreSQL cannot be reached (err set). */
 sg_pg_t *gw_pool_get(gw_pool_t *p, sg_err_t *err);
 void gw_pool_put(gw_pool_t *p, sg_pg_t *pg);
-/* A counter that moves whenever a worker committed something (its
- * NOTIFY sagad_outbox): read it, check the rows, then wait until it moves
- * past what was read, or until deadline_ms (sg_run_now_ms clock).  Returns
- * the new value. */
-uint64_t gw_pool_changes(gw_pool_t *p);
-uint64_t gw_pool_wait_change(gw_pool_t *p, uint64_t seen, uint64_t deadline_ms);
+/* A request waiting for a saga to move registers the seq it saw (-1: no
+ * such saga yet), looks at the saga once more (gw_saga_seq: what moved
+ * before the watch was registered), then waits: true once the listener
+ * saw the saga's seq differ from seq, false at deadline_ms (sg_run_now_ms
+ * clock) or at shutdown.  Remove it in every case. */
+typedef struct gw_watch_s {
+    char saga_id[136];
+    int64_t seq;
+    bool fired;
+    pthread_cond_t cv;
+    struct gw_watch_s *next;
+} gw_watch_t;
+void gw_watch_add(gw_pool_t *p, gw_watch_t *w, const char *saga_id, int64_t seq);
+bool gw_watch_wait(gw_pool_t *p, gw_watch_t *w, uint64_t deadline_ms);
+void gw_watch_remove(gw_pool_t *p, gw_watch_t *w);
+/* The saga's seq: -1 when there is no such saga, -2 with err set when the
+ * query failed. */
+int64_t gw_saga_seq(sg_pg_t *pg, const char *saga_id, sg_err_t *err);
 /* True when the LISTEN session is up (readiness). */
 bool gw_pool_listening(gw_pool_t *p);
 

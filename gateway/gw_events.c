@@ -154,7 +154,10 @@ void gw_sagas_events(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const g
 {
     const char *last = sg_http_req_header(req, "Last-Event-ID");
     const char *topic = sg_config_str(gw->cfg, "topic.events");
-    const char *props[] = {"group.id", "sagad-gateway-events", "enable.partition.eof", "false",
+    /* A stream reads one saga's events: a small prefetch (librdkafka's
+     * default is 64 MB per reader, and a replica may hold 64 of them). */
+    const char *props[] = {"group.id", "sagad-gateway-events",       "enable.partition.eof",
+                           "false",    "queued.max.messages.kbytes", "1024",
                            NULL};
     sg_pg_res_t *res = NULL;
     stream_t *s;

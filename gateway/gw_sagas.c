@@ -232,6 +232,35 @@ static bool parse_i64(const char *s, int64_t *out)
     return true;
 }
 
+/* Waits until saga id's seq moves from seq (-1: until it exists), or
+ * deadline_ms.  0 moved or deadline, -1 answered (PostgreSQL failed). */
+static int watch(gw_t *gw, const char *id, int64_t seq, uint64_t deadline_ms, sg_http_answer_t *ans)
+{
+    gw_watch_t w;
+    sg_err_t err;
+    sg_pg_t *pg;
+    int64_t now_seq;
+
+    gw_watch_add(gw->pool, &w, id, seq);
+    /* What moved between the caller's read and the watch's start. */
+    if (!(pg = gw_pool_get(gw->pool, &err))) {
+        gw_watch_remove(gw->pool, &w);
+        gw_db_problem(ans, &err);
+        return -1;
+    }
+    now_seq = gw_saga_seq(pg, id, &err);
+    gw_pool_put(gw->pool, pg);
+    if (now_seq == -2) {
+        gw_watch_remove(gw->pool, &w);
+        gw_db_problem(ans, &err);
+        return -1;
+    }
+    if (now_seq == seq)
+        gw_watch_wait(gw->pool, &w, deadline_ms);
+    gw_watch_remove(gw->pool, &w);
+    return 0;
+}
+
 void gw_sagas_wait(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
                    sg_http_answer_t *ans)
 {
@@ -254,7 +283,7 @@ void gw_sagas_wait(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_
         timeout_ms = gw->wait_max_ms;
     deadline = sg_run_now_ms() + (uint64_t)timeout_ms;
     for (;;) {
-        uint64_t seen = gw_pool_changes(gw->pool);
+        int64_t seq = -1;
         int found = load(gw, c, a->id, &res, ans);
         if (found < 0)
             return;
@@ -265,6 +294,7 @@ void gw_sagas_wait(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_
             bool done = ended(st);
             bool person = es && strcmp(es, "awaiting_approval") == 0;
             bool moved = after_seq >= 0 && sg_pg_res_int(res, 0, E_SEQ, 0) > after_seq;
+            seq = sg_pg_res_int(res, 0, E_SEQ, 0);
             if (done || person || moved || sg_run_now_ms() >= deadline || !sg_run_running) {
                 char etag[64];
                 sg_json_add_bool(env, "wait_timed_out", !(done || person || moved));
@@ -281,7 +311,8 @@ void gw_sagas_wait(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_
             no_saga(ans, a->id);
             return;
         }
-        gw_pool_wait_change(gw->pool, seen, deadline);
+        if (watch(gw, a->id, seq, deadline, ans) < 0)
+            return;
     }
 }
 
@@ -651,18 +682,23 @@ static int decision(gw_t *gw, const char *saga_id, const char *command_id, int64
     uint64_t deadline = sg_run_now_ms() + (uint64_t)wait_ms;
 
     for (;;) {
-        uint64_t seen = gw_pool_changes(gw->pool);
         sg_pg_res_t *res = NULL;
         sg_err_t err;
         sg_pg_t *pg = gw_pool_get(gw->pool, &err);
+        gw_watch_t w;
+        int64_t seq;
         int rc;
 
         if (!pg)
             return -1;
-        rc = sg_pg_exec(pg,
-                        "SELECT outcome, coalesce(error_code, '') FROM saga_controls WHERE "
-                        "saga_id = $1 AND command_id = $2 ORDER BY id LIMIT 1",
-                        2, params, &res, &err);
+        /* The seq first, then the look: a decision committed in between
+         * moves the seq the watch compares with. */
+        seq = gw_saga_seq(pg, saga_id, &err);
+        rc = seq == -2 ? -1
+                       : sg_pg_exec(pg,
+                                    "SELECT outcome, coalesce(error_code, '') FROM saga_controls "
+                                    "WHERE saga_id = $1 AND command_id = $2 ORDER BY id LIMIT 1",
+                                    2, params, &res, &err);
         gw_pool_put(gw->pool, pg);
         if (rc < 0)
             return -1;
@@ -675,7 +711,9 @@ static int decision(gw_t *gw, const char *saga_id, const char *command_id, int64
         sg_pg_res_destroy(res);
         if (sg_run_now_ms() >= deadline)
             return 0;
-        gw_pool_wait_change(gw->pool, seen, deadline);
+        gw_watch_add(gw->pool, &w, saga_id, seq);
+        gw_watch_wait(gw->pool, &w, deadline);
+        gw_watch_remove(gw->pool, &w);
     }
 }
 

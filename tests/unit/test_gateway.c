@@ -109,12 +109,12 @@ Test(gateway, routes_and_their_parameters)
     cr_expect_str_eq(a.id, "o-7");
     cr_expect_str_eq(a.step, "charge");
     cr_expect_str_eq(a.verb, "approve");
-    cr_expect_null(gw_route_find("POST", "/v1/sagas/o-7/steps/charge/delete", buf, sizeof(buf),
-                                 &a, &known));
+    cr_expect_null(
+        gw_route_find("POST", "/v1/sagas/o-7/steps/charge/delete", buf, sizeof(buf), &a, &known));
     cr_expect_null(gw_route_find("DELETE", "/v1/sagas/o-7", buf, sizeof(buf), &a, &known));
     cr_expect(known, "the path is known to another method: 405, not 404");
-    cr_expect_null(gw_route_find("GET", "/v1/sagas/o-7/extra/segments", buf, sizeof(buf), &a,
-                                 &known));
+    cr_expect_null(
+        gw_route_find("GET", "/v1/sagas/o-7/extra/segments", buf, sizeof(buf), &a, &known));
     cr_expect(!known);
     r = gw_route_find("GET", "/v1/sagas", buf, sizeof(buf), &a, &known);
     cr_assert_not_null(r);
@@ -153,8 +153,8 @@ Test(gateway, a_submission_is_decoded_for_its_user)
     sg_http_answer_t ans = {0};
     sg_err_t err;
 
-    cr_assert_not_null(gw.reg = sg_registry_parse("t", reg_text, strlen(reg_text), cfg, NULL,
-                                                  &err));
+    cr_assert_not_null(gw.reg =
+                           sg_registry_parse("t", reg_text, strlen(reg_text), cfg, NULL, &err));
     cr_assert_eq(gw_submission_decode(&gw, "shop", "order-7", body, strlen(body), &s1, &ans), 0);
     cr_assert_eq(gw_submission_decode(&gw, "shop", "order-7", body, strlen(body), &s2, &ans), 0);
     cr_expect_str_eq(s1.saga_id, s2.saga_id, "the same key is the same saga");
