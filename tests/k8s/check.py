@@ -128,8 +128,8 @@ def config_table(bindir, prog):
         m = row.match(line)
         if m:
             default = m.group(4).strip()
-            table[m.group(1)] = {"env": m.group(2),
-                                 "default": None if default == "(required)" else default}
+            default = {"(required)": None, "(empty)": ""}.get(default, default)
+            table[m.group(1)] = {"env": m.group(2), "default": default}
     if not table:
         sys.exit(f"k8s-check: no keys parsed from {prog} --config-reference")
     return table
