@@ -275,6 +275,11 @@ def run_binary(bindir, prog, args, env, where, what):
 def check_probes(where, container, cfg, table, prefix="http", tls=False):
     """Probes on PREFIX.port (http, or gateway for the gateway), bound to 0.0.0.0."""
     bind_key, port_key = f"{prefix}.bind", f"{prefix}.port"
+    missing = [k for k in (bind_key, port_key) if k not in cfg]
+    if missing:
+        problem(where, f"{' and '.join(missing)} not in the program's config table "
+                       "(--config-reference)")
+        return
     ports = {p.get("name"): p["containerPort"] for p in container.get("ports", [])}
     want_port = int(cfg[port_key])
     if cfg[bind_key] != "0.0.0.0":
