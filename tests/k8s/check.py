@@ -83,7 +83,8 @@ GATEWAY_KEYS_UNBUILT = {
 
 
 def makefile_progs():
-    """The binaries the Makefile's SAGAD_PROGS line builds (as tests/deploy/check-image.sh reads it)."""
+    """The binaries the Makefile's SAGAD_PROGS line builds, read as
+    tests/deploy/check-image.sh reads it."""
     with open("Makefile") as f:
         for line in f:
             if line.startswith("SAGAD_PROGS := "):
