@@ -43,7 +43,8 @@ MIGRATIONS := $(sort $(wildcard schemas/sql/*.sql))
 
 # The binaries the container image ships (deploy/Dockerfile), then the
 # example service the tests and the demo use.
-SAGAD_PROGS := $(BINDIR)/sagad-worker $(BINDIR)/sagad-relay $(BINDIR)/dlq-tool $(BINDIR)/sagactl
+SAGAD_PROGS := $(BINDIR)/sagad-worker $(BINDIR)/sagad-relay $(BINDIR)/dlq-tool $(BINDIR)/sagactl \
+               $(BINDIR)/sagad-gateway
 PROGS := $(SAGAD_PROGS) $(BINDIR)/checkout-svc
 # worker/: main.c and worker.h, then its parts (docs/ARCHITECTURE.md, "Layout"):
 # loop/ (consume, queue, transact, chain, run), decide/ (the pure decision),
@@ -53,6 +54,7 @@ WORKER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard worker/*.c worker/*/*.c))
 RELAY_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard outbox/*.c))
 DLQ_OBJS    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard dlq-tool/*.c))
 CTL_OBJS    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard ctl/*.c))
+GW_OBJS     := $(patsubst %.c,$(BUILD)/%.o,$(wildcard gateway/*.c))
 # The example downstream service of the tests, the demo and the benchmark.
 CHECKOUT_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard examples/checkout/*.c))
 MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
@@ -106,7 +108,7 @@ endif
 all: $(LIBSAGAD) $(PROGS)
 
 help:
-	@echo "make            build build/libsagad.a and bin/{sagad-worker,sagad-relay,dlq-tool,sagactl,checkout-svc}"
+	@echo "make            build build/libsagad.a and bin/{sagad-worker,sagad-relay,dlq-tool,sagactl,sagad-gateway,checkout-svc}"
 	@echo "make deps       install the Debian packages needed (no-op when present; demo, test, bench, up and test-* run it first)"
 	@echo "make up / down  start / stop the private PostgreSQL and Kafka under .run/"
 	@echo "make demo       services, checkout-svc, relay and worker up; the example sagas run end to end (retried, compensated, approved, cancelled, malformed)"
@@ -173,6 +175,9 @@ $(BINDIR)/sagad-relay: $(RELAY_OBJS) $(LIBSAGAD)
 $(BINDIR)/dlq-tool: $(DLQ_OBJS) $(LIBSAGAD)
 # sagactl, like dlq-tool, checks with lib/'s rules and links no worker code.
 $(BINDIR)/sagactl: $(CTL_OBJS) $(LIBSAGAD)
+# sagad-gateway, like sagactl, checks submissions with lib/'s rules; it
+# speaks HTTP through lib/'s sg_http (libmicrohttpd).
+$(BINDIR)/sagad-gateway: $(GW_OBJS) $(LIBSAGAD)
 $(BINDIR)/checkout-svc: $(CHECKOUT_OBJS) $(LIBSAGAD)
 $(CHECKOUT_OBJS): EXTRA_CFLAGS := $(MHD_CFLAGS)
 $(BINDIR)/checkout-svc: EXTRA_LIBS := $(MHD_LIBS)
@@ -366,7 +371,7 @@ GEN_DOCS := docs/CONFIGURATION.md:--config-reference deploy/sagad.sample.conf:--
 # Each shipped program's man page and bash and zsh completions come from
 # its command table, as its --help does (PROG --man, PROG --completion
 # SHELL); tests/docs/cli_docs.py checks the three say the same.
-CLI_PROGS := sagactl dlq-tool sagad-worker sagad-relay
+CLI_PROGS := sagactl dlq-tool sagad-worker sagad-relay sagad-gateway
 CLI_DOCS = $(foreach p,$(CLI_PROGS),docs/man/$(p).1:$(p):--man \
              docs/completion/$(p).bash:$(p):--completion:bash docs/completion/_$(p):$(p):--completion:zsh)
 

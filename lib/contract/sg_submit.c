@@ -18,7 +18,7 @@ static bool id_char(char c)
            (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
 
-static bool saga_id_ok(const char *s)
+bool sg_saga_id_ok(const char *s)
 {
     size_t n = strlen(s);
 
@@ -177,7 +177,7 @@ void sg_submit_decode(const void *payload, size_t len, const sg_json_limits_t *l
                    "$.v: must be 1 (message format version), got %lld", (long long)v);
         return;
     }
-    if (!saga_id_ok(saga_id)) {
+    if (!sg_saga_id_ok(saga_id)) {
         sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.invalid",
                    "$.saga_id: must be 1-128 characters of A-Z a-z 0-9 . _ : -");
         return;

@@ -166,6 +166,44 @@ static const sg_config_key_t config_table[] = {
     {"retention.pause_ms", SG_CONFIG_INT, "100", 0, 60000, NULL, 0,
      "The janitor's pause between two batches (time for the workers' transactions and "
      "autovacuum)."},
+    {"gateway.bind", SG_CONFIG_STR, "127.0.0.1", 0, 0, NULL, 0,
+     "Address sagad-gateway's API listens on (0.0.0.0 in a pod, behind its NetworkPolicy)."},
+    {"gateway.port", SG_CONFIG_INT, "8480", 0, 65535, NULL, 0,
+     "Port of sagad-gateway: the API under /v1, /healthz, /readyz and /metrics; 0 picks a free "
+     "port (logged)."},
+    {"gateway.users", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK,
+     "Path of the gateway's users file: names, roles and hashed bearer tokens "
+     "(schemas/gateway-users.schema.json); empty: nobody is authenticated."},
+    {"gateway.key", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK,
+     "Private key file the gateway signs with, for the users it authenticated (a principal with "
+     "the delegate role in the workers' keyring); empty: submissions go unsigned and controls "
+     "are refused."},
+    {"gateway.trusted_proxies", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK,
+     "Comma-separated IP addresses of authenticating proxies whose gateway.proxy_header names "
+     "the user; empty: that header is ignored from everyone."},
+    {"gateway.proxy_header", SG_CONFIG_STR, "X-Forwarded-User", 0, 0, NULL, 0,
+     "The header a trusted proxy names the authenticated user in (oauth2-proxy: "
+     "X-Forwarded-User)."},
+    {"gateway.allowed_origins", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK,
+     "Comma-separated origins (https://console.example) a browser may call the API from; a "
+     "request with any other Origin header is refused with 403."},
+    {"gateway.tls_cert", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK,
+     "PEM certificate file: with gateway.tls_key the gateway speaks HTTPS; empty: plain HTTP "
+     "(bind 127.0.0.1, or put a TLS-terminating proxy in front)."},
+    {"gateway.tls_key", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK,
+     "PEM private key file of gateway.tls_cert."},
+    {"gateway.rate_per_s", SG_CONFIG_INT, "200", 1, 1000000, NULL, 0,
+     "Requests a second each principal may make (a token bucket; over it: 429 with "
+     "Retry-After)."},
+    {"gateway.rate_burst", SG_CONFIG_INT, "400", 1, 1000000, NULL, 0,
+     "Requests a principal may make at once before gateway.rate_per_s applies."},
+    {"gateway.wait_max_ms", SG_CONFIG_INT, "60000", 1000, 600000, NULL, 0,
+     "Longest a long poll (GET /v1/sagas/{id}/wait) or an event stream holds a request open."},
+    {"gateway.pg_pool", SG_CONFIG_INT, "4", 1, 64, NULL, 0,
+     "PostgreSQL connections of the gateway's queries (long polls wait on one LISTEN "
+     "connection of their own, not on these)."},
+    {"gateway.max_connections", SG_CONFIG_INT, "256", 8, 10000, NULL, 0,
+     "Open HTTP connections the gateway serves at once (each has a thread); more are refused."},
     {"http.bind", SG_CONFIG_STR, "127.0.0.1", 0, 0, NULL, 0,
      "Address the /metrics, /healthz and /readyz endpoint listens on (0.0.0.0 in a pod)."},
     {"http.port", SG_CONFIG_INT, "9400", 0, 65535, NULL, 0,

@@ -19,7 +19,7 @@ static void load(void)
     registry = sg_json_parse(sg_error_codes_json, strlen(sg_error_codes_json), NULL, NULL);
 }
 
-static const char *action_of(const char *code)
+static const sg_json_t *entry_of(const char *code)
 {
     const sg_json_t *codes = sg_json_member(registry, "codes");
 
@@ -27,21 +27,24 @@ static const char *action_of(const char *code)
         const sg_json_t *e = sg_json_array_get(codes, i);
         const char *c = sg_json_string(sg_json_member(e, "code"));
         if (c && strcmp(c, code) == 0)
-            return sg_json_string(sg_json_member(e, "agent_action"));
+            return e;
     }
     return NULL;
 }
 
-const char *sg_err_agent_action(const char *code)
+/* The registry's entry of code: itself, else its HTTP family, else its
+ * area's family. */
+static const sg_json_t *lookup(const char *code)
 {
-    const char *dot, *found;
+    const sg_json_t *found;
+    const char *dot;
     char family[96];
     size_t stem;
 
     pthread_once(&once, load);
-    if (!code || !*code || !registry)
+    if (!code || !*code || !registry || strlen(code) > 80)
         return NULL;
-    if ((found = action_of(code)))
+    if ((found = entry_of(code)))
         return found;
     dot = strrchr(code, '.');
     if (!dot)
@@ -51,9 +54,36 @@ const char *sg_err_agent_action(const char *code)
     if (strlen(dot + 1) == 3 && dot[1] >= '3' && dot[1] <= '5' &&
         strspn(dot + 1, "0123456789") == 3) {
         snprintf(family, sizeof(family), "%.*s.{%cxx}", (int)stem, code, dot[1]);
-        if ((found = action_of(family)))
+        if ((found = entry_of(family)))
             return found;
     }
     snprintf(family, sizeof(family), "%.*s.*", (int)stem, code);
-    return action_of(family);
+    return entry_of(family);
+}
+
+const char *sg_err_agent_action(const char *code)
+{
+    return sg_json_string(sg_json_member(lookup(code), "agent_action"));
+}
+
+char *sg_err_describe(const char *code)
+{
+    const sg_json_t *e = lookup(code);
+    sg_json_t *out;
+    const char *cls;
+    char *text;
+
+    if (!e)
+        return NULL;
+    out = sg_json_dup(e);
+    sg_json_set(out, "code", sg_json_new_str(code));
+    if (strcmp(sg_json_string(sg_json_member(e, "code")), code) != 0)
+        sg_json_add_str(out, "family", sg_json_string(sg_json_member(e, "code")));
+    cls = sg_json_string(sg_json_member(e, "class"));
+    sg_json_add_bool(out, "retryable",
+                     cls && (strcmp(cls, "transient") == 0 || strcmp(cls, "timeout") == 0 ||
+                             strcmp(cls, "throttled") == 0));
+    text = sg_json_print(out);
+    sg_json_destroy(out);
+    return text;
 }

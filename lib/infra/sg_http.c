@@ -155,3 +155,269 @@ void sg_http_stop(sg_http_t *http)
     MHD_stop_daemon(http->d);
     free(http);
 }
+
+/* ---- the general server ------------------------------------------------- */
+
+struct sg_httpd_s {
+    struct MHD_Daemon *d;
+    sg_http_handler_fn fn;
+    void *opaque;
+    size_t max_body;
+    int port;
+};
+
+/* One request, from its first call of access() to its completion. */
+struct sg_http_req_s {
+    struct MHD_Connection *conn;
+    const char *method, *url;
+    char *body;
+    size_t len, cap;
+    bool too_large;
+    char peer[64];
+};
+
+void sg_http_answer_header(sg_http_answer_t *ans, const char *name, const char *value)
+{
+    if (ans->nheaders == SG_HTTP_MAX_HEADERS)
+        return;
+    snprintf(ans->headers[ans->nheaders].name, sizeof(ans->headers[0].name), "%s", name);
+    snprintf(ans->headers[ans->nheaders].value, sizeof(ans->headers[0].value), "%s", value);
+    ans->nheaders++;
+}
+
+const char *sg_http_req_method(const sg_http_req_t *req)
+{
+    return req->method;
+}
+
+const char *sg_http_req_path(const sg_http_req_t *req)
+{
+    return req->url;
+}
+
+const char *sg_http_req_header(const sg_http_req_t *req, const char *name)
+{
+    return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+const char *sg_http_req_query(const sg_http_req_t *req, const char *name)
+{
+    const char *v = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+    bool present = v || MHD_lookup_connection_value_n(req->conn, MHD_GET_ARGUMENT_KIND, name,
+                                                      strlen(name), NULL, NULL) == MHD_YES;
+
+    return v ? v : present ? "" : NULL;
+}
+
+const char *sg_http_req_body(const sg_http_req_t *req, size_t *len)
+{
+    *len = req->len;
+    return req->body;
+}
+
+const char *sg_http_req_peer(const sg_http_req_t *req)
+{
+    return req->peer;
+}
+
+static void peer_text(struct MHD_Connection *conn, char *out, size_t size)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+
+    snprintf(out, size, "?");
+    if (sa && sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)size);
+    else if (sa && sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out, (socklen_t)size);
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    sg_http_answer_t *ans = cls;
+    long n;
+
+    (void)pos;
+    n = ans->read(ans->opaque, buf, max);
+    return n < 0 ? MHD_CONTENT_READER_END_OF_STREAM : (ssize_t)n;
+}
+
+static void stream_free(void *cls)
+{
+    sg_http_answer_t *ans = cls;
+
+    if (ans->done)
+        ans->done(ans->opaque);
+    free(ans);
+}
+
+static enum MHD_Result send_answer(struct MHD_Connection *conn, sg_http_answer_t *ans)
+{
+    struct MHD_Response *resp;
+    enum MHD_Result rc;
+    unsigned status = ans->status ? ans->status : 200;
+
+    if (ans->read) {
+        sg_http_answer_t *own = sg_xmalloc(sizeof(*own));
+        *own = *ans;
+        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, own,
+                                                 stream_free);
+        if (!resp) {
+            stream_free(own);
+            return MHD_NO;
+        }
+    } else {
+        resp = MHD_create_response_from_buffer(ans->len, ans->body ? ans->body : (char *)"",
+                                               ans->body ? MHD_RESPMEM_MUST_FREE
+                                                         : MHD_RESPMEM_PERSISTENT);
+        if (!resp) {
+            free(ans->body);
+            return MHD_NO;
+        }
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            ans->type ? ans->type : "application/json");
+    for (size_t i = 0; i < ans->nheaders; i++)
+        MHD_add_response_header(resp, ans->headers[i].name, ans->headers[i].value);
+    rc = MHD_queue_response(conn, status, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
+static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls)
+{
+    sg_httpd_t *d = cls;
+    sg_http_req_t *req = *con_cls;
+    sg_http_answer_t ans;
+
+    (void)version;
+    if (!req) {
+        req = sg_xcalloc(1, sizeof(*req));
+        req->conn = conn;
+        req->method = method;
+        req->url = url;
+        peer_text(conn, req->peer, sizeof(req->peer));
+        *con_cls = req;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        if (!req->too_large && req->len + *upload_data_size > d->max_body) {
+            req->too_large = true;
+        } else if (!req->too_large) {
+            if (req->len + *upload_data_size + 1 > req->cap) {
+                req->cap = (req->len + *upload_data_size + 1) * 2;
+                if (req->cap > d->max_body + 1)
+                    req->cap = d->max_body + 1;
+                req->body = sg_xrealloc(req->body, req->cap);
+            }
+            memcpy(req->body + req->len, upload_data, *upload_data_size);
+            req->len += *upload_data_size;
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    memset(&ans, 0, sizeof(ans));
+    if (req->too_large) {
+        char *body = NULL;
+        ans.status = 413;
+        ans.type = "application/problem+json";
+        body = sg_xmalloc(256);
+        snprintf(body, 256,
+                 "{\"type\":\"about:blank\",\"title\":\"Payload Too Large\",\"status\":413,"
+                 "\"detail\":\"the body is over %zu bytes\"}",
+                 d->max_body);
+        ans.body = body;
+        ans.len = strlen(body);
+        return send_answer(conn, &ans);
+    }
+    d->fn(d->opaque, req, &ans);
+    return send_answer(conn, &ans);
+}
+
+static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    sg_http_req_t *req = *con_cls;
+
+    (void)cls;
+    (void)conn;
+    (void)toe;
+    if (!req)
+        return;
+    free(req->body);
+    free(req);
+    *con_cls = NULL;
+}
+
+sg_httpd_t *sg_httpd_start(const sg_httpd_opts_t *opts, sg_http_handler_fn fn, void *opaque,
+                           char *errstr, size_t errstr_size)
+{
+    struct sockaddr_storage addr;
+    const union MHD_DaemonInfo *info;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
+    bool tls = opts->tls_cert_pem && *opts->tls_cert_pem;
+    sg_httpd_t *d;
+    bool ipv6;
+
+    if (!parse_addr(opts->bind, opts->port, &addr, &ipv6)) {
+        snprintf(errstr, errstr_size,
+                 "%s: must be an IPv4 or IPv6 address (0.0.0.0 for every "
+                 "interface)",
+                 opts->bind);
+        return NULL;
+    }
+    if (tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+        snprintf(errstr, errstr_size,
+                 "this libmicrohttpd was built without TLS: serve plain "
+                 "HTTP behind a TLS-terminating proxy instead");
+        return NULL;
+    }
+    if (ipv6)
+        flags |= MHD_USE_IPv6;
+    if (tls)
+        flags |= MHD_USE_TLS;
+    d = sg_xcalloc(1, sizeof(*d));
+    d->fn = fn;
+    d->opaque = opaque;
+    d->max_body = opts->max_body;
+    errno = 0;
+    if (tls)
+        d->d = MHD_start_daemon(
+            flags, (uint16_t)opts->port, NULL, NULL, access_cb, d, MHD_OPTION_SOCK_ADDR,
+            (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_TIMEOUT, opts->timeout_s,
+            MHD_OPTION_CONNECTION_LIMIT, opts->max_connections, MHD_OPTION_NOTIFY_COMPLETED,
+            completed_cb, d, MHD_OPTION_HTTPS_MEM_CERT, opts->tls_cert_pem,
+            MHD_OPTION_HTTPS_MEM_KEY, opts->tls_key_pem, MHD_OPTION_END);
+    else
+        d->d = MHD_start_daemon(flags, (uint16_t)opts->port, NULL, NULL, access_cb, d,
+                                MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                                MHD_OPTION_CONNECTION_TIMEOUT, opts->timeout_s,
+                                MHD_OPTION_CONNECTION_LIMIT, opts->max_connections,
+                                MHD_OPTION_NOTIFY_COMPLETED, completed_cb, d, MHD_OPTION_END);
+    if (!d->d) {
+        snprintf(errstr, errstr_size, "cannot listen on %s%s%s:%d: %s", ipv6 ? "[" : "", opts->bind,
+                 ipv6 ? "]" : "", opts->port,
+                 errno ? strerror(errno) : "libmicrohttpd refused (a bad TLS certificate or key?)");
+        free(d);
+        return NULL;
+    }
+    info = MHD_get_daemon_info(d->d, MHD_DAEMON_INFO_BIND_PORT);
+    d->port = info ? info->port : opts->port;
+    return d;
+}
+
+int sg_httpd_port(const sg_httpd_t *d)
+{
+    return d->port;
+}
+
+void sg_httpd_stop(sg_httpd_t *d)
+{
+    if (!d)
+        return;
+    MHD_stop_daemon(d->d);
+    free(d);
+}

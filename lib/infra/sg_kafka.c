@@ -576,6 +576,40 @@ int sg_kafka_subscribe(sg_kafka_t *k, const char *const *topics, size_t ntopics,
     return 0;
 }
 
+int sg_kafka_assign_at(sg_kafka_t *k, const char *topic, int32_t partition, int64_t offset,
+                       sg_err_t *err)
+{
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_resp_err_t e;
+
+    rd_kafka_topic_partition_list_add(list, topic, partition)->offset = offset;
+    e = rd_kafka_assign(k->rk, list);
+    rd_kafka_topic_partition_list_destroy(list);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return sg_kafka_err_set(err, e, false, false, false, "assign");
+    return 0;
+}
+
+int64_t sg_kafka_offset_at(sg_kafka_t *k, const char *topic, int32_t partition, int64_t ts_ms,
+                           int timeout_ms, sg_err_t *err)
+{
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_resp_err_t e;
+    int64_t off;
+
+    rd_kafka_topic_partition_list_add(list, topic, partition)->offset = ts_ms;
+    e = rd_kafka_offsets_for_times(k->rk, list, timeout_ms);
+    off = list->elems[0].offset;
+    if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+        e = list->elems[0].err;
+    rd_kafka_topic_partition_list_destroy(list);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        sg_kafka_err_set(err, e, false, false, false, "offsets for times");
+        return -2;
+    }
+    return off; /* -1: no message that late: the end */
+}
+
 int sg_kafka_consume(sg_kafka_t *k, int timeout_ms, sg_kafka_msg_t **msg, sg_err_t *err)
 {
     rd_kafka_message_t *m = rd_kafka_consumer_poll(k->rk, timeout_ms);
@@ -610,7 +644,8 @@ int sg_kafka_pause(sg_kafka_t *k, bool pause)
 
 int sg_kafka_wake_fd(sg_kafka_t *k, int fd)
 {
-    rd_kafka_queue_t *q = rd_kafka_queue_get_consumer(k->rk);
+    rd_kafka_queue_t *q = k->role == SG_KAFKA_CONSUMER ? rd_kafka_queue_get_consumer(k->rk)
+                                                       : rd_kafka_queue_get_main(k->rk);
 
     if (!q)
         return -1;

@@ -12,12 +12,16 @@
 
 #define W SG_METRICS_WORKER
 #define R SG_METRICS_RELAY
+#define G SG_METRICS_GATEWAY
 
 /* Tool calls take milliseconds (builtins) to minutes (slow HTTP APIs). */
 static const double duration_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                           1,     2.5,  5,     10,   30,  60,   300};
 /* Commit to acknowledged publish: a few ms when idle, seconds under load
  * or behind a long transaction. */
+/* An API request: a millisecond for a read, up to a minute for a long poll. */
+static const double request_buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                         0.25,  0.5,    1,     2.5,  10,    30,   60};
 static const double publish_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                          1,     2.5,  5,     10,   30,  60};
 
@@ -32,7 +36,7 @@ static const sg_metric_def_t catalog[SG_M__COUNT] = {
                          NULL,
                          0,
                          4,
-                         W | R,
+                         W | R | G,
                          "Always 1; the version label is the sagad version of this process."},
     [SG_M_PG_CONNECTED] = {"sagad_pg_connected",
                            SG_METRIC_GAUGE,
@@ -40,7 +44,7 @@ static const sg_metric_def_t catalog[SG_M__COUNT] = {
                            NULL,
                            0,
                            1,
-                           W | R,
+                           W | R | G,
                            "1 while the PostgreSQL session is usable, 0 while it is lost."},
     [SG_M_KAFKA_CONNECTED] = {"sagad_kafka_connected",
                               SG_METRIC_GAUGE,
@@ -48,7 +52,7 @@ static const sg_metric_def_t catalog[SG_M__COUNT] = {
                               NULL,
                               0,
                               1,
-                              W | R,
+                              W | R | G,
                               "1 when a Kafka broker answered the last metadata probe, else 0."},
     [SG_M_READY] = {"sagad_ready",
                     SG_METRIC_GAUGE,
@@ -56,7 +60,7 @@ static const sg_metric_def_t catalog[SG_M__COUNT] = {
                     NULL,
                     0,
                     1,
-                    W | R,
+                    W | R | G,
                     "1 when /readyz answers 200 (the last readiness evaluation), else 0."},
     [SG_M_LABEL_OVERFLOW] = {"sagad_metrics_label_overflow_total",
                              SG_METRIC_COUNTER,
@@ -64,7 +68,7 @@ static const sg_metric_def_t catalog[SG_M__COUNT] = {
                              NULL,
                              0,
                              SG_M__COUNT,
-                             W | R,
+                             W | R | G,
                              "Updates counted under the label value _other because the metric "
                              "reached its bound of label combinations."},
     [SG_M_COMMANDS_CONSUMED] =
@@ -376,10 +380,34 @@ static const sg_metric_def_t catalog[SG_M__COUNT] = {
                                    "(sagas: finished, no dead letter; dead_letters: handled; "
                                    "builtin_ledger), 0 when none; set by the relay running the "
                                    "janitor."},
+    [SG_M_GW_REQUESTS] = {"sagad_gateway_requests_total",
+                          SG_METRIC_COUNTER,
+                          {"route", "status"},
+                          NULL,
+                          0,
+                          256,
+                          G,
+                          "API requests answered, by route (its template, e.g. "
+                          "/v1/sagas/{id}) and HTTP status."},
+    [SG_M_GW_REQUEST_DURATION] = {"sagad_gateway_request_seconds",
+                                  SG_METRIC_HISTOGRAM,
+                                  {"route"},
+                                  request_buckets,
+                                  NB(request_buckets),
+                                  64,
+                                  G,
+                                  "Time from a request's arrival to its answer, by route (a "
+                                  "long poll counts its wait)."},
+    [SG_M_GW_RATE_LIMITED] = {"sagad_gateway_rate_limited_total",
+                              SG_METRIC_COUNTER,
+                              {NULL},
+                              NULL,
+                              0,
+                              1,
+                              G,
+                              "Requests refused with 429 because their principal exceeded "
+                              "gateway.rate_per_s (gateway.rate_burst)."},
 };
-
-#undef W
-#undef R
 
 typedef struct series_s {
     atomic_bool present; /* rendered (a hidden gauge is not) */
@@ -749,12 +777,14 @@ void sg_metrics_write_reference(FILE *out)
         for (size_t j = 0; j < SG_METRIC_MAX_LABELS && d->labels[j]; j++)
             n += (size_t)snprintf(labels + n, sizeof(labels) - n, "%s`%s`", j ? ", " : "",
                                   d->labels[j]);
+        char by[64];
+        snprintf(by, sizeof(by), "%s%s%s%s%s", d->served_by & W ? "worker" : "",
+                 (d->served_by & W) && (d->served_by & R) ? ", " : "",
+                 d->served_by & R ? "relay" : "",
+                 (d->served_by & (W | R)) && (d->served_by & G) ? ", " : "",
+                 d->served_by & G ? "gateway" : "");
         fprintf(out, "| `%s` | %s | %s | %zu | %s | %s |\n", d->name, type_name(d->type),
-                n ? labels : "-", d->max_series,
-                d->served_by == (SG_METRICS_WORKER | SG_METRICS_RELAY) ? "worker, relay"
-                : d->served_by == SG_METRICS_WORKER                    ? "worker"
-                                                                       : "relay",
-                d->help);
+                n ? labels : "-", d->max_series, by, d->help);
     }
     fprintf(out, "\nHistogram buckets (seconds):\n\n");
     for (size_t i = 0; i < SG_M__COUNT; i++) {

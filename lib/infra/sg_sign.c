@@ -12,6 +12,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/rand.h>
 
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_text.h"
@@ -396,4 +397,24 @@ int sg_auth_parse(const void *value, size_t vlen, sg_auth_t *out)
             return -1;
     out->ts = strtoll(tsbuf, &tsend, 10);
     return sg_base64_decode_exact(f[4], flen[4], out->sig, SG_ED25519_SIG);
+}
+
+/* ---- hashes and random bytes (sagad-gateway's tokens) ----------------- */
+
+void sg_sha256(const void *data, size_t len, unsigned char out[32])
+{
+    unsigned int n = 32;
+
+    if (EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) != 1)
+        abort(); /* only on allocation failure, which aborts everywhere in sagad */
+}
+
+int sg_random_bytes(void *out, size_t len)
+{
+    return RAND_bytes(out, (int)len) == 1 ? 0 : -1;
+}
+
+bool sg_equal_ct(const void *a, const void *b, size_t len)
+{
+    return CRYPTO_memcmp(a, b, len) == 0;
 }

@@ -185,6 +185,8 @@ static void write_keyring(void)
         {"ann", "\"roles\": [\"approve\", \"cancel\"]"},
         {"support:alice", "\"roles\": [\"cancel\"]"},
         {"limited", "\"roles\": [\"approve\"], \"approve_tools\": [\"noop\"]"},
+        /* sagad-gateway's: it signs for the users it authenticated */
+        {"gateway", "\"roles\": [\"submit\", \"approve\", \"cancel\", \"delegate\"]"},
     };
     FILE *fp;
     sg_err_t err;

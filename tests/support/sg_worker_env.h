@@ -71,7 +71,7 @@ typedef struct sgw_world_s {
         const char *name;
         unsigned char priv[32];
         char path[160];
-    } principals[6];
+    } principals[7];
     char envbuf[SGW_MAX_ENV][640];
     const char *env[SGW_MAX_ENV + 1];
     size_t nenv;

@@ -45,6 +45,11 @@ const char *sg_errclass_name(sg_errclass_t cls);
  * code, then its HTTP status family (tool.http.{5xx}), then area.sub.*;
  * NULL when the registry has none.  The text is static. */
 const char *sg_err_agent_action(const char *code);
+/* The registry's entry of code as JSON text (caller frees): code, class,
+ * retryable (transient, timeout and throttled are), cause, action,
+ * agent_action, and family when a family's entry answered.  NULL when
+ * the registry knows neither the code nor a family of it. */
+char *sg_err_describe(const char *code);
 
 /* Parses a class name; returns -1 when unknown. */
 int sg_errclass_parse(const char *name, sg_errclass_t *out);

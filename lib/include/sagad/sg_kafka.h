@@ -149,6 +149,16 @@ int sg_kafka_txn_abort(sg_kafka_t *k, int timeout_ms, sg_err_t *err);
 void sg_kafka_set_rebalance_hook(sg_kafka_t *k, sg_kafka_rebalance_fn fn, void *opaque);
 int sg_kafka_subscribe(sg_kafka_t *k, const char *const *topics, size_t ntopics, sg_err_t *err);
 
+/* A consumer reads topic's partition from offset, outside any group
+ * (nothing committed, no rebalance): a reader of one saga's events. */
+int sg_kafka_assign_at(sg_kafka_t *k, const char *topic, int32_t partition, int64_t offset,
+                       sg_err_t *err);
+/* The offset of the first message of the partition at or after ts_ms
+ * (Unix milliseconds), -1 when there is none yet (the end); -2 with err
+ * set when Kafka did not answer. */
+int64_t sg_kafka_offset_at(sg_kafka_t *k, const char *topic, int32_t partition, int64_t ts_ms,
+                           int timeout_ms, sg_err_t *err);
+
 /* Returns 1 with *msg set (free with sg_kafka_msg_destroy), 0 when nothing
  * arrived in time (or only a partition EOF), -1 with err on error. */
 int sg_kafka_consume(sg_kafka_t *k, int timeout_ms, sg_kafka_msg_t **msg, sg_err_t *err);
@@ -157,8 +167,10 @@ int sg_kafka_consume(sg_kafka_t *k, int timeout_ms, sg_kafka_msg_t **msg, sg_err
  * when the caller holds too much unfinished work. */
 int sg_kafka_pause(sg_kafka_t *k, bool pause);
 
-/* Makes librdkafka write a byte to fd whenever the consumer queue turns
- * non-empty, so a caller can poll() on it beside its own descriptors. */
+/* Makes librdkafka write a byte to fd whenever the consumer queue (a
+ * producer: its main queue, where delivery reports wait for
+ * sg_kafka_poll) turns non-empty, so a caller can poll() on it beside its
+ * own descriptors. */
 int sg_kafka_wake_fd(sg_kafka_t *k, int fd);
 
 /* Commits next[i] (the offset of the next message to read) of

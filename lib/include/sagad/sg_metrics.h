@@ -64,6 +64,10 @@ typedef enum sg_metric_id_e {
     SG_M_DLQ_OLDEST_AGE,
     SG_M_RETENTION_REMOVED,
     SG_M_RETENTION_OLDEST_AGE,
+    /* sagad-gateway */
+    SG_M_GW_REQUESTS,
+    SG_M_GW_REQUEST_DURATION,
+    SG_M_GW_RATE_LIMITED,
     SG_M__COUNT
 } sg_metric_id_t;
 
@@ -74,8 +78,9 @@ typedef enum sg_metric_type_e {
 } sg_metric_type_t;
 
 /* Which binary serves a metric (a bit mask). */
-#define SG_METRICS_WORKER 0x1
-#define SG_METRICS_RELAY  0x2
+#define SG_METRICS_WORKER  0x1
+#define SG_METRICS_RELAY   0x2
+#define SG_METRICS_GATEWAY 0x4
 
 #define SG_METRIC_MAX_LABELS 3
 

@@ -131,4 +131,13 @@ bool sg_ed25519_verify_key(void *key, const unsigned char *msg, size_t n,
 /* Standard base64 (padded) of exactly want bytes into out; -1 otherwise. */
 int sg_base64_decode_exact(const char *s, size_t slen, unsigned char *out, size_t want);
 
+/* ---- hashes and random bytes ------------------------------------------- */
+
+/* SHA-256 of data[0..len). */
+void sg_sha256(const void *data, size_t len, unsigned char out[32]);
+/* len bytes from the operating system's random source; -1 when it fails. */
+int sg_random_bytes(void *out, size_t len) __attribute__((warn_unused_result));
+/* a[0..len) == b[0..len), in a time that does not depend on where they differ. */
+bool sg_equal_ct(const void *a, const void *b, size_t len);
+
 #endif

@@ -120,6 +120,9 @@ bool sg_submit_is_group(const sg_json_t *step);
 int sg_submit_validate_args(const sg_tool_t *tool, const sg_json_t *args, const char *base,
                             sg_problem_fn fn, void *opaque);
 
+/* A saga id's shape: 1 to 128 of [A-Za-z0-9._:-]. */
+bool sg_saga_id_ok(const char *s);
+
 /* The stored definition of a valid saga.start (caller frees the text). */
 char *sg_submit_definition(const sg_json_t *doc);
 

@@ -1,0 +1,208 @@
+/* sagad-gateway internals (docs/GATEWAY.md): one HTTP front door for
+ * producers, approvers, on-call and agents.
+ *
+ *   gw_server.c  the routes, the request's life: authenticate, rate
+ *                limit, answer, count (sg_httpd of sg_http.h)
+ *   gw_auth.c    the users file, bearer tokens, trusted proxies, roles,
+ *                per-principal token buckets
+ *   gw_pool.c    PostgreSQL: a pool for queries and one LISTEN session
+ *                that wakes long polls when a worker commits
+ *   gw_produce.c Kafka: one producer, delivery awaited per request;
+ *                the signature of the users' messages (delegate key)
+ *   gw_sagas.c   /v1/sagas: submit, read, wait, list, events, controls
+ *   gw_ops.c     /v1/approvals, /v1/dead-letters, /v1/tools, /v1/errors
+ *
+ * Stateless: any number of replicas behind one Service.  It reads
+ * PostgreSQL as sagad_operator and writes to Kafka only what a producer
+ * or a signed control may write (docs/ARCHITECTURE.md, "Trust
+ * boundary"). */
+#ifndef SAGAD_GW_H
+#define SAGAD_GW_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sagad/sg_cli.h"
+#include "sagad/sg_config.h"
+#include "sagad/sg_http.h"
+#include "sagad/sg_json.h"
+#include "sagad/sg_kafka.h"
+#include "sagad/sg_pg.h"
+#include "sagad/sg_registry.h"
+#include "sagad/sg_trust.h"
+
+/* ---- who may do what ----------------------------------------------------- */
+
+enum {
+    GW_P_READ_ALL = 1u << 0,   /* any saga, list, approvals' packets */
+    GW_P_READ_OWN = 1u << 1,   /* the sagas it submitted */
+    GW_P_SUBMIT = 1u << 2,     /* POST /v1/sagas */
+    GW_P_CANCEL_OWN = 1u << 3, /* cancel a saga it submitted */
+    GW_P_CANCEL_ALL = 1u << 4, /* cancel any saga */
+    GW_P_APPROVE = 1u << 5,    /* approve / reject (approve_tools) */
+    GW_P_DLQ_READ = 1u << 6,   /* dead letters: metadata, masked payloads */
+    GW_P_DLQ_WRITE = 1u << 7,  /* replay, discard */
+};
+
+typedef struct gw_user_s {
+    char *name;
+    unsigned perms;
+    char **approve_tools; /* NULL: any tool */
+    size_t napprove_tools;
+    unsigned char (*tokens)[32]; /* SHA-256 of each bearer token */
+    size_t ntokens;
+} gw_user_t;
+
+typedef struct gw_users_s {
+    gw_user_t *v;
+    size_t n;
+} gw_users_t;
+
+/* Loads the users file (schemas/gateway-users.schema.json); NULL with why
+ * naming the path, the JSON path and the rule. */
+gw_users_t *gw_users_load(const char *path, char *why, size_t why_size);
+gw_users_t *gw_users_parse(const char *text, size_t len, const char *what, char *why,
+                           size_t why_size);
+void gw_users_free(gw_users_t *u);
+bool gw_user_may_approve(const gw_user_t *u, const char *tool);
+
+/* A fresh bearer token ("sgw_" and 43 characters of base64url) and the
+ * text of its hash as the users file holds it ("sha256:<64 hex>"). */
+void gw_token_new(char token[48], char hash[72]);
+/* The hash text of a token (as above). */
+void gw_token_hash_text(const char *token, char hash[72]);
+
+/* ---- the process ----------------------------------------------------------- */
+
+typedef struct gw_pool_s gw_pool_t;
+typedef struct gw_producer_s gw_producer_t;
+typedef struct gw_limiter_s gw_limiter_t;
+
+typedef struct gw_s {
+    const sg_config_t *cfg;
+    gw_users_t *users;
+    sg_registry_t *reg;
+    sg_signing_key_t key; /* the delegate's key */
+    bool have_key;
+    char **proxies; /* trusted proxy addresses */
+    size_t nproxies;
+    char **origins; /* allowed Origin values */
+    size_t norigins;
+    gw_pool_t *pool;
+    gw_producer_t *prod;
+    gw_limiter_t *limiter;
+    sg_json_limits_t lim;
+    int64_t wait_max_ms;
+} gw_t;
+
+/* Who is asking: the user (NULL when not authenticated) and how. */
+typedef struct gw_caller_s {
+    const gw_user_t *user;
+    const char *via; /* "token" or "proxy" */
+} gw_caller_t;
+
+/* Authenticates the request: Authorization: Bearer, or a trusted proxy's
+ * header.  0 with caller set; -1 with status (401) and detail set. */
+int gw_authenticate(const gw_t *gw, sg_http_req_t *req, gw_caller_t *caller, char *detail,
+                    size_t detail_size);
+
+/* A token bucket per principal: true when the request may go on, else
+ * *retry_after_s says when. */
+gw_limiter_t *gw_limiter_new(double per_s, double burst);
+void gw_limiter_free(gw_limiter_t *l);
+bool gw_limiter_take(gw_limiter_t *l, const char *who, int *retry_after_s);
+
+/* ---- PostgreSQL ------------------------------------------------------------ */
+
+/* Opens size sessions and the LISTEN session; NULL with why. */
+gw_pool_t *gw_pool_new(const sg_config_t *cfg, int size, char *why, size_t why_size);
+void gw_pool_free(gw_pool_t *p);
+/* Takes a session (waits for one); give it back with gw_pool_put.  A
+ * session found broken is reconnected before it is handed out; NULL when
+ * PostgreSQL cannot be reached (err set). */
+sg_pg_t *gw_pool_get(gw_pool_t *p, sg_err_t *err);
+void gw_pool_put(gw_pool_t *p, sg_pg_t *pg);
+/* A counter that moves whenever a worker committed something (its
+ * NOTIFY sagad_outbox): read it, check the rows, then wait until it moves
+ * past what was read, or until deadline_ms (sg_run_now_ms clock).  Returns
+ * the new value. */
+uint64_t gw_pool_changes(gw_pool_t *p);
+uint64_t gw_pool_wait_change(gw_pool_t *p, uint64_t seen, uint64_t deadline_ms);
+/* True when the LISTEN session is up (readiness). */
+bool gw_pool_listening(gw_pool_t *p);
+
+/* ---- Kafka ------------------------------------------------------------------ */
+
+gw_producer_t *gw_producer_new(const sg_config_t *cfg, char *why, size_t why_size);
+void gw_producer_free(gw_producer_t *p);
+/* Produces text to topic.commands keyed by saga_id, signed with the
+ * delegate key when sign (sagad-auth), and waits for Kafka's
+ * acknowledgement (at most timeout_ms).  -1 with err set. */
+int gw_produce(gw_t *gw, const char *saga_id, const char *text, size_t len, bool sign,
+               int64_t timeout_ms, sg_err_t *err);
+/* The producer's readiness probe: a broker answers. */
+bool gw_producer_ready(gw_producer_t *p, char *why, size_t why_size);
+
+/* ---- answers ---------------------------------------------------------------- */
+
+/* An RFC 9457 problem: {type, title, status, detail} plus members of
+ * extra (taken; NULL: none), Content-Type application/problem+json. */
+void gw_problem(sg_http_answer_t *ans, unsigned status, const char *detail, sg_json_t *extra);
+/* A JSON answer of doc (taken). */
+void gw_json(sg_http_answer_t *ans, unsigned status, sg_json_t *doc);
+/* A JSON answer of text (taken, malloc'd). */
+void gw_json_text(sg_http_answer_t *ans, unsigned status, char *text);
+
+/* A query failed: 503 with what to do. */
+void gw_db_problem(sg_http_answer_t *ans, const sg_err_t *err);
+
+/* A parsed route's parameters (path segments). */
+typedef struct gw_route_args_s {
+    const char *id;   /* saga or dead letter id */
+    const char *step; /* step name or index */
+    const char *verb; /* approve | reject */
+} gw_route_args_t;
+
+/* The handlers: each answers one route (gw_server.c's table). */
+typedef void (*gw_handler_fn)(gw_t *gw, const gw_caller_t *caller, sg_http_req_t *req,
+                              const gw_route_args_t *args, sg_http_answer_t *ans);
+
+void gw_sagas_submit(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                     sg_http_answer_t *ans);
+void gw_sagas_get(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                  sg_http_answer_t *ans);
+void gw_sagas_wait(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                   sg_http_answer_t *ans);
+void gw_sagas_events(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                     sg_http_answer_t *ans);
+void gw_sagas_list(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                   sg_http_answer_t *ans);
+void gw_sagas_cancel(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                     sg_http_answer_t *ans);
+void gw_sagas_decide(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                     sg_http_answer_t *ans);
+void gw_ops_approvals(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                      sg_http_answer_t *ans);
+void gw_ops_tools(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                  sg_http_answer_t *ans);
+void gw_ops_error(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                  sg_http_answer_t *ans);
+void gw_ops_dlq_list(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                     sg_http_answer_t *ans);
+void gw_ops_dlq_get(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                    sg_http_answer_t *ans);
+void gw_ops_dlq_replay(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                       sg_http_answer_t *ans);
+void gw_ops_dlq_discard(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
+                        const gw_route_args_t *a, sg_http_answer_t *ans);
+
+/* Runs the server until SIGTERM; the exit code. */
+int gw_serve(sg_cli_t *cli);
+
+/* Commands (main.c's table). */
+int gw_cmd_run(sg_cli_t *cli, int argc, char **argv);
+int gw_cmd_token(sg_cli_t *cli, int argc, char **argv);
+
+#endif

@@ -1,0 +1,111 @@
+/* /v1/approvals, /v1/tools and /v1/errors/{code} (gw.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw.h"
+#include "sagad/sg_alloc.h"
+#include "sagad/sg_err.h"
+
+/* The steps waiting for a person that the caller may decide: a tool it
+ * may approve, a saga it did not submit (four eyes), oldest first. */
+static const char approvals_sql[] =
+    "SELECT jsonb_build_object('saga_id', s.saga_id, 'saga_name', s.name, 'step', st.idx, "
+    " 'step_name', st.name, 'tool', st.tool, 'args', st.args, 'generation', s.generation, "
+    " 'submitted_by', s.submitted_by, 'reason', st.approval->>'reason', "
+    " 'waiting_since', st.updated_at, "
+    " 'expires_at', st.updated_at + (coalesce((st.approval->>'timeout_ms')::bigint, $3::bigint) "
+    "   * interval '1 ms'))::text, "
+    " st.tool "
+    "FROM steps st JOIN sagas s ON s.saga_id = st.saga_id "
+    "WHERE st.status = 'awaiting_approval' AND s.submitted_by IS DISTINCT FROM $1 "
+    "ORDER BY st.updated_at, st.saga_id, st.idx LIMIT $2::int";
+
+void gw_ops_approvals(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                      sg_http_answer_t *ans)
+{
+    char tmo[24];
+    const char *params[] = {c->user->name, "1000", tmo};
+    sg_json_t *doc, *items;
+    sg_pg_res_t *res = NULL;
+    sg_err_t err;
+    sg_pg_t *pg;
+    int rc;
+
+    (void)req;
+    (void)a;
+    snprintf(tmo, sizeof(tmo), "%lld",
+             (long long)sg_config_int(gw->cfg, "worker.approval_timeout_ms"));
+    if (!(c->user->perms & GW_P_APPROVE)) {
+        gw_problem(ans, 403, "the approval inbox is an approver's (gateway.users roles)", NULL);
+        return;
+    }
+    if (!(pg = gw_pool_get(gw->pool, &err))) {
+        gw_db_problem(ans, &err);
+        return;
+    }
+    rc = sg_pg_exec(pg, approvals_sql, 3, params, &res, &err);
+    gw_pool_put(gw->pool, pg);
+    if (rc < 0) {
+        gw_db_problem(ans, &err);
+        return;
+    }
+    doc = sg_json_new_object();
+    items = sg_json_new_array();
+    for (size_t r = 0; r < sg_pg_res_rows(res); r++) {
+        const char *text = sg_pg_res_get(res, r, 0);
+        if (gw_user_may_approve(c->user, sg_pg_res_get(res, r, 1)))
+            sg_json_append(items, sg_json_parse(text, strlen(text), NULL, NULL));
+    }
+    sg_pg_res_destroy(res);
+    sg_json_add_node(doc, "items", items);
+    gw_json(ans, 200, doc);
+}
+
+/* What a client may know of a tool: never its target (a URL may hold a
+ * credential) nor its headers. */
+void gw_ops_tools(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                  sg_http_answer_t *ans)
+{
+    static const char *const shown[] = {
+        "adapter",     "side_effect", "approval",    "compensation",    "retry", "compensate_retry",
+        "concurrency", "args",        "description", "nothing_to_undo", NULL};
+    sg_json_t *doc = sg_json_new_object(), *items = sg_json_new_array();
+
+    (void)c;
+    (void)req;
+    (void)a;
+    for (size_t i = 0; i < gw->reg->ntools; i++) {
+        const sg_tool_t *t = &gw->reg->tools[i];
+        sg_json_t *o = sg_json_new_object();
+        sg_json_add_str(o, "name", t->name);
+        for (size_t k = 0; shown[k]; k++) {
+            const sg_json_t *v = sg_json_member(t->node, shown[k]);
+            if (v)
+                sg_json_add_node(o, shown[k], sg_json_dup(v));
+        }
+        sg_json_add_bool(o, "approval_required", t->approval_required);
+        sg_json_add_int(o, "timeout_ms", t->timeout_ms);
+        sg_json_append(items, o);
+    }
+    sg_json_add_node(doc, "items", items);
+    gw_json(ans, 200, doc);
+}
+
+void gw_ops_error(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                  sg_http_answer_t *ans)
+{
+    char *text = sg_err_describe(a->id);
+
+    (void)gw;
+    (void)c;
+    (void)req;
+    if (!text) {
+        gw_problem(ans, 404,
+                   "no such error code in the registry (schemas/error_codes.json): codes look "
+                   "like tool.http.503 or input.schema.invalid",
+                   NULL);
+        return;
+    }
+    gw_json_text(ans, 200, text);
+}

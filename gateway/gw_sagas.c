@@ -1,0 +1,903 @@
+/* /v1/sagas (gw.h): submit, read, wait, list, follow, cancel, approve
+ * and reject.
+ *
+ * What a saga looks like to a client is its envelope (envelope_sql):
+ * status ok | partial | error | timeout | cancelled once it ended,
+ * running or awaiting_approval before; each step's outcome; run_health;
+ * the failure that stopped it with its agent_action; the output. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gw.h"
+#include "sagad/sg_alloc.h"
+#include "sagad/sg_check.h"
+#include "sagad/sg_err.h"
+#include "sagad/sg_log.h"
+#include "sagad/sg_run.h"
+#include "sagad/sg_sign.h"
+#include "sagad/sg_submit.h"
+
+#define PRODUCE_TIMEOUT_MS 10000
+#define CONTROL_WAIT_MS    5000
+
+/* ---- reading ------------------------------------------------------------------ */
+
+static bool ended(const char *status)
+{
+    return strcmp(status, "completed") == 0 || strcmp(status, "compensated") == 0 ||
+           strcmp(status, "failed") == 0 || strcmp(status, "cancelled") == 0;
+}
+
+static const char envelope_sql[] =
+    "SELECT jsonb_build_object("
+    " 'saga_id', s.saga_id, 'name', s.name,"
+    " 'status', CASE"
+    "   WHEN s.status = 'completed' THEN CASE WHEN EXISTS (SELECT 1 FROM steps st"
+    "     WHERE st.saga_id = s.saga_id AND st.grp_policy = 'best_effort'"
+    "     AND st.status NOT IN ('succeeded', 'skipped')) THEN 'partial' ELSE 'ok' END"
+    "   WHEN s.status = 'cancelled' THEN 'cancelled'"
+    "   WHEN s.status IN ('compensated', 'failed') THEN CASE WHEN EXISTS (SELECT 1 FROM steps st"
+    "     WHERE st.saga_id = s.saga_id AND st.error_code = 'runtime.deadline_exceeded')"
+    "     THEN 'timeout' ELSE 'error' END"
+    "   WHEN EXISTS (SELECT 1 FROM steps st WHERE st.saga_id = s.saga_id"
+    "     AND st.status = 'awaiting_approval') THEN 'awaiting_approval'"
+    "   ELSE 'running' END,"
+    " 'saga_status', s.status, 'generation', s.generation, 'seq', s.seq,"
+    " 'created_at', s.created_at, 'updated_at', s.updated_at,"
+    " 'submitted_by', s.submitted_by, 'output', s.output,"
+    " 'steps', COALESCE((SELECT jsonb_agg(jsonb_build_object('step', st.idx, 'name', st.name,"
+    "   'tool', st.tool, 'status', st.status, 'attempts', st.attempts,"
+    "   'error_code', st.error_code, 'agent_action', st.agent_action, 'group', st.grp,"
+    "   'approval', st.approval, 'result', st.result) ORDER BY st.idx)"
+    "   FROM steps st WHERE st.saga_id = s.saga_id), '[]'::jsonb),"
+    " 'run_health', (SELECT jsonb_build_object('steps_total', count(*),"
+    "   'ok', count(*) FILTER (WHERE st.status = 'succeeded'),"
+    "   'failed', count(*) FILTER (WHERE st.status IN ('failed', 'compensation_failed')"
+    "     AND st.grp_policy IS DISTINCT FROM 'best_effort'),"
+    "   'compensated', count(*) FILTER (WHERE st.status = 'compensated'),"
+    "   'skipped', count(*) FILTER (WHERE st.status = 'skipped'),"
+    "   'unknown', count(*) FILTER (WHERE st.status = 'unknown'),"
+    "   'awaiting_approval', count(*) FILTER (WHERE st.status = 'awaiting_approval'),"
+    "   'blocking_failure', (SELECT jsonb_build_object('step', b.idx, 'step_name', b.name,"
+    "     'status', b.status, 'error_code', b.error_code, 'agent_action', b.agent_action)"
+    "     FROM steps b WHERE b.saga_id = s.saga_id"
+    "     AND b.status IN ('failed', 'unknown', 'compensation_failed')"
+    "     AND b.grp_policy IS DISTINCT FROM 'best_effort' AND b.error_code IS NOT NULL"
+    "     ORDER BY b.status = 'compensation_failed' DESC, b.idx LIMIT 1))"
+    "   FROM steps st WHERE st.saga_id = s.saga_id))::text,"
+    " s.submitted_by, s.seq, s.version, s.status "
+    "FROM sagas s WHERE s.saga_id = $1";
+
+enum { E_DOC, E_SUBMITTED_BY, E_SEQ, E_VERSION, E_STATUS };
+
+static bool may_read(const gw_caller_t *c, const char *submitted_by)
+{
+    return (c->user->perms & GW_P_READ_ALL) || ((c->user->perms & GW_P_READ_OWN) && submitted_by &&
+                                                strcmp(submitted_by, c->user->name) == 0);
+}
+
+static void no_saga(sg_http_answer_t *ans, const char *id)
+{
+    char detail[300];
+
+    snprintf(detail, sizeof(detail),
+             "no saga %.128s that you may read: not submitted, not yet taken by a worker (wait "
+             "on /v1/sagas/%.128s/wait), or refused at intake",
+             id, id);
+    gw_problem(ans, 404, detail, NULL);
+}
+
+/* The envelope's own agent_action: what the client does next. */
+static const char *next_action(const char *status, const sg_json_t *health)
+{
+    const sg_json_t *block = sg_json_member(health, "blocking_failure");
+    const char *action = sg_json_string(sg_json_member(block, "agent_action"));
+
+    if (strcmp(status, "running") == 0)
+        return "The saga is running: wait for it (GET /v1/sagas/{id}/wait); do not submit it "
+               "again.";
+    if (strcmp(status, "awaiting_approval") == 0)
+        return "A step waits for a person's approval: ask your user to have an approver decide "
+               "it (GET /v1/approvals), then wait again. You cannot approve your own saga.";
+    if (strcmp(status, "ok") == 0)
+        return "Done: use the output.";
+    if (strcmp(status, "cancelled") == 0)
+        return "The saga was cancelled and what it had done was undone; submit a new saga if "
+               "the work is still wanted.";
+    if (action)
+        return action;
+    return sg_err_agent_action(sg_json_string(sg_json_member(block, "error_code")));
+}
+
+/* The envelope of row r (caller destroys), agent_action and error_code
+ * filled in. */
+static sg_json_t *envelope_of(const sg_pg_res_t *res)
+{
+    sg_json_t *doc = sg_json_parse(sg_pg_res_get(res, 0, E_DOC),
+                                   strlen(sg_pg_res_get(res, 0, E_DOC)), NULL, NULL);
+    const sg_json_t *health = sg_json_member(doc, "run_health");
+    const sg_json_t *block = sg_json_member(health, "blocking_failure");
+    const char *status = sg_json_string(sg_json_member(doc, "status"));
+    const char *action = next_action(status ? status : "running", health);
+
+    if (sg_json_string(sg_json_member(block, "error_code")))
+        sg_json_add_str(doc, "error_code", sg_json_string(sg_json_member(block, "error_code")));
+    else
+        sg_json_add_null(doc, "error_code");
+    if (action)
+        sg_json_add_str(doc, "agent_action", action);
+    else
+        sg_json_add_null(doc, "agent_action");
+    return doc;
+}
+
+static void etag_of(const sg_pg_res_t *res, char *out, size_t size)
+{
+    snprintf(out, size, "\"%s.%s\"", sg_pg_res_get(res, 0, E_SEQ),
+             sg_pg_res_get(res, 0, E_VERSION));
+}
+
+/* Reads the envelope row: 1 found (and readable), 0 not, -1 answered. */
+static int load(gw_t *gw, const gw_caller_t *c, const char *id, sg_pg_res_t **res,
+                sg_http_answer_t *ans)
+{
+    sg_err_t err;
+    sg_pg_t *pg = gw_pool_get(gw->pool, &err);
+    int rc;
+
+    *res = NULL;
+    if (!pg) {
+        gw_db_problem(ans, &err);
+        return -1;
+    }
+    rc = sg_pg_exec(pg, envelope_sql, 1, &id, res, &err);
+    gw_pool_put(gw->pool, pg);
+    if (rc < 0) {
+        gw_db_problem(ans, &err);
+        return -1;
+    }
+    if (sg_pg_res_rows(*res) == 0 || !may_read(c, sg_pg_res_get(*res, 0, E_SUBMITTED_BY))) {
+        sg_pg_res_destroy(*res);
+        *res = NULL;
+        return 0;
+    }
+    return 1;
+}
+
+static bool id_ok(sg_http_answer_t *ans, const char *id)
+{
+    if (sg_saga_id_ok(id))
+        return true;
+    gw_problem(ans, 400, "{id}: a saga id is 1 to 128 of A-Z a-z 0-9 . _ : -", NULL);
+    return false;
+}
+
+void gw_sagas_get(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                  sg_http_answer_t *ans)
+{
+    const char *inm = sg_http_req_header(req, "If-None-Match");
+    sg_pg_res_t *res;
+    char etag[64];
+    int found;
+
+    if (!id_ok(ans, a->id) || (found = load(gw, c, a->id, &res, ans)) < 0)
+        return;
+    if (!found) {
+        no_saga(ans, a->id);
+        return;
+    }
+    etag_of(res, etag, sizeof(etag));
+    if (inm && strcmp(inm, etag) == 0) {
+        ans->status = 304;
+    } else {
+        gw_json(ans, 200, envelope_of(res));
+    }
+    sg_http_answer_header(ans, "ETag", etag);
+    sg_http_answer_header(ans, "Cache-Control", "no-cache");
+    sg_pg_res_destroy(res);
+}
+
+/* "30s", "500ms", "2m" or plain seconds. */
+static bool parse_duration_ms(const char *s, int64_t *ms)
+{
+    char *end;
+    long long n = strtoll(s, &end, 10);
+
+    if (end == s || n < 0 || n > 86400000LL)
+        return false;
+    if (strcmp(end, "ms") == 0)
+        *ms = n;
+    else if (*end == '\0' || strcmp(end, "s") == 0)
+        *ms = n * 1000;
+    else if (strcmp(end, "m") == 0)
+        *ms = n * 60000;
+    else
+        return false;
+    return true;
+}
+
+static bool parse_i64(const char *s, int64_t *out)
+{
+    char *end;
+    long long v;
+
+    if (!s || !*s)
+        return false;
+    v = strtoll(s, &end, 10);
+    if (*end || v < 0)
+        return false;
+    *out = v;
+    return true;
+}
+
+void gw_sagas_wait(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                   sg_http_answer_t *ans)
+{
+    const char *t = sg_http_req_query(req, "timeout"), *after = sg_http_req_query(req, "after_seq");
+    int64_t timeout_ms = 30000, after_seq = -1;
+    uint64_t deadline;
+    sg_pg_res_t *res = NULL;
+
+    if (!id_ok(ans, a->id))
+        return;
+    if (t && !parse_duration_ms(t, &timeout_ms)) {
+        gw_problem(ans, 400, "timeout: a duration such as 30s, 500ms or 2m", NULL);
+        return;
+    }
+    if (after && !parse_i64(after, &after_seq)) {
+        gw_problem(ans, 400, "after_seq: an event seq, 0 or more", NULL);
+        return;
+    }
+    if (timeout_ms > gw->wait_max_ms)
+        timeout_ms = gw->wait_max_ms;
+    deadline = sg_run_now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        uint64_t seen = gw_pool_changes(gw->pool);
+        int found = load(gw, c, a->id, &res, ans);
+        if (found < 0)
+            return;
+        if (found) {
+            const char *st = sg_pg_res_get(res, 0, E_STATUS);
+            sg_json_t *env = envelope_of(res);
+            const char *es = sg_json_string(sg_json_member(env, "status"));
+            bool done = ended(st);
+            bool person = es && strcmp(es, "awaiting_approval") == 0;
+            bool moved = after_seq >= 0 && sg_pg_res_int(res, 0, E_SEQ, 0) > after_seq;
+            if (done || person || moved || sg_run_now_ms() >= deadline || !sg_run_running) {
+                char etag[64];
+                sg_json_add_bool(env, "wait_timed_out", !(done || person || moved));
+                etag_of(res, etag, sizeof(etag));
+                sg_http_answer_header(ans, "ETag", etag);
+                gw_json(ans, 200, env);
+                sg_pg_res_destroy(res);
+                return;
+            }
+            sg_json_destroy(env);
+            sg_pg_res_destroy(res);
+            res = NULL;
+        } else if (sg_run_now_ms() >= deadline || !sg_run_running) {
+            no_saga(ans, a->id);
+            return;
+        }
+        gw_pool_wait_change(gw->pool, seen, deadline);
+    }
+}
+
+/* ---- the list ------------------------------------------------------------------ */
+
+typedef struct filter_s {
+    char where[2048];
+    const char *params[16];
+    char own[16][40];
+    int n;
+} filter_t;
+
+static void filter_add(filter_t *f, const char *fmt, const char *value)
+{
+    size_t len = strlen(f->where);
+
+    f->params[f->n++] = value;
+    len += (size_t)snprintf(f->where + len, sizeof(f->where) - len, "%s",
+                            f->where[0] ? " AND " : " WHERE ");
+    snprintf(f->where + len, sizeof(f->where) - len, fmt, f->n);
+}
+
+void gw_sagas_list(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                   sg_http_answer_t *ans)
+{
+    static const char *const statuses[] = {"running",      "held",        "completed",
+                                           "compensating", "compensated", "failed",
+                                           "cancelling",   "cancelled",   NULL};
+    const char *v;
+    filter_t f;
+    int64_t limit = 50, ms;
+    char sql[4096], next[300];
+    sg_pg_res_t *res = NULL;
+    sg_json_t *doc, *items;
+    sg_pg_t *pg;
+    sg_err_t err;
+    size_t rows;
+
+    (void)a;
+    memset(&f, 0, sizeof(f));
+    if ((v = sg_http_req_query(req, "limit")) &&
+        (!parse_i64(v, &limit) || limit < 1 || limit > 1000)) {
+        gw_problem(ans, 400, "limit: 1 to 1000", NULL);
+        return;
+    }
+    if ((v = sg_http_req_query(req, "status"))) {
+        size_t i = 0;
+        while (statuses[i] && strcmp(statuses[i], v) != 0)
+            i++;
+        if (!statuses[i]) {
+            gw_problem(ans, 400,
+                       "status: running, held, completed, compensating, compensated, failed, "
+                       "cancelling or cancelled",
+                       NULL);
+            return;
+        }
+        filter_add(&f, "s.status = $%d", v);
+    }
+    if ((v = sg_http_req_query(req, "name")))
+        filter_add(&f, "s.name = $%d", v);
+    if ((v = sg_http_req_query(req, "created_after")))
+        filter_add(&f, "s.created_at >= $%d::timestamptz", v);
+    if ((v = sg_http_req_query(req, "created_before")))
+        filter_add(&f, "s.created_at < $%d::timestamptz", v);
+    if ((v = sg_http_req_query(req, "stuck_for"))) {
+        if (!parse_duration_ms(v, &ms)) {
+            gw_problem(ans, 400, "stuck_for: a duration such as 15m or 90s", NULL);
+            return;
+        }
+        snprintf(f.own[f.n], sizeof(f.own[0]), "%lld milliseconds", (long long)ms);
+        filter_add(&f,
+                   "s.status IN ('running', 'compensating', 'cancelling') AND "
+                   "s.updated_at < now() - $%d::interval",
+                   f.own[f.n]);
+    }
+    if ((v = sg_http_req_query(req, "error_code")))
+        filter_add(&f,
+                   "EXISTS (SELECT 1 FROM steps st WHERE st.saga_id = s.saga_id AND "
+                   "st.error_code = $%d)",
+                   v);
+    if ((v = sg_http_req_query(req, "awaiting_approval")) && strcmp(v, "true") == 0)
+        filter_add(&f,
+                   "EXISTS (SELECT 1 FROM steps st WHERE st.saga_id = s.saga_id AND "
+                   "st.status = 'awaiting_approval' AND $%d::text IS NOT NULL)",
+                   "1");
+    if (!(c->user->perms & GW_P_READ_ALL))
+        filter_add(&f, "s.submitted_by = $%d", c->user->name);
+    if ((v = sg_http_req_query(req, "before"))) {
+        if (!sg_saga_id_ok(v)) {
+            gw_problem(ans, 400, "before: the saga_id that ended the previous page", NULL);
+            return;
+        }
+        filter_add(&f,
+                   "(s.created_at, s.saga_id) < (SELECT created_at, saga_id FROM sagas WHERE "
+                   "saga_id = $%d)",
+                   v);
+    }
+    snprintf(f.own[f.n], sizeof(f.own[0]), "%lld", (long long)limit + 1);
+    f.params[f.n] = f.own[f.n];
+    f.n++;
+    snprintf(sql, sizeof(sql),
+             "SELECT jsonb_build_object('saga_id', s.saga_id, 'name', s.name, 'status', "
+             " s.status, 'generation', s.generation, 'seq', s.seq, 'created_at', s.created_at, "
+             " 'updated_at', s.updated_at, 'submitted_by', s.submitted_by, "
+             " 'steps_ok', (SELECT count(*) FILTER (WHERE st.status = 'succeeded') FROM steps st "
+             "   WHERE st.saga_id = s.saga_id), "
+             " 'steps_total', (SELECT count(*) FROM steps st WHERE st.saga_id = s.saga_id))::text,"
+             " s.saga_id "
+             "FROM (SELECT * FROM sagas s%s ORDER BY s.created_at DESC, s.saga_id DESC "
+             "LIMIT $%d::int) s ORDER BY s.created_at DESC, s.saga_id DESC",
+             f.where, f.n);
+    if (!(pg = gw_pool_get(gw->pool, &err))) {
+        gw_db_problem(ans, &err);
+        return;
+    }
+    if (sg_pg_exec(pg, sql, f.n, f.params, &res, &err) < 0) {
+        gw_pool_put(gw->pool, pg);
+        if (strcmp(err.code, "pg.data") == 0)
+            gw_problem(ans, 400,
+                       "created_after / created_before: an RFC 3339 time "
+                       "(2026-11-28T10:00:00Z)",
+                       NULL);
+        else
+            gw_db_problem(ans, &err);
+        return;
+    }
+    gw_pool_put(gw->pool, pg);
+    rows = sg_pg_res_rows(res);
+    doc = sg_json_new_object();
+    items = sg_json_new_array();
+    for (size_t r = 0; r < rows && r < (size_t)limit; r++)
+        sg_json_append(items, sg_json_parse(sg_pg_res_get(res, r, 0),
+                                            strlen(sg_pg_res_get(res, r, 0)), NULL, NULL));
+    sg_json_add_node(doc, "items", items);
+    if (rows > (size_t)limit) {
+        sg_json_add_str(doc, "next_before", sg_pg_res_get(res, (size_t)limit - 1, 1));
+        snprintf(next, sizeof(next), "</v1/sagas?before=%s&limit=%lld>; rel=\"next\"",
+                 sg_pg_res_get(res, (size_t)limit - 1, 1), (long long)limit);
+        sg_http_answer_header(ans, "Link", next);
+    } else {
+        sg_json_add_null(doc, "next_before");
+    }
+    sg_pg_res_destroy(res);
+    gw_json(ans, 200, doc);
+}
+
+/* ---- submitting ---------------------------------------------------------------- */
+
+static void random_hex(char *out, size_t bytes)
+{
+    unsigned char r[16];
+
+    if (bytes > sizeof(r))
+        bytes = sizeof(r);
+    if (sg_random_bytes(r, bytes) < 0)
+        abort();
+    for (size_t i = 0; i < bytes; i++)
+        snprintf(out + 2 * i, 3, "%02x", r[i]);
+}
+
+/* The saga id of an Idempotency-Key: the same key from the same user is
+ * the same saga, another user's is another. */
+static void id_of_key(const char *user, const char *key, char out[40])
+{
+    unsigned char h[32];
+    char *text = sg_xmalloc(strlen(user) + strlen(key) + 2);
+
+    sprintf(text, "%s\n%s", user, key);
+    sg_sha256(text, strlen(text), h);
+    free(text);
+    memcpy(out, "k-", 2);
+    for (size_t i = 0; i < 16; i++)
+        snprintf(out + 2 + 2 * i, 3, "%02x", h[i]);
+}
+
+static void problems_answer(sg_http_answer_t *ans, unsigned status, const char *detail,
+                            const char *code, const sg_problems_t *p)
+{
+    sg_json_t *extra = sg_json_new_object();
+
+    sg_json_add_str(extra, "code", code);
+    sg_json_add_node(extra, "errors", sg_problems_json(p->v, p->n));
+    gw_problem(ans, status, detail, extra);
+}
+
+static void one_problem(sg_http_answer_t *ans, unsigned status, const char *code, const char *path,
+                        const char *rule)
+{
+    sg_problems_t p;
+    sg_problem_t one = {(char *)path, (char *)rule};
+
+    memset(&p, 0, sizeof(p));
+    p.v = &one;
+    p.n = 1;
+    problems_answer(ans, status, rule, code, &p);
+}
+
+/* An existing saga of this id: 0 none, 1 the same, 2 a different one,
+ * -1 answered (PostgreSQL failed). */
+static int existing(gw_t *gw, const char *saga_id, const sg_json_t *doc, sg_http_answer_t *ans)
+{
+    char *def = sg_submit_definition(doc);
+    const char *params[] = {saga_id, def};
+    sg_pg_res_t *res = NULL;
+    sg_err_t err;
+    sg_pg_t *pg = gw_pool_get(gw->pool, &err);
+    int rc;
+
+    if (!pg) {
+        free(def);
+        gw_db_problem(ans, &err);
+        return -1;
+    }
+    rc = sg_pg_exec(pg, "SELECT definition = $2::jsonb FROM sagas WHERE saga_id = $1", 2, params,
+                    &res, &err);
+    gw_pool_put(gw->pool, pg);
+    free(def);
+    if (rc < 0) {
+        gw_db_problem(ans, &err);
+        return -1;
+    }
+    rc = sg_pg_res_rows(res) == 0 ? 0 : strcmp(sg_pg_res_get(res, 0, 0), "t") == 0 ? 1 : 2;
+    sg_pg_res_destroy(res);
+    return rc;
+}
+
+static void accepted(sg_http_answer_t *ans, unsigned status, const char *saga_id, const char *id,
+                     const char *state)
+{
+    sg_json_t *doc = sg_json_new_object(), *links = sg_json_new_object();
+    char loc[200];
+
+    snprintf(loc, sizeof(loc), "/v1/sagas/%s", saga_id);
+    sg_json_add_str(doc, "saga_id", saga_id);
+    if (id)
+        sg_json_add_str(doc, "id", id);
+    sg_json_add_str(doc, "status", state);
+    sg_json_add_str(links, "self", loc);
+    snprintf(loc, sizeof(loc), "/v1/sagas/%s/wait", saga_id);
+    sg_json_add_str(links, "wait", loc);
+    snprintf(loc, sizeof(loc), "/v1/sagas/%s/events", saga_id);
+    sg_json_add_str(links, "events", loc);
+    sg_json_add_node(doc, "links", links);
+    snprintf(loc, sizeof(loc), "/v1/sagas/%s", saga_id);
+    sg_http_answer_header(ans, "Location", loc);
+    gw_json(ans, status, doc);
+}
+
+void gw_sagas_submit(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                     sg_http_answer_t *ans)
+{
+    const char *ikey = sg_http_req_header(req, "Idempotency-Key");
+    const char *ctype = sg_http_req_header(req, "Content-Type");
+    const char *body, *saga_id, *obo;
+    char made_id[40], made_msg[40], *text;
+    sg_problems_t p;
+    sg_json_t *doc;
+    sg_err_t err;
+    size_t len;
+    int same, rc;
+
+    (void)a;
+    if (!(c->user->perms & GW_P_SUBMIT)) {
+        gw_problem(ans, 403, "submitting needs the submitter role (gateway.users)", NULL);
+        return;
+    }
+    if (ctype && strncmp(ctype, "application/json", 16) != 0) {
+        gw_problem(ans, 415, "Content-Type: application/json", NULL);
+        return;
+    }
+    body = sg_http_req_body(req, &len);
+    if (!(doc = sg_json_parse(body ? body : "", len, &gw->lim, &err))) {
+        one_problem(ans, 400, err.code, "$", err.message);
+        return;
+    }
+    if (!sg_json_is_object(doc)) {
+        sg_json_destroy(doc);
+        one_problem(ans, 400, "input.schema.type", "$", "type: expected object (a saga.start)");
+        return;
+    }
+    /* The ids a client may leave out: the saga's (from Idempotency-Key,
+     * or made up) and the message's. */
+    if (!sg_json_member(doc, "saga_id")) {
+        if (ikey && (!*ikey || strlen(ikey) > 255)) {
+            sg_json_destroy(doc);
+            gw_problem(ans, 400, "Idempotency-Key: 1 to 255 characters", NULL);
+            return;
+        }
+        if (ikey)
+            id_of_key(c->user->name, ikey, made_id);
+        else {
+            memcpy(made_id, "gw-", 3);
+            random_hex(made_id + 3, 12);
+        }
+        sg_json_add_str(doc, "saga_id", made_id);
+    }
+    if (!sg_json_member(doc, "id")) {
+        memcpy(made_msg, "start-", 6);
+        random_hex(made_msg + 6, 8);
+        sg_json_add_str(doc, "id", made_msg);
+    }
+    obo = sg_json_string(sg_json_member(doc, "on_behalf_of"));
+    if (sg_json_member(doc, "on_behalf_of") && (!obo || strcmp(obo, c->user->name) != 0)) {
+        sg_json_destroy(doc);
+        one_problem(ans, 422, "input.auth.forbidden", "$.on_behalf_of",
+                    "set by the gateway: it names the authenticated user; leave it out");
+        return;
+    }
+    if (gw->have_key && !obo)
+        sg_json_add_str(doc, "on_behalf_of", c->user->name);
+    text = sg_json_print(doc);
+    saga_id = sg_json_string(sg_json_member(doc, "saga_id"));
+    if (sg_check_submission(text, strlen(text), &gw->lim, gw->reg, &p) > 0) {
+        problems_answer(ans, 422, "the worker would refuse this saga: see errors", p.code, &p);
+        goto out;
+    }
+    if ((same = existing(gw, saga_id ? saga_id : "", doc, ans)) < 0)
+        goto out;
+    if (same == 1) {
+        accepted(ans, 200, saga_id, NULL, "exists");
+        goto out;
+    }
+    if (same == 2) {
+        one_problem(ans, 409, "input.saga.conflict", "$.saga_id",
+                    "unique: this saga_id is already used with a different definition");
+        goto out;
+    }
+    rc = gw_produce(gw, saga_id, text, strlen(text), gw->have_key, PRODUCE_TIMEOUT_MS, &err);
+    if (rc < 0) {
+        char detail[700];
+        snprintf(detail, sizeof(detail),
+                 "%s: not sent; try again (the same saga_id is safe to send twice)", err.message);
+        gw_problem(ans, 503, detail, NULL);
+        sg_http_answer_header(ans, "Retry-After", "1");
+        goto out;
+    }
+    accepted(ans, 202, saga_id, sg_json_string(sg_json_member(doc, "id")), "accepted");
+out:
+    sg_problems_free(&p);
+    free(text);
+    sg_json_destroy(doc);
+}
+
+/* ---- controls -------------------------------------------------------------------- */
+
+/* The worker's decision on command id, waited for up to wait_ms: 1 with
+ * outcome and code set, 0 not decided yet, -1 PostgreSQL failed. */
+static int decision(gw_t *gw, const char *saga_id, const char *command_id, int64_t wait_ms,
+                    char *outcome, size_t osize, char *code, size_t csize)
+{
+    const char *params[] = {saga_id, command_id};
+    uint64_t deadline = sg_run_now_ms() + (uint64_t)wait_ms;
+
+    for (;;) {
+        uint64_t seen = gw_pool_changes(gw->pool);
+        sg_pg_res_t *res = NULL;
+        sg_err_t err;
+        sg_pg_t *pg = gw_pool_get(gw->pool, &err);
+        int rc;
+
+        if (!pg)
+            return -1;
+        rc = sg_pg_exec(pg,
+                        "SELECT outcome, coalesce(error_code, '') FROM saga_controls WHERE "
+                        "saga_id = $1 AND command_id = $2 ORDER BY id LIMIT 1",
+                        2, params, &res, &err);
+        gw_pool_put(gw->pool, pg);
+        if (rc < 0)
+            return -1;
+        if (sg_pg_res_rows(res)) {
+            snprintf(outcome, osize, "%s", sg_pg_res_get(res, 0, 0));
+            snprintf(code, csize, "%s", sg_pg_res_get(res, 0, 1));
+            sg_pg_res_destroy(res);
+            return 1;
+        }
+        sg_pg_res_destroy(res);
+        if (sg_run_now_ms() >= deadline)
+            return 0;
+        gw_pool_wait_change(gw->pool, seen, deadline);
+    }
+}
+
+/* The saga's submitter and generation, and (step given) the step's index,
+ * name, tool and status: 1 found, 0 not, -1 answered. */
+typedef struct target_s {
+    char submitted_by[80], generation[16], status[32];
+    char idx[16], name[130], tool[130], step_status[32];
+    bool has_submitter, has_step;
+} target_t;
+
+static int target(gw_t *gw, const gw_caller_t *c, const char *saga_id, const char *step,
+                  target_t *t, sg_http_answer_t *ans)
+{
+    const char *params[] = {saga_id, step ? step : ""};
+    sg_pg_res_t *res = NULL;
+    sg_err_t err;
+    sg_pg_t *pg = gw_pool_get(gw->pool, &err);
+    int rc;
+
+    memset(t, 0, sizeof(*t));
+    if (!pg) {
+        gw_db_problem(ans, &err);
+        return -1;
+    }
+    rc = sg_pg_exec(pg,
+                    "SELECT s.submitted_by, s.generation, s.status, st.idx, st.name, st.tool, "
+                    "st.status FROM sagas s LEFT JOIN steps st ON st.saga_id = s.saga_id AND "
+                    "(st.name = $2 OR st.idx::text = $2) WHERE s.saga_id = $1 "
+                    "ORDER BY st.name = $2 DESC LIMIT 1",
+                    2, params, &res, &err);
+    gw_pool_put(gw->pool, pg);
+    if (rc < 0) {
+        gw_db_problem(ans, &err);
+        return -1;
+    }
+    if (sg_pg_res_rows(res) == 0) {
+        sg_pg_res_destroy(res);
+        return 0;
+    }
+    t->has_submitter = sg_pg_res_get(res, 0, 0) != NULL;
+    snprintf(t->submitted_by, sizeof(t->submitted_by), "%s",
+             t->has_submitter ? sg_pg_res_get(res, 0, 0) : "");
+    snprintf(t->generation, sizeof(t->generation), "%s", sg_pg_res_get(res, 0, 1));
+    snprintf(t->status, sizeof(t->status), "%s", sg_pg_res_get(res, 0, 2));
+    if ((t->has_step = sg_pg_res_get(res, 0, 3) != NULL)) {
+        snprintf(t->idx, sizeof(t->idx), "%s", sg_pg_res_get(res, 0, 3));
+        snprintf(t->name, sizeof(t->name), "%s", sg_pg_res_get(res, 0, 4));
+        snprintf(t->tool, sizeof(t->tool), "%s", sg_pg_res_get(res, 0, 5));
+        snprintf(t->step_status, sizeof(t->step_status), "%s", sg_pg_res_get(res, 0, 6));
+    }
+    sg_pg_res_destroy(res);
+    if (!may_read(c, t->has_submitter ? t->submitted_by : NULL))
+        return 0;
+    return 1;
+}
+
+/* The reason of a control's body: {"reason": "..."}; NULL after answering. */
+static sg_json_t *control_body(gw_t *gw, sg_http_req_t *req, const char **reason,
+                               sg_http_answer_t *ans)
+{
+    size_t len;
+    const char *body = sg_http_req_body(req, &len);
+    sg_json_t *doc;
+    sg_err_t err;
+
+    if (!(doc = sg_json_parse(body ? body : "", len, &gw->lim, &err)) || !sg_json_is_object(doc)) {
+        sg_json_destroy(doc);
+        one_problem(ans, 400, "input.json.malformed", "$", "a JSON object {\"reason\": \"...\"}");
+        return NULL;
+    }
+    *reason = sg_json_string(sg_json_member(doc, "reason"));
+    if (!*reason || !**reason) {
+        sg_json_destroy(doc);
+        one_problem(ans, 422, "input.schema.required", "$.reason",
+                    "required: why (kept in the saga's history)");
+        return NULL;
+    }
+    return doc;
+}
+
+/* Sends the control and answers with the worker's decision (or 202). */
+static void send_control(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const char *type,
+                         const char *saga_id, const target_t *t, const char *reason,
+                         sg_http_answer_t *ans)
+{
+    sg_json_t *m = sg_json_new_object();
+    const char *w = sg_http_req_query(req, "wait");
+    char id[64], hex[17], outcome[16], code[96];
+    int64_t wait_ms = CONTROL_WAIT_MS;
+    sg_decoded_t dec;
+    sg_err_t err;
+    char *text;
+    int rc;
+
+    if (w && !parse_duration_ms(w, &wait_ms)) {
+        sg_json_destroy(m);
+        gw_problem(ans, 400, "wait: a duration such as 5s (0: answer once sent)", NULL);
+        return;
+    }
+    if (wait_ms > gw->wait_max_ms)
+        wait_ms = gw->wait_max_ms;
+    random_hex(hex, 8);
+    snprintf(id, sizeof(id), "%s-%s", type + 5, hex);
+    sg_json_add_int(m, "v", 1);
+    sg_json_add_str(m, "type", type);
+    sg_json_add_str(m, "id", id);
+    sg_json_add_str(m, "saga_id", saga_id);
+    if (t->has_step) {
+        sg_json_add_int(m, "step", atoi(t->idx));
+        sg_json_add_int(m, "generation", atoi(t->generation));
+    }
+    sg_json_add_str(m, "by", c->user->name);
+    sg_json_add_str(m, "reason", reason);
+    sg_json_add_str(m, "on_behalf_of", c->user->name);
+    text = sg_json_print(m);
+    sg_json_destroy(m);
+    sg_submit_decode(text, strlen(text), &gw->lim, &dec);
+    sg_json_destroy(dec.doc);
+    if (dec.type == SG_CMD_POISON) {
+        one_problem(ans, 422, dec.err.code, "$", dec.err.message);
+        free(text);
+        return;
+    }
+    rc = gw_produce(gw, saga_id, text, strlen(text), true, PRODUCE_TIMEOUT_MS, &err);
+    free(text);
+    if (rc < 0) {
+        char detail[700];
+        snprintf(detail, sizeof(detail), "%s: not sent; try again", err.message);
+        gw_problem(ans, 503, detail, NULL);
+        return;
+    }
+    rc = wait_ms ? decision(gw, saga_id, id, wait_ms, outcome, sizeof(outcome), code, sizeof(code))
+                 : 0;
+    if (rc > 0 && strcmp(outcome, "refused") == 0) {
+        sg_json_t *extra = sg_json_new_object();
+        char detail[300];
+        const char *action = sg_err_agent_action(code);
+        sg_json_add_str(extra, "command_id", id);
+        sg_json_add_str(extra, "code", code);
+        if (action)
+            sg_json_add_str(extra, "agent_action", action);
+        snprintf(detail, sizeof(detail), "the worker refused %s: %s", type, code);
+        gw_problem(ans, strncmp(code, "input.auth.", 11) == 0 ? 403 : 409, detail, extra);
+        return;
+    }
+    {
+        sg_json_t *doc = sg_json_new_object();
+        sg_json_add_str(doc, "command_id", id);
+        sg_json_add_str(doc, "saga_id", saga_id);
+        sg_json_add_str(doc, "outcome", rc > 0 ? outcome : "sent");
+        gw_json(ans, rc > 0 ? 200 : 202, doc);
+    }
+}
+
+void gw_sagas_cancel(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                     sg_http_answer_t *ans)
+{
+    const char *reason;
+    sg_json_t *body;
+    target_t t;
+    int found;
+
+    if (!id_ok(ans, a->id))
+        return;
+    if (!(c->user->perms & (GW_P_CANCEL_ALL | GW_P_CANCEL_OWN))) {
+        gw_problem(ans, 403, "cancelling needs the operator role, or the submitter's own saga",
+                   NULL);
+        return;
+    }
+    if (!gw->have_key) {
+        gw_problem(ans, 503,
+                   "this gateway has no signing key (gateway.key): it cannot send "
+                   "controls",
+                   NULL);
+        return;
+    }
+    if (!(body = control_body(gw, req, &reason, ans)))
+        return;
+    if ((found = target(gw, c, a->id, NULL, &t, ans)) < 0)
+        goto out;
+    if (!found) {
+        no_saga(ans, a->id);
+    } else if (!(c->user->perms & GW_P_CANCEL_ALL) &&
+               (!t.has_submitter || strcmp(t.submitted_by, c->user->name) != 0)) {
+        gw_problem(ans, 403, "a submitter may cancel only the sagas it submitted", NULL);
+    } else {
+        send_control(gw, c, req, "saga.cancel", a->id, &t, reason, ans);
+    }
+out:
+    sg_json_destroy(body);
+}
+
+void gw_sagas_decide(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                     sg_http_answer_t *ans)
+{
+    bool approve = strcmp(a->verb, "approve") == 0;
+    const char *reason;
+    sg_json_t *body;
+    target_t t;
+    int found;
+
+    if (!id_ok(ans, a->id))
+        return;
+    if (!(c->user->perms & GW_P_APPROVE)) {
+        gw_problem(ans, 403, "deciding an approval needs the approver role", NULL);
+        return;
+    }
+    if (!gw->have_key) {
+        gw_problem(ans, 503,
+                   "this gateway has no signing key (gateway.key): it cannot send "
+                   "controls",
+                   NULL);
+        return;
+    }
+    if (!(body = control_body(gw, req, &reason, ans)))
+        return;
+    if ((found = target(gw, c, a->id, a->step, &t, ans)) < 0)
+        goto out;
+    if (!found) {
+        no_saga(ans, a->id);
+    } else if (!t.has_step) {
+        gw_problem(ans, 404, "the saga has no such step (its name, or its index from 0)", NULL);
+    } else if (!gw_user_may_approve(c->user, t.tool)) {
+        one_problem(ans, 403, "input.auth.forbidden", "$.step",
+                    "you may not approve this step's tool (approve_tools in gateway.users)");
+    } else if (t.has_submitter && strcmp(t.submitted_by, c->user->name) == 0) {
+        one_problem(ans, 403, "input.auth.self_approval", "$.step",
+                    "four eyes: you submitted this saga, another approver must decide");
+    } else if (strcmp(t.step_status, "awaiting_approval") != 0) {
+        char detail[200];
+        snprintf(detail, sizeof(detail), "step %s is %s, not awaiting_approval", t.name,
+                 t.step_status);
+        one_problem(ans, 409, "input.step.not_awaiting_approval", "$.step", detail);
+    } else {
+        send_control(gw, c, req, approve ? "saga.approve" : "saga.reject", a->id, &t, reason, ans);
+    }
+out:
+    sg_json_destroy(body);
+}

@@ -1,0 +1,480 @@
+/* sagad-gateway over real HTTP, in front of the real worker and relay
+ * (issue 37): what a client relies on, each route's happy path and its
+ * refusals.  Users: shop (submitter), agent (submitter and approver: it
+ * may approve, never its own saga), ann (approver), oncall (operator),
+ * viewer (reader), other (another submitter).  The gateway signs as the
+ * keyring's principal "gateway" (delegate) for the user who asked. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sagad/sg_json.h"
+#include "../support/sg_test.h"
+#include "../support/sg_worker_env.h"
+
+TestSuite(gateway, .init = sgw_setup, .fini = sgw_teardown, .timeout = 180);
+
+#define GATED_TOOLS                                                                                \
+    "\"bank.charge\": {\"adapter\": \"builtin\", \"target\": \"ledger\", \"side_effect\": "        \
+    "\"reversible\", \"compensation\": \"ledger\", \"approval\": \"required\"}"
+
+#define CHECKOUT                                                                                   \
+    "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"             \
+    " {\"name\": \"charge\", \"tool\": \"bank.charge\", \"args\": {\"amount\": 5000}},"            \
+    " {\"name\": \"ship\", \"tool\": \"ledger\", \"args\": {\"n\": 2}}]"
+
+static const char *const users[] = {"shop", "agent", "ann", "oncall", "viewer", "other"};
+static const char *const roles[] = {"[\"submitter\"]", "[\"submitter\", \"approver\"]",
+                                    "[\"approver\"]",  "[\"operator\"]",
+                                    "[\"reader\"]",    "[\"submitter\"]"};
+
+static struct {
+    char base[64];
+    char token[6][64];
+    sgt_bg_t *proc;
+} gw;
+
+static const char *token_of(const char *user)
+{
+    for (size_t i = 0; i < sizeof(users) / sizeof(users[0]); i++)
+        if (strcmp(users[i], user) == 0)
+            return gw.token[i];
+    cr_assert_fail("no user %s", user);
+    return NULL;
+}
+
+/* The users file: a token per user, made by `sagad-gateway token new`. */
+static void write_users(const char *path)
+{
+    FILE *fp = fopen(path, "w");
+
+    cr_assert_not_null(fp);
+    fprintf(fp, "{\"v\": 1, \"users\": {");
+    for (size_t i = 0; i < sizeof(users) / sizeof(users[0]); i++) {
+        const char *args[] = {"token", "new", "--user", users[i], "--json", NULL};
+        char *out = NULL, *err = NULL;
+        sg_json_t *doc;
+        int rc = sgt_run("sagad-gateway", args, sgw.env, &out, &err);
+        cr_assert_eq(rc, 0, "token new: %s", err);
+        doc = sg_json_parse(out, strlen(out), NULL, NULL);
+        cr_assert_not_null(doc);
+        snprintf(gw.token[i], sizeof(gw.token[i]), "%s", sgw_jstr(doc, "token"));
+        fprintf(fp, "%s\"%s\": {\"roles\": %s, \"tokens\": [\"%s\"]}", i ? ", " : "", users[i],
+                roles[i], sgw_jstr(doc, "hash"));
+        sg_json_destroy(doc);
+        free(out);
+        free(err);
+    }
+    fprintf(fp, "}}");
+    fclose(fp);
+}
+
+/* The world, then the gateway as sagad_operator on a port of its own. */
+static void start(void)
+{
+    char users_path[160], env_users[200], env_key[220], env_port[64];
+    int port = sgt_free_port();
+    const char *extra[] = {env_users, env_key, env_port, sgw.op_env,
+                           "SAGAD_GATEWAY_ALLOWED_ORIGINS=https://console.example", NULL};
+    double until;
+
+    sgw_pair_start(GATED_TOOLS, 1, NULL);
+    snprintf(users_path, sizeof(users_path), "%s/users.json", sgw.dir);
+    write_users(users_path);
+    snprintf(env_users, sizeof(env_users), "SAGAD_GATEWAY_USERS=%s", users_path);
+    snprintf(env_key, sizeof(env_key), "SAGAD_GATEWAY_KEY=%s", sgw_key_path("gateway"));
+    snprintf(env_port, sizeof(env_port), "SAGAD_GATEWAY_PORT=%d", port);
+    snprintf(gw.base, sizeof(gw.base), "http://127.0.0.1:%d", port);
+    gw.proc = sgw_proc_start("sagad-gateway", extra);
+    for (until = sgt_now_s() + SGW_WAIT_S; sgt_now_s() < until; usleep(100000)) {
+        char url[128];
+        sgt_res_t r;
+        snprintf(url, sizeof(url), "%s/readyz", gw.base);
+        r = sgt_request("GET", url, NULL, NULL);
+        if (r.status == 200) {
+            sgt_res_free(&r);
+            return;
+        }
+        sgt_res_free(&r);
+        cr_assert(!sgt_bg_done(gw.proc), "the gateway exited: %s", sgt_bg_tail(gw.proc));
+    }
+    cr_assert_fail("the gateway did not become ready: %s", sgt_bg_tail(gw.proc));
+}
+
+/* A request as user (NULL: no token), with extra headers. */
+static sgt_res_t call(const char *user, const char *method, const char *path, const char *body,
+                      const char *extra_header)
+{
+    char url[512], auth[128];
+    const char *headers[4] = {NULL};
+    size_t n = 0;
+
+    snprintf(url, sizeof(url), "%s%s", gw.base, path);
+    if (user) {
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token_of(user));
+        headers[n++] = auth;
+    }
+    if (body)
+        headers[n++] = "Content-Type: application/json";
+    if (extra_header)
+        headers[n++] = extra_header;
+    return sgt_request(method, url, headers, body);
+}
+
+static sg_json_t *json_of(const sgt_res_t *r)
+{
+    sg_json_t *doc = sg_json_parse(r->body, r->len, NULL, NULL);
+
+    cr_assert_not_null(doc, "not JSON (status %ld): %s", r->status, r->body);
+    return doc;
+}
+
+static void saga_body(char *out, size_t size, const char *saga_id, const char *steps)
+{
+    if (saga_id)
+        snprintf(out, size,
+                 "{\"v\": 1, \"type\": \"saga.start\", \"saga_id\": \"%s\", \"name\": \"gw\", "
+                 "\"steps\": %s}",
+                 saga_id, steps);
+    else
+        snprintf(out, size, "{\"v\": 1, \"type\": \"saga.start\", \"name\": \"gw\", \"steps\": %s}",
+                 steps);
+}
+
+/* Waits (long poll) until the saga is in a state a client acts on. */
+static sg_json_t *wait_saga(const char *user, const char *id)
+{
+    char path[256];
+    sgt_res_t r;
+    sg_json_t *doc;
+
+    snprintf(path, sizeof(path), "/v1/sagas/%s/wait?timeout=30s", id);
+    r = call(user, "GET", path, NULL, NULL);
+    cr_assert_eq(r.status, 200, "wait: %ld %s", r.status, r.body);
+    doc = json_of(&r);
+    sgt_res_free(&r);
+    return doc;
+}
+
+static long long ledger_calls(const char *key)
+{
+    return sgw_q_int("SELECT coalesce(sum(calls), 0) FROM builtin_ledger WHERE key = '%s'", key);
+}
+
+/* The tour of the README: a submitter's saga waits at its gate; the
+ * submitter cannot approve it (four eyes, even holding the approver role),
+ * another approver does, and the saga completes; who submitted and who
+ * approved are recorded as the users, via the gateway. */
+Test(gateway, submit_wait_and_approve_with_two_tokens_four_eyes_kept)
+{
+    char body[2048];
+    sgt_res_t r;
+    sg_json_t *doc;
+    const sg_json_t *ev;
+
+    start();
+    saga_body(body, sizeof(body), "gw-1", CHECKOUT);
+    r = call("agent", "POST", "/v1/sagas", body, NULL);
+    cr_assert_eq(r.status, 202, "submit: %ld %s", r.status, r.body);
+    cr_assert_str_eq(sgt_res_header(&r, "Location"), "/v1/sagas/gw-1");
+    sgt_res_free(&r);
+
+    doc = wait_saga("agent", "gw-1");
+    cr_assert_str_eq(sgw_jstr(doc, "status"), "awaiting_approval");
+    cr_assert_str_eq(sgw_jstr(doc, "submitted_by"), "agent");
+    cr_assert_not_null(strstr(sgw_jstr(doc, "agent_action"), "approver"));
+    sg_json_destroy(doc);
+
+    /* the approval inbox: ann sees it, agent (its submitter) does not */
+    r = call("ann", "GET", "/v1/approvals", NULL, NULL);
+    cr_assert_eq(r.status, 200);
+    cr_assert_not_null(strstr(r.body, "\"saga_id\":\"gw-1\""), "%s", r.body);
+    sgt_res_free(&r);
+    r = call("agent", "GET", "/v1/approvals", NULL, NULL);
+    cr_assert_eq(r.status, 200);
+    cr_assert_null(strstr(r.body, "gw-1"), "its own saga in its inbox: %s", r.body);
+    sgt_res_free(&r);
+
+    /* four eyes: the submitter's approval is refused, nothing is sent */
+    r = call("agent", "POST", "/v1/sagas/gw-1/steps/charge/approve", "{\"reason\": \"mine\"}",
+             NULL);
+    cr_assert_eq(r.status, 403, "%ld %s", r.status, r.body);
+    cr_assert_not_null(strstr(r.body, "input.auth.self_approval"), "%s", r.body);
+    sgt_res_free(&r);
+    /* a reason is required */
+    r = call("ann", "POST", "/v1/sagas/gw-1/steps/charge/approve", "{}", NULL);
+    cr_assert_eq(r.status, 422, "%ld %s", r.status, r.body);
+    sgt_res_free(&r);
+    cr_assert_eq(ledger_calls("gw-1:1:f:g1"), 0, "the charge ran before any approval");
+
+    r = call("ann", "POST", "/v1/sagas/gw-1/steps/charge/approve",
+             "{\"reason\": \"known customer\"}", NULL);
+    cr_assert_eq(r.status, 200, "approve: %ld %s", r.status, r.body);
+    cr_assert_not_null(strstr(r.body, "\"outcome\":\"accepted\""), "%s", r.body);
+    sgt_res_free(&r);
+
+    doc = wait_saga("agent", "gw-1");
+    cr_assert_str_eq(sgw_jstr(doc, "status"), "ok");
+    cr_assert_eq(sgw_q_int("SELECT count(*) FROM saga_controls WHERE saga_id = 'gw-1' AND "
+                           "principal = 'ann' AND outcome = 'accepted'"),
+                 1);
+    sg_json_destroy(doc);
+    cr_assert_eq(ledger_calls("gw-1:1:f:g1"), 1, "the approved charge ran once");
+    ev = sgw_event_wait("gw-1", "step.approved");
+    cr_assert_str_eq(sgw_jstr(ev, "principal"), "ann");
+    cr_assert_str_eq(sgw_jstr(ev, "via"), "gateway");
+    ev = sgw_event_wait("gw-1", "saga.accepted");
+    cr_assert_str_eq(sgw_jstr(ev, "submitted_by"), "agent");
+    cr_assert_str_eq(sgw_jstr(ev, "submitted_via"), "gateway");
+}
+
+/* Every refusal with its status and a problem body that says why. */
+Test(gateway, refusals_name_the_field_and_the_rule)
+{
+    char body[4096], *big;
+    sgt_res_t r;
+    sg_json_t *doc;
+    const sg_json_t *errors;
+
+    start();
+    /* no token, a wrong one, a reader submitting, a foreign Origin */
+    r = call(NULL, "GET", "/v1/tools", NULL, NULL);
+    cr_assert_eq(r.status, 401);
+    cr_assert_not_null(sgt_res_header(&r, "WWW-Authenticate"));
+    cr_assert_str_eq(sgt_res_header(&r, "Content-Type"), "application/problem+json");
+    sgt_res_free(&r);
+    {
+        char url[128];
+        const char *h[] = {"Authorization: Bearer sgw_notatokenatall", NULL};
+        snprintf(url, sizeof(url), "%s/v1/tools", gw.base);
+        r = sgt_request("GET", url, h, NULL);
+        cr_assert_eq(r.status, 401);
+        sgt_res_free(&r);
+    }
+    saga_body(body, sizeof(body), "gw-r1", "[{\"name\": \"a\", \"tool\": \"noop\"}]");
+    r = call("viewer", "POST", "/v1/sagas", body, NULL);
+    cr_assert_eq(r.status, 403, "%ld %s", r.status, r.body);
+    sgt_res_free(&r);
+    r = call("shop", "GET", "/v1/tools", NULL, "Origin: https://evil.example");
+    cr_assert_eq(r.status, 403);
+    sgt_res_free(&r);
+    r = call("shop", "GET", "/v1/tools", NULL, "Origin: https://console.example");
+    cr_assert_eq(r.status, 200);
+    cr_assert_str_eq(sgt_res_header(&r, "Access-Control-Allow-Origin"), "https://console.example");
+    cr_assert_null(strstr(r.body, "\"target\""), "a tool's target leaked: %s", r.body);
+    sgt_res_free(&r);
+
+    /* bad JSON: 400 at $ */
+    r = call("shop", "POST", "/v1/sagas", "{\"v\": 1,", NULL);
+    cr_assert_eq(r.status, 400, "%ld %s", r.status, r.body);
+    cr_assert_not_null(strstr(r.body, "\"path\":\"$\""), "%s", r.body);
+    sgt_res_free(&r);
+    /* unknown tool: 422 with its path, nothing produced */
+    saga_body(body, sizeof(body), "gw-r2", "[{\"name\": \"a\", \"tool\": \"no.such.tool\"}]");
+    r = call("shop", "POST", "/v1/sagas", body, NULL);
+    cr_assert_eq(r.status, 422, "%ld %s", r.status, r.body);
+    doc = json_of(&r);
+    errors = sg_json_member(doc, "errors");
+    cr_assert_eq(sg_json_array_size(errors), 1);
+    cr_assert_str_eq(sgw_jstr(sg_json_array_get(errors, 0), "path"), "$.steps[0].tool");
+    cr_assert_str_eq(sgw_jstr(doc, "code"), "input.schema.invalid");
+    sg_json_destroy(doc);
+    sgt_res_free(&r);
+    /* on_behalf_of names the authenticated user: no one else */
+    snprintf(body, sizeof(body),
+             "{\"v\": 1, \"type\": \"saga.start\", \"saga_id\": \"gw-r3\", \"name\": \"gw\", "
+             "\"on_behalf_of\": \"ann\", \"steps\": [{\"name\": \"a\", \"tool\": \"noop\"}]}");
+    r = call("shop", "POST", "/v1/sagas", body, NULL);
+    cr_assert_eq(r.status, 422, "%ld %s", r.status, r.body);
+    cr_assert_not_null(strstr(r.body, "$.on_behalf_of"), "%s", r.body);
+    sgt_res_free(&r);
+    /* over 1 MiB: 413 before anything is parsed */
+    big = malloc(1100000);
+    memset(big, ' ', 1099999);
+    big[0] = '{';
+    big[1099998] = '}';
+    big[1099999] = '\0';
+    r = call("shop", "POST", "/v1/sagas", big, NULL);
+    free(big);
+    cr_assert_eq(r.status, 413, "%ld", r.status);
+    sgt_res_free(&r);
+    /* unknown saga, bad id, unknown route, wrong method */
+    r = call("viewer", "GET", "/v1/sagas/no-such-saga", NULL, NULL);
+    cr_assert_eq(r.status, 404);
+    sgt_res_free(&r);
+    r = call("viewer", "GET", "/v1/sagas/bad%20id", NULL, NULL);
+    cr_assert_eq(r.status, 400, "%ld %s", r.status, r.body);
+    sgt_res_free(&r);
+    r = call("viewer", "GET", "/v2/sagas", NULL, NULL);
+    cr_assert_eq(r.status, 404);
+    sgt_res_free(&r);
+    r = call("viewer", "DELETE", "/v1/sagas", NULL, NULL);
+    cr_assert_eq(r.status, 405);
+    sgt_res_free(&r);
+    r = call("viewer", "GET", "/v1/errors/tool.http.503", NULL, NULL);
+    cr_assert_eq(r.status, 200);
+    cr_assert_not_null(strstr(r.body, "\"retryable\":true"), "%s", r.body);
+    sgt_res_free(&r);
+    r = call("viewer", "GET", "/v1/errors/not.a.code", NULL, NULL);
+    cr_assert_eq(r.status, 404);
+    sgt_res_free(&r);
+    cr_assert_eq(sgw_q_int("SELECT count(*) FROM sagas"), 0, "a refused submission started");
+}
+
+/* The same saga_id with the same body is the same saga (200); with another
+ * body it is a conflict (409); Idempotency-Key makes the id for a client
+ * that does not choose one, per user. */
+Test(gateway, submission_is_idempotent_on_saga_id_and_idempotency_key)
+{
+    char body[2048], other[2048], first_id[64];
+    sgt_res_t r;
+    sg_json_t *doc;
+
+    start();
+    saga_body(body, sizeof(body), "gw-i1", "[{\"name\": \"a\", \"tool\": \"noop\"}]");
+    r = call("shop", "POST", "/v1/sagas", body, NULL);
+    cr_assert_eq(r.status, 202, "%ld %s", r.status, r.body);
+    sgt_res_free(&r);
+    sg_json_destroy(wait_saga("shop", "gw-i1"));
+    r = call("shop", "POST", "/v1/sagas", body, NULL);
+    cr_assert_eq(r.status, 200, "the same again: %ld %s", r.status, r.body);
+    sgt_res_free(&r);
+    saga_body(other, sizeof(other), "gw-i1", "[{\"name\": \"b\", \"tool\": \"echo\"}]");
+    r = call("shop", "POST", "/v1/sagas", other, NULL);
+    cr_assert_eq(r.status, 409, "another body: %ld %s", r.status, r.body);
+    cr_assert_not_null(strstr(r.body, "input.saga.conflict"));
+    sgt_res_free(&r);
+
+    saga_body(body, sizeof(body), NULL, "[{\"name\": \"a\", \"tool\": \"noop\"}]");
+    r = call("shop", "POST", "/v1/sagas", body, "Idempotency-Key: order-7");
+    cr_assert_eq(r.status, 202, "%ld %s", r.status, r.body);
+    doc = json_of(&r);
+    snprintf(first_id, sizeof(first_id), "%s", sgw_jstr(doc, "saga_id"));
+    sg_json_destroy(doc);
+    sgt_res_free(&r);
+    sg_json_destroy(wait_saga("shop", first_id));
+    r = call("shop", "POST", "/v1/sagas", body, "Idempotency-Key: order-7");
+    cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+    cr_assert_not_null(strstr(r.body, first_id));
+    sgt_res_free(&r);
+    r = call("other", "POST", "/v1/sagas", body, "Idempotency-Key: order-7");
+    cr_assert_eq(r.status, 202, "another user's key is another saga: %ld %s", r.status, r.body);
+    cr_assert_null(strstr(r.body, first_id));
+    sgt_res_free(&r);
+    cr_assert_eq(sgw_q_int("SELECT count(*) FROM sagas WHERE saga_id = '%s'", first_id), 1);
+}
+
+/* A submitter reads its own sagas and no one else's; a reader reads all. */
+Test(gateway, a_submitter_reads_only_its_own_sagas)
+{
+    char body[2048];
+    sgt_res_t r;
+
+    start();
+    saga_body(body, sizeof(body), "gw-own", "[{\"name\": \"a\", \"tool\": \"noop\"}]");
+    r = call("shop", "POST", "/v1/sagas", body, NULL);
+    cr_assert_eq(r.status, 202);
+    sgt_res_free(&r);
+    sg_json_destroy(wait_saga("shop", "gw-own"));
+    r = call("other", "GET", "/v1/sagas/gw-own", NULL, NULL);
+    cr_assert_eq(r.status, 404, "another submitter read it: %ld", r.status);
+    sgt_res_free(&r);
+    r = call("other", "GET", "/v1/sagas", NULL, NULL);
+    cr_assert_eq(r.status, 200);
+    cr_assert_null(strstr(r.body, "gw-own"), "%s", r.body);
+    sgt_res_free(&r);
+    r = call("other", "POST", "/v1/sagas/gw-own/cancel", "{\"reason\": \"x\"}", NULL);
+    cr_assert_eq(r.status, 404, "%ld %s", r.status, r.body);
+    sgt_res_free(&r);
+    r = call("viewer", "GET", "/v1/sagas/gw-own", NULL, NULL);
+    cr_assert_eq(r.status, 200);
+    {
+        char inm[128];
+        snprintf(inm, sizeof(inm), "If-None-Match: %s", sgt_res_header(&r, "ETag"));
+        sgt_res_free(&r);
+        r = call("viewer", "GET", "/v1/sagas/gw-own", NULL, inm);
+        cr_assert_eq(r.status, 304, "an unchanged saga again: %ld", r.status);
+        sgt_res_free(&r);
+    }
+    r = call("viewer", "GET", "/v1/sagas?limit=10", NULL, NULL);
+    cr_assert_not_null(strstr(r.body, "gw-own"), "%s", r.body);
+    sgt_res_free(&r);
+}
+
+/* The event stream gives every event once, in seq order, ends after the
+ * last one, and resumes after Last-Event-ID with nothing lost or
+ * repeated; a long poll answers when the saga ends. */
+Test(gateway, events_stream_resumes_after_last_event_id)
+{
+    char body[2048];
+    sgt_res_t r;
+    sg_json_t *doc;
+    long long last = 0;
+    int n = 0;
+
+    start();
+    saga_body(body, sizeof(body), "gw-ev",
+              "[{\"name\": \"a\", \"tool\": \"noop\"}, {\"name\": \"b\", \"tool\": \"echo\", "
+              "\"args\": {\"x\": 1}}]");
+    r = call("shop", "POST", "/v1/sagas", body, NULL);
+    cr_assert_eq(r.status, 202);
+    sgt_res_free(&r);
+    doc = wait_saga("shop", "gw-ev");
+    cr_assert_str_eq(sgw_jstr(doc, "status"), "ok");
+    cr_assert_eq(sgw_jint(doc, "seq"), 4, "accepted, two steps, completed");
+    sg_json_destroy(doc);
+
+    r = call("shop", "GET", "/v1/sagas/gw-ev/events", NULL, NULL);
+    cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+    cr_assert_str_eq(sgt_res_header(&r, "Content-Type"), "text/event-stream");
+    for (const char *p = r.body; (p = strstr(p, "\nid: ")) || (p == NULL && false);) {
+        long long id = atoll(p + 5);
+        cr_assert_eq(id, last + 1, "event %lld after %lld", id, last);
+        last = id;
+        n++;
+        p += 5;
+    }
+    cr_assert_eq(n, 4, "%s", r.body);
+    cr_assert_not_null(strstr(r.body, "event: saga.completed"));
+    sgt_res_free(&r);
+
+    r = call("shop", "GET", "/v1/sagas/gw-ev/events", NULL, "Last-Event-ID: 2");
+    cr_assert_eq(r.status, 200);
+    cr_assert_null(strstr(r.body, "id: 1\n"), "%s", r.body);
+    cr_assert_null(strstr(r.body, "id: 2\n"), "%s", r.body);
+    cr_assert_not_null(strstr(r.body, "id: 3\n"), "%s", r.body);
+    cr_assert_not_null(strstr(r.body, "id: 4\n"), "%s", r.body);
+    sgt_res_free(&r);
+}
+
+/* An operator cancels a saga held at its gate: it ends cancelled, the
+ * reserved step undone; a submitter may not cancel another's saga. */
+Test(gateway, an_operator_cancels_and_the_saga_is_compensated)
+{
+    char body[2048];
+    sgt_res_t r;
+    sg_json_t *doc;
+
+    start();
+    saga_body(body, sizeof(body), "gw-c", CHECKOUT);
+    r = call("shop", "POST", "/v1/sagas", body, NULL);
+    cr_assert_eq(r.status, 202);
+    sgt_res_free(&r);
+    doc = wait_saga("shop", "gw-c");
+    cr_assert_str_eq(sgw_jstr(doc, "status"), "awaiting_approval");
+    sg_json_destroy(doc);
+    r = call("oncall", "POST", "/v1/sagas/gw-c/cancel", "{\"reason\": \"customer withdrew\"}",
+             NULL);
+    cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+    sgt_res_free(&r);
+    doc = wait_saga("shop", "gw-c");
+    cr_assert_str_eq(sgw_jstr(doc, "status"), "cancelled");
+    sg_json_destroy(doc);
+    cr_assert_eq(sgw_q_int("SELECT count(*) FROM saga_controls WHERE saga_id = 'gw-c' AND "
+                           "principal = 'oncall' AND command = 'saga.cancel'"),
+                 1);
+    cr_assert_eq(ledger_calls("gw-c:1:f:g1"), 0, "the gated charge never ran");
+}
