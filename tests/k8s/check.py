@@ -83,13 +83,15 @@ GATEWAY_KEYS_UNBUILT = {
 
 
 def makefile_progs():
-    """The binaries the Makefile's SAGAD_PROGS line builds, read as
-    tests/deploy/check-image.sh reads it."""
+    """The binaries the Makefile's SAGAD_PROGS builds (its `:=` line and the
+    lines it continues with a backslash), as tests/deploy/check-image.sh
+    reads them."""
     with open("Makefile") as f:
-        for line in f:
-            if line.startswith("SAGAD_PROGS := "):
-                return {os.path.basename(p) for p in line.split(":=", 1)[1].split()}
-    sys.exit("k8s-check: no `SAGAD_PROGS := ...` line in the Makefile")
+        text = f.read().replace("\\\n", " ")
+    m = re.search(r"^SAGAD_PROGS := (.*)$", text, re.M)
+    if not m:
+        sys.exit("k8s-check: no `SAGAD_PROGS := ...` line in the Makefile")
+    return {os.path.basename(p) for p in m.group(1).split()}
 
 
 class Tables:
