@@ -11,9 +11,9 @@ For each rendered kustomization:
   of the mounted config file too, the real binary accepts the result
   (`--print-config`), and the required keys are set (pg.dsn; the Kafka
   bootstrap servers and, for the worker, a tool registry that
-  `check-registry` accepts; for the gateway, its signing key);
+  `check-registry` accepts);
 - the gateway's signing key, users file and TLS key are files of a mounted
-  Secret, and someone can authenticate (a users file or trusted proxies);
+  Secret, both of the first are set, and the tool registry is mounted;
 - probes hit /healthz and /readyz on the configured http.port (the
   gateway's: gateway.port, over HTTPS with gateway.tls_cert), bound to
   0.0.0.0; the worker's grace period exceeds its longest tool timeout plus
@@ -24,7 +24,8 @@ For each rendered kustomization:
   the gateway run at least two replicas;
 - with Strimzi KafkaUsers, each component logs in as its own, allowed what
   it does: the worker and KEDA write nothing, only the relay writes
-  sagad.internal, the gateway only writes topic.commands;
+  sagad.internal, the gateway only writes topic.commands and reads
+  topic.events;
 - the metric names the alerts and the Grafana dashboards (ConfigMaps
   labelled grafana_dashboard) use are listed (and must be in
   docs/METRICS.md once it exists).
@@ -63,59 +64,17 @@ class Problems:
 problem = Problems()
 
 
-# sagad-gateway's keys as its brief fixes them (the gateway adds them to
-# the config table).  Used only while the Makefile's SAGAD_PROGS has no
-# sagad-gateway, so no binary can be asked: its container is then checked
-# against these and sagad-worker's table, and --print-config is skipped.
-# Once the Makefile builds it, the binary is required and this is unused.
-GATEWAY_KEYS_UNBUILT = {
-    "gateway.bind": "127.0.0.1",
-    "gateway.port": "8480",
-    "gateway.users": "",
-    "gateway.key": "",
-    "gateway.trusted_proxies": "",
-    "gateway.proxy_header": "X-Forwarded-User",
-    "gateway.tls_cert": "",
-    "gateway.tls_key": "",
-    "gateway.rate_per_s": "",  # the defaults of these two are the binary's to say
-    "gateway.rate_burst": "",
-}
-
-
-def makefile_progs():
-    """The binaries the Makefile's SAGAD_PROGS builds (its `:=` line and the
-    lines it continues with a backslash), as tests/deploy/check-image.sh
-    reads them."""
-    with open("Makefile") as f:
-        text = f.read().replace("\\\n", " ")
-    m = re.search(r"^SAGAD_PROGS := (.*)$", text, re.M)
-    if not m:
-        sys.exit("k8s-check: no `SAGAD_PROGS := ...` line in the Makefile")
-    return {os.path.basename(p) for p in m.group(1).split()}
-
-
 class Tables:
     """Each program's config table, read once from its --config-reference."""
 
     def __init__(self, bindir):
         self.bindir = bindir
-        self.built = makefile_progs()
         self.tables = {}
-        self.unbuilt = set()
 
     def get(self, prog):
-        """(table, binary): binary is False when prog cannot be run yet."""
         if prog not in self.tables:
-            if prog == "sagad-gateway" and prog not in self.built:
-                table = dict(config_table(self.bindir, "sagad-worker"))
-                for key, default in GATEWAY_KEYS_UNBUILT.items():
-                    table.setdefault(key, {"env": "SAGAD_" + key.upper().replace(".", "_"),
-                                           "default": default})
-                self.unbuilt.add(prog)
-                self.tables[prog] = table
-            else:
-                self.tables[prog] = config_table(self.bindir, prog)
-        return self.tables[prog], prog not in self.unbuilt
+            self.tables[prog] = config_table(self.bindir, prog)
+        return self.tables[prog]
 
 
 def config_table(bindir, prog):
@@ -306,7 +265,7 @@ def check_probes(where, container, cfg, table, prefix="http", tls=False):
 
 def check_gateway(render, where, pod, container, cfg, secrets):
     """The gateway's private files come from Secrets, it has a key to sign
-    with, and someone can authenticate."""
+    with and a users file, and it can read the tool registry."""
     for key in ("gateway.key", "gateway.users", "gateway.tls_key", "gateway.tls_cert"):
         path = cfg.get(key) or ""
         if not path:
@@ -321,9 +280,12 @@ def check_gateway(render, where, pod, container, cfg, secrets):
     if not cfg.get("gateway.key"):
         problem(where, "gateway.key is required: the key the gateway signs for its users with "
                        "(a keyring principal with the delegate role)")
-    if not cfg.get("gateway.users") and not cfg.get("gateway.trusted_proxies"):
-        problem(where, "neither gateway.users nor gateway.trusted_proxies is set: nobody could "
-                       "authenticate")
+    if not cfg.get("gateway.users"):
+        problem(where, "gateway.users is required: without it nobody authenticates (a trusted "
+                       "proxy's user must be in it too)")
+    if mounted_file(render, pod, container, cfg["worker.registry"]) is None:
+        problem(where, f"worker.registry {cfg['worker.registry']} is not in a mounted ConfigMap "
+                       "(the gateway checks submissions against it)")
     if bool(cfg.get("gateway.tls_cert")) != bool(cfg.get("gateway.tls_key")):
         problem(where, "gateway.tls_cert and gateway.tls_key are set together or not at all")
 
@@ -350,7 +312,7 @@ def check_container(args, tables, render, obj, pod, container, secrets, seen):
     prog = os.path.basename((container.get("command") or [""])[0])
     if prog not in SAGAD_PROGS:
         return
-    table, runnable = tables.get(prog)
+    table = tables.get(prog)
     cmd = (container.get("args") or [""])[0]
     where = f"{render.path}: {obj['kind']} {obj['metadata']['name']}: {container['name']}"
     env = resolve_env(render, where, container, secrets)
@@ -370,8 +332,7 @@ def check_container(args, tables, render, obj, pod, container, secrets, seen):
             with open(path, "w") as f:
                 f.write(config_text)
             cli = ["--config", path]
-        if runnable:
-            run_binary(args.bin, prog, cli + ["--print-config"], env, where, "the config")
+        run_binary(args.bin, prog, cli + ["--print-config"], env, where, "the config")
         if cfg.get("pg.dsn") is None:
             problem(where, "pg.dsn is required: set SAGAD_PG_DSN from the Secret")
         if cmd == "run" and not cfg.get("kafka.bootstrap.servers"):
@@ -519,6 +480,7 @@ def check_dashboards(render):
 KAFKA_WRITE_OPS = {"Write", "Create", "Delete", "Alter", "AlterConfigs", "ClusterAction",
                    "IdempotentWrite", "All"}
 INTERNAL_TOPIC = "sagad.internal"
+GATEWAY_EVENTS_GROUP = "sagad-gateway-events"  # gateway/gw_events.c
 
 
 def kafka_password_secret(obj):
@@ -547,11 +509,29 @@ def names_topic(resource, topic):
                                             and topic.startswith(name))
 
 
+def check_gateway_acls(where, user, cfg):
+    """The gateway writes topic.commands, reads topic.events for its event
+    streams outside any group (librdkafka still looks up the coordinator of
+    their group.id), and nothing else."""
+    allowed = {("topic", cfg.get("topic.commands", "sagad.commands")): {"Write", "Describe"},
+               ("topic", cfg.get("topic.events", "sagad.events")): {"Read", "Describe"},
+               ("group", GATEWAY_EVENTS_GROUP): {"Read", "Describe"}}
+    name = user["metadata"]["name"]
+    for resource, ops in allowed_ops(user):
+        key = (resource["type"], resource.get("name"))
+        literal = resource.get("patternType", "literal") == "literal"
+        extra = ops - allowed.get(key, set()) if literal else ops
+        if extra:
+            problem(where, f"KafkaUser {name} may {', '.join(sorted(extra))} on {key[0]} "
+                           f"{key[1]}{'' if literal else ' (a prefix)'}; the gateway writes "
+                           f"only topic.commands and reads only topic.events")
+
+
 def check_principals(render, configs):
     """With Strimzi KafkaUsers: the worker, the relay, the gateway and KEDA
     each log in as a KafkaUser of their own (its password is their
     Secret's), the worker's and KEDA's write nothing, KEDA's only describes,
-    the gateway's only writes (and describes) its topic.commands, and only
+    the gateway's only writes topic.commands and reads topic.events, and only
     the relay's writes sagad.internal (docs/OPERATIONS.md, "Kafka
     principals"; docs/GATEWAY-DEPLOY.md)."""
     kafka_users = render.find("KafkaUser")
@@ -589,15 +569,7 @@ def check_principals(render, configs):
             problem(where, f"KafkaUser {name} may {', '.join(sorted(ops - {'Describe'}))}; "
                            "lag needs Describe only")
         if component == "sagad-gateway":
-            cfg = configs.get(("Deployment", component), {})
-            topic = cfg.get("topic.commands", "sagad.commands")
-            for resource, rops in allowed_ops(user):
-                literal = resource.get("patternType", "literal") == "literal"
-                if (resource["type"] != "topic" or resource.get("name") != topic or not literal
-                        or rops - {"Write", "Describe"}):
-                    problem(where, f"KafkaUser {name} may {', '.join(sorted(rops))} on "
-                                   f"{resource['type']} {resource.get('name')}; the gateway "
-                                   f"only writes {topic}")
+            check_gateway_acls(where, user, configs.get(("Deployment", component), {}))
     for u in kafka_users:
         name = u["metadata"]["name"]
         if name == relay_user:
@@ -650,10 +622,6 @@ def main():
     print(f"k8s-check: secrets the cluster must hold: {', '.join(sorted(secrets))}")
     print(f"k8s-check: metrics the alerts use: {', '.join(sorted(metrics))}")
     print(f"k8s-check: metrics the dashboards use: {', '.join(sorted(dashboards))}")
-    for prog in sorted(tables.unbuilt):
-        print(f"k8s-check: note: the Makefile builds no {prog} yet: its container was checked "
-              f"against the keys of tests/k8s/check.py's GATEWAY_KEYS_UNBUILT, without "
-              f"--print-config")
     return 0
 
 
