@@ -85,7 +85,8 @@ owner_of() {
 }
 
 declare -A owner_cache=()
-progs=$(sed -n 's/^SAGAD_PROGS := //p' Makefile)
+# The SAGAD_PROGS := line of the Makefile, with its continuation lines.
+progs=$(sed -n '/^SAGAD_PROGS := /{:a;/\\$/{N;ba};s/\\\n//g;s/^SAGAD_PROGS := //p}' Makefile)
 for prog in $progs; do
     bin=$bindir/$(basename "$prog")
     [ -x "$bin" ] || { fail "$bin is not built (make all)"; continue; }

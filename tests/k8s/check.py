@@ -7,17 +7,25 @@ For each rendered kustomization:
 - every core object validates strictly (unknown fields refused) against the
   Kubernetes JSON schemas of kubernetes-validate;
 - every sagad container's config resolves: each SAGAD_* variable is a key of
-  the config table (read from `sagad-worker --config-reference`), each key
+  the config table (read from the program's `--config-reference`), each key
   of the mounted config file too, the real binary accepts the result
   (`--print-config`), and the required keys are set (pg.dsn; the Kafka
   bootstrap servers and, for the worker, a tool registry that
   `check-registry` accepts);
-- probes hit /healthz and /readyz on the configured http.port, bound to
+- the gateway's signing key, users file and TLS key are files of a mounted
+  Secret, both of the first are set, and the tool registry is mounted;
+- probes hit /healthz and /readyz on the configured http.port (the
+  gateway's: gateway.port, over HTTPS with gateway.tls_cert), bound to
   0.0.0.0; the worker's grace period exceeds its longest tool timeout plus
   worker.drain_timeout_ms; containers run non-root, read-only, without
   privilege escalation or capabilities, with memory requests and limits;
 - the autoscalers stay at or under the partition count, and the KEDA Kafka
-  trigger watches the workers' own group, topic and brokers;
+  trigger watches the workers' own group, topic and brokers; the relay and
+  the gateway run at least two replicas;
+- with Strimzi KafkaUsers, each component logs in as its own, allowed what
+  it does: the worker and KEDA write nothing, only the relay writes
+  sagad.internal, the gateway only writes topic.commands and reads
+  topic.events;
 - the metric names the alerts and the Grafana dashboards (ConfigMaps
   labelled grafana_dashboard) use are listed (and must be in
   docs/METRICS.md once it exists).
@@ -38,7 +46,7 @@ try:
 except ImportError:  # pragma: no cover - install.sh provides it
     sys.exit("k8s-check: kubernetes-validate is missing: run tests/k8s/install.sh")
 
-SAGAD_PROGS = ("sagad-worker", "sagad-relay", "dlq-tool")
+SAGAD_PROGS = ("sagad-worker", "sagad-relay", "dlq-tool", "sagad-gateway")
 CRD_GROUPS = ("keda.sh/", "monitoring.coreos.com/", "kafka.strimzi.io/")
 KAFKA_CLOSE_BOUND_MS = 10000
 TOOL_TIMEOUT_DEFAULT_MS = 30000  # schemas/tool-registry.schema.json
@@ -56,9 +64,25 @@ class Problems:
 problem = Problems()
 
 
-def config_table(bindir):
+class Tables:
+    """Each program's config table, read once from its --config-reference."""
+
+    def __init__(self, bindir):
+        self.bindir = bindir
+        self.tables = {}
+
+    def get(self, prog):
+        if prog not in self.tables:
+            self.tables[prog] = config_table(self.bindir, prog)
+        return self.tables[prog]
+
+
+def config_table(bindir, prog):
     """{key: {"env": ..., "default": ... or None}} from --config-reference."""
-    out = subprocess.run([os.path.join(bindir, "sagad-worker"), "--config-reference"],
+    path = os.path.join(bindir, prog)
+    if not os.access(path, os.X_OK):
+        sys.exit(f"k8s-check: {path} is not built (make all)")
+    out = subprocess.run([path, "--config-reference"],
                          check=True, capture_output=True, text=True).stdout
     table = {}
     row = re.compile(r"^\| `([^`]+)` \| `(SAGAD_[A-Z0-9_]+)` \| (\w+) \| ([^|]*) \|")
@@ -66,10 +90,10 @@ def config_table(bindir):
         m = row.match(line)
         if m:
             default = m.group(4).strip()
-            table[m.group(1)] = {"env": m.group(2),
-                                 "default": None if default == "(required)" else default}
+            default = {"(required)": None, "(empty)": ""}.get(default, default)
+            table[m.group(1)] = {"env": m.group(2), "default": default}
     if not table:
-        sys.exit("k8s-check: no keys parsed from sagad-worker --config-reference")
+        sys.exit(f"k8s-check: no keys parsed from {prog} --config-reference")
     return table
 
 
@@ -120,6 +144,34 @@ def mounted_file(render, pod, container, path):
         if cm is None:
             continue
         return render.configmaps.get(cm["name"], {}).get(path[len(prefix):])
+    return None
+
+
+def mounted_secret(pod, container, path):
+    """"SECRET/KEY" if a Secret volume, or a projected volume's Secret,
+    mounted in container holds path, else None."""
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    for mount in container.get("volumeMounts", []):
+        if mount.get("subPath"):
+            if path != mount["mountPath"]:
+                continue
+            rel = mount["subPath"]
+        else:
+            prefix = mount["mountPath"].rstrip("/") + "/"
+            if not path.startswith(prefix):
+                continue
+            rel = path[len(prefix):]
+        vol = volumes.get(mount["name"], {})
+        sources = [vol["secret"]] if "secret" in vol else []
+        sources += [s["secret"] for s in vol.get("projected", {}).get("sources", [])
+                    if "secret" in s]
+        for sec in sources:
+            name = sec.get("secretName") or sec.get("name")
+            if "items" not in sec:
+                return f"{name}/{rel}"  # every key of the Secret is a file
+            for item in sec["items"]:
+                if item["path"] == rel:
+                    return f"{name}/{item['key']}"
     return None
 
 
@@ -182,12 +234,20 @@ def run_binary(bindir, prog, args, env, where, what):
     return res
 
 
-def check_probes(where, container, cfg):
+def check_probes(where, container, cfg, table, prefix="http", tls=False):
+    """Probes on PREFIX.port (http, or gateway for the gateway), bound to 0.0.0.0."""
+    bind_key, port_key = f"{prefix}.bind", f"{prefix}.port"
+    missing = [k for k in (bind_key, port_key) if k not in cfg]
+    if missing:
+        problem(where, f"{' and '.join(missing)} not in the program's config table "
+                       "(--config-reference)")
+        return
     ports = {p.get("name"): p["containerPort"] for p in container.get("ports", [])}
-    want_port = int(cfg["http.port"])
-    if cfg["http.bind"] != "0.0.0.0":
-        problem(where, f"http.bind is {cfg['http.bind']}: the kubelet's probes cannot reach it "
-                       "(set SAGAD_HTTP_BIND=0.0.0.0)")
+    want_port = int(cfg[port_key])
+    if cfg[bind_key] != "0.0.0.0":
+        problem(where, f"{bind_key} is {cfg[bind_key]}: the kubelet's probes cannot reach it "
+                       f"(set {table[bind_key]['env']}=0.0.0.0)")
+    scheme = "HTTPS" if tls else "HTTP"
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         get = container.get(probe, {}).get("httpGet")
         if not get:
@@ -197,7 +257,37 @@ def check_probes(where, container, cfg):
         if get.get("path") != path:
             problem(where, f"{probe} asks {get.get('path')}, sagad serves {path}")
         if port != want_port:
-            problem(where, f"{probe} port {get['port']} is not http.port {want_port}")
+            problem(where, f"{probe} port {get['port']} is not {port_key} {want_port}")
+        if get.get("scheme", "HTTP") != scheme:
+            problem(where, f"{probe} scheme is {get.get('scheme', 'HTTP')}, the port serves "
+                           f"{scheme}" + (" (gateway.tls_cert is set)" if tls else ""))
+
+
+def check_gateway(render, where, pod, container, cfg, secrets):
+    """The gateway's private files come from Secrets, it has a key to sign
+    with and a users file, and it can read the tool registry."""
+    for key in ("gateway.key", "gateway.users", "gateway.tls_key", "gateway.tls_cert"):
+        path = cfg.get(key) or ""
+        if not path:
+            continue
+        ref = mounted_secret(pod, container, path)
+        if ref is not None:
+            secrets.add(ref)
+        elif key == "gateway.tls_cert" and mounted_file(render, pod, container, path) is not None:
+            pass  # a certificate is public: a ConfigMap will do
+        else:
+            problem(where, f"{key} {path} is not in a mounted Secret")
+    if not cfg.get("gateway.key"):
+        problem(where, "gateway.key is required: the key the gateway signs for its users with "
+                       "(a keyring principal with the delegate role)")
+    if not cfg.get("gateway.users"):
+        problem(where, "gateway.users is required: without it nobody authenticates (a trusted "
+                       "proxy's user must be in it too)")
+    if mounted_file(render, pod, container, cfg["worker.registry"]) is None:
+        problem(where, f"worker.registry {cfg['worker.registry']} is not in a mounted ConfigMap "
+                       "(the gateway checks submissions against it)")
+    if bool(cfg.get("gateway.tls_cert")) != bool(cfg.get("gateway.tls_key")):
+        problem(where, "gateway.tls_cert and gateway.tls_key are set together or not at all")
 
 
 def check_security(where, pod, container):
@@ -218,10 +308,11 @@ def check_security(where, pod, container):
             problem(where, f"resources.{part}.memory is not set")
 
 
-def check_container(args, table, render, obj, pod, container, secrets, seen):
+def check_container(args, tables, render, obj, pod, container, secrets, seen):
     prog = os.path.basename((container.get("command") or [""])[0])
     if prog not in SAGAD_PROGS:
         return
+    table = tables.get(prog)
     cmd = (container.get("args") or [""])[0]
     where = f"{render.path}: {obj['kind']} {obj['metadata']['name']}: {container['name']}"
     env = resolve_env(render, where, container, secrets)
@@ -265,10 +356,15 @@ def check_container(args, table, render, obj, pod, container, secrets, seen):
                                        for t in tools.values()), default=0)
                 except (ValueError, AttributeError):
                     pass  # check-registry said why
+    if prog == "sagad-gateway":
+        check_gateway(render, where, pod, container, cfg, secrets)
     if cmd != "run":
         check_security(where, pod, container)
         return
-    check_probes(where, container, cfg)
+    if prog == "sagad-gateway":
+        check_probes(where, container, cfg, table, "gateway", tls=bool(cfg.get("gateway.tls_cert")))
+    else:
+        check_probes(where, container, cfg, table)
     check_security(where, pod, container)
     grace = pod.get("terminationGracePeriodSeconds", 30)
     if prog == "sagad-worker":
@@ -314,6 +410,11 @@ def check_scaling(args, render, seen):
         if dep["spec"].get("replicas", 1) < 2:
             problem(f"{render.path}: Deployment sagad-relay",
                     "replicas must be at least 2 (an active relay and a standby)")
+    for dep in render.find("Deployment", "sagad-gateway"):
+        if dep["spec"].get("replicas", 1) < 2:
+            problem(f"{render.path}: Deployment sagad-gateway",
+                    "replicas must be at least 2 (its PodDisruptionBudget keeps one through a "
+                    "drain: with one replica no node it runs on could be drained)")
 
 
 def undocumented(names, where, what):
@@ -379,6 +480,7 @@ def check_dashboards(render):
 KAFKA_WRITE_OPS = {"Write", "Create", "Delete", "Alter", "AlterConfigs", "ClusterAction",
                    "IdempotentWrite", "All"}
 INTERNAL_TOPIC = "sagad.internal"
+GATEWAY_EVENTS_GROUP = "sagad-gateway-events"  # gateway/gw_events.c
 
 
 def kafka_password_secret(obj):
@@ -407,11 +509,31 @@ def names_topic(resource, topic):
                                             and topic.startswith(name))
 
 
-def check_principals(render):
-    """With Strimzi KafkaUsers: the worker, the relay and KEDA each log in as
-    a KafkaUser of their own (its password is their Secret's), the worker's
-    and KEDA's write nothing, KEDA's only describes, and only the relay's
-    writes sagad.internal (docs/OPERATIONS.md, "Kafka principals")."""
+def check_gateway_acls(where, user, cfg):
+    """The gateway writes topic.commands, reads topic.events for its event
+    streams outside any group (librdkafka still looks up the coordinator of
+    their group.id), and nothing else."""
+    allowed = {("topic", cfg.get("topic.commands", "sagad.commands")): {"Write", "Describe"},
+               ("topic", cfg.get("topic.events", "sagad.events")): {"Read", "Describe"},
+               ("group", GATEWAY_EVENTS_GROUP): {"Read", "Describe"}}
+    name = user["metadata"]["name"]
+    for resource, ops in allowed_ops(user):
+        key = (resource["type"], resource.get("name"))
+        literal = resource.get("patternType", "literal") == "literal"
+        extra = ops - allowed.get(key, set()) if literal else ops
+        if extra:
+            problem(where, f"KafkaUser {name} may {', '.join(sorted(extra))} on {key[0]} "
+                           f"{key[1]}{'' if literal else ' (a prefix)'}; the gateway writes "
+                           f"only topic.commands and reads only topic.events")
+
+
+def check_principals(render, configs):
+    """With Strimzi KafkaUsers: the worker, the relay, the gateway and KEDA
+    each log in as a KafkaUser of their own (its password is their
+    Secret's), the worker's and KEDA's write nothing, KEDA's only describes,
+    the gateway's only writes topic.commands and reads topic.events, and only
+    the relay's writes sagad.internal (docs/OPERATIONS.md, "Kafka
+    principals"; docs/GATEWAY-DEPLOY.md)."""
     kafka_users = render.find("KafkaUser")
     if not kafka_users:
         return
@@ -446,6 +568,8 @@ def check_principals(render):
         if component == "keda" and ops - {"Describe"}:
             problem(where, f"KafkaUser {name} may {', '.join(sorted(ops - {'Describe'}))}; "
                            "lag needs Describe only")
+        if component == "sagad-gateway":
+            check_gateway_acls(where, user, configs.get(("Deployment", component), {}))
     for u in kafka_users:
         name = u["metadata"]["name"]
         if name == relay_user:
@@ -464,7 +588,7 @@ def main():
     ap.add_argument("--k8s-version", default="1.30.0")
     ap.add_argument("rendered", nargs="+")
     args = ap.parse_args()
-    table = config_table(args.bin)
+    tables = Tables(args.bin)
     metrics, secrets, dashboards = set(), set(), set()
     for path in args.rendered:
         with open(path) as f:
@@ -484,11 +608,11 @@ def main():
             pod = obj.get("spec", {}).get("template", {}).get("spec")
             if obj["kind"] in ("Deployment", "Job") and pod:
                 for c in pod.get("initContainers", []) + pod["containers"]:
-                    check_container(args, table, render, obj, pod, c, secrets, seen)
+                    check_container(args, tables, render, obj, pod, c, secrets, seen)
         if not any(k == "Deployment" for k, _ in seen):
             problem(path, "no sagad Deployment found")
         check_scaling(args, render, seen)
-        check_principals(render)
+        check_principals(render, seen)
         metrics |= check_alerts(render)
         dashboards |= check_dashboards(render)
     if problem.count:
