@@ -632,7 +632,7 @@ void gw_sagas_submit(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const g
 {
     const char *ctype = sg_http_req_header(req, "Content-Type");
     gw_submission_t sub;
-    const char *body;
+    const char *body, *dry;
     sg_err_t err;
     size_t len;
     int same;
@@ -650,6 +650,15 @@ void gw_sagas_submit(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const g
     if (gw_submission_decode(gw, c->user->name, sg_http_req_header(req, "Idempotency-Key"), body,
                              len, &sub, ans) < 0)
         return;
+    if ((dry = sg_http_req_query(req, "dry_run")) && strcmp(dry, "true") == 0) {
+        /* sagactl validate: the verdict, nothing sent */
+        sg_json_t *doc = sg_json_new_object();
+        sg_json_add_bool(doc, "valid", true);
+        sg_json_add_str(doc, "saga_id", sub.saga_id);
+        sg_json_add_node(doc, "warnings", sg_problems_json(sub.p.w, sub.p.nw));
+        gw_json(ans, 200, doc);
+        goto out;
+    }
     if ((same = existing(gw, sub.saga_id, sub.doc, ans)) < 0)
         goto out;
     if (same == 1) {

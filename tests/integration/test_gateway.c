@@ -287,6 +287,12 @@ Test(gateway, refusals_name_the_field_and_the_rule)
     cr_assert_str_eq(sgw_jstr(doc, "code"), "input.schema.invalid");
     sg_json_destroy(doc);
     sgt_res_free(&r);
+    /* dry_run: the verdict of a valid one, nothing sent */
+    saga_body(body, sizeof(body), "gw-dry", "[{\"name\": \"a\", \"tool\": \"noop\"}]");
+    r = call("shop", "POST", "/v1/sagas?dry_run=true", body, NULL);
+    cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+    cr_assert_not_null(strstr(r.body, "\"valid\":true"), "%s", r.body);
+    sgt_res_free(&r);
     /* on_behalf_of names the authenticated user: no one else */
     snprintf(body, sizeof(body),
              "{\"v\": 1, \"type\": \"saga.start\", \"saga_id\": \"gw-r3\", \"name\": \"gw\", "
