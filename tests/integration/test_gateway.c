@@ -72,18 +72,20 @@ static void write_users(const char *path)
     fclose(fp);
 }
 
-/* The world, then the gateway as sagad_operator on a port of its own. */
-static void start(void)
+/* The world, then the gateway as sagad_operator on a port of its own,
+ * with more of its settings (NULL-terminated "KEY=value", or NULL) and
+ * over https when scheme says. */
+static void start_with(const char *scheme, const char *const *more)
 {
     char users_path[160], env_users[200], env_key[220], env_port[64];
     int port = sgt_free_port();
-    const char *extra[] = {env_users,
-                           env_key,
-                           env_port,
-                           sgw.op_env,
-                           "SAGAD_GATEWAY_ALLOWED_ORIGINS=https://console.example",
-                           NULL};
+    const char *extra[16] = {env_users, env_key, env_port, sgw.op_env,
+                             "SAGAD_GATEWAY_ALLOWED_ORIGINS=https://console.example"};
+    size_t n = 5;
     double until;
+
+    for (; more && *more && n < 15; more++)
+        extra[n++] = *more;
 
     sgw_pair_start(GATED_TOOLS, 1, NULL);
     snprintf(users_path, sizeof(users_path), "%s/users.json", sgw.dir);
@@ -91,7 +93,7 @@ static void start(void)
     snprintf(env_users, sizeof(env_users), "SAGAD_GATEWAY_USERS=%s", users_path);
     snprintf(env_key, sizeof(env_key), "SAGAD_GATEWAY_KEY=%s", sgw_key_path("gateway"));
     snprintf(env_port, sizeof(env_port), "SAGAD_GATEWAY_PORT=%d", port);
-    snprintf(gw.base, sizeof(gw.base), "http://127.0.0.1:%d", port);
+    snprintf(gw.base, sizeof(gw.base), "%s://127.0.0.1:%d", scheme, port);
     gw.proc = sgw_proc_start("sagad-gateway", extra);
     for (until = sgt_now_s() + SGW_WAIT_S; sgt_now_s() < until; usleep(100000)) {
         char url[128];
@@ -106,6 +108,11 @@ static void start(void)
         cr_assert(!sgt_bg_done(gw.proc), "the gateway exited: %s", sgt_bg_tail(gw.proc));
     }
     cr_assert_fail("the gateway did not become ready: %s", sgt_bg_tail(gw.proc));
+}
+
+static void start(void)
+{
+    start_with("http", NULL);
 }
 
 /* A request as user (NULL: no token), with extra headers. */
@@ -258,6 +265,9 @@ Test(gateway, refusals_name_the_field_and_the_rule)
         cr_assert_eq(r.status, 401);
         sgt_res_free(&r);
     }
+    r = call(NULL, "GET", "/v1/tools", NULL, "X-Forwarded-User: oncall");
+    cr_assert_eq(r.status, 401, "an identity header from an untrusted peer: %ld", r.status);
+    sgt_res_free(&r);
     saga_body(body, sizeof(body), "gw-r1", "[{\"name\": \"a\", \"tool\": \"noop\"}]");
     r = call("viewer", "POST", "/v1/sagas", body, NULL);
     cr_assert_eq(r.status, 403, "%ld %s", r.status, r.body);
@@ -487,4 +497,53 @@ Test(gateway, an_operator_cancels_and_the_saga_is_compensated)
                            "principal = 'oncall' AND command = 'saga.cancel'"),
                  1);
     cr_assert_eq(ledger_calls("gw-c:1:f:g1"), 0, "the gated charge never ran");
+}
+
+/* TLS from gateway.tls_cert/tls_key, a trusted proxy's identity header
+ * (believed from its address only), and a principal's rate limit. */
+Test(gateway, tls_trusted_proxy_and_rate_limit)
+{
+    char cmd[1024], cert[200], key[200], env_cert[260], env_key[260];
+    const char *more[] = {env_cert,
+                          env_key,
+                          "SAGAD_GATEWAY_TRUSTED_PROXIES=10.0.0.9, 127.0.0.1",
+                          "SAGAD_GATEWAY_RATE_PER_S=1",
+                          "SAGAD_GATEWAY_RATE_BURST=3",
+                          NULL};
+    sgt_res_t r;
+    int limited = 0;
+
+    snprintf(cert, sizeof(cert), "%s/cert.pem", sgw.dir);
+    snprintf(key, sizeof(key), "%s/key.pem", sgw.dir);
+    snprintf(cmd, sizeof(cmd),
+             "openssl req -x509 -newkey rsa:2048 -nodes -keyout %s -out %s -days 2 "
+             "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 2>/dev/null",
+             key, cert);
+    cr_assert_eq(system(cmd), 0, "openssl could not make a certificate");
+    snprintf(env_cert, sizeof(env_cert), "SAGAD_GATEWAY_TLS_CERT=%s", cert);
+    snprintf(env_key, sizeof(env_key), "SAGAD_GATEWAY_TLS_KEY=%s", key);
+    sgt_request_ca(cert);
+    start_with("https", more);
+
+    /* the proxy's header names ann: from 127.0.0.1 (trusted) it is ann */
+    r = call(NULL, "GET", "/v1/approvals", NULL, "X-Forwarded-User: ann");
+    cr_expect_eq(r.status, 200, "https, proxied: %ld %s", r.status, r.body);
+    sgt_res_free(&r);
+    r = call(NULL, "GET", "/v1/approvals", NULL, "X-Forwarded-User: nobody-known");
+    cr_expect_eq(r.status, 401, "a proxied user not in the users file: %ld", r.status);
+    sgt_res_free(&r);
+    /* the bucket: 3 at once, then 1 a second, per principal */
+    for (int i = 0; i < 6; i++) {
+        r = call("viewer", "GET", "/v1/tools", NULL, NULL);
+        if (r.status == 429) {
+            limited++;
+            cr_expect_not_null(sgt_res_header(&r, "Retry-After"));
+        }
+        sgt_res_free(&r);
+    }
+    cr_expect_geq(limited, 2, "6 requests at once, burst 3 at 1/s: %d refused", limited);
+    r = call("shop", "GET", "/v1/tools", NULL, NULL);
+    cr_expect_eq(r.status, 200, "another principal's bucket is its own: %ld", r.status);
+    sgt_res_free(&r);
+    sgt_request_ca(NULL);
 }

@@ -455,6 +455,13 @@ static size_t http_sink(char *ptr, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
+static const char *request_ca;
+
+void sgt_request_ca(const char *path)
+{
+    request_ca = path;
+}
+
 sgt_res_t sgt_request(const char *method, const char *url, const char *const *headers,
                       const char *body)
 {
@@ -478,6 +485,8 @@ sgt_res_t sgt_request(const char *method, const char *url, const char *const *he
         curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, http_sink);
         curl_easy_setopt(c, CURLOPT_HEADERDATA, hsink);
         curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+        if (request_ca)
+            curl_easy_setopt(c, CURLOPT_CAINFO, request_ca);
         rc = curl_easy_perform(c);
     }
     if (rc == CURLE_OK) {

@@ -125,6 +125,8 @@ typedef struct sgt_res_s {
 sgt_res_t sgt_request(const char *method, const char *url, const char *const *headers,
                       const char *body);
 void sgt_res_free(sgt_res_t *r);
+/* The CA file https requests trust from now on (NULL: the system's). */
+void sgt_request_ca(const char *path);
 
 /* The value of response header name (any case; a static buffer), or NULL. */
 const char *sgt_res_header(const sgt_res_t *r, const char *name);
