@@ -172,6 +172,7 @@ struct sg_http_req_s {
     const char *method, *url;
     char *body;
     size_t len, cap;
+    size_t seen; /* bytes of body received, kept or not */
     bool too_large;
     char peer[64];
 };
@@ -285,6 +286,23 @@ static enum MHD_Result send_answer(struct MHD_Connection *conn, sg_http_answer_t
     return rc;
 }
 
+static enum MHD_Result too_large(struct MHD_Connection *conn, const sg_httpd_t *d)
+{
+    sg_http_answer_t ans;
+    char *body = sg_xmalloc(256);
+
+    memset(&ans, 0, sizeof(ans));
+    ans.status = 413;
+    ans.type = "application/problem+json";
+    snprintf(body, 256,
+             "{\"type\":\"about:blank\",\"title\":\"Payload Too Large\",\"status\":413,"
+             "\"detail\":\"the body is over %zu bytes (limits.max_message_bytes)\"}",
+             d->max_body);
+    ans.body = body;
+    ans.len = strlen(body);
+    return send_answer(conn, &ans);
+}
+
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
                                  const char *method, const char *version, const char *upload_data,
                                  size_t *upload_data_size, void **con_cls)
@@ -304,7 +322,12 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         return MHD_YES;
     }
     if (*upload_data_size) {
+        req->seen += *upload_data_size;
+        if (req->seen > 8 * d->max_body)
+            return MHD_NO; /* a client that does not stop: the connection is cut */
         if (!req->too_large && req->len + *upload_data_size > d->max_body) {
+            /* The rest is read and dropped, then answered 413: a client
+             * that is cut off mid-body sees a reset, not the answer. */
             req->too_large = true;
         } else if (!req->too_large) {
             if (req->len + *upload_data_size + 1 > req->cap) {
@@ -319,20 +342,9 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         *upload_data_size = 0;
         return MHD_YES;
     }
+    if (req->too_large)
+        return too_large(conn, d);
     memset(&ans, 0, sizeof(ans));
-    if (req->too_large) {
-        char *body = NULL;
-        ans.status = 413;
-        ans.type = "application/problem+json";
-        body = sg_xmalloc(256);
-        snprintf(body, 256,
-                 "{\"type\":\"about:blank\",\"title\":\"Payload Too Large\",\"status\":413,"
-                 "\"detail\":\"the body is over %zu bytes\"}",
-                 d->max_body);
-        ans.body = body;
-        ans.len = strlen(body);
-        return send_answer(conn, &ans);
-    }
     d->fn(d->opaque, req, &ans);
     return send_answer(conn, &ans);
 }
