@@ -878,6 +878,27 @@ static void send_control(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, con
     }
 }
 
+/* What every control checks first: the saga id, the caller's right
+ * (perms, else 403 with why), the gateway's key, the body's reason.  The
+ * body (caller destroys), or NULL after answering. */
+static sg_json_t *control_prelude(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
+                                  const gw_route_args_t *a, unsigned perms, const char *why,
+                                  const char **reason, sg_http_answer_t *ans)
+{
+    if (!id_ok(ans, a->id))
+        return NULL;
+    if (!(c->user->perms & perms)) {
+        gw_problem(ans, 403, why, NULL);
+        return NULL;
+    }
+    if (!gw->have_key) {
+        gw_problem(ans, 503,
+                   "this gateway has no signing key (gateway.key): it cannot send controls", NULL);
+        return NULL;
+    }
+    return control_body(gw, req, reason, ans);
+}
+
 void gw_sagas_cancel(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
                      sg_http_answer_t *ans)
 {
@@ -886,21 +907,9 @@ void gw_sagas_cancel(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const g
     target_t t;
     int found;
 
-    if (!id_ok(ans, a->id))
-        return;
-    if (!(c->user->perms & (GW_P_CANCEL_ALL | GW_P_CANCEL_OWN))) {
-        gw_problem(ans, 403, "cancelling needs the operator role, or the submitter's own saga",
-                   NULL);
-        return;
-    }
-    if (!gw->have_key) {
-        gw_problem(ans, 503,
-                   "this gateway has no signing key (gateway.key): it cannot send "
-                   "controls",
-                   NULL);
-        return;
-    }
-    if (!(body = control_body(gw, req, &reason, ans)))
+    if (!(body = control_prelude(gw, c, req, a, GW_P_CANCEL_ALL | GW_P_CANCEL_OWN,
+                                 "cancelling needs the operator role, or the submitter's own saga",
+                                 &reason, ans)))
         return;
     if ((found = target(gw, c, a->id, NULL, &t, ans)) < 0)
         goto out;
@@ -925,20 +934,8 @@ void gw_sagas_decide(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const g
     target_t t;
     int found;
 
-    if (!id_ok(ans, a->id))
-        return;
-    if (!(c->user->perms & GW_P_APPROVE)) {
-        gw_problem(ans, 403, "deciding an approval needs the approver role", NULL);
-        return;
-    }
-    if (!gw->have_key) {
-        gw_problem(ans, 503,
-                   "this gateway has no signing key (gateway.key): it cannot send "
-                   "controls",
-                   NULL);
-        return;
-    }
-    if (!(body = control_body(gw, req, &reason, ans)))
+    if (!(body = control_prelude(gw, c, req, a, GW_P_APPROVE,
+                                 "deciding an approval needs the approver role", &reason, ans)))
         return;
     if ((found = target(gw, c, a->id, a->step, &t, ans)) < 0)
         goto out;
