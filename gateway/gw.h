@@ -197,6 +197,8 @@ void gw_submission_free(gw_submission_t *sub);
 typedef struct gw_route_s gw_route_t;
 const gw_route_t *gw_route_find(const char *method, const char *path, char *buf, size_t size,
                                 gw_route_args_t *args, bool *path_known);
+/* The methods path takes, for Allow ("GET, HEAD, OPTIONS"). */
+void gw_route_allow(const char *path, char *out, size_t size);
 /* The route's template ("/v1/sagas/{id}"), for metrics and logs. */
 const char *gw_route_template(const gw_route_t *route);
 

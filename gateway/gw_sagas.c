@@ -174,6 +174,27 @@ static bool id_ok(sg_http_answer_t *ans, const char *id)
     return false;
 }
 
+/* If-None-Match holds etag: "*", or a list of tags, weak (W/"...") or
+ * not, compared weakly (RFC 9110 13.1.2). */
+static bool etag_matches(const char *inm, const char *etag)
+{
+    size_t n = strlen(etag);
+
+    while (*inm) {
+        while (*inm == ' ' || *inm == ',')
+            inm++;
+        if (*inm == '*')
+            return true;
+        if (strncmp(inm, "W/", 2) == 0)
+            inm += 2;
+        if (strncmp(inm, etag, n) == 0 && (inm[n] == '\0' || inm[n] == ',' || inm[n] == ' '))
+            return true;
+        while (*inm && *inm != ',')
+            inm++;
+    }
+    return false;
+}
+
 void gw_sagas_get(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
                   sg_http_answer_t *ans)
 {
@@ -189,7 +210,7 @@ void gw_sagas_get(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_r
         return;
     }
     etag_of(res, etag, sizeof(etag));
-    if (inm && strcmp(inm, etag) == 0) {
+    if (inm && etag_matches(inm, etag)) {
         ans->status = 304;
     } else {
         gw_json(ans, 200, envelope_of(res));
@@ -512,7 +533,8 @@ static void one_problem(sg_http_answer_t *ans, unsigned status, const char *code
 
 /* An existing saga of this id: 0 none, 1 the same, 2 a different one,
  * -1 answered (PostgreSQL failed). */
-static int existing(gw_t *gw, const char *saga_id, const sg_json_t *doc, sg_http_answer_t *ans)
+static int existing(gw_t *gw, const gw_caller_t *c, const char *saga_id, const sg_json_t *doc,
+                    sg_http_answer_t *ans)
 {
     char *def = sg_submit_definition(doc);
     const char *params[] = {saga_id, def};
@@ -526,15 +548,20 @@ static int existing(gw_t *gw, const char *saga_id, const sg_json_t *doc, sg_http
         gw_db_problem(ans, &err);
         return -1;
     }
-    rc = sg_pg_exec(pg, "SELECT definition = $2::jsonb FROM sagas WHERE saga_id = $1", 2, params,
-                    &res, &err);
+    rc = sg_pg_exec(pg, "SELECT definition = $2::jsonb, submitted_by FROM sagas WHERE saga_id = $1",
+                    2, params, &res, &err);
     gw_pool_put(gw->pool, pg);
     free(def);
     if (rc < 0) {
         gw_db_problem(ans, &err);
         return -1;
     }
-    rc = sg_pg_res_rows(res) == 0 ? 0 : strcmp(sg_pg_res_get(res, 0, 0), "t") == 0 ? 1 : 2;
+    /* Another's saga is a conflict whatever its definition: whether a
+     * guessed definition matches is not the caller's to learn. */
+    rc = sg_pg_res_rows(res) == 0                     ? 0
+         : !may_read(c, sg_pg_res_get(res, 0, 1))     ? 2
+         : strcmp(sg_pg_res_get(res, 0, 0), "t") == 0 ? 1
+                                                      : 2;
     sg_pg_res_destroy(res);
     return rc;
 }
@@ -659,7 +686,7 @@ void gw_sagas_submit(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const g
         gw_json(ans, 200, doc);
         goto out;
     }
-    if ((same = existing(gw, sub.saga_id, sub.doc, ans)) < 0)
+    if ((same = existing(gw, c, sub.saga_id, sub.doc, ans)) < 0)
         goto out;
     if (same == 1) {
         accepted(ans, 200, sub.saga_id, NULL, "exists");

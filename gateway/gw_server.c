@@ -184,6 +184,25 @@ const gw_route_t *gw_route_find(const char *method, const char *path, char *buf,
     return found;
 }
 
+void gw_route_allow(const char *path, char *out, size_t size)
+{
+    char buf[1024];
+    gw_route_args_t args;
+    size_t n = 0;
+
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+        if (!match(routes[i].tmpl, path, buf, sizeof(buf), &args))
+            continue;
+        n += (size_t)snprintf(out + n, n < size ? size - n : 0, "%s%s", n ? ", " : "",
+                              routes[i].method);
+        if (strcmp(routes[i].method, "GET") == 0)
+            n += (size_t)snprintf(out + n, n < size ? size - n : 0, ", HEAD");
+    }
+    snprintf(out + (n < size ? n : size - 1), n < size ? size - n : 1, "%s",
+             n ? ", OPTIONS" : "OPTIONS");
+}
+
 const char *gw_route_template(const gw_route_t *route)
 {
     return route->tmpl;
@@ -240,13 +259,19 @@ static void handle(void *opaque, sg_http_req_t *req, sg_http_answer_t *ans)
     const char *label;
     int retry_after;
 
-    if (strcmp(method, "GET") == 0 &&
-        (strcmp(path, "/healthz") == 0 || strcmp(path, "/readyz") == 0 ||
-         strcmp(path, "/metrics") == 0)) {
-        health(gw, path, ans);
+    if (strcmp(path, "/healthz") == 0 || strcmp(path, "/readyz") == 0 ||
+        strcmp(path, "/metrics") == 0) {
+        if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
+            health(gw, path, ans);
+        else {
+            plain(ans, 405, "only GET and HEAD\n");
+            sg_http_answer_header(ans, "Allow", "GET, HEAD");
+        }
         return;
     }
-    route = gw_route_find(method, path, buf, sizeof(buf), &args, &path_known);
+    /* HEAD is GET without the body (libmicrohttpd sends none). */
+    route = gw_route_find(strcmp(method, "HEAD") == 0 ? "GET" : method, path, buf, sizeof(buf),
+                          &args, &path_known);
     label = route ? route->tmpl : path_known ? "(method)" : "(unknown)";
     if (origin && !origin_allowed(gw, origin)) {
         /* A browser page of another site: no credential it could carry
@@ -255,8 +280,25 @@ static void handle(void *opaque, sg_http_req_t *req, sg_http_answer_t *ans)
                    "this Origin may not call the API: add it to gateway.allowed_origins if a "
                    "console there should",
                    NULL);
+    } else if (strcmp(method, "OPTIONS") == 0 && path_known) {
+        /* A browser's preflight (CORS) from an allowed origin, or a
+         * client asking what the path takes. */
+        char allow[64];
+        gw_route_allow(path, allow, sizeof(allow));
+        ans->status = 204;
+        sg_http_answer_header(ans, "Allow", allow);
+        if (origin) {
+            sg_http_answer_header(ans, "Access-Control-Allow-Methods", allow);
+            sg_http_answer_header(ans, "Access-Control-Allow-Headers",
+                                  "Authorization, Content-Type, Idempotency-Key, "
+                                  "If-None-Match, Last-Event-ID");
+            sg_http_answer_header(ans, "Access-Control-Max-Age", "600");
+        }
     } else if (!route && path_known) {
-        gw_problem(ans, 405, "this path does not take that method", NULL);
+        char allow[64];
+        gw_route_allow(path, allow, sizeof(allow));
+        gw_problem(ans, 405, "this path does not take that method: see Allow", NULL);
+        sg_http_answer_header(ans, "Allow", allow);
     } else if (!route) {
         gw_problem(ans, 404, "no such route: the API is under /v1 (schemas/openapi.yaml)", NULL);
     } else if (gw_authenticate(gw, req, &caller, detail, sizeof(detail)) < 0) {
@@ -273,6 +315,8 @@ static void handle(void *opaque, sg_http_req_t *req, sg_http_answer_t *ans)
     }
     if (origin && origin_allowed(gw, origin)) {
         sg_http_answer_header(ans, "Access-Control-Allow-Origin", origin);
+        sg_http_answer_header(ans, "Access-Control-Expose-Headers",
+                              "Location, ETag, Link, Retry-After");
         sg_http_answer_header(ans, "Vary", "Origin");
     }
     {

@@ -333,6 +333,16 @@ Test(gateway, refusals_name_the_field_and_the_rule)
     sgt_res_free(&r);
     r = call("viewer", "DELETE", "/v1/sagas", NULL, NULL);
     cr_assert_eq(r.status, 405);
+    cr_assert_str_eq(sgt_res_header(&r, "Allow"), "POST, GET, HEAD, OPTIONS");
+    sgt_res_free(&r);
+    r = call(NULL, "POST", "/healthz", NULL, NULL);
+    cr_assert_eq(r.status, 405, "%ld", r.status);
+    sgt_res_free(&r);
+    /* a browser's preflight from an allowed origin, before any token */
+    r = call(NULL, "OPTIONS", "/v1/sagas", NULL, "Origin: https://console.example");
+    cr_assert_eq(r.status, 204, "%ld %s", r.status, r.body);
+    cr_assert_str_eq(sgt_res_header(&r, "Access-Control-Allow-Origin"), "https://console.example");
+    cr_assert_not_null(strstr(sgt_res_header(&r, "Access-Control-Allow-Headers"), "Authorization"));
     sgt_res_free(&r);
     r = call("viewer", "GET", "/v1/errors/tool.http.503", NULL, NULL);
     cr_assert_eq(r.status, 200);
@@ -406,17 +416,26 @@ Test(gateway, a_submitter_reads_only_its_own_sagas)
     cr_assert_eq(r.status, 200);
     cr_assert_null(strstr(r.body, "gw-own"), "%s", r.body);
     sgt_res_free(&r);
+    /* another's saga id: a conflict, whether or not the body matches */
+    r = call("other", "POST", "/v1/sagas", body, NULL);
+    cr_assert_eq(r.status, 409, "another's saga with the same body: %ld %s", r.status, r.body);
+    sgt_res_free(&r);
     r = call("other", "POST", "/v1/sagas/gw-own/cancel", "{\"reason\": \"x\"}", NULL);
     cr_assert_eq(r.status, 404, "%ld %s", r.status, r.body);
     sgt_res_free(&r);
     r = call("viewer", "GET", "/v1/sagas/gw-own", NULL, NULL);
     cr_assert_eq(r.status, 200);
     {
-        char inm[128];
-        snprintf(inm, sizeof(inm), "If-None-Match: %s", sgt_res_header(&r, "ETag"));
+        char inm[160], etag[64];
+        snprintf(etag, sizeof(etag), "%s", sgt_res_header(&r, "ETag"));
+        snprintf(inm, sizeof(inm), "If-None-Match: %s", etag);
         sgt_res_free(&r);
         r = call("viewer", "GET", "/v1/sagas/gw-own", NULL, inm);
         cr_assert_eq(r.status, 304, "an unchanged saga again: %ld", r.status);
+        sgt_res_free(&r);
+        snprintf(inm, sizeof(inm), "If-None-Match: \"0.0\", W/%s", etag);
+        r = call("viewer", "GET", "/v1/sagas/gw-own", NULL, inm);
+        cr_assert_eq(r.status, 304, "a weak tag in a list: %ld", r.status);
         sgt_res_free(&r);
     }
     r = call("viewer", "GET", "/v1/sagas?limit=10", NULL, NULL);

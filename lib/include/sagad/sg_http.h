@@ -44,7 +44,7 @@ typedef struct sg_http_req_s sg_http_req_t;
  * (Server-Sent Events) sets read instead of body: it is called with room
  * for max bytes and returns how many it wrote (it may block, it holds only
  * its own connection), or -1 at the end; done frees its opaque. */
-#define SG_HTTP_MAX_HEADERS 8
+#define SG_HTTP_MAX_HEADERS 12
 typedef struct sg_http_answer_s {
     unsigned status;
     const char *type; /* Content-Type; NULL: application/json */
