@@ -315,7 +315,7 @@ checks+=,ignored_auth,unsupported_method,missing_required_header
 baseline=(--baseline tests/api/known-findings.json)
 [ -z "${SAGAD_TEST_API_BASELINE_UPDATE:-}" ] || baseline+=(--baseline-update)
 rc=0
-SAGAD_TEST_API_WORK=$work timeout 600 "$venv/bin/schemathesis" \
+SAGAD_TEST_API_WORK=$work timeout 240 "$venv/bin/schemathesis" \
     --config-file tests/api/schemathesis.toml run schemas/openapi.yaml --url "$base" \
     -H "Authorization: Bearer $SAGAD_TEST_API_TOKEN_ADMIN" --checks "$checks" \
     --phases examples,coverage,fuzzing,stateful "${baseline[@]}" \
