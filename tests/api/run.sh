@@ -291,7 +291,10 @@ fi
 # ---- the hand-written checks ---------------------------------------------------------
 
 echo "== api: tests/api/test_gateway.py, tests/api/test_known_bugs.py"
-"$py" -m pytest -q -rx -p no:cacheprovider tests/api/test_gateway.py tests/api/test_known_bugs.py
+# Schemathesis runs whatever pytest found, so one run reports both.
+pytest_rc=0
+"$py" -m pytest -q -rx -p no:cacheprovider tests/api/test_gateway.py tests/api/test_known_bugs.py ||
+    pytest_rc=$?
 
 # ---- Schemathesis -------------------------------------------------------------------
 
@@ -342,6 +345,8 @@ EOF
 # The count a person quotes: the test cases Schemathesis generated and ran.
 cases=$(grep -A1 '^Test cases:' "$work/schemathesis.log" | tail -n 1 | sed 's/^ *//')
 echo "api: Schemathesis ran ${cases:-(no count found)}"
-[ $rc = 0 ] || { echo "api: Schemathesis found problems (exit $rc): see above" >&2; exit 1; }
+[ $rc = 0 ] || echo "api: Schemathesis found problems (exit $rc): see above" >&2
+[ $pytest_rc = 0 ] || echo "api: tests/api/test_*.py failed (exit $pytest_rc): see above" >&2
+[ $rc = 0 ] && [ $pytest_rc = 0 ] || exit 1
 stop_all
 failed=0

@@ -133,6 +133,18 @@ def test_submit_wait_read():
               headers={"If-None-Match": r.headers["ETag"]})
     assert r2.status_code == 304 and r2.headers["ETag"] == r.headers["ETag"]
 
+    # Its events: every one, in seq order, the stream ending after the
+    # last; Last-Event-ID resumes after the event it names.
+    r = call("GET", saga["links"]["events"], "submitter", op="GET /v1/sagas/{id}/events")
+    assert r.headers["Content-Type"] == "text/event-stream"
+    ids = [int(line[4:]) for line in r.text.splitlines() if line.startswith("id: ")]
+    types = [line[7:] for line in r.text.splitlines() if line.startswith("event: ")]
+    assert ids == list(range(1, env["seq"] + 1)) and types[-1] == "saga.completed", r.text
+    r = call("GET", saga["links"]["events"], "submitter", op="GET /v1/sagas/{id}/events",
+             headers={"Last-Event-ID": str(ids[-2])})
+    assert [line for line in r.text.splitlines() if line.startswith("id: ")] == [
+        "id: %d" % ids[-1]], r.text
+
     # The same key again is the same saga; the same saga_id with another
     # definition is a conflict.
     r = call("POST", "/v1/sagas", "submitter", op="POST /v1/sagas", json=CHECKOUT,
