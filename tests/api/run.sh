@@ -4,8 +4,9 @@
 #
 #   tests/api/run.sh [--hold] [BINDIR]          (BINDIR: bin by default)
 #
-# 1. tests/api/spec_check.py: the document is valid OpenAPI 3.1, holds the
-#    saga.start schema as it is, and names every route the gateway serves.
+# 1. tests/api/spec_check.py: the document is valid OpenAPI 3.1, carries
+#    the message schemas of schemas/ as they are, and names exactly the
+#    routes the gateway serves.
 # 2. A stack of its own: a database (migrated), topics with unique names,
 #    a keyring whose principal `gateway` has the delegate role, a users file
 #    (admin, reader, submitter, approver), a registry of builtin tools (one
@@ -13,14 +14,17 @@
 #    waiting for an approval so the approvers' inbox is not empty.
 # 3. tests/api/test_gateway.py (pytest): what a generator does not try -
 #    401 without or with a wrong token, 403 for a reader's submission and
-#    for a foreign Origin, 413 - and one saga end to end and one approval,
-#    every answer checked against the document; tests/api/test_known_bugs.py:
-#    the gateway's open bugs a generator cannot see, as strict xfails.
+#    for a foreign Origin, 413 - and one saga end to end (envelope, ETag,
+#    events) and one approval, every answer checked against the document;
+#    tests/api/test_known_bugs.py: the gateway's open bugs a generator
+#    cannot see, as strict xfails.
 # 4. Schemathesis: every operation of the document with generated requests
-#    (examples, coverage and fuzzing phases, SAGAD_TEST_API_MAX_EXAMPLES per
-#    operation, default 50) as the admin user; a finding fails the run:
-#    a 5xx, a status, Content-Type, header or body the document does not
-#    allow for that request.
+#    (examples, coverage, fuzzing and stateful phases, at most
+#    SAGAD_TEST_API_MAX_EXAMPLES cases per operation and phase, default 50)
+#    as the admin user: a 5xx, or a status, Content-Type, header or body the
+#    document does not allow for that request, fails the run unless
+#    tests/api/known-findings.json records it as a known gateway bug.  It
+#    prints how many cases it ran, and the statuses each route answered.
 #
 # --hold: bring the stack up, write its address and tokens to
 # .run/api-hold.env and wait (^C stops it all), to try requests by hand.
@@ -29,10 +33,11 @@
 # and Kafka (SAGAD_TEST_PG_URL*, SAGAD_TEST_KAFKA).  Without them it starts
 # deploy/local's PostgreSQL and Kafka itself (their SAGAD_LOCAL_* settings
 # apply) and stops them again.  Every process it starts is stopped by pid at
-# exit, failed or not; the database is dropped, topics are left (the test
-# broker is wiped when tests/run.sh starts it).  Pythons tools: pinned in
+# exit, failed or not, and must have exited 0 with no sanitizer report; the
+# database is dropped, topics are left (the test broker is wiped when
+# tests/run.sh starts it).  Python tools: pinned in
 # tests/api/requirements.txt, installed into build/tools/api-venv when that
-# file changed.  On failure the processes' logs are printed.
+# file changed.  On failure the programs' logs are printed and kept.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
