@@ -76,7 +76,7 @@ DEB_PKGS := $(BUILD_DEB_PKGS) procps libcriterion-dev postgresql openjdk-17-jre-
             kcat clang-format python3-jsonschema python3-venv gdb clang-14 libclang-rt-14-dev zsh
 
 # The entry targets (below) install the packages before they build.
-ENTRY_GOALS := demo test bench soak up test-unit test-integration test-asan test-faults fuzz
+ENTRY_GOALS := demo test bench soak up test-unit test-integration test-asan test-faults fuzz test-api
 
 # A build without its packages stops here, naming the Debian packages and
 # what to type, not later with a compiler's "cJSON.h: No such file".  The
@@ -102,7 +102,7 @@ endif
 
 
 .PHONY: docs docs-check bench soak schemas-check structure-check image-check k8s-check fuzz fuzz-build
-.PHONY: all help deps deps-build up down demo demo-stop test test-unit test-integration test-asan test-faults tests \
+.PHONY: all help deps deps-build up down demo demo-stop test test-unit test-integration test-asan test-faults test-api tests \
         format format-check clean
 
 all: $(LIBSAGAD) $(PROGS)
@@ -116,6 +116,7 @@ help:
 	@echo "make test       unit + integration tests, then again under ASan/UBSan, the docs, schema, image and k8s checks, then the fault suite"
 	@echo "make test-asan  only the sanitizer run"
 	@echo "make test-faults  relay under broker and PostgreSQL restarts (private services)"
+	@echo "make test-api   the gateway's API against schemas/openapi.yaml (Schemathesis; make test runs it too)"
 	@echo "make fuzz       each libFuzzer target for FUZZ_SECONDS (default 180): executions/s and findings"
 	@echo "make bench      relay, worker, http-tool, dlq-tool and sagactl figures beside their raw floors"
 	@echo "make soak       sagas at a steady rate with horizons of minutes for SOAK_SECONDS (default 1200): table sizes, RSS, p99 each minute"
@@ -314,6 +315,13 @@ test-asan:
 # relay, so it runs serially on its own private Kafka and PostgreSQL.
 test-faults: all
 	tests/faults/run.sh
+
+# test-api: sagad-gateway against its contract, schemas/openapi.yaml
+# (tests/api/run.sh: a stack of its own, Schemathesis and a few hand-written
+# checks); tests/run.sh runs it after the integration tests, so make test
+# does.  Starts the local PostgreSQL and Kafka when tests/run.sh has not.
+test-api: all
+	tests/api/run.sh $(BINDIR)
 
 # bench: throughput and latency beside the raw floors (not a test).
 bench: all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_HTTP) $(BENCH_DLQ) $(BENCH_FLOOD) $(BENCH_CTL) $(BENCH_SIGN)

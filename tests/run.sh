@@ -82,3 +82,16 @@ for b in "$@"; do
     echo "== integration tests ($b)"
     SAGAD_TEST_BIN_DIR=$(bindir_of "$b") run_criterion "$b/tests/integration-tests"
 done
+
+# ---- the gateway's HTTP API against schemas/openapi.yaml ---------------------
+# tests/api/run.sh (Schemathesis and a few hand-written checks, on a stack
+# of its own over the services above): once, with the first build that is
+# not a sanitizer build.
+for b in "$@"; do
+    case $b in
+    */asan) continue ;;
+    esac
+    echo "== API contract tests ($b)"
+    tests/api/run.sh "$(bindir_of "$b")"
+    break
+done
