@@ -10,6 +10,7 @@
  * gateway.wait_max_ms (reconnect to go on).  Streams are few by design
  * (each holds a Kafka reader): at most STREAMS_MAX at once per replica;
  * a program that only needs the outcome long-polls /wait instead. */
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -211,9 +212,17 @@ void gw_sagas_events(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const g
     s->last_seq = 0;
     if (last) {
         char *end;
-        long long v = strtoll(last, &end, 10);
-        if (*last && !*end && v >= 0)
-            s->last_seq = v;
+        long long v;
+        errno = 0;
+        v = strtoll(last, &end, 10);
+        if (*last < '0' || *last > '9' || *end || errno) {
+            free(s);
+            atomic_fetch_sub(&streams, 1);
+            gw_problem(ans, 400, "Last-Event-ID (or after_seq): the seq of the last event read",
+                       NULL);
+            return;
+        }
+        s->last_seq = v;
     }
     s->deadline = sg_run_now_ms() + (uint64_t)gw->wait_max_ms;
     s->last_write = sg_run_now_ms();

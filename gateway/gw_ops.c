@@ -19,13 +19,15 @@ static const char approvals_sql[] =
     " st.tool "
     "FROM steps st JOIN sagas s ON s.saga_id = st.saga_id "
     "WHERE st.status = 'awaiting_approval' AND s.submitted_by IS DISTINCT FROM $1 "
+    " AND ($4::text[] IS NULL OR st.tool = ANY($4::text[])) "
     "ORDER BY st.updated_at, st.saga_id, st.idx LIMIT $2::int";
 
 void gw_ops_approvals(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
                       sg_http_answer_t *ans)
 {
     char tmo[24];
-    const char *params[] = {c->user->name, "1000", tmo};
+    sg_pg_buf_t tools = {0};
+    const char *params[] = {c->user->name, "1000", tmo, NULL};
     sg_json_t *doc, *items;
     sg_pg_res_t *res = NULL;
     sg_err_t err;
@@ -44,7 +46,13 @@ void gw_ops_approvals(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const 
         gw_db_problem(ans, &err);
         return;
     }
-    rc = sg_pg_exec(pg, approvals_sql, 3, params, &res, &err);
+    if (c->user->approve_tools) {
+        sg_pg_array_literal(&tools, (const char *const *)c->user->approve_tools,
+                            c->user->napprove_tools);
+        params[3] = tools.data;
+    }
+    rc = sg_pg_exec(pg, approvals_sql, 4, params, &res, &err);
+    sg_pg_buf_free(&tools);
     gw_pool_put(gw->pool, pg);
     if (rc < 0) {
         gw_db_problem(ans, &err);

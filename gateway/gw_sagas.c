@@ -5,9 +5,11 @@
  * status ok | partial | error | timeout | cancelled once it ended,
  * running or awaiting_approval before; each step's outcome; run_health;
  * the failure that stopped it with its agent_action; the output. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "gw.h"
@@ -220,13 +222,17 @@ void gw_sagas_get(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_r
     sg_pg_res_destroy(res);
 }
 
-/* "30s", "500ms", "2m" or plain seconds. */
+/* "30s", "500ms", "2m" or plain seconds: digits first, no sign or space. */
 static bool parse_duration_ms(const char *s, int64_t *ms)
 {
     char *end;
-    long long n = strtoll(s, &end, 10);
+    long long n;
 
-    if (end == s || n < 0 || n > 86400000LL)
+    if (!s || *s < '0' || *s > '9')
+        return false;
+    errno = 0;
+    n = strtoll(s, &end, 10);
+    if (errno || n > 86400000LL)
         return false;
     if (strcmp(end, "ms") == 0)
         *ms = n;
@@ -239,15 +245,17 @@ static bool parse_duration_ms(const char *s, int64_t *ms)
     return true;
 }
 
+/* A whole number, 0 or more, digits only, within int64. */
 static bool parse_i64(const char *s, int64_t *out)
 {
     char *end;
     long long v;
 
-    if (!s || !*s)
+    if (!s || *s < '0' || *s > '9')
         return false;
+    errno = 0;
     v = strtoll(s, &end, 10);
-    if (*end || v < 0)
+    if (*end || errno)
         return false;
     *out = v;
     return true;
@@ -654,6 +662,18 @@ void gw_submission_free(gw_submission_t *sub)
     memset(sub, 0, sizeof(*sub));
 }
 
+/* Content-Type names JSON: application/json, any case, parameters
+ * (charset) allowed. */
+static bool json_media_type(const char *ctype)
+{
+    size_t n = strlen("application/json");
+
+    while (*ctype == ' ')
+        ctype++;
+    return strncasecmp(ctype, "application/json", n) == 0 &&
+           (ctype[n] == '\0' || ctype[n] == ';' || ctype[n] == ' ');
+}
+
 void gw_sagas_submit(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
                      sg_http_answer_t *ans)
 {
@@ -669,7 +689,7 @@ void gw_sagas_submit(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const g
         gw_problem(ans, 403, "submitting needs the submitter role (gateway.users)", NULL);
         return;
     }
-    if (ctype && strncmp(ctype, "application/json", 16) != 0) {
+    if (ctype && !json_media_type(ctype)) {
         gw_problem(ans, 415, "Content-Type: application/json", NULL);
         return;
     }
@@ -816,9 +836,14 @@ static sg_json_t *control_body(gw_t *gw, sg_http_req_t *req, const char **reason
     sg_json_t *doc;
     sg_err_t err;
 
-    if (!(doc = sg_json_parse(body ? body : "", len, &gw->lim, &err)) || !sg_json_is_object(doc)) {
+    if (!(doc = sg_json_parse(body ? body : "", len, &gw->lim, &err))) {
+        one_problem(ans, 400, err.code, "$", err.message);
+        return NULL;
+    }
+    if (!sg_json_is_object(doc)) {
         sg_json_destroy(doc);
-        one_problem(ans, 400, "input.json.malformed", "$", "a JSON object {\"reason\": \"...\"}");
+        one_problem(ans, 400, "input.schema.type", "$",
+                    "type: expected object {\"reason\": \"...\"}");
         return NULL;
     }
     *reason = sg_json_string(sg_json_member(doc, "reason"));

@@ -137,7 +137,9 @@ static bool match(const char *tmpl, const char *path, char *buf, size_t size, gw
     const char *t = tmpl;
 
     memset(args, 0, sizeof(*args));
-    if (strlen(path) >= size)
+    /* An empty segment ("//", a trailing "/") is no route's: strtok_r
+     * below would skip it. */
+    if (strlen(path) >= size || strstr(path, "//") || (path[0] && path[strlen(path) - 1] == '/'))
         return false;
     strcpy(buf, path);
     seg = strtok_r(buf, "/", &save);

@@ -63,7 +63,7 @@ def embedded_components():
 def gateway_routes():
     """(METHOD, path with parameters as {}) of the gateway's table and probes."""
     text = ROUTES_C.read_text()
-    table = re.search(r"static const route_t routes\[\] = \{(.*?)\n\};", text, re.S)
+    table = re.search(r"static const (?:gw_)?route_t routes\[\] = \{(.*?)\n\};", text, re.S)
     if not table:
         sys.exit("spec_check: cannot find the routes[] table in %s" % ROUTES_C)
     routes = set()

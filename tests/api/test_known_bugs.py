@@ -1,7 +1,7 @@
-"""The gateway's known bugs that the generator cannot see, one test each of
-what a client needs, marked xfail(strict=True): they pass while the bug is
-there, and fail once it is fixed, so whoever fixes one removes its marker
-(and the test then guards the fix).  The bugs Schemathesis finds are in
+"""The gateway's bugs that the generator cannot see, one test each of what a
+client needs.  One still open is marked xfail(strict=True): it passes while
+the bug is there and fails once it is fixed, so whoever fixes one removes
+its marker (and the test then guards the fix).  The bugs Schemathesis finds are in
 tests/api/known-findings.json instead."""
 import uuid
 
@@ -14,9 +14,6 @@ def known_bug(why):
     return pytest.mark.xfail(strict=True, reason="gateway bug: " + why)
 
 
-@known_bug("gw_ops.c gw_ops_tools looks up kind, effect and args_schema in the registry's "
-           "JSON, whose members are adapter, side_effect and args: a client never sees a "
-           "tool's side effect nor its args schema")
 def test_tools_show_side_effect_and_args_schema():
     items = call("GET", "/v1/tools", op="GET /v1/tools").json()["items"]
     tool = next(t for t in items if t["name"] == "inventory.reserve")
@@ -24,9 +21,6 @@ def test_tools_show_side_effect_and_args_schema():
     assert "required" in tool.get("args", tool.get("args_schema", {})), tool
 
 
-@known_bug("gw_server.c answers every OPTIONS with 405 and no Access-Control-Allow-* "
-           "headers, so a browser at an origin of gateway.allowed_origins never sends its "
-           "Authorization header: the setting cannot work")
 def test_cors_preflight_of_an_allowed_origin():
     r = call("OPTIONS", "/v1/sagas", user=None, headers={
         "Origin": "https://console.example", "Access-Control-Request-Method": "POST",
@@ -37,9 +31,6 @@ def test_cors_preflight_of_an_allowed_origin():
     assert "authorization" in r.headers.get("Access-Control-Allow-Headers", "").lower()
 
 
-@known_bug("gw_sagas.c gw_sagas_submit (existing()) compares the definition whoever "
-           "submitted the saga: another user's saga_id answers 200 exists (a saga the caller "
-           "then cannot read: 404) or 409, telling whether a guessed definition matches")
 def test_another_users_saga_id_is_not_yours():
     saga = {"v": 1, "type": "saga.start", "saga_id": "api-" + uuid.uuid4().hex, "name": "x",
             "steps": [{"name": "a", "tool": "noop"}]}
@@ -53,9 +44,6 @@ def test_another_users_saga_id_is_not_yours():
 
 
 @pytest.mark.parametrize("form", ["weak", "list"])
-@known_bug("gw_sagas.c gw_sagas_get compares If-None-Match to the ETag as one exact "
-           "string: a weak tag (W/\"...\") or a list of tags answers 200, not 304 "
-           "(RFC 9110 13.1.2)")
 def test_if_none_match_weak_and_list(form):
     saga = call("POST", "/v1/sagas", "admin", json={
         "v": 1, "type": "saga.start", "name": "x",
