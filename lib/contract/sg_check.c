@@ -102,4 +102,3 @@ sg_json_t *sg_problems_json(const sg_problem_t *v, size_t n)
     }
     return arr;
 }
-
