@@ -826,3 +826,74 @@ void sg_json_add_null(sg_json_t *obj, const char *key)
 {
     oom_check(cJSON_AddNullToObject(obj, key));
 }
+
+/* ---- documents of sagad's own database --------------------------------- */
+
+/* The next number token of buf at or after *pos, outside strings (buf is
+ * valid JSON, so a digit or a minus outside a string starts one): its start
+ * and length; *pos moves past it.  false when none is left. */
+static bool next_number(const char *buf, size_t len, size_t *pos, size_t *start, size_t *n)
+{
+    for (size_t i = *pos; i < len; i++) {
+        if (buf[i] == '"') {
+            for (i++; i < len && buf[i] != '"'; i++)
+                if (buf[i] == '\\')
+                    i++;
+        } else if (buf[i] == '-' || (buf[i] >= '0' && buf[i] <= '9')) {
+            *start = i;
+            *n = number_len(buf, len, i);
+            *pos = i + *n;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Numbers come in the document's order both in buf and in a depth-first
+ * walk of the tree (cJSON keeps members and items in order), so the k-th
+ * number node is the k-th number token.  One that would not print back as
+ * it came becomes a raw node holding the token. */
+static void keep_exact(cJSON *node, const char *buf, size_t len, size_t *pos)
+{
+    size_t start, n;
+
+    if (!cJSON_IsNumber(node)) {
+        for (cJSON *c = node->child; c; c = c->next)
+            keep_exact(c, buf, len, pos);
+        return;
+    }
+    if (!next_number(buf, len, pos, &start, &n))
+        return;
+    if (number_altered(node) || number_underflows(buf + start, n)) {
+        char *text = cJSON_malloc(n + 1);
+
+        if (!text)
+            abort();
+        memcpy(text, buf + start, n);
+        text[n] = '\0';
+        node->type = cJSON_Raw | (node->type & ~0xFF);
+        node->valuestring = text;
+    }
+}
+
+sg_json_t *sg_json_parse_exact(const char *buf, size_t len, sg_err_t *err)
+{
+    const char *end = NULL;
+    size_t pos = 0;
+    cJSON *root;
+
+    if (!buf || !sg_utf8_valid(buf, len)) {
+        sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.utf8.invalid",
+                   "a document of the database is not UTF-8");
+        return NULL;
+    }
+    root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
+    if (!root || !end || !only_space(end, buf + len)) {
+        cJSON_Delete(root);
+        sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.json.malformed",
+                   "a document of the database is not one JSON value (%zu bytes)", len);
+        return NULL;
+    }
+    keep_exact(root, buf, len, &pos);
+    return root;
+}

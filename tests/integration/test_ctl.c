@@ -358,7 +358,7 @@ Test(ctl, submit_wait_completes_with_exit_0)
     cr_expect_eq(ctl(ARGS("status", saga)), 0, "%s", R.err);
     cr_expect(strstr(R.out, "completed") && strstr(R.out, "ctl-ok"), "%s", R.out);
     cr_expect_eq(ctl(ARGS("status", "--json", saga)), 0);
-    cr_expect(strstr(R.out, "\"status\": \"completed\""), "%s", R.out);
+    cr_expect(strstr(R.out, "\"status\":\"completed\""), "%s", R.out);
     cr_expect_eq(ctl(ARGS("status", "no-such-saga")), 1);
     cr_expect_eq(ctl(ARGS("show", saga)), 0, "%s", R.err);
     {

@@ -245,7 +245,7 @@ Test(dlq, dry_run_changes_no_row_and_sends_nothing)
     cr_expect(strstr(R.out, "would replay") && strstr(R.out, "generation 2"), "%s", R.out);
     cr_assert_eq(dlq(ARGS("replay", "--dry-run", "--status", "pending", "--json")), 0, "%s%s",
                  R.out, R.err);
-    cr_expect(strstr(R.out, "\"outcome\": \"would_replay\""), "%s", R.out);
+    cr_expect(strstr(R.out, "\"outcome\":\"would_replay\""), "%s", R.out);
     sgw_q_text(after, sizeof(after), "%s", fingerprint_sql);
     cr_expect_str_eq(after, before, "a dry run changes no row and queues no message");
 }
@@ -618,7 +618,7 @@ Test(dlq, show_prints_the_steps_as_they_stood_when_dead_lettered)
               "then: succeeded and failed: %s", R.out);
     cr_expect(strstr(now, "compensated") != NULL, "now: compensated by the cancel: %s", R.out);
     cr_assert_eq(dlq(ARGS("show", id, "--json")), 0, "%s%s", R.out, R.err);
-    cr_expect(strstr(R.out, "\"steps_at\": [") != NULL, "%s", R.out);
+    cr_expect(strstr(R.out, "\"steps_at\":[") != NULL, "%s", R.out);
 }
 
 Test(dlq, discard_hides_entry_from_pending_and_json_has_documented_fields)
@@ -668,7 +668,7 @@ Test(dlq, discard_hides_entry_from_pending_and_json_has_documented_fields)
     cr_expect_eq(dlq(ARGS("list", "--status", "pending")), 1, "nothing pending: exit 1");
     cr_expect(strstr(R.err, "no dead letters match"), "%s", R.err);
     cr_expect_eq(dlq(ARGS("list", "--status", "discarded", "--json")), 0);
-    cr_expect(strstr(R.out, "\"status\": \"discarded\""), "%s", R.out);
+    cr_expect(strstr(R.out, "\"status\":\"discarded\""), "%s", R.out);
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters WHERE resolved_by = 'frank' AND "
                            "resolution_reason = 'test traffic'"),
                  1, "kept, not deleted, with who and why");
@@ -1006,10 +1006,10 @@ Test(dlq, replay_reads_each_steps_effect_from_its_status_and_last_attempt)
                  R.err);
     cr_expect_str_eq(plan_steps("kept", text, sizeof(text)), "1,2,5,6", "%s", R.out);
     cr_expect_str_eq(plan_steps("repeats", text, sizeof(text)), "", "%s", R.out);
-    cr_expect(strstr(R.out, "\"key\": \"eff-1:5:f:g2\"") && strstr(R.out, "\"key\": "
-                                                                          "\"eff-1:2:f:g3\""),
+    cr_expect(strstr(R.out, "\"key\":\"eff-1:5:f:g2\"") && strstr(R.out, "\"key\":"
+                                                                         "\"eff-1:2:f:g3\""),
               "may-have-run steps keep the keys they were called with: %s", R.out);
-    cr_expect(strstr(R.out, "\"step\": 0, ") && strstr(R.out, "\"new_key\": \"eff-1:0:f:g4\""),
+    cr_expect(strstr(R.out, "\"step\":0,") && strstr(R.out, "\"new_key\":\"eff-1:0:f:g4\""),
               "the first step that runs again is step 0, under the new key: %s", R.out);
 
     cr_expect_eq(dlq(ARGS("replay", "--saga", "eff-2", "--dry-run")), 3, "%s%s", R.out, R.err);
