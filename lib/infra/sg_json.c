@@ -849,10 +849,66 @@ static bool next_number(const char *buf, size_t len, size_t *pos, size_t *start,
     return false;
 }
 
+/* The decimal value of the number token p[0..n) as its sign, its
+ * significant digits (no leading or trailing zero) and the power of ten of
+ * the last one: "1.50", "15e-1" and "0.15e1" all give +15e-1.  false when
+ * the digits do not fit in size bytes. */
+static bool decimal_of(const char *p, size_t n, char *digits, size_t size, long long *exp,
+                       bool *neg)
+{
+    size_t i = 0, k = 0;
+    long long frac = 0, e = 0;
+    bool in_frac = false;
+
+    *neg = n > 0 && p[0] == '-';
+    i = *neg;
+    for (; i < n && ((p[i] >= '0' && p[i] <= '9') || p[i] == '.'); i++) {
+        if (p[i] == '.') {
+            in_frac = true;
+            continue;
+        }
+        frac += in_frac;
+        if (k == 0 && p[i] == '0')
+            continue; /* a leading zero */
+        if (k + 1 >= size)
+            return false;
+        digits[k++] = p[i];
+    }
+    if (i < n && (p[i] == 'e' || p[i] == 'E')) {
+        char *end;
+        e = strtoll(p + i + 1, &end, 10);
+    }
+    for (; k > 0 && digits[k - 1] == '0'; k--)
+        e++;
+    digits[k] = '\0';
+    *exp = k ? e - frac : 0;
+    *neg = *neg && k > 0; /* -0 is 0 */
+    return true;
+}
+
+/* Whether cJSON would print node (parsed from the token p[0..n)) as
+ * another decimal value than the token's: a double holds about 16
+ * digits, so a longer id, an amount to the 17th digit or a value below a
+ * double's range would not go out as the database holds it. */
+static bool prints_other_value(const cJSON *node, const char *p, size_t n)
+{
+    char a[64], b[64], *text = cJSON_PrintUnformatted(node);
+    long long ea, eb;
+    bool na, nb, other;
+
+    if (!text)
+        abort();
+    other = !decimal_of(p, n, a, sizeof(a), &ea, &na) ||
+            !decimal_of(text, strlen(text), b, sizeof(b), &eb, &nb) || strcmp(a, b) != 0 ||
+            ea != eb || na != nb;
+    cJSON_free(text);
+    return other;
+}
+
 /* Numbers come in the document's order both in buf and in a depth-first
  * walk of the tree (cJSON keeps members and items in order), so the k-th
  * number node is the k-th number token.  One that would not print back as
- * it came becomes a raw node holding the token. */
+ * the same value becomes a raw node holding the token. */
 static void keep_exact(cJSON *node, const char *buf, size_t len, size_t *pos)
 {
     size_t start, n;
@@ -864,7 +920,7 @@ static void keep_exact(cJSON *node, const char *buf, size_t len, size_t *pos)
     }
     if (!next_number(buf, len, pos, &start, &n))
         return;
-    if (number_altered(node) || number_underflows(buf + start, n)) {
+    if (prints_other_value(node, buf + start, n)) {
         char *text = cJSON_malloc(n + 1);
 
         if (!text)

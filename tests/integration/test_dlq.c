@@ -1102,3 +1102,126 @@ Test(dlq, every_subcommand_has_generated_help_and_usage_errors_exit_2)
     cr_expect_eq(dlq(ARGS("replay", "1", "--reason", "x", "--rate", "fast")), 2);
     cr_expect(strstr(R.err, "--rate fast: must be N/s"), "%s", R.err);
 }
+
+/* ---- one family of command lines (issue 37 item 4) ---- */
+
+/* The first line of R.out as a JSON object (the caller destroys it). */
+static sg_json_t *first_json_line(void)
+{
+    char *nl = strchr(R.out, '\n');
+    sg_json_t *doc;
+
+    cr_assert_not_null(nl, "one JSON object per line: %s", R.out);
+    doc = sg_json_parse(R.out, (size_t)(nl - R.out), NULL, NULL);
+    cr_assert_not_null(doc, "the line parses: %s", R.out);
+    return doc;
+}
+
+/* edit --json and discard --json answer with one object each: what was
+ * saved, refused (with every problem) or left unchanged; what became of
+ * each entry. */
+Test(dlq, edit_and_discard_answer_in_json)
+{
+    char id1[32], id2[32], text[512];
+    const sg_json_t *problems;
+    sg_json_t *doc;
+
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_submit("js-1", "[{\"name\": \"a\", \"tool\": \"no.such.tool\"}]");
+    sgw_submit("js-2", "[{\"name\": \"a\", \"tool\": \"no.such.tool\"}]");
+    sgw_wait_int(2, "SELECT count(*) FROM dead_letters");
+    sgw_pair_stop();
+    snprintf(id1, sizeof(id1), "%lld", dead_letter_of("js-1"));
+    snprintf(id2, sizeof(id2), "%lld", dead_letter_of("js-2"));
+
+    cr_assert_eq(dlq(ARGS("edit", id1, "--set", "steps[0].tool=still.unknown", "--json")), 3,
+                 "%s%s", R.out, R.err);
+    doc = first_json_line();
+    cr_expect_eq(sgw_jint(doc, "id"), atoll(id1));
+    cr_expect_str_eq(sgw_jstr(doc, "outcome"), "refused");
+    cr_expect_str_eq(sgw_jstr(doc, "code"), "input.schema.invalid");
+    problems = sg_json_member(doc, "problems");
+    cr_expect_geq(sg_json_array_size(problems), 1, "%s", R.out);
+    cr_expect_str_eq(sgw_jstr(sg_json_array_get(problems, 0), "path"), "$.steps[0].tool", "%s",
+                     R.out);
+    sg_json_destroy(doc);
+    cr_expect(strstr(R.err, "refused, nothing saved"), "%s", R.err);
+
+    cr_assert_eq(dlq(ARGS("edit", id1, "--set", "steps[0].name=a", "--json")), 0, "%s", R.err);
+    doc = first_json_line();
+    cr_expect_str_eq(sgw_jstr(doc, "outcome"), "unchanged", "%s", R.out);
+    sg_json_destroy(doc);
+
+    cr_assert_eq(dlq(ARGS("--json", "edit", id1, "--set", "steps[0].tool=noop", "--reason", "typo",
+                          "--by", "erin")),
+                 0, "%s", R.err);
+    doc = first_json_line();
+    cr_expect_str_eq(sgw_jstr(doc, "outcome"), "saved", "%s", R.out);
+    cr_expect_eq(sgw_jint(doc, "revision"), 1, "%s", R.out);
+    cr_expect_str_eq(
+        sgw_jstr(sg_json_array_get(sg_json_member(sg_json_member(doc, "payload"), "steps"), 0),
+                 "tool"),
+        "noop", "the saved payload, as an object: %s", R.out);
+    sg_json_destroy(doc);
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT operator || '|' || reason FROM dead_letter_revisions "
+                                "WHERE dead_letter_id = %s",
+                                id1),
+                     "erin|typo");
+
+    cr_assert_eq(dlq(ARGS("discard", id1, id2, "--reason", "test traffic", "--json")), 0, "%s",
+                 R.err);
+    {
+        char *second = strchr(R.out, '\n');
+        sg_json_t *b;
+        doc = first_json_line();
+        cr_assert_not_null(second);
+        b = sg_json_parse(second + 1, strcspn(second + 1, "\n"), NULL, NULL);
+        cr_assert_not_null(b, "a second line: %s", R.out);
+        cr_expect_eq(sgw_jint(doc, "id"), atoll(id1));
+        cr_expect_eq(sgw_jint(b, "id"), atoll(id2));
+        cr_expect_str_eq(sgw_jstr(doc, "outcome"), "discarded", "%s", R.out);
+        cr_expect_str_eq(sgw_jstr(b, "outcome"), "discarded", "%s", R.out);
+        cr_expect(sg_json_member(doc, "released") != NULL, "%s", R.out);
+        sg_json_destroy(b);
+        sg_json_destroy(doc);
+    }
+    cr_expect_eq(dlq(ARGS("discard", id1, "--reason", "again", "--json")), 3, "%s", R.err);
+    doc = first_json_line();
+    cr_expect_str_eq(sgw_jstr(doc, "outcome"), "refused", "%s", R.out);
+    sg_json_destroy(doc);
+}
+
+/* --by names who acts; --operator, its old name, still works (and says it
+ * is deprecated), for replay, edit and discard alike. */
+Test(dlq, operator_is_a_deprecated_alias_of_by)
+{
+    char id[32], id2[32], text[256];
+
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_submit("by-1", "[{\"name\": \"a\", \"tool\": \"no.such.tool\"}]");
+    sgw_submit("by-2", "[{\"name\": \"a\", \"tool\": \"no.such.tool\"}]");
+    sgw_wait_int(2, "SELECT count(*) FROM dead_letters");
+    sgw_pair_stop();
+    snprintf(id, sizeof(id), "%lld", dead_letter_of("by-1"));
+    snprintf(id2, sizeof(id2), "%lld", dead_letter_of("by-2"));
+    cr_assert_eq(dlq(ARGS("edit", id, "--set", "steps[0].tool=noop", "--operator", "olga")), 0,
+                 "%s", R.err);
+    cr_expect(strstr(R.err, "--operator is deprecated, use --by"), "%s", R.err);
+    cr_assert_eq(dlq(ARGS("replay", id, "--reason", "fixed", "--operator", "olga")), 0, "%s",
+                 R.err);
+    cr_expect(strstr(R.err, "--operator is deprecated, use --by"), "%s", R.err);
+    cr_assert_eq(dlq(ARGS("replay", id, "--reason", "again", "--force", "--by", "bert")), 0, "%s",
+                 R.err);
+    cr_expect(strstr(R.err, "deprecated") == NULL, "%s", R.err);
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT (SELECT string_agg(operator, ',' ORDER BY id) FROM "
+                                "replays) || '|' || (SELECT operator FROM dead_letter_revisions)"),
+                     "olga,bert|olga", "who replayed and who edited, by either name");
+    cr_assert_eq(dlq(ARGS("discard", id2, "--reason", "noise", "--operator", "olga")), 0, "%s",
+                 R.err);
+    cr_expect_eq(
+        sgw_q_int("SELECT count(*) FROM dead_letters WHERE saga_id = 'by-2' AND resolved_by = "
+                  "'olga'"),
+        1);
+}
