@@ -9,7 +9,6 @@
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_saga_query.h"
 #include "sagad/sg_table.h"
-#include "sagad/sg_text.h"
 #include "sagad/sg_timeline.h"
 
 /* "2/3": steps succeeded of all. */
@@ -202,12 +201,8 @@ int ctl_cmd_list(sg_cli_t *cli, int argc, char **argv)
                 sg_cmd_print_json(r);
         else
             list_table(rows);
-        if (more) {
-            const sg_json_t *last = sg_json_array_get(rows, sg_json_array_size(rows) - 1);
-            char *id = sg_text_visible(sg_json_string(sg_json_member(last, "saga_id")), false);
-            fprintf(stderr, "more: add --before %s for the next page\n", id);
-            free(id);
-        }
+        if (more)
+            sg_cmd_more(rows, "saga_id");
     }
     sg_json_destroy(rows);
     return ctl_close(&c, rc);

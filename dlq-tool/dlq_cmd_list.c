@@ -73,10 +73,7 @@ int dlq_cmd_list(sg_cli_t *cli, int argc, char **argv)
     if (sg_dlq_list(d.pg, &f, &rows, &more, &err) < 0) {
         rc = sg_cmd_fail(&d, "query failed", &err);
     } else if (!(rc = print_rows(&d, rows, list_cols)) && more) {
-        char *id = sg_table_cell(sg_json_array_get(rows, sg_json_array_size(rows) - 1), "id",
-                                 SG_CELL_TEXT);
-        fprintf(stderr, "more: add --before %s for the next page\n", id ? id : "?");
-        free(id);
+        sg_cmd_more(rows, "id");
     }
     sg_json_destroy(rows);
     return sg_cmd_close(&d, rc);

@@ -9,6 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sagad/sg_table.h"
+#include "sagad/sg_text.h"
+
 int sg_cmd_open(sg_cmd_t *c, sg_cli_t *cli, int argc, char **argv)
 {
     memset(c, 0, sizeof(*c));
@@ -148,6 +151,17 @@ const char *sg_cmd_by(const sg_cmd_t *c)
         return v;
     pw = getpwuid(getuid());
     return pw && pw->pw_name[0] ? pw->pw_name : NULL;
+}
+
+void sg_cmd_more(const sg_json_t *rows, const char *key)
+{
+    size_t n = sg_json_array_size(rows);
+    char *last = n ? sg_table_cell(sg_json_array_get(rows, n - 1), key, SG_CELL_TEXT) : NULL;
+    char *shown = sg_text_visible(last ? last : "?", false); /* a producer's id */
+
+    fprintf(stderr, "more: add --before %s for the next page\n", shown);
+    free(shown);
+    free(last);
 }
 
 void sg_cmd_print_json(const sg_json_t *doc)

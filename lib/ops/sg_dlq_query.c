@@ -113,15 +113,7 @@ static int run_filtered(sg_pg_t *pg, const sg_dlq_filter_t *f, const char *head,
         sg_pg_buf_puts(&sql, " LIMIT $");
         sg_pg_buf_puts(&sql, SG_PG_INT(sg_ops_where_param_own(&w, sg_xstrdup(SG_PG_INT(limit)))));
     }
-    if (sg_ops_rows(pg, sql.data, w.n, w.params, max, rows, more, err) < 0) {
-        const char *const fields[] = {"since", "until"};
-        const sg_ops_when_t *const whens[] = {&f->since, &f->until};
-
-        if (strcmp(err->code, "pg.data") == 0)
-            sg_ops_when_blame(pg, fields, whens, 2, err);
-        goto done;
-    }
-    rc = 0;
+    rc = sg_ops_rows_when(pg, sql.data, &w, max, &f->since, &f->until, rows, more, err);
 done:
     sg_pg_buf_free(&sql);
     sg_ops_where_free(&w);

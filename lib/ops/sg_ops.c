@@ -181,25 +181,40 @@ int sg_ops_bad(sg_err_t *err, const char *fmt, ...)
     return sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.invalid", "%s", msg);
 }
 
-int sg_ops_when_blame(sg_pg_t *pg, const char *const *fields, const sg_ops_when_t *const *whens,
-                      int n, sg_err_t *err)
+/* The first of since and until that PostgreSQL cannot read, named in err
+ * (input.schema.invalid); err untouched when both are fine. */
+static void when_blame(sg_pg_t *pg, const sg_ops_when_t *since, const sg_ops_when_t *until,
+                       sg_err_t *err)
 {
-    for (int i = 0; i < n; i++) {
+    const char *const fields[] = {"since", "until"};
+    const sg_ops_when_t *const whens[] = {since, until};
+
+    for (int i = 0; i < 2; i++) {
         const char *why;
         sg_err_t e;
 
-        if (whens[i]->kind != SG_OPS_WHEN_AT)
+        if (whens[i]->kind != SG_OPS_WHEN_AT ||
+            sg_pg_exec(pg, "SELECT $1::timestamptz", 1, &whens[i]->at, NULL, &e) == 0 ||
+            strcmp(e.code, "pg.data") != 0)
             continue;
-        if (sg_pg_exec(pg, "SELECT $1::timestamptz", 1, &whens[i]->at, NULL, &e) < 0 &&
-            strcmp(e.code, "pg.data") == 0) {
-            /* PostgreSQL's sentence alone: "invalid input syntax for ..." */
-            why = strstr(e.message, "ERROR:");
-            why = why ? why + 6 + strspn(why + 6, " ") : e.message;
-            return sg_ops_bad(err,
-                              "%s %s: not an age (500ms, 90s, 30m, 2h, 7d) nor a timestamp "
-                              "PostgreSQL reads (%.*s)",
-                              fields[i], whens[i]->at, (int)strcspn(why, "\n"), why);
-        }
+        /* PostgreSQL's sentence alone: "invalid input syntax for ..." */
+        why = strstr(e.message, "ERROR:");
+        why = why ? why + 6 + strspn(why + 6, " ") : e.message;
+        sg_ops_bad(err,
+                   "%s %s: not an age (500ms, 90s, 30m, 2h, 7d) nor a timestamp PostgreSQL "
+                   "reads (%.*s)",
+                   fields[i], whens[i]->at, (int)strcspn(why, "\n"), why);
+        return;
     }
+}
+
+int sg_ops_rows_when(sg_pg_t *pg, const char *sql, const sg_ops_where_t *w, size_t max,
+                     const sg_ops_when_t *since, const sg_ops_when_t *until, sg_json_t **rows,
+                     bool *more, sg_err_t *err)
+{
+    if (sg_ops_rows(pg, sql, w->n, w->params, max, rows, more, err) == 0)
+        return 0;
+    if (strcmp(err->code, "pg.data") == 0)
+        when_blame(pg, since, until, err);
     return -1;
 }

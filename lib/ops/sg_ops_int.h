@@ -51,11 +51,11 @@ int sg_ops_row(sg_pg_t *pg, const char *sql, int n, const char *const *params, s
  * message "FIELD VALUE: rule" (fmt makes all of it); returns -1. */
 int sg_ops_bad(sg_err_t *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* After a statement failed with pg.data while the filter had timestamps
- * (SG_OPS_WHEN_AT): asks PostgreSQL which of them it cannot read and, for
- * the first, rewrites err as input.schema.invalid naming it (field).
- * Returns -1. */
-int sg_ops_when_blame(sg_pg_t *pg, const char *const *fields, const sg_ops_when_t *const *whens,
-                      int n, sg_err_t *err);
+/* sg_ops_rows of a filter's statement with w's parameters; when it fails
+ * with pg.data and since or until is a timestamp PostgreSQL cannot read,
+ * err is rewritten as input.schema.invalid naming the first such field. */
+int sg_ops_rows_when(sg_pg_t *pg, const char *sql, const sg_ops_where_t *w, size_t max,
+                     const sg_ops_when_t *since, const sg_ops_when_t *until, sg_json_t **rows,
+                     bool *more, sg_err_t *err) __attribute__((warn_unused_result));
 
 #endif

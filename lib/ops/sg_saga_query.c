@@ -124,15 +124,7 @@ int sg_saga_list(sg_pg_t *pg, const sg_saga_filter_t *f, sg_json_t **rows, bool 
     sg_pg_buf_puts(&sql, " ORDER BY s.created_at DESC, s.saga_id DESC LIMIT $");
     sg_pg_buf_puts(&sql, SG_PG_INT(lim));
     sg_pg_buf_puts(&sql, "::int) s" SAGA_JOINS " ORDER BY s.created_at DESC, s.saga_id DESC");
-    if (sg_ops_rows(pg, sql.data, w.n, w.params, (size_t)limit, rows, more, err) < 0) {
-        const char *const fields[] = {"since", "until"};
-        const sg_ops_when_t *const whens[] = {&f->since, &f->until};
-
-        if (strcmp(err->code, "pg.data") == 0)
-            sg_ops_when_blame(pg, fields, whens, 2, err);
-        goto done;
-    }
-    rc = 0;
+    rc = sg_ops_rows_when(pg, sql.data, &w, (size_t)limit, &f->since, &f->until, rows, more, err);
 done:
     sg_pg_buf_free(&sql);
     sg_ops_where_free(&w);

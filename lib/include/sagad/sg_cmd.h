@@ -68,6 +68,10 @@ int sg_cmd_opt_when(const sg_cmd_t *c, const char *name, sg_ops_when_t *w);
  * name; NULL when none is known. */
 const char *sg_cmd_by(const sg_cmd_t *c);
 
+/* After a page of rows with a next page: which --before gives it (key:
+ * the rows' member that --before takes), on stderr. */
+void sg_cmd_more(const sg_json_t *rows, const char *key);
+
 /* doc as one line of compact JSON on stdout. */
 void sg_cmd_print_json(const sg_json_t *doc);
 
