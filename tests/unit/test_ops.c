@@ -16,7 +16,7 @@ Test(ops, durations_are_a_whole_number_and_a_unit)
         bool ok;
         int64_t ms;
     } cases[] = {
-        {"500ms", true, 500},  {"90s", true, 90000},   {"30m", true, 1800000},
+        {"500ms", true, 500},  {"90s", true, 90000},    {"30m", true, 1800000},
         {"2h", true, 7200000}, {"7d", true, 604800000}, {"0s", true, 0},
         {"", false, 0},        {"5", false, 0},         {"-5m", false, 0},
         {"+5m", false, 0},     {" 5m", false, 0},       {"1.5h", false, 0},
