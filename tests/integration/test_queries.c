@@ -104,7 +104,8 @@ Test(queries, a_reader_pages_through_sagas_and_reads_one)
 
     cr_assert_eq(sg_saga_timeline(pg, "q-1", &tl, &err), 0, "%s", err.message);
     cr_assert_not_null(tl);
-    cr_expect_geq(sg_json_array_size(sg_json_member(tl, "events")), 3, "accepted, dead letter, now");
+    cr_expect_geq(sg_json_array_size(sg_json_member(tl, "events")), 3,
+                  "accepted, dead letter, now");
     sg_json_destroy(tl);
     cr_assert_eq(sg_saga_timeline(pg, "q-9", &tl, &err), 0, "%s", err.message);
     cr_expect_not_null(tl, "a dead letter of a saga that never was has a timeline");

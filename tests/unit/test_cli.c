@@ -307,3 +307,30 @@ Test(cli, unknown_option_of_a_command_is_a_usage_error_naming_it)
     assert_contains(r.err, "dlq-tool list --help");
     cr_assert_str_eq(r.out, "");
 }
+
+/* --config FILE after the command is the global option (issue 37 item 4):
+ * the file named there is the one read. */
+Test(cli, config_after_the_command_is_read)
+{
+    run_t r = run("dlq-tool", ARGS("stats", "--config", "/nonexistent/sagad.conf"), NO_ENV);
+
+    expect_exit(&r, "dlq-tool", SG_EXIT_USAGE);
+    assert_contains(r.err, "/nonexistent/sagad.conf");
+    r = run("dlq-tool", ARGS("stats", "--config=/nonexistent/other.conf"), NO_ENV);
+    expect_exit(&r, "dlq-tool", SG_EXIT_USAGE);
+    assert_contains(r.err, "/nonexistent/other.conf");
+}
+
+/* --json, before or after the command, is refused by a command that has no
+ * JSON output, naming the option, before anything is done. */
+Test(cli, json_is_refused_by_a_command_without_json_output)
+{
+    run_t r = run("sagad-worker", ARGS("run", "--json"), NO_ENV);
+
+    expect_exit(&r, "sagad-worker", SG_EXIT_USAGE);
+    assert_contains(r.err, "sagad-worker run: --json: this command has no JSON output");
+    r = run("sagad-relay", ARGS("--json", "run"), NO_ENV);
+    expect_exit(&r, "sagad-relay", SG_EXIT_USAGE);
+    assert_contains(r.err, "sagad-relay run: --json");
+    cr_assert_str_eq(r.out, "");
+}
