@@ -360,7 +360,7 @@ char *sg_table_cell(const sg_json_t *row, const char *key, sg_cell_t cell)
 {
     char *joined = NULL;
 
-    while (*key) {
+    while (key && *key) {
         size_t n = strcspn(key, " ");
         char *part = one_cell(member_at(row, key, n), cell);
 

@@ -70,7 +70,7 @@ typedef struct sg_table_col_s {
 } sg_table_col_t;
 
 /* The text of key of row shown as cell says (caller frees); NULL when it
- * is null or absent. */
+ * is null or absent (or key is NULL: a column the caller fills). */
 char *sg_table_cell(const sg_json_t *row, const char *key, sg_cell_t cell);
 
 /* A table whose header line is the headers of cols (ending with {NULL}). */
