@@ -939,14 +939,14 @@ sg_json_t *sg_json_parse_exact(const char *buf, size_t len, sg_err_t *err)
     cJSON *root;
 
     if (!buf || !sg_utf8_valid(buf, len)) {
-        sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.utf8.invalid",
+        sg_err_set(err, SG_ERRCLASS_POISON, "input.utf8.invalid",
                    "a document of the database is not UTF-8");
         return NULL;
     }
     root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
     if (!root || !end || !only_space(end, buf + len)) {
         cJSON_Delete(root);
-        sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.json.malformed",
+        sg_err_set(err, SG_ERRCLASS_POISON, "input.json.malformed",
                    "a document of the database is not one JSON value (%zu bytes)", len);
         return NULL;
     }
