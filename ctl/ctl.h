@@ -1,5 +1,7 @@
 /* sagactl internals: one ctl_cmd_<verb>.c per command (or per family of
- * commands reading the same data), shared helpers in ctl_common.c.
+ * commands reading the same data), sagactl's own helpers in ctl_common.c;
+ * what it does as dlq-tool does (options, messages, the connection) is
+ * lib/cli's sg_cmd, and what it asks PostgreSQL lib/ops's queries.
  *
  * Exit codes: sg_cli's SG_EXIT_* (0 ok, 1 failed outcome or nothing
  * matched, 2 usage or config, 3 refused, 4 PostgreSQL or Kafka
@@ -14,6 +16,7 @@
 
 #include "sagad/sg_check.h"
 #include "sagad/sg_cli.h"
+#include "sagad/sg_cmd.h"
 #include "sagad/sg_json.h"
 #include "sagad/sg_kafka.h"
 #include "sagad/sg_pg.h"
@@ -23,16 +26,13 @@
 
 #define CTL_EXIT_TIMEOUT 124 /* as timeout(1): --wait ran out */
 
-/* What every command holds: its parsed arguments, the config (the
- * loaded one, or for offline commands one read without the checks a
- * connection needs) and, once connected, PostgreSQL. */
+/* What every command holds: its parsed arguments and, once connected,
+ * PostgreSQL (cmd), and the config (the loaded one, or for offline
+ * commands one read without the checks a connection needs). */
 typedef struct ctl_s {
-    sg_cli_t *cli;
-    sg_cli_args_t args;
+    sg_cmd_t cmd;
     const sg_config_t *cfg;
     sg_config_t *own_cfg; /* offline commands: read here, freed by ctl_close */
-    sg_pg_t *pg;
-    bool json;
 } ctl_t;
 
 /* Parses the command's arguments (and reads the config for an offline
@@ -41,25 +41,6 @@ typedef struct ctl_s {
 int ctl_open(ctl_t *c, sg_cli_t *cli, int argc, char **argv, bool connect);
 /* Frees what ctl_open made and returns rc. */
 int ctl_close(ctl_t *c, int rc);
-
-/* Prints "sagactl VERB: message" on stderr. */
-void ctl_warn(const ctl_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Runs a parameterised statement: SG_EXIT_OK, or after saying why on
- * stderr SG_EXIT_INFRA (SG_EXIT_USAGE for a value PostgreSQL refused). */
-int ctl_query(ctl_t *c, const char *sql, int n, const char *const *params, sg_pg_res_t **res)
-    __attribute__((warn_unused_result));
-
-/* The one positional argument a command takes, or NULL after saying why
- * (what names it: "saga ID", "FILE"). */
-const char *ctl_one_arg(const ctl_t *c, const char *what);
-
-/* A duration: N followed by ms, s, m, h or d ("90s", "30m", "2h").
- * false when s is not one. */
-bool ctl_duration_ms(const char *s, int64_t *ms);
-/* The duration option name (absent: def_ms); -1 after saying why. */
-int ctl_opt_duration(const ctl_t *c, const char *name, int64_t def_ms, int64_t *ms);
-/* A whole number option from 1 to max (absent: def); -1 after saying why. */
-int ctl_opt_long(const ctl_t *c, const char *name, long def, long max, long *out);
 
 /* Reads FILE, or standard input for "-", whole: at most max bytes (more
  * is refused).  NULL after saying why, with *len SIZE_MAX when the input

@@ -7,7 +7,6 @@
  * events topic for the answer to that command's id: saga.command_refused
  * (why it cannot be carried out), step.approved / step.rejected, or
  * saga.cancelling and then the saga's terminal event. */
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,20 +18,6 @@
 #include "sagad/sg_text.h"
 
 #define DEFAULT_WAIT_MS (5 * 60 * 1000)
-
-/* The operator: --by, else the login name; NULL when neither is known. */
-static const char *operator_name(const ctl_t *c)
-{
-    const char *v = sg_cli_opt(&c->args, "--by");
-    struct passwd *pw;
-
-    if (v && *v)
-        return v;
-    if ((v = getlogin()) && *v)
-        return v;
-    pw = getpwuid(getuid());
-    return pw && pw->pw_name[0] ? pw->pw_name : NULL;
-}
 
 /* The command's message (caller frees), or NULL after saying why: the
  * worker's decoder refuses it (a saga id of the wrong shape, a reason too
@@ -67,7 +52,7 @@ static char *control_message(const ctl_t *c, const char *verb, const char *saga_
     sg_submit_decode(text, strlen(text), &lim, &dec);
     sg_json_destroy(dec.doc);
     if (dec.type != SG_CMD_CANCEL && dec.type != SG_CMD_APPROVE && dec.type != SG_CMD_REJECT) {
-        ctl_warn(c, "refused, nothing sent: %s", dec.err.message);
+        sg_cmd_warn(&c->cmd, "refused, nothing sent: %s", dec.err.message);
         free(text);
         return NULL;
     }
@@ -90,7 +75,7 @@ static int answer(const ctl_t *c, const sg_json_t *ev, const char *raw, size_t l
     vis = sg_text_visible(saga_id, false);
     if (mine && strcmp(type, "saga.command_refused") == 0) {
         const char *msg = sg_json_string(sg_json_member(ev, "message"));
-        if (c->json)
+        if (c->cmd.json)
             printf("%.*s\n", (int)len, raw);
         else
             printf("saga %s: refused: %s\n", vis, msg ? msg : "?");
@@ -100,7 +85,7 @@ static int answer(const ctl_t *c, const sg_json_t *ev, const char *raw, size_t l
     }
     if (mine && (strcmp(type, "step.approved") == 0 || strcmp(type, "step.rejected") == 0)) {
         const char *name = sg_json_string(sg_json_member(ev, "step_name"));
-        if (c->json)
+        if (c->cmd.json)
             printf("%.*s\n", (int)len, raw);
         else
             printf("saga %s step %s %s\n", vis, name ? name : "?", strchr(type, '.') + 1);
@@ -109,7 +94,7 @@ static int answer(const ctl_t *c, const sg_json_t *ev, const char *raw, size_t l
         return 2;
     }
     if (mine && strcmp(type, "saga.cancelling") == 0) {
-        if (c->json)
+        if (c->cmd.json)
             printf("%.*s\n", (int)len, raw);
         else
             printf("saga %s cancelling: compensating what it did\n", vis);
@@ -118,7 +103,7 @@ static int answer(const ctl_t *c, const sg_json_t *ev, const char *raw, size_t l
         return 1;
     }
     if (accepted && ctl_event_terminal(type)) {
-        if (c->json)
+        if (c->cmd.json)
             printf("%.*s\n", (int)len, raw);
         else
             printf("saga %s %s\n", vis, strchr(type, '.') + 1);
@@ -141,7 +126,7 @@ static int wait_answer(const ctl_t *c, ctl_events_t *w, const char *saga_id, con
         int got = sg_kafka_consume(w->k, 200, &msg, &err), rc = -1;
 
         if (got < 0 && (err.fatal || sg_kafka_fatal(w->k))) {
-            ctl_warn(c, "lost %s: %s", w->topic, err.message);
+            sg_cmd_warn(&c->cmd, "lost %s: %s", w->topic, err.message);
             return SG_EXIT_INFRA;
         }
         if (got == 1) {
@@ -156,22 +141,22 @@ static int wait_answer(const ctl_t *c, ctl_events_t *w, const char *saga_id, con
             accepted = accepted || what == 1;
         }
     }
-    ctl_warn(c, "no %s within --timeout; the command stands (sagactl status %s)",
-             accepted ? "end of the cancelled saga" : "answer", saga_id);
+    sg_cmd_warn(&c->cmd, "no %s within --timeout; the command stands (sagactl status %s)",
+                accepted ? "end of the cancelled saga" : "answer", saga_id);
     return CTL_EXIT_TIMEOUT;
 }
 
 static int send_control(ctl_t *c, const char *verb, const char *saga_id, const char *step,
                         const char *by, const char *reason)
 {
-    bool wait = sg_cli_opt(&c->args, "--wait") != NULL;
+    bool wait = sg_cli_opt(&c->cmd.args, "--wait") != NULL;
     uint64_t started = sg_run_now_ms();
     ctl_events_t w = {0};
     int64_t timeout_ms;
     char id[80], *text;
     int rc;
 
-    if (ctl_opt_duration(c, "--timeout", DEFAULT_WAIT_MS, &timeout_ms) < 0)
+    if (sg_cmd_opt_duration(&c->cmd, "--timeout", DEFAULT_WAIT_MS, &timeout_ms) < 0)
         return SG_EXIT_USAGE;
     if (!(text = control_message(c, verb, saga_id, step, by, reason, id, sizeof(id))))
         return SG_EXIT_REFUSED;
@@ -179,7 +164,7 @@ static int send_control(ctl_t *c, const char *verb, const char *saga_id, const c
     if ((!wait || !(rc = ctl_events_open(c, "sagactl-wait", false, &w))) &&
         !(rc = ctl_produce_command(c, saga_id, text, strlen(text), timeout_ms))) {
         char *vis = sg_text_visible(saga_id, false);
-        if (!c->json)
+        if (!c->cmd.json)
             printf("sent saga.%s %s for saga %s to %s\n", verb, id, vis,
                    sg_config_str(c->cfg, "topic.commands"));
         fflush(stdout);
@@ -202,16 +187,16 @@ int ctl_cmd_control(sg_cli_t *cli, int argc, char **argv)
 
     if (rc)
         return ctl_close(&c, rc);
-    reason = sg_cli_opt(&c.args, "--reason");
-    if (c.args.npos != want || !reason || !*reason) {
-        ctl_warn(&c, "needs %s and --reason TEXT (try sagactl %s --help)",
-                 want == 1 ? "a saga ID" : "a saga ID, a STEP", verb);
+    reason = sg_cli_opt(&c.cmd.args, "--reason");
+    if (c.cmd.args.npos != want || !reason || !*reason) {
+        sg_cmd_warn(&c.cmd, "needs %s and --reason TEXT (try sagactl %s --help)",
+                    want == 1 ? "a saga ID" : "a saga ID, a STEP", verb);
         return ctl_close(&c, SG_EXIT_USAGE);
     }
-    if (!(by = operator_name(&c))) {
-        ctl_warn(&c, "who is asking? no --by and no login name: refused");
+    if (!(by = sg_cmd_by(&c.cmd))) {
+        sg_cmd_warn(&c.cmd, "who is asking? no --by, no $USER and no login name: refused");
         return ctl_close(&c, SG_EXIT_REFUSED);
     }
-    return ctl_close(
-        &c, send_control(&c, verb, c.args.pos[0], want == 2 ? c.args.pos[1] : NULL, by, reason));
+    return ctl_close(&c, send_control(&c, verb, c.cmd.args.pos[0],
+                                      want == 2 ? c.cmd.args.pos[1] : NULL, by, reason));
 }

@@ -19,7 +19,7 @@ static void print_entry(const ctl_t *c, const char *principal, const char *key_i
 {
     char *b64 = sg_base64(pub, SG_ED25519_PUBLIC);
 
-    if (c->json) {
+    if (c->cmd.json) {
         /* the path is the user's: escaped as JSON, not pasted in */
         sg_json_t *o = sg_json_new_object();
         char *text;
@@ -55,9 +55,9 @@ static bool name_ok(const char *s, size_t max, const char *extra)
 
 static int keys_new(ctl_t *c)
 {
-    const char *principal = sg_cli_opt(&c->args, "--principal");
-    const char *key_id = sg_cli_opt(&c->args, "--key-id");
-    const char *path = sg_cli_opt(&c->args, "--out");
+    const char *principal = sg_cli_opt(&c->cmd.args, "--principal");
+    const char *key_id = sg_cli_opt(&c->cmd.args, "--key-id");
+    const char *path = sg_cli_opt(&c->cmd.args, "--out");
     unsigned char pub[SG_ED25519_PUBLIC], priv[SG_ED25519_PRIVATE];
     char *b64;
     sg_err_t err;
@@ -67,26 +67,26 @@ static int keys_new(ctl_t *c)
     if (!key_id)
         key_id = "k1";
     if (!principal || !name_ok(principal, SG_PRINCIPAL_MAX, "._@:-")) {
-        ctl_warn(c, "--principal NAME is required: [A-Za-z0-9._@:-]{1,64}, the name the "
-                    "keyring will know it by");
+        sg_cmd_warn(&c->cmd, "--principal NAME is required: [A-Za-z0-9._@:-]{1,64}, the name the "
+                             "keyring will know it by");
         return SG_EXIT_USAGE;
     }
     if (!name_ok(key_id, SG_KEY_ID_MAX, "._-")) {
-        ctl_warn(c, "--key-id must match [A-Za-z0-9._-]{1,32}");
+        sg_cmd_warn(&c->cmd, "--key-id must match [A-Za-z0-9._-]{1,32}");
         return SG_EXIT_USAGE;
     }
     if (!path) {
-        ctl_warn(c, "--out FILE is required: where the private key goes (mode 0600)");
+        sg_cmd_warn(&c->cmd, "--out FILE is required: where the private key goes (mode 0600)");
         return SG_EXIT_USAGE;
     }
     if (sg_ed25519_keygen(pub, priv, &err) < 0) {
-        ctl_warn(c, "%s", err.message);
+        sg_cmd_warn(&c->cmd, "%s", err.message);
         return SG_EXIT_FAIL;
     }
     fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
     if (fd < 0) {
-        ctl_warn(c, "cannot create %s: %s%s", path, strerror(errno),
-                 errno == EEXIST ? " (a key is never overwritten: choose another file)" : "");
+        sg_cmd_warn(&c->cmd, "cannot create %s: %s%s", path, strerror(errno),
+                    errno == EEXIST ? " (a key is never overwritten: choose another file)" : "");
         memset(priv, 0, sizeof(priv));
         return SG_EXIT_USAGE;
     }
@@ -98,36 +98,36 @@ static int keys_new(ctl_t *c)
     memset(b64, 0, strlen(b64));
     free(b64);
     if (fclose(fp) != 0) {
-        ctl_warn(c, "cannot write %s: %s", path, strerror(errno));
+        sg_cmd_warn(&c->cmd, "cannot write %s: %s", path, strerror(errno));
         return SG_EXIT_FAIL;
     }
     print_entry(c, principal, key_id, pub, path);
-    if (!c->json)
+    if (!c->cmd.json)
         fprintf(stderr,
                 "%s: private key written to %s (keep it secret); add the line above to the "
                 "keyring's \"principals\" with the roles it needs (submit, cancel, approve)\n",
-                c->cli->prog, path);
+                c->cmd.cli->prog, path);
     return SG_EXIT_OK;
 }
 
 static int keys_show(ctl_t *c)
 {
-    const char *path = c->args.npos == 2 ? c->args.pos[1] : NULL;
+    const char *path = c->cmd.args.npos == 2 ? c->cmd.args.pos[1] : NULL;
     unsigned char pub[SG_ED25519_PUBLIC];
     char why[512];
     sg_signing_key_t k;
 
     if (!path) {
-        ctl_warn(c, "show needs the key FILE");
+        sg_cmd_warn(&c->cmd, "show needs the key FILE");
         return SG_EXIT_USAGE;
     }
     if (sg_signing_key_load(path, &k, why, sizeof(why)) < 0) {
-        ctl_warn(c, "%s", why);
+        sg_cmd_warn(&c->cmd, "%s", why);
         return SG_EXIT_USAGE;
     }
     if (sg_ed25519_public(k.priv, pub) < 0) {
         memset(&k, 0, sizeof(k));
-        ctl_warn(c, "%s: not an Ed25519 private key", path);
+        sg_cmd_warn(&c->cmd, "%s: not an Ed25519 private key", path);
         return SG_EXIT_USAGE;
     }
     memset(k.priv, 0, sizeof(k.priv));
@@ -142,12 +142,12 @@ int ctl_cmd_keys(sg_cli_t *cli, int argc, char **argv)
 
     if (rc)
         return ctl_close(&c, rc);
-    if (c.args.npos >= 1 && strcmp(c.args.pos[0], "new") == 0 && c.args.npos == 1)
+    if (c.cmd.args.npos >= 1 && strcmp(c.cmd.args.pos[0], "new") == 0 && c.cmd.args.npos == 1)
         rc = keys_new(&c);
-    else if (c.args.npos >= 1 && strcmp(c.args.pos[0], "show") == 0)
+    else if (c.cmd.args.npos >= 1 && strcmp(c.cmd.args.pos[0], "show") == 0)
         rc = keys_show(&c);
     else {
-        ctl_warn(&c, "needs new or show (try %s keys --help)", cli->prog);
+        sg_cmd_warn(&c.cmd, "needs new or show (try %s keys --help)", cli->prog);
         rc = SG_EXIT_USAGE;
     }
     return ctl_close(&c, rc);

@@ -88,7 +88,7 @@ static void print_submitted(const ctl_t *c, const submission_t *s)
 {
     const char *topic = sg_config_str(c->cfg, "topic.commands");
 
-    if (c->json) {
+    if (c->cmd.json) {
         sg_json_t *o = sg_json_new_object();
         char *t;
         sg_json_add_str(o, "saga_id", s->saga_id);
@@ -152,7 +152,7 @@ static int print_outcome(const ctl_t *c, const sg_json_t *ev, const char *raw, s
     char *sid = sg_text_visible(sg_json_string(sg_json_member(ev, "saga_id")), false);
     char detail[512] = "";
 
-    if (c->json) {
+    if (c->cmd.json) {
         printf("%.*s\n", (int)len, raw);
     } else if (strcmp(type, "saga.rejected") == 0) {
         const sg_json_t *probs = sg_json_member(ev, "problems");
@@ -220,7 +220,7 @@ static int wait_outcome(const ctl_t *c, ctl_events_t *w, const submission_t *s,
         int got = sg_kafka_consume(w->k, 200, &msg, &err);
 
         if (got < 0 && (err.fatal || sg_kafka_fatal(w->k))) {
-            ctl_warn(c, "lost %s: %s", w->topic, err.message);
+            sg_cmd_warn(&c->cmd, "lost %s: %s", w->topic, err.message);
             return SG_EXIT_INFRA;
         }
         if (got == 1) {
@@ -236,14 +236,14 @@ static int wait_outcome(const ctl_t *c, ctl_events_t *w, const submission_t *s,
                 return rc;
         }
     }
-    ctl_warn(c, "saga %s has not finished in time; it goes on (sagactl status %s)", s->saga_id,
-             s->saga_id);
+    sg_cmd_warn(&c->cmd, "saga %s has not finished in time; it goes on (sagactl status %s)",
+                s->saga_id, s->saga_id);
     return CTL_EXIT_TIMEOUT;
 }
 
 static int submit(ctl_t *c, const sg_registry_t *reg, char *text, size_t len)
 {
-    bool wait = sg_cli_opt(&c->args, "--wait") != NULL;
+    bool wait = sg_cli_opt(&c->cmd.args, "--wait") != NULL;
     uint64_t started = sg_run_now_ms();
     sg_problems_t p;
     submission_t s;
@@ -251,19 +251,20 @@ static int submit(ctl_t *c, const sg_registry_t *reg, char *text, size_t len)
     int64_t timeout_ms;
     int rc;
 
-    if (ctl_opt_duration(c, "--timeout", DEFAULT_WAIT_MS, &timeout_ms) < 0) {
+    if (sg_cmd_opt_duration(&c->cmd, "--timeout", DEFAULT_WAIT_MS, &timeout_ms) < 0) {
         free(text);
         return SG_EXIT_USAGE;
     }
     fill_ids(c, text, len, &s);
     if (ctl_check(c, s.text, s.len, reg, &p) > 0) {
-        ctl_problems_print(&p, c->json);
-        ctl_warn(c, "refused, nothing sent (%s): %zu problem%s", p.code, p.n, p.n == 1 ? "" : "s");
+        ctl_problems_print(&p, c->cmd.json);
+        sg_cmd_warn(&c->cmd, "refused, nothing sent (%s): %zu problem%s", p.code, p.n,
+                    p.n == 1 ? "" : "s");
         sg_problems_free(&p);
         free(s.text);
         return SG_EXIT_REFUSED;
     }
-    if (p.nw && !c->json)
+    if (p.nw && !c->cmd.json)
         ctl_problems_print(&p, false); /* the warnings, on stderr */
     sg_problems_free(&p);
     sg_run_trap_signals();
@@ -289,7 +290,7 @@ int ctl_cmd_submit(sg_cli_t *cli, int argc, char **argv)
 
     if (rc)
         return ctl_close(&c, rc);
-    if (!(path = ctl_one_arg(&c, "FILE (or - for standard input)")))
+    if (!(path = sg_cmd_one_arg(&c.cmd, "FILE (or - for standard input)")))
         return ctl_close(&c, SG_EXIT_USAGE);
     if (!(reg = ctl_registry(&c)))
         return ctl_close(&c, SG_EXIT_USAGE);

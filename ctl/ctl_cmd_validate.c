@@ -21,7 +21,7 @@ int ctl_cmd_validate(sg_cli_t *cli, int argc, char **argv)
 
     if (rc)
         return ctl_close(&c, rc);
-    if (!(path = ctl_one_arg(&c, "FILE (or - for standard input)")))
+    if (!(path = sg_cmd_one_arg(&c.cmd, "FILE (or - for standard input)")))
         return ctl_close(&c, SG_EXIT_USAGE);
     if (!(reg = ctl_registry(&c)))
         return ctl_close(&c, SG_EXIT_USAGE);
@@ -31,13 +31,13 @@ int ctl_cmd_validate(sg_cli_t *cli, int argc, char **argv)
         return ctl_close(&c, len == SIZE_MAX ? SG_EXIT_REFUSED : SG_EXIT_USAGE);
     }
     ctl_check(&c, text, len, reg, &p);
-    ctl_problems_print(&p, c.json);
+    ctl_problems_print(&p, c.cmd.json);
     if (p.n) {
-        ctl_warn(&c, "%s would be refused (%s): %zu problem%s",
-                 strcmp(path, "-") == 0 ? "standard input" : path, p.code, p.n,
-                 p.n == 1 ? "" : "s");
+        sg_cmd_warn(&c.cmd, "%s would be refused (%s): %zu problem%s",
+                    strcmp(path, "-") == 0 ? "standard input" : path, p.code, p.n,
+                    p.n == 1 ? "" : "s");
         rc = SG_EXIT_REFUSED;
-    } else if (!c.json) {
+    } else if (!c.cmd.json) {
         fprintf(stderr, "%s: valid against %s\n", strcmp(path, "-") == 0 ? "standard input" : path,
                 reg->path);
     }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "sagad/sg_saga_query.h"
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_kafka.h"
 #include "sagad/sg_run.h"
@@ -51,34 +52,30 @@ static seen_t *add_seen(follow_t *f, const char *saga, bool match)
  * when pg.dsn is set and reachable (asked once per saga); else false. */
 static bool named_in_pg(follow_t *f, const char *saga)
 {
-    const char *dsn = sg_config_str(f->c->cfg, "pg.dsn");
-    sg_pg_res_t *res = NULL;
-    sg_pg_opts_t opts;
+    const char *dsn = sg_config_str(f->c->cfg, "pg.dsn"), *name;
+    sg_json_t *row = NULL;
     sg_err_t err;
     bool match;
 
     if (f->no_pg)
         return false;
-    if (!f->pg) {
-        sg_pg_opts_from_config(&opts, f->c->cfg, "sagactl");
-        opts.connect_attempts = 1;
-        if (!dsn || !*dsn || !(f->pg = sg_pg_connect(&opts, &err))) {
-            ctl_warn(f->c,
-                     "sagas accepted before the watch began are not shown: their names "
-                     "are in PostgreSQL, %s",
-                     dsn && *dsn ? "which cannot be reached" : "and pg.dsn is not set");
-            f->no_pg = true;
-            return false;
-        }
-    }
-    if (sg_pg_exec(f->pg, "SELECT 1 FROM sagas WHERE saga_id = $1 AND name = $2", 2,
-                   (const char *const[]){saga, f->name}, &res, &err) < 0) {
-        ctl_warn(f->c, "cannot ask PostgreSQL for saga names: %s", err.message);
+    if (!f->pg && (!dsn || !*dsn ||
+                   !(f->pg = sg_cmd_pg_new(&f->c->cmd, f->c->cfg, SG_PG_ROLE_RUNTIME, &err)))) {
+        sg_cmd_warn(&f->c->cmd,
+                    "sagas accepted before the watch began are not shown: their names "
+                    "are in PostgreSQL, %s",
+                    dsn && *dsn ? "which cannot be reached" : "and pg.dsn is not set");
         f->no_pg = true;
         return false;
     }
-    match = sg_pg_res_rows(res) > 0;
-    sg_pg_res_destroy(res);
+    if (sg_saga_status(f->pg, saga, &row, &err) < 0) {
+        sg_cmd_warn(&f->c->cmd, "cannot ask PostgreSQL for saga names: %s", err.message);
+        f->no_pg = true;
+        return false;
+    }
+    name = sg_json_string(sg_json_member(row, "name"));
+    match = name && strcmp(name, f->name) == 0;
+    sg_json_destroy(row);
     return match;
 }
 
@@ -159,7 +156,7 @@ static bool show(const ctl_t *c, follow_t *f, const sg_kafka_msg_t *msg, long *s
     bool last = false;
 
     if (ev && wanted(f, ev)) {
-        if (c->json)
+        if (c->cmd.json)
             printf("%.*s\n", (int)len, payload);
         else
             print_line(ev);
@@ -176,8 +173,8 @@ static int follow(ctl_t *c, follow_t *f, long max)
     ctl_events_t e;
     sg_err_t err;
     long seen = 0;
-    int rc =
-        ctl_events_open(c, "sagactl-watch", sg_cli_opt(&c->args, "--from-beginning") != NULL, &e);
+    int rc = ctl_events_open(c, "sagactl-watch",
+                             sg_cli_opt(&c->cmd.args, "--from-beginning") != NULL, &e);
 
     if (rc) {
         ctl_events_close(&e);
@@ -192,7 +189,7 @@ static int follow(ctl_t *c, follow_t *f, long max)
         bool last = false;
 
         if (got < 0 && (err.fatal || sg_kafka_fatal(e.k))) {
-            ctl_warn(c, "lost %s: %s", e.topic, err.message);
+            sg_cmd_warn(&c->cmd, "lost %s: %s", e.topic, err.message);
             rc = SG_EXIT_INFRA;
             break;
         }
@@ -216,15 +213,15 @@ int ctl_cmd_watch(sg_cli_t *cli, int argc, char **argv)
 
     if (rc)
         return ctl_close(&c, rc);
-    f.name = sg_cli_opt(&c.args, "--name");
-    if (c.args.npos > 1 || (c.args.npos == 1 && f.name)) {
-        ctl_warn(&c, "follows one saga ID, or the sagas of one --name, or every saga");
+    f.name = sg_cli_opt(&c.cmd.args, "--name");
+    if (c.cmd.args.npos > 1 || (c.cmd.args.npos == 1 && f.name)) {
+        sg_cmd_warn(&c.cmd, "follows one saga ID, or the sagas of one --name, or every saga");
         return ctl_close(&c, SG_EXIT_USAGE);
     }
-    if (ctl_opt_long(&c, "--max", 0, 1000000000L, &max) < 0)
+    if (sg_cmd_opt_long(&c.cmd, "--max", 0, 1000000000L, &max) < 0)
         return ctl_close(&c, SG_EXIT_USAGE);
     f.c = &c;
-    f.saga_id = c.args.npos ? c.args.pos[0] : NULL;
+    f.saga_id = c.cmd.args.npos ? c.cmd.args.pos[0] : NULL;
     rc = follow(&c, &f, max);
     for (size_t i = 0; i < f.nseen; i++)
         free(f.seen[i].saga_id);

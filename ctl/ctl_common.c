@@ -16,7 +16,6 @@
 #include "sagad/sg_log.h"
 #include "sagad/sg_mask.h"
 #include "sagad/sg_run.h"
-#include "sagad/sg_submit.h"
 #include "sagad/sg_text.h"
 
 extern char **environ;
@@ -28,11 +27,11 @@ static int read_config(ctl_t *c)
     char errstr[1024], masked[1024];
 
     c->own_cfg = sg_config_new();
-    if ((c->cli->config_path &&
-         sg_config_load_file(c->own_cfg, c->cli->config_path, errstr, sizeof(errstr)) < 0) ||
+    if ((c->cmd.cli->config_path &&
+         sg_config_load_file(c->own_cfg, c->cmd.cli->config_path, errstr, sizeof(errstr)) < 0) ||
         sg_config_load_env(c->own_cfg, environ, errstr, sizeof(errstr)) < 0) {
         sg_mask(errstr, masked, sizeof(masked));
-        ctl_warn(c, "%s", masked);
+        sg_cmd_warn(&c->cmd, "%s", masked);
         return SG_EXIT_USAGE;
     }
     c->cfg = c->own_cfg;
@@ -57,121 +56,26 @@ static void quiet_logs(const ctl_t *c)
 
 int ctl_open(ctl_t *c, sg_cli_t *cli, int argc, char **argv, bool connect)
 {
-    sg_pg_opts_t opts;
-    sg_err_t err;
     int rc;
 
     memset(c, 0, sizeof(*c));
-    c->cli = cli;
     c->cfg = cli->cfg;
-    if (sg_cli_parse(cli, argc, argv, &c->args) < 0)
-        return SG_EXIT_USAGE;
-    c->json = sg_cli_opt(&c->args, "--json") != NULL;
+    if ((rc = sg_cmd_open(&c->cmd, cli, argc, argv)))
+        return rc;
     if (!c->cfg && (rc = read_config(c)))
         return rc;
     quiet_logs(c);
-    if (!connect)
-        return SG_EXIT_OK;
-    sg_pg_opts_from_config(&opts, c->cfg, "sagactl");
-    opts.connect_attempts = 3;
-    if (!(c->pg = sg_pg_connect(&opts, &err))) {
-        ctl_warn(c, "cannot reach PostgreSQL: %s (check pg.dsn / SAGAD_PG_DSN)", err.message);
-        return SG_EXIT_INFRA;
-    }
-    return SG_EXIT_OK;
+    /* What sagactl reads needs no more than sagad_reader; the role names
+     * what a too powerful login is measured against (pg.strict_roles). */
+    return connect ? sg_cmd_connect(&c->cmd, c->cfg, SG_PG_ROLE_RUNTIME) : SG_EXIT_OK;
 }
 
 int ctl_close(ctl_t *c, int rc)
 {
-    sg_pg_destroy(c->pg);
-    sg_cli_args_free(&c->args);
+    sg_cmd_close(&c->cmd, rc);
     sg_config_destroy(c->own_cfg);
     memset(c, 0, sizeof(*c));
     return rc;
-}
-
-void ctl_warn(const ctl_t *c, const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, "%s %s: ", c->cli->prog, c->cli->cmd->name);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-}
-
-int ctl_query(ctl_t *c, const char *sql, int n, const char *const *params, sg_pg_res_t **res)
-{
-    sg_err_t err;
-
-    if (sg_pg_exec(c->pg, sql, n, params, res, &err) == 0)
-        return SG_EXIT_OK;
-    ctl_warn(c, "query failed: %s [%s]", err.message, err.code);
-    return strcmp(err.code, "pg.data") == 0 ? SG_EXIT_USAGE : SG_EXIT_INFRA;
-}
-
-const char *ctl_one_arg(const ctl_t *c, const char *what)
-{
-    if (c->args.npos != 1) {
-        ctl_warn(c, "needs one %s (try %s %s --help)", what, c->cli->prog, c->cli->cmd->name);
-        return NULL;
-    }
-    return c->args.pos[0];
-}
-
-bool ctl_duration_ms(const char *s, int64_t *ms)
-{
-    static const struct {
-        const char *unit;
-        int64_t ms;
-    } units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
-    char *end;
-    long long n;
-
-    errno = 0;
-    n = strtoll(s, &end, 10);
-    if (end == s || n < 0 || errno || *s == '-' || *s == '+' || *s == ' ')
-        return false;
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if (strcmp(end, units[i].unit) == 0) {
-            if (n > INT64_MAX / units[i].ms / 1000)
-                return false;
-            *ms = n * units[i].ms;
-            return true;
-        }
-    }
-    return false;
-}
-
-int ctl_opt_duration(const ctl_t *c, const char *name, int64_t def_ms, int64_t *ms)
-{
-    const char *v = sg_cli_opt(&c->args, name);
-
-    *ms = def_ms;
-    if (v && !ctl_duration_ms(v, ms)) {
-        ctl_warn(c, "%s %s: a duration is a whole number and a unit: 500ms, 90s, 30m, 2h or 7d",
-                 name, v);
-        return -1;
-    }
-    return 0;
-}
-
-int ctl_opt_long(const ctl_t *c, const char *name, long def, long max, long *out)
-{
-    const char *v = sg_cli_opt(&c->args, name);
-    char *end;
-
-    *out = def;
-    if (!v)
-        return 0;
-    errno = 0;
-    *out = strtol(v, &end, 10);
-    if (end == v || *end || errno || *out < 1 || *out > max) {
-        ctl_warn(c, "%s %s: must be a whole number from 1 to %ld", name, v, max);
-        return -1;
-    }
-    return 0;
 }
 
 char *ctl_read_input(const ctl_t *c, const char *path, size_t max, size_t *len)
@@ -182,7 +86,7 @@ char *ctl_read_input(const ctl_t *c, const char *path, size_t max, size_t *len)
     char *buf;
 
     if (!fp) {
-        ctl_warn(c, "cannot read %s: %s", path, strerror(errno));
+        sg_cmd_warn(&c->cmd, "cannot read %s: %s", path, strerror(errno));
         *len = 0;
         return NULL;
     }
@@ -199,12 +103,12 @@ char *ctl_read_input(const ctl_t *c, const char *path, size_t max, size_t *len)
     }
     if (ferror(fp) || n > max) {
         if (n > max)
-            ctl_warn(c,
-                     "%s is larger than limits.max_message_bytes (%zu bytes): the worker "
-                     "would dead-letter it (input.too_large)",
-                     std_in ? "standard input" : path, max);
+            sg_cmd_warn(&c->cmd,
+                        "%s is larger than limits.max_message_bytes (%zu bytes): the worker "
+                        "would dead-letter it (input.too_large)",
+                        std_in ? "standard input" : path, max);
         else
-            ctl_warn(c, "cannot read %s: %s", path, strerror(errno));
+            sg_cmd_warn(&c->cmd, "cannot read %s: %s", path, strerror(errno));
         free(buf);
         buf = NULL;
         *len = n > max ? SIZE_MAX : 0;
@@ -233,14 +137,14 @@ int ctl_check(const ctl_t *c, const char *text, size_t len, const sg_registry_t 
 
 sg_registry_t *ctl_registry(const ctl_t *c)
 {
-    const char *path = sg_cli_opt(&c->args, "--registry");
+    const char *path = sg_cli_opt(&c->cmd.args, "--registry");
     sg_registry_t *reg;
     sg_err_t err;
 
     if (!path)
         path = sg_config_str(c->cfg, "worker.registry");
     if (!(reg = sg_registry_load(path, c->cfg, NULL, &err)))
-        ctl_warn(c, "cannot use the tool registry: %s", err.message);
+        sg_cmd_warn(&c->cmd, "cannot use the tool registry: %s", err.message);
     return reg;
 }
 
@@ -310,14 +214,14 @@ int ctl_events_open(const ctl_t *c, const char *group, bool from_beginning, ctl_
     snprintf(gid, sizeof(gid), "%s-%ld-%llu", group, (long)getpid(),
              (unsigned long long)sg_run_now_ms());
     if (!(e->k = sg_kafka_new(c->cfg, SG_KAFKA_CONSUMER, props, errstr, sizeof(errstr)))) {
-        ctl_warn(c, "%s", errstr);
+        sg_cmd_warn(&c->cmd, "%s", errstr);
         return SG_EXIT_USAGE;
     }
     if ((e->nparts = sg_kafka_partition_count(e->k, e->topic, 10000)) <= 0) {
-        ctl_warn(c,
-                 "cannot read the events topic %s: Kafka unreachable or no such topic "
-                 "(check kafka.bootstrap.servers and topic.events)",
-                 e->topic);
+        sg_cmd_warn(&c->cmd,
+                    "cannot read the events topic %s: Kafka unreachable or no such topic "
+                    "(check kafka.bootstrap.servers and topic.events)",
+                    e->topic);
         return SG_EXIT_INFRA;
     }
     e->end = sg_xcalloc((size_t)e->nparts, sizeof(*e->end));
@@ -325,14 +229,14 @@ int ctl_events_open(const ctl_t *c, const char *group, bool from_beginning, ctl_
         int64_t low;
         if (sg_kafka_query_watermarks(e->k, e->topic, p, 10000, &low, &e->end[p]) < 0 ||
             e->end[p] < 0) {
-            ctl_warn(c, "cannot read where partition %d of %s ends: Kafka unreachable", p,
-                     e->topic);
+            sg_cmd_warn(&c->cmd, "cannot read where partition %d of %s ends: Kafka unreachable", p,
+                        e->topic);
             return SG_EXIT_INFRA;
         }
     }
     sg_kafka_set_rebalance_hook(e->k, start_at, e);
     if (sg_kafka_subscribe(e->k, &e->topic, 1, &err) < 0) {
-        ctl_warn(c, "cannot follow %s: %s", e->topic, err.message);
+        sg_cmd_warn(&c->cmd, "cannot follow %s: %s", e->topic, err.message);
         return SG_EXIT_INFRA;
     }
     return SG_EXIT_OK;
@@ -349,7 +253,7 @@ void ctl_events_close(ctl_events_t *e)
  * when neither is set.  -1 after saying why the key cannot be read. */
 static int signing_key(const ctl_t *c, sg_signing_key_t *k, bool *have)
 {
-    const char *path = sg_cli_opt(&c->args, "--key");
+    const char *path = sg_cli_opt(&c->cmd.args, "--key");
     char why[512];
 
     if (!path)
@@ -358,7 +262,7 @@ static int signing_key(const ctl_t *c, sg_signing_key_t *k, bool *have)
     if (!*have)
         return 0;
     if (sg_signing_key_load(path, k, why, sizeof(why)) < 0) {
-        ctl_warn(c, "%s", why);
+        sg_cmd_warn(&c->cmd, "%s", why);
         return -1;
     }
     return 0;
@@ -387,7 +291,7 @@ int ctl_produce_command(const ctl_t *c, const char *key, const char *text, size_
                             text, len, &err);
         memset(&sk, 0, sizeof(sk));
         if (!auth) {
-            ctl_warn(c, "cannot sign: %s", err.message);
+            sg_cmd_warn(&c->cmd, "cannot sign: %s", err.message);
             return SG_EXIT_USAGE;
         }
         hdr.value = auth;
@@ -395,17 +299,17 @@ int ctl_produce_command(const ctl_t *c, const char *key, const char *text, size_
     }
     snprintf(tmo, sizeof(tmo), "%lld", (long long)(timeout_ms < 30000 ? timeout_ms : 30000));
     if (!(k = sg_kafka_new(c->cfg, SG_KAFKA_PRODUCER, props, errstr, sizeof(errstr)))) {
-        ctl_warn(c, "%s", errstr);
+        sg_cmd_warn(&c->cmd, "%s", errstr);
         free(auth);
         return SG_EXIT_USAGE;
     }
     if (sg_kafka_produce(k, topic, key, strlen(key), text, len, auth ? &hdr : NULL, auth ? 1 : 0,
                          &batch, &err) < 0) {
-        ctl_warn(c, "cannot produce to %s: %s", topic, err.message);
+        sg_cmd_warn(&c->cmd, "cannot produce to %s: %s", topic, err.message);
         rc = SG_EXIT_INFRA;
     } else if (sg_kafka_flush(k, 60000, &err) < 0 || batch.failed || batch.pending) {
-        ctl_warn(c, "not delivered to %s: %s (check kafka.bootstrap.servers)", topic,
-                 batch.failed ? batch.first_err.message : "Kafka did not acknowledge it");
+        sg_cmd_warn(&c->cmd, "not delivered to %s: %s (check kafka.bootstrap.servers)", topic,
+                    batch.failed ? batch.first_err.message : "Kafka did not acknowledge it");
         rc = SG_EXIT_INFRA;
     }
     sg_kafka_destroy(k);

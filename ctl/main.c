@@ -28,7 +28,8 @@ static const sg_cli_opt_t list_opts[] = {
     {"--status", "S",
      "running, held, completed, compensating, compensated, failed, cancelling or cancelled"},
     {"--name", "N", "sagas of this name"},
-    {"--since", "DUR", "created in the last DUR (90s, 30m, 2h, 7d)"},
+    {"--since", "WHEN", "created at or after: an age (90s, 30m, 2h, 7d) or a timestamp"},
+    {"--until", "WHEN", "created before: an age (90s, 30m, 2h, 7d) or a timestamp"},
     {"--stuck", "DUR", "running, compensating or cancelling, with no progress for DUR"},
     {"--limit", "N", "at most N sagas (default 50)"},
     {"--before", "SAGA_ID", "the next page: sagas created before this one"},
@@ -46,7 +47,8 @@ static const sg_cli_opt_t watch_opts[] = {
 
 static const sg_cli_opt_t control_opts[] = {
     {"--reason", "TEXT", "why (required; kept in the saga's history)"},
-    {"--by", "NAME", "who asks (default: the login name; refused when unknown)"},
+    {"--by", "NAME", "who asks (default: $USER, else the login name; refused when unknown)"},
+    {"--operator", "NAME", "deprecated: the old name of --by, still taken"},
     {"--wait", NULL, "wait for the worker's answer (cancel: then for the saga's end)"},
     {"--timeout", "DUR", "how long --wait waits (default 5m)"},
     {"--key", "FILE", "sign it with this key (sagactl keys new; default: the config's ctl.key)"},
@@ -88,7 +90,8 @@ static const sg_cli_cmd_t ctl_cmds[] = {
      "the saga's timeline: attempts, keys, latencies, errors, compensations, replays, edits",
      json_opt, "`dlq-tool saga SAGA_ID` is the same view.  Exit 1 when there is no such saga.\n",
      false},
-    {"list", ctl_cmd_list, "[--status S] [--name N] [--since DUR] [--stuck DUR] [--limit N]",
+    {"list", ctl_cmd_list,
+     "[--status S] [--name N] [--since WHEN] [--until WHEN] [--stuck DUR] [--limit N]",
      "sagas, newest first, a page at a time", list_opts,
      "When there are more, the next page's --before is printed on stderr.\n"
      "Exit 1 when no saga matches.\n"

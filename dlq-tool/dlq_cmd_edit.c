@@ -1,8 +1,11 @@
 /* dlq-tool edit ID: a new revision of a dead letter's payload, from
  * $EDITOR, --set PATH=VALUE or --file PATH, saved only when it passes the
  * rules the worker applies to a saga.start (sg_submit_validate, with
- * the tool registry of worker.registry).  The original payload is never
- * changed.  An editor's file that was not saved (the edit was refused, or
+ * the tool registry of worker.registry: sg_check_submission, sagactl
+ * validate's verdict).  The original payload is never changed: the load
+ * and the save are lib/ops's (sg_dlq_payload, sg_dlq_edit).  --json: one
+ * object, {id, outcome: saved | unchanged | refused, revision, payload,
+ * code, problems}.  An editor's file that was not saved (the edit was refused, or
  * the save failed) is kept, and its path printed: the operator's work is
  * not thrown away, and --file takes it up again. */
 #include <ctype.h>
@@ -15,20 +18,8 @@
 
 #include "dlq.h"
 #include "sagad/sg_alloc.h"
+#include "sagad/sg_check.h"
 #include "sagad/sg_registry.h"
-#include "sagad/sg_submit.h"
-
-static const char load_sql[] =
-    "SELECT d.step_idx, d.status, sagad_utf8(p.payload), p.revision FROM dead_letters d "
-    "CROSS JOIN LATERAL (SELECT * FROM (SELECT v.revision, v.payload FROM dead_letter_revisions v "
-    "  WHERE v.dead_letter_id = d.id UNION ALL SELECT 0, d.payload) x "
-    "  ORDER BY revision DESC LIMIT 1) p WHERE d.id = $1::bigint";
-
-/* Through the function (0013): an operator role writes the ledger only
- * there, and the revision records its session_user.  No row: no such
- * dead letter. */
-static const char save_sql[] =
-    "SELECT r FROM sagad_dlq_edit($1::bigint, $2, $3, $4) r WHERE r IS NOT NULL";
 
 /* One step of a --set path: a member name or an array index. */
 static const char *path_token(const char *p, char *name, size_t name_size, long *idx)
@@ -118,7 +109,7 @@ static char *apply_sets(dlq_t *d, const char *text, const char *const *sets, siz
     char why[512], *out;
 
     if (!doc) {
-        dlq_warn(d, "the payload is not JSON, so --set cannot apply: edit it with $EDITOR");
+        sg_cmd_warn(d, "the payload is not JSON, so --set cannot apply: edit it with $EDITOR");
         return NULL;
     }
     for (size_t i = 0; i < nsets; i++) {
@@ -126,14 +117,14 @@ static char *apply_sets(dlq_t *d, const char *text, const char *const *sets, siz
         char path[256];
 
         if (!eq || eq == sets[i]) {
-            dlq_warn(d, "--set %s: must be PATH=VALUE, e.g. steps[1].tool=inventory.reserve",
-                     sets[i]);
+            sg_cmd_warn(d, "--set %s: must be PATH=VALUE, e.g. steps[1].tool=inventory.reserve",
+                        sets[i]);
             sg_json_destroy(doc);
             return NULL;
         }
         snprintf(path, sizeof(path), "%.*s", (int)(eq - sets[i]), sets[i]);
         if (set_path(doc, path, eq + 1, why, sizeof(why)) < 0) {
-            dlq_warn(d, "--set %s", why);
+            sg_cmd_warn(d, "--set %s", why);
             sg_json_destroy(doc);
             return NULL;
         }
@@ -188,7 +179,7 @@ static char *run_editor(dlq_t *d, const char *text, char *path, size_t path_size
     snprintf(path, path_size, "%s/dlq-edit-XXXXXX", tmp);
     fd = mkstemp(path);
     if (fd < 0 || !(fp = fdopen(fd, "w"))) {
-        dlq_warn(d, "cannot make a temporary file in %s (TMPDIR): %s", tmp, strerror(errno));
+        sg_cmd_warn(d, "cannot make a temporary file in %s (TMPDIR): %s", tmp, strerror(errno));
         if (fd >= 0) {
             close(fd);
             unlink(path);
@@ -208,9 +199,9 @@ static char *run_editor(dlq_t *d, const char *text, char *path, size_t path_size
     }
     /* An editor that exits non-zero (vi's :cq) abandons the edit. */
     if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
-        dlq_warn(d, "the editor failed: nothing saved");
+        sg_cmd_warn(d, "the editor failed: nothing saved");
     else if (!(out = trim_end(read_file(path))))
-        dlq_warn(d, "cannot read the edited file %s: %s", path, strerror(errno));
+        sg_cmd_warn(d, "cannot read the edited file %s: %s", path, strerror(errno));
     if (!out) {
         unlink(path);
         path[0] = '\0';
@@ -224,45 +215,51 @@ static char *from_file(dlq_t *d, const char *path)
     char *text = trim_end(read_file(path));
 
     if (!text)
-        dlq_warn(d, "cannot read %s (--file): %s", path, strerror(errno));
+        sg_cmd_warn(d, "cannot read %s (--file): %s", path, strerror(errno));
     return text;
 }
 
-static void print_problem(void *opaque, const char *path, const char *rule)
+/* The outcome of an edit as one JSON object (--json); payload, when
+ * given, is the saved text (a JSON object, checked). */
+static void print_outcome(int64_t id, const char *outcome, const sg_json_t *saved,
+                          const char *payload, const sg_problems_t *p)
 {
-    (void)opaque;
-    fprintf(stderr, "  %s: %s\n", path, rule);
+    sg_json_t *o = sg_json_new_object();
+
+    sg_json_add_int(o, "id", id);
+    sg_json_add_str(o, "outcome", outcome);
+    if (saved)
+        sg_json_add_node(o, "revision", sg_json_dup(sg_json_member(saved, "revision")));
+    if (payload)
+        sg_json_add_raw(o, "payload", payload);
+    if (p) {
+        sg_json_add_str(o, "code", p->code);
+        sg_json_add_node(o, "problems", sg_problems_json(p->v, p->n));
+    }
+    sg_cmd_print_json(o);
+    sg_json_destroy(o);
 }
 
-/* The worker's rules: decodable, a saga.start, valid against the
- * contract and the registry.  0 when valid; an exit code after listing
- * every problem. */
-static int validate(dlq_t *d, const sg_registry_t *reg, const char *text)
+/* The worker's verdict on text (sg_check_submission, as sagactl validate
+ * gives it): 0 when valid; an exit code after listing every problem. */
+static int validate(dlq_t *d, int64_t id, const sg_registry_t *reg, const char *text)
 {
-    const sg_config_t *cfg = d->cli->cfg;
-    sg_json_limits_t lim = {(size_t)sg_config_int(cfg, "limits.max_message_bytes"),
-                            (int)sg_config_int(cfg, "limits.max_json_depth"),
-                            (long)sg_config_int(cfg, "limits.max_json_nodes")};
-    sg_decoded_t dec;
+    sg_json_limits_t lim;
+    sg_problems_t p;
     int problems;
 
-    sg_submit_decode(text, strlen(text), &lim, &dec);
-    if (dec.type == SG_CMD_POISON) {
-        dlq_warn(d, "refused, nothing saved: the payload cannot be decoded [%s]", dec.err.code);
-        fprintf(stderr, "  %s\n", dec.err.message);
-        sg_json_destroy(dec.doc);
-        return SG_EXIT_REFUSED;
+    sg_check_limits(d->cli->cfg, &lim);
+    problems = sg_check_submission(text, strlen(text), &lim, reg, &p);
+    if (problems > 0) {
+        if (d->json)
+            print_outcome(id, "refused", NULL, NULL, &p);
+        else
+            for (size_t i = 0; i < p.n; i++)
+                fprintf(stderr, "  %s: %s\n", p.v[i].path, p.v[i].rule);
+        sg_cmd_warn(d, "refused, nothing saved: %d problem%s %s (JSON path: rule)", problems,
+                    problems == 1 ? "" : "s", d->json ? "in the JSON" : "above");
     }
-    if (dec.type != SG_CMD_START) {
-        dlq_warn(d, "refused, nothing saved: $.type: only a saga.start is edited");
-        sg_json_destroy(dec.doc);
-        return SG_EXIT_REFUSED;
-    }
-    problems = sg_submit_validate(dec.doc, reg, print_problem, NULL);
-    if (problems > 0)
-        dlq_warn(d, "refused, nothing saved: %d problem%s above (JSON path: rule)", problems,
-                 problems == 1 ? "" : "s");
-    sg_json_destroy(dec.doc);
+    sg_problems_free(&p);
     return problems > 0 ? SG_EXIT_REFUSED : SG_EXIT_OK;
 }
 
@@ -286,68 +283,97 @@ static bool unchanged(const char *cur, const char *text)
     return same;
 }
 
-static int edit(dlq_t *d, const char *id)
+/* Saves text as the entry's next revision and says so. */
+static int save(dlq_t *d, int64_t id, const char *text)
+{
+    sg_json_t *saved = NULL;
+    sg_err_t err;
+    int rc = SG_EXIT_OK;
+
+    if (sg_dlq_edit(d->pg, id, text, dlq_by(d), sg_cli_opt(&d->args, "--reason"), &saved, &err) <
+        0) {
+        rc = sg_cmd_fail(d, "save failed", &err);
+    } else if (!saved) {
+        sg_cmd_warn(d, "no dead letter %lld", (long long)id); /* gone meanwhile */
+        rc = SG_EXIT_FAIL;
+    } else if (d->json) {
+        print_outcome(id, "saved", saved, text, NULL);
+    } else {
+        char *rev = sg_json_print(sg_json_member(saved, "revision"));
+        printf("dead letter %lld: saved revision %s (replay uses it)\n%s\n", (long long)id, rev,
+               text);
+        free(rev);
+    }
+    sg_json_destroy(saved);
+    return rc;
+}
+
+/* The edited text: from --set, --file or the editor (draft: its file). */
+static char *edited(dlq_t *d, const char *cur, char *draft, size_t draft_size)
 {
     const char *const *sets;
     size_t nsets = sg_cli_opt_all(&d->args, "--set", &sets);
     const char *file = sg_cli_opt(&d->args, "--file");
-    sg_pg_res_t *res;
+
+    return nsets  ? apply_sets(d, cur, sets, nsets)
+           : file ? from_file(d, file)
+                  : run_editor(d, cur, draft, draft_size);
+}
+
+static int edit(dlq_t *d, int64_t id)
+{
+    const char *const *sets;
+    size_t nsets = sg_cli_opt_all(&d->args, "--set", &sets);
+    const char *file = sg_cli_opt(&d->args, "--file"), *cur;
+    sg_json_t *entry = NULL;
     char *text = NULL, draft[512] = "";
     sg_registry_t *reg = NULL;
     sg_err_t err;
-    int rc;
+    int rc = SG_EXIT_OK;
 
     if (file && nsets) {
-        dlq_warn(d, "--file and --set: give one (the payload comes from a file, or is changed "
-                    "member by member)");
+        sg_cmd_warn(d, "--file and --set: give one (the payload comes from a file, or is "
+                       "changed member by member)");
         return SG_EXIT_USAGE;
     }
-    if ((rc = dlq_query(d, load_sql, 1, &id, &res)))
-        return rc;
-    if (sg_pg_res_rows(res) == 0) {
-        dlq_warn(d, "no dead letter %s", id);
+    if (sg_dlq_payload(d->pg, id, &entry, &err) < 0)
+        return sg_cmd_fail(d, "query failed", &err);
+    cur = sg_json_string(sg_json_member(entry, "payload"));
+    if (!entry) {
+        sg_cmd_warn(d, "no dead letter %lld", (long long)id);
         rc = SG_EXIT_FAIL;
-    } else if (sg_pg_res_get(res, 0, 0)) {
-        dlq_warn(d,
-                 "dead letter %s is a step's (step %s): its command is rebuilt by replay, "
-                 "so there is no payload to edit; fix the tool or registry and replay",
-                 id, sg_pg_res_get(res, 0, 0));
+    } else if (!sg_json_is_null(sg_json_member(entry, "step"))) {
+        char *step = sg_json_print(sg_json_member(entry, "step"));
+        sg_cmd_warn(d,
+                    "dead letter %lld is a step's (step %s): its command is rebuilt by replay, "
+                    "so there is no payload to edit; fix the tool or registry and replay",
+                    (long long)id, step);
+        free(step);
         rc = SG_EXIT_REFUSED;
     } else if (!(reg = sg_registry_load(sg_config_str(d->cli->cfg, "worker.registry"), d->cli->cfg,
                                         NULL, &err))) {
         /* Read before the editor opens: a registry that cannot be read
          * must not cost the operator an edit that then cannot be checked. */
-        dlq_warn(d, "cannot check the tool registry: %s (worker.registry)", err.message);
+        sg_cmd_warn(d, "cannot check the tool registry: %s (worker.registry)", err.message);
         rc = SG_EXIT_USAGE;
-    } else {
-        const char *cur = sg_pg_res_get(res, 0, 2);
-        text = nsets  ? apply_sets(d, cur, sets, nsets)
-               : file ? from_file(d, file)
-                      : run_editor(d, cur, draft, sizeof(draft));
-        if (!text)
-            rc = nsets || file ? SG_EXIT_USAGE : SG_EXIT_FAIL;
-        else if (unchanged(cur, text))
-            fprintf(stderr, "no change: nothing saved\n");
-        else if (!(rc = validate(d, reg, text))) {
-            const char *params[] = {id, text, dlq_operator(d), sg_cli_opt(&d->args, "--reason")};
-            sg_pg_res_t *saved;
-            if (!(rc = dlq_query(d, save_sql, 4, params, &saved))) {
-                printf("dead letter %s: saved revision %s (replay uses it)\n", id,
-                       sg_pg_res_get(saved, 0, 0));
-                printf("%s\n", text);
-                sg_pg_res_destroy(saved);
-            }
-        }
+    } else if (!(text = edited(d, cur, draft, sizeof(draft)))) {
+        rc = nsets || file ? SG_EXIT_USAGE : SG_EXIT_FAIL;
+    } else if (unchanged(cur, text)) {
+        fprintf(stderr, "no change: nothing saved\n");
+        if (d->json)
+            print_outcome(id, "unchanged", NULL, NULL, NULL);
+    } else if (!(rc = validate(d, id, reg, text))) {
+        rc = save(d, id, text);
     }
     if (draft[0] && rc != SG_EXIT_OK)
         fprintf(stderr,
                 "your edit is kept in %s: fix it there, then save it with\n"
-                "  dlq-tool edit %s --file %s\n",
-                draft, id, draft);
+                "  dlq-tool edit %lld --file %s\n",
+                draft, (long long)id, draft);
     else if (draft[0])
         unlink(draft);
     free(text);
-    sg_pg_res_destroy(res);
+    sg_json_destroy(entry);
     sg_registry_destroy(reg);
     return rc;
 }
@@ -355,12 +381,12 @@ static int edit(dlq_t *d, const char *id)
 int dlq_cmd_edit(sg_cli_t *cli, int argc, char **argv)
 {
     dlq_t d;
-    const char *id;
+    int64_t id;
     int rc = dlq_open(&d, cli, argc, argv, true);
 
     if (rc)
-        return dlq_close(&d, rc);
-    if (!(id = dlq_one_id(&d)))
-        return dlq_close(&d, SG_EXIT_USAGE);
-    return dlq_close(&d, edit(&d, id));
+        return sg_cmd_close(&d, rc);
+    if (dlq_one_id(&d, &id) < 0)
+        return sg_cmd_close(&d, SG_EXIT_USAGE);
+    return sg_cmd_close(&d, edit(&d, id));
 }

@@ -1,65 +1,101 @@
-/* dlq-tool list: dead letters, newest first, under the filter options. */
+/* dlq-tool list: dead letters, newest first, under the filter options;
+ * dlq-tool groups: the same entries by error code and tool.  Both ask
+ * lib/ops (sg_dlq_list, sg_dlq_groups). */
 #include <stdio.h>
-#include <string.h>
+#include <stdlib.h>
 
 #include "dlq.h"
+#include "sagad/sg_table.h"
 
-/* The fields of one entry in --json output (documented in docs/DLQ.md). */
-#define LIST_JSON                                                                                  \
-    "jsonb_build_object('id', d.id, 'status', d.status, 'created_at', d.created_at, "              \
-    "'error_code', d.error_code, 'error_class', d.error_class, 'message', d.message, "             \
-    "'saga_id', d.saga_id, 'saga_name', d.saga_name, 'step', d.step_idx, "                         \
-    "'step_name', d.step_name, 'tool', d.tool, 'phase', d.phase, 'attempts', d.attempts, "         \
-    "'original_topic', d.original_topic, 'first_failure_at', d.first_failure_at, "                 \
-    "'last_failure_at', d.last_failure_at, 'resolved_at', d.resolved_at, "                         \
-    "'revisions', (SELECT count(*) FROM dead_letter_revisions v WHERE v.dead_letter_id = d.id), "  \
-    "'replays', (SELECT count(*) FROM replays r WHERE r.dead_letter_id = d.id))::text"
+static const sg_table_col_t list_cols[] = {
+    {"ID", "id", SG_CELL_TEXT},
+    {"STATUS", "status", SG_CELL_TEXT},
+    {"CREATED (UTC)", "created_at", SG_CELL_TIME},
+    {"CODE", "error_code", SG_CELL_TEXT},
+    {"CLASS", "error_class", SG_CELL_TEXT},
+    {"SAGA", "saga_id", SG_CELL_TEXT},
+    {"STEP", "step step_name", SG_CELL_TEXT},
+    {"TOOL", "tool", SG_CELL_TEXT},
+    {"ATTEMPTS", "attempts", SG_CELL_TEXT},
+    {"MESSAGE", "message", SG_CELL_LINE},
+    {NULL, NULL, SG_CELL_TEXT},
+};
 
-#define LIST_TABLE                                                                                 \
-    "d.id, d.status, to_char(d.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'), "          \
-    "d.error_code, d.error_class, d.saga_id, d.step_idx || ' ' || d.step_name, d.tool, "           \
-    "d.attempts, replace(d.message, E'\\n', ' ')"
+static const sg_table_col_t group_cols[] = {
+    {"CODE", "error_code", SG_CELL_TEXT},
+    {"TOOL", "tool", SG_CELL_TEXT},
+    {"PENDING", "pending", SG_CELL_TEXT},
+    {"REPLAYED", "replayed", SG_CELL_TEXT},
+    {"DISCARDED", "discarded", SG_CELL_TEXT},
+    {"TOTAL", "count", SG_CELL_TEXT},
+    {"SAGAS", "sagas", SG_CELL_TEXT},
+    {"FIRST SEEN (UTC)", "first_seen", SG_CELL_TIME},
+    {"LAST SEEN (UTC)", "last_seen", SG_CELL_TIME},
+    {NULL, NULL, SG_CELL_TEXT},
+};
+
+/* rows as JSON lines or a table; exit 1 when there are none. */
+static int print_rows(const dlq_t *d, const sg_json_t *rows, const sg_table_col_t *cols)
+{
+    if (sg_json_array_size(rows) == 0) {
+        fprintf(stderr, "no dead letters match\n");
+        return SG_EXIT_FAIL;
+    }
+    if (d->json)
+        for (const sg_json_t *r = sg_json_first(rows); r; r = sg_json_next(r))
+            sg_cmd_print_json(r);
+    else
+        sg_table_print_rows(stdout, cols, rows, 60);
+    return SG_EXIT_OK;
+}
 
 int dlq_cmd_list(sg_cli_t *cli, int argc, char **argv)
 {
-    static const char *const header[] = {"ID",   "STATUS", "CREATED (UTC)", "CODE",     "CLASS",
-                                         "SAGA", "STEP",   "TOOL",          "ATTEMPTS", "MESSAGE"};
     dlq_t d;
-    dlq_filter_t f;
-    sg_pg_res_t *res = NULL;
-    char sql[2048];
+    sg_dlq_filter_t f;
+    sg_json_t *rows = NULL;
+    sg_err_t err;
     const char *before;
-    bool json;
+    bool any, more;
     long n;
     int rc = dlq_open(&d, cli, argc, argv, true);
 
     if (rc)
-        return dlq_close(&d, rc);
-    if (d.args.npos) {
-        dlq_warn(&d, "takes no arguments, only options (try dlq-tool list --help)");
-        return dlq_close(&d, SG_EXIT_USAGE);
+        return sg_cmd_close(&d, rc);
+    if (sg_cmd_no_args(&d) < 0 || dlq_filter(&d, &f, NULL, &any) < 0 ||
+        sg_cmd_opt_long(&d, "--limit", SG_DLQ_LIST_DEFAULT, SG_DLQ_LIST_MAX, &n) < 0)
+        return sg_cmd_close(&d, SG_EXIT_USAGE);
+    f.limit = n;
+    if ((before = sg_cli_opt(&d.args, "--before")) && !sg_dlq_id_parse(before, &f.before)) {
+        sg_cmd_warn(&d, "--before %s: a dead-letter ID is a number (see dlq-tool list)", before);
+        return sg_cmd_close(&d, SG_EXIT_USAGE);
     }
-    if (dlq_filter_build(&d, &f, NULL) < 0 || dlq_opt_long(&d, "--limit", 50, 1000000, &n) < 0)
-        return dlq_close(&d, SG_EXIT_USAGE);
-    if ((before = sg_cli_opt(&d.args, "--before"))) {
-        if (dlq_ids_check(&d, &before, 1) < 0)
-            return dlq_close(&d, SG_EXIT_USAGE);
-        dlq_filter_add(&f, "d.id < $%d::bigint", dlq_filter_param(&f, before));
+    if (sg_dlq_list(d.pg, &f, &rows, &more, &err) < 0) {
+        rc = sg_cmd_fail(&d, "query failed", &err);
+    } else if (!(rc = print_rows(&d, rows, list_cols)) && more) {
+        sg_cmd_more(rows, "id");
     }
-    json = sg_cli_opt(&d.args, "--json") != NULL;
-    snprintf(sql, sizeof(sql), "SELECT %s FROM dead_letters d%s ORDER BY d.id DESC LIMIT $%d",
-             json ? LIST_JSON : LIST_TABLE, f.where, dlq_filter_param(&f, SG_PG_INT(n)));
-    if ((rc = dlq_query(&d, sql, f.n, f.params, &res)))
-        return dlq_close(&d, rc);
-    if (sg_pg_res_rows(res) == 0) {
-        fprintf(stderr, "no dead letters match\n");
-        rc = SG_EXIT_FAIL;
-    } else if (json) {
-        for (size_t r = 0; r < sg_pg_res_rows(res); r++)
-            printf("%s\n", sg_pg_res_get(res, r, 0));
-    } else {
-        dlq_table(res, header, 10, 60);
-    }
-    sg_pg_res_destroy(res);
-    return dlq_close(&d, rc);
+    sg_json_destroy(rows);
+    return sg_cmd_close(&d, rc);
+}
+
+int dlq_cmd_groups(sg_cli_t *cli, int argc, char **argv)
+{
+    dlq_t d;
+    sg_dlq_filter_t f;
+    sg_json_t *rows = NULL;
+    sg_err_t err;
+    bool any;
+    int rc = dlq_open(&d, cli, argc, argv, true);
+
+    if (rc)
+        return sg_cmd_close(&d, rc);
+    if (sg_cmd_no_args(&d) < 0 || dlq_filter(&d, &f, NULL, &any) < 0)
+        return sg_cmd_close(&d, SG_EXIT_USAGE);
+    if (sg_dlq_groups(d.pg, &f, &rows, &err) < 0)
+        rc = sg_cmd_fail(&d, "query failed", &err);
+    else
+        rc = print_rows(&d, rows, group_cols);
+    sg_json_destroy(rows);
+    return sg_cmd_close(&d, rc);
 }

@@ -1,11 +1,10 @@
 /* dlq-tool replay: re-inject dead letters, one transaction per entry.
  *
- * The work of one entry is sagad_dlq_replay() (schemas/sql/0015): one
- * statement, so one transaction, so an entry is either fully replayed
- * (replays row, entry marked, new generation, command in the outbox) or
- * untouched, even when dlq-tool is killed in the middle of a bulk run.
- * The same function decides which steps run again and under which key
- * (docs/DLQ.md, "What a replay does"), and returns the effects it keeps
+ * The work of one entry is sagad_dlq_replay() (schemas/sql/0015), called
+ * through lib/ops (sg_dlq_replay): one statement, so one transaction, so an entry is either fully
+ * replayed (replays row, entry marked, new generation, command in the outbox) or untouched, even
+ * when dlq-tool is killed in the middle of a bulk run. The same function decides which steps run
+ * again and under which key (docs/DLQ.md, "What a replay does"), and returns the effects it keeps
  * and the ones it repeats, which every line here shows.
  *
  * A bulk run replays --parallel entries at a time, each on a connection of
@@ -23,36 +22,15 @@
 #include "dlq.h"
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_run.h"
+#include "sagad/sg_table.h"
 #include "sagad/sg_text.h"
-
-enum {
-    R_OUTCOME,
-    R_ACTION,
-    R_SAGA,
-    R_STATUS,
-    R_GEN,
-    R_STEP,
-    R_KEY,
-    R_REPLAY,
-    R_REV,
-    R_TOPIC,
-    R_DETAIL,
-    R_RERUN_FROM,
-    R_REPEATS,
-    R_KEPT,
-    R_JSON
-};
-
-static const char replay_sql[] =
-    "SELECT r.*, (jsonb_build_object('id', $1::bigint) || to_jsonb(r))::text "
-    "FROM sagad_dlq_replay($1::bigint, $2, $3, $4::boolean, $5::boolean, $6, $7) r";
 
 #define PARALLEL_DEFAULT 4
 #define PARALLEL_MAX     32
 
 typedef struct replay_run_s {
     dlq_t *d;
-    const char *operator_name, *reason, *commands_topic;
+    const char *by, *reason, *commands_topic;
     const char *rerun_from; /* --rerun-from STEP, NULL: none */
     bool dry_run, force, json;
     double rate; /* entries per second, 0: unbounded */
@@ -60,7 +38,7 @@ typedef struct replay_run_s {
     long replayed, would, refused, missing;
     /* The bulk run, shared by its threads under lock. */
     pthread_mutex_t lock;
-    const char *const *ids;
+    const int64_t *ids;
     size_t n, next, done;
     uint64_t t0;
     int rc;
@@ -101,16 +79,13 @@ static const char *plan_str(const sg_json_t *e, const char *key)
     return v ? v : "?";
 }
 
-/* One line per element of a plan list (kept or repeats, JSON text from
- * sagad_dlq_replay): the step, its tool, what stands and what happens to
- * it.  Step names and keys (their saga_id) are producer data: shown with
- * control characters escaped. */
-static void print_effects(FILE *out, const char *label, const char *list)
+/* One line per element of a plan list (kept or repeats of a replay's
+ * result): the step, its tool, what stands and what happens to it.  Step
+ * names and keys (their saga_id) are producer data: shown with control
+ * characters escaped. */
+static void print_effects(FILE *out, const char *label, const sg_json_t *list)
 {
-    sg_json_t *arr = list ? sg_json_parse(list, strlen(list), NULL, NULL) : NULL;
-
-    for (size_t i = 0; arr && i < sg_json_array_size(arr); i++) {
-        const sg_json_t *e = sg_json_array_get(arr, i);
+    for (const sg_json_t *e = sg_json_first(list); e; e = sg_json_next(e)) {
         const char *old_key_raw = sg_json_string(sg_json_member(e, "old_key"));
         const char *key_raw = sg_json_string(sg_json_member(e, "key"));
         double idx = -1;
@@ -129,110 +104,86 @@ static void print_effects(FILE *out, const char *label, const char *list)
         free(key);
         free(old_key);
     }
-    sg_json_destroy(arr);
 }
 
-static void report(replay_run_t *run, const char *id, const sg_pg_res_t *res)
+/* A member of a replay's result, "" when absent. */
+static const char *res_str(const sg_json_t *r, const char *key)
 {
-    const char *outcome = sg_pg_res_get(res, 0, R_OUTCOME);
-    const char *detail = sg_pg_res_get(res, 0, R_DETAIL);
+    const char *v = sg_json_string(sg_json_member(r, key));
 
+    return v ? v : "";
+}
+
+/* "; new key K" when the result names one. */
+static void new_key(const sg_json_t *r, char *out, size_t size)
+{
+    const char *key = sg_json_string(sg_json_member(r, "new_key"));
+
+    snprintf(out, size, "%s%s", key ? "; new key " : "", key ? key : "");
+}
+
+static void report(replay_run_t *run, int64_t id, const sg_json_t *r)
+{
+    const char *outcome = res_str(r, "outcome"), *detail = res_str(r, "detail");
+    char key[300];
+
+    new_key(r, key, sizeof(key));
     if (run->json)
-        printf("%s\n", sg_pg_res_get(res, 0, R_JSON));
+        sg_cmd_print_json(r);
     if (strcmp(outcome, "replayed") == 0) {
         run->replayed++;
         if (!run->json) {
-            const char *key = sg_pg_res_get(res, 0, R_KEY);
-            printf("replayed %s (replay %s): %s%s%s\n", id, sg_pg_res_get(res, 0, R_REPLAY), detail,
-                   key ? "; new key " : "", key ? key : "");
-            print_effects(stdout, "repeated", sg_pg_res_get(res, 0, R_REPEATS));
-            print_effects(stdout, "kept", sg_pg_res_get(res, 0, R_KEPT));
+            char *replay = sg_table_cell(r, "replay_id", SG_CELL_TEXT);
+            printf("replayed %lld (replay %s): %s%s\n", (long long)id, replay ? replay : "?",
+                   detail, key);
+            print_effects(stdout, "repeated", sg_json_member(r, "repeats"));
+            print_effects(stdout, "kept", sg_json_member(r, "kept"));
+            free(replay);
         }
     } else if (strcmp(outcome, "would_replay") == 0) {
         run->would++;
         if (!run->json) {
-            const char *key = sg_pg_res_get(res, 0, R_KEY);
-            printf("would replay %s: %s%s%s (dry run: nothing changed)\n", id, detail,
-                   key ? "; new key " : "", key ? key : "");
-            print_effects(stdout, "would repeat", sg_pg_res_get(res, 0, R_REPEATS));
-            print_effects(stdout, "kept", sg_pg_res_get(res, 0, R_KEPT));
+            printf("would replay %lld: %s%s (dry run: nothing changed)\n", (long long)id, detail,
+                   key);
+            print_effects(stdout, "would repeat", sg_json_member(r, "repeats"));
+            print_effects(stdout, "kept", sg_json_member(r, "kept"));
         }
     } else if (strcmp(outcome, "refused") == 0) {
         run->refused++;
-        dlq_warn(run->d, "%s refused: %s", id, detail);
+        sg_cmd_warn(run->d, "%lld refused: %s", (long long)id, detail);
     } else {
         run->missing++;
-        dlq_warn(run->d, "%s", detail);
+        sg_cmd_warn(run->d, "%s", detail);
     }
 }
 
-/* A failed replay statement, said on stderr; its exit code.  A database
- * not migrated to 0015 has no seven-argument sagad_dlq_replay(). */
-static int replay_fail(const dlq_t *d, const sg_err_t *err)
+/* The request of entry id under the run's options. */
+static sg_dlq_replay_req_t request(const replay_run_t *run, int64_t id, bool dry_run)
 {
-    if (strstr(err->message, "sagad_dlq_replay") && strstr(err->message, "does not exist")) {
-        dlq_warn(d,
-                 "the database schema is older than this dlq-tool (its replay is migration "
-                 "0015): run `dlq-tool migrate`, then replay again [%s]",
-                 err->code);
-        return SG_EXIT_INFRA;
-    }
-    return dlq_pg_fail(d, "query failed", err);
+    return (sg_dlq_replay_req_t){
+        id, run->by, run->reason, run->force, dry_run, run->commands_topic, run->rerun_from};
 }
 
 /* Replays one entry on pg; the caller holds no lock. */
-static int replay_one(replay_run_t *run, sg_pg_t *pg, const char *id)
+static int replay_one(replay_run_t *run, sg_pg_t *pg, int64_t id)
 {
-    const char *params[] = {id,
-                            run->operator_name,
-                            run->reason ? run->reason : "",
-                            run->force ? "true" : "false",
-                            run->dry_run ? "false" : "true",
-                            run->commands_topic,
-                            run->rerun_from};
-    sg_pg_res_t *res;
+    sg_dlq_replay_req_t req = request(run, id, run->dry_run);
+    sg_json_t *r = NULL;
     sg_err_t err;
     int rc = SG_EXIT_OK;
 
-    if (sg_pg_exec(pg, replay_sql, 7, params, &res, &err) < 0) {
+    if (sg_dlq_replay(pg, &req, &r, &err) < 0) {
         pthread_mutex_lock(&run->lock);
-        rc = replay_fail(run->d, &err);
+        rc = sg_cmd_fail(run->d, "replay failed", &err);
         pthread_mutex_unlock(&run->lock);
         return rc;
     }
     pthread_mutex_lock(&run->lock);
-    report(run, id, res);
+    report(run, id, r);
     fflush(stdout);
     run->done++;
     pthread_mutex_unlock(&run->lock);
-    sg_pg_res_destroy(res);
-    return SG_EXIT_OK;
-}
-
-static void free_ids(char **ids, size_t n)
-{
-    for (size_t i = 0; ids && i < n; i++)
-        free(ids[i]);
-    free(ids);
-}
-
-/* The entries filter f selects, oldest first (the caller frees them with
- * free_ids). */
-static int select_ids(dlq_t *d, dlq_filter_t *f, long limit, char ***ids, size_t *n)
-{
-    sg_pg_res_t *res;
-    char sql[1536];
-    int rc;
-
-    snprintf(sql, sizeof(sql), "SELECT d.id FROM dead_letters d%s ORDER BY d.id LIMIT $%d",
-             f->where, dlq_filter_param(f, SG_PG_INT(limit)));
-    if ((rc = dlq_query(d, sql, f->n, f->params, &res)))
-        return rc;
-    *n = sg_pg_res_rows(res);
-    *ids = sg_xcalloc(*n + 1, sizeof(**ids));
-    for (size_t i = 0; i < *n; i++)
-        (*ids)[i] = sg_xstrdup(sg_pg_res_get(res, i, 0));
-    sg_pg_res_destroy(res);
+    sg_json_destroy(r);
     return SG_EXIT_OK;
 }
 
@@ -243,7 +194,7 @@ static bool ask(dlq_t *d, const char *question)
 
     fprintf(stderr, "%s [y/N] ", question);
     if (!fgets(line, sizeof(line), stdin) || (line[0] != 'y' && line[0] != 'Y')) {
-        dlq_warn(d, "not confirmed: nothing replayed");
+        sg_cmd_warn(d, "not confirmed: nothing replayed");
         return false;
     }
     return true;
@@ -259,7 +210,7 @@ static bool confirmed(dlq_t *d, size_t n)
     if (sg_cli_opt(&d->args, "--yes"))
         return true;
     if (!isatty(STDIN_FILENO)) {
-        dlq_warn(d, "a bulk replay of %zu entries needs --yes when not run at a terminal", n);
+        sg_cmd_warn(d, "a bulk replay of %zu entries needs --yes when not run at a terminal", n);
         return false;
     }
     snprintf(question, sizeof(question),
@@ -273,41 +224,35 @@ static bool confirmed(dlq_t *d, size_t n)
  * --yes or "y" at a terminal.  Returns SG_EXIT_OK to go on, else the exit
  * code after saying why.  An entry the dry run refuses goes on: the
  * replay reports it. */
-static int confirm_repeats(replay_run_t *run, const char *id)
+static int confirm_repeats(replay_run_t *run, int64_t id)
 {
-    const char *params[] = {id,
-                            run->operator_name,
-                            "",
-                            run->force ? "true" : "false",
-                            "false",
-                            run->commands_topic,
-                            run->rerun_from};
-    const char *repeats;
-    sg_pg_res_t *res;
+    sg_dlq_replay_req_t req = request(run, id, true);
+    const sg_json_t *repeats;
+    sg_json_t *r = NULL;
     char question[160];
     sg_err_t err;
 
-    if (sg_pg_exec(run->d->pg, replay_sql, 7, params, &res, &err) < 0)
-        return replay_fail(run->d, &err);
-    repeats = sg_pg_res_get(res, 0, R_REPEATS);
-    if (strcmp(sg_pg_res_get(res, 0, R_OUTCOME), "would_replay") != 0 || !repeats ||
-        strcmp(repeats, "[]") == 0) {
-        sg_pg_res_destroy(res);
+    if (sg_dlq_replay(run->d->pg, &req, &r, &err) < 0)
+        return sg_cmd_fail(run->d, "replay failed", &err);
+    repeats = sg_json_member(r, "repeats");
+    if (strcmp(res_str(r, "outcome"), "would_replay") != 0 || sg_json_array_size(repeats) == 0) {
+        sg_json_destroy(r);
         return SG_EXIT_OK;
     }
     fprintf(stderr, "%s %s: --rerun-from %s calls these effects again, under new keys:\n",
             run->d->cli->prog, run->d->cli->cmd->name, run->rerun_from);
     print_effects(stderr, "will repeat", repeats);
-    print_effects(stderr, "kept", sg_pg_res_get(res, 0, R_KEPT));
-    sg_pg_res_destroy(res);
+    print_effects(stderr, "kept", sg_json_member(r, "kept"));
+    sg_json_destroy(r);
     if (sg_cli_opt(&run->d->args, "--yes"))
         return SG_EXIT_OK;
     if (!isatty(STDIN_FILENO)) {
-        dlq_warn(run->d, "repeating the effects above needs --yes when not run at a terminal "
-                         "(nothing replayed)");
+        sg_cmd_warn(run->d, "repeating the effects above needs --yes when not run at a terminal "
+                            "(nothing replayed)");
         return SG_EXIT_REFUSED;
     }
-    snprintf(question, sizeof(question), "replay dead letter %s and repeat these effects?", id);
+    snprintf(question, sizeof(question), "replay dead letter %lld and repeat these effects?",
+             (long long)id);
     return ask(run->d, question) ? SG_EXIT_OK : SG_EXIT_REFUSED;
 }
 
@@ -356,7 +301,7 @@ static void *replay_thread(void *arg)
     return NULL;
 }
 
-static int replay_all(replay_run_t *run, const char *const *ids, size_t n)
+static int replay_all(replay_run_t *run, const int64_t *ids, size_t n)
 {
     size_t nthreads = n < (size_t)run->parallel ? n : (size_t)run->parallel, started = 0;
     replay_thread_t *threads = sg_xcalloc(nthreads, sizeof(*threads));
@@ -372,7 +317,7 @@ static int replay_all(replay_run_t *run, const char *const *ids, size_t n)
         sg_err_t err;
         threads[i].run = run;
         if (!(threads[i].pg = dlq_connect(run->d, &err))) {
-            dlq_warn(run->d, "replaying with %zu connections: %s", i, err.message);
+            sg_cmd_warn(run->d, "replaying with %zu connections: %s", i, err.message);
             break;
         }
         if (pthread_create(&threads[i].tid, NULL, replay_thread, &threads[i]) != 0) {
@@ -390,72 +335,91 @@ static int replay_all(replay_run_t *run, const char *const *ids, size_t n)
     free(threads);
     pthread_mutex_destroy(&run->lock);
     if (run->done < n)
-        dlq_warn(run->d, "stopped after %zu of %zu entries; the rest are untouched", run->done, n);
+        sg_cmd_warn(run->d, "stopped after %zu of %zu entries; the rest are untouched", run->done,
+                    n);
     return run->rc;
+}
+
+/* The entries: the IDs given, or those the filter options select
+ * (pending ones unless --status says otherwise, oldest first).  *ids
+ * malloc'd; an exit code after saying why. */
+static int entries(dlq_t *d, long limit, int64_t **ids, size_t *n)
+{
+    sg_dlq_filter_t f;
+    sg_err_t err;
+    bool any;
+    int bad = dlq_filter(d, &f, "pending", &any);
+
+    *ids = NULL;
+    *n = 0;
+    if (d->args.npos > 0) {
+        if (bad < 0 || any) {
+            sg_cmd_warn(d, "give IDs or filter options, not both");
+            return SG_EXIT_USAGE;
+        }
+        if (dlq_ids(d, ids) < 0)
+            return SG_EXIT_USAGE;
+        *n = d->args.npos < (size_t)limit ? d->args.npos : (size_t)limit;
+        return SG_EXIT_OK;
+    }
+    if (bad < 0)
+        return SG_EXIT_USAGE;
+    if (!any) {
+        sg_cmd_warn(d, "give IDs or at least one filter option (--status pending selects "
+                       "every pending entry)");
+        return SG_EXIT_USAGE;
+    }
+    f.limit = limit;
+    if (sg_dlq_ids(d->pg, &f, ids, n, &err) < 0)
+        return sg_cmd_fail(d, "query failed", &err);
+    return SG_EXIT_OK;
+}
+
+/* The run's options; an exit code after naming a bad one. */
+static int options(dlq_t *d, replay_run_t *run, long *limit)
+{
+    const char *rate;
+
+    memset(run, 0, sizeof(*run));
+    run->d = d;
+    run->by = dlq_by(d);
+    run->reason = sg_cli_opt(&d->args, "--reason");
+    run->dry_run = sg_cli_opt(&d->args, "--dry-run") != NULL;
+    run->force = sg_cli_opt(&d->args, "--force") != NULL;
+    run->json = d->json;
+    run->commands_topic = sg_config_str(d->cli->cfg, "topic.commands");
+    run->rerun_from = sg_cli_opt(&d->args, "--rerun-from");
+    if (run->rerun_from && (d->args.npos != 1 || !*run->rerun_from)) {
+        sg_cmd_warn(d, "--rerun-from STEP replays one dead letter: give its ID and a step index "
+                       "or name (steps differ from saga to saga)");
+        return SG_EXIT_USAGE;
+    }
+    if ((rate = sg_cli_opt(&d->args, "--rate")) && parse_rate(rate, &run->rate) < 0) {
+        sg_cmd_warn(d, "--rate %s: must be N/s, N/m or N (entries per second), N > 0", rate);
+        return SG_EXIT_USAGE;
+    }
+    if (!run->dry_run && (!run->reason || !*run->reason)) {
+        sg_cmd_warn(d, "--reason is required: say why (it is kept in the replays ledger)");
+        return SG_EXIT_USAGE;
+    }
+    if (sg_cmd_opt_long(d, "--limit", 1000000000L, 1000000000L, limit) < 0 ||
+        sg_cmd_opt_long(d, "--parallel", PARALLEL_DEFAULT, PARALLEL_MAX, &run->parallel) < 0)
+        return SG_EXIT_USAGE;
+    return SG_EXIT_OK;
 }
 
 int dlq_cmd_replay(sg_cli_t *cli, int argc, char **argv)
 {
     dlq_t d;
-    dlq_filter_t f;
     replay_run_t run;
-    const char *const *ids = NULL;
-    char **selected = NULL; /* the IDs a filter selected, owned */
+    int64_t *ids = NULL;
     size_t n = 0;
     long limit;
-    const char *rate;
-    bool bad_filter;
     int rc = dlq_open(&d, cli, argc, argv, true);
 
-    if (rc)
-        return dlq_close(&d, rc);
-    memset(&run, 0, sizeof(run));
-    run.d = &d;
-    run.operator_name = dlq_operator(&d);
-    run.reason = sg_cli_opt(&d.args, "--reason");
-    run.dry_run = sg_cli_opt(&d.args, "--dry-run") != NULL;
-    run.force = sg_cli_opt(&d.args, "--force") != NULL;
-    run.json = sg_cli_opt(&d.args, "--json") != NULL;
-    run.commands_topic = sg_config_str(cli->cfg, "topic.commands");
-    run.rerun_from = sg_cli_opt(&d.args, "--rerun-from");
-    if (run.rerun_from && (d.args.npos != 1 || !*run.rerun_from)) {
-        dlq_warn(&d, "--rerun-from STEP replays one dead letter: give its ID and a step index "
-                     "or name (steps differ from saga to saga)");
-        return dlq_close(&d, SG_EXIT_USAGE);
-    }
-    if ((rate = sg_cli_opt(&d.args, "--rate")) && parse_rate(rate, &run.rate) < 0) {
-        dlq_warn(&d, "--rate %s: must be N/s, N/m or N (entries per second), N > 0", rate);
-        return dlq_close(&d, SG_EXIT_USAGE);
-    }
-    if (!run.dry_run && (!run.reason || !*run.reason)) {
-        dlq_warn(&d, "--reason is required: say why (it is kept in the replays ledger)");
-        return dlq_close(&d, SG_EXIT_USAGE);
-    }
-    if (dlq_opt_long(&d, "--limit", 1000000000L, 1000000000L, &limit) < 0 ||
-        dlq_opt_long(&d, "--parallel", PARALLEL_DEFAULT, PARALLEL_MAX, &run.parallel) < 0)
-        return dlq_close(&d, SG_EXIT_USAGE);
-    /* A filter selects pending entries unless --status says otherwise. */
-    bad_filter = dlq_filter_build(&d, &f, "pending") < 0;
-    if (d.args.npos > 0) {
-        if (bad_filter || f.any) {
-            dlq_warn(&d, "give IDs or filter options, not both");
-            return dlq_close(&d, SG_EXIT_USAGE);
-        }
-        if (dlq_ids_check(&d, d.args.pos, d.args.npos) < 0)
-            return dlq_close(&d, SG_EXIT_USAGE);
-        ids = d.args.pos;
-        n = d.args.npos < (size_t)limit ? d.args.npos : (size_t)limit;
-    } else {
-        if (bad_filter)
-            return dlq_close(&d, SG_EXIT_USAGE);
-        if (!f.any) {
-            dlq_warn(&d, "give IDs or at least one filter option (--status pending selects "
-                         "every pending entry)");
-            return dlq_close(&d, SG_EXIT_USAGE);
-        }
-        if ((rc = select_ids(&d, &f, limit, &selected, &n)))
-            return dlq_close(&d, rc);
-        ids = (const char *const *)selected;
+    if (rc || (rc = options(&d, &run, &limit)) || (rc = entries(&d, limit, &ids, &n))) {
+        free(ids);
+        return sg_cmd_close(&d, rc);
     }
     if (n == 0) {
         fprintf(stderr, "no dead letters match\n");
@@ -473,6 +437,6 @@ int dlq_cmd_replay(sg_cli_t *cli, int argc, char **argv)
         else if (run.replayed + run.would == 0)
             rc = SG_EXIT_FAIL;
     }
-    free_ids(selected, n);
-    return dlq_close(&d, rc);
+    free(ids);
+    return sg_cmd_close(&d, rc);
 }

@@ -61,25 +61,25 @@ int dlq_cmd_tail(sg_cli_t *cli, int argc, char **argv)
     int rc = dlq_open(&d, cli, argc, argv, false);
 
     if (rc)
-        return dlq_close(&d, rc);
-    if (d.args.npos || dlq_opt_long(&d, "--max", 0, 1000000000L, &max) < 0) {
+        return sg_cmd_close(&d, rc);
+    if (d.args.npos || sg_cmd_opt_long(&d, "--max", 0, 1000000000L, &max) < 0) {
         if (d.args.npos)
-            dlq_warn(&d, "takes no arguments (try dlq-tool tail --help)");
-        return dlq_close(&d, SG_EXIT_USAGE);
+            sg_cmd_warn(&d, "takes no arguments (try dlq-tool tail --help)");
+        return sg_cmd_close(&d, SG_EXIT_USAGE);
     }
-    json = sg_cli_opt(&d.args, "--json") != NULL;
+    json = d.json;
     if (sg_cli_opt(&d.args, "--from-beginning"))
         props[3] = "earliest";
     snprintf(group, sizeof(group), "dlq-tool-tail-%ld-%ld", (long)getpid(), (long)sg_run_now_ms());
     topic = sg_config_str(cli->cfg, "topic.dlq");
     if (!(k = sg_kafka_new(cli->cfg, SG_KAFKA_CONSUMER, props, errstr, sizeof(errstr)))) {
-        dlq_warn(&d, "%s", errstr);
-        return dlq_close(&d, SG_EXIT_USAGE);
+        sg_cmd_warn(&d, "%s", errstr);
+        return sg_cmd_close(&d, SG_EXIT_USAGE);
     }
     if (sg_kafka_subscribe(k, &topic, 1, &err) < 0) {
-        dlq_warn(&d, "subscribe to %s: %s", topic, err.message);
+        sg_cmd_warn(&d, "subscribe to %s: %s", topic, err.message);
         sg_kafka_destroy(k);
-        return dlq_close(&d, SG_EXIT_INFRA);
+        return sg_cmd_close(&d, SG_EXIT_INFRA);
     }
     fprintf(stderr, "following %s (Ctrl-C stops)\n", topic);
     sg_run_trap_signals();
@@ -88,7 +88,7 @@ int dlq_cmd_tail(sg_cli_t *cli, int argc, char **argv)
         int got = sg_kafka_consume(k, 200, &msg, &err);
 
         if (got < 0 && (err.fatal || sg_kafka_fatal(k))) {
-            dlq_warn(&d, "%s", err.message);
+            sg_cmd_warn(&d, "%s", err.message);
             rc = SG_EXIT_INFRA;
             break;
         }
@@ -99,5 +99,5 @@ int dlq_cmd_tail(sg_cli_t *cli, int argc, char **argv)
         }
     }
     sg_kafka_destroy(k);
-    return dlq_close(&d, rc);
+    return sg_cmd_close(&d, rc);
 }

@@ -8,8 +8,8 @@
         {"--saga", "SAGA_ID", "dead letters of one saga"},                                         \
         {"--tool", "TOOL", "dead letters of steps calling this tool"},                             \
         {"--step", "STEP", "step index or step name"},                                             \
-        {"--since", "WHEN", "created at or after: a timestamp, or an age like 30m, 2h, 7d"},       \
-        {"--until", "WHEN", "created before: a timestamp, or an age like 30m, 2h, 7d"},            \
+        {"--since", "WHEN", "created at or after: an age (90s, 30m, 2h, 7d) or a timestamp"},      \
+        {"--until", "WHEN", "created before: an age (90s, 30m, 2h, 7d) or a timestamp"},           \
     {                                                                                              \
         "--status", "STATUS", "pending, replayed, discarded or any"                                \
     }
@@ -17,7 +17,13 @@
 static const sg_cli_opt_t list_opts[] = {
     FILTER_OPTS,
     {"--limit", "N", "at most N entries (default 50)"},
-    {"--before", "ID", "only entries older than ID (the next page)"},
+    {"--before", "ID", "only entries older than ID (the next page: the last ID shown)"},
+    {"--json", NULL, "one JSON object per line"},
+    {NULL, NULL, NULL},
+};
+
+static const sg_cli_opt_t groups_opts[] = {
+    FILTER_OPTS,
     {"--json", NULL, "one JSON object per line"},
     {NULL, NULL, NULL},
 };
@@ -36,7 +42,8 @@ static const sg_cli_opt_t stats_opts[] = {
 static const sg_cli_opt_t replay_opts[] = {
     FILTER_OPTS,
     {"--reason", "TEXT", "why (required; kept in the replays ledger)"},
-    {"--operator", "NAME", "who replays (default $USER)"},
+    {"--by", "NAME", "who replays (default $USER, else the login name)"},
+    {"--operator", "NAME", "deprecated: the old name of --by, still taken"},
     {"--dry-run", NULL, "print what would happen, effects kept and repeated; change nothing"},
     {"--rerun-from", "STEP",
      "one entry: run every step from STEP (index or name) again under new keys, effects that "
@@ -57,13 +64,19 @@ static const sg_cli_opt_t edit_opts[] = {
     {"--set", "PATH=VALUE", "set a member (JSON value, else a string); repeatable"},
     {"--file", "PATH", "the new payload is this file's content (no editor)"},
     {"--reason", "TEXT", "why, kept with the revision"},
-    {"--operator", "NAME", "who edits (default $USER)"},
+    {"--by", "NAME", "who edits (default $USER, else the login name)"},
+    {"--operator", "NAME", "deprecated: the old name of --by, still taken"},
+    {"--json", NULL,
+     "one JSON object: id, outcome (saved, unchanged, refused), revision, "
+     "payload, problems"},
     {NULL, NULL, NULL},
 };
 
 static const sg_cli_opt_t discard_opts[] = {
     {"--reason", "TEXT", "why (required)"},
-    {"--operator", "NAME", "who discards (default $USER)"},
+    {"--by", "NAME", "who discards (default $USER, else the login name)"},
+    {"--operator", "NAME", "deprecated: the old name of --by, still taken"},
+    {"--json", NULL, "one JSON object per entry: id, outcome, released, detail"},
     {NULL, NULL, NULL},
 };
 
@@ -77,8 +90,17 @@ static const sg_cli_opt_t tail_opts[] = {
 static const sg_cli_cmd_t dlq_cmds[] = {
     {"list", dlq_cmd_list, "[FILTERS] [--limit N] [--json]", "dead letters, newest first",
      list_opts,
-     "Without --status every status is listed.  Exit 1 when nothing matches.\n"
+     "Without --status every status is listed.  When there are more, the next page's\n"
+     "--before is printed on stderr.  Exit 1 when nothing matches.\n"
      "Example: dlq-tool list --code 'tool.http.*' --status pending --since 2h\n",
+     false},
+    {"groups", dlq_cmd_groups, "[FILTERS] [--json]",
+     "dead letters grouped by error code and tool: counts, first and last seen", groups_opts,
+     "One line per error code and tool (no tool: a rejected or undecodable submission),\n"
+     "most pending first: pending, replayed, discarded, total, sagas concerned, and when\n"
+     "the first and the last entry of the group were written.  Without --status every\n"
+     "status counts.  Exit 1 when nothing matches.\n"
+     "Example: dlq-tool groups --since 24h\n",
      false},
     {"show", dlq_cmd_show, "ID [--json]",
      "one entry: the record, payload, attempt trail, saga state and replays", json_opt,
@@ -103,7 +125,7 @@ static const sg_cli_cmd_t dlq_cmds[] = {
      "use --force; repeated effects not confirmed).  docs/DLQ.md has the table.\n"
      "Example: dlq-tool replay 42 --rerun-from charge --dry-run\n",
      false},
-    {"edit", dlq_cmd_edit, "ID [--set PATH=VALUE]... | ID --file PATH",
+    {"edit", dlq_cmd_edit, "ID [--set PATH=VALUE]... | ID --file PATH [--json]",
      "fix a rejected submission's payload ($EDITOR, --set or --file), saved as a new revision",
      edit_opts,
      "The result must pass the worker's saga.start rules and the tool registry\n"
@@ -113,7 +135,7 @@ static const sg_cli_cmd_t dlq_cmds[] = {
      "save it with --file.\n"
      "Example: dlq-tool edit 42 --set steps[1].tool=inventory.reserve\n",
      false},
-    {"discard", dlq_cmd_discard, "ID... --reason TEXT",
+    {"discard", dlq_cmd_discard, "ID... --reason TEXT [--json]",
      "mark entries resolved without replay (kept, not deleted)", discard_opts,
      "Discarding the entry of a held saga releases the hold: the saga compensates.\n", false},
     {"saga", dlq_cmd_saga, "SAGA_ID [--json]",
@@ -121,8 +143,8 @@ static const sg_cli_cmd_t dlq_cmds[] = {
      "The same view as `sagactl show SAGA_ID` (one shared implementation).\n", false},
     {"tail", dlq_cmd_tail, "[--from-beginning] [--max N] [--json]",
      "follow the DLQ topic live, one line per new entry", tail_opts, NULL, false},
-    {"migrate", sg_cli_cmd_migrate, "", "apply the database migrations and exit", NULL, NULL,
-     false},
+    {"migrate", sg_cli_cmd_migrate, "[--json]", "apply the database migrations and exit",
+     sg_cli_migrate_opts, NULL, false},
 };
 
 int main(int argc, char **argv)

@@ -386,10 +386,10 @@ echo "== dlq-tool show $dl"
 bin/dlq-tool show "$dl"
 echo
 echo "== dlq-tool edit $dl: a partial fix is refused with the path and rule of each problem"
-bin/dlq-tool edit "$dl" --set 'steps[1].args.sku=B7' --operator demo || echo "(exit $?: refused, nothing saved)"
+bin/dlq-tool edit "$dl" --set 'steps[1].args.sku=B7' --by demo || echo "(exit $?: refused, nothing saved)"
 echo
 echo "== dlq-tool edit $dl --set ...: the whole fix"
-bin/dlq-tool edit "$dl" --operator demo --reason "demo: fix the submission" \
+bin/dlq-tool edit "$dl" --by demo --reason "demo: fix the submission" \
     --set 'steps[0].name=reserve' --set 'steps[0].tool=inventory.reserve' \
     --set 'steps[0].args={"sku": "B7", "qty": 1}' \
     --set 'steps[1].name=charge' --set 'steps[1].tool=payment.charge' \
@@ -398,7 +398,7 @@ bin/dlq-tool edit "$dl" --operator demo --reason "demo: fix the submission" \
     --set 'steps[2].args={"reservation_id": {"$from": "/steps/reserve/result/reservation_id"}}'
 echo
 echo "== dlq-tool replay $dl"
-bin/dlq-tool replay "$dl" --reason "demo: fixed submission" --operator demo
+bin/dlq-tool replay "$dl" --reason "demo: fixed submission" --by demo
 deadline=$((SECONDS + 60))
 until [ "$(psql "$SAGAD_PG_DSN" -Atc "SELECT status FROM sagas WHERE saga_id = '$bad'")" = completed ]; do
     if [ $SECONDS -ge $deadline ]; then

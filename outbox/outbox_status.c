@@ -1,50 +1,73 @@
-/* `sagad-relay status`: what an operator asks first when events are late. */
+/* `sagad-relay status`: what an operator asks first when events are late,
+ * asked through lib/ops (sg_relay_status) and shown as a table or, with
+ * --json, one object per shard. */
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "outbox.h"
-#include "sagad/sg_pg.h"
+#include "sagad/sg_cmd.h"
+#include "sagad/sg_relay_query.h"
+#include "sagad/sg_table.h"
 
-static const char status_sql[] =
-    "SELECT s.shard::text, coalesce(c.holder, '-'),"
-    " coalesce(round(extract(epoch FROM now() - c.heartbeat_at)::numeric, 1)::text, '-'),"
-    " coalesce(c.tx::text, '0') || '/' || coalesce(c.id, 0)::text,"
-    " coalesce(c.published, 0)::text,"
-    " (SELECT count(*) FROM outbox o WHERE o.shard = s.shard)::text,"
-    " coalesce((SELECT round(extract(epoch FROM now() - min(o.created_at))::numeric, 1)::text"
-    "           FROM outbox o WHERE o.shard = s.shard), '-'),"
-    " coalesce(c.xmin_blocked_ms, 0)::text,"
-    " CASE WHEN s.held THEN 'held' ELSE 'FREE' END"
-    " FROM sagad_relay_locks() AS s"
-    " LEFT JOIN relay_cursors c ON c.shard = s.shard ORDER BY s.shard";
+static void status_table(const sg_json_t *rows)
+{
+    static const sg_table_col_t cols[] = {
+        {"shard", "shard", SG_CELL_TEXT},
+        {"holder", "holder", SG_CELL_TEXT},
+        {"heartbeat", "heartbeat_age_s", SG_CELL_TEXT},
+        {"cursor(tx/id)", NULL, SG_CELL_TEXT},
+        {"published", "published", SG_CELL_TEXT},
+        {"backlog", "backlog", SG_CELL_TEXT},
+        {"oldest_s", "oldest_age_s", SG_CELL_TEXT},
+        {"blocked_ms", "blocked_ms", SG_CELL_TEXT},
+        {"lock", NULL, SG_CELL_TEXT},
+        {NULL, NULL, SG_CELL_TEXT},
+    };
+    sg_table_t *t = sg_table_new_cols(cols);
+
+    for (const sg_json_t *r = sg_json_first(rows); r; r = sg_json_next(r)) {
+        char *cells[9], cursor[64], *tx = sg_table_cell(r, "cursor.tx", SG_CELL_TEXT);
+        char *id = sg_table_cell(r, "cursor.id", SG_CELL_TEXT);
+        bool held = false;
+
+        for (int c = 0; c < 9; c++)
+            cells[c] = cols[c].key ? sg_table_cell(r, cols[c].key, cols[c].cell) : NULL;
+        snprintf(cursor, sizeof(cursor), "%s/%s", tx ? tx : "0", id ? id : "0");
+        cells[3] = cursor;
+        /* A shard nobody holds publishes nothing: shouted. */
+        (void)sg_json_get_bool(r, "$", "held", false, &held, NULL);
+        cells[8] = held ? "held" : "FREE";
+        sg_table_add(t, (const char *const *)cells);
+        for (int c = 0; c < 9; c++)
+            if (c != 3 && c != 8)
+                free(cells[c]);
+        free(tx);
+        free(id);
+    }
+    sg_table_print(t, stdout, 60);
+    sg_table_destroy(t);
+}
 
 int outbox_cmd_status(sg_cli_t *cli, int argc, char **argv)
 {
-    sg_pg_opts_t opts;
-    sg_pg_res_t *res = NULL;
-    sg_pg_t *pg;
+    sg_cmd_t c;
+    sg_json_t *rows = NULL;
     sg_err_t err;
+    int rc = sg_cmd_open(&c, cli, argc, argv);
 
-    (void)argc;
-    (void)argv;
-    sg_pg_opts_from_config(&opts, cli->cfg, "sagad-relay status");
-    pg = sg_pg_connect(&opts, &err);
-    if (!pg) {
-        fprintf(stderr, "%s status: %s\n", cli->prog, err.message);
-        return SG_EXIT_INFRA;
+    if (rc || (rc = sg_cmd_no_args(&c) < 0 ? SG_EXIT_USAGE : SG_EXIT_OK) ||
+        (rc = sg_cmd_connect(&c, cli->cfg, SG_PG_ROLE_RUNTIME)))
+        return sg_cmd_close(&c, rc);
+    if (sg_relay_status(c.pg, &rows, &err) < 0) {
+        sg_cmd_warn(&c, "%s (has `sagad-relay migrate` run?)", err.message);
+        rc = SG_EXIT_INFRA;
+    } else if (c.json) {
+        for (const sg_json_t *r = sg_json_first(rows); r; r = sg_json_next(r))
+            sg_cmd_print_json(r);
+    } else {
+        status_table(rows);
     }
-    if (sg_pg_exec(pg, status_sql, 0, NULL, &res, &err) < 0) {
-        fprintf(stderr, "%s status: %s (has `sagad-relay migrate` run?)\n", cli->prog, err.message);
-        sg_pg_destroy(pg);
-        return SG_EXIT_INFRA;
-    }
-    printf("%-5s %-28s %-10s %-22s %-10s %-8s %-10s %-10s %s\n", "shard", "holder", "heartbeat",
-           "cursor(tx/id)", "published", "backlog", "oldest_s", "blocked_ms", "lock");
-    for (size_t i = 0; i < sg_pg_res_rows(res); i++)
-        printf("%-5s %-28s %-10s %-22s %-10s %-8s %-10s %-10s %s\n", sg_pg_res_get(res, i, 0),
-               sg_pg_res_get(res, i, 1), sg_pg_res_get(res, i, 2), sg_pg_res_get(res, i, 3),
-               sg_pg_res_get(res, i, 4), sg_pg_res_get(res, i, 5), sg_pg_res_get(res, i, 6),
-               sg_pg_res_get(res, i, 7), sg_pg_res_get(res, i, 8));
-    sg_pg_res_destroy(res);
-    sg_pg_destroy(pg);
-    return SG_EXIT_OK;
+    sg_json_destroy(rows);
+    return sg_cmd_close(&c, rc);
 }

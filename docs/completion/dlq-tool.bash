@@ -20,25 +20,27 @@ _dlq_tool() {
     local words
     case $cmd in
     '')
-        words="list show stats replay edit discard saga tail migrate --config --print-config --config-reference --config-sample --metrics-reference --man --completion --help --version" ;;
+        words="list groups show stats replay edit discard saga tail migrate --config --json --print-config --config-reference --config-sample --metrics-reference --man --completion --help --version" ;;
     list)
         words="--help --code --class --saga --tool --step --since --until --status --limit --before --json" ;;
+    groups)
+        words="--help --code --class --saga --tool --step --since --until --status --json" ;;
     show)
         words="--help --json" ;;
     stats)
         words="--help --json --prometheus" ;;
     replay)
-        words="--help --code --class --saga --tool --step --since --until --status --reason --operator --dry-run --rerun-from --rate --limit --parallel --yes --force --json" ;;
+        words="--help --code --class --saga --tool --step --since --until --status --reason --by --operator --dry-run --rerun-from --rate --limit --parallel --yes --force --json" ;;
     edit)
-        words="--help --set --file --reason --operator" ;;
+        words="--help --set --file --reason --by --operator --json" ;;
     discard)
-        words="--help --reason --operator" ;;
+        words="--help --reason --by --operator --json" ;;
     saga)
         words="--help --json" ;;
     tail)
         words="--help --from-beginning --max --json" ;;
     migrate)
-        words="--help" ;;
+        words="--help --json" ;;
     *) return ;;
     esac
     if [[ -z $cmd || $cur == -* ]]; then

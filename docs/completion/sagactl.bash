@@ -20,7 +20,7 @@ _sagactl() {
     local words
     case $cmd in
     '')
-        words="validate submit status show list watch cancel approve keys reject --config --print-config --config-reference --config-sample --metrics-reference --man --completion --help --version" ;;
+        words="validate submit status show list watch cancel approve keys reject --config --json --print-config --config-reference --config-sample --metrics-reference --man --completion --help --version" ;;
     validate)
         words="--help --registry --json" ;;
     submit)
@@ -30,17 +30,17 @@ _sagactl() {
     show)
         words="--help --json" ;;
     list)
-        words="--help --status --name --since --stuck --limit --before --json" ;;
+        words="--help --status --name --since --until --stuck --limit --before --json" ;;
     watch)
         words="--help --name --from-beginning --max --json" ;;
     cancel)
-        words="--help --reason --by --wait --timeout --key --json" ;;
+        words="--help --reason --by --operator --wait --timeout --key --json" ;;
     approve)
-        words="--help --reason --by --wait --timeout --key --json" ;;
+        words="--help --reason --by --operator --wait --timeout --key --json" ;;
     keys)
         words="--help --principal --key-id --out --json" ;;
     reject)
-        words="--help --reason --by --wait --timeout --key --json" ;;
+        words="--help --reason --by --operator --wait --timeout --key --json" ;;
     *) return ;;
     esac
     if [[ -z $cmd || $cur == -* ]]; then

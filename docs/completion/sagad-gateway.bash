@@ -20,7 +20,7 @@ _sagad_gateway() {
     local words
     case $cmd in
     '')
-        words="run token --config --print-config --config-reference --config-sample --metrics-reference --man --completion --help --version" ;;
+        words="run token --config --json --print-config --config-reference --config-sample --metrics-reference --man --completion --help --version" ;;
     run)
         words="--help" ;;
     token)

@@ -20,13 +20,13 @@ _sagad_relay() {
     local words
     case $cmd in
     '')
-        words="run status migrate --config --print-config --config-reference --config-sample --metrics-reference --man --completion --help --version" ;;
+        words="run status migrate --config --json --print-config --config-reference --config-sample --metrics-reference --man --completion --help --version" ;;
     run)
         words="--help" ;;
     status)
-        words="--help" ;;
+        words="--help --json" ;;
     migrate)
-        words="--help" ;;
+        words="--help --json" ;;
     *) return ;;
     esac
     if [[ -z $cmd || $cur == -* ]]; then

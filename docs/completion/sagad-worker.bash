@@ -20,7 +20,7 @@ _sagad_worker() {
     local words
     case $cmd in
     '')
-        words="run check-registry topics migrate states --config --print-config --config-reference --config-sample --metrics-reference --man --completion --help --version" ;;
+        words="run check-registry topics migrate states --config --json --print-config --config-reference --config-sample --metrics-reference --man --completion --help --version" ;;
     run)
         words="--help" ;;
     check-registry)

@@ -20,7 +20,7 @@ extern char **environ;
 
 static void usage(const sg_cli_app_t *app, FILE *out)
 {
-    fprintf(out, "usage: %s [--config FILE] [--print-config] COMMAND [ARGS]\n", app->prog);
+    fprintf(out, "usage: %s [--config FILE] [--json] [--print-config] COMMAND [ARGS]\n", app->prog);
     fprintf(out, "       %s --help | --version\n\n%s\n\ncommands:\n", app->prog, app->summary);
     for (size_t i = 0; i < app->ncmds; i++) {
         char left[160];
@@ -63,6 +63,63 @@ static sg_config_t *load_config(const char *path, char *errstr, size_t errstr_si
     return cfg;
 }
 
+static const sg_cli_opt_t *find_opt(const sg_cli_opt_t *opts, const char *name, size_t *idx)
+{
+    for (size_t i = 0; opts && opts[i].name; i++) {
+        if (strcmp(opts[i].name, name) == 0) {
+            *idx = i;
+            return &opts[i];
+        }
+    }
+    return NULL;
+}
+
+static bool lists_json(const sg_cli_cmd_t *cmd)
+{
+    size_t idx;
+
+    return find_opt(cmd->opts, "--json", &idx) != NULL;
+}
+
+/* The global options after the command, as before it: --config FILE (or
+ * --config=FILE) is taken out of argv into *config_path, and a --json the
+ * command does not list sets *json (the caller refuses it).  The values of
+ * the command's own options are stepped over, so a value is never taken
+ * for an option; "--" ends the options.  Returns the new argc. */
+static int take_globals(const sg_cli_cmd_t *cmd, int argc, char **argv, const char **config_path,
+                        bool *json)
+{
+    int out = 1;
+
+    for (int j = 1; j < argc; j++) {
+        const char *a = argv[j];
+        const sg_cli_opt_t *o;
+        size_t idx, n = strcspn(a, "=");
+        char name[64];
+
+        if (strcmp(a, "--") == 0) {
+            while (j < argc)
+                argv[out++] = argv[j++];
+            break;
+        }
+        snprintf(name, sizeof(name), "%.*s", (int)n, a);
+        if (strcmp(name, "--config") == 0 && (a[n] == '=' || j + 1 < argc)) {
+            *config_path = a[n] == '=' ? a + n + 1 : argv[++j];
+            continue;
+        }
+        if (strcmp(a, "--json") == 0 && !lists_json(cmd)) {
+            *json = true;
+            continue;
+        }
+        argv[out++] = argv[j];
+        if (a[0] == '-' && a[n] != '=' && (o = find_opt(cmd->opts, name, &idx)) && o->arg &&
+            j + 1 < argc)
+            argv[out++] = argv[++j];
+    }
+    argv[out] = NULL;
+    return out;
+}
+
 static const sg_cli_cmd_t *find_cmd(const sg_cli_app_t *app, const char *name)
 {
     for (size_t i = 0; i < app->ncmds; i++)
@@ -76,7 +133,8 @@ int sg_cli_main(const sg_cli_app_t *app, int argc, char **argv)
     const char *config_path = getenv("SAGAD_CONFIG");
     bool print_config = false;
     const sg_cli_cmd_t *cmd;
-    sg_cli_t cli = {app->prog, app->component, NULL, NULL, NULL};
+    sg_cli_t cli = {app->prog, app->component, NULL, NULL, NULL, false};
+    bool json_unlisted = false;
     sg_log_level_t level;
     char errstr[1024];
     int i, rc;
@@ -109,6 +167,8 @@ int sg_cli_main(const sg_cli_app_t *app, int argc, char **argv)
             return SG_EXIT_OK;
         } else if (strcmp(argv[i], "--print-config") == 0) {
             print_config = true;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            cli.json = true;
         } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             config_path = argv[++i];
         } else {
@@ -128,6 +188,14 @@ int sg_cli_main(const sg_cli_app_t *app, int argc, char **argv)
         if (strcmp(argv[j], "--help") == 0 || strcmp(argv[j], "-h") == 0) {
             sg_cli_cmd_help(app->prog, cmd, stdout);
             return SG_EXIT_OK;
+        }
+    }
+    if (cmd) {
+        argc = i + take_globals(cmd, argc - i, argv + i, &config_path, &json_unlisted);
+        if ((cli.json || json_unlisted) && !lists_json(cmd)) {
+            fprintf(stderr, "%s %s: --json: this command has no JSON output (try %s %s --help)\n",
+                    app->prog, cmd->name, app->prog, cmd->name);
+            return SG_EXIT_USAGE;
         }
     }
     cli.cmd = cmd;
@@ -184,15 +252,27 @@ void sg_cli_cmd_help(const char *prog, const sg_cli_cmd_t *cmd, FILE *out)
                  "3 refused for safety, 4 PostgreSQL or Kafka unavailable.\n");
 }
 
-static const sg_cli_opt_t *find_opt(const sg_cli_opt_t *opts, const char *name, size_t *idx)
+const char *const sg_cli_aliases[][2] = {
+    {"--operator", "--by"},
+    {NULL, NULL},
+};
+
+/* The option name stands for: its new name when it is a deprecated one
+ * the table lists beside its new name (said once on stderr). */
+static const sg_cli_opt_t *resolve_alias(const sg_cli_t *cli, const sg_cli_opt_t *opts,
+                                         const sg_cli_opt_t *o, size_t *idx)
 {
-    for (size_t i = 0; opts && opts[i].name; i++) {
-        if (strcmp(opts[i].name, name) == 0) {
-            *idx = i;
-            return &opts[i];
-        }
+    for (size_t k = 0; sg_cli_aliases[k][0]; k++) {
+        const sg_cli_opt_t *to;
+
+        if (strcmp(o->name, sg_cli_aliases[k][0]) != 0 ||
+            !(to = find_opt(opts, sg_cli_aliases[k][1], idx)))
+            continue;
+        fprintf(stderr, "%s %s: %s is deprecated, use %s (the same)\n", cli->prog, cli->cmd->name,
+                o->name, to->name);
+        return to;
     }
-    return NULL;
+    return o;
 }
 
 static int parse_fail(const sg_cli_t *cli, sg_cli_args_t *args, const char *what, const char *arg)
@@ -207,6 +287,7 @@ int sg_cli_parse(const sg_cli_t *cli, int argc, char **argv, sg_cli_args_t *args
 {
     const sg_cli_opt_t *opts = cli->cmd->opts;
     bool only_pos = false;
+    size_t json_idx;
 
     memset(args, 0, sizeof(*args));
     while (opts && opts[args->nopts].name)
@@ -236,6 +317,7 @@ int sg_cli_parse(const sg_cli_t *cli, int argc, char **argv, sg_cli_args_t *args
                  argv[i]);
         if (!(o = find_opt(opts, name, &idx)))
             return parse_fail(cli, args, "unknown option", argv[i]);
+        o = resolve_alias(cli, opts, o, &idx);
         if (o->arg) {
             if (eq)
                 val = eq + 1;
@@ -250,6 +332,9 @@ int sg_cli_parse(const sg_cli_t *cli, int argc, char **argv, sg_cli_args_t *args
         }
         args->vals[idx * (size_t)argc + args->nvals[idx]++] = val;
     }
+    /* --json before the command: as if given after it. */
+    if (cli->json && find_opt(opts, "--json", &json_idx) && args->nvals[json_idx] == 0)
+        args->vals[json_idx * (size_t)argc + args->nvals[json_idx]++] = "";
     return 0;
 }
 
@@ -281,16 +366,32 @@ const char *sg_cli_opt(const sg_cli_args_t *args, const char *name)
     return n ? vals[n - 1] : NULL;
 }
 
+const sg_cli_opt_t sg_cli_migrate_opts[] = {
+    {"--json", NULL, "one JSON object: from, to (the schema versions)"},
+    {NULL, NULL, NULL},
+};
+
 int sg_cli_cmd_migrate(sg_cli_t *cli, int argc, char **argv)
 {
+    sg_cli_args_t args = {0};
     sg_pg_opts_t opts;
     sg_pg_t *pg;
     sg_err_t err;
     char errstr[512];
+    bool json = false;
     int from, to;
 
-    (void)argc;
-    (void)argv;
+    if (cli->cmd->opts) {
+        if (sg_cli_parse(cli, argc, argv, &args) < 0)
+            return SG_EXIT_USAGE;
+        json = sg_cli_opt(&args, "--json") != NULL;
+        if (args.npos) {
+            fprintf(stderr, "%s migrate: takes no arguments\n", cli->prog);
+            sg_cli_args_free(&args);
+            return SG_EXIT_USAGE;
+        }
+        sg_cli_args_free(&args);
+    }
     if (sg_migrate_check_list(errstr, sizeof(errstr)) < 0) {
         fprintf(stderr, "%s migrate: BUG: %s\n", cli->prog, errstr);
         return SG_EXIT_FAIL;
@@ -307,7 +408,9 @@ int sg_cli_cmd_migrate(sg_cli_t *cli, int argc, char **argv)
         sg_pg_destroy(pg);
         return err.cls == SG_ERRCLASS_PERMANENT ? SG_EXIT_FAIL : SG_EXIT_INFRA;
     }
-    if (from == to)
+    if (json)
+        printf("{\"from\":%d,\"to\":%d}\n", from, to);
+    else if (from == to)
         printf("schema is up to date at version %d\n", to);
     else
         printf("schema migrated from version %d to %d\n", from, to);

@@ -7,7 +7,11 @@
 #include "sagad/sg_version.h"
 
 const sg_cli_opt_t sg_cli_global_opts[] = {
-    {"--config", "FILE", "config file of `key = value` lines (also SAGAD_CONFIG)"},
+    {"--config", "FILE",
+     "config file of `key = value` lines (also SAGAD_CONFIG); before or after COMMAND"},
+    {"--json", NULL,
+     "JSON for scripts, from a command that has it (its --help lists --json); before or after "
+     "COMMAND"},
     {"--print-config", NULL, "print the effective config, secrets masked, and exit"},
     {"--config-reference", NULL, "print the Markdown reference of every config key"},
     {"--config-sample", NULL, "print a sample config file of every key at its default"},
@@ -80,7 +84,7 @@ void sg_cli_write_man(const sg_cli_app_t *app, FILE *out)
     roff(out, app->summary);
     fputs("\n.SH SYNOPSIS\n.B ", out);
     roff(out, app->prog);
-    fputs("\n[\\-\\-config FILE] COMMAND [ARGS]\n.br\n.B ", out);
+    fputs("\n[\\-\\-config FILE] [\\-\\-json] COMMAND [ARGS]\n.br\n.B ", out);
     roff(out, app->prog);
     fputs("\nCOMMAND \\-\\-help\n.SH DESCRIPTION\n", out);
     roff(out, app->summary);

@@ -215,3 +215,202 @@ void sg_table_destroy(sg_table_t *t)
     free(t->cells);
     free(t);
 }
+
+/* ---- JSON rows ----------------------------------------------------------- */
+
+/* Days since 1970-01-01 of a date of the proleptic Gregorian calendar
+ * (the civil-from-days inverse): no time zone and no libc involved. */
+static int64_t days_from_civil(int64_t y, int m, int d)
+{
+    int64_t era, yoe, doy, doe;
+
+    y -= m <= 2;
+    era = (y >= 0 ? y : y - 399) / 400;
+    yoe = y - era * 400;
+    doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static void civil_from_days(int64_t z, int *y, int *m, int *d)
+{
+    int64_t era, doe, yoe, doy, mp;
+
+    z += 719468;
+    era = (z >= 0 ? z : z - 146096) / 146097;
+    doe = z - era * 146097;
+    yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    mp = (5 * doy + 2) / 153;
+    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *y = (int)(yoe + era * 400 + (*m <= 2));
+}
+
+/* The zone offset at p: "+HH", "+HH:MM" or "+HH:MM:SS" (or "-"), then the
+ * end; seconds east of UTC, or false. */
+static bool zone_offset(const char *p, int64_t *east)
+{
+    int h = 0, mi = 0, se = 0, n = 0;
+    int sign = *p == '+' ? 1 : *p == '-' ? -1 : 0;
+
+    if (!sign || sscanf(p + 1, "%2d%n", &h, &n) != 1 || n != 2)
+        return false;
+    p += 3;
+    if (*p == ':' && (sscanf(p + 1, "%2d%n", &mi, &n) != 1 || n != 2))
+        return false;
+    if (*p == ':')
+        p += 3;
+    if (*p == ':' && (sscanf(p + 1, "%2d%n", &se, &n) != 1 || n != 2))
+        return false;
+    if (*p == ':')
+        p += 3;
+    *east = sign * (h * 3600 + mi * 60 + se);
+    return *p == '\0';
+}
+
+bool sg_table_time_utc(const char *text, bool ms, char *out, size_t out_size)
+{
+    int y, mo, d, h, mi, se, n = 0, milli = 0, digits = 0;
+    const char *p;
+    int64_t east, t;
+
+    if (sscanf(text, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &se, &n) != 6 || n != 19) {
+        snprintf(out, out_size, "%s", text);
+        return false;
+    }
+    p = text + n;
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++)
+            if (digits++ < 3)
+                milli = milli * 10 + (*p - '0');
+    for (; digits < 3; digits++)
+        milli *= 10; /* ".5" is 500 ms */
+    if (!zone_offset(p, &east)) {
+        snprintf(out, out_size, "%s", text);
+        return false;
+    }
+    t = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se - east;
+    civil_from_days(t >= 0 ? t / 86400 : (t - 86399) / 86400, &y, &mo, &d);
+    t = ((t % 86400) + 86400) % 86400;
+    if (ms)
+        snprintf(out, out_size, "%04d-%02d-%02d %02d:%02d:%02d.%03d", y, mo, d, (int)(t / 3600),
+                 (int)(t / 60 % 60), (int)(t % 60), milli);
+    else
+        snprintf(out, out_size, "%04d-%02d-%02d %02d:%02d:%02d", y, mo, d, (int)(t / 3600),
+                 (int)(t / 60 % 60), (int)(t % 60));
+    return true;
+}
+
+void sg_table_age(double seconds, char *out, size_t out_size)
+{
+    bool neg = seconds < 0;
+    int64_t s = (int64_t)(neg ? -seconds : seconds), days = s / 86400;
+    char hms[32];
+
+    snprintf(hms, sizeof(hms), "%02d:%02d:%02d", (int)(s / 3600 % 24), (int)(s / 60 % 60),
+             (int)(s % 60));
+    if (days)
+        snprintf(out, out_size, "%s%lld day%s %s", neg ? "-" : "", (long long)days,
+                 days == 1 ? "" : "s", hms);
+    else
+        snprintf(out, out_size, "%s%s", neg ? "-" : "", hms);
+}
+
+/* The member at path "a" or "a.b" of row; NULL when absent. */
+static const sg_json_t *member_at(const sg_json_t *row, const char *path, size_t len)
+{
+    const char *dot = memchr(path, '.', len);
+    char name[64];
+    size_t n = dot ? (size_t)(dot - path) : len;
+
+    if (n >= sizeof(name))
+        return NULL;
+    memcpy(name, path, n);
+    name[n] = '\0';
+    row = sg_json_member(row, name);
+    return dot && row ? member_at(row, dot + 1, len - n - 1) : row;
+}
+
+/* One member's text as cell says; NULL for null or absent. */
+static char *one_cell(const sg_json_t *v, sg_cell_t cell)
+{
+    const char *str = sg_json_string(v);
+    char buf[64], *text;
+    double num;
+
+    if (!v || sg_json_is_null(v))
+        return NULL;
+    if ((cell == SG_CELL_TIME || cell == SG_CELL_TIME_MS) && str) {
+        sg_table_time_utc(str, cell == SG_CELL_TIME_MS, buf, sizeof(buf));
+        return sg_xstrdup(str && strlen(str) >= sizeof(buf) ? str : buf);
+    }
+    if (cell == SG_CELL_AGE && sg_json_number(v, &num)) {
+        sg_table_age(num, buf, sizeof(buf));
+        return sg_xstrdup(buf);
+    }
+    text = str ? sg_xstrdup(str) : sg_json_print(v);
+    for (char *p = text; cell == SG_CELL_LINE && *p; p++)
+        if (*p == '\n' || *p == '\r' || *p == '\t')
+            *p = ' ';
+    return text;
+}
+
+char *sg_table_cell(const sg_json_t *row, const char *key, sg_cell_t cell)
+{
+    char *joined = NULL;
+
+    while (key && *key) {
+        size_t n = strcspn(key, " ");
+        char *part = one_cell(member_at(row, key, n), cell);
+
+        if (!part) {
+            free(joined);
+            return NULL;
+        }
+        if (joined) {
+            size_t len = strlen(joined);
+            joined = sg_xrealloc(joined, len + strlen(part) + 2);
+            joined[len] = ' ';
+            strcpy(joined + len + 1, part);
+            free(part);
+        } else {
+            joined = part;
+        }
+        key += n + (key[n] == ' ');
+    }
+    return joined;
+}
+
+sg_table_t *sg_table_new_cols(const sg_table_col_t *cols)
+{
+    const char *header[MAX_COLS];
+    int n = 0;
+
+    while (cols[n].header && n < MAX_COLS) {
+        header[n] = cols[n].header;
+        n++;
+    }
+    return sg_table_new(header, n);
+}
+
+void sg_table_add_json(sg_table_t *t, const sg_table_col_t *cols, const sg_json_t *row)
+{
+    char *cells[MAX_COLS];
+
+    for (int c = 0; c < t->ncols; c++)
+        cells[c] = sg_table_cell(row, cols[c].key, cols[c].cell);
+    sg_table_add(t, (const char *const *)cells);
+    for (int c = 0; c < t->ncols; c++)
+        free(cells[c]);
+}
+
+void sg_table_print_rows(FILE *out, const sg_table_col_t *cols, const sg_json_t *rows, int maxw)
+{
+    sg_table_t *t = sg_table_new_cols(cols);
+
+    for (const sg_json_t *r = sg_json_first(rows); r; r = sg_json_next(r))
+        sg_table_add_json(t, cols, r);
+    sg_table_print(t, out, maxw);
+    sg_table_destroy(t);
+}

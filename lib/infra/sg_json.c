@@ -826,3 +826,130 @@ void sg_json_add_null(sg_json_t *obj, const char *key)
 {
     oom_check(cJSON_AddNullToObject(obj, key));
 }
+
+/* ---- documents of sagad's own database --------------------------------- */
+
+/* The next number token of buf at or after *pos, outside strings (buf is
+ * valid JSON, so a digit or a minus outside a string starts one): its start
+ * and length; *pos moves past it.  false when none is left. */
+static bool next_number(const char *buf, size_t len, size_t *pos, size_t *start, size_t *n)
+{
+    for (size_t i = *pos; i < len; i++) {
+        if (buf[i] == '"') {
+            for (i++; i < len && buf[i] != '"'; i++)
+                if (buf[i] == '\\')
+                    i++;
+        } else if (buf[i] == '-' || (buf[i] >= '0' && buf[i] <= '9')) {
+            *start = i;
+            *n = number_len(buf, len, i);
+            *pos = i + *n;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The decimal value of the number token p[0..n) as its sign, its
+ * significant digits (no leading or trailing zero) and the power of ten of
+ * the last one: "1.50", "15e-1" and "0.15e1" all give +15e-1.  false when
+ * the digits do not fit in size bytes. */
+static bool decimal_of(const char *p, size_t n, char *digits, size_t size, long long *exp,
+                       bool *neg)
+{
+    size_t i = 0, k = 0;
+    long long frac = 0, e = 0;
+    bool in_frac = false;
+
+    *neg = n > 0 && p[0] == '-';
+    i = *neg;
+    for (; i < n && ((p[i] >= '0' && p[i] <= '9') || p[i] == '.'); i++) {
+        if (p[i] == '.') {
+            in_frac = true;
+            continue;
+        }
+        frac += in_frac;
+        if (k == 0 && p[i] == '0')
+            continue; /* a leading zero */
+        if (k + 1 >= size)
+            return false;
+        digits[k++] = p[i];
+    }
+    if (i < n && (p[i] == 'e' || p[i] == 'E')) {
+        char *end;
+        e = strtoll(p + i + 1, &end, 10);
+    }
+    for (; k > 0 && digits[k - 1] == '0'; k--)
+        e++;
+    digits[k] = '\0';
+    *exp = k ? e - frac : 0;
+    *neg = *neg && k > 0; /* -0 is 0 */
+    return true;
+}
+
+/* Whether cJSON would print node (parsed from the token p[0..n)) as
+ * another decimal value than the token's: a double holds about 16
+ * digits, so a longer id, an amount to the 17th digit or a value below a
+ * double's range would not go out as the database holds it. */
+static bool prints_other_value(const cJSON *node, const char *p, size_t n)
+{
+    char a[64], b[64], *text = cJSON_PrintUnformatted(node);
+    long long ea, eb;
+    bool na, nb, other;
+
+    if (!text)
+        abort();
+    other = !decimal_of(p, n, a, sizeof(a), &ea, &na) ||
+            !decimal_of(text, strlen(text), b, sizeof(b), &eb, &nb) || strcmp(a, b) != 0 ||
+            ea != eb || na != nb;
+    cJSON_free(text);
+    return other;
+}
+
+/* Numbers come in the document's order both in buf and in a depth-first
+ * walk of the tree (cJSON keeps members and items in order), so the k-th
+ * number node is the k-th number token.  One that would not print back as
+ * the same value becomes a raw node holding the token. */
+static void keep_exact(cJSON *node, const char *buf, size_t len, size_t *pos)
+{
+    size_t start, n;
+
+    if (!cJSON_IsNumber(node)) {
+        for (cJSON *c = node->child; c; c = c->next)
+            keep_exact(c, buf, len, pos);
+        return;
+    }
+    if (!next_number(buf, len, pos, &start, &n))
+        return;
+    if (prints_other_value(node, buf + start, n)) {
+        char *text = cJSON_malloc(n + 1);
+
+        if (!text)
+            abort();
+        memcpy(text, buf + start, n);
+        text[n] = '\0';
+        node->type = cJSON_Raw | (node->type & ~0xFF);
+        node->valuestring = text;
+    }
+}
+
+sg_json_t *sg_json_parse_exact(const char *buf, size_t len, sg_err_t *err)
+{
+    const char *end = NULL;
+    size_t pos = 0;
+    cJSON *root;
+
+    if (!buf || !sg_utf8_valid(buf, len)) {
+        sg_err_set(err, SG_ERRCLASS_POISON, "input.utf8.invalid",
+                   "a document of the database is not UTF-8");
+        return NULL;
+    }
+    root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
+    if (!root || !end || !only_space(end, buf + len)) {
+        cJSON_Delete(root);
+        sg_err_set(err, SG_ERRCLASS_POISON, "input.json.malformed",
+                   "a document of the database is not one JSON value (%zu bytes)", len);
+        return NULL;
+    }
+    keep_exact(root, buf, len, &pos);
+    return root;
+}

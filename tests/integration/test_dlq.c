@@ -245,7 +245,7 @@ Test(dlq, dry_run_changes_no_row_and_sends_nothing)
     cr_expect(strstr(R.out, "would replay") && strstr(R.out, "generation 2"), "%s", R.out);
     cr_assert_eq(dlq(ARGS("replay", "--dry-run", "--status", "pending", "--json")), 0, "%s%s",
                  R.out, R.err);
-    cr_expect(strstr(R.out, "\"outcome\": \"would_replay\""), "%s", R.out);
+    cr_expect(strstr(R.out, "\"outcome\":\"would_replay\""), "%s", R.out);
     sgw_q_text(after, sizeof(after), "%s", fingerprint_sql);
     cr_expect_str_eq(after, before, "a dry run changes no row and queues no message");
 }
@@ -618,7 +618,7 @@ Test(dlq, show_prints_the_steps_as_they_stood_when_dead_lettered)
               "then: succeeded and failed: %s", R.out);
     cr_expect(strstr(now, "compensated") != NULL, "now: compensated by the cancel: %s", R.out);
     cr_assert_eq(dlq(ARGS("show", id, "--json")), 0, "%s%s", R.out, R.err);
-    cr_expect(strstr(R.out, "\"steps_at\": [") != NULL, "%s", R.out);
+    cr_expect(strstr(R.out, "\"steps_at\":[") != NULL, "%s", R.out);
 }
 
 Test(dlq, discard_hides_entry_from_pending_and_json_has_documented_fields)
@@ -668,7 +668,7 @@ Test(dlq, discard_hides_entry_from_pending_and_json_has_documented_fields)
     cr_expect_eq(dlq(ARGS("list", "--status", "pending")), 1, "nothing pending: exit 1");
     cr_expect(strstr(R.err, "no dead letters match"), "%s", R.err);
     cr_expect_eq(dlq(ARGS("list", "--status", "discarded", "--json")), 0);
-    cr_expect(strstr(R.out, "\"status\": \"discarded\""), "%s", R.out);
+    cr_expect(strstr(R.out, "\"status\":\"discarded\""), "%s", R.out);
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters WHERE resolved_by = 'frank' AND "
                            "resolution_reason = 'test traffic'"),
                  1, "kept, not deleted, with who and why");
@@ -1006,10 +1006,10 @@ Test(dlq, replay_reads_each_steps_effect_from_its_status_and_last_attempt)
                  R.err);
     cr_expect_str_eq(plan_steps("kept", text, sizeof(text)), "1,2,5,6", "%s", R.out);
     cr_expect_str_eq(plan_steps("repeats", text, sizeof(text)), "", "%s", R.out);
-    cr_expect(strstr(R.out, "\"key\": \"eff-1:5:f:g2\"") && strstr(R.out, "\"key\": "
-                                                                          "\"eff-1:2:f:g3\""),
+    cr_expect(strstr(R.out, "\"key\":\"eff-1:5:f:g2\"") && strstr(R.out, "\"key\":"
+                                                                         "\"eff-1:2:f:g3\""),
               "may-have-run steps keep the keys they were called with: %s", R.out);
-    cr_expect(strstr(R.out, "\"step\": 0, ") && strstr(R.out, "\"new_key\": \"eff-1:0:f:g4\""),
+    cr_expect(strstr(R.out, "\"step\":0,") && strstr(R.out, "\"new_key\":\"eff-1:0:f:g4\""),
               "the first step that runs again is step 0, under the new key: %s", R.out);
 
     cr_expect_eq(dlq(ARGS("replay", "--saga", "eff-2", "--dry-run")), 3, "%s%s", R.out, R.err);
@@ -1101,4 +1101,127 @@ Test(dlq, every_subcommand_has_generated_help_and_usage_errors_exit_2)
     cr_expect(strstr(R.err, "--reason is required"), "%s", R.err);
     cr_expect_eq(dlq(ARGS("replay", "1", "--reason", "x", "--rate", "fast")), 2);
     cr_expect(strstr(R.err, "--rate fast: must be N/s"), "%s", R.err);
+}
+
+/* ---- one family of command lines (issue 37 item 4) ---- */
+
+/* The first line of R.out as a JSON object (the caller destroys it). */
+static sg_json_t *first_json_line(void)
+{
+    char *nl = strchr(R.out, '\n');
+    sg_json_t *doc;
+
+    cr_assert_not_null(nl, "one JSON object per line: %s", R.out);
+    doc = sg_json_parse(R.out, (size_t)(nl - R.out), NULL, NULL);
+    cr_assert_not_null(doc, "the line parses: %s", R.out);
+    return doc;
+}
+
+/* edit --json and discard --json answer with one object each: what was
+ * saved, refused (with every problem) or left unchanged; what became of
+ * each entry. */
+Test(dlq, edit_and_discard_answer_in_json)
+{
+    char id1[32], id2[32], text[512];
+    const sg_json_t *problems;
+    sg_json_t *doc;
+
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_submit("js-1", "[{\"name\": \"a\", \"tool\": \"no.such.tool\"}]");
+    sgw_submit("js-2", "[{\"name\": \"a\", \"tool\": \"no.such.tool\"}]");
+    sgw_wait_int(2, "SELECT count(*) FROM dead_letters");
+    sgw_pair_stop();
+    snprintf(id1, sizeof(id1), "%lld", dead_letter_of("js-1"));
+    snprintf(id2, sizeof(id2), "%lld", dead_letter_of("js-2"));
+
+    cr_assert_eq(dlq(ARGS("edit", id1, "--set", "steps[0].tool=still.unknown", "--json")), 3,
+                 "%s%s", R.out, R.err);
+    doc = first_json_line();
+    cr_expect_eq(sgw_jint(doc, "id"), atoll(id1));
+    cr_expect_str_eq(sgw_jstr(doc, "outcome"), "refused");
+    cr_expect_str_eq(sgw_jstr(doc, "code"), "input.schema.invalid");
+    problems = sg_json_member(doc, "problems");
+    cr_expect_geq(sg_json_array_size(problems), 1, "%s", R.out);
+    cr_expect_str_eq(sgw_jstr(sg_json_array_get(problems, 0), "path"), "$.steps[0].tool", "%s",
+                     R.out);
+    sg_json_destroy(doc);
+    cr_expect(strstr(R.err, "refused, nothing saved"), "%s", R.err);
+
+    cr_assert_eq(dlq(ARGS("edit", id1, "--set", "steps[0].name=a", "--json")), 0, "%s", R.err);
+    doc = first_json_line();
+    cr_expect_str_eq(sgw_jstr(doc, "outcome"), "unchanged", "%s", R.out);
+    sg_json_destroy(doc);
+
+    cr_assert_eq(dlq(ARGS("--json", "edit", id1, "--set", "steps[0].tool=noop", "--reason", "typo",
+                          "--by", "erin")),
+                 0, "%s", R.err);
+    doc = first_json_line();
+    cr_expect_str_eq(sgw_jstr(doc, "outcome"), "saved", "%s", R.out);
+    cr_expect_eq(sgw_jint(doc, "revision"), 1, "%s", R.out);
+    cr_expect_str_eq(
+        sgw_jstr(sg_json_array_get(sg_json_member(sg_json_member(doc, "payload"), "steps"), 0),
+                 "tool"),
+        "noop", "the saved payload, as an object: %s", R.out);
+    sg_json_destroy(doc);
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT operator || '|' || reason FROM dead_letter_revisions "
+                                "WHERE dead_letter_id = %s",
+                                id1),
+                     "erin|typo");
+
+    cr_assert_eq(dlq(ARGS("discard", id1, id2, "--reason", "test traffic", "--json")), 0, "%s",
+                 R.err);
+    {
+        char *second = strchr(R.out, '\n');
+        sg_json_t *b;
+        doc = first_json_line();
+        cr_assert_not_null(second);
+        b = sg_json_parse(second + 1, strcspn(second + 1, "\n"), NULL, NULL);
+        cr_assert_not_null(b, "a second line: %s", R.out);
+        cr_expect_eq(sgw_jint(doc, "id"), atoll(id1));
+        cr_expect_eq(sgw_jint(b, "id"), atoll(id2));
+        cr_expect_str_eq(sgw_jstr(doc, "outcome"), "discarded", "%s", R.out);
+        cr_expect_str_eq(sgw_jstr(b, "outcome"), "discarded", "%s", R.out);
+        cr_expect(sg_json_member(doc, "released") != NULL, "%s", R.out);
+        sg_json_destroy(b);
+        sg_json_destroy(doc);
+    }
+    cr_expect_eq(dlq(ARGS("discard", id1, "--reason", "again", "--json")), 3, "%s", R.err);
+    doc = first_json_line();
+    cr_expect_str_eq(sgw_jstr(doc, "outcome"), "refused", "%s", R.out);
+    sg_json_destroy(doc);
+}
+
+/* --by names who acts; --operator, its old name, still works (and says it
+ * is deprecated), for replay, edit and discard alike. */
+Test(dlq, operator_is_a_deprecated_alias_of_by)
+{
+    char id[32], id2[32], text[256];
+
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_submit("by-1", "[{\"name\": \"a\", \"tool\": \"no.such.tool\"}]");
+    sgw_submit("by-2", "[{\"name\": \"a\", \"tool\": \"no.such.tool\"}]");
+    sgw_wait_int(2, "SELECT count(*) FROM dead_letters");
+    sgw_pair_stop();
+    snprintf(id, sizeof(id), "%lld", dead_letter_of("by-1"));
+    snprintf(id2, sizeof(id2), "%lld", dead_letter_of("by-2"));
+    cr_assert_eq(dlq(ARGS("edit", id, "--set", "steps[0].tool=noop", "--operator", "olga")), 0,
+                 "%s", R.err);
+    cr_expect(strstr(R.err, "--operator is deprecated, use --by"), "%s", R.err);
+    cr_assert_eq(dlq(ARGS("replay", id, "--reason", "fixed", "--operator", "olga")), 0, "%s",
+                 R.err);
+    cr_expect(strstr(R.err, "--operator is deprecated, use --by"), "%s", R.err);
+    cr_assert_eq(dlq(ARGS("replay", id, "--reason", "again", "--force", "--by", "bert")), 0, "%s",
+                 R.err);
+    cr_expect(strstr(R.err, "deprecated") == NULL, "%s", R.err);
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT (SELECT string_agg(operator, ',' ORDER BY id) FROM "
+                                "replays) || '|' || (SELECT operator FROM dead_letter_revisions)"),
+                     "olga,bert|olga", "who replayed and who edited, by either name");
+    cr_assert_eq(dlq(ARGS("discard", id2, "--reason", "noise", "--operator", "olga")), 0, "%s",
+                 R.err);
+    cr_expect_eq(
+        sgw_q_int("SELECT count(*) FROM dead_letters WHERE saga_id = 'by-2' AND resolved_by = "
+                  "'olga'"),
+        1);
 }

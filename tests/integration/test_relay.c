@@ -10,6 +10,7 @@
 
 #include "../support/sg_test.h"
 #include "../support/sgt_prom.h"
+#include "sagad/sg_json.h"
 #include "sagad/sg_kafka.h"
 #include "sagad/sg_migrate.h"
 #include "sagad/sg_pg.h"
@@ -587,6 +588,53 @@ Test(relay, status_names_holder_and_backlog)
     cr_expect_null(strchr(strchr(row + 1, '\n') + 1, '\n'), "one shard, one row: %s", out);
     free(out);
     free(err);
+    sg_pg_destroy(pg);
+}
+
+/* A member of a status row as an integer, -1 when it is not one. */
+static long long status_int(const sg_json_t *row, const char *key)
+{
+    int64_t v = -1;
+
+    return sg_json_get_int(row, "$", key, true, &v, NULL) == 0 ? v : -1;
+}
+
+/* `sagad-relay status --json` (issue 37 item 4): one object per shard, the
+ * numbers as numbers; --json is also taken before the command. */
+Test(relay, status_json_is_one_object_per_shard)
+{
+    const char *env[] = {dsn_env, NULL};
+    const char *const forms[][3] = {{"status", "--json", NULL}, {"--json", "status", NULL}};
+    sg_pg_t *pg = sgt_db_connect(dsn);
+
+    insert_round(pg, 0, 1, 7, 0);
+    for (size_t f = 0; f < 2; f++) {
+        char *out, *err, *nl;
+        sg_json_t *row;
+        double age = -1;
+        bool held = true;
+
+        cr_assert_eq(sgt_run("sagad-relay", forms[f], env, &out, &err), 0, "%s", err);
+        nl = strchr(out, '\n');
+        cr_assert_not_null(nl, "%s", out);
+        cr_expect_str_eq(nl + 1, "", "one shard, one line: %s", out);
+        row = sg_json_parse(out, (size_t)(nl - out), NULL, NULL);
+        cr_assert_not_null(row, "one JSON object: %s", out);
+        cr_expect_eq(status_int(row, "shard"), 0, "%s", out);
+        cr_expect_eq(status_int(row, "backlog"), 7, "7 rows waiting: %s", out);
+        cr_expect_eq(status_int(row, "published"), 0, "%s", out);
+        cr_expect_eq(status_int(row, "blocked_ms"), 0, "%s", out);
+        cr_expect(sg_json_is_null(sg_json_member(row, "holder")), "nobody holds it: %s", out);
+        cr_expect(sg_json_is_null(sg_json_member(row, "heartbeat_age_s")), "%s", out);
+        cr_expect_eq(sg_json_get_bool(row, "$", "held", true, &held, NULL), 0, "%s", out);
+        cr_expect_not(held, "no relay holds the shard: %s", out);
+        cr_expect_str_eq(sg_json_string(sg_json_member(sg_json_member(row, "cursor"), "tx")), "0",
+                         "%s", out);
+        cr_expect(sg_json_number(sg_json_member(row, "oldest_age_s"), &age) && age >= 0, "%s", out);
+        sg_json_destroy(row);
+        free(out);
+        free(err);
+    }
     sg_pg_destroy(pg);
 }
 

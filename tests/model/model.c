@@ -415,6 +415,7 @@ static void command_of(const mstate_t *s, const mmsg_t *m, mcmd_t *cmd)
          * authorisation is the trust suite's; the model checks what an
          * accepted control does to the saga). */
         cmd->dec.who = &signer;
+        cmd->dec.as = signer.name;
         cmd->answered = s->answers[m->type - MT_CANCEL] > 0;
         return;
     }

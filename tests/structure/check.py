@@ -32,6 +32,8 @@ PRIVATE = {
     "worker/loop/worker_loop_int.h": {"worker/loop/worker_%s.c" % f for f in
                                       ("run", "loop", "txn", "parts", "session", "chain", "cmdq",
                                        "topics")},
+    "lib/ops/sg_ops_int.h": {"lib/ops/sg_%s.c" % f for f in
+                             ("ops", "saga_query", "dlq_query", "relay_query")},
 }
 
 

@@ -148,6 +148,7 @@ void fx_cancel(fx_t *fx)
     fx->dec.by = sg_json_string(sg_json_member(fx->dec.doc, "by"));
     fx->dec.reason = sg_json_string(sg_json_member(fx->dec.doc, "reason"));
     fx->dec.who = &fx_signer;
+    fx->dec.as = fx_signer.name;
 }
 
 void fx_decision(fx_t *fx, sg_ctype_t type, int step)
@@ -165,6 +166,7 @@ void fx_decision(fx_t *fx, sg_ctype_t type, int step)
     fx->dec.by = sg_json_string(sg_json_member(fx->dec.doc, "by"));
     fx->dec.reason = sg_json_string(sg_json_member(fx->dec.doc, "reason"));
     fx->dec.who = &fx_signer;
+    fx->dec.as = fx_signer.name;
 }
 
 /* A call of step that returned: ok, or an error of cls. */

@@ -1,9 +1,10 @@
 /* sg_cli: the front end every sagad binary shares.
  *
- * Global options (--config, --print-config, --help, --version), config
- * loading (file, then SAGAD_* environment) and subcommand dispatch from one
- * table, from which --help is generated.  Functions here return exit codes;
- * only main() exits. */
+ * Global options (--config, --json, --print-config, --help, --version),
+ * config loading (file, then SAGAD_* environment) and subcommand dispatch
+ * from one table, from which --help is generated.  --config FILE and --json
+ * are taken before or after the command alike.  Functions here return exit
+ * codes; only main() exits. */
 #ifndef SAGAD_CLI_H
 #define SAGAD_CLI_H
 
@@ -30,9 +31,14 @@ typedef struct sg_cli_s {
     sg_config_t *cfg;        /* loaded and checked before a command runs */
     const char *config_path; /* --config or SAGAD_CONFIG, NULL when none */
     const sg_cli_cmd_t *cmd; /* the command being run */
+    bool json;               /* --json came before the command */
 } sg_cli_t;
 
-/* One option of a subcommand.  The table ends with a {NULL} entry. */
+/* One option of a subcommand.  The table ends with a {NULL} entry.  A
+ * command that lists --json prints JSON with it (one object, or one per
+ * line), given before or after the command; --json given to a command that
+ * does not list it is refused.  The deprecated names of sg_cli_aliases
+ * listed beside their new name are taken as it (with a note on stderr). */
 typedef struct sg_cli_opt_s {
     const char *name; /* "--code" */
     const char *arg;  /* "CODE", or NULL for a flag */
@@ -84,10 +90,15 @@ typedef struct sg_cli_args_s {
     int argc;
 } sg_cli_args_t;
 
+/* Old option names kept working under their new one, NULL-terminated
+ * pairs {old, new}: --operator is --by. */
+extern const char *const sg_cli_aliases[][2];
+
 /* Parses argv (argv[0] is the command) against cli->cmd->opts.  An
  * unknown option or a missing value is reported on stderr with the hint
  * `try COMMAND --help`; then -1 is returned (exit code SG_EXIT_USAGE) and
- * nothing needs freeing. */
+ * nothing needs freeing.  A --json given before the command counts as
+ * given; an alias's value is its new name's. */
 int sg_cli_parse(const sg_cli_t *cli, int argc, char **argv, sg_cli_args_t *args)
     __attribute__((warn_unused_result));
 void sg_cli_args_free(sg_cli_args_t *args);
@@ -99,7 +110,9 @@ size_t sg_cli_opt_all(const sg_cli_args_t *args, const char *name, const char *c
 /* Writes `prog COMMAND --help`: usage, summary, options, detail. */
 void sg_cli_cmd_help(const char *prog, const sg_cli_cmd_t *cmd, FILE *out);
 
-/* The `migrate` command every binary offers. */
+/* The `migrate` command every binary offers, and its options (--json:
+ * {"from": N, "to": M}) for a table that lists them. */
 int sg_cli_cmd_migrate(sg_cli_t *cli, int argc, char **argv);
+extern const sg_cli_opt_t sg_cli_migrate_opts[];
 
 #endif

@@ -67,6 +67,18 @@ sg_json_t *sg_json_parse(const char *buf, size_t len, const sg_json_limits_t *li
 sg_json_t *sg_json_parse_counted(const char *buf, size_t len, const sg_json_limits_t *lim,
                                  sg_err_t *err, long *nodes) __attribute__((warn_unused_result));
 
+/* Parses JSON text of sagad's own database (PostgreSQL's jsonb output),
+ * which holds what producers and tools sent: a number sagad's printer
+ * would not give back as it came (an integer beyond +/-(2^53-1), more than
+ * 15 significant digits, a value below a double's range) is kept as its
+ * text, so sg_json_print writes it back exactly; sg_json_number is false
+ * for such a node (sg_json_print it to read the text).  No size or depth
+ * cap beyond cJSON's and no I-JSON checks: not for input from outside.
+ * NULL with err (input.utf8.invalid, input.json.malformed) when buf is not
+ * one JSON value; the caller owns the result. */
+sg_json_t *sg_json_parse_exact(const char *buf, size_t len, sg_err_t *err)
+    __attribute__((warn_unused_result));
+
 /* Frees a root node; NULL is a no-op. */
 void sg_json_destroy(sg_json_t *root);
 
