@@ -18,6 +18,7 @@
 #include "sagad/sg_err.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_run.h"
+#include "sagad/sg_saga_query.h"
 #include "sagad/sg_sign.h"
 #include "sagad/sg_submit.h"
 
@@ -345,146 +346,130 @@ void gw_sagas_wait(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_
     }
 }
 
-/* ---- the list ------------------------------------------------------------------ */
+/* ---- the list ---------------------------------------------------------------- */
 
-typedef struct filter_s {
-    char where[2048];
-    const char *params[16];
-    char own[16][40];
-    int n;
-} filter_t;
+/* The list's query parameters, as the next page's Link repeats them. */
+static const char *const list_params[] = {
+    "status",    "name",       "created_after",     "created_before",
+    "stuck_for", "error_code", "awaiting_approval", "limit",
+    NULL};
 
-static void filter_add(filter_t *f, const char *fmt, const char *value)
+/* text percent-encoded for a query string into buf. */
+static void url_put(sg_pg_buf_t *buf, const char *text)
 {
-    size_t len = strlen(f->where);
+    static const char hex[] = "0123456789ABCDEF";
 
-    f->params[f->n++] = value;
-    len += (size_t)snprintf(f->where + len, sizeof(f->where) - len, "%s",
-                            f->where[0] ? " AND " : " WHERE ");
-    snprintf(f->where + len, sizeof(f->where) - len, fmt, f->n);
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+            *p == '-' || *p == '.' || *p == '_' || *p == '~') {
+            sg_pg_buf_putc(buf, (char)*p);
+        } else {
+            sg_pg_buf_putc(buf, '%');
+            sg_pg_buf_putc(buf, hex[*p >> 4]);
+            sg_pg_buf_putc(buf, hex[*p & 15]);
+        }
+    }
+}
+
+/* Link: rel="next": the request's own filters, and before. */
+static void next_link(sg_http_req_t *req, const char *before, sg_http_answer_t *ans)
+{
+    sg_pg_buf_t link = {0};
+
+    sg_pg_buf_puts(&link, "</v1/sagas?before=");
+    url_put(&link, before);
+    for (size_t i = 0; list_params[i]; i++) {
+        const char *v = sg_http_req_query(req, list_params[i]);
+        if (!v)
+            continue;
+        sg_pg_buf_putc(&link, '&');
+        sg_pg_buf_puts(&link, list_params[i]);
+        sg_pg_buf_putc(&link, '=');
+        url_put(&link, v);
+    }
+    sg_pg_buf_puts(&link, ">; rel=\"next\"");
+    if (link.len < SG_HTTP_HEADER_VALUE_MAX)
+        sg_http_answer_header(ans, "Link", link.data);
+    sg_pg_buf_free(&link);
 }
 
 void gw_sagas_list(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
                    sg_http_answer_t *ans)
 {
-    static const char *const statuses[] = {"running",      "held",        "completed",
-                                           "compensating", "compensated", "failed",
-                                           "cancelling",   "cancelled",   NULL};
+    sg_saga_filter_t f;
     const char *v;
-    filter_t f;
-    int64_t limit = 50, ms;
-    char sql[4096], next[300];
-    sg_pg_res_t *res = NULL;
-    sg_json_t *doc, *items;
+    int64_t n;
+    sg_json_t *rows = NULL, *doc;
     sg_pg_t *pg;
     sg_err_t err;
-    size_t rows;
+    bool more;
+    int rc;
 
     (void)a;
     memset(&f, 0, sizeof(f));
-    if ((v = sg_http_req_query(req, "limit")) &&
-        (!parse_i64(v, &limit) || limit < 1 || limit > 1000)) {
-        gw_problem(ans, 400, "limit: 1 to 1000", NULL);
+    f.status = sg_http_req_query(req, "status");
+    f.name = sg_http_req_query(req, "name");
+    f.error_code = sg_http_req_query(req, "error_code");
+    f.before = sg_http_req_query(req, "before");
+    f.limit = 50;
+    if ((v = sg_http_req_query(req, "limit")) && (!parse_i64(v, &n) || n < 1 || n > 1000)) {
+        gw_problem(ans, 400, "limit: a whole number from 1 to 1000", NULL);
         return;
     }
-    if ((v = sg_http_req_query(req, "status"))) {
-        size_t i = 0;
-        while (statuses[i] && strcmp(statuses[i], v) != 0)
-            i++;
-        if (!statuses[i]) {
-            gw_problem(ans, 400,
-                       "status: running, held, completed, compensating, compensated, failed, "
-                       "cancelling or cancelled",
-                       NULL);
+    if (v)
+        f.limit = (long)n;
+    if ((v = sg_http_req_query(req, "stuck_for")) && !sg_ops_duration_ms(v, &f.stuck_ms)) {
+        gw_problem(ans, 400, "stuck_for: a duration such as 90s, 15m or 2h", NULL);
+        return;
+    }
+    if (((v = sg_http_req_query(req, "created_after")) && !sg_ops_when_parse(v, &f.since)) ||
+        ((v = sg_http_req_query(req, "created_before")) && !sg_ops_when_parse(v, &f.until))) {
+        gw_problem(ans, 400,
+                   "created_after, created_before: an RFC 3339 time (2026-11-28T10:00:00Z) or an "
+                   "age (2h)",
+                   NULL);
+        return;
+    }
+    if ((v = sg_http_req_query(req, "awaiting_approval"))) {
+        if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
+            gw_problem(ans, 400, "awaiting_approval: true or false", NULL);
             return;
         }
-        filter_add(&f, "s.status = $%d", v);
+        f.awaiting_approval = strcmp(v, "true") == 0;
     }
-    if ((v = sg_http_req_query(req, "name")))
-        filter_add(&f, "s.name = $%d", v);
-    if ((v = sg_http_req_query(req, "created_after")))
-        filter_add(&f, "s.created_at >= $%d::timestamptz", v);
-    if ((v = sg_http_req_query(req, "created_before")))
-        filter_add(&f, "s.created_at < $%d::timestamptz", v);
-    if ((v = sg_http_req_query(req, "stuck_for"))) {
-        if (!parse_duration_ms(v, &ms)) {
-            gw_problem(ans, 400, "stuck_for: a duration such as 15m or 90s", NULL);
-            return;
-        }
-        snprintf(f.own[f.n], sizeof(f.own[0]), "%lld milliseconds", (long long)ms);
-        filter_add(&f,
-                   "s.status IN ('running', 'compensating', 'cancelling') AND "
-                   "s.updated_at < now() - $%d::interval",
-                   f.own[f.n]);
+    if (f.before && !sg_saga_id_ok(f.before)) {
+        gw_problem(ans, 400, "before: the saga_id that ended the previous page", NULL);
+        return;
     }
-    if ((v = sg_http_req_query(req, "error_code")))
-        filter_add(&f,
-                   "EXISTS (SELECT 1 FROM steps st WHERE st.saga_id = s.saga_id AND "
-                   "st.error_code = $%d)",
-                   v);
-    if ((v = sg_http_req_query(req, "awaiting_approval")) && strcmp(v, "true") == 0)
-        filter_add(&f,
-                   "EXISTS (SELECT 1 FROM steps st WHERE st.saga_id = s.saga_id AND "
-                   "st.status = 'awaiting_approval' AND $%d::text IS NOT NULL)",
-                   "1");
     if (!(c->user->perms & GW_P_READ_ALL))
-        filter_add(&f, "s.submitted_by = $%d", c->user->name);
-    if ((v = sg_http_req_query(req, "before"))) {
-        if (!sg_saga_id_ok(v)) {
-            gw_problem(ans, 400, "before: the saga_id that ended the previous page", NULL);
-            return;
-        }
-        filter_add(&f,
-                   "(s.created_at, s.saga_id) < (SELECT created_at, saga_id FROM sagas WHERE "
-                   "saga_id = $%d)",
-                   v);
-    }
-    snprintf(f.own[f.n], sizeof(f.own[0]), "%lld", (long long)limit + 1);
-    f.params[f.n] = f.own[f.n];
-    f.n++;
-    snprintf(sql, sizeof(sql),
-             "SELECT jsonb_build_object('saga_id', s.saga_id, 'name', s.name, 'status', "
-             " s.status, 'generation', s.generation, 'seq', s.seq, 'created_at', s.created_at, "
-             " 'updated_at', s.updated_at, 'submitted_by', s.submitted_by, "
-             " 'steps_ok', (SELECT count(*) FILTER (WHERE st.status = 'succeeded') FROM steps st "
-             "   WHERE st.saga_id = s.saga_id), "
-             " 'steps_total', (SELECT count(*) FROM steps st WHERE st.saga_id = s.saga_id))::text,"
-             " s.saga_id "
-             "FROM (SELECT * FROM sagas s%s ORDER BY s.created_at DESC, s.saga_id DESC "
-             "LIMIT $%d::int) s ORDER BY s.created_at DESC, s.saga_id DESC",
-             f.where, f.n);
+        f.submitted_by = c->user->name;
     if (!(pg = gw_pool_get(gw->pool, &err))) {
         gw_db_problem(ans, &err);
         return;
     }
-    if (sg_pg_exec(pg, sql, f.n, f.params, &res, &err) < 0) {
-        gw_pool_put(gw->pool, pg);
-        if (strcmp(err.code, "pg.data") == 0)
-            gw_problem(ans, 400,
-                       "created_after / created_before: an RFC 3339 time "
-                       "(2026-11-28T10:00:00Z)",
-                       NULL);
-        else
+    rc = sg_saga_list(pg, &f, &rows, &more, &err);
+    gw_pool_put(gw->pool, pg);
+    if (rc < 0) {
+        char detail[700];
+        if (strcmp(err.code, "input.schema.invalid") == 0 || strcmp(err.code, "pg.data") == 0) {
+            /* the lib names created_after "since" and created_before "until" */
+            snprintf(detail, sizeof(detail), "%s", err.message);
+            gw_problem(ans, 400, detail, NULL);
+        } else {
             gw_db_problem(ans, &err);
+        }
         return;
     }
-    gw_pool_put(gw->pool, pg);
-    rows = sg_pg_res_rows(res);
     doc = sg_json_new_object();
-    items = sg_json_new_array();
-    for (size_t r = 0; r < rows && r < (size_t)limit; r++)
-        sg_json_append(items, sg_json_parse(sg_pg_res_get(res, r, 0),
-                                            strlen(sg_pg_res_get(res, r, 0)), NULL, NULL));
-    sg_json_add_node(doc, "items", items);
-    if (rows > (size_t)limit) {
-        sg_json_add_str(doc, "next_before", sg_pg_res_get(res, (size_t)limit - 1, 1));
-        snprintf(next, sizeof(next), "</v1/sagas?before=%s&limit=%lld>; rel=\"next\"",
-                 sg_pg_res_get(res, (size_t)limit - 1, 1), (long long)limit);
-        sg_http_answer_header(ans, "Link", next);
+    if (more && sg_json_array_size(rows)) {
+        const char *last = sg_json_string(
+            sg_json_member(sg_json_array_get(rows, sg_json_array_size(rows) - 1), "saga_id"));
+        sg_json_add_str(doc, "next_before", last);
+        next_link(req, last, ans);
     } else {
         sg_json_add_null(doc, "next_before");
     }
-    sg_pg_res_destroy(res);
+    sg_json_add_node(doc, "items", rows);
     gw_json(ans, 200, doc);
 }
 

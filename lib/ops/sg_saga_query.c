@@ -20,6 +20,7 @@ const char *const sg_saga_statuses[] = {"running",      "held",        "complete
 #define SAGA_FIELDS                                                                                \
     "'saga_id', s.saga_id, 'name', s.name, 'status', s.status, 'generation', s.generation, "       \
     "'seq', s.seq, 'created_at', s.created_at, 'updated_at', s.updated_at, "                       \
+    "'submitted_by', s.submitted_by, "                                                             \
     "'idle_s', round(extract(epoch FROM now() - s.updated_at), 3), "                               \
     "'steps_succeeded', c.succeeded, 'steps_total', c.total, 'at_step', a.at"
 
@@ -74,6 +75,18 @@ static int filter_where(const sg_saga_filter_t *f, sg_ops_where_t *w, sg_err_t *
                          "s.status IN ('running', 'compensating', 'cancelling') AND "
                          "s.updated_at < now() - $%d::interval",
                          sg_ops_where_interval(w, f->stuck_ms));
+    if (f->error_code)
+        sg_ops_where_add(w,
+                         "EXISTS (SELECT 1 FROM steps st WHERE st.saga_id = s.saga_id AND "
+                         "st.error_code = $%d)",
+                         sg_ops_where_param(w, f->error_code));
+    if (f->awaiting_approval)
+        sg_ops_where_add(w,
+                         "EXISTS (SELECT 1 FROM steps st WHERE st.saga_id = s.saga_id AND "
+                         "st.status = 'awaiting_approval' AND $%d::boolean)",
+                         sg_ops_where_param(w, "true"));
+    if (f->submitted_by)
+        sg_ops_where_add(w, "s.submitted_by = $%d", sg_ops_where_param(w, f->submitted_by));
     if (f->before)
         sg_ops_where_add(w,
                          "(s.created_at, s.saga_id) < (SELECT created_at, saga_id FROM sagas "

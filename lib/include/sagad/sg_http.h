@@ -44,7 +44,8 @@ typedef struct sg_http_req_s sg_http_req_t;
  * (Server-Sent Events) sets read instead of body: it is called with room
  * for max bytes and returns how many it wrote (it may block, it holds only
  * its own connection), or -1 at the end; done frees its opaque. */
-#define SG_HTTP_MAX_HEADERS 12
+#define SG_HTTP_MAX_HEADERS      12
+#define SG_HTTP_HEADER_VALUE_MAX 1024
 typedef struct sg_http_answer_s {
     unsigned status;
     const char *type; /* Content-Type; NULL: application/json */
@@ -52,7 +53,7 @@ typedef struct sg_http_answer_s {
     size_t len;
     struct {
         char name[48];
-        char value[256];
+        char value[SG_HTTP_HEADER_VALUE_MAX];
     } headers[SG_HTTP_MAX_HEADERS];
     size_t nheaders;
     long (*read)(void *opaque, char *buf, size_t max);
@@ -61,7 +62,7 @@ typedef struct sg_http_answer_s {
 } sg_http_answer_t;
 
 /* Adds a header to the answer (silently dropped past SG_HTTP_MAX_HEADERS;
- * the value cut at 255 bytes). */
+ * the value cut at SG_HTTP_HEADER_VALUE_MAX - 1 bytes). */
 void sg_http_answer_header(sg_http_answer_t *ans, const char *name, const char *value);
 
 typedef void (*sg_http_handler_fn)(void *opaque, sg_http_req_t *req, sg_http_answer_t *ans);

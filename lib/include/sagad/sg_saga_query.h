@@ -32,11 +32,14 @@ typedef struct sg_saga_filter_s {
     /* NULL, or the next page: sagas created before this saga (the last of
      * the previous page), by keyset on (created_at, saga_id). */
     const char *before;
-    long limit; /* 0: SG_SAGA_LIST_DEFAULT; at most SG_SAGA_LIST_MAX */
+    long limit;               /* 0: SG_SAGA_LIST_DEFAULT; at most SG_SAGA_LIST_MAX */
+    const char *error_code;   /* NULL, or sagas with a step that failed with this code */
+    bool awaiting_approval;   /* only sagas with a step waiting for a person */
+    const char *submitted_by; /* NULL, or the sagas this principal submitted */
 } sg_saga_filter_t;
 
 /* One saga: {saga_id, name, status, generation, seq, created_at,
- * updated_at, idle_s (seconds since updated_at), steps_succeeded,
+ * updated_at, submitted_by, idle_s (seconds since updated_at), steps_succeeded,
  * steps_total, at_step ({step, name, status} of the last step neither
  * pending, succeeded nor skipped; null when none), steps: [{step, name,
  * tool, status, attempts, error_code}]}.  *saga NULL (and 0 returned) when
