@@ -163,6 +163,10 @@ bool gw_producer_ready(gw_producer_t *p, char *why, size_t why_size);
 /* An RFC 9457 problem: {type, title, status, detail} plus members of
  * extra (taken; NULL: none), Content-Type application/problem+json. */
 void gw_problem(sg_http_answer_t *ans, unsigned status, const char *detail, sg_json_t *extra);
+/* A problem of one field: its code (schemas/error_codes.json) and
+ * errors [{path, rule}], the rule as the detail. */
+void gw_problem_at(sg_http_answer_t *ans, unsigned status, const char *code, const char *path,
+                   const char *rule);
 /* A JSON answer of doc (taken). */
 void gw_json(sg_http_answer_t *ans, unsigned status, sg_json_t *doc);
 /* A JSON answer of text (taken, malloc'd). */

@@ -512,18 +512,6 @@ static void problems_answer(sg_http_answer_t *ans, unsigned status, const char *
     gw_problem(ans, status, detail, extra);
 }
 
-static void one_problem(sg_http_answer_t *ans, unsigned status, const char *code, const char *path,
-                        const char *rule)
-{
-    sg_problems_t p;
-    sg_problem_t one = {(char *)path, (char *)rule};
-
-    memset(&p, 0, sizeof(p));
-    p.v = &one;
-    p.n = 1;
-    problems_answer(ans, status, rule, code, &p);
-}
-
 /* An existing saga of this id: 0 none, 1 the same, 2 a different one,
  * -1 answered (PostgreSQL failed). */
 static int existing(gw_t *gw, const gw_caller_t *c, const char *saga_id, const sg_json_t *doc,
@@ -590,11 +578,11 @@ int gw_submission_decode(const gw_t *gw, const char *user, const char *ikey, con
 
     memset(sub, 0, sizeof(*sub));
     if (!(sub->doc = sg_json_parse(body ? body : "", len, &gw->lim, &err))) {
-        one_problem(ans, 400, err.code, "$", err.message);
+        gw_problem_at(ans, 400, err.code, "$", err.message);
         return -1;
     }
     if (!sg_json_is_object(sub->doc)) {
-        one_problem(ans, 400, "input.schema.type", "$", "type: expected object (a saga.start)");
+        gw_problem_at(ans, 400, "input.schema.type", "$", "type: expected object (a saga.start)");
         goto refused;
     }
     /* The ids a client may leave out: the saga's (from Idempotency-Key,
@@ -619,8 +607,8 @@ int gw_submission_decode(const gw_t *gw, const char *user, const char *ikey, con
     }
     obo = sg_json_string(sg_json_member(sub->doc, "on_behalf_of"));
     if (sg_json_member(sub->doc, "on_behalf_of") && (!obo || strcmp(obo, user) != 0)) {
-        one_problem(ans, 422, "input.auth.forbidden", "$.on_behalf_of",
-                    "set by the gateway: it names the authenticated user; leave it out");
+        gw_problem_at(ans, 422, "input.auth.forbidden", "$.on_behalf_of",
+                      "set by the gateway: it names the authenticated user; leave it out");
         goto refused;
     }
     if (gw->have_key && !obo)
@@ -696,8 +684,8 @@ void gw_sagas_submit(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const g
     if (same == 1) {
         accepted(ans, 200, sub.saga_id, NULL, "exists");
     } else if (same == 2) {
-        one_problem(ans, 409, "input.saga.conflict", "$.saga_id",
-                    "unique: this saga_id is already used with a different definition");
+        gw_problem_at(ans, 409, "input.saga.conflict", "$.saga_id",
+                      "unique: this saga_id is already used with a different definition");
     } else if (gw_produce(gw, sub.saga_id, sub.text, strlen(sub.text), gw->have_key,
                           PRODUCE_TIMEOUT_MS, &err) < 0) {
         char detail[700];
@@ -822,20 +810,20 @@ static sg_json_t *control_body(gw_t *gw, sg_http_req_t *req, const char **reason
     sg_err_t err;
 
     if (!(doc = sg_json_parse(body ? body : "", len, &gw->lim, &err))) {
-        one_problem(ans, 400, err.code, "$", err.message);
+        gw_problem_at(ans, 400, err.code, "$", err.message);
         return NULL;
     }
     if (!sg_json_is_object(doc)) {
         sg_json_destroy(doc);
-        one_problem(ans, 400, "input.schema.type", "$",
-                    "type: expected object {\"reason\": \"...\"}");
+        gw_problem_at(ans, 400, "input.schema.type", "$",
+                      "type: expected object {\"reason\": \"...\"}");
         return NULL;
     }
     *reason = sg_json_string(sg_json_member(doc, "reason"));
     if (!*reason || !**reason) {
         sg_json_destroy(doc);
-        one_problem(ans, 422, "input.schema.required", "$.reason",
-                    "required: why (kept in the saga's history)");
+        gw_problem_at(ans, 422, "input.schema.required", "$.reason",
+                      "required: why (kept in the saga's history)");
         return NULL;
     }
     return doc;
@@ -880,7 +868,7 @@ static void send_control(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, con
     sg_submit_decode(text, strlen(text), &gw->lim, &dec);
     sg_json_destroy(dec.doc);
     if (dec.type == SG_CMD_POISON) {
-        one_problem(ans, 422, dec.err.code, "$", dec.err.message);
+        gw_problem_at(ans, 422, dec.err.code, "$", dec.err.message);
         free(text);
         return;
     }
@@ -981,16 +969,16 @@ void gw_sagas_decide(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const g
     } else if (!t.has_step) {
         gw_problem(ans, 404, "the saga has no such step (its name, or its index from 0)", NULL);
     } else if (!gw_user_may_approve(c->user, t.tool)) {
-        one_problem(ans, 403, "input.auth.forbidden", "$.step",
-                    "you may not approve this step's tool (approve_tools in gateway.users)");
+        gw_problem_at(ans, 403, "input.auth.forbidden", "$.step",
+                      "you may not approve this step's tool (approve_tools in gateway.users)");
     } else if (t.has_submitter && strcmp(t.submitted_by, c->user->name) == 0) {
-        one_problem(ans, 403, "input.auth.self_approval", "$.step",
-                    "four eyes: you submitted this saga, another approver must decide");
+        gw_problem_at(ans, 403, "input.auth.self_approval", "$.step",
+                      "four eyes: you submitted this saga, another approver must decide");
     } else if (strcmp(t.step_status, "awaiting_approval") != 0) {
         char detail[200];
         snprintf(detail, sizeof(detail), "step %s is %s, not awaiting_approval", t.name,
                  t.step_status);
-        one_problem(ans, 409, "input.step.not_awaiting_approval", "$.step", detail);
+        gw_problem_at(ans, 409, "input.step.not_awaiting_approval", "$.step", detail);
     } else {
         send_control(gw, c, req, approve ? "saga.approve" : "saga.reject", a->id, &t, reason, ans);
     }

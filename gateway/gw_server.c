@@ -72,6 +72,20 @@ void gw_problem(sg_http_answer_t *ans, unsigned status, const char *detail, sg_j
     ans->len = strlen(text);
 }
 
+void gw_problem_at(sg_http_answer_t *ans, unsigned status, const char *code, const char *path,
+                   const char *rule)
+{
+    sg_json_t *extra = sg_json_new_object(), *errors = sg_json_new_array(),
+              *one = sg_json_new_object();
+
+    sg_json_add_str(extra, "code", code);
+    sg_json_add_str(one, "path", path);
+    sg_json_add_str(one, "rule", rule);
+    sg_json_append(errors, one);
+    sg_json_add_node(extra, "errors", errors);
+    gw_problem(ans, status, rule, extra);
+}
+
 void gw_json_text(sg_http_answer_t *ans, unsigned status, char *text)
 {
     ans->status = status;
@@ -125,6 +139,10 @@ static const gw_route_t routes[] = {
     {"POST", "/v1/sagas/{id}/cancel", gw_sagas_cancel},
     {"POST", "/v1/sagas/{id}/steps/{step}/{verb}", gw_sagas_decide},
     {"GET", "/v1/approvals", gw_ops_approvals},
+    {"GET", "/v1/dead-letters", gw_ops_dlq_list},
+    {"GET", "/v1/dead-letters/{id}", gw_ops_dlq_get},
+    {"POST", "/v1/dead-letters/{id}/replay", gw_ops_dlq_replay},
+    {"POST", "/v1/dead-letters/{id}/discard", gw_ops_dlq_discard},
     {"GET", "/v1/tools", gw_ops_tools},
     {"GET", "/v1/errors/{id}", gw_ops_error},
 };

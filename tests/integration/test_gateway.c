@@ -566,3 +566,71 @@ Test(gateway, tls_trusted_proxy_and_rate_limit)
     sgt_res_free(&r);
     sgt_request_ca(NULL);
 }
+
+/* Dead letters: a reader sees them grouped and one in full (its payload
+ * marked untrusted); a dry-run replay says what it would do; discarding
+ * is an operator's, recorded as the user, and a discarded entry is not
+ * discarded twice. */
+Test(gateway, dead_letters_grouped_shown_and_discarded)
+{
+    /* a producer that did not check: a step of no registered tool */
+    static const char poison[] =
+        "{\"v\": 1, \"type\": \"saga.start\", \"saga_id\": \"gw-dl\", \"id\": \"s\", "
+        "\"name\": \"n\", \"steps\": [{\"name\": \"a\", \"tool\": \"no.such.tool\"}]}";
+    char path[128], id[32];
+    sgt_res_t r;
+    sg_json_t *doc;
+    const sg_json_t *groups;
+
+    start();
+    sgw_produce(sgw.topic_cmd, "gw-dl", poison, strlen(poison));
+    sgw_wait_int(1, "SELECT count(*) FROM dead_letters WHERE saga_id = 'gw-dl'");
+    snprintf(id, sizeof(id), "%lld",
+             sgw_q_int("SELECT id FROM dead_letters WHERE saga_id = 'gw-dl'"));
+
+    r = call("viewer", "GET", "/v1/dead-letters", NULL, NULL);
+    cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+    doc = json_of(&r);
+    groups = sg_json_member(doc, "groups");
+    cr_assert_eq(sg_json_array_size(groups), 1, "%s", r.body);
+    cr_assert_str_eq(sgw_jstr(sg_json_array_get(groups, 0), "error_code"), "input.schema.invalid");
+    cr_assert_eq(sgw_jint(sg_json_array_get(groups, 0), "pending"), 1);
+    sg_json_destroy(doc);
+    sgt_res_free(&r);
+    r = call("viewer", "GET", "/v1/dead-letters?view=entries&code=input.schema.*", NULL, NULL);
+    cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+    cr_assert_not_null(strstr(r.body, "\"saga_id\":\"gw-dl\""), "%s", r.body);
+    sgt_res_free(&r);
+    snprintf(path, sizeof(path), "/v1/dead-letters/%s", id);
+    r = call("viewer", "GET", path, NULL, NULL);
+    cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+    cr_assert_not_null(strstr(r.body, "\"payload_untrusted\":true"), "%s", r.body);
+    sgt_res_free(&r);
+    r = call("shop", "GET", path, NULL, NULL);
+    cr_assert_eq(r.status, 403, "a submitter reading the ledger: %ld", r.status);
+    sgt_res_free(&r);
+
+    snprintf(path, sizeof(path), "/v1/dead-letters/%s/replay?dry_run=true", id);
+    r = call("viewer", "POST", path, "{}", NULL);
+    cr_assert(r.status == 200 || r.status == 409, "dry run: %ld %s", r.status, r.body);
+    sgt_res_free(&r);
+    cr_assert_eq(sgw_q_int("SELECT count(*) FROM replays"), 0, "a dry run replayed");
+
+    snprintf(path, sizeof(path), "/v1/dead-letters/%s/discard", id);
+    r = call("viewer", "POST", path, "{\"reason\": \"junk\"}", NULL);
+    cr_assert_eq(r.status, 403, "a reader discarding: %ld", r.status);
+    sgt_res_free(&r);
+    r = call("oncall", "POST", path, "{}", NULL);
+    cr_assert_eq(r.status, 422, "a discard without a reason: %ld %s", r.status, r.body);
+    sgt_res_free(&r);
+    r = call("oncall", "POST", path, "{\"reason\": \"a broken test message\"}", NULL);
+    cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+    cr_assert_not_null(strstr(r.body, "\"outcome\":\"discarded\""), "%s", r.body);
+    sgt_res_free(&r);
+    cr_assert_eq(sgw_q_int("SELECT count(*) FROM dead_letters WHERE saga_id = 'gw-dl' AND "
+                           "status = 'discarded' AND resolved_by = 'oncall'"),
+                 1);
+    r = call("oncall", "POST", path, "{\"reason\": \"again\"}", NULL);
+    cr_assert_eq(r.status, 409, "discarded twice: %ld %s", r.status, r.body);
+    sgt_res_free(&r);
+}
