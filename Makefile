@@ -256,6 +256,13 @@ $(BENCH_SOAK): $(BUILD)/bench/bench_soak.o $(BUILD)/bench/bench_util.o $(LIBSAGA
 $(BENCH_HTTP): $(BUILD)/bench/bench_http.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
+# sagad-gateway's API beside Kafka, libpq and LISTEN/NOTIFY floors; its
+# clients are libcurl easy handles, one keep-alive connection each.
+BENCH_GATEWAY := $(BUILD)/bench/bench-gateway
+
+$(BENCH_GATEWAY): $(BUILD)/bench/bench_gateway.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
 # The trace backend of the tracing tests and benchmark is not one of them:
 # tests/services.sh builds it from the Go module proxy when it first starts
 # it (deploy/local/jaeger.sh; needs go), so `make demo` does not need go.
@@ -316,7 +323,8 @@ test-faults: all
 	tests/faults/run.sh
 
 # bench: throughput and latency beside the raw floors (not a test).
-bench: all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_HTTP) $(BENCH_DLQ) $(BENCH_FLOOD) $(BENCH_CTL) $(BENCH_SIGN)
+bench: all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_HTTP) $(BENCH_DLQ) $(BENCH_FLOOD) $(BENCH_CTL) $(BENCH_SIGN) \
+       $(BENCH_GATEWAY)
 	tests/bench/run.sh
 
 # soak: the tables plateau under a steady load with short horizons
