@@ -104,6 +104,7 @@ static char dsn[512], op_dsn[512], cmd_topic[128], ev_topic[128], dlq_topic[128]
 static char dir[64], regpath[128], users_path[128], key_path[128], base[64];
 static char token[64], auth_header[128];
 static pid_t gw_pid;
+static long gw_peak_kb; /* its VmHWM, read before it stops */
 
 static int env_int(const char *name, int def)
 {
@@ -452,8 +453,7 @@ static void run_capture(const char *prog, char *const *args, char *out, size_t s
         n += (size_t)got;
     out[n] = '\0';
     close(fd);
-    if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
-        WEXITSTATUS(status) != 0)
+    if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
         die(prog, "failed");
 }
 
@@ -715,12 +715,45 @@ static bool op_produce_awaited(runner_t *r, char *why, size_t why_size)
     return ok;
 }
 
+/* The librdkafka properties SAGAD_BENCH_ENV gives the gateway
+ * (SAGAD_KAFKA_LINGER_MS=1 is linger.ms, "__" an underscore), so that the
+ * floor's producer is configured as the gateway's is: NULL-terminated
+ * pairs into props (at most n - 1 entries). */
+static void kafka_props(const char **props, size_t n)
+{
+    static char buf[2048];
+    size_t k = 0;
+
+    props[0] = NULL;
+    if (!getenv("SAGAD_BENCH_ENV"))
+        return;
+    snprintf(buf, sizeof(buf), "%s", getenv("SAGAD_BENCH_ENV"));
+    for (char *t = strtok(buf, " "); t && k + 2 < n; t = strtok(NULL, " ")) {
+        char *eq = strchr(t, '='), *w = t;
+        if (strncmp(t, "SAGAD_KAFKA_", 12) != 0 || !eq)
+            continue;
+        *eq = '\0';
+        for (const char *r = t + 12; *r; r++) {
+            if (r[0] == '_' && r[1] == '_')
+                *w++ = '_', r++;
+            else
+                *w++ = *r == '_' ? '.' : (char)(*r >= 'A' && *r <= 'Z' ? *r - 'A' + 'a' : *r);
+        }
+        *w = '\0';
+        props[k++] = t;
+        props[k++] = eq + 1;
+    }
+    props[k] = NULL;
+}
+
 static void produce_awaited(result_t *res)
 {
-    load_t ld = {.what = "floor: Kafka, each message awaited", .threads = clients,
-                 .op = op_produce_awaited};
+    load_t ld = {
+        .what = "floor: Kafka, each message awaited", .threads = clients, .op = op_produce_awaited};
+    const char *props[13];
 
-    kf.k = kclient(SG_KAFKA_PRODUCER, NULL); /* the gateway's defaults: acks=all, idempotent */
+    kafka_props(props, sizeof(props) / sizeof(props[0]));
+    kf.k = kclient(SG_KAFKA_PRODUCER, props); /* as the gateway's: acks=all, idempotent */
     pthread_mutex_init(&kf.mu, NULL);
     pthread_cond_init(&kf.cv, NULL);
     if (pipe(kf.pipe) < 0 || fcntl(kf.pipe[0], F_SETFL, O_NONBLOCK) < 0 ||
@@ -745,10 +778,16 @@ typedef struct submit_s {
 
 static void submissions(submit_t *s)
 {
-    load_t post = {.what = "POST /v1/sagas", .threads = clients, .ctx_new = client_new,
-                   .ctx_free = client_free, .op = op_submit};
-    load_t hz = {.what = "floor: GET /healthz", .threads = clients, .ctx_new = client_new,
-                 .ctx_free = client_free, .op = op_healthz};
+    load_t post = {.what = "POST /v1/sagas",
+                   .threads = clients,
+                   .ctx_new = client_new,
+                   .ctx_free = client_free,
+                   .op = op_submit};
+    load_t hz = {.what = "floor: GET /healthz",
+                 .threads = clients,
+                 .ctx_new = client_new,
+                 .ctx_free = client_free,
+                 .op = op_healthz};
     double *sent = malloc(PIPELINED * sizeof(*sent)), t1;
     char prefix[32];
 
@@ -937,12 +976,21 @@ typedef struct reads_s {
 
 static void reads(sg_pg_t *pg, reads_t *rd)
 {
-    load_t floor = {.what = "floor: the envelope query through libpq", .threads = pg_pool,
-                    .ctx_new = session_new, .ctx_free = session_free, .op = op_envelope};
-    load_t prep = {.what = "floor: the envelope query, prepared", .threads = pg_pool,
-                   .ctx_new = session_new, .ctx_free = session_free, .op = op_envelope_prepared};
-    load_t get = {.what = "GET /v1/sagas/{id}", .threads = readers, .ctx_new = client_new,
-                  .ctx_free = client_free, .op = op_get};
+    load_t floor = {.what = "floor: the envelope query through libpq",
+                    .threads = pg_pool,
+                    .ctx_new = session_new,
+                    .ctx_free = session_free,
+                    .op = op_envelope};
+    load_t prep = {.what = "floor: the envelope query, prepared",
+                   .threads = pg_pool,
+                   .ctx_new = session_new,
+                   .ctx_free = session_free,
+                   .op = op_envelope_prepared};
+    load_t get = {.what = "GET /v1/sagas/{id}",
+                  .threads = readers,
+                  .ctx_new = client_new,
+                  .ctx_free = client_free,
+                  .op = op_get};
 
     (void)pg;
     load_run(&floor, read_secs, &rd->floor);
@@ -1242,8 +1290,8 @@ static void print_submissions(const submit_t *s)
            "floor: Kafka, each message awaited, as many at once", s->awaited.rate, s->awaited.p50,
            s->awaited.p99);
     printf("  %-52s %9.0f req/s  p50 %.2f ms, p99 %.2f ms; gateway CPU %.0f%%\n",
-           "floor: GET /healthz, the same clients", s->healthz.rate, s->healthz.p50,
-           s->healthz.p99, s->healthz.gw_cpu_pct);
+           "floor: GET /healthz, the same clients", s->healthz.rate, s->healthz.p50, s->healthz.p99,
+           s->healthz.gw_cpu_pct);
     printf("  %-52s %9.0f /s     (target >= 5,000: %s)\n", "POST /v1/sagas, 202 answers", p->rate,
            met(p->rate >= 5000));
     printf("  %-52s %9.2f ms / %.2f ms\n", "POST p50 / p99", p->p50, p->p99);
@@ -1271,11 +1319,10 @@ static void print_reads(const reads_t *rd, bool drifted)
            rd->prepared.p50, rd->prepared.p99, rd->prepared.rate);
     printf("    (%d sessions: gateway.pg_pool%s)\n", pg_pool,
            drifted ? "; NOTE: the gateway's envelope query is not this copy" : "");
-    printf("  %-52s %9.2f ms / %.2f ms  (%.0f/s; target p99 <= 10 ms: %s)\n",
-           "GET, p50 / p99", rd->get.p50, rd->get.p99, rd->get.rate, met(rd->get.p99 <= 10));
+    printf("  %-52s %9.2f ms / %.2f ms  (%.0f/s; target p99 <= 10 ms: %s)\n", "GET, p50 / p99",
+           rd->get.p50, rd->get.p99, rd->get.rate, met(rd->get.p99 <= 10));
     printf("  %-52s %9.0f%% of a core; %ld answers other than 200%s%s\n", "gateway CPU (GET)",
-           rd->get.gw_cpu_pct, rd->get.bad, rd->get.first_bad[0] ? ": " : "",
-           rd->get.first_bad);
+           rd->get.gw_cpu_pct, rd->get.bad, rd->get.first_bad[0] ? ": " : "", rd->get.first_bad);
     bench_print_cpu(52, "floor / GET", &rd->floor.c0, &rd->floor.c1, &rd->get.c0, &rd->get.c1);
 }
 
@@ -1327,17 +1374,18 @@ static void write_json(const submit_t *s, const reads_t *rd, const wakeups_t *wk
             "\"get_p99_ms\": %.3f, \"get_per_s\": %.0f, \"get_errors\": %ld, "
             "\"get_gateway_cpu_pct\": %.0f, ",
             sagas, rd->fill_s, readers, pg_pool, rd->floor.p50, rd->floor.p99, rd->floor.rate,
-            rd->prepared.p50, rd->prepared.p99, rd->get.p50, rd->get.p99, rd->get.rate,
-            rd->get.bad, rd->get.gw_cpu_pct);
+            rd->prepared.p50, rd->prepared.p99, rd->get.p50, rd->get.p99, rd->get.rate, rd->get.bad,
+            rd->get.gw_cpu_pct);
     fprintf(fp,
             "\"waiters\": %d, \"wakes\": %d, \"floor_notify_p50_ms\": %.3f, "
             "\"floor_notify_p99_ms\": %.3f, \"wake_p50_ms\": %.3f, \"wake_p99_ms\": %.3f, "
             "\"wake_errors\": %d, \"wake_gateway_cpu_pct\": %.0f, \"noise_per_s\": %d, "
             "\"wake_noisy_p50_ms\": %.3f, \"wake_noisy_p99_ms\": %.3f, "
-            "\"wake_noisy_errors\": %d, \"wake_noisy_gateway_cpu_pct\": %.0f, \"time\": %.0f}\n",
+            "\"wake_noisy_errors\": %d, \"wake_noisy_gateway_cpu_pct\": %.0f, "
+            "\"gateway_peak_rss_mb\": %.1f, \"time\": %.0f}\n",
             waiters, wakes, wk->floor.p50, wk->floor.p99, wk->quiet.p50, wk->quiet.p99,
             wk->quiet.bad, wk->quiet.gw_cpu_pct, noise, wk->busy.p50, wk->busy.p99, wk->busy.bad,
-            wk->busy.gw_cpu_pct, now_s());
+            wk->busy.gw_cpu_pct, (double)gw_peak_kb / 1024.0, now_s());
     fclose(fp);
 }
 
@@ -1388,6 +1436,7 @@ int main(void)
     if (do_wake)
         wakeups(pg, &wk);
 
+    gw_peak_kb = bench_rss_kb(gw_pid, "VmHWM");
     bench_stop(gw_pid);
     gw_pid = 0;
     printf("\nsagad-gateway benchmark (one gateway, PostgreSQL, Kafka and these clients on this "
@@ -1398,6 +1447,7 @@ int main(void)
         print_reads(&rd, drifted);
     if (do_wake)
         print_wakeups(&wk);
+    printf(" %-53s %9.1f MB\n", "gateway peak RSS (VmHWM)", (double)gw_peak_kb / 1024.0);
     if (do_submit && do_read && do_wake)
         write_json(&sub, &rd, &wk);
     free(wk.floor.lat.v);
