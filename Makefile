@@ -117,7 +117,7 @@ help:
 	@echo "make test-asan  only the sanitizer run"
 	@echo "make test-faults  relay under broker and PostgreSQL restarts (private services)"
 	@echo "make fuzz       each libFuzzer target for FUZZ_SECONDS (default 180): executions/s and findings"
-	@echo "make bench      relay, worker, http-tool, dlq-tool and sagactl figures beside their raw floors"
+	@echo "make bench      relay, worker, http-tool, dlq-tool, sagactl and gateway figures beside their raw floors"
 	@echo "make soak       sagas at a steady rate with horizons of minutes for SOAK_SECONDS (default 1200): table sizes, RSS, p99 each minute"
 	@echo "make format-check  check .clang-format conformance"
 	@echo "make schemas-check schemas/, their fixtures and the error-code registry vs the C sources"
