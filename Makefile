@@ -118,7 +118,7 @@ help:
 	@echo "make test-faults  relay under broker and PostgreSQL restarts (private services)"
 	@echo "make test-api   the gateway's API against schemas/openapi.yaml (Schemathesis; make test runs it too)"
 	@echo "make fuzz       each libFuzzer target for FUZZ_SECONDS (default 180): executions/s and findings"
-	@echo "make bench      relay, worker, http-tool, dlq-tool and sagactl figures beside their raw floors"
+	@echo "make bench      relay, worker, http-tool, dlq-tool, sagactl and gateway figures beside their raw floors"
 	@echo "make soak       sagas at a steady rate with horizons of minutes for SOAK_SECONDS (default 1200): table sizes, RSS, p99 each minute"
 	@echo "make format-check  check .clang-format conformance"
 	@echo "make schemas-check schemas/, their fixtures and the error-code registry vs the C sources"
@@ -257,6 +257,13 @@ $(BENCH_SOAK): $(BUILD)/bench/bench_soak.o $(BUILD)/bench/bench_util.o $(LIBSAGA
 $(BENCH_HTTP): $(BUILD)/bench/bench_http.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
+# sagad-gateway's API beside Kafka, libpq and LISTEN/NOTIFY floors; its
+# clients are libcurl easy handles, one keep-alive connection each.
+BENCH_GATEWAY := $(BUILD)/bench/bench-gateway
+
+$(BENCH_GATEWAY): $(BUILD)/bench/bench_gateway.o $(BUILD)/bench/bench_util.o $(LIBSAGAD)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
 # The trace backend of the tracing tests and benchmark is not one of them:
 # tests/services.sh builds it from the Go module proxy when it first starts
 # it (deploy/local/jaeger.sh; needs go), so `make demo` does not need go.
@@ -324,7 +331,8 @@ test-api: all
 	tests/api/run.sh $(BINDIR)
 
 # bench: throughput and latency beside the raw floors (not a test).
-bench: all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_HTTP) $(BENCH_DLQ) $(BENCH_FLOOD) $(BENCH_CTL) $(BENCH_SIGN)
+bench: all $(BENCH_RELAY) $(BENCH_WORKER) $(BENCH_HTTP) $(BENCH_DLQ) $(BENCH_FLOOD) $(BENCH_CTL) $(BENCH_SIGN) \
+       $(BENCH_GATEWAY)
 	tests/bench/run.sh
 
 # soak: the tables plateau under a steady load with short horizons

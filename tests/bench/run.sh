@@ -74,3 +74,4 @@ build/bench/bench-dlq
 build/bench/bench-ctl
 build/bench/bench-flood
 build/bench/bench-sign
+build/bench/bench-gateway
