@@ -86,6 +86,7 @@ typedef struct gw_s {
     gw_users_t *users;
     sg_registry_t *reg;
     sg_signing_key_t key; /* the delegate's key */
+    void *signer;         /* key.priv as OpenSSL holds it, made once */
     bool have_key;
     char **proxies; /* trusted proxy addresses */
     size_t nproxies;

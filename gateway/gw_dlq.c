@@ -48,8 +48,8 @@ static bool id_of(const gw_route_args_t *a, int64_t *id, sg_http_answer_t *ans)
     return false;
 }
 
-void gw_ops_dlq_list(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
-                     const gw_route_args_t *a, sg_http_answer_t *ans)
+void gw_ops_dlq_list(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                     sg_http_answer_t *ans)
 {
     const char *view = sg_http_req_query(req, "view"), *v;
     sg_dlq_filter_t f;
@@ -63,8 +63,7 @@ void gw_ops_dlq_list(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
     if (!may(c, GW_P_DLQ_READ, ans))
         return;
     if (view && strcmp(view, "groups") != 0 && strcmp(view, "entries") != 0) {
-        gw_problem(ans, 400, "view: groups (by error code and tool, the default) or entries",
-                   NULL);
+        gw_problem(ans, 400, "view: groups (by error code and tool, the default) or entries", NULL);
         return;
     }
     entries = view && strcmp(view, "entries") == 0;
@@ -175,8 +174,7 @@ static sg_json_t *act_body(gw_t *gw, sg_http_req_t *req, bool reason_required, c
     sg_json_t *doc;
     sg_err_t err;
 
-    if (!(doc = sg_json_parse(body && len ? body : "{}", body && len ? len : 2, &gw->lim,
-                              &err))) {
+    if (!(doc = sg_json_parse(body && len ? body : "{}", body && len ? len : 2, &gw->lim, &err))) {
         gw_problem(ans, 400, err.message, NULL);
         return NULL;
     }
@@ -214,8 +212,8 @@ static void act_answer(sg_json_t *result, sg_http_answer_t *ans)
     }
 }
 
-void gw_ops_dlq_replay(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
-                       const gw_route_args_t *a, sg_http_answer_t *ans)
+void gw_ops_dlq_replay(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                       sg_http_answer_t *ans)
 {
     const char *dry = sg_http_req_query(req, "dry_run");
     sg_dlq_replay_req_t r;

@@ -177,7 +177,8 @@ int64_t gw_saga_seq(sg_pg_t *pg, const char *saga_id, sg_err_t *err)
     sg_pg_res_t *res = NULL;
     int64_t seq;
 
-    if (sg_pg_exec(pg, "SELECT seq FROM sagas WHERE saga_id = $1", 1, &saga_id, &res, err) < 0)
+    if (sg_pg_exec_cached(pg, "SELECT seq FROM sagas WHERE saga_id = $1", 1, &saga_id, &res, err) <
+        0)
         return -2;
     seq = sg_pg_res_rows(res) ? sg_pg_res_int(res, 0, 0, -1) : -1;
     sg_pg_res_destroy(res);
@@ -207,8 +208,8 @@ static int check_watches(gw_pool_t *p, sg_pg_t *pg, sg_err_t *err)
     pthread_mutex_unlock(&p->ch_mu);
     free(v);
     param = ids.data;
-    rc = sg_pg_exec(pg, "SELECT saga_id, seq FROM sagas WHERE saga_id = ANY($1::text[])", 1, &param,
-                    &res, err);
+    rc = sg_pg_exec_cached(pg, "SELECT saga_id, seq FROM sagas WHERE saga_id = ANY($1::text[])", 1,
+                           &param, &res, err);
     sg_pg_buf_free(&ids);
     if (rc < 0)
         return -1;

@@ -27,7 +27,6 @@ struct gw_producer_s {
     sg_kafka_t *k;
     const char *topic;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
     int pipe[2];
     pthread_t thread;
     bool started;
@@ -35,12 +34,28 @@ struct gw_producer_s {
     /* Batches of requests that stopped waiting: their message may still
      * be reported, into them, so they live until the producer does. */
     struct orphan_s *orphans;
+    /* Requests waiting for their report, each on its own condition: a
+     * report wakes its request only, not every one in flight. */
+    struct orphan_s *waiting;
 };
 
 typedef struct orphan_s {
     sg_kafka_batch_t batch;
-    struct orphan_s *next;
+    pthread_cond_t cv;
+    struct orphan_s *next;           /* orphans */
+    struct orphan_s **wprev, *wnext; /* waiting */
 } orphan_t;
+
+static void unwait(orphan_t *o)
+{
+    if (!o->wprev)
+        return;
+    *o->wprev = o->wnext;
+    if (o->wnext)
+        o->wnext->wprev = o->wprev;
+    o->wprev = NULL;
+    o->wnext = NULL;
+}
 
 static void *serve_reports(void *arg)
 {
@@ -56,7 +71,13 @@ static void *serve_reports(void *arg)
                 ;
         pthread_mutex_lock(&p->mu);
         sg_kafka_poll(p->k, 0);
-        pthread_cond_broadcast(&p->cv);
+        for (orphan_t *o = p->waiting, *nx; o; o = nx) {
+            nx = o->wnext;
+            if (!o->batch.pending) {
+                unwait(o);
+                pthread_cond_signal(&o->cv);
+            }
+        }
         pthread_mutex_unlock(&p->mu);
     }
     return NULL;
@@ -65,15 +86,10 @@ static void *serve_reports(void *arg)
 gw_producer_t *gw_producer_new(const sg_config_t *cfg, char *why, size_t why_size)
 {
     gw_producer_t *p = sg_xcalloc(1, sizeof(*p));
-    pthread_condattr_t ca;
 
     p->pipe[0] = p->pipe[1] = -1;
     p->topic = sg_config_str(cfg, "topic.commands");
     pthread_mutex_init(&p->mu, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->cv, &ca);
-    pthread_condattr_destroy(&ca);
     /* A message librdkafka cannot deliver within a minute is reported
      * failed, so no request's batch waits for ever. */
     static const char *const props[] = {"message.timeout.ms", "60000", NULL};
@@ -110,13 +126,13 @@ void gw_producer_free(gw_producer_t *p)
     while (p->orphans) {
         orphan_t *o = p->orphans;
         p->orphans = o->next;
+        pthread_cond_destroy(&o->cv);
         free(o);
     }
     if (p->pipe[0] >= 0)
         close(p->pipe[0]);
     if (p->pipe[1] >= 0)
         close(p->pipe[1]);
-    pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
     free(p);
 }
@@ -144,13 +160,14 @@ int gw_produce(gw_t *gw, const char *saga_id, const char *text, size_t len, bool
     sg_kafka_header_t hdr = {SG_AUTH_HEADER, NULL, 0};
     orphan_t *o = sg_xcalloc(1, sizeof(*o));
     sg_kafka_batch_t *batch = &o->batch;
+    pthread_condattr_t ca;
     uint64_t deadline = sg_run_now_ms() + (uint64_t)timeout_ms;
     char *auth = NULL;
     int rc = 0;
 
     if (sign) {
-        auth = sg_auth_sign(gw->key.priv, gw->key.principal, gw->key.key_id, (int64_t)time(NULL),
-                            saga_id, strlen(saga_id), text, len, err);
+        auth = sg_auth_sign_with(gw->signer, gw->key.principal, gw->key.key_id, (int64_t)time(NULL),
+                                 saga_id, strlen(saga_id), text, len, err);
         if (!auth) {
             free(o);
             return -1;
@@ -158,16 +175,26 @@ int gw_produce(gw_t *gw, const char *saga_id, const char *text, size_t len, bool
         hdr.value = auth;
         hdr.len = strlen(auth);
     }
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&o->cv, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_mutex_lock(&p->mu);
     if (sg_kafka_produce(p->k, p->topic, saga_id, strlen(saga_id), text, len, auth ? &hdr : NULL,
                          auth ? 1 : 0, batch, err) < 0) {
         rc = -1;
     } else {
+        o->wnext = p->waiting;
+        if (p->waiting)
+            p->waiting->wprev = &o->wnext;
+        o->wprev = &p->waiting;
+        p->waiting = o;
         while (batch->pending && sg_run_now_ms() < deadline) {
             struct timespec ts;
             deadline_ts(&ts, deadline - sg_run_now_ms());
-            pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+            pthread_cond_timedwait(&o->cv, &p->mu, &ts);
         }
+        unwait(o);
         if (batch->failed) {
             *err = batch->first_err;
             rc = -1;
@@ -185,6 +212,8 @@ int gw_produce(gw_t *gw, const char *saga_id, const char *text, size_t len, bool
         o = NULL;
     }
     pthread_mutex_unlock(&p->mu);
+    if (o)
+        pthread_cond_destroy(&o->cv);
     free(o);
     free(auth);
     return rc;

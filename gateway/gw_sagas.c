@@ -155,7 +155,7 @@ static int load(gw_t *gw, const gw_caller_t *c, const char *id, sg_pg_res_t **re
         gw_db_problem(ans, &err);
         return -1;
     }
-    rc = sg_pg_exec(pg, envelope_sql, 1, &id, res, &err);
+    rc = sg_pg_exec_cached(pg, envelope_sql, 1, &id, res, &err);
     gw_pool_put(gw->pool, pg);
     if (rc < 0) {
         gw_db_problem(ans, &err);
@@ -529,8 +529,10 @@ static int existing(gw_t *gw, const gw_caller_t *c, const char *saga_id, const s
         gw_db_problem(ans, &err);
         return -1;
     }
-    rc = sg_pg_exec(pg, "SELECT definition = $2::jsonb, submitted_by FROM sagas WHERE saga_id = $1",
-                    2, params, &res, &err);
+    rc = sg_pg_exec_cached(pg,
+                           "SELECT definition = $2::jsonb, submitted_by FROM sagas WHERE "
+                           "saga_id = $1",
+                           2, params, &res, &err);
     gw_pool_put(gw->pool, pg);
     free(def);
     if (rc < 0) {

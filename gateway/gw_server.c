@@ -14,6 +14,7 @@
 #include "sagad/sg_log.h"
 #include "sagad/sg_metrics.h"
 #include "sagad/sg_run.h"
+#include "sagad/sg_sign.h"
 #include "sagad/sg_version.h"
 
 /* ---- answers ----------------------------------------------------------------- */
@@ -420,6 +421,10 @@ static int setup(gw_t *gw, const sg_config_t *cfg, char *why, size_t why_size)
     if (*key) {
         if (sg_signing_key_load(key, &gw->key, why, why_size) < 0)
             return -1;
+        if (!(gw->signer = sg_ed25519_signer_new(gw->key.priv))) {
+            snprintf(why, why_size, "%s (gateway.key): OpenSSL refused the private key", key);
+            return -1;
+        }
         gw->have_key = true;
     } else {
         sg_log_kv(SG_LOG_WARN,
@@ -451,6 +456,7 @@ static void teardown(gw_t *gw)
     free_list(gw->origins, gw->norigins);
     sg_registry_destroy(gw->reg);
     gw_users_free(gw->users);
+    sg_ed25519_signer_free(gw->signer);
     memset(&gw->key, 0, sizeof(gw->key));
 }
 

@@ -254,21 +254,29 @@ unsigned char *sg_auth_message(const char *principal, const char *key_id, int64_
     return buf;
 }
 
-char *sg_auth_sign(const unsigned char priv[SG_ED25519_PRIVATE], const char *principal,
-                   const char *key_id, int64_t ts, const void *key, size_t key_len,
-                   const void *payload, size_t len, sg_err_t *err)
+void *sg_ed25519_signer_new(const unsigned char priv[SG_ED25519_PRIVATE])
+{
+    return EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, priv, SG_ED25519_PRIVATE);
+}
+
+void sg_ed25519_signer_free(void *signer)
+{
+    EVP_PKEY_free(signer);
+}
+
+char *sg_auth_sign_with(void *signer, const char *principal, const char *key_id, int64_t ts,
+                        const void *key, size_t key_len, const void *payload, size_t len,
+                        sg_err_t *err)
 {
     size_t n, siglen = SG_ED25519_SIG;
     unsigned char *msg = sg_auth_message(principal, key_id, ts, key, key_len, payload, len, &n);
     unsigned char sig[SG_ED25519_SIG];
-    EVP_PKEY *pk = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, priv, SG_ED25519_PRIVATE);
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     char *b64 = NULL, *out = NULL;
-    bool ok = pk && md && EVP_DigestSignInit(md, NULL, NULL, NULL, pk) == 1 &&
+    bool ok = signer && md && EVP_DigestSignInit(md, NULL, NULL, NULL, signer) == 1 &&
               EVP_DigestSign(md, sig, &siglen, msg, n) == 1 && siglen == SG_ED25519_SIG;
 
     EVP_MD_CTX_free(md);
-    EVP_PKEY_free(pk);
     free(msg);
     if (!ok) {
         sg_err_set(err, SG_ERRCLASS_PERMANENT, "runtime.crypto", "OpenSSL could not sign");
@@ -279,6 +287,17 @@ char *sg_auth_sign(const unsigned char priv[SG_ED25519_PRIVATE], const char *pri
     out = sg_xmalloc(n);
     snprintf(out, n, "v1 %s %s %" PRId64 " %s", principal, key_id, ts, b64);
     free(b64);
+    return out;
+}
+
+char *sg_auth_sign(const unsigned char priv[SG_ED25519_PRIVATE], const char *principal,
+                   const char *key_id, int64_t ts, const void *key, size_t key_len,
+                   const void *payload, size_t len, sg_err_t *err)
+{
+    void *signer = sg_ed25519_signer_new(priv);
+    char *out = sg_auth_sign_with(signer, principal, key_id, ts, key, key_len, payload, len, err);
+
+    sg_ed25519_signer_free(signer);
     return out;
 }
 

@@ -102,6 +102,15 @@ unsigned char *sg_auth_message(const char *principal, const char *key_id, int64_
 
 /* The header value "v1 <principal> <key id> <ts> <base64 signature>"
  * (caller frees), NULL with err set on failure. */
+/* A private key made once for many signatures (importing it derives the
+ * public half, half the cost of a signature): NULL when OpenSSL refuses
+ * it.  Free with sg_ed25519_signer_free (NULL: no-op). */
+void *sg_ed25519_signer_new(const unsigned char priv[SG_ED25519_PRIVATE]);
+void sg_ed25519_signer_free(void *signer);
+/* sg_auth_sign with a signer of sg_ed25519_signer_new; thread-safe. */
+char *sg_auth_sign_with(void *signer, const char *principal, const char *key_id, int64_t ts,
+                        const void *key, size_t key_len, const void *payload, size_t len,
+                        sg_err_t *err);
 char *sg_auth_sign(const unsigned char priv[SG_ED25519_PRIVATE], const char *principal,
                    const char *key_id, int64_t ts, const void *key, size_t key_len,
                    const void *payload, size_t len, sg_err_t *err);
