@@ -4,12 +4,14 @@
  * The events topic is the record: each stream reads the saga's partition
  * (the key's, as the relay's producer chose it) from a little before the
  * saga was created, outside any consumer group, and passes on the events
- * keyed by the saga id.  Each event's `id:` is its seq, so a client that
- * reconnects with Last-Event-ID gets the events after it: none lost, none
- * twice.  A stream ends after the saga's last event, or after
- * gateway.wait_max_ms (reconnect to go on).  Streams are few by design
- * (each holds a Kafka reader): at most STREAMS_MAX at once per replica;
- * a program that only needs the outcome long-polls /wait instead. */
+ * keyed by the saga id.  When no event is that late yet (the relay has
+ * not published them), it reads from the partition's end as it was
+ * before that question, a number, not "the end" when the reader starts:
+ * what the relay publishes in between is not skipped.  Each event's `id:` is its seq, so a client
+ * that reconnects with Last-Event-ID gets the events after it: none lost, none twice.  A stream
+ * ends after the saga's last event, or after gateway.wait_max_ms (reconnect to go on).  Streams are
+ * few by design (each holds a Kafka reader): at most STREAMS_MAX at once per replica; a program
+ * that only needs the outcome long-polls /wait instead. */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -165,7 +167,7 @@ void gw_sagas_events(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const g
     sg_err_t err;
     sg_pg_t *pg;
     char errstr[512];
-    int64_t created_ms, offset;
+    int64_t created_ms, offset, low, high;
     int nparts, rc;
     int32_t part;
 
@@ -229,9 +231,10 @@ void gw_sagas_events(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const g
     if (!(s->k = sg_kafka_new(gw->cfg, SG_KAFKA_CONSUMER, props, errstr, sizeof(errstr))) ||
         (nparts = sg_kafka_partition_count(s->k, topic, 5000)) <= 0 ||
         (part = sg_kafka_key_partition(a->id, strlen(a->id), nparts)) < 0 ||
+        sg_kafka_query_watermarks(s->k, topic, part, 5000, &low, &high) < 0 ||
         (offset = sg_kafka_offset_at(s->k, topic, part, created_ms - LOOKBACK_MS, 5000, &err)) <
             -1 ||
-        sg_kafka_assign_at(s->k, topic, part, offset, &err) < 0) {
+        sg_kafka_assign_at(s->k, topic, part, offset == -1 ? high : offset, &err) < 0) {
         gw_problem(ans, 503, "cannot read the events topic (topic.events): Kafka unreachable",
                    NULL);
         stream_done(s);

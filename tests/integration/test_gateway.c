@@ -480,6 +480,21 @@ Test(gateway, events_stream_resumes_after_last_event_id)
     cr_assert_not_null(strstr(r.body, "event: saga.completed"));
     sgt_res_free(&r);
 
+    /* A stream opened at once, before the relay has published anything
+     * of the saga: every event still comes, the last one ends it. */
+    saga_body(body, sizeof(body), "gw-ev2", "[{\"name\": \"a\", \"tool\": \"noop\"}]");
+    r = call("shop", "POST", "/v1/sagas", body, NULL);
+    cr_assert_eq(r.status, 202);
+    sgt_res_free(&r);
+    for (int i = 0;
+         i < 100 && sgw_q_int("SELECT count(*) FROM sagas WHERE saga_id = 'gw-ev2'") == 0; i++)
+        usleep(20000);
+    r = call("shop", "GET", "/v1/sagas/gw-ev2/events", NULL, NULL);
+    cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+    cr_assert_not_null(strstr(r.body, "id: 1\nevent: saga.accepted"), "%s", r.body);
+    cr_assert_not_null(strstr(r.body, "event: saga.completed"), "%s", r.body);
+    sgt_res_free(&r);
+
     r = call("shop", "GET", "/v1/sagas/gw-ev/events", NULL, "Last-Event-ID: 2");
     cr_assert_eq(r.status, 200);
     cr_assert_null(strstr(r.body, "id: 1\n"), "%s", r.body);
