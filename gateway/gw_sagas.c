@@ -351,8 +351,7 @@ void gw_sagas_wait(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_
 /* The list's query parameters, as the next page's Link repeats them. */
 static const char *const list_params[] = {
     "status",    "name",       "created_after",     "created_before",
-    "stuck_for", "error_code", "awaiting_approval", "limit",
-    NULL};
+    "stuck_for", "error_code", "awaiting_approval", NULL};
 
 /* text percent-encoded for a query string into buf. */
 static void url_put(sg_pg_buf_t *buf, const char *text)
@@ -371,10 +370,12 @@ static void url_put(sg_pg_buf_t *buf, const char *text)
     }
 }
 
-/* Link: rel="next": the request's own filters, and before. */
-static void next_link(sg_http_req_t *req, const char *before, sg_http_answer_t *ans)
+/* Link: rel="next": before, the request's own filters, and the page's
+ * limit (always, the default included, so a client sees the page size). */
+static void next_link(sg_http_req_t *req, const char *before, long limit, sg_http_answer_t *ans)
 {
     sg_pg_buf_t link = {0};
+    char n[24];
 
     sg_pg_buf_puts(&link, "</v1/sagas?before=");
     url_put(&link, before);
@@ -387,6 +388,8 @@ static void next_link(sg_http_req_t *req, const char *before, sg_http_answer_t *
         sg_pg_buf_putc(&link, '=');
         url_put(&link, v);
     }
+    snprintf(n, sizeof(n), "&limit=%ld", limit);
+    sg_pg_buf_puts(&link, n);
     sg_pg_buf_puts(&link, ">; rel=\"next\"");
     if (link.len < SG_HTTP_HEADER_VALUE_MAX)
         sg_http_answer_header(ans, "Link", link.data);
@@ -465,7 +468,7 @@ void gw_sagas_list(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_
         const char *last = sg_json_string(
             sg_json_member(sg_json_array_get(rows, sg_json_array_size(rows) - 1), "saga_id"));
         sg_json_add_str(doc, "next_before", last);
-        next_link(req, last, ans);
+        next_link(req, last, f.limit, ans);
     } else {
         sg_json_add_null(doc, "next_before");
     }

@@ -323,11 +323,15 @@ checks+=,ignored_auth,unsupported_method,missing_required_header
 baseline=(--baseline tests/api/known-findings.json)
 [ -z "${SAGAD_TEST_API_BASELINE_UPDATE:-}" ] || baseline+=(--baseline-update)
 rc=0
+# One worker: Schemathesis runs Hypothesis inside its case generation, and
+# with two workers CI once saw Hypothesis report "Inconsistent results" for
+# POST /v1/sagas while generating, before any request was sent (a client-side
+# flake, not a finding).  One worker ran the suite in about 70 s here.
 SAGAD_TEST_API_WORK=$work timeout 240 "$venv/bin/schemathesis" \
     --config-file tests/api/schemathesis.toml run schemas/openapi.yaml --url "$base" \
     -H "Authorization: Bearer $SAGAD_TEST_API_TOKEN_ADMIN" --checks "$checks" \
     --phases examples,coverage,fuzzing,stateful "${baseline[@]}" \
-    --continue-on-failure --max-examples "$max_examples" --workers 2 --request-timeout 15 \
+    --continue-on-failure --max-examples "$max_examples" --workers 1 --request-timeout 15 \
     --generation-database none --no-color --suppress-health-check too_slow,filter_too_much \
     ${SAGAD_TEST_API_SEED:+--seed "$SAGAD_TEST_API_SEED"} 2>&1 | tee "$work/schemathesis.log" ||
     rc=$?

@@ -160,6 +160,32 @@ def test_submit_wait_read():
     assert saga["saga_id"] in [s["saga_id"] for s in r.json()["items"]]
 
 
+def test_next_page_link_keeps_filters_and_page_size():
+    # Three sagas of one name, then pages of two with a filter and the
+    # default limit on the second request: each Link conforms to the
+    # document, keeps the filter, and following it gives the rest.
+    name = "paged-" + uuid.uuid4().hex[:8]
+    ids = set()
+    for _ in range(3):
+        r = call("POST", "/v1/sagas", "admin", op="POST /v1/sagas",
+                 json=dict(CHECKOUT, name=name))
+        ids.add(r.json()["saga_id"])
+    deadline = time.monotonic() + 30  # the list reads PostgreSQL: the worker books them first
+    while True:
+        r = call("GET", "/v1/sagas?name=%s&limit=2" % name, "admin", op="GET /v1/sagas")
+        if "Link" in r.headers or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    first = [s["saga_id"] for s in r.json()["items"]]
+    link = r.headers["Link"]
+    assert link.startswith("</v1/sagas?before=") and link.endswith('&limit=2>; rel="next"')
+    assert "&name=%s&" % name in link
+    r = call("GET", link[1:link.index(">")], "admin", op="GET /v1/sagas")
+    rest = [s["saga_id"] for s in r.json()["items"]]
+    assert set(first) | set(rest) == ids and len(first) + len(rest) == 3
+    assert "Link" not in r.headers
+
+
 def test_approval_four_eyes():
     # Submitted by admin, who may approve too, but not its own saga.
     saga = call("POST", "/v1/sagas", "admin", op="POST /v1/sagas", json={
