@@ -52,7 +52,7 @@ static const char replay_sql[] =
 
 typedef struct replay_run_s {
     dlq_t *d;
-    const char *operator_name, *reason, *commands_topic;
+    const char *operator_name, *reason, *internal_topic;
     const char *rerun_from; /* --rerun-from STEP, NULL: none */
     bool dry_run, force, json;
     double rate; /* entries per second, 0: unbounded */
@@ -188,7 +188,7 @@ static int replay_one(replay_run_t *run, sg_pg_t *pg, const char *id)
                             run->reason ? run->reason : "",
                             run->force ? "true" : "false",
                             run->dry_run ? "false" : "true",
-                            run->commands_topic,
+                            run->internal_topic,
                             run->rerun_from};
     sg_pg_res_t *res;
     sg_err_t err;
@@ -280,7 +280,7 @@ static int confirm_repeats(replay_run_t *run, const char *id)
                             "",
                             run->force ? "true" : "false",
                             "false",
-                            run->commands_topic,
+                            run->internal_topic,
                             run->rerun_from};
     const char *repeats;
     sg_pg_res_t *res;
@@ -416,7 +416,9 @@ int dlq_cmd_replay(sg_cli_t *cli, int argc, char **argv)
     run.dry_run = sg_cli_opt(&d.args, "--dry-run") != NULL;
     run.force = sg_cli_opt(&d.args, "--force") != NULL;
     run.json = sg_cli_opt(&d.args, "--json") != NULL;
-    run.commands_topic = sg_config_str(cli->cfg, "topic.commands");
+    /* The step command of a replay is sagad's own: the internal topic (a
+     * resubmission goes back to its original topic). */
+    run.internal_topic = sg_config_str(cli->cfg, "topic.internal");
     run.rerun_from = sg_cli_opt(&d.args, "--rerun-from");
     if (run.rerun_from && (d.args.npos != 1 || !*run.rerun_from)) {
         dlq_warn(&d, "--rerun-from STEP replays one dead letter: give its ID and a step index "
