@@ -17,7 +17,8 @@ For each rendered kustomization:
   worker.drain_timeout_ms; containers run non-root, read-only, without
   privilege escalation or capabilities, with memory requests and limits;
 - the autoscalers stay at or under the partition count, and the KEDA Kafka
-  trigger watches the workers' own group, topic and brokers;
+  triggers watch the workers' own group and brokers, one for each of their
+  two topics (commands and internal);
 - the metric names the alerts and the Grafana dashboards (ConfigMaps
   labelled grafana_dashboard) use are listed (and must be in
   docs/METRICS.md once it exists).
@@ -289,27 +290,38 @@ def check_scaling(args, render, seen):
         where = f"{render.path}: HorizontalPodAutoscaler {hpa['metadata']['name']}"
         if hpa["spec"]["maxReplicas"] > args.partitions:
             problem(where, f"maxReplicas {hpa['spec']['maxReplicas']} exceeds the "
-                           f"{args.partitions} partitions of topic.commands")
+                           f"{args.partitions} partitions of topic.internal")
     for so in render.find("ScaledObject"):
         where = f"{render.path}: ScaledObject {so['metadata']['name']}"
         spec = so["spec"]
         if spec.get("maxReplicaCount", 100) > args.partitions:
             problem(where, f"maxReplicaCount {spec.get('maxReplicaCount', 100)} exceeds the "
-                           f"{args.partitions} partitions of topic.commands")
+                           f"{args.partitions} partitions of topic.internal")
         cfg = seen.get(("Deployment", spec["scaleTargetRef"]["name"]))
         if cfg is None:
             problem(where, f"scales {spec['scaleTargetRef']['name']}, not a sagad worker here")
             continue
+        # The workers read two topics: their lag on each is work waiting.
+        want_topics = {cfg.get("topic.commands"), cfg.get("topic.internal")}
+        topics = []
         for trig in spec.get("triggers", []):
             if trig["type"] != "kafka":
                 continue
             md = trig.get("metadata", {})
             for field, key in (("bootstrapServers", "kafka.bootstrap.servers"),
-                               ("consumerGroup", "worker.group_id"),
-                               ("topic", "topic.commands")):
+                               ("consumerGroup", "worker.group_id")):
                 if md.get(field) != cfg.get(key):
                     problem(where, f"kafka trigger {field} {md.get(field)!r} differs from the "
                                    f"workers' {key} {cfg.get(key)!r}")
+            if md.get("topic") not in want_topics:
+                problem(where, f"kafka trigger topic {md.get('topic')!r} is neither of the "
+                               f"workers' topic.commands and topic.internal "
+                               f"{sorted(t for t in want_topics if t)!r}")
+            topics.append(md.get("topic"))
+        for t in sorted(t for t in want_topics if t):
+            if topics.count(t) != 1:
+                problem(where, f"{topics.count(t)} kafka triggers on {t!r}: the lag of each "
+                               "topic the workers read needs exactly one")
     for dep in render.find("Deployment", "sagad-relay"):
         if dep["spec"].get("replicas", 1) < 2:
             problem(f"{render.path}: Deployment sagad-relay",
@@ -410,8 +422,9 @@ def names_topic(resource, topic):
 def check_principals(render):
     """With Strimzi KafkaUsers: the worker, the relay and KEDA each log in as
     a KafkaUser of their own (its password is their Secret's), the worker's
-    and KEDA's write nothing, KEDA's only describes, and only the relay's
-    writes sagad.internal (docs/OPERATIONS.md, "Kafka principals")."""
+    and KEDA's write nothing, KEDA's only describes, the worker's reads
+    sagad.internal and KEDA's describes it, and only the relay's writes it
+    (docs/OPERATIONS.md, "Kafka principals")."""
     kafka_users = render.find("KafkaUser")
     if not kafka_users:
         return
@@ -446,6 +459,12 @@ def check_principals(render):
         if component == "keda" and ops - {"Describe"}:
             problem(where, f"KafkaUser {name} may {', '.join(sorted(ops - {'Describe'}))}; "
                            "lag needs Describe only")
+        # The workers consume the internal topic, and KEDA scales on its lag.
+        need = {"sagad-worker": "Read", "keda": "Describe"}.get(component)
+        if need and not any(names_topic(r, INTERNAL_TOPIC) and ops_on & {need, "All"}
+                            for r, ops_on in allowed_ops(user)):
+            problem(where, f"KafkaUser {name} may not {need} {INTERNAL_TOPIC}, which its "
+                           "component needs")
     for u in kafka_users:
         name = u["metadata"]["name"]
         if name == relay_user:
@@ -460,7 +479,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default="bin")
     ap.add_argument("--partitions", type=int, default=6,
-                    help="partitions of topic.commands (sagad-worker topics' default)")
+                    help="partitions of topic.internal and topic.commands (sagad-worker "
+                         "topics' default)")
     ap.add_argument("--k8s-version", default="1.30.0")
     ap.add_argument("rendered", nargs="+")
     args = ap.parse_args()
