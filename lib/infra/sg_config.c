@@ -122,11 +122,12 @@ static const sg_config_key_t config_table[] = {
      "only (0: after every transaction); a revoked partition's is copied at once."},
     {"worker.chain", SG_CONFIG_BOOL, "true", 0, 0, NULL, 0,
      "Run a saga's next step command in the transaction that emitted it, when its message "
-     "will come to this worker (same partition), instead of after the relay and Kafka bring "
-     "it back; the message is still sent, and acknowledged when it arrives."},
+     "will come to this worker (a partition of topic.internal it owns), instead of after the "
+     "relay and Kafka bring it back; the message is still sent, and acknowledged when it "
+     "arrives."},
     {"worker.chain_repartition_pause_ms", SG_CONFIG_INT, "360000", 0, 86400000, NULL, 0,
-     "After the commands topic's partition count changes, how long chaining stays off while "
-     "producers (the relay) still hash keys over the old count; above their "
+     "After the internal topic's partition count changes, how long chaining stays off while "
+     "the relay still hashes keys over the old count; above its "
      "topic.metadata.refresh.interval.ms (librdkafka: 5 minutes)."},
     {"worker.test_allow_crash", SG_CONFIG_BOOL, "false", 0, 0, NULL, 0,
      "Tests only: allow the builtin `crash` tool, which aborts the worker process."},

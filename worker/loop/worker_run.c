@@ -179,11 +179,23 @@ static void check_partitioner(void *opaque, const char *key, const char *value)
     }
 }
 
+/* kafka.group.instance.id, if set (static membership): the internal
+ * topic's consumer is a member of its own, so it gets the same id with
+ * ".internal" after it (two members of one id fence each other). */
+static void instance_id(void *opaque, const char *key, const char *value)
+{
+    char *out = opaque;
+
+    if (strcmp(key, "group.instance.id") == 0)
+        snprintf(out, 256, "%s.internal", value);
+}
+
 /* The consumers, one per topic in the workers' group (worker_loop_int.h
  * says why two), and the pipe both wake the loop through. */
 static int kafka_setup(loop_t *L, sg_cli_t *cli)
 {
-    const char *props[] = {"group.id", L->w.group, "client.id", L->w.worker_id, NULL};
+    char instance[256] = "";
+    const char *props[] = {"group.id", L->w.group, "client.id", L->w.worker_id, NULL, NULL, NULL};
     const char *topics[LOOP_NTOPICS] = {L->w.topic_commands, L->w.topic_internal};
     char errstr[512];
     sg_err_t err;
@@ -194,7 +206,12 @@ static int kafka_setup(loop_t *L, sg_cli_t *cli)
         fcntl(L->kafka_pipe[i], F_SETFL, O_NONBLOCK);
         fcntl(L->kafka_pipe[i], F_SETFD, FD_CLOEXEC);
     }
+    sg_config_foreach_kafka(L->w.cfg, instance_id, instance);
     for (int t = 0; t < LOOP_NTOPICS; t++) {
+        if (t == LOOP_TOPIC_INTERNAL && instance[0]) {
+            props[4] = "group.instance.id";
+            props[5] = instance;
+        }
         L->consumers[t] = sg_kafka_new(L->w.cfg, SG_KAFKA_CONSUMER, props, errstr, sizeof(errstr));
         if (!L->consumers[t]) {
             fprintf(stderr, "%s: Kafka: %s\n", cli->prog, errstr);
