@@ -273,7 +273,7 @@ def check_container(args, table, render, obj, pod, container, secrets, seen):
     check_security(where, pod, container)
     grace = pod.get("terminationGracePeriodSeconds", 30)
     if prog == "sagad-worker":
-        # The group leave is bounded at 10 s (lib/infra/sg_kafka.c CLOSE_TIMEOUT_MS).
+        # The group leave (both consumers) is bounded at 10 s (sg_kafka.h SG_KAFKA_CLOSE_MS).
         need_ms = tool_max_ms + int(cfg["worker.drain_timeout_ms"]) + KAFKA_CLOSE_BOUND_MS
         if grace * 1000 <= need_ms:
             problem(where, f"terminationGracePeriodSeconds {grace} must exceed the longest tool "

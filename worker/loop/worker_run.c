@@ -355,9 +355,14 @@ static void teardown(loop_t *L)
     L->http = NULL;
     sg_health_clear_probe(SG_CHECK_KAFKA);
     /* Leave the group first: that revokes the partitions through
-     * loop_on_rebalance while the pool and PostgreSQL still work. */
-    for (int t = 0; t < LOOP_NTOPICS; t++)
-        sg_kafka_close(L->consumers[t]);
+     * loop_on_rebalance while the pool and PostgreSQL still work.  One
+     * consumer after the other (the hook is the loop's), both within the
+     * one bound the pods' grace period allows for (SG_KAFKA_CLOSE_MS). */
+    {
+        uint64_t end = sg_run_now_ms() + SG_KAFKA_CLOSE_MS;
+        for (int t = 0; t < LOOP_NTOPICS; t++)
+            sg_kafka_close_until(L->consumers[t], end);
+    }
     /* The revoke abandoned every command left, but they still hold their
      * Kafka messages, and destroying a consumer waits for every message:
      * free them first, letting calls that outlived the drain return
