@@ -1,9 +1,9 @@
 /* Where the loop's commands live: their memory (allocation, the spare
  * list, shedding a finished one's payload, freeing at the end of a turn),
  * the queue of each saga and the FIFO of each partition they sit in (and
- * finding a partition by its topic and number), the loop's vectors (ready, returned, ...), and a
- * command's state, which changes through loop_cmd_set_state() only.  Calls nothing of the loop's
- * other files. */
+ * finding a partition by its topic and number), the loop's vectors
+ * (ready, returned, ...), and a command's state, which changes through
+ * loop_cmd_set_state() only.  Calls nothing of the loop's other files. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>

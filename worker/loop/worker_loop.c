@@ -598,27 +598,45 @@ void loop_run(loop_t *L, void (*each_turn)(loop_t *L))
     }
 }
 
+/* The slot a new partition is taken on: a free one, when the partition is
+ * new to this worker (nothing out touches it), so that a transaction held
+ * up in PostgreSQL does not hold up the assignment (the internal topic's
+ * consumer often joins after the commands topic's has begun work); else,
+ * every transaction out settled first, slot 0 (one out may hold commands
+ * of a partition assigned again, which is then started over). */
+static txn_slot_t *assignment_slot(loop_t *L, int ti, int32_t partition)
+{
+    if (!loop_part_find(L, ti, partition))
+        for (int i = 0; i < L->nslots; i++)
+            if (!L->slots[i].batch)
+                return &L->slots[i];
+    loop_collect(L, true);
+    return &L->slots[0];
+}
+
 int64_t loop_on_rebalance(void *opaque, bool assigned, const char *topic, int32_t partition)
 {
     loop_t *L = opaque;
-    int t = loop_topic_find(L, topic);
+    int ti = loop_topic_find(L, topic);
     worker_part_t *p;
 
-    if (t < 0) {
+    if (ti < 0) {
         sg_log_kv(SG_LOG_WARN, "a partition of a topic this worker does not read: ignored", "topic",
                   topic, NULL);
         return -1;
     }
+    if (assigned) {
+        loop_use_txn(L, assignment_slot(L, ti, partition));
+        return loop_take_partition(L, (loop_topic_t)ti, partition);
+    }
     loop_collect(L, true);
     loop_use_txn(L, &L->slots[0]);
-    if (assigned)
-        return loop_take_partition(L, (loop_topic_t)t, partition);
-    if (!(p = loop_part_find(L, t, partition)))
+    if (!(p = loop_part_find(L, ti, partition)))
         return -1;
     /* Finish what can be finished while the partition is still ours; the
      * fence refuses the commits if it is not. */
     loop_drain(L, p);
-    if ((p = loop_part_find(L, t, partition))) {
+    if ((p = loop_part_find(L, ti, partition))) {
         loop_kafka_commit(L, p);
         loop_part_drop(L, p, "partition revoked");
     }
