@@ -634,6 +634,7 @@ Test(worker, commits_notify_the_relay_channel, .timeout = 120)
     sgw_world_start(NULL, 1, NULL);
     listener = outbox_listener();
     sgw_start(&sgw.worker, "sagad-worker", NULL);
+    sgw_wait_assigned(1); /* no relay: the step runs chained or not at all */
     sgw_submit("wake-1", "[{\"name\": \"a\", \"tool\": \"noop\"}]");
     sgw_wait_status("wake-1", "completed");
     cr_expect_eq(sg_pg_wait_notify(listener, 5000, NULL, NULL, &err), 1,
