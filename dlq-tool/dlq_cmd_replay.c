@@ -30,7 +30,7 @@
 
 typedef struct replay_run_s {
     dlq_t *d;
-    const char *by, *reason, *commands_topic;
+    const char *by, *reason, *internal_topic;
     const char *rerun_from; /* --rerun-from STEP, NULL: none */
     bool dry_run, force, json;
     double rate; /* entries per second, 0: unbounded */
@@ -161,7 +161,7 @@ static void report(replay_run_t *run, int64_t id, const sg_json_t *r)
 static sg_dlq_replay_req_t request(const replay_run_t *run, int64_t id, bool dry_run)
 {
     return (sg_dlq_replay_req_t){
-        id, run->by, run->reason, run->force, dry_run, run->commands_topic, run->rerun_from};
+        id, run->by, run->reason, run->force, dry_run, run->internal_topic, run->rerun_from};
 }
 
 /* Replays one entry on pg; the caller holds no lock. */
@@ -387,7 +387,9 @@ static int options(dlq_t *d, replay_run_t *run, long *limit)
     run->dry_run = sg_cli_opt(&d->args, "--dry-run") != NULL;
     run->force = sg_cli_opt(&d->args, "--force") != NULL;
     run->json = d->json;
-    run->commands_topic = sg_config_str(d->cli->cfg, "topic.commands");
+    /* The step command of a replay is sagad's own: the internal topic (a
+     * resubmission goes back to its original topic). */
+    run->internal_topic = sg_config_str(d->cli->cfg, "topic.internal");
     run->rerun_from = sg_cli_opt(&d->args, "--rerun-from");
     if (run->rerun_from && (d->args.npos != 1 || !*run->rerun_from)) {
         sg_cmd_warn(d, "--rerun-from STEP replays one dead letter: give its ID and a step index "

@@ -243,7 +243,7 @@ void gw_ops_dlq_replay(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const
     r.by = c->user->name;
     r.force = force;
     r.rerun_from = sg_json_string(sg_json_member(body, "rerun_from"));
-    r.commands_topic = sg_config_str(gw->cfg, "topic.commands");
+    r.internal_topic = sg_config_str(gw->cfg, "topic.internal");
     if (!(pg = gw_pool_get(gw->pool, &err))) {
         gw_db_problem(ans, &err);
         sg_json_destroy(body);

@@ -5,13 +5,14 @@
 #include "worker.h"
 
 static const sg_cli_cmd_t worker_cmds[] = {
-    {"run", worker_cmd_run, "", "consume step commands and run sagas until SIGTERM", NULL, NULL,
-     false},
+    {"run", worker_cmd_run, "",
+     "consume the commands and internal topics and run sagas until SIGTERM", NULL, NULL, false},
     {"check-registry", worker_cmd_check_registry, "[FILE]",
      "check a tool registry file (default: worker.registry) and list its tools", NULL, NULL, false},
     {"topics", worker_cmd_topics, "[--partitions N]",
-     "create the commands, events and dead-letter topics when missing (default 6 partitions)", NULL,
-     NULL, false},
+     "create the commands, internal, events and dead-letter topics when missing (default 6 "
+     "partitions)",
+     NULL, NULL, false},
     {"migrate", sg_cli_cmd_migrate, "", "apply the database migrations and exit", NULL, NULL,
      false},
     {"states", worker_cmd_states, "",

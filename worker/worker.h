@@ -324,6 +324,8 @@ typedef struct worker_cmd_s {
     bool copy;                    /* the message of a chained command that ran: acknowledged */
     bool answered;                /* a control command its saga's history already holds (a
                                      redelivery after a hand-over): not decided again */
+    bool forward;                 /* a control command read on the commands topic: forwarded
+                                     into the internal topic (worker_forward), decided there */
     worker_follow_t follow;       /* the step command its decision emitted for now, to chain */
     struct worker_cmd_s *origin;  /* chained: the command that emitted it, until placed */
     int64_t attempt_id;           /* of the attempt row, once committed */
@@ -437,7 +439,7 @@ void worker_fresh_free(worker_fresh_t *f);
 
 typedef struct worker_stats_s {
     int64_t consumed, stale, started, rejected, calls, dead_letters, completed, compensated, failed,
-        retries, fenced, held, chained, copies, cancelled;
+        retries, fenced, held, chained, copies, cancelled, forwarded;
 } worker_stats_t;
 
 /* The rows a batch's decisions write, sent set-based (worker_writes.c). */
@@ -449,7 +451,10 @@ typedef struct worker_s {
     sg_registry_t *reg;
     sg_pg_t *pg;
     char worker_id[128];
-    const char *group, *topic_commands, *topic_events, *topic_dlq;
+    /* topic_commands: what producers write; topic_internal: what the relay
+     * alone writes, where every internal command goes (docs/ARCHITECTURE.md,
+     * "Trust boundary"). */
+    const char *group, *topic_commands, *topic_internal, *topic_events, *topic_dlq;
     sg_json_limits_t limits;
     int crash_loop_limit;
     int64_t hold_ms;             /* worker.dead_letter_hold_ms */
@@ -517,6 +522,20 @@ void worker_write_message(worker_t *w, int64_t delay_ms, const char *topic, cons
  * the statements of its outcome, or of its attempt row (then cmd->calls).
  * saga is NULL when the saga does not exist (or for poison). */
 void worker_saga_decide(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga);
+
+/* Headers of a forwarded control command: where it was read
+ * ("<topic>:<partition>:<offset>") and when (unix seconds). */
+#define WORKER_FORWARDED_FROM "sagad-forwarded-from"
+#define WORKER_FORWARDED_AT   "sagad-forwarded-at"
+
+/* Forwards a control command read on the commands topic (cmd->forward)
+ * into the internal topic, through the outbox of the open transaction:
+ * its payload and key unchanged, its sagad-auth header kept, and where and
+ * when it was read (headers sagad-forwarded-from, sagad-forwarded-at,
+ * unix seconds now_s); the worker decides it when it reads it there, in
+ * order with its saga's other commands (docs/ARCHITECTURE.md, "Trust
+ * boundary").  Counted as consumed, outcome "forwarded". */
+void worker_forward(worker_t *w, worker_cmd_t *cmd, int64_t now_s);
 
 /* Writes the outcome of a RETURNED call. */
 void worker_saga_complete(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga);

@@ -86,8 +86,9 @@ auth_marker="$data/sagad-auth"
 # must know them without reading a file of the broker's.
 principals="admin worker relay producer operator keda"
 scram_mechanism=SCRAM-SHA-512
-# The topics of sagad's default config, and sagad.internal, which carries
-# the relay's step commands (only the relay may write it).
+# The topics of sagad's default config; sagad.internal (topic.internal)
+# carries sagad's own commands, published by the relay (only it may write
+# it).
 topic_commands=sagad.commands
 topic_internal=sagad.internal
 topic_events=sagad.events
@@ -306,9 +307,11 @@ acls() {
 #   producer  writes commands only; reads events in groups app.* and
 #             sagactl-* (sagactl submit --wait)
 #   operator  reads dlq and events in groups sagactl-* and dlq-tool-*
-#   keda      describes the worker group and the commands topic (lag)
+#   keda      describes the worker group and its two topics (lag)
 setup_scram() {
-    local done_marker=$data/sagad-acls-1 t
+    # -2: KEDA describes the internal topic too; a broker set up by -1 gets
+    # the grants again (adding an ACL that is there already changes nothing).
+    local done_marker=$data/sagad-acls-2 t
     [[ $auth == scram && ! -f $done_marker ]] || return 0
     echo "kafka.sh: creating topics and granting ACLs"
     local admin_pw
@@ -340,7 +343,7 @@ EOF
     acls --add --allow-principal User:operator --operation Read \
         --resource-pattern-type prefixed --group sagactl- --group dlq-tool-
     acls --add --allow-principal User:keda --operation Describe \
-        --topic "$topic_commands" --group "$worker_group"
+        --topic "$topic_commands" --topic "$topic_internal" --group "$worker_group"
     touch "$done_marker"
 }
 

@@ -30,7 +30,11 @@ static const sg_config_key_t config_table[] = {
      "Refuse to run with a database role that may do more than the binary needs (superuser, "
      "owner of the tables, CREATE in their schema; for dlq-tool also direct ledger writes)."},
     {"topic.commands", SG_CONFIG_STR, "sagad.commands", 0, 0, NULL, 0,
-     "Kafka topic of saga.start and step commands."},
+     "Kafka topic producers write: saga.start and the control commands (cancel, approve, "
+     "reject)."},
+    {"topic.internal", SG_CONFIG_STR, "sagad.internal", 0, 0, NULL, 0,
+     "Kafka topic of sagad's own commands (steps, timers, forwarded controls); only the relay "
+     "writes it."},
     {"topic.events", SG_CONFIG_STR, "sagad.events", 0, 0, NULL, 0,
      "Kafka topic the saga events are published to."},
     {"topic.dlq", SG_CONFIG_STR, "sagad.dlq", 0, 0, NULL, 0,
@@ -118,11 +122,12 @@ static const sg_config_key_t config_table[] = {
      "only (0: after every transaction); a revoked partition's is copied at once."},
     {"worker.chain", SG_CONFIG_BOOL, "true", 0, 0, NULL, 0,
      "Run a saga's next step command in the transaction that emitted it, when its message "
-     "will come to this worker (same partition), instead of after the relay and Kafka bring "
-     "it back; the message is still sent, and acknowledged when it arrives."},
+     "will come to this worker (a partition of topic.internal it owns), instead of after the "
+     "relay and Kafka bring it back; the message is still sent, and acknowledged when it "
+     "arrives."},
     {"worker.chain_repartition_pause_ms", SG_CONFIG_INT, "360000", 0, 86400000, NULL, 0,
-     "After the commands topic's partition count changes, how long chaining stays off while "
-     "producers (the relay) still hash keys over the old count; above their "
+     "After the internal topic's partition count changes, how long chaining stays off while "
+     "the relay still hashes keys over the old count; above its "
      "topic.metadata.refresh.interval.ms (librdkafka: 5 minutes)."},
     {"worker.test_allow_crash", SG_CONFIG_BOOL, "false", 0, 0, NULL, 0,
      "Tests only: allow the builtin `crash` tool, which aborts the worker process."},
@@ -714,11 +719,34 @@ static int check_outgoing(const sg_config_t *cfg, char *errstr, size_t errstr_si
     return -1;
 }
 
+/* topic.internal is read as the relay's alone (every message on it must
+ * carry its sagad-mac): sharing a name with a topic others write would
+ * dead-letter what they write, or have the worker read its own events. */
+static int check_topics(const sg_config_t *cfg, char *errstr, size_t errstr_size)
+{
+    static const char *const others[] = {"topic.commands", "topic.events", "topic.dlq"};
+    int idx = key_index("topic.internal");
+
+    if (idx < 0 || !cfg->vals[idx].text)
+        return 0;
+    for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+        int o = key_index(others[i]);
+        if (o < 0 || !cfg->vals[o].text || strcmp(cfg->vals[o].text, cfg->vals[idx].text) != 0)
+            continue;
+        snprintf(errstr, errstr_size,
+                 "config: topic.internal (%s) must differ from %s: only the relay writes it, "
+                 "and every message on it must carry the relay's sagad-mac",
+                 cfg->vals[idx].text, others[i]);
+        return -1;
+    }
+    return 0;
+}
+
 int sg_config_check(const sg_config_t *cfg, char *errstr, size_t errstr_size)
 {
     char envname[128];
 
-    if (check_outgoing(cfg, errstr, errstr_size) < 0)
+    if (check_outgoing(cfg, errstr, errstr_size) < 0 || check_topics(cfg, errstr, errstr_size) < 0)
         return -1;
 
     for (size_t i = 0; i < CONFIG_NKEYS; i++) {

@@ -20,10 +20,9 @@
 #include "sagad/sg_run.h"
 #include "sagad/sg_log.h"
 
-/* How long a consumer's close may take: leaving the group on a reachable
- * cluster takes well under a second, and the worker has drained its
- * partitions before it closes. */
-#define CLOSE_TIMEOUT_MS 10000
+/* How long a consumer's close may take (SG_KAFKA_CLOSE_MS): leaving the
+ * group on a reachable cluster takes well under a second, and the worker
+ * has drained its partitions before it closes. */
 
 struct sg_kafka_s {
     rd_kafka_t *rk;
@@ -364,8 +363,12 @@ static void *close_main(void *arg)
 
 void sg_kafka_close(sg_kafka_t *k)
 {
+    sg_kafka_close_until(k, sg_run_now_ms() + SG_KAFKA_CLOSE_MS);
+}
+
+void sg_kafka_close_until(sg_kafka_t *k, uint64_t end)
+{
     pthread_t t;
-    uint64_t end;
 
     if (!k || k->role != SG_KAFKA_CONSUMER || k->closed)
         return;
@@ -382,7 +385,6 @@ void sg_kafka_close(sg_kafka_t *k)
         rd_kafka_consumer_close(k->rk);
         return;
     }
-    end = sg_run_now_ms() + CLOSE_TIMEOUT_MS;
     while (!atomic_load(&k->close_done) && sg_run_now_ms() < end)
         usleep(5000);
     if (atomic_load(&k->close_done)) {

@@ -83,8 +83,8 @@ static const sg_metric_def_t catalog[SG_M__COUNT] = {
          "step.compensate, saga.release, step.approval_timeout, saga.cancel, saga.approve, "
          "saga.reject, undecodable) and outcome (started, rejected, called, ignored, failed, "
          "dead_lettered, awaiting_approval, approved, timed_out, cancelled, refused, stopped: a "
-         "group member whose group stopped); counted "
-         "once committed."},
+         "group member whose group stopped; forwarded: a control command read on the commands "
+         "topic, decided when read again on the internal topic); counted once committed."},
     [SG_M_DUPLICATES_IGNORED] = {"sagad_duplicates_ignored_total",
                                  SG_METRIC_COUNTER,
                                  {"phase"},
@@ -210,10 +210,11 @@ static const sg_metric_def_t catalog[SG_M__COUNT] = {
                                   0,
                                   1,
                                   W,
-                                  "Partitions of the commands topic this worker owns."},
+                                  "Partitions of the commands and internal topics this worker "
+                                  "owns."},
     [SG_M_CONSUMER_LAG] = {"sagad_consumer_lag",
                            SG_METRIC_GAUGE,
-                           {"partition"},
+                           {"topic", "partition"},
                            NULL,
                            0,
                            1024,

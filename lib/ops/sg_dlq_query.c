@@ -304,15 +304,15 @@ int sg_dlq_replay(sg_pg_t *pg, const sg_dlq_replay_req_t *req, sg_json_t **resul
                             req->reason ? req->reason : "",
                             req->force ? "true" : "false",
                             req->dry_run ? "false" : "true",
-                            req->commands_topic,
+                            req->internal_topic,
                             req->rerun_from};
 
     *result = NULL;
     if (!req->dry_run && (!req->reason || !*req->reason))
         return sg_ops_bad(err, "reason: required, except for a dry run (it is kept in the "
                                "replays ledger)");
-    if (!req->by || !*req->by || !req->commands_topic || !*req->commands_topic)
-        return sg_ops_bad(err, "by, commands_topic: required (who replays, where a step "
+    if (!req->by || !*req->by || !req->internal_topic || !*req->internal_topic)
+        return sg_ops_bad(err, "by, internal_topic: required (who replays, where a step "
                                "command goes)");
     if (sg_ops_row(pg, replay_sql, 7, params, result, err) == 0)
         return 0;

@@ -171,6 +171,7 @@ op_dsn=${SAGAD_TEST_PG_URL_OPERATOR%%@*}@${dsn#*@}
 common=(
     SAGAD_KAFKA_BOOTSTRAP_SERVERS="$SAGAD_TEST_KAFKA"
     SAGAD_TOPIC_COMMANDS="sgt_${unique}_cmd"
+    SAGAD_TOPIC_INTERNAL="sgt_${unique}_int"
     SAGAD_TOPIC_EVENTS="sgt_${unique}_ev"
     SAGAD_TOPIC_DLQ="sgt_${unique}_dlq"
     SAGAD_WORKER_REGISTRY="$work/tools.json"

@@ -19,7 +19,8 @@
 
 #define PREFETCH_KB 16384 /* the worker's queued.max.messages.kbytes (lib/infra/sg_kafka.c) */
 
-static char dsn[512], cmd_topic[128], ev_topic[128], dlq_topic[128], group[128], regpath[256];
+static char dsn[512], cmd_topic[128], int_topic[128], ev_topic[128], dlq_topic[128], group[128],
+    regpath[256];
 
 static void write_registry(void)
 {
@@ -36,7 +37,7 @@ static void write_registry(void)
 
 static pid_t start(const char *prog)
 {
-    const char *const topics[] = {cmd_topic, ev_topic, dlq_topic};
+    const char *const topics[] = {cmd_topic, int_topic, ev_topic, dlq_topic};
 
     return bench_start_sagad(prog, dsn, regpath, topics, group, "error", NULL);
 }
@@ -92,14 +93,15 @@ int main(void)
             "need at least 1 message of 256..1048000 bytes (limits.max_message_bytes is 1 MiB)");
     pg = bench_setup_db(db, sizeof(db), dsn, sizeof(dsn));
     snprintf(cmd_topic, sizeof(cmd_topic), "bench_flood_cmd_%d", (int)getpid());
+    snprintf(int_topic, sizeof(int_topic), "bench_flood_int_%d", (int)getpid());
     snprintf(ev_topic, sizeof(ev_topic), "bench_flood_ev_%d", (int)getpid());
     snprintf(dlq_topic, sizeof(dlq_topic), "bench_flood_dlq_%d", (int)getpid());
     snprintf(group, sizeof(group), "bench_flood_%d", (int)getpid());
     write_registry();
     p = kclient(SG_KAFKA_PRODUCER, extra);
     {
-        const char *topics[] = {cmd_topic, ev_topic, dlq_topic};
-        for (int i = 0; i < 3; i++)
+        const char *topics[] = {cmd_topic, int_topic, ev_topic, dlq_topic};
+        for (int i = 0; i < 4; i++)
             if (sg_kafka_create_topic(p, topics[i], 3, 30000, &err) < 0)
                 die("create topic", err.message);
     }

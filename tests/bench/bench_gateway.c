@@ -100,7 +100,7 @@ static bool do_submit = true, do_read = true, do_wake = true;
 static int clients = 64, submit_secs = 15, sagas = 1000000, readers = 8, read_secs = 10,
            waiters = 32, wakes = 320, noise = 200, pg_pool = 4;
 
-static char dsn[512], op_dsn[512], cmd_topic[128], ev_topic[128], dlq_topic[128];
+static char dsn[512], op_dsn[512], cmd_topic[128], int_topic[128], ev_topic[128], dlq_topic[128];
 static char dir[64], regpath[128], users_path[128], key_path[128], base[64];
 static char token[64], auth_header[128];
 static pid_t gw_pid;
@@ -525,9 +525,11 @@ static void make_topics(void)
     sg_err_t err;
 
     snprintf(cmd_topic, sizeof(cmd_topic), "bench_gw_cmd_%d", (int)getpid());
+    snprintf(int_topic, sizeof(int_topic), "bench_gw_int_%d", (int)getpid());
     snprintf(ev_topic, sizeof(ev_topic), "bench_gw_ev_%d", (int)getpid());
     snprintf(dlq_topic, sizeof(dlq_topic), "bench_gw_dlq_%d", (int)getpid());
     if (sg_kafka_create_topic(k, cmd_topic, PARTITIONS, 30000, &err) < 0 ||
+        sg_kafka_create_topic(k, int_topic, PARTITIONS, 30000, &err) < 0 ||
         sg_kafka_create_topic(k, ev_topic, 1, 30000, &err) < 0 ||
         sg_kafka_create_topic(k, dlq_topic, 1, 30000, &err) < 0)
         die("create topic", err.message);
@@ -569,14 +571,15 @@ static int free_port(void)
  * once /readyz answers 200. */
 static void start_gateway(void)
 {
-    static char e[12][600], extra[2048];
-    static char *env[12 + 32 + 1];
+    static char e[16][600], extra[2048];
+    static char *env[16 + 32 + 1];
     int n = 0, port = free_port(), status;
     client_t *c;
 
     snprintf(e[n++], sizeof(e[0]), "SAGAD_PG_DSN=%s", op_dsn);
     snprintf(e[n++], sizeof(e[0]), "SAGAD_KAFKA_BOOTSTRAP_SERVERS=%s", kafka);
     snprintf(e[n++], sizeof(e[0]), "SAGAD_TOPIC_COMMANDS=%s", cmd_topic);
+    snprintf(e[n++], sizeof(e[0]), "SAGAD_TOPIC_INTERNAL=%s", int_topic);
     snprintf(e[n++], sizeof(e[0]), "SAGAD_TOPIC_EVENTS=%s", ev_topic);
     snprintf(e[n++], sizeof(e[0]), "SAGAD_TOPIC_DLQ=%s", dlq_topic);
     snprintf(e[n++], sizeof(e[0]), "SAGAD_WORKER_REGISTRY=%s", regpath);
@@ -590,7 +593,7 @@ static void start_gateway(void)
         env[i] = e[i];
     if (getenv("SAGAD_BENCH_ENV")) {
         snprintf(extra, sizeof(extra), "%s", getenv("SAGAD_BENCH_ENV"));
-        for (char *t = strtok(extra, " "); t && n < 12 + 32; t = strtok(NULL, " ")) {
+        for (char *t = strtok(extra, " "); t && n < 16 + 32; t = strtok(NULL, " ")) {
             env[n++] = t;
             if (strncmp(t, "SAGAD_GATEWAY_PG_POOL=", 22) == 0)
                 pg_pool = atoi(t + 22);

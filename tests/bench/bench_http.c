@@ -28,7 +28,8 @@
 #define IN_FLIGHT 200
 #define DELAY_MS  50
 
-static char dsn[512], cmd_topic[128], ev_topic[128], dlq_topic[128], group[128], regpath[256];
+static char dsn[512], cmd_topic[128], int_topic[128], ev_topic[128], dlq_topic[128], group[128],
+    regpath[256];
 static char base[128];
 
 /* A saga of 3 steps on tools prefix+reserve, prefix+charge, prefix+ship. */
@@ -113,7 +114,7 @@ static pid_t start_checkout(void)
 static pid_t start(const char *prog)
 {
     static char in_flight[64];
-    const char *const topics[] = {cmd_topic, ev_topic, dlq_topic};
+    const char *const topics[] = {cmd_topic, int_topic, ev_topic, dlq_topic};
     const char *const extra[] = {in_flight, NULL};
 
     snprintf(in_flight, sizeof(in_flight), "SAGAD_WORKER_MAX_IN_FLIGHT=%d", IN_FLIGHT);
@@ -200,13 +201,14 @@ int main(void)
     bench_name = "bench-http";
     pg = bench_setup_db(db, sizeof(db), dsn, sizeof(dsn));
     snprintf(cmd_topic, sizeof(cmd_topic), "bench_http_cmd_%d", (int)getpid());
+    snprintf(int_topic, sizeof(int_topic), "bench_http_int_%d", (int)getpid());
     snprintf(ev_topic, sizeof(ev_topic), "bench_http_ev_%d", (int)getpid());
     snprintf(dlq_topic, sizeof(dlq_topic), "bench_http_dlq_%d", (int)getpid());
     snprintf(group, sizeof(group), "bench_http_worker_%d", (int)getpid());
     {
         sg_kafka_t *k = kclient(SG_KAFKA_PRODUCER, NULL);
-        const char *topics[] = {cmd_topic, ev_topic, dlq_topic};
-        for (int i = 0; i < 3; i++)
+        const char *topics[] = {cmd_topic, int_topic, ev_topic, dlq_topic};
+        for (int i = 0; i < 4; i++)
             if (sg_kafka_create_topic(k, topics[i], 1, 30000, &err) < 0)
                 die("create topic", err.message);
         sg_kafka_destroy(k);

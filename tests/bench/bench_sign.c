@@ -84,13 +84,13 @@ int main(void)
     rows[nrows++] = (row_t){"floor: SHA-256 of a step command", per_op_us(t0, ROUNDS_FAST)};
     t0 = now_s();
     for (int i = 0; i < ROUNDS_FAST; i++) {
-        sg_mac_sign(&keys, "sagad.commands", "order-000042", 12, step, sizeof(step) - 1, mac);
+        sg_mac_sign(&keys, "sagad.internal", "order-000042", 12, step, sizeof(step) - 1, mac);
         sink += (unsigned)mac[8];
     }
     rows[nrows++] = (row_t){"relay: sagad-mac of a step command", per_op_us(t0, ROUNDS_FAST)};
     t0 = now_s();
     for (int i = 0; i < ROUNDS_FAST; i++)
-        sink += sg_mac_verify(&keys, "sagad.commands", "order-000042", 12, step, sizeof(step) - 1,
+        sink += sg_mac_verify(&keys, "sagad.internal", "order-000042", 12, step, sizeof(step) - 1,
                               mac, strlen(mac)) == SG_MAC_OK;
     rows[nrows++] = (row_t){"worker: its check", per_op_us(t0, ROUNDS_FAST)};
     t0 = now_s();

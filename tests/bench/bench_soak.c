@@ -31,7 +31,8 @@ static const char *const tables[] = {"sagas",  "steps",        "attempts", "outb
 #define NTABLES (sizeof(tables) / sizeof(tables[0]))
 #define MAXMIN  1000
 
-static char dsn[512], cmd_topic[128], ev_topic[128], dlq_topic[128], group[128], regpath[256];
+static char dsn[512], cmd_topic[128], int_topic[128], ev_topic[128], dlq_topic[128], group[128],
+    regpath[256];
 static char horizon[32], interval[32];
 
 typedef struct minute_s {
@@ -62,7 +63,7 @@ static void write_registry(void)
 static pid_t start(const char *prog)
 {
     static char e[4][64];
-    const char *const topics[] = {cmd_topic, ev_topic, dlq_topic};
+    const char *const topics[] = {cmd_topic, int_topic, ev_topic, dlq_topic};
     const char *const extra[] = {e[0], e[1], e[2], e[3], NULL};
 
     snprintf(e[0], sizeof(e[0]), "SAGAD_RETENTION_SAGAS_S=%s", horizon);
@@ -210,14 +211,15 @@ int main(void)
     snprintf(interval, sizeof(interval), "%d", interval_ms);
     pg = bench_setup_db(db, sizeof(db), dsn, sizeof(dsn));
     snprintf(cmd_topic, sizeof(cmd_topic), "bench_soak_cmd_%d", (int)getpid());
+    snprintf(int_topic, sizeof(int_topic), "bench_soak_int_%d", (int)getpid());
     snprintf(ev_topic, sizeof(ev_topic), "bench_soak_ev_%d", (int)getpid());
     snprintf(dlq_topic, sizeof(dlq_topic), "bench_soak_dlq_%d", (int)getpid());
     snprintf(group, sizeof(group), "bench_soak_%d", (int)getpid());
     write_registry();
     p = kclient(SG_KAFKA_PRODUCER, extra);
     {
-        const char *topics[] = {cmd_topic, ev_topic, dlq_topic};
-        for (int j = 0; j < 3; j++)
+        const char *topics[] = {cmd_topic, int_topic, ev_topic, dlq_topic};
+        for (int j = 0; j < 4; j++)
             if (sg_kafka_create_topic(p, topics[j], 3, 30000, &err) < 0)
                 die("create topic", err.message);
     }

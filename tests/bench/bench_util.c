@@ -377,24 +377,25 @@ long bench_rss_kb(pid_t pid, const char *field)
 }
 
 pid_t bench_start_sagad(const char *prog, const char *dsn, const char *regpath,
-                        const char *const topics[3], const char *group, const char *level,
+                        const char *const topics[4], const char *group, const char *level,
                         const char *const *extra)
 {
-    static char e[8][600];
-    static char *env[8 + 32 + 1];
-    int n = 8;
+    static char e[9][600];
+    static char *env[9 + 32 + 1];
+    int n = 9;
 
     snprintf(e[0], sizeof(e[0]), "SAGAD_PG_DSN=%s", dsn);
     snprintf(e[1], sizeof(e[1]), "SAGAD_KAFKA_BOOTSTRAP_SERVERS=%s", kafka);
     snprintf(e[2], sizeof(e[2]), "SAGAD_LOG_LEVEL=%s", level);
     snprintf(e[3], sizeof(e[3]), "SAGAD_WORKER_REGISTRY=%s", regpath);
     snprintf(e[4], sizeof(e[4]), "SAGAD_TOPIC_COMMANDS=%s", topics[0]);
-    snprintf(e[5], sizeof(e[5]), "SAGAD_TOPIC_EVENTS=%s", topics[1]);
-    snprintf(e[6], sizeof(e[6]), "SAGAD_TOPIC_DLQ=%s", topics[2]);
-    snprintf(e[7], sizeof(e[7]), "SAGAD_WORKER_GROUP_ID=%s", group);
-    for (int i = 0; i < 8; i++)
+    snprintf(e[5], sizeof(e[5]), "SAGAD_TOPIC_INTERNAL=%s", topics[1]);
+    snprintf(e[6], sizeof(e[6]), "SAGAD_TOPIC_EVENTS=%s", topics[2]);
+    snprintf(e[7], sizeof(e[7]), "SAGAD_TOPIC_DLQ=%s", topics[3]);
+    snprintf(e[8], sizeof(e[8]), "SAGAD_WORKER_GROUP_ID=%s", group);
+    for (int i = 0; i < 9; i++)
         env[i] = e[i];
-    for (; extra && *extra && n < 8 + 32; extra++)
+    for (; extra && *extra && n < 9 + 32; extra++)
         env[n++] = (char *)*extra;
     env[n] = NULL;
     return bench_spawn(prog, env);

@@ -36,11 +36,11 @@ void bench_produce(const char *topic, const char *prefix, int n, double rate, do
                    bench_json_fn json_of);
 void bench_stop(pid_t pid);
 /* Starts bin/<prog> run on the benchmark's services: the DSN, the tool
- * registry, the commands, events and dead-letter topics and the worker
+ * registry, the commands, internal, events and dead-letter topics and the worker
  * group, at log level, then extra "K=V" strings (NULL-terminated; later
  * wins), at most 32. */
 pid_t bench_start_sagad(const char *prog, const char *dsn, const char *regpath,
-                        const char *const topics[3], const char *group, const char *level,
+                        const char *const topics[4], const char *group, const char *level,
                         const char *const *extra);
 /* Runs bin/<prog> args... (NULL-terminated) with env, stdout discarded;
  * its exit code. */

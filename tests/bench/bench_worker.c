@@ -30,7 +30,8 @@
 
 #define STEPS 3
 
-static char dsn[512], cmd_topic[128], ev_topic[128], dlq_topic[128], group[128], regpath[256];
+static char dsn[512], cmd_topic[128], int_topic[128], ev_topic[128], dlq_topic[128], group[128],
+    regpath[256];
 
 static void write_registry(void)
 {
@@ -252,7 +253,7 @@ static pid_t start(const char *prog)
 {
     static char buf[2048];
     static const char *extra[32 + 1];
-    const char *const topics[] = {cmd_topic, ev_topic, dlq_topic};
+    const char *const topics[] = {cmd_topic, int_topic, ev_topic, dlq_topic};
     int n = 0;
 
     /* Tracing on (make bench's second run): every saga sampled, spans
@@ -561,14 +562,15 @@ int main(void)
     bench_name = "bench-worker";
     pg = bench_setup_db(db, sizeof(db), dsn, sizeof(dsn));
     snprintf(cmd_topic, sizeof(cmd_topic), "bench_cmd_%d", (int)getpid());
+    snprintf(int_topic, sizeof(int_topic), "bench_int_%d", (int)getpid());
     snprintf(ev_topic, sizeof(ev_topic), "bench_ev_%d", (int)getpid());
     snprintf(dlq_topic, sizeof(dlq_topic), "bench_dlq_%d", (int)getpid());
     snprintf(group, sizeof(group), "bench_worker_%d", (int)getpid());
     write_registry();
     {
         sg_kafka_t *k = kclient(SG_KAFKA_PRODUCER, NULL);
-        const char *topics[] = {cmd_topic, ev_topic, dlq_topic};
-        for (int i = 0; i < 3; i++)
+        const char *topics[] = {cmd_topic, int_topic, ev_topic, dlq_topic};
+        for (int i = 0; i < 4; i++)
             if (sg_kafka_create_topic(k, topics[i], 3, 30000, &err) < 0)
                 die("create topic", err.message);
         sg_kafka_destroy(k);

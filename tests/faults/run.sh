@@ -286,7 +286,7 @@ start_worker() {
     printf '{"v": 1, "tools": {"noop": {"adapter": "builtin", "target": "noop", %s}}}\n' \
         '"side_effect": "read"' >"$dir/tools.json"
     export SAGAD_TOPIC_COMMANDS=faults.$scenario.commands SAGAD_TOPIC_EVENTS=faults.$scenario.events
-    export SAGAD_TOPIC_DLQ=faults.$scenario.dlq
+    export SAGAD_TOPIC_INTERNAL=faults.$scenario.internal SAGAD_TOPIC_DLQ=faults.$scenario.dlq
     SAGAD_PG_DSN=$pg_base/$db SAGAD_KAFKA_BOOTSTRAP_SERVERS=$kafka timeout 60 \
         bin/sagad-worker topics --partitions 2 >"$dir/topics.log" 2>&1 ||
         fail "worker topics failed: $(cat "$dir/topics.log")"
@@ -294,7 +294,7 @@ start_worker() {
         SAGAD_WORKER_REGISTRY="$dir/tools.json" SAGAD_WORKER_GROUP_ID=faults-$scenario \
         SAGAD_HTTP_PORT=0 bin/sagad-worker run 2>"$dir/worker.log" &
     worker_pid=$!
-    unset SAGAD_TOPIC_COMMANDS SAGAD_TOPIC_EVENTS SAGAD_TOPIC_DLQ
+    unset SAGAD_TOPIC_COMMANDS SAGAD_TOPIC_INTERNAL SAGAD_TOPIC_EVENTS SAGAD_TOPIC_DLQ
 }
 
 stop_worker() {

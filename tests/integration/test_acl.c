@@ -78,16 +78,21 @@ static sg_kafka_t *acl_client(const acl_conf_t *c, sg_kafka_role_t role)
     return k;
 }
 
-/* Produces one message and waits for its delivery report: the batch says
- * whether the broker took it, and with which error if not. */
-static sg_kafka_batch_t acl_produce(const acl_conf_t *c, const char *topic, const char *key)
+/* Produces one message (payload, or a small one naming key when NULL)
+ * and waits for its delivery report: the batch says whether the broker
+ * took it, and with which error if not. */
+static sg_kafka_batch_t acl_produce_payload(const acl_conf_t *c, const char *topic, const char *key,
+                                            const char *payload)
 {
     sg_kafka_t *k = acl_client(c, SG_KAFKA_PRODUCER);
     sg_kafka_batch_t batch = {0};
     sg_err_t err;
-    char payload[256];
+    char own[256];
 
-    snprintf(payload, sizeof(payload), "{\"acl_test\": \"%s\"}", key);
+    if (!payload) {
+        snprintf(own, sizeof(own), "{\"acl_test\": \"%s\"}", key);
+        payload = own;
+    }
     cr_assert_eq(sg_kafka_produce(k, topic, key, strlen(key), payload, strlen(payload), NULL, 0,
                                   &batch, &err),
                  0, "%s", err.message);
@@ -95,6 +100,11 @@ static sg_kafka_batch_t acl_produce(const acl_conf_t *c, const char *topic, cons
     sg_kafka_destroy(k);
     cr_assert_eq(batch.pending, 0, "no delivery report for %s within 30 s", topic);
     return batch;
+}
+
+static sg_kafka_batch_t acl_produce(const acl_conf_t *c, const char *topic, const char *key)
+{
+    return acl_produce_payload(c, topic, key, NULL);
 }
 
 static void expect_delivered(const char *who, const acl_conf_t *c, const char *topic)
@@ -334,8 +344,11 @@ Test(acl, wrong_password_refused_at_authentication)
 
 /* The real relay and worker, each under its own principal and nothing
  * more, run a saga that an application submitted under the producer's:
- * the worker consumes (commands, its group), the relay publishes (the
- * step commands and the events), the application reads its events. */
+ * the worker consumes (commands and internal, its group), the relay
+ * publishes (the step commands and the events), the application reads its
+ * events.  Then the application forges a step command of the saga: the
+ * broker refuses it on the internal topic, and the worker dead-letters it
+ * unacted on where the application may write, the commands topic. */
 Test(acl, saga_runs_under_component_principals, .timeout = 240)
 {
     char db[128], dsn[512], rt_dsn[600], dir[] = "/tmp/sagad-acl-XXXXXX", registry[128];
@@ -408,6 +421,33 @@ Test(acl, saga_runs_under_component_principals, .timeout = 240)
                                 "status = 'completed'",
                                 saga),
                  1);
+
+    snprintf(start, sizeof(start),
+             "{\"v\": 1, \"type\": \"step.execute\", \"id\": \"forged-%s\", \"saga_id\": "
+             "\"%s\", \"step\": 0, \"attempt\": 2, \"generation\": 1}",
+             saga, saga);
+    b = acl_produce_payload(&prod, ACL_INTERNAL, saga, start);
+    cr_expect_eq(b.delivered, 0, "the producer wrote a step command to %s", ACL_INTERNAL);
+    cr_expect_str_eq(b.first_err.code, ACL_REFUSED, "%s", b.first_err.message);
+    b = acl_produce_payload(&prod, ACL_COMMANDS, saga, start);
+    cr_expect_eq(b.delivered, 1, "the producer writes %s: %s", ACL_COMMANDS,
+                 b.failed ? b.first_err.message : "");
+    {
+        double deadline = sgt_now_s() + ACL_WAIT_S;
+        long long n = 0;
+
+        while ((n = sgt_query_intf(pg,
+                                   "SELECT count(*) FROM dead_letters WHERE saga_id = '%s' AND "
+                                   "error_code = 'input.command.unauthenticated' AND "
+                                   "original_topic = '%s'",
+                                   saga, ACL_COMMANDS)) != 1 &&
+               sgt_now_s() < deadline)
+            usleep(100000);
+        cr_expect_eq(n, 1, "the forged step command dead-lettered by the worker: %s",
+                     sgt_bg_tail(&worker));
+    }
+    cr_expect_eq(sgt_query_intf(pg, "SELECT count(*) FROM attempts WHERE saga_id = '%s'", saga), 2,
+                 "and never run: one attempt per step");
     sg_pg_destroy(pg);
 
     sgt_bg_signal(&worker, SIGTERM);

@@ -156,7 +156,8 @@ static void expect_headers(const sgw_msg_t *m)
     }
 }
 
-/* The ledger row of the record, as text: what the tests compare. */
+/* The ledger row of the record, as text: what the tests compare (its
+ * original topic as c, the commands topic, or i, the internal one). */
 static const char *ledger_row(char *out, size_t size, long long id)
 {
     return sgw_q_text(
@@ -164,9 +165,9 @@ static const char *ledger_row(char *out, size_t size, long long id)
         "SELECT concat_ws('|', error_code, error_class, coalesce(saga_id, '-'), "
         "coalesce(saga_name, '-'), coalesce(step_idx::text, '-'), coalesce(step_name, '-'), "
         "coalesce(tool, '-'), coalesce(phase, '-'), attempts, jsonb_array_length(trail), "
-        "original_topic = '%s', original_partition, original_offset, status) "
-        "FROM dead_letters WHERE id = %lld",
-        sgw.topic_cmd, id);
+        "CASE original_topic WHEN '%s' THEN 'c' WHEN '%s' THEN 'i' ELSE '?' END, "
+        "original_partition, original_offset, status) FROM dead_letters WHERE id = %lld",
+        sgw.topic_cmd, sgw.topic_int, id);
 }
 
 /* The same fields from the topic's record, in ledger_row's order. */
@@ -185,7 +186,9 @@ static void record_row(char *out, size_t size, const sg_json_t *rec)
     }
     len += (size_t)snprintf(out + len, size - len, "%zu|%s|%lld|%lld|%s",
                             sg_json_array_size(sg_json_member(rec, "trail")),
-                            strcmp(sgw_jstr(orig, "topic"), sgw.topic_cmd) == 0 ? "t" : "f",
+                            strcmp(sgw_jstr(orig, "topic"), sgw.topic_cmd) == 0   ? "c"
+                            : strcmp(sgw_jstr(orig, "topic"), sgw.topic_int) == 0 ? "i"
+                                                                                  : "?",
                             sgw_jint(orig, "partition"), sgw_jint(orig, "offset"),
                             sgw_jstr(rec, "status"));
 }
@@ -273,7 +276,7 @@ static void expect_dead_letter(const sgw_msg_t *m, const char *want, const void 
     expect_payload(m->doc, orig, len);
 }
 
-/* The commands-topic message at offset (partition 0), for its bytes. */
+/* The internal topic's message at offset (partition 0), for its bytes. */
 static const sgw_msg_t *command_at(sgw_reader_t *cmds, long long offset)
 {
     double deadline = sgt_now_s() + SGW_WAIT_S;
@@ -282,21 +285,22 @@ static const sgw_msg_t *command_at(sgw_reader_t *cmds, long long offset)
         for (size_t i = 0; i < cmds->n; i++)
             if (cmds->v[i].offset == offset && cmds->v[i].partition == 0)
                 return &cmds->v[i];
-        cr_assert_lt(sgt_now_s(), deadline, "no message at offset %lld of the commands topic",
+        cr_assert_lt(sgt_now_s(), deadline, "no message at offset %lld of the internal topic",
                      offset);
         sgw_reader_poll(cmds, 200);
     }
 }
 
 /* A step-level dead letter: its original message is the command the
- * worker consumed, byte for byte, at the offset the record names. */
+ * worker consumed on the internal topic, byte for byte, at the offset the
+ * record names. */
 static void expect_step_dead_letter(const sgw_msg_t *m, const char *want, const char *phase)
 {
     const sg_json_t *orig = sg_json_member(m->doc, "original");
     const sgw_msg_t *cmd;
     sgw_reader_t cmds;
 
-    sgw_reader_open(&cmds, sgw.topic_cmd);
+    sgw_reader_open(&cmds, sgw.topic_int);
     cmd = command_at(&cmds, sgw_jint(orig, "offset"));
     expect_dead_letter(m, want, cmd->raw, cmd->len);
     cr_expect_str_eq(sgw_jstr(orig, "key"), sgw_jstr(m->doc, "saga_id"));
@@ -347,7 +351,7 @@ Test(dead_letters, undecodable_json)
     const sgw_msg_t *m =
         dead_letter_input(&dlq, "input.json.malformed", payload, strlen(payload), NULL);
 
-    expect_dead_letter(m, "input.json.malformed|poison|-|-|-|-|-|-|0|0|t|0|0|pending", payload,
+    expect_dead_letter(m, "input.json.malformed|poison|-|-|-|-|-|-|0|0|c|0|0|pending", payload,
                        strlen(payload));
     cr_expect_str_eq(sgw_jstr(m->doc, "payload"), payload, "a UTF-8 payload is given as text");
     sgw_reader_close(&dlq);
@@ -362,7 +366,7 @@ Test(dead_letters, non_utf8_payload_survives_byte_for_byte)
     const sgw_msg_t *m = dead_letter_input(&dlq, "input.utf8.invalid", payload, len, NULL);
     char text[256];
 
-    expect_dead_letter(m, "input.utf8.invalid|poison|-|-|-|-|-|-|0|0|t|0|0|pending", payload, len);
+    expect_dead_letter(m, "input.utf8.invalid|poison|-|-|-|-|-|-|0|0|c|0|0|pending", payload, len);
     cr_expect(sg_json_is_null(sg_json_member(m->doc, "payload")), "not given as text");
     cr_expect_str_eq(
         sgw_q_text(text, sizeof(text), "SELECT encode(payload, 'hex') FROM dead_letters"),
@@ -384,7 +388,7 @@ Test(dead_letters, over_the_size_cap)
     memcpy(big + sizeof(big) - 3, "\"}", 2);
     big[sizeof(big) - 1] = '\0';
     m = dead_letter_input(&dlq, "input.too_large", big, strlen(big), env);
-    expect_dead_letter(m, "input.too_large|poison|-|-|-|-|-|-|0|0|t|0|0|pending", big, strlen(big));
+    expect_dead_letter(m, "input.too_large|poison|-|-|-|-|-|-|0|0|c|0|0|pending", big, strlen(big));
     /* The record would break the size cap every sagad message keeps to:
      * the ledger keeps the bytes, the topic says where they are. */
     cr_expect(jtrue(m->doc, "payload_omitted"), "the record says the payload is omitted");
@@ -414,7 +418,7 @@ Test(dead_letters, too_many_json_nodes)
         len += (size_t)snprintf(payload + len, cap - len, ",%d", i % 10);
     len += (size_t)snprintf(payload + len, cap - len, "]}");
     m = dead_letter_input(&dlq, "input.json.too_many_nodes", payload, len, NULL);
-    expect_dead_letter(m, "input.json.too_many_nodes|poison|-|-|-|-|-|-|0|0|t|0|0|pending", payload,
+    expect_dead_letter(m, "input.json.too_many_nodes|poison|-|-|-|-|-|-|0|0|c|0|0|pending", payload,
                        len);
     cr_expect(strstr(sgw_jstr(m->doc, "message"), "limits.max_json_nodes") != NULL,
               "the message names the knob: %s", sgw_jstr(m->doc, "message"));
@@ -438,7 +442,7 @@ Test(dead_letters, schema_violation_of_a_submission)
     sgw_wait_int(1, "SELECT sum(next_offset) FROM consumer_offsets");
     sgw_pair_stop();
 
-    expect_dead_letter(m, "input.schema.invalid|permanent|bad-1|checkout|-|-|-|-|0|0|t|0|0|pending",
+    expect_dead_letter(m, "input.schema.invalid|permanent|bad-1|checkout|-|-|-|-|0|0|c|0|0|pending",
                        payload, strlen(payload));
     cr_expect(strstr(sgw_jstr(m->doc, "message"), "$.steps"), "the message names the path: %s",
               sgw_jstr(m->doc, "message"));
@@ -488,7 +492,7 @@ Test(dead_letters, unknown_tool_after_a_registry_change)
     sgw_pair_stop();
 
     expect_step_dead_letter(
-        m, "tool.unknown|permanent|ut-1|legacy|1|ship|teleport|forward|0|0|t|0|0|pending",
+        m, "tool.unknown|permanent|ut-1|legacy|1|ship|teleport|forward|0|0|i|0|0|pending",
         "forward");
     cr_expect(strstr(sgw_jstr(m->doc, "message"), "teleport"), "%s", sgw_jstr(m->doc, "message"));
     cr_expect_eq(sgw_q_int("SELECT calls FROM builtin_ledger WHERE key = 'ut-1:0:c:g1'"), 1,
@@ -521,7 +525,7 @@ Test(dead_letters, crash_loop)
     sgw_pair_stop();
 
     expect_step_dead_letter(
-        m, "runtime.crash_loop|poison|cl-1|legacy|1|ship|noop|forward|2|2|t|0|0|pending",
+        m, "runtime.crash_loop|poison|cl-1|legacy|1|ship|noop|forward|2|2|i|0|0|pending",
         "forward");
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE saga_id = 'cl-1' AND step_idx = 1 "
                            "AND error_code = 'runtime.interrupted'"),
@@ -545,7 +549,7 @@ Test(dead_letters, attempts_exhausted)
 
     expect_step_dead_letter(m,
                             "runtime.budget.attempts_exhausted|poison|ax-1|test|1|call|flaky|"
-                            "forward|2|2|t|0|3|pending",
+                            "forward|2|2|i|0|2|pending",
                             "forward");
     sgw_reader_close(&dlq);
 }
@@ -572,7 +576,7 @@ Test(dead_letters, retry_budget_exhausted)
 
     expect_step_dead_letter(m,
                             "runtime.budget.retry_exhausted|poison|rb-1|budgeted|0|call|fail|"
-                            "forward|1|1|t|0|1|pending",
+                            "forward|1|1|i|0|0|pending",
                             "forward");
     sgw_reader_close(&dlq);
 }
@@ -599,7 +603,7 @@ Test(dead_letters, compensation_exhausted)
 
     expect_step_dead_letter(m,
                             "runtime.compensation_exhausted|poison|cx-1|test|0|second|"
-                            "release.flaky|compensate|2|2|t|0|4|pending",
+                            "release.flaky|compensate|2|2|i|0|3|pending",
                             "compensate");
     sgw_reader_close(&dlq);
 }
@@ -626,8 +630,8 @@ Test(dead_letters, outcome_postgresql_refuses)
     sgw_pair_stop();
 
     expect_step_dead_letter(m,
-                            "runtime.pg.rejected|poison|pr-1|test|1|answer|echo|forward|1|1|t|0|"
-                            "2|pending",
+                            "runtime.pg.rejected|poison|pr-1|test|1|answer|echo|forward|1|1|i|0|"
+                            "1|pending",
                             "forward");
     cr_expect(strstr(sgw_jstr(m->doc, "message"), "value refused"), "%s",
               sgw_jstr(m->doc, "message"));
@@ -862,7 +866,7 @@ static long long replay_held(const char *saga_id, int step)
              "convert_to(jsonb_build_object('v', 1, 'type', 'step.execute', 'id', 'replay-' || "
              "r.id, 'saga_id', '%s', 'step', %d, 'attempt', 1, 'generation', "
              "r.new_generation)::text, 'UTF8') FROM r) SELECT id FROM r",
-             dl, saga_id, step, saga_id, dl, saga_id, saga_id, step, sgw.topic_cmd, saga_id, dl,
+             dl, saga_id, step, saga_id, dl, saga_id, saga_id, step, sgw.topic_int, saga_id, dl,
              saga_id, step);
     rid = sgt_query_int(sgw.pg, sql);
     cr_assert_gt(rid, 0, "the replay was written");
@@ -952,7 +956,7 @@ Test(dead_letters, replay_of_a_failed_saga_reruns_the_compensation)
              "convert_to('{\"v\": 1, \"type\": \"step.compensate\", \"id\": \"replay-rf\", "
              "\"saga_id\": \"rf-1\", \"step\": 1, \"attempt\": 1, \"generation\": 2}', 'UTF8')); "
              "COMMIT",
-             sgw.topic_cmd);
+             sgw.topic_int);
     script(sql);
     sgw_wait_status("rf-1", "compensated");
     sgw_pair_stop();

@@ -170,8 +170,8 @@ static int endpoint_port(const oproc_t *o)
 
 static struct {
     char db[128], dsn[512], dir[64], registry[160], config[160];
-    char topic_cmd[128], topic_ev[128], topic_dlq[128], group[128];
-    char envbuf[24][640];
+    char topic_cmd[128], topic_int[128], topic_ev[128], topic_dlq[128], group[128];
+    char envbuf[28][640];
     const char *wenv[24], *renv[24];
     size_t nw, nr;
     oproc_t worker, relay;
@@ -180,7 +180,7 @@ static struct {
 
 static void env_push(const char **env, size_t *n, const char *text)
 {
-    cr_assert_lt(T.nw + T.nr, (size_t)22);
+    cr_assert_lt(T.nw + T.nr, (size_t)26);
     snprintf(T.envbuf[T.nw + T.nr], sizeof(T.envbuf[0]), "%s", text);
     env[(*n)++] = T.envbuf[T.nw + T.nr];
     env[*n] = NULL;
@@ -226,6 +226,7 @@ static void setup(void)
     sg_log_init("test_ops", SG_LOG_WARN);
     sgt_db_create(T.db, sizeof(T.db), T.dsn, sizeof(T.dsn));
     sgt_unique(T.topic_cmd, sizeof(T.topic_cmd), "sgt_ocmd");
+    sgt_unique(T.topic_int, sizeof(T.topic_int), "sgt_oint");
     sgt_unique(T.topic_ev, sizeof(T.topic_ev), "sgt_oev");
     sgt_unique(T.topic_dlq, sizeof(T.topic_dlq), "sgt_odlq");
     sgt_unique(T.group, sizeof(T.group), "sgt_ops");
@@ -260,6 +261,7 @@ static void setup(void)
     env_add(true, true, "SAGAD_KAFKA_SASL_USERNAME=ops");
     env_add(true, true, "SAGAD_KAFKA_SASL_PASSWORD=%s", SASL_SECRET);
     env_add(true, true, "SAGAD_TOPIC_COMMANDS=%s", T.topic_cmd);
+    env_add(true, true, "SAGAD_TOPIC_INTERNAL=%s", T.topic_int);
     env_add(true, true, "SAGAD_TOPIC_EVENTS=%s", T.topic_ev);
     env_add(true, true, "SAGAD_TOPIC_DLQ=%s", T.topic_dlq);
     env_add(true, false, "SAGAD_WORKER_GROUP_ID=%s", T.group);
@@ -400,7 +402,8 @@ Test(ops, endpoints_answer_and_counters_move_after_a_saga)
     scrape(wport, &w);
     cr_assert_eq(sgt_prom_get(&w, "sagad_ready", "", -1), 1);
     cr_assert_eq(sgt_prom_get(&w, "sagad_pg_connected", "", -1), 1);
-    cr_assert_eq(sgt_prom_get(&w, "sagad_partitions_assigned", "", -1), 2);
+    /* Two partitions of each of its topics, commands and internal. */
+    cr_assert_eq(sgt_prom_get(&w, "sagad_partitions_assigned", "", -1), 4);
     cr_assert_eq(sgt_prom_get(&w, "sagad_sagas_finished_total", "status=\"completed\"", 0), 0);
     sgt_prom_free(&w);
 

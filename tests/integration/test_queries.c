@@ -239,7 +239,7 @@ Test(queries, only_an_operator_replays_discards_and_edits)
     req.id = step;
     req.by = "gw:ann";
     req.dry_run = true;
-    req.commands_topic = sgw.topic_cmd;
+    req.internal_topic = sgw.topic_int;
     cr_assert_eq(sg_dlq_replay(op, &req, &r, &err), 0, "%s", err.message);
     cr_expect_str_eq(sgw_jstr(r, "outcome"), "would_replay", "%s", sgw_jstr(r, "detail"));
     cr_expect_eq(sgw_jint(r, "id"), step);

@@ -183,11 +183,19 @@ static void roll_one_worker(const char *drain_env, int grace_s, bool clean_drain
     sgw_start(&sgw.worker, "sagad-worker", a_env);
     b = sgw_proc_start("sagad-worker", b_env);
     free(readyz_until(&sgw.worker, port, 200));
-    /* Both are members and own partitions before the load starts. */
-    sgw_wait_int(2, "SELECT count(DISTINCT owner) FROM consumer_offsets WHERE owner IN "
+    /* Both are members and own partitions of both topics before the load
+     * starts (each topic is shared out on its own: a worker never holds
+     * only the commands topic's, where no step runs). */
+    sgw_wait_int(4, "SELECT count(DISTINCT (owner, topic)) FROM consumer_offsets WHERE owner IN "
                     "('roll-a', 'roll-b')");
-    a_parts = sgw_q_int("SELECT count(*) FROM consumer_offsets WHERE owner = 'roll-a'");
-    cr_assert(a_parts > 0 && a_parts < ROLL_PARTITIONS, "A owns %lld partitions", a_parts);
+    for (int t = 0; t < 2; t++) {
+        const char *topic = t ? sgw.topic_int : sgw.topic_cmd;
+        a_parts = sgw_q_int("SELECT count(*) FROM consumer_offsets WHERE owner = 'roll-a' AND "
+                            "topic = '%s'",
+                            topic);
+        cr_assert(a_parts > 0 && a_parts < ROLL_PARTITIONS, "A owns %lld partitions of %s", a_parts,
+                  topic);
+    }
 
     load_start(&load);
     wait_submitted(&load, ROLL_SAGAS / 3);
@@ -204,8 +212,10 @@ static void roll_one_worker(const char *drain_env, int grace_s, bool clean_drain
     cr_assert_eq(rc, 0, "worker A exits 0 within its %d s grace period, got %d: %s", grace_s, rc,
                  sgt_bg_tail(&sgw.worker));
 
-    /* B owns every partition, each under a new owner epoch. */
-    sgw_wait_int(ROLL_PARTITIONS, "SELECT count(*) FROM consumer_offsets WHERE owner = 'roll-b'");
+    /* B owns every partition of both topics, each under a new owner
+     * epoch. */
+    sgw_wait_int(2 * ROLL_PARTITIONS,
+                 "SELECT count(*) FROM consumer_offsets WHERE owner = 'roll-b'");
     load_join(&load);
     expect_everything_done_once(clean_drain);
     cr_expect_gt(sgw_q_int("SELECT count(*) FROM attempts WHERE worker_id = 'roll-a' AND status = "

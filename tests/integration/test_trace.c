@@ -86,6 +86,7 @@ static void start_world_as(const char *const *faults, const char *const *env, bo
     all_env[0] = port_env;
     all_env[1] = NULL;
     sgw_start(&sgw.worker, "sagad-worker", all_env);
+    sgw_wait_assigned(1);
 }
 
 static void start_world(const char *const *faults, const char *const *env)

@@ -239,7 +239,7 @@ Test(trust, a_rotated_key_is_read_by_the_worker_when_first_seen)
     sgw_submit("rot-1", "[{\"name\": \"a\", \"tool\": \"ledger\"}, {\"name\": \"b\", \"tool\": "
                         "\"ledger\"}]");
     sgw_wait_status("rot-1", "completed");
-    sgw_reader_open(&cmds, sgw.topic_cmd);
+    sgw_reader_open(&cmds, sgw.topic_int);
     sgw_reader_wait_count(&cmds, 2);
     for (size_t i = 0; i < cmds.n; i++)
         if (strcmp(sgw_jstr(cmds.v[i].doc, "type"), "step.execute") == 0)
@@ -257,7 +257,7 @@ Test(trust, a_rotated_key_is_read_by_the_worker_when_first_seen)
     {
         const char *mac = sgw_jstr(old->headers, "sagad-mac");
         sg_kafka_header_t h = {SG_MAC_HEADER, mac, strlen(mac)};
-        sgw_produce_headers(sgw.topic_cmd, old->key, old->raw, old->len, &h, 1);
+        sgw_produce_headers(sgw.topic_int, old->key, old->raw, old->len, &h, 1);
     }
     sgw_wait_int(1, "SELECT count(*) FROM dead_letters WHERE error_code = "
                     "'input.command.unauthenticated'");
@@ -268,4 +268,182 @@ Test(trust, a_rotated_key_is_read_by_the_worker_when_first_seen)
                  "only the copy signed with the retired key was refused");
     cr_expect(strstr(sgt_bg_tail(&sgw.worker), "made with a key this worker does not hold") != NULL,
               "the refusal says why");
+}
+
+/* ---- the internal topic (docs/ARCHITECTURE.md, "Trust boundary") -------- */
+
+/* The message of that type and id read on r, waited for. */
+static const sgw_msg_t *read_message(sgw_reader_t *r, const char *type, const char *id)
+{
+    double deadline = sgt_now_s() + SGW_WAIT_S;
+
+    for (;;) {
+        for (size_t i = 0; i < r->n; i++)
+            if (strcmp(sgw_jstr(r->v[i].doc, "type"), type) == 0 &&
+                strcmp(sgw_jstr(r->v[i].doc, "id"), id) == 0)
+                return &r->v[i];
+        cr_assert_lt(sgt_now_s(), deadline, "no %s %s on the topic", type, id);
+        sgw_expect_worker_alive();
+        sgw_reader_poll(r, 200);
+    }
+}
+
+/* An approval sent to the commands topic is not decided there: the worker
+ * forwards it into the internal topic, its bytes, key and sagad-auth as
+ * they were, signed by the relay, and decides it when it reads it there,
+ * in order with the saga's step commands.  The gate opens and the saga
+ * completes, the approver recorded. */
+Test(trust, a_control_on_the_commands_topic_is_forwarded_and_decided)
+{
+    char msg[512], text[256], want_from[200];
+    sgw_reader_t internal;
+    const sgw_msg_t *copy;
+    sg_kafka_header_t h;
+    char *auth;
+    sg_err_t e;
+
+    sgw_pair_start(GATED_TOOLS, 1, NULL);
+    sgw_reader_open(&internal, sgw.topic_int);
+    sgw_submit("fwd-1", CHECKOUT);
+    sgw_event_wait("fwd-1", "step.approval_requested");
+
+    decision(msg, sizeof(msg), "saga.approve", "fwd-1", "fwd-ok", "finance:bob");
+    auth = sg_auth_sign(sgw.principals[2].priv, "finance:bob", "k1", (int64_t)time(NULL), "fwd-1",
+                        5, msg, strlen(msg), &e);
+    cr_assert_not_null(auth, "%s", e.message);
+    h = (sg_kafka_header_t){SG_AUTH_HEADER, auth, strlen(auth)};
+    sgw_produce_headers(sgw.topic_cmd, "fwd-1", msg, strlen(msg), &h, 1);
+    sgw_wait_status("fwd-1", "completed");
+
+    copy = read_message(&internal, "saga.approve", "fwd-ok");
+    cr_expect_str_eq(copy->key, "fwd-1", "keyed by its saga id");
+    cr_expect_eq(copy->len, strlen(msg));
+    cr_expect_str_eq(copy->raw, msg, "its bytes unchanged");
+    cr_expect_str_eq(sgw_jstr(copy->headers, SG_AUTH_HEADER), auth, "its signature kept");
+    cr_expect(strncmp(sgw_jstr(copy->headers, SG_MAC_HEADER), "v1.", 3) == 0,
+              "signed by the relay: %s", sgw_jstr(copy->headers, SG_MAC_HEADER));
+    snprintf(want_from, sizeof(want_from), "%s:0:", sgw.topic_cmd);
+    cr_expect(
+        strncmp(sgw_jstr(copy->headers, "sagad-forwarded-from"), want_from, strlen(want_from)) == 0,
+        "where it was read: %s", sgw_jstr(copy->headers, "sagad-forwarded-from"));
+    sgw_pair_stop();
+    sgw_reader_close(&internal);
+    free(auth);
+
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT outcome || '|' || principal FROM saga_controls WHERE "
+                                "command_id = 'fwd-ok'"),
+                     "accepted|finance:bob");
+    cr_expect_eq(ledger_calls("fwd-1:1:f:g1"), 1, "the charge, once, approved");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters"), 0);
+    /* Both offsets moved: the approval read on each topic. */
+    cr_expect_eq(sgw_q_int("SELECT count(DISTINCT topic) FROM consumer_offsets WHERE "
+                           "next_offset > 0"),
+                 2);
+}
+
+/* Only the relay writes the internal topic: whatever a message there is,
+ * a submission, a control signed by a principal allowed to send it, or a
+ * step command, without the relay's sagad-mac it is dead-lettered and
+ * never acted on.  The same cancel sent to the commands topic is
+ * forwarded, signed by the relay, and accepted. */
+Test(trust, an_unsigned_message_of_any_type_on_the_internal_topic_is_dead_lettered)
+{
+    static const char bad_mac[] =
+        "v1.k1.0000000000000000000000000000000000000000000000000000000000000000";
+    sg_kafka_header_t forged = {SG_MAC_HEADER, bad_mac, sizeof(bad_mac) - 1};
+    char msg[512], start[512], text[256];
+    sg_kafka_header_t h[2];
+    char *auth;
+    sg_err_t e;
+
+    sgw_pair_start(GATED_TOOLS, 1, NULL);
+    sgw_submit("int-1", CHECKOUT);
+    sgw_event_wait("int-1", "step.approval_requested");
+
+    snprintf(
+        start, sizeof(start),
+        "{\"v\": 1, \"type\": \"saga.start\", \"id\": \"sub-int-2\", \"saga_id\": "
+        "\"int-2\", \"name\": \"test\", \"steps\": [{\"name\": \"a\", \"tool\": \"ledger\"}]}");
+    sgw_produce(sgw.topic_int, "int-2", start, strlen(start));
+    sgw_produce_headers(sgw.topic_int, "int-2", start, strlen(start), &forged, 1);
+    snprintf(msg, sizeof(msg),
+             "{\"v\": 1, \"type\": \"saga.cancel\", \"id\": \"int-cxl\", \"saga_id\": \"int-1\", "
+             "\"by\": \"alice\", \"reason\": \"stop\"}");
+    auth = sg_auth_sign(sgw.principals[4].priv, "support:alice", "k1", (int64_t)time(NULL), "int-1",
+                        5, msg, strlen(msg), &e);
+    cr_assert_not_null(auth, "%s", e.message);
+    h[0] = (sg_kafka_header_t){SG_AUTH_HEADER, auth, strlen(auth)};
+    h[1] = (sg_kafka_header_t){"sagad-forwarded-at", "1", 1};
+    sgw_produce_headers(sgw.topic_int, "int-1", msg, strlen(msg), h, 2);
+    step_command(text, sizeof(text), "step.execute", "int-1", 2);
+    sgw_produce(sgw.topic_int, "int-1", text, strlen(text));
+    sgw_wait_int(4, "SELECT count(*) FROM dead_letters WHERE error_code = "
+                    "'input.command.unauthenticated'");
+
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM sagas WHERE saga_id = 'int-2'"), 0,
+                 "no saga started");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM saga_controls"), 0, "no control decided");
+    cr_expect_str_eq(
+        sgw_q_text(text, sizeof(text), "SELECT string_agg(status, ',' ORDER BY idx) FROM steps"),
+        "succeeded,awaiting_approval,pending", "nothing moved");
+    cr_expect_eq(
+        sgw_q_int("SELECT count(*) FROM dead_letters WHERE original_topic = '%s'", sgw.topic_int),
+        4, "each where it was read");
+    cr_expect(strstr(sgw_q_text(text, sizeof(text),
+                                "SELECT message FROM dead_letters WHERE convert_from(payload, "
+                                "'UTF8') LIKE '%%saga.cancel%%'"),
+                     "was read on the internal topic") != NULL,
+              "%s", text);
+
+    /* The same signed cancel where producers write it. */
+    sgw_produce_headers(sgw.topic_cmd, "int-1", msg, strlen(msg), h, 1);
+    sgw_wait_status("int-1", "cancelled");
+    sgw_pair_stop();
+    free(auth);
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT outcome || '|' || principal FROM saga_controls WHERE "
+                                "command_id = 'int-cxl'"),
+                     "accepted|support:alice");
+    cr_expect_eq(ledger_calls("int-1:2:f:g1"), 0, "nothing was shipped");
+}
+
+/* A rolling upgrade: an older worker wrote its step commands to the
+ * commands topic, and the relay published them there, signed.  The new
+ * worker still runs such a command when its sagad-mac holds, and the
+ * saga's next steps go through the internal topic. */
+Test(trust, a_signed_step_command_on_the_commands_topic_still_runs)
+{
+    static const char *const no_chain[] = {"SAGAD_WORKER_CHAIN=false", NULL};
+    char text[512], want[512];
+
+    sgw_world_start(NULL, 1, no_chain);
+    sgw_start(&sgw.worker, "sagad-worker", NULL);
+    sgw_submit("old-1", "[{\"name\": \"a\", \"tool\": \"ledger\"}, {\"name\": \"b\", \"tool\": "
+                        "\"ledger\"}]");
+    /* The first step's command waits in the outbox (no relay yet); as an
+     * older worker wrote it, for the commands topic. */
+    sgw_wait_int(1, "SELECT count(*) FROM outbox WHERE convert_from(payload, 'UTF8') LIKE "
+                    "'%step.execute%'");
+    sgw_proc_join(&sgw.worker, SIGTERM);
+    sgt_bg_free(&sgw.worker);
+    cr_assert_eq(sgw_q_int("UPDATE outbox SET topic = '%s' WHERE topic = '%s' RETURNING 1",
+                           sgw.topic_cmd, sgw.topic_int),
+                 1);
+    sgw_start(&sgw.relay, "sagad-relay", NULL);
+    sgw_start(&sgw.worker, "sagad-worker", NULL);
+    sgw_wait_status("old-1", "completed");
+    sgw_pair_stop();
+
+    cr_expect_eq(ledger_calls("old-1:0:f:g1"), 1, "step a ran once, from the commands topic");
+    cr_expect_eq(ledger_calls("old-1:1:f:g1"), 1);
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters"), 0);
+    /* saga.start and a's command read on the commands topic, b's on the
+     * internal one. */
+    snprintf(want, sizeof(want), "%s=2,%s=1", sgw.topic_cmd, sgw.topic_int);
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(topic || '=' || next_offset, ',' ORDER BY "
+                                "topic = '%s') FROM consumer_offsets",
+                                sgw.topic_int),
+                     want);
 }

@@ -1,6 +1,7 @@
 /* sagad-worker end to end: the real worker and relay binaries on their own
  * database, topics, consumer group and tool registry per test.  Sagas go in
- * as saga.start messages on the commands topic; what a producer or an
+ * as saga.start messages on the commands topic, their steps' commands travel
+ * on the internal topic; what a producer or an
  * operator relies on is read back from the events and DLQ topics and from
  * the tables (sagas, steps, attempts, dead_letters, builtin_ledger,
  * consumer_offsets). */
@@ -70,13 +71,18 @@ Test(worker, happy_path_three_steps_complete_in_order, .timeout = 120)
                   "saga_id || ':' || step_idx || ':f:g1'"),
         3, "one attempt per step, keyed <saga>:<step>:f:g1");
     cr_expect_eq(sgw_q_int("SELECT calls FROM builtin_ledger WHERE key = 'happy-1:0:f:g1'"), 1);
-    /* saga.start and three step.execute consumed, in the same transactions
-     * as their outcomes. */
+    /* saga.start consumed on the commands topic, the three step.execute
+     * on the internal one, in the same transactions as their outcomes. */
     cr_expect_eq(
         sgw_q_int("SELECT sum(next_offset) FROM consumer_offsets WHERE group_id = '%s' AND "
                   "topic = '%s'",
                   sgw.group, sgw.topic_cmd),
-        4);
+        1);
+    cr_expect_eq(
+        sgw_q_int("SELECT sum(next_offset) FROM consumer_offsets WHERE group_id = '%s' AND "
+                  "topic = '%s'",
+                  sgw.group, sgw.topic_int),
+        3);
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters"), 0);
 }
 
@@ -299,7 +305,8 @@ Test(worker, retry_exhaustion_dead_letters_and_compensates, .timeout = 120)
     cr_expect_str_eq(sgw_jstr(rec, "step_name"), "call");
     cr_expect_eq(sgw_jint(rec, "attempts"), 3);
     cr_expect_eq(sg_json_array_size(sg_json_member(rec, "trail")), 3);
-    cr_expect_str_eq(sgw_jstr(sg_json_member(rec, "original"), "topic"), sgw.topic_cmd);
+    cr_expect_str_eq(sgw_jstr(sg_json_member(rec, "original"), "topic"), sgw.topic_int,
+                     "a step command's dead letter names the internal topic it was read on");
 
     cr_expect_str_eq(sgw_q_text(text, sizeof(text),
                                 "SELECT string_agg(status || ':' || coalesce(error_code, '-'), ',' "
@@ -502,7 +509,8 @@ Test(worker, duplicate_submission_is_idempotent_and_conflict_rejected, .timeout 
     rej = sgw_event_wait("dup-1", "saga.rejected");
     sgw_event_wait("dup-1", "saga.duplicate");
     sgw_wait_int(1, "SELECT count(*) FROM dead_letters");
-    /* The commands topic: 3 submissions and 2 step.execute, all consumed. */
+    /* 3 submissions on the commands topic and 2 step.execute on the
+     * internal one, all consumed. */
     sgw_wait_int(5, "SELECT sum(next_offset) FROM consumer_offsets");
     sgw_pair_stop();
 
@@ -626,6 +634,7 @@ Test(worker, commits_notify_the_relay_channel, .timeout = 120)
     sgw_world_start(NULL, 1, NULL);
     listener = outbox_listener();
     sgw_start(&sgw.worker, "sagad-worker", NULL);
+    sgw_wait_assigned(1); /* no relay: the step runs chained or not at all */
     sgw_submit("wake-1", "[{\"name\": \"a\", \"tool\": \"noop\"}]");
     sgw_wait_status("wake-1", "completed");
     cr_expect_eq(sg_pg_wait_notify(listener, 5000, NULL, NULL, &err), 1,
@@ -694,15 +703,17 @@ Test(worker, stored_offset_beyond_the_log_end_is_taken_back, .timeout = 120)
     cr_expect(strstr(sgw.worker.err, "before the offset kept in PostgreSQL: the topic was "
                                      "made again or the broker lost data") != NULL,
               "the worker says why it goes back: %s", sgt_bg_tail(&sgw.worker));
-    cr_expect_lt(sgw_q_int("SELECT next_offset FROM consumer_offsets WHERE partition = 0"), 500,
-                 "the stored offset was taken back");
+    cr_expect_lt(sgw_q_int("SELECT next_offset FROM consumer_offsets WHERE partition = 0 AND "
+                           "topic = '%s'",
+                           sgw.topic_cmd),
+                 500, "the stored offset was taken back");
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM builtin_ledger WHERE calls = 1"), 1);
 }
 
 /* After a chained step b failed: the saga compensated, both steps were
  * chained, b ran once (attempts: "0:ok:-,1:<status>:<code>"), and its
- * one dead letter (code dl_code) names b's message, offset 2, after
- * saga.start and step a's.  Stops the processes. */
+ * one dead letter (code dl_code) names b's message, offset 1 of the
+ * internal topic, after step a's.  Stops the processes. */
 static void expect_chained_failure_on_message(const char *saga_id, const char *attempts,
                                               const char *dl_code)
 {
@@ -718,7 +729,7 @@ static void expect_chained_failure_on_message(const char *saga_id, const char *a
                                 "coalesce(error_code, '-'), ',' ORDER BY id) FROM attempts"),
                      attempts, "step b ran once, its result kept: %s", text);
     cr_assert_eq(sgw_q_int("SELECT count(*) FROM dead_letters"), 1);
-    snprintf(want, sizeof(want), "%s|b|%s|0|2|cmd:%s:1:f:g1:a1", dl_code, sgw.topic_cmd, saga_id);
+    snprintf(want, sizeof(want), "%s|b|%s|0|1|cmd:%s:1:f:g1:a1", dl_code, sgw.topic_int, saga_id);
     cr_expect_str_eq(sgw_q_text(text, sizeof(text),
                                 "SELECT concat_ws('|', error_code, step_name, original_topic, "
                                 "original_partition, original_offset, "
@@ -734,6 +745,7 @@ Test(worker, chained_step_failure_is_recorded_on_its_message, .timeout = 120)
 {
     sgw_world_start(NULL, 1, NULL);
     sgw_start(&sgw.worker, "sagad-worker", NULL);
+    sgw_wait_assigned(1);
     sgw_submit("chainfail-1",
                "[{\"name\": \"a\", \"tool\": \"noop\"},"
                " {\"name\": \"b\", \"tool\": \"fail\", \"args\": {\"class\": \"poison\", "
@@ -763,10 +775,10 @@ Test(worker, chained_step_failing_after_its_message_came_is_recorded_on_it, .tim
     sgw_submit("chainlate-1",
                "[{\"name\": \"a\", \"tool\": \"noop\"},"
                " {\"name\": \"b\", \"tool\": \"sleep.cut\", \"args\": {\"ms\": 60000}}]");
-    /* saga.start, then the step.execute of a and of b, published by the
-     * relay while b's call sleeps towards its 3 s timeout. */
-    sgw_reader_open(&cmds, sgw.topic_cmd);
-    sgw_reader_wait_count(&cmds, 3);
+    /* The step.execute of a and of b, published by the relay while b's
+     * call sleeps towards its 3 s timeout. */
+    sgw_reader_open(&cmds, sgw.topic_int);
+    sgw_reader_wait_count(&cmds, 2);
     sgw_reader_close(&cmds);
     cr_assert_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx = 1 AND finished_at IS "
                            "NULL"),
@@ -791,13 +803,13 @@ Test(worker, replayed_step_command_has_no_effect, .timeout = 120)
     sgw_event_wait("replay-1", "saga.completed");
     sgw_wait_int(0, "SELECT count(*) FROM outbox");
 
-    sgw_reader_open(&cmds, sgw.topic_cmd);
-    sgw_reader_wait_count(&cmds, 3);
+    sgw_reader_open(&cmds, sgw.topic_int);
+    sgw_reader_wait_count(&cmds, 2);
     for (size_t i = 0; i < cmds.n; i++)
         if (strcmp(sgw_jstr(cmds.v[i].doc, "type"), "step.execute") == 0 &&
             sgw_jint(cmds.v[i].doc, "step") == 0)
             exec = &cmds.v[i];
-    cr_assert_not_null(exec, "step 0's step.execute is on the commands topic");
+    cr_assert_not_null(exec, "step 0's step.execute is on the internal topic");
     attempts = sgw_q_int("SELECT count(*) FROM attempts");
     keys = sgw_q_int("SELECT count(*) FROM builtin_ledger");
     calls = sgw_q_int("SELECT sum(calls) FROM builtin_ledger");
@@ -813,8 +825,8 @@ Test(worker, replayed_step_command_has_no_effect, .timeout = 120)
         sg_kafka_header_t h = {"sagad-mac", mac, strlen(mac)};
 
         cr_assert(mac[0], "the relay signed it");
-        sgw_produce_headers(sgw.topic_cmd, exec->key, exec->raw, exec->len, &h, 1);
-        sgw_produce_headers(sgw.topic_cmd, exec->key, exec->raw, exec->len, &h, 1);
+        sgw_produce_headers(sgw.topic_int, exec->key, exec->raw, exec->len, &h, 1);
+        sgw_produce_headers(sgw.topic_int, exec->key, exec->raw, exec->len, &h, 1);
     }
     sgw_wait_int(5, "SELECT sum(next_offset) FROM consumer_offsets");
     /* The transactions that consumed them wrote nothing to send. */
@@ -866,7 +878,7 @@ Test(worker, chained_call_and_its_message_hold_one_slot, .timeout = 120)
 }
 
 /* The offsets kept in PostgreSQL are copied to the consumer group in
- * Kafka, where lag tools read them: at most once per
+ * Kafka, where lag tools read them, those of both topics: at most once per
  * worker.kafka_commit_interval_ms, and at once for a partition the worker
  * gives up (here, on SIGTERM, long before the interval). */
 Test(worker, offsets_reach_the_kafka_group_for_lag_tools, .timeout = 120)
@@ -874,15 +886,15 @@ Test(worker, offsets_reach_the_kafka_group_for_lag_tools, .timeout = 120)
     static const char *const env[] = {"SAGAD_WORKER_KAFKA_COMMIT_INTERVAL_MS=60000", NULL};
     char errstr[256];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(2);
     rd_kafka_t *rk;
-    int64_t committed;
+    int64_t committed[2];
 
     sgw_pair_start(NULL, 1, env);
     sgw_submit("lag-1", "[{\"name\": \"a\", \"tool\": \"noop\"},"
                         " {\"name\": \"b\", \"tool\": \"noop\"}]");
     sgw_wait_status("lag-1", "completed");
-    sgw_wait_int(3, "SELECT next_offset FROM consumer_offsets");
+    sgw_wait_int(3, "SELECT sum(next_offset) FROM consumer_offsets");
     sgw_pair_stop();
 
     cr_assert_eq(rd_kafka_conf_set(conf, "bootstrap.servers", sgt_kafka(), errstr, sizeof(errstr)),
@@ -892,17 +904,23 @@ Test(worker, offsets_reach_the_kafka_group_for_lag_tools, .timeout = 120)
     rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
     cr_assert_not_null(rk, "%s", errstr);
     rd_kafka_topic_partition_list_add(list, sgw.topic_cmd, 0);
+    rd_kafka_topic_partition_list_add(list, sgw.topic_int, 0);
     cr_assert_eq(rd_kafka_committed(rk, list, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
-    committed = list->elems[0].offset;
+    committed[0] = list->elems[0].offset;
+    committed[1] = list->elems[1].offset;
     rd_kafka_topic_partition_list_destroy(list);
     rd_kafka_destroy(rk);
-    cr_expect_eq(committed, 3,
-                 "the group's offset in Kafka is the one PostgreSQL keeps (saga.start and two "
-                 "step commands consumed): %lld",
-                 (long long)committed);
+    cr_expect_eq(committed[0], 1,
+                 "the group's offset of the commands topic in Kafka is the one PostgreSQL keeps "
+                 "(saga.start consumed): %lld",
+                 (long long)committed[0]);
+    cr_expect_eq(committed[1], 2,
+                 "the group's offset of the internal topic in Kafka is the one PostgreSQL "
+                 "keeps (two step commands consumed): %lld",
+                 (long long)committed[1]);
 }
 
-/* Partitions added to the commands topic move keys, and the relay's
+/* Partitions added to the internal topic move keys, and the relay's
  * producer learns of them only at its next metadata refresh (here, not
  * within the test): a chained step predicted with the new count could have
  * its message land elsewhere and run twice.  The worker notices the new
@@ -933,7 +951,7 @@ Test(worker, added_partitions_pause_chaining, .timeout = 120)
                  RD_KAFKA_CONF_OK, "%s", errstr);
     rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
     cr_assert_not_null(rk, "%s", errstr);
-    np = rd_kafka_NewPartitions_new(sgw.topic_cmd, 3, errstr, sizeof(errstr));
+    np = rd_kafka_NewPartitions_new(sgw.topic_int, 3, errstr, sizeof(errstr));
     cr_assert_not_null(np, "%s", errstr);
     q = rd_kafka_queue_new(rk);
     rd_kafka_CreatePartitions(rk, &np, 1, NULL, q);

@@ -36,10 +36,10 @@ typedef sgt_bg_t proc_t;
 /* The test's own database, topics and group, and the environment every
  * process of the test starts with. */
 static struct fixture_s {
-    char db[128], dsn[512], topic[128], events[128], dlq[128], group[128];
+    char db[128], dsn[512], topic[128], internal[128], events[128], dlq[128], group[128];
     int partitions;
-    char env_text[9][700];
-    const char *env[10];
+    char env_text[10][700];
+    const char *env[11];
     /* The keyring (ARCHITECTURE.md, "Trust boundary"): shop submits,
      * faults approves and cancels; their private keys. */
     char keyring[64];
@@ -51,11 +51,17 @@ static struct fixture_s {
     int nprocs;
 } fx;
 
-/* consumer_offsets.next_offset as last seen, per partition. */
+/* consumer_offsets.next_offset as last seen, per partition of the
+ * commands topic ([0]) and of the internal one ([1]). */
 typedef struct offsets_s {
-    long long last[MAX_PARTS];
+    long long last[2][MAX_PARTS];
     long samples;
 } offsets_t;
+
+/* Each test's database holds its own topics only: they are told apart by
+ * the prefix sgt_unique gave them. */
+#define WF_COMMANDS_ROWS "consumer_offsets WHERE topic ~ '^sgt_wf_cmd'"
+#define WF_INTERNAL_ROWS "consumer_offsets WHERE topic ~ '^sgt_wf_int'"
 
 static void sleep_ms(long ms)
 {
@@ -75,6 +81,7 @@ static void fixture_init(int partitions)
     fx.partitions = partitions;
     sgt_db_create(fx.db, sizeof(fx.db), fx.dsn, sizeof(fx.dsn));
     sgt_unique(fx.topic, sizeof(fx.topic), "sgt_wf_cmd");
+    sgt_unique(fx.internal, sizeof(fx.internal), "sgt_wf_int");
     sgt_unique(fx.events, sizeof(fx.events), "sgt_wf_evt");
     sgt_unique(fx.dlq, sizeof(fx.dlq), "sgt_wf_dlq");
     sgt_unique(fx.group, sizeof(fx.group), "sgt_wf_group");
@@ -82,6 +89,7 @@ static void fixture_init(int partitions)
     snprintf(fx.env_text[n++], sizeof(fx.env_text[0]), "SAGAD_KAFKA_BOOTSTRAP_SERVERS=%s",
              sgt_kafka());
     snprintf(fx.env_text[n++], sizeof(fx.env_text[0]), "SAGAD_TOPIC_COMMANDS=%s", fx.topic);
+    snprintf(fx.env_text[n++], sizeof(fx.env_text[0]), "SAGAD_TOPIC_INTERNAL=%s", fx.internal);
     snprintf(fx.env_text[n++], sizeof(fx.env_text[0]), "SAGAD_TOPIC_EVENTS=%s", fx.events);
     snprintf(fx.env_text[n++], sizeof(fx.env_text[0]), "SAGAD_TOPIC_DLQ=%s", fx.dlq);
     snprintf(fx.env_text[n++], sizeof(fx.env_text[0]), "SAGAD_WORKER_GROUP_ID=%s", fx.group);
@@ -281,24 +289,25 @@ static int decide_gates(bool *sent)
  * sample. */
 static void offsets_sample(offsets_t *o)
 {
-    const char *params[] = {fx.group, fx.topic};
+    const char *params[] = {fx.group, fx.topic, fx.internal};
     sg_pg_res_t *res;
     sg_err_t err;
 
     cr_assert_eq(sg_pg_exec(fx.pg,
-                            "SELECT partition, next_offset FROM consumer_offsets WHERE "
-                            "group_id = $1 AND topic = $2",
-                            2, params, &res, &err),
+                            "SELECT (topic = $3)::int, partition, next_offset FROM "
+                            "consumer_offsets WHERE group_id = $1 AND topic IN ($2, $3)",
+                            3, params, &res, &err),
                  0, "%s", err.message);
     for (size_t r = 0; r < sg_pg_res_rows(res); r++) {
-        int part = (int)sg_pg_res_int(res, r, 0, -1);
-        long long next = (long long)sg_pg_res_int(res, r, 1, -1);
+        int t = (int)sg_pg_res_int(res, r, 0, -1);
+        int part = (int)sg_pg_res_int(res, r, 1, -1);
+        long long next = (long long)sg_pg_res_int(res, r, 2, -1);
 
-        cr_assert(part >= 0 && part < MAX_PARTS);
-        cr_assert_geq(next, o->last[part],
-                      "partition %d: stored offset moved back from %lld to %lld", part,
-                      o->last[part], next);
-        o->last[part] = next;
+        cr_assert(t >= 0 && t < 2 && part >= 0 && part < MAX_PARTS);
+        cr_assert_geq(next, o->last[t][part],
+                      "%s partition %d: stored offset moved back from %lld to %lld",
+                      t ? "internal" : "commands", part, o->last[t][part], next);
+        o->last[t][part] = next;
     }
     sg_pg_res_destroy(res);
     o->samples++;
@@ -412,7 +421,7 @@ Test(worker_faults, sigkill_at_random_points_loses_nothing_and_doubles_nothing,
                            "SAGAD_WORKER_CRASH_LOOP_LIMIT=20", NULL};
     uint64_t seed = test_seed();
     sg_rng_t rng;
-    offsets_t offsets = {{0}, 0};
+    offsets_t offsets = {{{0}}, 0};
     proc_t *relay, *worker;
     long long completed, calls, effects, interrupted;
     bool gate_sent[GATED_SAGAS] = {false};
@@ -461,10 +470,10 @@ Test(worker_faults, sigkill_at_random_points_loses_nothing_and_doubles_nothing,
 
     snprintf(id, sizeof(id), "SAGAD_WORKER_ID=crash-last");
     worker = proc_start("sagad-worker", extra);
-    /* It takes every partition (and is past start-up, so it has its
-     * SIGTERM handler) before it is judged. */
-    if (wait_for("SELECT count(*) FROM consumer_offsets WHERE owner = 'crash-last'", 3, 30,
-                 &offsets) != 3)
+    /* It takes every partition of both topics (and is past start-up, so
+     * it has its SIGTERM handler) before it is judged. */
+    if (wait_for("SELECT count(*) FROM consumer_offsets WHERE owner = 'crash-last'", 6, 30,
+                 &offsets) != 6)
         cr_assert_fail("the last worker did not take the partitions: %s", proc_log(worker));
     /* The gates still waiting get their decision from the last worker. */
     for (double t = sgt_now_s(); sgt_now_s() - t < 60;) {
@@ -584,8 +593,10 @@ Test(worker_faults, sigkill_at_random_points_loses_nothing_and_doubles_nothing,
         query_int("SELECT count(*) FROM builtin_ledger WHERE key LIKE 'crash-%%' AND key !~ "
                   "'^crash-[0-9]{4}:[0-2]:f:g1$'"),
         0, "no key of another phase or generation");
-    for (int p = 0; p < fx.partitions; p++)
-        cr_expect_gt(offsets.last[p], 0, "partition %d was consumed", p);
+    for (int p = 0; p < fx.partitions; p++) {
+        cr_expect_gt(offsets.last[0][p], 0, "commands partition %d was consumed", p);
+        cr_expect_gt(offsets.last[1][p], 0, "internal partition %d was consumed", p);
+    }
     cr_expect_gt(offsets.samples, 50, "the offsets were watched throughout");
 
     calls = query_int("SELECT sum(calls) FROM builtin_ledger");
@@ -645,12 +656,13 @@ Test(worker_faults, stopped_worker_past_its_session_is_fenced_after_takeover,
     epochs_before = query_int("SELECT sum(owner_epoch) FROM consumer_offsets");
     taker = start_named_worker("taker");
 
-    /* The broker expels the stopped member; the second worker takes every
-     * partition (a new owner epoch each) and redoes the interrupted calls. */
-    v = wait_for("SELECT count(*) FROM consumer_offsets WHERE owner = 'taker'", 3, 45, NULL);
-    if (v != 3)
-        cr_assert_fail("the second worker took %lld of 3 partitions: %s", v, proc_log(taker));
-    cr_expect_geq(query_int("SELECT sum(owner_epoch) FROM consumer_offsets"), epochs_before + 3,
+    /* The broker expels the stopped members; the second worker takes every
+     * partition of both topics (a new owner epoch each) and redoes the
+     * interrupted calls. */
+    v = wait_for("SELECT count(*) FROM consumer_offsets WHERE owner = 'taker'", 6, 45, NULL);
+    if (v != 6)
+        cr_assert_fail("the second worker took %lld of 6 partitions: %s", v, proc_log(taker));
+    cr_expect_geq(query_int("SELECT sum(owner_epoch) FROM consumer_offsets"), epochs_before + 6,
                   "every takeover bumps the owner epoch");
     v = wait_for("SELECT count(*) FROM sagas WHERE status = 'completed'", ZOMBIE_SAGAS, 45, NULL);
     cr_assert_eq(v, ZOMBIE_SAGAS, "the second worker completed %lld of %d sagas", v, ZOMBIE_SAGAS);
@@ -747,20 +759,21 @@ Test(worker_faults, sigterm_lets_the_running_call_finish_and_commits_it, .timeou
     cr_expect_eq(query_int("SELECT count(*) FROM steps WHERE status = 'succeeded'"), 1);
     cr_expect_eq(query_int("SELECT count(*) FROM sagas WHERE status = 'completed'"), 1);
     /* The step ran chained, in the transaction of its saga.start (offset
-     * 0), so its own message (offset 1) may still have been on its way
-     * when the drain stopped intake.  A restart acknowledges it without
-     * running the step again. */
-    cr_expect_geq(query_int("SELECT next_offset FROM consumer_offsets"), 1,
+     * 0 of the commands topic), so its own message (offset 0 of the
+     * internal topic) may still have been on its way when the drain
+     * stopped intake.  A restart acknowledges it without running the step
+     * again. */
+    cr_expect_geq(query_int("SELECT next_offset FROM " WF_COMMANDS_ROWS), 1,
                   "the stored offset moved past the saga.start");
-    v = query_int("SELECT owner_epoch FROM consumer_offsets");
+    v = query_int("SELECT owner_epoch FROM " WF_INTERNAL_ROWS);
     relay = proc_start("sagad-relay", NULL);
     worker = proc_start("sagad-worker", extra);
-    /* The drain may have consumed the step's message already (offset 2
+    /* The drain may have consumed the step's message already (offset 1
      * then, before the restart): the worker is waited for by its taking
      * the partition, or SIGTERM could come before it handles signals. */
-    cr_expect_eq(wait_for("SELECT owner_epoch FROM consumer_offsets", v + 1, 30, NULL), v + 1,
+    cr_expect_eq(wait_for("SELECT owner_epoch FROM " WF_INTERNAL_ROWS, v + 1, 30, NULL), v + 1,
                  "the restarted worker took the partition");
-    cr_expect_eq(wait_for("SELECT next_offset FROM consumer_offsets", 2, 30, NULL), 2,
+    cr_expect_eq(wait_for("SELECT next_offset FROM " WF_INTERNAL_ROWS, 1, 30, NULL), 1,
                  "the restarted worker consumed the step's message");
     stop_cleanly(worker, relay);
     cr_expect_eq(query_int("SELECT count(*) FROM attempts"), 1, "the step did not run again");
@@ -790,7 +803,7 @@ Test(worker_faults, held_transaction_keeps_the_offset_and_holds_up_nothing_else,
      .timeout = WF_TIMEOUT_S)
 {
     const char *extra[] = {"SAGAD_WORKER_BATCH_SIZE=8", NULL};
-    offsets_t o = {{0}, 0};
+    offsets_t o = {{{0}}, 0};
     proc_t *relay, *worker;
 
     fixture_init(1);
@@ -813,7 +826,7 @@ Test(worker_faults, held_transaction_keeps_the_offset_and_holds_up_nothing_else,
     cr_expect_eq(query_int("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' "
                            "AND datname = current_database()"),
                  1, "...and still is");
-    cr_expect_eq(query_int("SELECT next_offset FROM consumer_offsets"), 0,
+    cr_expect_eq(query_int("SELECT next_offset FROM " WF_COMMANDS_ROWS), 0,
                  "the stored offset stays at the held saga.start's");
 
     sgt_bg_signal(worker, SIGKILL);
@@ -828,7 +841,7 @@ Test(worker_faults, held_transaction_keeps_the_offset_and_holds_up_nothing_else,
     cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger"), 3 * (HELD_OTHERS + 1),
                  "every step's effect happened");
     cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger WHERE calls <> 1"), 0, "once");
-    cr_expect_geq(wait_for("SELECT next_offset FROM consumer_offsets", 1, 30, &o), 1,
+    cr_expect_geq(wait_for("SELECT next_offset FROM " WF_COMMANDS_ROWS, 1, 30, &o), 1,
                   "the offset moves on once the held saga.start committed");
     stop_cleanly(worker, relay);
 }

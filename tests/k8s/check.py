@@ -20,12 +20,13 @@ For each rendered kustomization:
   worker.drain_timeout_ms; containers run non-root, read-only, without
   privilege escalation or capabilities, with memory requests and limits;
 - the autoscalers stay at or under the partition count, and the KEDA Kafka
-  trigger watches the workers' own group, topic and brokers; the relay and
-  the gateway run at least two replicas;
+  triggers watch the workers' own group and brokers, one for each of their
+  two topics (commands and internal); the relay and the gateway run at
+  least two replicas;
 - with Strimzi KafkaUsers, each component logs in as its own, allowed what
-  it does: the worker and KEDA write nothing, only the relay writes
-  sagad.internal, the gateway only writes topic.commands and reads
-  topic.events;
+  it does: the worker and KEDA write nothing, the worker reads and KEDA
+  describes sagad.internal, only the relay writes it, the gateway only
+  writes topic.commands and reads topic.events;
 - the metric names the alerts and the Grafana dashboards (ConfigMaps
   labelled grafana_dashboard) use are listed (and must be in
   docs/METRICS.md once it exists).
@@ -368,7 +369,7 @@ def check_container(args, tables, render, obj, pod, container, secrets, seen):
     check_security(where, pod, container)
     grace = pod.get("terminationGracePeriodSeconds", 30)
     if prog == "sagad-worker":
-        # The group leave is bounded at 10 s (lib/infra/sg_kafka.c CLOSE_TIMEOUT_MS).
+        # The group leave (both consumers) is bounded at 10 s (sg_kafka.h SG_KAFKA_CLOSE_MS).
         need_ms = tool_max_ms + int(cfg["worker.drain_timeout_ms"]) + KAFKA_CLOSE_BOUND_MS
         if grace * 1000 <= need_ms:
             problem(where, f"terminationGracePeriodSeconds {grace} must exceed the longest tool "
@@ -385,27 +386,38 @@ def check_scaling(args, render, seen):
         where = f"{render.path}: HorizontalPodAutoscaler {hpa['metadata']['name']}"
         if hpa["spec"]["maxReplicas"] > args.partitions:
             problem(where, f"maxReplicas {hpa['spec']['maxReplicas']} exceeds the "
-                           f"{args.partitions} partitions of topic.commands")
+                           f"{args.partitions} partitions of topic.internal")
     for so in render.find("ScaledObject"):
         where = f"{render.path}: ScaledObject {so['metadata']['name']}"
         spec = so["spec"]
         if spec.get("maxReplicaCount", 100) > args.partitions:
             problem(where, f"maxReplicaCount {spec.get('maxReplicaCount', 100)} exceeds the "
-                           f"{args.partitions} partitions of topic.commands")
+                           f"{args.partitions} partitions of topic.internal")
         cfg = seen.get(("Deployment", spec["scaleTargetRef"]["name"]))
         if cfg is None:
             problem(where, f"scales {spec['scaleTargetRef']['name']}, not a sagad worker here")
             continue
+        # The workers read two topics: their lag on each is work waiting.
+        want_topics = {cfg.get("topic.commands"), cfg.get("topic.internal")}
+        topics = []
         for trig in spec.get("triggers", []):
             if trig["type"] != "kafka":
                 continue
             md = trig.get("metadata", {})
             for field, key in (("bootstrapServers", "kafka.bootstrap.servers"),
-                               ("consumerGroup", "worker.group_id"),
-                               ("topic", "topic.commands")):
+                               ("consumerGroup", "worker.group_id")):
                 if md.get(field) != cfg.get(key):
                     problem(where, f"kafka trigger {field} {md.get(field)!r} differs from the "
                                    f"workers' {key} {cfg.get(key)!r}")
+            if md.get("topic") not in want_topics:
+                problem(where, f"kafka trigger topic {md.get('topic')!r} is neither of the "
+                               f"workers' topic.commands and topic.internal "
+                               f"{sorted(t for t in want_topics if t)!r}")
+            topics.append(md.get("topic"))
+        for t in sorted(t for t in want_topics if t):
+            if topics.count(t) != 1:
+                problem(where, f"{topics.count(t)} kafka triggers on {t!r}: the lag of each "
+                               "topic the workers read needs exactly one")
     for dep in render.find("Deployment", "sagad-relay"):
         if dep["spec"].get("replicas", 1) < 2:
             problem(f"{render.path}: Deployment sagad-relay",
@@ -531,8 +543,9 @@ def check_principals(render, configs):
     """With Strimzi KafkaUsers: the worker, the relay, the gateway and KEDA
     each log in as a KafkaUser of their own (its password is their
     Secret's), the worker's and KEDA's write nothing, KEDA's only describes,
-    the gateway's only writes topic.commands and reads topic.events, and only
-    the relay's writes sagad.internal (docs/OPERATIONS.md, "Kafka
+    the gateway's only writes topic.commands and reads topic.events, the
+    worker's reads sagad.internal and KEDA's describes it, and only the
+    relay's writes it (docs/OPERATIONS.md, "Kafka
     principals"; docs/GATEWAY-DEPLOY.md)."""
     kafka_users = render.find("KafkaUser")
     if not kafka_users:
@@ -570,6 +583,12 @@ def check_principals(render, configs):
                            "lag needs Describe only")
         if component == "sagad-gateway":
             check_gateway_acls(where, user, configs.get(("Deployment", component), {}))
+        # The workers consume the internal topic, and KEDA scales on its lag.
+        need = {"sagad-worker": "Read", "keda": "Describe"}.get(component)
+        if need and not any(names_topic(r, INTERNAL_TOPIC) and ops_on & {need, "All"}
+                            for r, ops_on in allowed_ops(user)):
+            problem(where, f"KafkaUser {name} may not {need} {INTERNAL_TOPIC}, which its "
+                           "component needs")
     for u in kafka_users:
         name = u["metadata"]["name"]
         if name == relay_user:
@@ -584,7 +603,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default="bin")
     ap.add_argument("--partitions", type=int, default=6,
-                    help="partitions of topic.commands (sagad-worker topics' default)")
+                    help="partitions of topic.internal and topic.commands (sagad-worker "
+                         "topics' default)")
     ap.add_argument("--k8s-version", default="1.30.0")
     ap.add_argument("rendered", nargs="+")
     args = ap.parse_args()

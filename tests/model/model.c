@@ -1315,7 +1315,7 @@ int main(int argc, char **argv)
     comp_pol = (sg_policy_t){2, 0, 0};
     rules = (worker_rules_t){.reg = reg,
                              .limits = &limits,
-                             .topic_commands = "m.commands",
+                             .topic_internal = "m.internal",
                              .topic_events = "m.events",
                              .crash_loop_limit = 3,
                              .hold_ms = 0,

@@ -258,6 +258,7 @@ void sgw_setup(void)
     sg_log_init("test_worker", SG_LOG_WARN); /* the test's own Kafka clients */
     sgt_db_create(sgw.db, sizeof(sgw.db), sgw.dsn, sizeof(sgw.dsn));
     sgt_unique(sgw.topic_cmd, sizeof(sgw.topic_cmd), "sgt_cmd");
+    sgt_unique(sgw.topic_int, sizeof(sgw.topic_int), "sgt_int");
     sgt_unique(sgw.topic_ev, sizeof(sgw.topic_ev), "sgt_ev");
     sgt_unique(sgw.topic_dlq, sizeof(sgw.topic_dlq), "sgt_dlq");
     sgt_unique(sgw.group, sizeof(sgw.group), "sgt_worker");
@@ -267,6 +268,7 @@ void sgw_setup(void)
     sgw_env_add("SAGAD_PG_DSN=%s", sgw.dsn);
     sgw_env_add("SAGAD_KAFKA_BOOTSTRAP_SERVERS=%s", sgt_kafka());
     sgw_env_add("SAGAD_TOPIC_COMMANDS=%s", sgw.topic_cmd);
+    sgw_env_add("SAGAD_TOPIC_INTERNAL=%s", sgw.topic_int);
     sgw_env_add("SAGAD_TOPIC_EVENTS=%s", sgw.topic_ev);
     sgw_env_add("SAGAD_TOPIC_DLQ=%s", sgw.topic_dlq);
     sgw_env_add("SAGAD_WORKER_GROUP_ID=%s", sgw.group);
@@ -333,6 +335,12 @@ void sgw_pair_start(const char *extra_tools, int partitions, const char *const *
     sgw_world_start(extra_tools, partitions, extra_env);
     sgt_bg_start(&sgw.relay, "sagad-relay", sgw_run_args, sgw.env);
     sgt_bg_start(&sgw.worker, "sagad-worker", sgw_run_args, sgw.env);
+    sgw_wait_assigned(partitions);
+}
+
+void sgw_wait_assigned(int partitions)
+{
+    sgw_wait_int(2 * partitions, "SELECT count(*) FROM consumer_offsets");
 }
 
 void sgw_start(sgt_bg_t *pr, const char *prog, const char *const *extra_env)
@@ -477,7 +485,12 @@ void sgw_produce(const char *topic, const char *key, const void *payload, size_t
  * producer sends with sgw_produce() instead is refused. */
 void sgw_send_internal(const char *key, const char *payload)
 {
-    const char *params[] = {sgw.topic_cmd, key, payload};
+    sgw_send_internal_to(sgw.topic_int, key, payload);
+}
+
+void sgw_send_internal_to(const char *topic, const char *key, const char *payload)
+{
+    const char *params[] = {topic, key, payload};
     sg_err_t err;
 
     cr_assert_eq(sg_pg_exec(sgw.pg,

@@ -1,8 +1,9 @@
 /* The world of a sagad-worker end-to-end test, shared by the suites that
  * run the real worker and relay binaries (test_worker.c, test_adapters.c):
- * per test its own database, topics, consumer group and tool registry;
- * sagas go in as saga.start messages on the commands topic, and what a
- * producer relies on is read back from the events topic and the tables.
+ * per test its own database, topics (commands, internal, events, dlq),
+ * consumer group and tool registry; sagas go in as saga.start messages on
+ * the commands topic, and what a producer relies on is read back from the
+ * events topic and the tables.
  *
  * A suite uses it as TestSuite(x, .init = sgw_setup, .fini = sgw_teardown). */
 #ifndef SAGAD_WORKER_ENV_H
@@ -65,7 +66,7 @@ typedef struct sgw_world_s {
      * dlq-tool is run with op_env (the operator role), as in production. */
     char db[128], dsn[512], dir[64], registry[128];
     char rt_dsn[600], op_dsn[600], op_env[640];
-    char topic_cmd[128], topic_ev[128], topic_dlq[128], group[128];
+    char topic_cmd[128], topic_int[128], topic_ev[128], topic_dlq[128], group[128];
     char keyring[128];
     struct {
         const char *name;
@@ -106,8 +107,15 @@ void sgw_worker_cli(const char *const *args);
  * extra_env ("KEY=value", NULL-terminated) is added to the environment of
  * every process started later.  Starts no process. */
 void sgw_world_start(const char *extra_tools, int partitions, const char *const *extra_env);
-/* sgw_world_start, then a relay (sgw.relay) and a worker (sgw.worker). */
+/* sgw_world_start, then a relay (sgw.relay) and a worker (sgw.worker);
+ * returns once the worker owns every partition of both its topics. */
 void sgw_pair_start(const char *extra_tools, int partitions, const char *const *extra_env);
+/* Waits until the partitions of both topics (partitions each) are owned,
+ * by the test's only worker.  Its two consumers join the group one after
+ * the other: a saga.start read before the internal topic's partitions
+ * are assigned would not have its first step chained, which tests of
+ * chaining count. */
+void sgw_wait_assigned(int partitions);
 /* Starts `prog run` in pr with the test's environment plus extra_env
  * (later entries win). */
 void sgw_start(sgt_bg_t *pr, const char *prog, const char *const *extra_env);
@@ -158,8 +166,11 @@ void sgw_produce_signed(const char *principal, int64_t ts_skew_s, const char *ke
 /* The private key file of a test principal, for `sagactl --key`. */
 const char *sgw_key_path(const char *principal);
 /* An internal command as sagad sends it: through the outbox and the relay,
- * which signs it. */
+ * which signs it, onto the internal topic. */
 void sgw_send_internal(const char *key, const char *payload);
+/* The same onto topic (an older worker wrote its internal commands to the
+ * commands topic). */
+void sgw_send_internal_to(const char *topic, const char *key, const char *payload);
 /* The same with Kafka headers (name, value, value length each). */
 void sgw_produce_headers(const char *topic, const char *key, const void *payload, size_t len,
                          const sg_kafka_header_t *headers, size_t nheaders);

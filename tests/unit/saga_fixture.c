@@ -47,7 +47,7 @@ void fx_init(fx_t *fx)
     fx->rules = (worker_rules_t){
         .reg = fx->reg,
         .limits = &fx->limits,
-        .topic_commands = "t.commands",
+        .topic_internal = "t.internal",
         .topic_events = "t.events",
         .crash_loop_limit = 3,
         .hold_ms = 0,

@@ -83,6 +83,7 @@ Test(config, documented_defaults)
     cr_assert_eq(sg_config_int(cfg, "retry.cap_ms"), 30000);
     cr_assert_eq(sg_config_int(cfg, "retry.max_attempts"), 5);
     cr_assert_str_eq(sg_config_str(cfg, "topic.commands"), "sagad.commands");
+    cr_assert_str_eq(sg_config_str(cfg, "topic.internal"), "sagad.internal");
     cr_assert_str_eq(sg_config_str(cfg, "topic.events"), "sagad.events");
     cr_assert_str_eq(sg_config_str(cfg, "topic.dlq"), "sagad.dlq");
     sg_config_destroy(cfg);
@@ -489,6 +490,29 @@ Test(config, check_keeps_the_outgoing_cap_below_the_producers_limit)
         "%s", errstr);
     cr_assert_eq(sg_config_check(cfg, errstr, sizeof(errstr)), 0, "%s", errstr);
     sg_config_destroy(cfg);
+}
+
+/* topic.internal is the relay's alone: a name another topic has is
+ * refused, with both keys named. */
+Test(config, check_refuses_an_internal_topic_shared_with_another)
+{
+    static const char *const others[] = {"topic.commands", "topic.events", "topic.dlq"};
+
+    for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+        sg_config_t *cfg = sg_config_new();
+
+        cr_assert_eq(sg_config_set(cfg, "pg.dsn", "host=x", "t", errstr, sizeof(errstr)), 0);
+        cr_assert_eq(sg_config_set(cfg, others[i], "sagad.internal", "t", errstr, sizeof(errstr)),
+                     0, "%s", errstr);
+        cr_assert_eq(sg_config_check(cfg, errstr, sizeof(errstr)), -1, "%s", others[i]);
+        assert_contains(errstr, "topic.internal (sagad.internal) must differ from");
+        assert_contains(errstr, others[i]);
+        cr_assert_eq(
+            sg_config_set(cfg, "topic.internal", "own.internal", "t", errstr, sizeof(errstr)), 0,
+            "%s", errstr);
+        cr_assert_eq(sg_config_check(cfg, errstr, sizeof(errstr)), 0, "%s", errstr);
+        sg_config_destroy(cfg);
+    }
 }
 
 /* ---- secrets in output ---- */

@@ -29,7 +29,7 @@ Test(metrics, exposition_is_valid_and_declares_every_metric_of_the_binary)
     sg_metric_inc(SG_M_STEPS, SG_LABELS("charge", "ok"));
     sg_metric_observe(SG_M_STEP_DURATION, SG_LABELS("charge"), 0.02);
     sg_metric_observe(SG_M_STEP_DURATION, SG_LABELS("charge"), 7);
-    sg_metric_set(SG_M_CONSUMER_LAG, SG_LABELS("3"), 12);
+    sg_metric_set(SG_M_CONSUMER_LAG, SG_LABELS("sagad.commands", "3"), 12);
     text = render_parsed(&prom);
     for (size_t i = 0; i < n; i++) {
         char help[160];
@@ -50,7 +50,9 @@ Test(metrics, exposition_is_valid_and_declares_every_metric_of_the_binary)
         1);
     cr_assert_float_eq(
         sgt_prom_get(&prom, "sagad_step_duration_seconds_sum", "tool=\"charge\"", -1), 7.02, 1e-9);
-    cr_assert_eq(sgt_prom_get(&prom, "sagad_consumer_lag", "partition=\"3\"", -1), 12);
+    cr_assert_eq(
+        sgt_prom_get(&prom, "sagad_consumer_lag", "topic=\"sagad.commands\",partition=\"3\"", -1),
+        12);
     /* A metric without labels is there before its first update. */
     cr_assert_eq(sgt_prom_get(&prom, "sagad_sagas_started_total", "", -1), 0);
     sgt_prom_free(&prom);
@@ -124,16 +126,16 @@ Test(metrics, hidden_gauge_leaves_the_exposition_until_set_again)
     char *text;
 
     sg_metrics_init(SG_METRICS_WORKER);
-    sg_metric_set(SG_M_CONSUMER_LAG, SG_LABELS("1"), 5);
-    sg_metric_set(SG_M_CONSUMER_LAG, SG_LABELS("2"), 6);
-    sg_metric_hide(SG_M_CONSUMER_LAG, SG_LABELS("1"));
+    sg_metric_set(SG_M_CONSUMER_LAG, SG_LABELS("sagad.internal", "1"), 5);
+    sg_metric_set(SG_M_CONSUMER_LAG, SG_LABELS("sagad.internal", "2"), 6);
+    sg_metric_hide(SG_M_CONSUMER_LAG, SG_LABELS("sagad.internal", "1"));
     text = sg_metrics_render();
     assert_not_contains(text, "partition=\"1\"");
-    assert_contains(text, "sagad_consumer_lag{partition=\"2\"} 6\n");
+    assert_contains(text, "sagad_consumer_lag{topic=\"sagad.internal\",partition=\"2\"} 6\n");
     free(text);
-    sg_metric_set(SG_M_CONSUMER_LAG, SG_LABELS("1"), 0);
+    sg_metric_set(SG_M_CONSUMER_LAG, SG_LABELS("sagad.internal", "1"), 0);
     text = sg_metrics_render();
-    assert_contains(text, "sagad_consumer_lag{partition=\"1\"} 0\n");
+    assert_contains(text, "sagad_consumer_lag{topic=\"sagad.internal\",partition=\"1\"} 0\n");
     free(text);
 }
 

@@ -659,7 +659,7 @@ Test(saga, an_approval_packet_shows_the_call_and_its_timer_is_the_gates_timeout)
     timer = fx_message(&fx.out, "step.approval_timeout");
     cr_assert_not_null(timer);
     cr_expect_eq(timer->u.msg.delay_ms, 90000);
-    cr_expect_str_eq(timer->u.msg.topic, "t.commands");
+    cr_expect_str_eq(timer->u.msg.topic, "t.internal");
     cr_expect(strstr(timer->u.msg.payload, "\"step\":2,\"generation\":1"), "%s",
               timer->u.msg.payload);
     fx_fini(&fx);

@@ -55,7 +55,7 @@ Test(saga, start_accepted_writes_the_saga_and_its_first_command)
                      "{\"sagad-type\":\"saga.accepted\",\"traceparent\":\"" TP "\"}");
     cr_expect_str_eq(ev->u.msg.topic, "t.events");
     first = fx_message(&fx.out, "step.execute");
-    cr_expect_str_eq(first->u.msg.topic, "t.commands");
+    cr_expect_str_eq(first->u.msg.topic, "t.internal");
     cr_expect_eq(first->u.msg.step, 0);
     cr_expect_eq(first->u.msg.attempt, 1);
     cr_expect_eq(first->u.msg.delay_ms, 0);

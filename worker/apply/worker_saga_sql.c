@@ -194,6 +194,73 @@ static char *msg_headers_json(const sg_kafka_msg_t *msg)
     return text;
 }
 
+/* The longest header value a forward keeps as it came.  A valid
+ * sagad-auth is under 256 bytes ("v1", a principal of 64, a key id of 32,
+ * a time, 88 characters of signature): one longer is malformed however it
+ * is cut, and is cut here. */
+#define FORWARD_HEADER_MAX 512
+
+/* A header of the forwarded message, as the outbox's JSON holds it: its
+ * bytes when they are UTF-8 without NUL, up to FORWARD_HEADER_MAX; else
+ * with the bytes escaped (\xNN), which no signature parses, so the
+ * decision refuses it as input.auth.malformed, as it would have the
+ * original. */
+static void forward_header(sg_json_t *h, const sg_kafka_msg_t *msg, const char *name)
+{
+    size_t len = 0;
+    const void *val = sg_kafka_msg_header(msg, name, &len);
+    char *text;
+
+    if (!val)
+        return;
+    if (len <= FORWARD_HEADER_MAX && sg_utf8_valid(val, len))
+        text = sg_xstrndup(val, len);
+    else
+        text = sg_text_visible_n(val, len < FORWARD_HEADER_MAX ? len : FORWARD_HEADER_MAX, false);
+    sg_json_add_str(h, name, text);
+    free(text);
+}
+
+void worker_forward(worker_t *w, worker_cmd_t *cmd, int64_t now_s)
+{
+    static const char *const types[] = {[SG_CMD_CANCEL] = "saga.cancel",
+                                        [SG_CMD_APPROVE] = "saga.approve",
+                                        [SG_CMD_REJECT] = "saga.reject"};
+    const sg_kafka_msg_t *msg = cmd->msg;
+    const char *type = types[cmd->dec.type];
+    sg_json_t *h = sg_json_new_object();
+    char from[320], at[24], *headers, *payload;
+    size_t len = 0;
+    const void *bytes = sg_kafka_msg_payload(msg, &len);
+    sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+
+    snprintf(from, sizeof(from), "%s:%d:%lld", sg_kafka_msg_topic(msg),
+             (int)sg_kafka_msg_partition(msg), (long long)cmd->offset);
+    snprintf(at, sizeof(at), "%lld", (long long)now_s);
+    sg_json_add_str(h, "sagad-type", type);
+    forward_header(h, msg, SG_AUTH_HEADER);
+    forward_header(h, msg, "traceparent");
+    sg_json_add_str(h, WORKER_FORWARDED_FROM, from);
+    sg_json_add_str(h, WORKER_FORWARDED_AT, at);
+    headers = sg_json_print(h);
+    /* The payload decoded as UTF-8 without NUL (sg_submit_decode), so the
+     * text column carries its exact bytes; the key is the saga id
+     * (sg_submit_check_key). */
+    payload = sg_xstrndup(bytes ? bytes : "", len);
+    worker_write_message(w, 0, w->topic_internal, cmd->dec.saga_id, headers, payload);
+    sg_metrics_batch_inc(w->metrics, SG_M_COMMANDS_CONSUMED, SG_LABELS(type, "forwarded"));
+    w->stats.forwarded++;
+    ctx.saga_id = cmd->dec.saga_id;
+    ctx.topic = sg_kafka_msg_topic(msg);
+    ctx.partition = sg_kafka_msg_partition(msg);
+    ctx.offset = cmd->offset;
+    sg_log(SG_LOG_DEBUG, &ctx, "%s forwarded to %s, decided when read there", type,
+           w->topic_internal);
+    free(payload);
+    free(headers);
+    sg_json_destroy(h);
+}
+
 /* The payload a dead letter's log line shows at most: the line holds 32 KiB. */
 #define DL_LOG_PAYLOAD 12288
 
@@ -603,7 +670,7 @@ static void decide_apply(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga, bo
     const worker_rules_t rules = {
         .reg = w->reg,
         .limits = &w->limits,
-        .topic_commands = w->topic_commands,
+        .topic_internal = w->topic_internal,
         .topic_events = w->topic_events,
         .crash_loop_limit = w->crash_loop_limit,
         .hold_ms = w->hold_ms,

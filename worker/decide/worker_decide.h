@@ -31,7 +31,7 @@
 typedef struct worker_rules_s {
     const sg_registry_t *reg;
     const sg_json_limits_t *limits;            /* parsing a tool's answer */
-    const char *topic_commands, *topic_events; /* where messages go */
+    const char *topic_internal, *topic_events; /* where commands and events go */
     int crash_loop_limit;
     int64_t hold_ms;             /* worker.dead_letter_hold_ms */
     size_t event_result_max;     /* worker.event_result_max_bytes */

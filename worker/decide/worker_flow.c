@@ -493,7 +493,7 @@ static void step_dead_letter(worker_dc_t *d, worker_saga_t *saga, worker_step_t 
     snprintf(id, sizeof(id), "cmd:%s:release:g%d", saga->saga_id, saga->generation);
     c = worker_out_message_new("saga.release", id, saga->saga_id);
     sg_json_add_int(c, "generation", saga->generation);
-    worker_out_emit(d, d->rules->topic_commands, saga->traceparent, c, hold_ms);
+    worker_out_emit(d, d->rules->topic_internal, saga->traceparent, c, hold_ms);
     d->out->stats.held++;
 }
 

@@ -319,7 +319,7 @@ void worker_out_command(worker_dc_t *d, worker_saga_t *saga, int step, bool comp
     sg_json_add_int(c, "step", step);
     sg_json_add_int(c, "attempt", attempt);
     sg_json_add_int(c, "generation", saga->generation);
-    op = worker_out_emit(d, d->rules->topic_commands, saga->traceparent, c, delay_ms);
+    op = worker_out_emit(d, d->rules->topic_internal, saga->traceparent, c, delay_ms);
     op->u.msg.step = step;
     op->u.msg.attempt = attempt;
     op->u.msg.generation = saga->generation;

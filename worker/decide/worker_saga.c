@@ -183,7 +183,7 @@ static void gate_step(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st)
     c = worker_out_message_new("step.approval_timeout", id, saga->saga_id);
     sg_json_add_int(c, "step", st->idx);
     sg_json_add_int(c, "generation", saga->generation);
-    worker_out_emit(d, d->rules->topic_commands, saga->traceparent, c, timeout);
+    worker_out_emit(d, d->rules->topic_internal, saga->traceparent, c, timeout);
     sg_json_destroy(gate);
     d->out->decided = "awaiting_approval";
     worker_out_rows(d, saga);

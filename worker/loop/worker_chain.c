@@ -1,21 +1,22 @@
 /* Chaining: running a saga's next step command before its message comes
  * back through the relay and Kafka.  This file owns the commands chained in
  * a transaction, the set of their copies still expected (chain_set), the
- * parked ones, and the commands topic's partition count with the thread
+ * parked ones, and the internal topic's partition count with the thread
  * that watches it.  Below the transactions and partitions; of the loop's
  * files it calls only worker_cmdq.c (and worker_saga_sql.c for decisions).
  *
  * Chaining (worker.chain).  A decision that emits a saga's next step
- * command for now (not a timer) writes it to the outbox as always.  When
- * that message will come back to this worker (its key, the saga id, maps
- * to a partition of ours under librdkafka's default partitioner), the
- * command is also decided at once, in the same transaction, as if it had
- * arrived: its attempt row commits with the previous outcome, and its call
- * starts right after the commit.  A saga's steps then cost one transaction
- * each and no trip through the relay and Kafka.  The chained command sits
- * at the head of its saga's queue and in its partition's FIFO (offset -1,
- * which the stored offset ignores), so ordering, draining and abandoning
- * treat it like any other.  A saga.start's first step command is chained
+ * command for now (not a timer) writes it to the outbox as always, for the
+ * internal topic.  When that message will come back to this worker (its
+ * key, the saga id, maps to a partition of the internal topic that is
+ * ours under librdkafka's default partitioner), the command is also
+ * decided at once, in the same transaction, as if it had arrived: its
+ * attempt row commits with the previous outcome, and its call starts right
+ * after the commit.  A saga's steps then cost one transaction each and no
+ * trip through the relay and Kafka.  The chained command sits at the head
+ * of its saga's queue and in the FIFO of the partition its message will
+ * arrive on (offset -1, which the stored offset ignores), so ordering,
+ * draining and abandoning treat it like any other.  A saga.start's first step command is chained
  * the same way, decided with the saga the start just wrote (worker_fresh_t)
  * unless the saga has a deadline.  Its message, when it arrives, is a copy:
  *   - normally the chained command has finished by then (the saga queue
@@ -41,7 +42,7 @@
 #include "sagad/sg_run.h"
 #include "worker_loop_int.h"
 
-#define PARTITIONS_CHECK_MS 10000 /* the commands topic's partition count, for chaining */
+#define PARTITIONS_CHECK_MS 10000 /* the internal topic's partition count, for chaining */
 /* Most commands chained from one decision in one transaction: a step, or
  * the compensations a failure walks through. */
 #define CHAIN_DEPTH (2 * SG_MAX_STEPS + 2)
@@ -54,12 +55,13 @@ static const char *cmd_id(const worker_cmd_t *cmd)
     return cmd->dec.doc ? sg_json_string(sg_json_member(cmd->dec.doc, "id")) : NULL;
 }
 
-static void chain_add(loop_t *L, int32_t partition, const char *id)
+static void chain_add(loop_t *L, const worker_part_t *p, const char *id)
 {
     chain_entry_t *e = sg_xmalloc(sizeof(*e) + strlen(id) + 1);
     unsigned b = loop_hash(id) % CHAIN_BUCKETS;
 
-    e->partition = partition;
+    e->topic = p->topic;
+    e->partition = p->partition;
     strcpy(e->id, id);
     e->next = L->chain_set[b];
     L->chain_set[b] = e;
@@ -75,7 +77,8 @@ bool loop_chain_take(loop_t *L, const worker_cmd_t *cmd)
     if (!id || !cmd->part || L->nchain == 0)
         return false;
     for (pp = &L->chain_set[loop_hash(id) % CHAIN_BUCKETS]; (e = *pp); pp = &e->next)
-        if (e->partition == cmd->part->partition && strcmp(e->id, id) == 0) {
+        if (e->topic == cmd->part->topic && e->partition == cmd->part->partition &&
+            strcmp(e->id, id) == 0) {
             *pp = e->next;
             free(e);
             L->nchain--;
@@ -85,11 +88,11 @@ bool loop_chain_take(loop_t *L, const worker_cmd_t *cmd)
 }
 
 /* The partition is not ours any more: its copies are the next owner's. */
-void loop_chain_forget(loop_t *L, int32_t partition)
+void loop_chain_forget(loop_t *L, const worker_part_t *p)
 {
     for (size_t b = 0; b < CHAIN_BUCKETS && L->nchain; b++)
         for (chain_entry_t **pp = &L->chain_set[b], *e; (e = *pp);) {
-            if (partition >= 0 && e->partition != partition) {
+            if (p && (e->topic != p->topic || e->partition != p->partition)) {
                 pp = &e->next;
                 continue;
             }
@@ -202,16 +205,20 @@ static bool control_waits(const worker_cmd_t *cmd)
     return false;
 }
 
-/* May the step command c's decision emitted (for saga s) be chained? */
-static bool chainable(const loop_t *L, const worker_cmd_t *cmd, const worker_saga_t *s)
+/* May the step command c's decision emitted (for saga s) be chained?
+ * The partition of the internal topic its message will arrive on, when it
+ * is ours; else NULL. */
+static worker_part_t *chainable(loop_t *L, const worker_cmd_t *cmd, const worker_saga_t *s)
 {
     size_t cap = (size_t)L->max_in_flight * WINDOW_FACTOR;
 
-    return L->w.chain && !control_waits(cmd) && !L->draining && !loop_isolating(L) &&
-           sg_run_running && L->cmd_partitions > 0 && sg_run_now_ms() >= L->chain_paused_until &&
-           s && cmd->part && !cmd->abandoned && L->nchain + chained_out(L) < cap &&
-           sg_kafka_key_partition(s->saga_id, strlen(s->saga_id), L->cmd_partitions) ==
-               cmd->part->partition;
+    if (!L->w.chain || control_waits(cmd) || L->draining || loop_isolating(L) || !sg_run_running ||
+        L->int_partitions <= 0 || sg_run_now_ms() < L->chain_paused_until || !s || !cmd->part ||
+        cmd->abandoned || L->nchain + chained_out(L) >= cap)
+        return NULL;
+    return loop_part_find(
+        L, LOOP_TOPIC_INTERNAL,
+        sg_kafka_key_partition(s->saga_id, strlen(s->saga_id), L->int_partitions));
 }
 
 /* Decides, in the open transaction, the step command c's decision emitted
@@ -222,14 +229,15 @@ void loop_chain_follow(loop_t *L, worker_cmd_t *cmd, worker_saga_t *s)
 
     for (int depth = 0; prev->follow.set && depth < CHAIN_DEPTH; depth++) {
         const worker_follow_t *f = &prev->follow;
+        worker_part_t *p;
         worker_cmd_t *v;
 
         prev->follow.set = false;
-        if (!chainable(L, cmd, s))
+        if (!(p = chainable(L, cmd, s)))
             return;
         v = loop_cmd_new(L);
         v->chained = true;
-        v->part = cmd->part;
+        v->part = p;
         v->offset = -1;
         v->origin = prev;
         loop_cmd_set_state(v, CMD_READY);
@@ -277,13 +285,13 @@ void loop_chain_place(loop_t *L)
         o->saga_next = v;
         if (slot->tail == o)
             slot->tail = v;
-        chain_add(L, p->partition, cmd_id(v));
+        chain_add(L, p, cmd_id(v));
     }
 }
 
-/* ---- the commands topic's partition count ------------------------------ */
+/* ---- the internal topic's partition count ------------------------------ */
 
-/* The commands topic's partition count, n (0 or less: not known), as read
+/* The internal topic's partition count, n (0 or less: not known), as read
  * just now.
  *
  * Added partitions change where a key lands, and producers learn of them
@@ -303,15 +311,15 @@ void loop_partitions_read(loop_t *L, int32_t n)
         snprintf(now, sizeof(now), "%d", (int)n);
         snprintf(pause, sizeof(pause), "%llu", (unsigned long long)L->repartition_pause_ms);
         sg_log_kv(SG_LOG_WARN,
-                  "the commands topic's partition count changed: chaining is off while "
-                  "producers still hash keys over the old count",
-                  "topic", L->w.topic_commands, "partitions_before", was, "partitions", now,
+                  "the internal topic's partition count changed: chaining is off while "
+                  "the relay still hashes keys over the old count",
+                  "topic", L->w.topic_internal, "partitions_before", was, "partitions", now,
                   "pause_ms", pause, NULL);
         L->chain_paused_until = sg_run_now_ms() + L->repartition_pause_ms;
     }
     if (n > 0)
         L->known_partitions = n;
-    L->cmd_partitions = n;
+    L->int_partitions = n;
 }
 
 /* Asks the cluster for the count, at most once a second: an assignment
@@ -320,7 +328,8 @@ void loop_refresh_partitions(loop_t *L, int timeout_ms)
 {
     if (!L->w.chain || sg_run_now_ms() - L->partitions_read_at < 1000)
         return;
-    loop_partitions_read(L, sg_kafka_partition_count(L->consumer, L->w.topic_commands, timeout_ms));
+    loop_partitions_read(L, sg_kafka_partition_count(L->consumers[LOOP_TOPIC_INTERNAL],
+                                                     L->w.topic_internal, timeout_ms));
 }
 
 /* The watcher thread reads the count every PARTITIONS_CHECK_MS (every
@@ -333,7 +342,8 @@ void *loop_partition_watcher(void *arg)
     loop_t *L = arg;
 
     while (!atomic_load(&L->watcher_stop)) {
-        int32_t n = sg_kafka_partition_count(L->consumer, L->w.topic_commands, 2000);
+        int32_t n =
+            sg_kafka_partition_count(L->consumers[LOOP_TOPIC_INTERNAL], L->w.topic_internal, 2000);
         uint64_t until = sg_run_now_ms() + (n > 0 ? PARTITIONS_CHECK_MS : 1000);
 
         atomic_store(&L->watched, n > 0 ? n : -1);

@@ -1,9 +1,9 @@
 /* Where the loop's commands live: their memory (allocation, the spare
  * list, shedding a finished one's payload, freeing at the end of a turn),
- * the queue of each saga and the FIFO of each partition they sit in, the
- * loop's vectors (ready, returned, ...), and a command's state, which
- * changes through loop_cmd_set_state() only.  Calls nothing of the loop's
- * other files. */
+ * the queue of each saga and the FIFO of each partition they sit in (and
+ * finding a partition by its topic and number), the loop's vectors
+ * (ready, returned, ...), and a command's state, which changes through
+ * loop_cmd_set_state() only.  Calls nothing of the loop's other files. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,7 +251,10 @@ saga_slot_t *loop_saga_enqueue(loop_t *L, worker_cmd_t *cmd)
 {
     saga_slot_t *slot;
 
-    if (!cmd->dec.saga_id[0]) {
+    /* A control command to forward touches no row of its saga: it does
+     * not wait for the saga's call in flight (its copy will, on the
+     * internal topic). */
+    if (!cmd->dec.saga_id[0] || cmd->forward) {
         loop_cmd_set_state(cmd, CMD_READY);
         loop_vec_push(&L->ready, cmd);
         return NULL;
@@ -279,7 +282,8 @@ void loop_saga_dequeue(loop_t *L, worker_cmd_t *cmd)
 {
     saga_slot_t *slot;
 
-    if (!cmd->dec.saga_id[0] || !(slot = loop_saga_slot(L, cmd->dec.saga_id, false)))
+    if (!cmd->dec.saga_id[0] || cmd->forward ||
+        !(slot = loop_saga_slot(L, cmd->dec.saga_id, false)))
         return;
     if (!(cmd->detached ? unlink_detached(slot, cmd) : unlink_queued(slot, cmd)))
         return;
@@ -360,6 +364,25 @@ void loop_cmd_free(loop_t *L, worker_cmd_t *cmd)
 }
 
 /* ---- partition FIFOs --------------------------------------------------- */
+
+int loop_topic_find(const loop_t *L, const char *name)
+{
+    if (!name)
+        return -1;
+    if (strcmp(name, L->w.topic_commands) == 0)
+        return LOOP_TOPIC_COMMANDS;
+    if (strcmp(name, L->w.topic_internal) == 0)
+        return LOOP_TOPIC_INTERNAL;
+    return -1;
+}
+
+worker_part_t *loop_part_find(loop_t *L, int topic, int32_t partition)
+{
+    for (size_t i = 0; i < L->nparts; i++)
+        if ((int)L->parts[i]->topic == topic && L->parts[i]->partition == partition)
+            return L->parts[i];
+    return NULL;
+}
 
 void loop_part_append(worker_part_t *p, worker_cmd_t *cmd)
 {

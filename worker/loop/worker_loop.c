@@ -76,61 +76,134 @@ static void kafka_wake_clear(loop_t *L)
         ;
 }
 
+/* The relay's sagad-mac on cmd's message, checked under
+ * security.internal_auth: true when it holds (or, accept_unsigned, is
+ * missing).  Else cmd is poison, input.command.unauthenticated, saying
+ * why, and false. */
+static bool relay_signed(loop_t *L, worker_cmd_t *cmd, const void *key, size_t key_len,
+                         const void *payload, size_t len)
+{
+    sg_decoded_t *dec = &cmd->dec;
+    const char *type = sg_json_string(sg_json_member(dec->doc, "type"));
+    const char *topic = sg_kafka_msg_topic(cmd->msg), *why;
+    const void *hv;
+    size_t hlen = 0;
+    sg_mac_verdict_t v;
+
+    if (L->w.trust == SG_TRUST_OFF)
+        return true;
+    hv = sg_kafka_msg_header(cmd->msg, SG_MAC_HEADER, &hlen);
+    v = sg_mac_verify(&L->w.keys, topic, key, key_len, payload, len, hv, hlen);
+    if (v == SG_MAC_UNKNOWN_KEY) {
+        /* A key rotated in since the last read, perhaps: read again (at
+         * most once a second) before refusing. */
+        sg_err_t kerr;
+        if (loop_keys_reload(L, true, &kerr) < 0)
+            sg_log_kv(SG_LOG_WARN, "cannot re-read the internal keys", "error", kerr.message, NULL);
+        v = sg_mac_verify(&L->w.keys, topic, key, key_len, payload, len, hv, hlen);
+    }
+    if (v == SG_MAC_OK || (v == SG_MAC_MISSING && L->w.trust == SG_TRUST_ACCEPT_UNSIGNED))
+        return true;
+    why = v == SG_MAC_MISSING       ? "missing"
+          : v == SG_MAC_MALFORMED   ? "malformed"
+          : v == SG_MAC_UNKNOWN_KEY ? "made with a key this worker does not hold"
+                                    : "wrong (the message changed, or was forged)";
+    if (sg_trust_internal(dec->type))
+        sg_err_set(&dec->err, SG_ERRCLASS_POISON, "input.command.unauthenticated",
+                   "%s is a command only sagad-relay may publish, and its sagad-mac header is "
+                   "%s: not acted on. If sagad sent it (an older relay during an upgrade, a key "
+                   "expired while it waited), replay it with dlq-tool, which the relay signs",
+                   type, why);
+    else
+        sg_err_set(&dec->err, SG_ERRCLASS_POISON, "input.command.unauthenticated",
+                   "%s was read on the internal topic %s, which only sagad-relay may publish, "
+                   "and its sagad-mac header is %s: not acted on. Producers write it to "
+                   "topic.commands (%s)",
+                   type, topic, why, L->w.topic_commands);
+    dec->type = SG_CMD_POISON;
+    return false;
+}
+
+/* When a control command read on the internal topic was read on the
+ * commands topic and forwarded (its sagad-forwarded-at header, unix
+ * seconds): the age of its signature counts to then, not to now, so a
+ * relay that was down does not make it expire.  Only the relay writes
+ * the internal topic; without ACLs, a copy whose header was changed is
+ * still the copy of a control forwarded once, which its saga answers once
+ * (its command id).  now_s when absent, unreadable or ahead of now_s. */
+static int64_t forwarded_at(const sg_kafka_msg_t *msg, int64_t now_s)
+{
+    size_t hlen = 0;
+    const char *hv = sg_kafka_msg_header(msg, WORKER_FORWARDED_AT, &hlen);
+    int64_t t = 0;
+
+    if (!hv || hlen == 0 || hlen > 18)
+        return now_s;
+    for (size_t i = 0; i < hlen; i++) {
+        if (hv[i] < '0' || hv[i] > '9')
+            return now_s;
+        t = t * 10 + (hv[i] - '0');
+    }
+    return t > 0 && t < now_s ? t : now_s;
+}
+
+static bool is_control_type(sg_ctype_t type)
+{
+    return type == SG_CMD_CANCEL || type == SG_CMD_APPROVE || type == SG_CMD_REJECT;
+}
+
 /* The trust boundary at the door (docs/ARCHITECTURE.md, "Trust
- * boundary").  An internal command without the relay's valid sagad-mac is
- * poison: dead-lettered with input.command.unauthenticated, never acted
- * on.  A saga.start or a control command carrying sagad-auth gets its
- * principal verified here, once; what the principal may do is the
- * decision's (worker_saga.c, worker_saga_start.c). */
+ * boundary").  Every message of the internal topic, and an internal
+ * command wherever it is read (on the commands topic: one published there
+ * before the upgrade), must carry the relay's valid sagad-mac: else it is
+ * poison, dead-lettered with input.command.unauthenticated, never acted
+ * on.  A control command read on the commands topic is not decided there:
+ * it is forwarded to the internal topic (worker_forward()), where its
+ * saga's other commands are, and decided when read again.  A saga.start or
+ * a control command carrying sagad-auth gets its principal verified here,
+ * once; what the principal may do is the decision's (worker_saga.c,
+ * worker_saga_start.c). */
 static void authenticate(loop_t *L, worker_cmd_t *cmd, const void *key, size_t key_len,
                          const void *payload, size_t len)
 {
     sg_decoded_t *dec = &cmd->dec;
+    bool internal_topic = cmd->part->topic == LOOP_TOPIC_INTERNAL;
+    int64_t now_s = (int64_t)time(NULL);
     const void *hv;
     const char *obo;
     size_t hlen = 0;
 
     if (dec->type == SG_CMD_POISON)
         return;
-    if (sg_trust_internal(dec->type)) {
-        sg_mac_verdict_t v;
-
-        if (L->w.trust == SG_TRUST_OFF)
+    if ((internal_topic || sg_trust_internal(dec->type)) &&
+        !relay_signed(L, cmd, key, key_len, payload, len))
+        return;
+    if (sg_trust_internal(dec->type))
+        return;
+    if (is_control_type(dec->type) && !internal_topic) {
+        if (len > L->w.max_outgoing) {
+            /* Its fields are bounded (control-command.schema.json): only
+             * padding makes it this large, and no larger message goes out. */
+            dec->type = SG_CMD_POISON;
+            sg_err_set(&dec->err, SG_ERRCLASS_POISON, "input.too_large",
+                       "the control command is %zu bytes, more than limits.max_outgoing_bytes "
+                       "(%zu), the most sagad forwards to its internal topic: send it without "
+                       "the padding",
+                       len, L->w.max_outgoing);
             return;
-        hv = sg_kafka_msg_header(cmd->msg, SG_MAC_HEADER, &hlen);
-        v = sg_mac_verify(&L->w.keys, sg_kafka_msg_topic(cmd->msg), key, key_len, payload, len, hv,
-                          hlen);
-        if (v == SG_MAC_UNKNOWN_KEY) {
-            /* A key rotated in since the last read, perhaps: read again
-             * (at most once a second) before refusing. */
-            sg_err_t kerr;
-            if (loop_keys_reload(L, true, &kerr) < 0)
-                sg_log_kv(SG_LOG_WARN, "cannot re-read the internal keys", "error", kerr.message,
-                          NULL);
-            v = sg_mac_verify(&L->w.keys, sg_kafka_msg_topic(cmd->msg), key, key_len, payload, len,
-                              hv, hlen);
         }
-        if (v == SG_MAC_OK || (v == SG_MAC_MISSING && L->w.trust == SG_TRUST_ACCEPT_UNSIGNED))
-            return;
-        dec->type = SG_CMD_POISON;
-        sg_err_set(&dec->err, SG_ERRCLASS_POISON, "input.command.unauthenticated",
-                   "%s is a command only sagad-relay may publish, and its sagad-mac header is "
-                   "%s: not acted on. If sagad sent it (an older relay during an upgrade, a key "
-                   "expired while it waited), replay it with dlq-tool, which the relay signs",
-                   sg_json_string(sg_json_member(dec->doc, "type")),
-                   v == SG_MAC_MISSING       ? "missing"
-                   : v == SG_MAC_MALFORMED   ? "malformed"
-                   : v == SG_MAC_UNKNOWN_KEY ? "made with a key this worker does not hold"
-                                             : "wrong (the message changed, or was forged)");
+        cmd->forward = true;
         return;
     }
+    if (is_control_type(dec->type))
+        now_s = forwarded_at(cmd->msg, now_s);
     hv = sg_kafka_msg_header(cmd->msg, SG_AUTH_HEADER, &hlen);
     obo = dec->type == SG_CMD_START ? sg_json_string(sg_json_member(dec->doc, "on_behalf_of"))
                                     : dec->on_behalf_of;
     if (!hv && dec->type == SG_CMD_START && !obo)
         return; /* unsigned: the decision says whether that may start it */
-    dec->who = sg_keyring_verify(L->w.keyring, hv, hlen, key, key_len, payload, len,
-                                 (int64_t)time(NULL), L->w.signature_max_age_s, &dec->auth);
+    dec->who = sg_keyring_verify(L->w.keyring, hv, hlen, key, key_len, payload, len, now_s,
+                                 L->w.signature_max_age_s, &dec->auth);
     if (dec->who && obo && !(dec->who->roles & SG_ROLE_DELEGATE)) {
         sg_err_set(&dec->auth, SG_ERRCLASS_PERMANENT, "input.auth.forbidden",
                    "it names on_behalf_of %s, but its signer %s does not have the delegate role "
@@ -154,6 +227,34 @@ static void authenticate(loop_t *L, worker_cmd_t *cmd, const void *key, size_t k
     }
 }
 
+/* A message from either consumer, taking turns so that neither topic waits
+ * behind the other's backlog: 1 with *msg, 0 when neither has one (each
+ * polled: that serves its rebalances), -1 with err. */
+static int consume_next(loop_t *L, sg_kafka_msg_t **msg, sg_err_t *err)
+{
+    for (int i = 0; i < LOOP_NTOPICS; i++) {
+        int t = (L->next_consumer + i) % LOOP_NTOPICS;
+        int rc = sg_kafka_consume(L->consumers[t], 0, msg, err);
+
+        if (rc != 0) {
+            L->next_consumer = (t + 1) % LOOP_NTOPICS;
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* Pauses (or resumes) both consumers; 0 when both did. */
+static int pause_all(loop_t *L, bool pause)
+{
+    int rc = 0;
+
+    for (int t = 0; t < LOOP_NTOPICS; t++)
+        if (sg_kafka_pause(L->consumers[t], pause) < 0)
+            rc = -1;
+    return rc;
+}
+
 static void intake(loop_t *L)
 {
     sg_kafka_msg_t *msg;
@@ -172,7 +273,7 @@ static void intake(loop_t *L)
         const void *payload;
         size_t len;
 
-        rc = sg_kafka_consume(L->consumer, 0, &msg, &err);
+        rc = consume_next(L, &msg, &err);
         if (rc == 0)
             break;
         if (rc < 0) {
@@ -180,7 +281,8 @@ static void intake(loop_t *L)
                       err.code, NULL);
             break;
         }
-        p = loop_part_find(L, sg_kafka_msg_partition(msg));
+        p = loop_part_find(L, loop_topic_find(L, sg_kafka_msg_topic(msg)),
+                           sg_kafka_msg_partition(msg));
         if (!p || sg_kafka_msg_offset(msg) < p->next_fetch) {
             /* Not ours (any more), or already taken. */
             sg_kafka_msg_destroy(msg);
@@ -214,13 +316,13 @@ static void intake(loop_t *L)
             loop_chain_arrived(L, slot, cmd);
     }
     if (!L->paused && intake_full(L) && sg_run_now_ms() - L->last_poll >= PAUSE_AFTER_MS) {
-        L->paused = sg_kafka_pause(L->consumer, true) == 0;
+        L->paused = pause_all(L, true) == 0;
         if (L->paused)
             sg_metric_inc(SG_M_INTAKE_PAUSES, NULL);
     } else if (L->paused && (int)(L->active - L->active_chained) < L->max_in_flight * 3 / 4 &&
                L->held < (size_t)L->max_in_flight * WINDOW_FACTOR * 3 / 4 &&
                L->held_bytes < L->intake_max_bytes / 4 * 3) {
-        L->paused = !(sg_kafka_pause(L->consumer, false) == 0);
+        L->paused = !(pause_all(L, false) == 0);
     }
 }
 
@@ -509,22 +611,45 @@ void loop_run(loop_t *L, void (*each_turn)(loop_t *L))
     }
 }
 
+/* The slot a new partition is taken on: a free one, when the partition is
+ * new to this worker (nothing out touches it), so that a transaction held
+ * up in PostgreSQL does not hold up the assignment (the internal topic's
+ * consumer often joins after the commands topic's has begun work); else,
+ * every transaction out settled first, slot 0 (one out may hold commands
+ * of a partition assigned again, which is then started over). */
+static txn_slot_t *assignment_slot(loop_t *L, int ti, int32_t partition)
+{
+    if (!loop_part_find(L, ti, partition))
+        for (int i = 0; i < L->nslots; i++)
+            if (!L->slots[i].batch)
+                return &L->slots[i];
+    loop_collect(L, true);
+    return &L->slots[0];
+}
+
 int64_t loop_on_rebalance(void *opaque, bool assigned, const char *topic, int32_t partition)
 {
     loop_t *L = opaque;
+    int ti = loop_topic_find(L, topic);
     worker_part_t *p;
 
-    (void)topic;
+    if (ti < 0) {
+        sg_log_kv(SG_LOG_WARN, "a partition of a topic this worker does not read: ignored", "topic",
+                  topic, NULL);
+        return -1;
+    }
+    if (assigned) {
+        loop_use_txn(L, assignment_slot(L, ti, partition));
+        return loop_take_partition(L, (loop_topic_t)ti, partition);
+    }
     loop_collect(L, true);
     loop_use_txn(L, &L->slots[0]);
-    if (assigned)
-        return loop_take_partition(L, partition);
-    if (!(p = loop_part_find(L, partition)))
+    if (!(p = loop_part_find(L, ti, partition)))
         return -1;
     /* Finish what can be finished while the partition is still ours; the
      * fence refuses the commits if it is not. */
     loop_drain(L, p);
-    if ((p = loop_part_find(L, partition))) {
+    if ((p = loop_part_find(L, ti, partition))) {
         loop_kafka_commit(L, p);
         loop_part_drop(L, p, "partition revoked");
     }

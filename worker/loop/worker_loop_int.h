@@ -17,9 +17,10 @@
  *   worker_parts.c    partitions: ownership (epochs), offsets, fences
  *   worker_session.c  the PostgreSQL session's health: up/down, reconnect;
  *                     the internal keys, read on a connection of their own
- *   worker_chain.c    chaining, the commands topic's partition count
- *   worker_cmdq.c     command memory, the saga and partition queues, the
- *                     loop's vectors, a command's state */
+ *   worker_chain.c    chaining, the internal topic's partition count
+ *   worker_cmdq.c     command memory, the saga and partition queues (and
+ *                     finding a partition), the loop's vectors, a command's
+ *                     state */
 #ifndef SAGAD_WORKER_LOOP_INT_H
 #define SAGAD_WORKER_LOOP_INT_H
 
@@ -43,7 +44,18 @@
  * worker.max_in_flight. */
 #define WINDOW_FACTOR 16
 
+/* The two topics the worker reads (docs/ARCHITECTURE.md, "Trust
+ * boundary"): a partition, its offsets and its fences are those of one
+ * (topic, partition). */
+typedef enum loop_topic_e {
+    LOOP_TOPIC_COMMANDS, /* topic.commands: what producers write */
+    LOOP_TOPIC_INTERNAL, /* topic.internal: what the relay alone writes */
+    LOOP_NTOPICS
+} loop_topic_t;
+
 struct worker_part_s {
+    loop_topic_t topic;
+    const char *topic_name; /* its name in the configuration */
     int32_t partition;
     int64_t epoch;
     int64_t next_fetch; /* offset after the last one taken from Kafka */
@@ -65,9 +77,11 @@ typedef struct vec_s {
     size_t n, cap;
 } vec_t;
 
-/* A chained command whose message has not arrived yet. */
+/* A chained command whose message has not arrived yet, on (topic,
+ * partition). */
 typedef struct chain_entry_s {
     struct chain_entry_s *next;
+    loop_topic_t topic;
     int32_t partition;
     char id[];
 } chain_entry_t;
@@ -97,7 +111,14 @@ typedef struct loop_s {
     sg_http_t *http;
     sg_otel_t *otel; /* NULL: tracing off (otel.endpoint empty) */
     sg_pg_opts_t pgopts;
-    sg_kafka_t *consumer;
+    /* One consumer per topic, both in the group worker.group_id: the
+     * cooperative-sticky assignor balances the count of a member's
+     * partitions, not their topics, so with one consumer of both topics a
+     * worker could own all the commands partitions and another all the
+     * internal ones, where the steps run (a member subscribed to one
+     * topic only gets its partitions, so each topic is balanced alone). */
+    sg_kafka_t *consumers[LOOP_NTOPICS];
+    int next_consumer; /* intake takes turns between them */
     worker_pool_t *pool;
     int kafka_pipe[2];
     int max_in_flight, batch_size;
@@ -128,7 +149,7 @@ typedef struct loop_s {
     uint64_t last_submit_us, call_avg_us;
     bool holding;
     bool paused;
-    uint64_t last_poll; /* when intake last polled the consumer (ms) */
+    uint64_t last_poll; /* when intake last polled the consumers (ms) */
     bool draining;      /* a drain starts no new call: nothing is chained */
 
     /* worker_txn.c: transactions (see worker_loop.c's turn()), worker.
@@ -142,7 +163,7 @@ typedef struct loop_s {
      * time spent in them since the last line. */
     uint64_t txns, txn_cmds, txn_us;
 
-    /* worker_parts.c: the partitions, in partition order */
+    /* worker_parts.c: the partitions, in (topic, partition) order */
     worker_part_t **parts;
     size_t nparts;
     uint64_t kafka_commit_ms, next_kafka_commit; /* worker.kafka_commit_interval_ms */
@@ -159,9 +180,9 @@ typedef struct loop_s {
 
     /* worker_chain.c: chaining (see the top of that file); on when
      * L->w.chain. */
-    int32_t cmd_partitions;      /* of the commands topic, 0 or less: not known */
+    int32_t int_partitions;      /* of the internal topic, 0 or less: not known */
     int32_t known_partitions;    /* the last count read that was known */
-    uint64_t partitions_read_at; /* when cmd_partitions was last asked for (ms) */
+    uint64_t partitions_read_at; /* when int_partitions was last asked for (ms) */
     /* The count as the watcher thread last read it, 0 when taken. */
     pthread_t watcher;
     bool watching;
@@ -218,6 +239,10 @@ void loop_cmd_release(loop_t *L, worker_cmd_t *cmd);
 void loop_cmd_free(loop_t *L, worker_cmd_t *cmd);
 /* A command stops (or starts, +1) being active. */
 void loop_active_add(loop_t *L, const worker_cmd_t *cmd, int delta);
+/* The topic of that name, -1 when the worker does not read it. */
+int loop_topic_find(const loop_t *L, const char *name);
+/* Our partition of that topic and number, NULL if not ours. */
+worker_part_t *loop_part_find(loop_t *L, int topic, int32_t partition);
 /* The partition FIFO: c appended at its tail, or unlinked. */
 void loop_part_append(worker_part_t *p, worker_cmd_t *cmd);
 void loop_part_unlink(worker_part_t *p, worker_cmd_t *cmd);
@@ -231,8 +256,8 @@ void loop_bury(loop_t *L);
 
 /* Is c the message of a chained command that ran here?  Forgets it. */
 bool loop_chain_take(loop_t *L, const worker_cmd_t *cmd);
-/* Forgets the expected copies of partition (-1: of all). */
-void loop_chain_forget(loop_t *L, int32_t partition);
+/* Forgets the expected copies of partition p (NULL: of all). */
+void loop_chain_forget(loop_t *L, const worker_part_t *p);
 /* A message loop_saga_enqueue() queued behind slot's head: when it is the
  * copy of that head, a PARKED chained command, it takes its place. */
 void loop_chain_arrived(loop_t *L, saga_slot_t *slot, worker_cmd_t *cmd);
@@ -244,7 +269,7 @@ void loop_chain_park(loop_t *L, worker_cmd_t *v);
 void loop_chain_follow(loop_t *L, worker_cmd_t *cmd, worker_saga_t *s);
 void loop_chain_place(loop_t *L);
 void loop_chain_discard(loop_t *L);
-/* The commands topic's partition count n, as read just now; or asked for
+/* The internal topic's partition count n, as read just now; or asked for
  * (at most once a second); loop_partition_watcher() is the thread reading
  * it in the background (arg: the loop). */
 void loop_partitions_read(loop_t *L, int32_t n);
@@ -265,17 +290,15 @@ int loop_keys_reload(loop_t *L, bool force, sg_err_t *err);
 
 /* ---- worker_parts.c: partitions, offsets, fences ----------------------- */
 
-/* Our partition of that number, NULL if not ours. */
-worker_part_t *loop_part_find(loop_t *L, int32_t partition);
 /* First unfinished offset of p once transaction t (NULL: none) commits. */
 int64_t loop_part_watermark(const worker_part_t *p, const txn_slot_t *t);
 /* Unlinks p's finished prefix (freed at the end of the turn). */
 void loop_part_pop_finished(loop_t *L, worker_part_t *p);
 /* Abandons p's commands and forgets p (which is freed). */
 void loop_part_drop(loop_t *L, worker_part_t *p, const char *why);
-/* A partition assigned: owned with a new epoch; returns the offset to
- * fetch from, -1 when stopping. */
-int64_t loop_take_partition(loop_t *L, int32_t partition);
+/* A partition of topic assigned: owned with a new epoch; returns the
+ * offset to fetch from, -1 when stopping. */
+int64_t loop_take_partition(loop_t *L, loop_topic_t topic, int32_t partition);
 /* Sends the fences of the touched partitions into the open pipeline. */
 void loop_send_fences(loop_t *L);
 /* Drops the partitions another worker owns now. */
@@ -314,7 +337,7 @@ void loop_take_returned(loop_t *L);
 void loop_wait_events(loop_t *L, int timeout_ms);
 /* Lets the running calls of p (all when NULL) finish and commit. */
 void loop_drain(loop_t *L, worker_part_t *p);
-/* The consumer's rebalance hook (opaque: the loop). */
+/* The consumers' rebalance hook (opaque: the loop). */
 int64_t loop_on_rebalance(void *opaque, bool assigned, const char *topic, int32_t partition);
 
 #endif

@@ -1,5 +1,6 @@
-/* The partitions this worker owns (L->parts, in partition order): taking
- * one with a new owner epoch, the offsets (fetched, stored in PostgreSQL,
+/* The partitions this worker owns, of the commands and the internal topic
+ * (L->parts, in (topic, partition) order): taking one with a new owner
+ * epoch, the offsets (fetched, stored in PostgreSQL,
  * copied to Kafka), the first unfinished offset each transaction stores
  * through sagad_fence(), and losing a partition (fenced, revoked, shut
  * down), which abandons its commands.  Calls down into worker_session.c,
@@ -15,14 +16,6 @@
 #include "worker_loop_int.h"
 
 /* ---- the partitions and their commands ---------------------------------- */
-
-worker_part_t *loop_part_find(loop_t *L, int32_t partition)
-{
-    for (size_t i = 0; i < L->nparts; i++)
-        if (L->parts[i]->partition == partition)
-            return L->parts[i];
-    return NULL;
-}
 
 /* First unfinished offset of the partition: where a restart must begin,
  * once transaction t (NULL: none) commits.  The commands another
@@ -73,10 +66,10 @@ static void part_abandon(loop_t *L, worker_part_t *p, const char *why)
             loop_vec_push(&L->graveyard, cmd);
     }
     p->tail = NULL;
-    loop_chain_forget(L, p->partition);
+    loop_chain_forget(L, p);
     if (n) {
         sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
-        ctx.topic = L->w.topic_commands;
+        ctx.topic = p->topic_name;
         ctx.partition = p->partition;
         sg_log(SG_LOG_WARN, &ctx,
                "abandoned %zu unfinished commands (%s); the partition's next owner redoes them", n,
@@ -92,7 +85,7 @@ void loop_part_drop(loop_t *L, worker_part_t *p, const char *why)
 
     part_abandon(L, p, why);
     snprintf(pstr, sizeof(pstr), "%d", (int)p->partition);
-    sg_metric_hide(SG_M_CONSUMER_LAG, SG_LABELS(pstr));
+    sg_metric_hide(SG_M_CONSUMER_LAG, SG_LABELS(p->topic_name, pstr));
     for (size_t i = 0; i < L->nparts; i++)
         if (L->parts[i] == p) {
             memmove(&L->parts[i], &L->parts[i + 1], sizeof(*L->parts) * (L->nparts - i - 1));
@@ -104,15 +97,16 @@ void loop_part_drop(loop_t *L, worker_part_t *p, const char *why)
 
 /* ---- ownership ---------------------------------------------------------- */
 
-/* L->parts is kept in partition order: loop_send_fences() updates the
- * offset rows in that order, so two transactions out at once lock them in
- * the same order and cannot deadlock. */
+/* L->parts is kept in (topic, partition) order: loop_send_fences()
+ * updates the offset rows in that order, so two transactions out at once
+ * lock them in the same order and cannot deadlock. */
 static int cmp_part(const void *a, const void *b)
 {
-    int32_t x = (*(worker_part_t *const *)a)->partition,
-            y = (*(worker_part_t *const *)b)->partition;
+    const worker_part_t *x = *(worker_part_t *const *)a, *y = *(worker_part_t *const *)b;
 
-    return (x > y) - (x < y);
+    if (x->topic != y->topic)
+        return x->topic < y->topic ? -1 : 1;
+    return (x->partition > y->partition) - (x->partition < y->partition);
 }
 
 /* The partition's log ends before the offset kept in PostgreSQL: the
@@ -134,13 +128,13 @@ static void log_reset(loop_t *L, worker_part_t *p)
     sg_err_t err;
 
     if (p->stored == 0 ||
-        sg_kafka_query_watermarks(L->consumer, L->w.topic_commands, p->partition, 2000, &low,
+        sg_kafka_query_watermarks(L->consumers[p->topic], p->topic_name, p->partition, 2000, &low,
                                   &high) < 0 ||
         p->stored <= high)
         return;
-    const char *params[] = {L->w.group, L->w.topic_commands, SG_PG_INT(p->partition),
-                            SG_PG_INT(p->epoch), SG_PG_INT(low)};
-    ctx.topic = L->w.topic_commands;
+    const char *params[] = {L->w.group, p->topic_name, SG_PG_INT(p->partition), SG_PG_INT(p->epoch),
+                            SG_PG_INT(low)};
+    ctx.topic = p->topic_name;
     ctx.partition = p->partition;
     ctx.offset = p->stored;
     /* Consumed from low whatever this says: should it fail, the fences
@@ -160,9 +154,10 @@ static void log_reset(loop_t *L, worker_part_t *p)
     p->stored = p->next_fetch = low;
 }
 
-int64_t loop_take_partition(loop_t *L, int32_t partition)
+int64_t loop_take_partition(loop_t *L, loop_topic_t topic, int32_t partition)
 {
-    const char *params[] = {L->w.group, L->w.topic_commands, SG_PG_INT(partition), L->w.worker_id};
+    const char *name = topic == LOOP_TOPIC_INTERNAL ? L->w.topic_internal : L->w.topic_commands;
+    const char *params[] = {L->w.group, name, SG_PG_INT(partition), L->w.worker_id};
     sg_pg_res_t *res = NULL;
     worker_part_t *p;
     sg_err_t err;
@@ -179,13 +174,15 @@ int64_t loop_take_partition(loop_t *L, int32_t partition)
         loop_pg_recover(L, &err);
     }
     L->pg_failures = 0;
-    if ((p = loop_part_find(L, partition))) /* a stale one: start over */
+    if ((p = loop_part_find(L, (int)topic, partition))) /* a stale one: start over */
         part_abandon(L, p, "assigned again");
     else {
         p = sg_xcalloc(1, sizeof(*p));
         L->parts = sg_xrealloc(L->parts, sizeof(*L->parts) * (L->nparts + 1));
         L->parts[L->nparts++] = p;
     }
+    p->topic = topic;
+    p->topic_name = name;
     p->partition = partition;
     qsort(L->parts, L->nparts, sizeof(*L->parts), cmp_part);
     /* Partitions may have been added, which moves keys: chaining needs
@@ -197,7 +194,7 @@ int64_t loop_take_partition(loop_t *L, int32_t partition)
     sg_pg_res_destroy(res);
     {
         sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
-        ctx.topic = L->w.topic_commands;
+        ctx.topic = name;
         ctx.partition = partition;
         ctx.offset = p->next_fetch;
         sg_log(SG_LOG_INFO, &ctx,
@@ -213,36 +210,38 @@ int64_t loop_take_partition(loop_t *L, int32_t partition)
 
 /* The offsets of the partitions the transaction touched, through
  * sagad_fence() (which refuses a partition another worker owns now), in
- * one statement for all of them, in partition order (L->parts's). */
+ * one statement for all of them, in (topic, partition) order (L->parts's;
+ * unnest keeps it). */
 void loop_send_fences(loop_t *L)
 {
     char(*nums)[3][24] = sg_xcalloc(L->nparts + 1, sizeof(*nums));
-    const char **items = sg_xcalloc(3 * (L->nparts + 1), sizeof(char *));
-    sg_pg_buf_t lit[3] = {{0}};
-    const char *params[5] = {L->w.group, L->w.topic_commands};
+    const char **items = sg_xcalloc(4 * (L->nparts + 1), sizeof(char *));
+    sg_pg_buf_t lit[4] = {{0}};
+    const char *params[5] = {L->w.group};
     size_t n = 0;
 
     for (size_t i = 0; i < L->nparts; i++) {
         worker_part_t *p = L->parts[i];
         if (!p->touched)
             continue;
+        items[n] = p->topic_name;
         snprintf(nums[n][0], 24, "%d", (int)p->partition);
         snprintf(nums[n][1], 24, "%lld", (long long)p->epoch);
         snprintf(nums[n][2], 24, "%lld", (long long)loop_part_watermark(p, L->cur));
         for (int k = 0; k < 3; k++)
-            items[k * (L->nparts + 1) + n] = nums[n][k];
+            items[(k + 1) * (L->nparts + 1) + n] = nums[n][k];
         n++;
     }
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         sg_pg_array_literal(&lit[k], items + k * (L->nparts + 1), n);
-        params[2 + k] = lit[k].data;
+        params[1 + k] = lit[k].data;
     }
     if (n)
         sg_pg_pipe_send(L->w.pg,
-                        "SELECT sagad_fence($1, $2, u.p, u.e, u.n) FROM unnest($3::int[], "
-                        "$4::bigint[], $5::bigint[]) AS u(p, e, n)",
+                        "SELECT sagad_fence($1, u.t, u.p, u.e, u.n) FROM unnest($2::text[], "
+                        "$3::int[], $4::bigint[], $5::bigint[]) AS u(t, p, e, n)",
                         5, params, NULL);
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         sg_pg_buf_free(&lit[k]);
     free(nums);
     free(items);
@@ -259,22 +258,28 @@ void loop_kafka_commit(loop_t *L, worker_part_t *p)
 {
     int32_t *parts;
     int64_t *next;
-    size_t n = 0;
 
-    if (!L->consumer || (!p && sg_run_now_ms() < L->next_kafka_commit))
+    if (!L->consumers[LOOP_TOPIC_COMMANDS] || (!p && sg_run_now_ms() < L->next_kafka_commit))
         return;
     if (!p)
         L->next_kafka_commit = sg_run_now_ms() + L->kafka_commit_ms;
     parts = sg_xmalloc(sizeof(*parts) * (L->nparts + 1));
     next = sg_xmalloc(sizeof(*next) * (L->nparts + 1));
-    for (size_t i = 0; i < L->nparts; i++) {
-        worker_part_t *q = L->parts[i];
-        if ((p && q != p) || q->stored <= q->in_kafka)
-            continue;
-        parts[n] = q->partition;
-        next[n++] = q->in_kafka = q->stored;
+    /* One request per topic, by its own consumer. */
+    for (int t = 0; t < LOOP_NTOPICS; t++) {
+        const char *name = NULL;
+        size_t n = 0;
+        for (size_t i = 0; i < L->nparts; i++) {
+            worker_part_t *q = L->parts[i];
+            if ((int)q->topic != t || (p && q != p) || q->stored <= q->in_kafka)
+                continue;
+            name = q->topic_name;
+            parts[n] = q->partition;
+            next[n++] = q->in_kafka = q->stored;
+        }
+        if (n)
+            sg_kafka_commit_offsets(L->consumers[t], name, parts, next, n);
     }
-    sg_kafka_commit_offsets(L->consumer, L->w.topic_commands, parts, next, n);
     free(parts);
     free(next);
 }
@@ -282,18 +287,19 @@ void loop_kafka_commit(loop_t *L, worker_part_t *p)
 /* Which partitions did another worker take?  Those are abandoned. */
 void loop_check_fences(loop_t *L)
 {
-    const char *params[] = {L->w.group, L->w.topic_commands};
+    const char *params[] = {L->w.group, L->w.topic_commands, L->w.topic_internal};
     sg_pg_res_t *res = NULL;
     sg_err_t err;
 
     if (sg_pg_exec(L->w.pg,
-                   "SELECT partition, owner_epoch FROM consumer_offsets WHERE group_id = $1 AND "
-                   "topic = $2",
-                   2, params, &res, &err) < 0)
+                   "SELECT topic, partition, owner_epoch FROM consumer_offsets WHERE group_id = "
+                   "$1 AND topic IN ($2, $3)",
+                   3, params, &res, &err) < 0)
         return;
     for (size_t r = 0; r < sg_pg_res_rows(res); r++) {
-        worker_part_t *p = loop_part_find(L, (int32_t)sg_pg_res_int(res, r, 0, -1));
-        if (p && sg_pg_res_int(res, r, 1, 0) != p->epoch) {
+        worker_part_t *p = loop_part_find(L, loop_topic_find(L, sg_pg_res_get(res, r, 0)),
+                                          (int32_t)sg_pg_res_int(res, r, 1, -1));
+        if (p && sg_pg_res_int(res, r, 2, 0) != p->epoch) {
             L->w.stats.fenced++;
             loop_part_drop(L, p, "fenced: another worker owns the partition now");
         }

@@ -1,6 +1,6 @@
 /* The `run` command, the top of the loop's files: setup opens what a run
  * holds (the HTTP endpoint, a PostgreSQL connection per transaction slot,
- * the consumer and its wake-up pipe, the partition watcher, the pool) and
+ * the consumers and their wake-up pipe, the partition watcher, the pool) and
  * teardown closes it in order; in between the main loop turns
  * (loop_run(), worker_loop.c), calling back each_turn() here for
  * housekeeping (liveness, SIGHUP, gauges, session checks) and the
@@ -76,13 +76,13 @@ static void export_gauges(loop_t *L)
     sg_metric_set(SG_M_PARTITIONS_ASSIGNED, NULL, (double)L->nparts);
     for (size_t i = 0; i < L->nparts; i++) {
         worker_part_t *p = L->parts[i];
-        int64_t high = sg_kafka_high_watermark(L->consumer, L->w.topic_commands, p->partition);
+        int64_t high = sg_kafka_high_watermark(L->consumers[p->topic], p->topic_name, p->partition);
         char pstr[16];
 
         if (high < 0)
             continue; /* nothing fetched yet */
         snprintf(pstr, sizeof(pstr), "%d", (int)p->partition);
-        sg_metric_set(SG_M_CONSUMER_LAG, SG_LABELS(pstr),
+        sg_metric_set(SG_M_CONSUMER_LAG, SG_LABELS(p->topic_name, pstr),
                       (double)(high > p->stored ? high - p->stored : 0));
     }
     /* sagad_circuit_state{tool}: 0 closed, 1 half-open, 2 open (rising
@@ -116,7 +116,9 @@ static void housekeeping(loop_t *L)
         if (n != 0 && L->nparts > 0)
             loop_partitions_read(L, n);
     }
-    sg_health_set(SG_CHECK_GROUP, sg_kafka_group_joined(L->consumer),
+    sg_health_set(SG_CHECK_GROUP,
+                  sg_kafka_group_joined(L->consumers[LOOP_TOPIC_COMMANDS]) &&
+                      sg_kafka_group_joined(L->consumers[LOOP_TOPIC_INTERNAL]),
                   "consumer group %s not joined yet (no partition assignment received)",
                   L->w.group);
     export_gauges(L);
@@ -141,15 +143,15 @@ static void report(loop_t *L, bool force)
     snprintf(line, sizeof(line),
              "consumed=%lld started=%lld rejected=%lld calls=%lld retries=%lld completed=%lld "
              "compensated=%lld cancelled=%lld failed=%lld dead_letters=%lld held_sagas=%lld "
-             "stale=%lld held=%zu "
+             "stale=%lld forwarded=%lld held=%zu "
              "calling=%zu active=%zu ready=%zu paused=%d partitions=%zu chained=%lld "
              "copies=%lld txns=%llu cmds_per_txn=%.1f ms_per_txn=%.2f",
              (long long)s->consumed, (long long)s->started, (long long)s->rejected,
              (long long)s->calls, (long long)s->retries, (long long)s->completed,
              (long long)s->compensated, (long long)s->cancelled, (long long)s->failed,
-             (long long)s->dead_letters, (long long)s->held, (long long)s->stale, L->held,
-             L->calling, L->active, L->ready.n, (int)L->paused, L->nparts, (long long)s->chained,
-             (long long)s->copies, (unsigned long long)L->txns,
+             (long long)s->dead_letters, (long long)s->held, (long long)s->stale,
+             (long long)s->forwarded, L->held, L->calling, L->active, L->ready.n, (int)L->paused,
+             L->nparts, (long long)s->chained, (long long)s->copies, (unsigned long long)L->txns,
              L->txns ? (double)L->txn_cmds / (double)L->txns : 0.0,
              L->txns ? (double)L->txn_us / 1000.0 / (double)L->txns : 0.0);
     L->txns = L->txn_cmds = L->txn_us = 0;
@@ -177,14 +179,64 @@ static void check_partitioner(void *opaque, const char *key, const char *value)
     }
 }
 
+/* kafka.group.instance.id, if set (static membership): the internal
+ * topic's consumer is a member of its own, so it gets the same id with
+ * ".internal" after it (two members of one id fence each other). */
+static void instance_id(void *opaque, const char *key, const char *value)
+{
+    char *out = opaque;
+
+    if (strcmp(key, "group.instance.id") == 0)
+        snprintf(out, 256, "%s.internal", value);
+}
+
+/* The consumers, one per topic in the workers' group (worker_loop_int.h
+ * says why two), and the pipe both wake the loop through. */
+static int kafka_setup(loop_t *L, sg_cli_t *cli)
+{
+    char instance[256] = "";
+    const char *props[] = {"group.id", L->w.group, "client.id", L->w.worker_id, NULL, NULL, NULL};
+    const char *topics[LOOP_NTOPICS] = {L->w.topic_commands, L->w.topic_internal};
+    char errstr[512];
+    sg_err_t err;
+
+    if (pipe(L->kafka_pipe) < 0)
+        abort();
+    for (int i = 0; i < 2; i++) {
+        fcntl(L->kafka_pipe[i], F_SETFL, O_NONBLOCK);
+        fcntl(L->kafka_pipe[i], F_SETFD, FD_CLOEXEC);
+    }
+    sg_config_foreach_kafka(L->w.cfg, instance_id, instance);
+    for (int t = 0; t < LOOP_NTOPICS; t++) {
+        if (t == LOOP_TOPIC_INTERNAL && instance[0]) {
+            props[4] = "group.instance.id";
+            props[5] = instance;
+        }
+        L->consumers[t] = sg_kafka_new(L->w.cfg, SG_KAFKA_CONSUMER, props, errstr, sizeof(errstr));
+        if (!L->consumers[t]) {
+            fprintf(stderr, "%s: Kafka: %s\n", cli->prog, errstr);
+            return SG_EXIT_USAGE;
+        }
+        sg_kafka_wake_fd(L->consumers[t], L->kafka_pipe[1]);
+        sg_kafka_set_rebalance_hook(L->consumers[t], loop_on_rebalance, L);
+    }
+    sg_health_set_probe(SG_CHECK_KAFKA, sg_health_kafka_probe, L->consumers[LOOP_TOPIC_COMMANDS],
+                        2000);
+    for (int t = 0; t < LOOP_NTOPICS; t++)
+        if (sg_kafka_subscribe(L->consumers[t], &topics[t], 1, &err) < 0) {
+            fprintf(stderr, "%s: Kafka subscribe to %s: %s\n", cli->prog, topics[t], err.message);
+            return SG_EXIT_INFRA;
+        }
+    return SG_EXIT_OK;
+}
+
 static int setup(loop_t *L, sg_cli_t *cli)
 {
     const sg_config_t *cfg = cli->cfg;
     const char *regpath = sg_config_str(cfg, "worker.registry");
     char errstr[512], host[64] = "worker";
-    const char *topics[1];
     sg_err_t err;
-    int version;
+    int version, rc;
 
     L->w.cfg = cfg;
     L->nslots = (int)sg_config_int(cfg, "worker.transactions_in_flight");
@@ -193,6 +245,7 @@ static int setup(loop_t *L, sg_cli_t *cli)
     loop_use_txn(L, &L->slots[0]);
     L->w.group = sg_config_str(cfg, "worker.group_id");
     L->w.topic_commands = sg_config_str(cfg, "topic.commands");
+    L->w.topic_internal = sg_config_str(cfg, "topic.internal");
     L->w.topic_events = sg_config_str(cfg, "topic.events");
     L->w.topic_dlq = sg_config_str(cfg, "topic.dlq");
     L->w.limits.max_bytes = (size_t)sg_config_int(cfg, "limits.max_message_bytes");
@@ -279,28 +332,8 @@ static int setup(loop_t *L, sg_cli_t *cli)
                     L->nslots, err.message);
             return err.cls == SG_ERRCLASS_PERMANENT ? SG_EXIT_FAIL : SG_EXIT_INFRA;
         }
-    {
-        const char *props[] = {"group.id", L->w.group, "client.id", L->w.worker_id, NULL};
-        L->consumer = sg_kafka_new(cfg, SG_KAFKA_CONSUMER, props, errstr, sizeof(errstr));
-    }
-    if (!L->consumer) {
-        fprintf(stderr, "%s: Kafka: %s\n", cli->prog, errstr);
-        return SG_EXIT_USAGE;
-    }
-    if (pipe(L->kafka_pipe) < 0)
-        abort();
-    for (int i = 0; i < 2; i++) {
-        fcntl(L->kafka_pipe[i], F_SETFL, O_NONBLOCK);
-        fcntl(L->kafka_pipe[i], F_SETFD, FD_CLOEXEC);
-    }
-    sg_kafka_wake_fd(L->consumer, L->kafka_pipe[1]);
-    sg_health_set_probe(SG_CHECK_KAFKA, sg_health_kafka_probe, L->consumer, 2000);
-    sg_kafka_set_rebalance_hook(L->consumer, loop_on_rebalance, L);
-    topics[0] = L->w.topic_commands;
-    if (sg_kafka_subscribe(L->consumer, topics, 1, &err) < 0) {
-        fprintf(stderr, "%s: Kafka subscribe: %s\n", cli->prog, err.message);
-        return SG_EXIT_INFRA;
-    }
+    if ((rc = kafka_setup(L, cli)) != SG_EXIT_OK)
+        return rc;
     if (L->w.chain) {
         if (pthread_create(&L->watcher, NULL, loop_partition_watcher, L) != 0)
             abort();
@@ -318,14 +351,20 @@ static void teardown(loop_t *L)
         L->watching = false;
     }
     L->drain_ms = 0;       /* drained already */
-    sg_http_stop(L->http); /* nothing probes the consumer after this */
+    sg_http_stop(L->http); /* nothing probes the consumers after this */
     L->http = NULL;
     sg_health_clear_probe(SG_CHECK_KAFKA);
     /* Leave the group first: that revokes the partitions through
-     * loop_on_rebalance while the pool and PostgreSQL still work. */
-    sg_kafka_close(L->consumer);
+     * loop_on_rebalance while the pool and PostgreSQL still work.  One
+     * consumer after the other (the hook is the loop's), both within the
+     * one bound the pods' grace period allows for (SG_KAFKA_CLOSE_MS). */
+    {
+        uint64_t end = sg_run_now_ms() + SG_KAFKA_CLOSE_MS;
+        for (int t = 0; t < LOOP_NTOPICS; t++)
+            sg_kafka_close_until(L->consumers[t], end);
+    }
     /* The revoke abandoned every command left, but they still hold their
-     * Kafka messages, and destroying the consumer waits for every message:
+     * Kafka messages, and destroying a consumer waits for every message:
      * free them first, letting calls that outlived the drain return
      * (within their tool timeout), or the worker never exits. */
     while (L->pool && L->calling > 0) {
@@ -334,8 +373,10 @@ static void teardown(loop_t *L)
             loop_wait_events(L, 50);
     }
     loop_bury(L);
-    sg_kafka_destroy(L->consumer);
-    L->consumer = NULL;
+    for (int t = 0; t < LOOP_NTOPICS; t++) {
+        sg_kafka_destroy(L->consumers[t]);
+        L->consumers[t] = NULL;
+    }
     /* Calls handed to asynchronous adapters finish (or are abandoned)
      * while the pool can still take them. */
     if (L->pool) {
@@ -356,7 +397,7 @@ static void teardown(loop_t *L)
     free(L->parts);
     free(L->ready.v);
     free(L->returned.v);
-    loop_chain_forget(L, -1);
+    loop_chain_forget(L, NULL);
     for (size_t i = 0; i < SAGA_BUCKETS; i++)
         while (L->sagas[i])
             loop_saga_slot_free(L, L->sagas[i]);
@@ -407,8 +448,8 @@ int worker_cmd_run(sg_cli_t *cli, int argc, char **argv)
     rc = setup(L, cli);
     if (rc == SG_EXIT_OK) {
         sg_log_kv(SG_LOG_INFO, "worker running", "worker_id", L->w.worker_id, "group", L->w.group,
-                  "topic", L->w.topic_commands, "registry", L->w.reg->path, "librdkafka",
-                  sg_kafka_version(), NULL);
+                  "topic", L->w.topic_commands, "internal_topic", L->w.topic_internal, "registry",
+                  L->w.reg->path, "librdkafka", sg_kafka_version(), NULL);
         loop_run(L, each_turn);
         sg_log_kv(SG_LOG_INFO, "stopping: finishing running calls", NULL);
         loop_drain(L, NULL);

@@ -1,6 +1,8 @@
-/* The `topics` command: creates the commands, events and dead-letter
- * topics the configuration names, with --partitions N (default 6).  Shares
- * nothing with the run but the configuration. */
+/* The `topics` command: creates the commands, internal, events and
+ * dead-letter topics the configuration names, with --partitions N (default
+ * 6; the commands and internal topics should have as many partitions as
+ * each other, the most workers that can share the work).  Shares nothing
+ * with the run but the configuration. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,9 +11,9 @@
 
 int worker_cmd_topics(sg_cli_t *cli, int argc, char **argv)
 {
-    const char *names[] = {sg_config_str(cli->cfg, "topic.commands"),
-                           sg_config_str(cli->cfg, "topic.events"),
-                           sg_config_str(cli->cfg, "topic.dlq")};
+    const char *names[] = {
+        sg_config_str(cli->cfg, "topic.commands"), sg_config_str(cli->cfg, "topic.internal"),
+        sg_config_str(cli->cfg, "topic.events"), sg_config_str(cli->cfg, "topic.dlq")};
     long partitions = 6;
     char errstr[512], *end;
     sg_kafka_t *k;
@@ -33,7 +35,7 @@ int worker_cmd_topics(sg_cli_t *cli, int argc, char **argv)
         fprintf(stderr, "%s: Kafka: %s\n", cli->prog, errstr);
         return SG_EXIT_USAGE;
     }
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if (sg_kafka_create_topic(k, names[i], (int)partitions, 30000, &err) < 0) {
             fprintf(stderr, "%s: topic %s: %s\n", cli->prog, names[i], err.message);
             rc = SG_EXIT_INFRA;

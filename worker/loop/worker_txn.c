@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_log.h"
@@ -52,9 +53,10 @@ enum {
     NARRAYS
 };
 
+/* A control command to decide here (not one to forward, worker_forward()). */
 static bool is_control(const worker_cmd_t *cmd)
 {
-    return cmd->state == CMD_READY &&
+    return cmd->state == CMD_READY && !cmd->forward &&
            (cmd->dec.type == SG_CMD_CANCEL || cmd->dec.type == SG_CMD_APPROVE ||
             cmd->dec.type == SG_CMD_REJECT);
 }
@@ -81,7 +83,7 @@ static int load_state(loop_t *L, worker_cmd_t **batch, size_t n, sg_pg_res_t **l
         a[k] = items + k * (n + 1);
     for (size_t i = 0; i < n; i++) {
         worker_cmd_t *cmd = batch[i];
-        if (!cmd->dec.saga_id[0] || cmd->dec.type == SG_CMD_POISON || cmd->copy)
+        if (!cmd->dec.saga_id[0] || cmd->dec.type == SG_CMD_POISON || cmd->copy || cmd->forward)
             continue;
         a[A_IDS][nids++] = cmd->dec.saga_id;
         if (cmd->state == CMD_READY &&
@@ -280,7 +282,7 @@ int loop_txn_send(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
         goto out;
     for (size_t i = 0; i < n; i++) {
         worker_cmd_t *cmd = batch[i];
-        worker_saga_t *s = cmd->dec.type == SG_CMD_POISON || cmd->copy
+        worker_saga_t *s = cmd->dec.type == SG_CMD_POISON || cmd->copy || cmd->forward
                                ? NULL
                                : find_saga(sagas, nsagas, cmd->dec.saga_id);
         cmd->part->touched = true;
@@ -289,6 +291,12 @@ int loop_txn_send(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
             cmd->finishing = true;
             L->w.stats.copies++;
             sg_metrics_batch_inc(L->w.metrics, SG_M_CHAINED, SG_LABELS("copy"));
+            continue;
+        }
+        if (cmd->forward) {
+            /* Into the internal topic, with the offset that read it. */
+            worker_forward(&L->w, cmd, (int64_t)time(NULL));
+            cmd->finishing = true;
             continue;
         }
         if (cmd->state == CMD_READY) {
@@ -451,6 +459,7 @@ static void poison_single(loop_t *L, worker_cmd_t *cmd, const sg_err_t *why)
      * dead letter, through the same transaction path as any other. */
     loop_cmd_set_state(cmd, CMD_READY);
     cmd->dec.type = SG_CMD_POISON;
+    cmd->forward = false;
     sg_err_set(&cmd->dec.err, SG_ERRCLASS_POISON, "runtime.pg.rejected",
                "PostgreSQL refused to store the outcome of this message: %s", why->message);
     if (run_txn(L, &cmd, 1, &err) == 0) {

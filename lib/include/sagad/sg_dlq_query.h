@@ -92,7 +92,7 @@ typedef struct sg_dlq_replay_req_s {
     const char *reason;         /* why: required unless dry_run */
     bool force;                 /* replay an entry already replayed or discarded */
     bool dry_run;               /* the plan only: nothing changes, not even a sequence */
-    const char *commands_topic; /* where a step command goes (topic.commands) */
+    const char *internal_topic; /* where a replayed step command goes (topic.internal) */
     const char *rerun_from;     /* NULL, or a step (index or name) to run again from */
 } sg_dlq_replay_req_t;
 

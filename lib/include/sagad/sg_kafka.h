@@ -103,14 +103,21 @@ const char *sg_kafka_version(void);
 sg_kafka_t *sg_kafka_new(const sg_config_t *cfg, sg_kafka_role_t role, const char *const *props,
                          char *errstr, size_t errstr_size) __attribute__((warn_unused_result));
 
+/* How long a consumer's close may take (sg_kafka_close). */
+#define SG_KAFKA_CLOSE_MS 10000
+
 /* A consumer leaves its group: its partitions are revoked (through the
  * rebalance hook) and no more messages come.  Other roles, NULL and a
  * closed consumer: no-op.  Messages still held stay valid until destroyed,
  * and must all be destroyed before sg_kafka_destroy(), which waits for
- * them.  Bounded: a close librdkafka has not finished in 10 s is abandoned
- * with a warning (the hook is not called after that), and
+ * them.  Bounded: a close librdkafka has not finished in SG_KAFKA_CLOSE_MS
+ * is abandoned with a warning (the hook is not called after that), and
  * sg_kafka_destroy() then leaves the handle to the process's exit. */
 void sg_kafka_close(sg_kafka_t *k);
+/* The same, abandoned at deadline_ms (sg_run_now_ms()'s clock), so that a
+ * program closing several consumers, one after the other (their hooks
+ * must not run at once), keeps to one bound for all. */
+void sg_kafka_close_until(sg_kafka_t *k, uint64_t deadline_ms);
 
 /* Closes the client (sg_kafka_close first); NULL is a no-op. */
 void sg_kafka_destroy(sg_kafka_t *k);
