@@ -127,6 +127,7 @@ static const gw_route_t routes[] = {
     {"GET", "/v1/approvals", gw_ops_approvals},
     {"GET", "/v1/tools", gw_ops_tools},
     {"GET", "/v1/errors/{id}", gw_ops_error},
+    {"POST", "/mcp", gw_mcp_http},
 };
 
 /* Does path match tmpl?  Parameters into args (pointing into buf, a copy
@@ -388,6 +389,20 @@ static void teardown(gw_t *gw)
     sg_registry_destroy(gw->reg);
     gw_users_free(gw->users);
     memset(&gw->key, 0, sizeof(gw->key));
+}
+
+int gw_open(gw_t *gw, const sg_config_t *cfg, char *why, size_t why_size)
+{
+    if (setup(gw, cfg, why, why_size) < 0) {
+        teardown(gw);
+        return -1;
+    }
+    return 0;
+}
+
+void gw_close(gw_t *gw)
+{
+    teardown(gw);
 }
 
 int gw_serve(sg_cli_t *cli)
