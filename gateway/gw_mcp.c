@@ -258,11 +258,11 @@ static char *header_value(const char *v)
 static const char *headers_disagree(const call_t *c, const char *version)
 {
     const gw_mcp_hdrs_t *h = c->hdrs;
-    const char *key = strcmp(c->msg.method, "resources/read") == 0 ? "uri"
-                      : strcmp(c->msg.method, "tools/call") == 0 ||
-                              strcmp(c->msg.method, "prompts/get") == 0
-                          ? "name"
-                          : NULL;
+    const char *key =
+        strcmp(c->msg.method, "resources/read") == 0 ? "uri"
+        : strcmp(c->msg.method, "tools/call") == 0 || strcmp(c->msg.method, "prompts/get") == 0
+            ? "name"
+            : NULL;
     const char *body = key ? sg_json_string(sg_json_member(c->msg.params, key)) : NULL;
 
     if (!h->version || !version || strcmp(h->version, version) != 0)
@@ -365,10 +365,10 @@ void gw_mcp_handle(gw_mcp_t *m, const gw_caller_t *caller, const char *buf, size
     if (kind == GW_RPC_INVALID) {
         fail(&c, c.msg.code, c.msg.message, NULL);
     } else if (kind == GW_RPC_REQUEST) {
-        is_modern = strcmp(c.msg.method, "initialize") != 0 &&
-                    (sg_json_member(meta_of(&c), META_VERSION) ||
-                     (hdrs && modern_version(hdrs->version)) ||
-                     strcmp(c.msg.method, "server/discover") == 0);
+        is_modern =
+            strcmp(c.msg.method, "initialize") != 0 &&
+            (sg_json_member(meta_of(&c), META_VERSION) || (hdrs && modern_version(hdrs->version)) ||
+             strcmp(c.msg.method, "server/discover") == 0);
         if (is_modern)
             modern(&c);
         else

@@ -313,6 +313,7 @@ void gw_mcp_envelope(sg_json_t *env, bool wait_timed_out)
     action = next_action(status ? status : "running", code, (int64_t)seq, wait_timed_out);
     sg_json_set(env, "agent_action", sg_json_new_str(action));
     free(action);
-    sg_json_set(env, "wait_timed_out", sg_json_parse(wait_timed_out ? "true" : "false",
-                                                     wait_timed_out ? 4 : 5, NULL, NULL));
+    sg_json_set(
+        env, "wait_timed_out",
+        sg_json_parse(wait_timed_out ? "true" : "false", wait_timed_out ? 4 : 5, NULL, NULL));
 }

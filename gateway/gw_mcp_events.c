@@ -46,7 +46,7 @@ int gw_mcp_events_read(gw_t *gw, const char *saga_id, int64_t created_ms, int64_
                        bool *complete, char *why, size_t why_size)
 {
     const char *topic = sg_config_str(gw->cfg, "topic.events");
-    const char *props[] = {"group.id", "sagad-gateway-mcp-events", "enable.partition.eof",
+    const char *props[] = {"group.id", "sagad-gateway-mcp-events",   "enable.partition.eof",
                            "false",    "queued.max.messages.kbytes", "1024",
                            NULL};
     uint64_t deadline = sg_run_now_ms() + (uint64_t)budget_ms;
@@ -61,8 +61,7 @@ int gw_mcp_events_read(gw_t *gw, const char *saga_id, int64_t created_ms, int64_
         return -1;
     if ((nparts = sg_kafka_partition_count(k, topic, 5000)) <= 0 ||
         (part = sg_kafka_key_partition(saga_id, strlen(saga_id), nparts)) < 0 ||
-        (offset = sg_kafka_offset_at(k, topic, part, created_ms - LOOKBACK_MS, 5000, &err)) <
-            -1 ||
+        (offset = sg_kafka_offset_at(k, topic, part, created_ms - LOOKBACK_MS, 5000, &err)) < -1 ||
         sg_kafka_assign_at(k, topic, part, offset, &err) < 0) {
         snprintf(why, why_size, "cannot read the events topic (topic.events): Kafka unreachable");
         sg_kafka_destroy(k);

@@ -49,7 +49,8 @@ void gw_mcp_http(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_ro
     const char *ctype = sg_http_req_header(req, "Content-Type");
     const char *accept = sg_http_req_header(req, "Accept");
     gw_mcp_hdrs_t hdrs = {sg_http_req_header(req, "MCP-Protocol-Version"),
-                          sg_http_req_header(req, "Mcp-Method"), sg_http_req_header(req, "Mcp-Name")};
+                          sg_http_req_header(req, "Mcp-Method"),
+                          sg_http_req_header(req, "Mcp-Name")};
     bool json = accepts(accept, "application/json");
     bool sse = !json && accepts(accept, "text/event-stream");
     gw_mcp_out_t out;

@@ -20,11 +20,11 @@
 #include "sagad/sg_run.h"
 #include "sagad/sg_schema.h"
 
-#define WAIT_DEFAULT_MS   20000
-#define EVENTS_BUDGET_MS  5000
-#define EVENTS_LIMIT      100
-#define EVENTS_LIMIT_MAX  500
-#define MCP_PEER          "mcp"
+#define WAIT_DEFAULT_MS  20000
+#define EVENTS_BUDGET_MS 5000
+#define EVENTS_LIMIT     100
+#define EVENTS_LIMIT_MAX 500
+#define MCP_PEER         "mcp"
 
 typedef struct ctx_s {
     gw_t *gw;
@@ -52,10 +52,10 @@ typedef struct tool_s {
 #define FAILURE_SCHEMA                                                                             \
     "{\"type\": \"object\", \"required\": [\"status\", \"error_code\", \"message\", "              \
     "\"retriable\", \"agent_action\", \"run_health\"], \"properties\": {"                          \
-    "\"status\": {\"enum\": [\"refused\", \"unavailable\"]},"                                     \
+    "\"status\": {\"enum\": [\"refused\", \"unavailable\"]},"                                      \
     "\"error_code\": {\"type\": \"string\"}, \"message\": {\"type\": \"string\"},"                 \
-    "\"retriable\": {\"type\": \"boolean\"}, \"agent_action\": {\"type\": \"string\"},"           \
-    "\"run_health\": {\"type\": [\"object\", \"null\"]},"                                         \
+    "\"retriable\": {\"type\": \"boolean\"}, \"agent_action\": {\"type\": \"string\"},"            \
+    "\"run_health\": {\"type\": [\"object\", \"null\"]},"                                          \
     "\"errors\": {\"type\": \"array\", \"items\": {\"type\": \"object\", \"properties\": {"        \
     "\"path\": {\"type\": \"string\"}, \"rule\": {\"type\": \"string\"}}}}}}"
 
@@ -567,7 +567,8 @@ static const tool_t tools[] = {
      "\"properties\": {\"saga_id\": " SAGA_ID_SCHEMA ", \"after_seq\": {\"type\": \"integer\", "
      "\"minimum\": 0, \"description\": \"Answer once the saga's seq passes this (its last "
      "envelope's seq).\"}, \"timeout_ms\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": "
-     "600000, \"description\": \"Longest wait (20000 by default; at most gateway.wait_max_ms).\"}}}",
+     "600000, \"description\": \"Longest wait (20000 by default; at most "
+     "gateway.wait_max_ms).\"}}}",
      ENVELOPE_SCHEMA, true, false, true, false, false, t_wait},
     {"list_sagas", "Find sagas",
      "Sagas you may read, newest first, a page at a time: filter by status (running, held, "
@@ -578,8 +579,9 @@ static const tool_t tools[] = {
      "\"failed\", \"cancelling\", \"cancelled\"]}, \"name\": {\"type\": \"string\", "
      "\"minLength\": 1, \"maxLength\": 128}, \"error_code\": {\"type\": \"string\", "
      "\"minLength\": 1, \"maxLength\": 128}, \"awaiting_approval\": {\"type\": \"boolean\"}, "
-     "\"stuck_for\": {\"type\": \"string\", \"pattern\": \"^[0-9]+(ms|s|m)?$\"}, \"before\": "
-     SAGA_ID_SCHEMA ", \"limit\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 100}}}",
+     "\"stuck_for\": {\"type\": \"string\", \"pattern\": \"^[0-9]+(ms|s|m)?$\"}, "
+     "\"before\": " SAGA_ID_SCHEMA
+     ", \"limit\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 100}}}",
      "{\"type\": \"object\", \"required\": [\"items\", \"next_before\", \"agent_action\"], "
      "\"properties\": {\"items\": {\"type\": \"array\", \"items\": {\"type\": \"object\", "
      "\"required\": [\"saga_id\", \"status\"], \"properties\": {\"saga_id\": {\"type\": "
@@ -592,8 +594,8 @@ static const tool_t tools[] = {
      "undone (compensated). A reason is required and kept in the saga's history. A submitter "
      "may cancel only its own sagas.",
      "{\"type\": \"object\", \"required\": [\"saga_id\", \"reason\"], \"additionalProperties\": "
-     "false, \"properties\": {\"saga_id\": " SAGA_ID_SCHEMA ", \"reason\": " REASON_SCHEMA(
-         "Why (kept in the saga's history).") "}}",
+     "false, \"properties\": {\"saga_id\": " SAGA_ID_SCHEMA
+     ", \"reason\": " REASON_SCHEMA("Why (kept in the saga's history).") "}}",
      "{\"type\": \"object\", \"required\": [\"saga_id\", \"command_id\", \"outcome\", "
      "\"agent_action\"], \"properties\": {\"saga_id\": {\"type\": \"string\"}, \"command_id\": "
      "{\"type\": \"string\"}, \"outcome\": {\"enum\": [\"accepted\", \"sent\"]}, "

@@ -96,10 +96,10 @@ static const sg_cli_cmd_t gw_cmds[] = {
 
 int main(int argc, char **argv)
 {
-    static const sg_cli_app_t app = {
-        "sagad-gateway", "gateway",
-        "Serves sagad's authenticated HTTP API (submit, follow, approve, cancel, dead letters) and MCP.",
-        gw_cmds, sizeof(gw_cmds) / sizeof(gw_cmds[0])};
+    static const sg_cli_app_t app = {"sagad-gateway", "gateway",
+                                     "Serves sagad's authenticated HTTP API (submit, follow, "
+                                     "approve, cancel, dead letters) and MCP.",
+                                     gw_cmds, sizeof(gw_cmds) / sizeof(gw_cmds[0])};
 
     return sg_cli_main(&app, argc, argv);
 }
