@@ -43,7 +43,8 @@ typedef struct tool_s {
 /* ---- schemas ------------------------------------------------------------------ */
 
 #define SAGA_ID_SCHEMA                                                                             \
-    "{\"type\": \"string\", \"pattern\": \"^[A-Za-z0-9._:-]{1,128}$\", \"description\": "          \
+    "{\"type\": \"string\", \"pattern\": \"^[A-Za-z0-9._:-]+$\", \"minLength\": 1, "               \
+    "\"maxLength\": 128, \"description\": "                                                        \
     "\"The saga's id (submit_saga answers it).\"}"
 
 #define REASON_SCHEMA(why)                                                                         \
