@@ -86,7 +86,12 @@ typedef struct call_s {
     gw_rpc_msg_t msg;
     gw_mcp_out_t *out;
     bool modern;
+    bool tool; /* a tools/call whose tool is still to run (run_tool) */
 } call_t;
+
+struct gw_mcp_call_s {
+    call_t c;
+};
 
 /* The HTTP status of a JSON-RPC error: 2026-07-28 says it for its era
  * (400, and 404 for an unknown method); a legacy client gets 200 with the
@@ -182,28 +187,42 @@ static void tools_list(call_t *c)
     reply(c, res);
 }
 
-static void tools_call(call_t *c)
+/* A tools/call's name and arguments: true when the tool may run (then
+ * run_tool answers), false after answering why not. */
+static bool tools_call(call_t *c)
 {
     const char *name = sg_json_string(sg_json_member(c->msg.params, "name"));
     const sg_json_t *args = sg_json_member(c->msg.params, "arguments");
-    sg_json_t *result = NULL;
     char why[200];
 
     if (!name) {
         fail(c, GW_RPC_INVALID_PARAMS, "Invalid params: params.name, the tool's name, is required",
              NULL);
-        return;
+        return false;
     }
-    if (args && sg_json_is_null(args))
-        args = NULL;
-    if (args && !sg_json_is_object(args)) {
+    if (args && !sg_json_is_null(args) && !sg_json_is_object(args)) {
         fail(c, GW_RPC_INVALID_PARAMS, "Invalid params: params.arguments must be an object", NULL);
-        return;
+        return false;
     }
-    if (!gw_mcp_tool_call(c->m->gw, c->caller, c->m->approvals, name, args, &result)) {
+    if (!gw_mcp_tool_known(name, c->m->approvals)) {
         snprintf(why, sizeof(why), "Invalid params: unknown tool %.64s (tools/list names them)",
                  name);
         fail(c, GW_RPC_INVALID_PARAMS, why, NULL);
+        return false;
+    }
+    return true;
+}
+
+static void run_tool(call_t *c)
+{
+    const char *name = sg_json_string(sg_json_member(c->msg.params, "name"));
+    const sg_json_t *args = sg_json_member(c->msg.params, "arguments");
+    sg_json_t *result = NULL;
+
+    if (args && sg_json_is_null(args))
+        args = NULL;
+    if (!gw_mcp_tool_call(c->m->gw, c->caller, c->m->approvals, name, args, &result)) {
+        fail(c, GW_RPC_INTERNAL_ERROR, "Internal error: the tool went away", NULL);
         return;
     }
     reply(c, result);
@@ -314,7 +333,7 @@ static void modern(call_t *c)
     else if (strcmp(c->msg.method, "tools/list") == 0)
         tools_list(c);
     else if (strcmp(c->msg.method, "tools/call") == 0)
-        tools_call(c);
+        c->tool = tools_call(c);
     else
         fail(c, GW_RPC_METHOD_NOT_FOUND, "Method not found", NULL);
 }
@@ -348,34 +367,62 @@ static void legacy(call_t *c)
     else if (strcmp(method, "tools/list") == 0)
         tools_list(c);
     else if (strcmp(method, "tools/call") == 0)
-        tools_call(c);
+        c->tool = tools_call(c);
     else
         fail(c, GW_RPC_METHOD_NOT_FOUND, "Method not found", NULL);
+}
+
+void gw_mcp_start(gw_mcp_t *m, const gw_caller_t *caller, const char *buf, size_t len,
+                  const gw_mcp_hdrs_t *hdrs, gw_mcp_out_t *out, gw_mcp_call_t **pending)
+{
+    gw_mcp_call_t *p = sg_xcalloc(1, sizeof(*p));
+    call_t *c = &p->c;
+    gw_rpc_kind_t kind;
+
+    *c = (call_t){m, caller, hdrs, {0}, out, false, false};
+    kind = gw_rpc_decode(buf, len, &m->gw->lim, &c->msg);
+    memset(out, 0, sizeof(*out));
+    out->status = 202;
+    *pending = NULL;
+    if (kind == GW_RPC_INVALID) {
+        fail(c, c->msg.code, c->msg.message, NULL);
+    } else if (kind == GW_RPC_REQUEST) {
+        bool is_modern =
+            strcmp(c->msg.method, "initialize") != 0 &&
+            (sg_json_member(meta_of(c), META_VERSION) || (hdrs && modern_version(hdrs->version)) ||
+             strcmp(c->msg.method, "server/discover") == 0);
+        if (is_modern)
+            modern(c);
+        else
+            legacy(c);
+    }
+    /* Notifications (notifications/initialized, .../cancelled: a request
+     * here is answered whole or not at all) and a client's responses are
+     * taken and not answered. */
+    if (c->tool) {
+        c->hdrs = NULL; /* the transport's, gone once it returns */
+        *pending = p;
+        return;
+    }
+    gw_rpc_msg_free(&c->msg);
+    free(p);
+}
+
+void gw_mcp_run(gw_mcp_call_t *p, gw_mcp_out_t *out)
+{
+    p->c.out = out;
+    memset(out, 0, sizeof(*out));
+    run_tool(&p->c);
+    gw_rpc_msg_free(&p->c.msg);
+    free(p);
 }
 
 void gw_mcp_handle(gw_mcp_t *m, const gw_caller_t *caller, const char *buf, size_t len,
                    const gw_mcp_hdrs_t *hdrs, gw_mcp_out_t *out)
 {
-    call_t c = {m, caller, hdrs, {0}, out, false};
-    gw_rpc_kind_t kind = gw_rpc_decode(buf, len, &m->gw->lim, &c.msg);
-    bool is_modern;
+    gw_mcp_call_t *pending;
 
-    memset(out, 0, sizeof(*out));
-    out->status = 202;
-    if (kind == GW_RPC_INVALID) {
-        fail(&c, c.msg.code, c.msg.message, NULL);
-    } else if (kind == GW_RPC_REQUEST) {
-        is_modern =
-            strcmp(c.msg.method, "initialize") != 0 &&
-            (sg_json_member(meta_of(&c), META_VERSION) || (hdrs && modern_version(hdrs->version)) ||
-             strcmp(c.msg.method, "server/discover") == 0);
-        if (is_modern)
-            modern(&c);
-        else
-            legacy(&c);
-    }
-    /* Notifications (notifications/initialized, .../cancelled: a request
-     * here is answered whole or not at all) and a client's responses are
-     * taken and not answered. */
-    gw_rpc_msg_free(&c.msg);
+    gw_mcp_start(m, caller, buf, len, hdrs, out, &pending);
+    if (pending)
+        gw_mcp_run(pending, out);
 }

@@ -109,11 +109,25 @@ typedef struct gw_mcp_out_s {
 void gw_mcp_handle(gw_mcp_t *m, const gw_caller_t *caller, const char *buf, size_t len,
                    const gw_mcp_hdrs_t *hdrs, gw_mcp_out_t *out);
 
+/* gw_mcp_handle in two halves, for a transport that answers tool calls
+ * concurrently yet must take the protocol's own messages in the order they
+ * came (stdio: what was read after initialize sees it done).  gw_mcp_start
+ * answers into out, except a tools/call whose tool may run: then out is
+ * empty and *pending is set; gw_mcp_run runs it (any thread), answers into
+ * its out and frees pending.  caller must outlive pending. */
+typedef struct gw_mcp_call_s gw_mcp_call_t;
+void gw_mcp_start(gw_mcp_t *m, const gw_caller_t *caller, const char *buf, size_t len,
+                  const gw_mcp_hdrs_t *hdrs, gw_mcp_out_t *out, gw_mcp_call_t **pending);
+void gw_mcp_run(gw_mcp_call_t *pending, gw_mcp_out_t *out);
+
 /* ---- the tools (gw_mcp_tools.c) ---------------------------------------------- */
 
 /* The tools offered (a new array of MCP Tool objects, caller destroys);
  * approve_step and reject_step only when approvals. */
 sg_json_t *gw_mcp_tools_list(bool approvals);
+/* Whether tool name is offered (approve_step and reject_step only with
+ * approvals). */
+bool gw_mcp_tool_known(const char *name, bool approvals);
 /* Calls tool name with args (an object, or NULL) for caller: 1 with
  * *result a CallToolResult (caller destroys), 0 when there is no such tool
  * (a protocol error, -32602). */

@@ -262,8 +262,8 @@ static char *next_action(const char *status, const char *code, int64_t seq, bool
                  (long long)seq);
     else if (strcmp(status, "awaiting_approval") == 0)
         snprintf(buf, sizeof(buf),
-                 "A step waits for a person's approval (pending_approvals): tell your user what "
-                 "is pending and ask them to have an approver decide it, then call wait_saga "
+                 "A step waits for a person's approval (pending_approvals): ask your user to "
+                 "have an approver decide it (tell them what is pending), then call wait_saga "
                  "with after_seq=%lld. You cannot approve a saga you submitted.",
                  (long long)seq);
     else if (strcmp(status, "ok") == 0)

@@ -10,8 +10,9 @@
  * configuration), authenticated as the API authenticates it, so a local
  * agent has exactly that user's roles and no more.
  *
- * Requests are answered concurrently (a wait_saga does not hold up a
- * tools/list), each answer written whole as one line.  At the end of stdin
+ * Tool calls are answered concurrently (a wait_saga does not hold up a
+ * tools/list), each answer written whole as one line; the protocol's own
+ * messages (initialize, tools/list...) in the order they were read.  At the end of stdin
  * (the client's way to stop it) or SIGTERM, waits end early and the
  * requests already read are answered before the process exits 0. */
 #include <errno.h>
@@ -40,8 +41,7 @@ typedef struct server_s {
 
 typedef struct job_s {
     server_t *s;
-    char *line;
-    size_t len;
+    gw_mcp_call_t *pending;
 } job_t;
 
 static void emit(server_t *s, const char *text)
@@ -53,17 +53,16 @@ static void emit(server_t *s, const char *text)
     pthread_mutex_unlock(&s->mu);
 }
 
-static void *serve_one(void *arg)
+static void *run_one(void *arg)
 {
     job_t *j = arg;
     server_t *s = j->s;
     gw_mcp_out_t out;
 
-    gw_mcp_handle(&s->m, &s->caller, j->line, j->len, NULL, &out);
+    gw_mcp_run(j->pending, &out);
     if (out.text)
         emit(s, out.text);
     free(out.text);
-    free(j->line);
     free(j);
     pthread_mutex_lock(&s->mu);
     s->in_flight--;
@@ -72,19 +71,27 @@ static void *serve_one(void *arg)
     return NULL;
 }
 
-/* Answers line on a thread of its own (inline past IN_FLIGHT_MAX, which
- * also stops reading until one ends). */
+/* Answers line: the protocol's own messages here, in the order read; a
+ * tool call on a thread of its own (inline past IN_FLIGHT_MAX, which also
+ * stops reading until one ends). */
 static void dispatch(server_t *s, const char *line, size_t len)
 {
-    job_t *j = sg_xmalloc(sizeof(*j));
+    gw_mcp_call_t *pending;
+    gw_mcp_out_t out;
     pthread_attr_t attr;
     pthread_t t;
+    job_t *j;
 
+    gw_mcp_start(&s->m, &s->caller, line, len, NULL, &out, &pending);
+    if (!pending) {
+        if (out.text)
+            emit(s, out.text);
+        free(out.text);
+        return;
+    }
+    j = sg_xmalloc(sizeof(*j));
     j->s = s;
-    j->line = sg_xmalloc(len + 1);
-    memcpy(j->line, line, len);
-    j->line[len] = '\0';
-    j->len = len;
+    j->pending = pending;
     pthread_mutex_lock(&s->mu);
     while (s->in_flight >= IN_FLIGHT_MAX)
         pthread_cond_wait(&s->idle, &s->mu);
@@ -92,8 +99,8 @@ static void dispatch(server_t *s, const char *line, size_t len)
     pthread_mutex_unlock(&s->mu);
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &attr, serve_one, j) != 0)
-        serve_one(j);
+    if (pthread_create(&t, &attr, run_one, j) != 0)
+        run_one(j);
     pthread_attr_destroy(&attr);
 }
 

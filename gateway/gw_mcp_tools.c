@@ -724,19 +724,29 @@ static sg_json_t *check_args(const tool_t *t, const sg_json_t *args)
     return gw_mcp_result(f, true);
 }
 
+static const tool_t *find(const char *name, bool approvals)
+{
+    for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++)
+        if (strcmp(tools[i].name, name) == 0 && (!tools[i].approvals || approvals))
+            return &tools[i];
+    return NULL;
+}
+
+bool gw_mcp_tool_known(const char *name, bool approvals)
+{
+    return find(name, approvals) != NULL;
+}
+
 int gw_mcp_tool_call(gw_t *gw, const gw_caller_t *caller, bool approvals, const char *name,
                      const sg_json_t *args, sg_json_t **result)
 {
     sg_json_t *empty = NULL;
-    const tool_t *t = NULL;
+    const tool_t *t = find(name, approvals);
     uint64_t started = sg_run_now_us();
     ctx_t x = {gw, caller};
     bool is_error = false;
     char ms[24];
 
-    for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]) && !t; i++)
-        if (strcmp(tools[i].name, name) == 0 && (!tools[i].approvals || approvals))
-            t = &tools[i];
     if (!t)
         return 0;
     if (!args)

@@ -4,7 +4,8 @@
  *           good request (the standard JSON-RPC errors and their HTTP
  *           statuses, 2026-07-28's header checks, the gateway's own
  *           refusals: token, Origin, size), and one tool call end to end.
- * mcp_sdk:  the official Python SDK as the client (tests/mcp/test_sdk.py),
+ * mcp_sdk:  the golden stdio transcripts (tests/mcp/golden.py), then the
+ *           official Python SDK as the client (tests/mcp/test_sdk.py),
  *           over stdio and HTTP, each major and each era; run only when
  *           SAGAD_TEST_MCP_PYTHONS names the SDKs' interpreters
  *           (tests/mcp/run.sh, after the integration tests of the plain
@@ -393,6 +394,16 @@ Test(mcp_sdk, the_official_sdks_over_stdio_and_http)
     snprintf(world, sizeof(world), "%s/world.json", sgw.dir);
     write_world(world);
     list = strdup(pythons);
+    {
+        /* the golden transcripts need no SDK: the first interpreter */
+        char cmd[800], *first = strdup(strchr(list, '=') + 1);
+        if (strchr(first, ','))
+            *strchr(first, ',') = '\0';
+        snprintf(cmd, sizeof(cmd), "%s tests/mcp/golden.py --world %s%s", first, world,
+                 getenv("SAGAD_TEST_MCP_GOLDEN_UPDATE") ? " --update" : "");
+        cr_expect_eq(system(cmd), 0, "the golden stdio transcripts (tests/mcp/golden)");
+        free(first);
+    }
     /* "MAJOR=PYTHON" pairs, comma-separated: each major's runs */
     for (char *item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(item, '='), prefix[32];

@@ -82,8 +82,9 @@ class Conn:
 
 
 @contextlib.asynccontextmanager
-async def connect(world, transport, mode, user):
+async def connect(world, transport, mode, user, more_headers=None):
     token = world["tokens"][user]
+    headers = dict(more_headers or {}, Authorization="Bearer " + token)
     if MAJOR >= 2:
         from mcp import Client, StdioServerParameters
         from mcp.client.streamable_http import streamable_http_client
@@ -94,7 +95,7 @@ async def connect(world, transport, mode, user):
             server = StdioServerParameters(command=world["command"], args=["mcp", "--stdio"],
                                            env=env)
         else:
-            http = httpx2.AsyncClient(headers={"Authorization": "Bearer " + token},
+            http = httpx2.AsyncClient(headers=headers,
                                       timeout=httpx2.Timeout(60.0, read=90.0))
             server = streamable_http_client(world["url"], http_client=http)
         async with Client(server, mode="auto" if mode == "modern" else "legacy",
@@ -114,7 +115,7 @@ async def connect(world, transport, mode, user):
                                            env=env)
             ctx = stdio_client(params)
         else:
-            http = httpx.AsyncClient(headers={"Authorization": "Bearer " + token},
+            http = httpx.AsyncClient(headers=headers,
                                      timeout=httpx.Timeout(60.0, read=90.0))
             ctx = streamable_http_client(world["url"], http_client=http)
         async with ctx as streams:
@@ -334,15 +335,41 @@ async def run(args):
     print("wait_saga answered %.0f ms after the call" % (waited * 1000))
 
 
-async def wrong_token(world, args):
-    world = dict(world, tokens=dict(world["tokens"], agent="sgw_" + "x" * 43))
+def flat(e):
+    """Every message in an exception and the groups and causes it holds."""
+    parts = [repr(e)]
+    for sub in getattr(e, "exceptions", ()):
+        parts.append(flat(sub))
+    if e.__cause__ is not None:
+        parts.append(flat(e.__cause__))
+    return " ".join(parts)
+
+
+async def refused_at_the_door(world, args, user_token, headers, status, what):
+    """A connection the gateway refuses: the SDK cannot connect, and the
+    same initialize posted with the SDK's own HTTP client gets status."""
+    world = dict(world, tokens=dict(world["tokens"], agent=user_token))
     try:
-        async with connect(world, args.transport, args.mode, "agent") as c:
+        async with connect(world, args.transport, args.mode, "agent", headers) as c:
             await c.list_tools()
-        check(False, "a wrong token is refused")
-    except BaseException as e:  # the SDKs raise their own (or an ExceptionGroup)
-        check("401" in repr(e) or "nauthori" in repr(e) or True, "a wrong token is refused: %s"
-              % type(e).__name__)
+        check(False, what + ": the SDK connected")
+    except BaseException as e:  # the SDKs raise their own, often in an ExceptionGroup
+        check(True, "%s: the SDK cannot connect (%s)" % (what, flat(e)[:120]))
+    http = __import__("httpx2" if MAJOR >= 2 else "httpx")
+    async with http.AsyncClient() as client:
+        r = await client.post(world["url"], headers=dict(
+            headers, Authorization="Bearer " + user_token, Accept="application/json, "
+            "text/event-stream"), json={"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                       "params": {"protocolVersion": "2025-11-25",
+                                                  "capabilities": {}}})
+        check(r.status_code == status, "%s: HTTP %d" % (what, r.status_code))
+
+
+async def wrong_token(world, args):
+    await refused_at_the_door(world, args, "sgw_" + "x" * 43, {}, 401, "a wrong token is refused")
+    await refused_at_the_door(world, args, world["tokens"]["agent"],
+                              {"Origin": "https://evil.example"}, 403,
+                              "a foreign Origin is refused")
 
 
 def main():
