@@ -417,6 +417,14 @@ void gw_mcp_run(gw_mcp_call_t *p, gw_mcp_out_t *out)
     free(p);
 }
 
+void gw_mcp_drop(gw_mcp_call_t *p)
+{
+    if (!p)
+        return;
+    gw_rpc_msg_free(&p->c.msg);
+    free(p);
+}
+
 void gw_mcp_handle(gw_mcp_t *m, const gw_caller_t *caller, const char *buf, size_t len,
                    const gw_mcp_hdrs_t *hdrs, gw_mcp_out_t *out)
 {

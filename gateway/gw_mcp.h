@@ -119,6 +119,8 @@ typedef struct gw_mcp_call_s gw_mcp_call_t;
 void gw_mcp_start(gw_mcp_t *m, const gw_caller_t *caller, const char *buf, size_t len,
                   const gw_mcp_hdrs_t *hdrs, gw_mcp_out_t *out, gw_mcp_call_t **pending);
 void gw_mcp_run(gw_mcp_call_t *pending, gw_mcp_out_t *out);
+/* Frees pending without running its tool (nothing is answered). */
+void gw_mcp_drop(gw_mcp_call_t *pending);
 
 /* ---- the tools (gw_mcp_tools.c) ---------------------------------------------- */
 
