@@ -26,6 +26,12 @@
 #define EVENTS_LIMIT_MAX 500
 #define MCP_PEER         "mcp"
 
+/* A saga that is not (yet) there for this user. */
+#define NOT_VISIBLE                                                                                \
+    "No saga of this id is visible to you: if you submitted it moments ago (no worker has "        \
+    "taken it yet), call wait_saga; otherwise check the saga_id (list_sagas). Do not submit it "   \
+    "again under another id."
+
 typedef struct ctx_s {
     gw_t *gw;
     const gw_caller_t *caller;
@@ -269,7 +275,7 @@ static sg_json_t *t_get(ctx_t *x, const sg_json_t *args)
 
     get_envelope(x, arg_str(args, "saga_id"), &r);
     if (!ok(&r))
-        return refused(&r, "input.saga.not_found", NULL);
+        return refused(&r, "input.saga.not_found", r.status == 404 ? NOT_VISIBLE : NULL);
     doc = r.doc;
     gw_mcp_envelope(doc, false);
     return gw_mcp_result(doc, false);
@@ -295,12 +301,7 @@ static sg_json_t *t_wait(ctx_t *x, const sg_json_t *args)
     }
     api(x, gw_sagas_wait, req, &a, &r);
     if (!ok(&r))
-        return refused(&r, "input.saga.not_found",
-                       r.status == 404 ? "No saga of this id is visible to you yet: if you "
-                                         "submitted it moments ago (no worker has taken it), "
-                                         "call wait_saga again; otherwise check the saga_id "
-                                         "(list_sagas). Do not submit it under another id."
-                                       : NULL);
+        return refused(&r, "input.saga.not_found", r.status == 404 ? NOT_VISIBLE : NULL);
     if (sg_json_get_bool(r.doc, "$", "wait_timed_out", false, &timed_out, NULL) != 0)
         timed_out = false;
     gw_mcp_envelope(r.doc, timed_out);
@@ -324,7 +325,7 @@ static sg_json_t *t_events(ctx_t *x, const sg_json_t *args)
     arg_int(args, "limit", &limit);
     get_envelope(x, id, &r); /* who may read it, and how far it went */
     if (!ok(&r))
-        return refused(&r, "input.saga.not_found", NULL);
+        return refused(&r, "input.saga.not_found", r.status == 404 ? NOT_VISIBLE : NULL);
     sg_json_number(sg_json_member(r.doc, "seq"), &seq);
     upto = (int64_t)seq;
     events = sg_json_new_array();

@@ -35,6 +35,8 @@ BASE_TOOLS = {"list_tools_registry", "validate_saga", "submit_saga", "get_saga",
 APPROVAL_TOOLS = {"approve_step", "reject_step"}
 
 failures = []
+# SAGAD_TEST_MCP_TRANSCRIPT=DIR: every call and its answer, for the docs
+TRANSCRIPT = None
 
 
 def check(cond, what):
@@ -66,6 +68,9 @@ class Conn:
 
     async def call(self, name, args, what=None):
         res = dump(await self.session.call_tool(name, args))
+        if TRANSCRIPT:
+            TRANSCRIPT.write(json.dumps({"tool": name, "arguments": args, "what": what,
+                                         "result": res}) + "\n")
         sc = res.get("structuredContent")
         label = "%s %s" % (name, what or "")
         check(sc is not None, label + ": structuredContent present")
@@ -379,6 +384,10 @@ def main():
     ap.add_argument("--mode", required=True)
     ap.add_argument("--prefix", required=True)
     args = ap.parse_args()
+    global TRANSCRIPT
+    if os.environ.get("SAGAD_TEST_MCP_TRANSCRIPT"):
+        TRANSCRIPT = open(os.path.join(os.environ["SAGAD_TEST_MCP_TRANSCRIPT"],
+                                       args.prefix + ".jsonl"), "w")
     print("SDK mcp %s, %s, %s" % (SDK, args.transport, args.mode))
     asyncio.run(run(args))
     print("%d failed" % len(failures))
