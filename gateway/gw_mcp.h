@@ -161,8 +161,13 @@ sg_json_t *gw_mcp_failure_of(unsigned status, const sg_json_t *problem, const ch
  * in place: every agent_action from the registry or the server (a
  * downstream's own goes to reported_agent_action, cut), results and output
  * cut, pending_approvals listed, and the top agent_action saying what to
- * do next (for a wait that ended first, to wait again after its seq). */
+ * do next (for a wait that ended first, to wait again after its seq).  A
+ * saga that ended error or timeout also gets message and retriable: it is
+ * a failure envelope too (gw_mcp_envelope_failed). */
 void gw_mcp_envelope(sg_json_t *env, bool wait_timed_out);
+/* Whether the envelope is of a saga that failed (status error or timeout):
+ * answered with isError. */
+bool gw_mcp_envelope_failed(const sg_json_t *env);
 /* Cuts every string of node longer than GW_MCP_TEXT_MAX and replaces each
  * member or item whose JSON is over GW_MCP_VALUE_MAX by a preview, in
  * place; an event's agent_action is treated as an envelope's steps'. */

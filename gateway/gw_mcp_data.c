@@ -309,6 +309,22 @@ void gw_mcp_envelope(sg_json_t *env, bool wait_timed_out)
             sg_json_destroy(out);
         free(text);
     }
+    if (status && (strcmp(status, "error") == 0 || strcmp(status, "timeout") == 0)) {
+        /* A saga that failed is a business failure: the envelope is also
+         * a failure envelope (message and retriable beside status,
+         * error_code, agent_action and run_health). */
+        char msg[300];
+        double step = -1;
+        sg_json_number(sg_json_member(sg_json_member(health, "blocking_failure"), "step"), &step);
+        snprintf(msg, sizeof(msg),
+                 "The saga ended %s: step %d failed with %s; the steps before it were undone "
+                 "(see steps and run_health).",
+                 status, (int)step, code ? code : "an error");
+        sg_json_set(env, "message", sg_json_new_str(msg));
+        sg_json_set(env, "retriable",
+                    sg_json_parse(code && retried(code) ? "true" : "false",
+                                  code && retried(code) ? 4 : 5, NULL, NULL));
+    }
     sg_json_set(env, "pending_approvals", pending(steps));
     action = next_action(status ? status : "running", code, (int64_t)seq, wait_timed_out);
     sg_json_set(env, "agent_action", sg_json_new_str(action));
@@ -316,4 +332,11 @@ void gw_mcp_envelope(sg_json_t *env, bool wait_timed_out)
     sg_json_set(
         env, "wait_timed_out",
         sg_json_parse(wait_timed_out ? "true" : "false", wait_timed_out ? 4 : 5, NULL, NULL));
+}
+
+bool gw_mcp_envelope_failed(const sg_json_t *env)
+{
+    const char *status = str_of(env, "status");
+
+    return status && (strcmp(status, "error") == 0 || strcmp(status, "timeout") == 0);
 }

@@ -5,7 +5,8 @@
  * who may submit, read, cancel and approve, four eyes, and the worker's
  * checks of a submission are the API's, decided in one place.  The answer
  * is then rewritten for an agent (gw_mcp_data.c): a success as its
- * structured content, a refusal as a failure envelope with isError.
+ * structured content, a refusal as a failure envelope with isError, and a
+ * saga that failed (error, timeout) as its envelope with isError.
  *
  * Not offered, ever: secrets (a tool's target or headers, keys, tokens),
  * SQL, Kafka, configuration, bulk replay, edit-and-replay.  Dead letters
@@ -87,7 +88,8 @@ typedef struct tool_s {
     "\"pending_approvals\": {\"type\": \"array\", \"items\": {\"type\": \"object\", "              \
     "\"properties\": {\"step\": {\"type\": \"integer\"}, \"step_name\": {\"type\": \"string\"}, "  \
     "\"tool\": {\"type\": \"string\"}}}},"                                                         \
-    "\"wait_timed_out\": {\"type\": \"boolean\"}}}"
+    "\"wait_timed_out\": {\"type\": \"boolean\"}, \"message\": {\"type\": \"string\"}, "           \
+    "\"retriable\": {\"type\": \"boolean\"}}}"
 
 /* ---- the API's handlers, called for the user --------------------------------- */
 
@@ -278,7 +280,7 @@ static sg_json_t *t_get(ctx_t *x, const sg_json_t *args)
         return refused(&r, "input.saga.not_found", r.status == 404 ? NOT_VISIBLE : NULL);
     doc = r.doc;
     gw_mcp_envelope(doc, false);
-    return gw_mcp_result(doc, false);
+    return gw_mcp_result(doc, gw_mcp_envelope_failed(doc));
 }
 
 static sg_json_t *t_wait(ctx_t *x, const sg_json_t *args)
@@ -305,7 +307,7 @@ static sg_json_t *t_wait(ctx_t *x, const sg_json_t *args)
     if (sg_json_get_bool(r.doc, "$", "wait_timed_out", false, &timed_out, NULL) != 0)
         timed_out = false;
     gw_mcp_envelope(r.doc, timed_out);
-    return gw_mcp_result(r.doc, false);
+    return gw_mcp_result(r.doc, gw_mcp_envelope_failed(r.doc));
 }
 
 static sg_json_t *t_events(ctx_t *x, const sg_json_t *args)

@@ -359,6 +359,10 @@ Test(mcp, a_downstream_agent_action_never_reaches_agent_action)
             sg_json_member(sg_json_member(env, "run_health"), "blocking_failure"), "agent_action")),
         sg_err_agent_action("tool.http.503"));
     cr_expect_eq(sg_json_array_size(sg_json_member(env, "pending_approvals")), 1, "%s", text);
+    /* a failed saga is a failure envelope too, in the server's words */
+    cr_expect(gw_mcp_envelope_failed(env));
+    assert_not_contains(sg_json_string(sg_json_member(env, "message")), "IGNORE");
+    assert_contains(text, "\"retriable\":true");
     free(text);
     sg_json_destroy(env);
 }
