@@ -4,7 +4,8 @@
  * Two eras (docs/AGENTS.md, "Protocol"):
  *   legacy  2025-06-18 and 2025-11-25: initialize chooses the revision
  *           (the client's when spoken here, else 2025-11-25), then ping,
- *           tools/list, tools/call.  Over HTTP every request carries
+ *           tools/list, tools/call, resources/list, resources/read,
+ *           resources/templates/list.  Over HTTP every request carries
  *           MCP-Protocol-Version and nothing is kept between requests, so
  *           no Mcp-Session-Id is given (the revisions make it optional,
  *           and replicas share nothing); on stdio the process is the
@@ -14,8 +15,8 @@
  *           (io.modelcontextprotocol/protocolVersion, .../clientCapabilities),
  *           HTTP mirrors them in MCP-Protocol-Version, Mcp-Method and
  *           Mcp-Name (checked against the body: -32020), an unknown
- *           revision is -32022 naming those spoken; server/discover,
- *           tools/list, tools/call; every result says resultType
+ *           revision is -32022 naming those spoken; server/discover and
+ *           the methods above but ping; every result says resultType
  *           "complete" and names the server in _meta; lists say how long
  *           they may be cached (ttlMs, cacheScope).
  * A message is modern when its _meta names a revision, its
@@ -86,7 +87,9 @@ typedef struct call_s {
     gw_rpc_msg_t msg;
     gw_mcp_out_t *out;
     bool modern;
-    bool tool; /* a tools/call whose tool is still to run (run_tool) */
+    /* what is left to do after the protocol's checks, with I/O: a tool to
+     * run, a resource to read (NULL: answered) */
+    void (*later)(struct call_s *c);
 } call_t;
 
 struct gw_mcp_call_s {
@@ -127,6 +130,88 @@ static void reply(call_t *c, sg_json_t *result)
 
 /* ---- methods ------------------------------------------------------------------ */
 
+static sg_json_t *resource_caps(void)
+{
+    sg_json_t *r = sg_json_new_object();
+
+    sg_json_add_bool(r, "subscribe", false);
+    sg_json_add_bool(r, "listChanged", false);
+    return r;
+}
+
+/* 2026-07-28's cache hints of a list or a read. */
+static void cacheable(call_t *c, sg_json_t *res, int64_t ttl_ms, const char *scope)
+{
+    if (!c->modern)
+        return;
+    sg_json_add_int(res, "ttlMs", ttl_ms);
+    sg_json_add_str(res, "cacheScope", scope);
+}
+
+static void resources_list(call_t *c, bool templates)
+{
+    sg_json_t *res = sg_json_new_object();
+
+    if (templates)
+        sg_json_add_node(res, "resourceTemplates", gw_mcp_resource_templates());
+    else
+        sg_json_add_node(res, "resources", gw_mcp_resources_list());
+    cacheable(c, res, LIST_TTL_MS, "public");
+    reply(c, res);
+}
+
+static void not_found(call_t *c, const char *uri)
+{
+    sg_json_t *data = sg_json_new_object();
+
+    sg_json_add_str(data, "uri", uri);
+    /* 2026-07-28 says -32602; the legacy revisions said -32002 */
+    fail(c, c->modern ? GW_RPC_INVALID_PARAMS : -32002, "Resource not found (or not yours to read)",
+         data);
+}
+
+static void run_read(call_t *c)
+{
+    const char *uri = sg_json_string(sg_json_member(c->msg.params, "uri"));
+    char *text = gw_mcp_resource_read(c->m->gw, c->caller, uri);
+    sg_json_t *res, *contents, *one;
+
+    if (!text) {
+        not_found(c, uri);
+        return;
+    }
+    res = sg_json_new_object();
+    contents = sg_json_new_array();
+    one = sg_json_new_object();
+    sg_json_add_str(one, "uri", uri);
+    sg_json_add_str(one, "mimeType", "application/json");
+    sg_json_add_str(one, "text", text);
+    free(text);
+    sg_json_append(contents, one);
+    sg_json_add_node(res, "contents", contents);
+    if (strncmp(uri, "sagad://sagas/", 14) == 0)
+        cacheable(c, res, 0, "private");
+    else
+        cacheable(c, res, LIST_TTL_MS, "public");
+    reply(c, res);
+}
+
+/* resources/read's uri: true when it may be read (run_read answers). */
+static bool resources_read(call_t *c)
+{
+    const char *uri = sg_json_string(sg_json_member(c->msg.params, "uri"));
+
+    if (!uri) {
+        fail(c, GW_RPC_INVALID_PARAMS, "Invalid params: params.uri is required", NULL);
+        return false;
+    }
+    if (!gw_mcp_resource_known(uri)) {
+        not_found(c, uri);
+        return false;
+    }
+    return true;
+}
+
 static void initialize(call_t *c)
 {
     const char *asked = sg_json_string(sg_json_member(c->msg.params, "protocolVersion"));
@@ -144,6 +229,7 @@ static void initialize(call_t *c)
     sg_json_add_str(res, "protocolVersion", chosen);
     sg_json_add_bool(tools, "listChanged", false);
     sg_json_add_node(caps, "tools", tools);
+    sg_json_add_node(caps, "resources", resource_caps());
     sg_json_add_node(res, "capabilities", caps);
     sg_json_add_str(server, "name", "sagad-gateway");
     sg_json_add_str(server, "title", "sagad");
@@ -166,6 +252,7 @@ static void discover(call_t *c)
     sg_json_add_node(res, "supportedVersions", versions());
     sg_json_add_bool(tools, "listChanged", false);
     sg_json_add_node(caps, "tools", tools);
+    sg_json_add_node(caps, "resources", resource_caps());
     sg_json_add_node(res, "capabilities", caps);
     sg_json_add_str(res, "instructions", instructions);
     sg_json_add_int(res, "ttlMs", LIST_TTL_MS);
@@ -226,6 +313,20 @@ static void run_tool(call_t *c)
         return;
     }
     reply(c, result);
+}
+
+/* The resources' methods: false when method is none of them. */
+static bool resources(call_t *c, const char *method)
+{
+    if (strcmp(method, "resources/list") == 0)
+        resources_list(c, false);
+    else if (strcmp(method, "resources/templates/list") == 0)
+        resources_list(c, true);
+    else if (strcmp(method, "resources/read") == 0)
+        c->later = resources_read(c) ? run_read : NULL;
+    else
+        return false;
+    return true;
 }
 
 /* ---- eras ------------------------------------------------------------------------ */
@@ -333,8 +434,8 @@ static void modern(call_t *c)
     else if (strcmp(c->msg.method, "tools/list") == 0)
         tools_list(c);
     else if (strcmp(c->msg.method, "tools/call") == 0)
-        c->tool = tools_call(c);
-    else
+        c->later = tools_call(c) ? run_tool : NULL;
+    else if (!resources(c, c->msg.method))
         fail(c, GW_RPC_METHOD_NOT_FOUND, "Method not found", NULL);
 }
 
@@ -367,8 +468,8 @@ static void legacy(call_t *c)
     else if (strcmp(method, "tools/list") == 0)
         tools_list(c);
     else if (strcmp(method, "tools/call") == 0)
-        c->tool = tools_call(c);
-    else
+        c->later = tools_call(c) ? run_tool : NULL;
+    else if (!resources(c, method))
         fail(c, GW_RPC_METHOD_NOT_FOUND, "Method not found", NULL);
 }
 
@@ -379,7 +480,7 @@ void gw_mcp_start(gw_mcp_t *m, const gw_caller_t *caller, const char *buf, size_
     call_t *c = &p->c;
     gw_rpc_kind_t kind;
 
-    *c = (call_t){m, caller, hdrs, {0}, out, false, false};
+    *c = (call_t){m, caller, hdrs, {0}, out, false, NULL};
     kind = gw_rpc_decode(buf, len, &m->gw->lim, &c->msg);
     memset(out, 0, sizeof(*out));
     out->status = 202;
@@ -399,7 +500,7 @@ void gw_mcp_start(gw_mcp_t *m, const gw_caller_t *caller, const char *buf, size_
     /* Notifications (notifications/initialized, .../cancelled: a request
      * here is answered whole or not at all) and a client's responses are
      * taken and not answered. */
-    if (c->tool) {
+    if (c->later) {
         c->hdrs = NULL; /* the transport's, gone once it returns */
         *pending = p;
         return;
@@ -412,7 +513,7 @@ void gw_mcp_run(gw_mcp_call_t *p, gw_mcp_out_t *out)
 {
     p->c.out = out;
     memset(out, 0, sizeof(*out));
-    run_tool(&p->c);
+    p->c.later(&p->c);
     gw_rpc_msg_free(&p->c.msg);
     free(p);
 }

@@ -136,6 +136,17 @@ bool gw_mcp_tool_known(const char *name, bool approvals);
 int gw_mcp_tool_call(gw_t *gw, const gw_caller_t *caller, bool approvals, const char *name,
                      const sg_json_t *args, sg_json_t **result);
 
+/* ---- the resources (gw_mcp_resources.c) -------------------------------------- */
+
+/* resources/list's and resources/templates/list's items (new arrays). */
+sg_json_t *gw_mcp_resources_list(void);
+sg_json_t *gw_mcp_resource_templates(void);
+/* Whether uri names a resource offered (a saga's, whether or not it exists). */
+bool gw_mcp_resource_known(const char *uri);
+/* The resource's JSON text for caller (malloc'd), NULL when there is none
+ * it may read. */
+char *gw_mcp_resource_read(gw_t *gw, const gw_caller_t *caller, const char *uri);
+
 /* ---- what tools answer (gw_mcp_data.c) ---------------------------------------- */
 
 /* Text and JSON from downstream services (results, outputs, messages,

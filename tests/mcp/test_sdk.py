@@ -61,6 +61,23 @@ class Conn:
         self.version = version
         self.tools = {}
 
+    async def read(self, uri):
+        """The JSON of a resource, or None when the server refused it."""
+        try:
+            if MAJOR >= 2:
+                res = await self.session.read_resource(uri)
+            else:
+                from pydantic import AnyUrl
+                res = await self.session.read_resource(AnyUrl(uri))
+        except Exception as e:  # an MCP error: not found
+            print("     read %s: %s" % (uri, e))
+            return None
+        contents = dump(res)["contents"]
+        return json.loads(contents[0]["text"])
+
+    async def list_resources(self):
+        return [dump(r) for r in (await self.session.list_resources()).resources]
+
     async def list_tools(self):
         res = await self.session.list_tools()
         tools = [dump(t) for t in res.tools]
@@ -197,6 +214,16 @@ async def happy_path(c, p):
     sc, err = await c.call("get_saga_events", {"saga_id": sid, "after_seq": 2}, "after 2")
     check(not err and [e["seq"] for e in sc["events"]] == list(range(3, seq + 1)),
           "get_saga_events: only those after after_seq")
+    names = {r["uri"].rstrip("/") for r in await c.list_resources()}
+    check(names == {"sagad://registry", "sagad://error-codes"}, "resources/list: %s" % names)
+    doc = await c.read("sagad://sagas/" + sid)
+    check(doc is not None and doc["status"] == "ok" and doc["seq"] == seq,
+          "resources/read sagad://sagas/{id}: its envelope")
+    doc = await c.read("sagad://error-codes")
+    check(doc is not None and any(e["code"] == "tool.http.{5xx}" for e in doc["codes"]),
+          "resources/read sagad://error-codes: the registry")
+    check(await c.read("sagad://sagas/" + p + "-nosuch") is None,
+          "resources/read: an unknown saga is not found")
     sc, err = await c.call("list_sagas", {"limit": 100})
     check(not err and any(i["saga_id"] == sid for i in sc["items"]), "list_sagas: it is listed")
     sc, err = await c.call("get_saga", {"saga_id": p + "-nosuch"}, "unknown")

@@ -167,8 +167,27 @@ Test(mcp_protocol, legacy_stdio_needs_initialize_and_negotiates_the_revision)
     res = sg_json_member(doc, "result");
     cr_expect_eq(sg_json_array_size(sg_json_member(res, "tools")), 9, "without mcp.approvals");
     sg_json_destroy(doc);
-    doc = ask(&m, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"resources/list\"}", NULL, &st);
+    doc = ask(&m, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"prompts/list\"}", NULL, &st);
     cr_expect_eq(error_code(doc), GW_RPC_METHOD_NOT_FOUND);
+    sg_json_destroy(doc);
+    doc = ask(&m, "{\"jsonrpc\":\"2.0\",\"id\":51,\"method\":\"resources/list\"}", NULL, &st);
+    cr_expect_eq(sg_json_array_size(sg_json_member(sg_json_member(doc, "result"), "resources")), 2);
+    sg_json_destroy(doc);
+    doc = ask(&m,
+              "{\"jsonrpc\":\"2.0\",\"id\":52,\"method\":\"resources/read\",\"params\":"
+              "{\"uri\":\"file:///etc/passwd\"}}",
+              NULL, &st);
+    cr_expect_eq(error_code(doc), -32002, "legacy: resource not found");
+    sg_json_destroy(doc);
+    doc = ask(&m,
+              "{\"jsonrpc\":\"2.0\",\"id\":53,\"method\":\"resources/read\",\"params\":"
+              "{\"uri\":\"sagad://error-codes\"}}",
+              NULL, &st);
+    {
+        char *text = sg_json_print(doc);
+        assert_contains(text, "tool.http.{5xx}");
+        free(text);
+    }
     sg_json_destroy(doc);
     doc = ask(&m,
               "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":{\"name\":"
@@ -262,7 +281,11 @@ Test(mcp_protocol, http_headers_must_agree_with_the_body_and_statuses_follow_the
      * database needed */
     doc = ask(&m, call, &ok, &st);
     cr_expect_eq(st, 200);
-    cr_expect_not_null(strstr(sg_json_print(doc), "\"isError\":true"));
+    {
+        char *text = sg_json_print(doc);
+        assert_contains(text, "\"isError\":true");
+        free(text);
+    }
     sg_json_destroy(doc);
     doc = ask(&m, call, &b64, &st);
     cr_expect_eq(st, 200, "a Base64 Mcp-Name is decoded");
