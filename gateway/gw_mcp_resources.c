@@ -19,8 +19,8 @@ extern const char sg_error_codes_json[]; /* lib/: embedded at build time */
 
 #define SAGA_PREFIX "sagad://sagas/"
 
-static sg_json_t *resource(const char *key, const char *value, const char *name,
-                           const char *title, const char *description)
+static sg_json_t *resource(const char *key, const char *value, const char *name, const char *title,
+                           const char *description)
 {
     sg_json_t *r = sg_json_new_object();
 
