@@ -40,6 +40,12 @@ Test(mcp, the_decoder_sorts_messages_and_names_the_standard_errors)
     expect_decode("\xff", GW_RPC_INVALID, GW_RPC_PARSE_ERROR);
     expect_decode("[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]", GW_RPC_INVALID,
                   GW_RPC_INVALID_REQUEST);
+    {
+        gw_rpc_msg_t msg;
+        gw_rpc_decode("[{}]", 4, &lim, &msg);
+        assert_contains(msg.message, "batches are not supported");
+        gw_rpc_msg_free(&msg);
+    }
     expect_decode("[]", GW_RPC_INVALID, GW_RPC_INVALID_REQUEST);
     expect_decode("42", GW_RPC_INVALID, GW_RPC_INVALID_REQUEST);
     expect_decode("{\"id\":1,\"method\":\"ping\"}", GW_RPC_INVALID, GW_RPC_INVALID_REQUEST);
