@@ -74,13 +74,11 @@ static void start(void)
 {
     char env_users[200], env_key[220], env_port[64];
     int port = sgt_free_port();
-    const char *extra[] = {env_users,
-                           env_key,
-                           env_port,
-                           sgw.op_env,
-                           "SAGAD_GATEWAY_ALLOWED_ORIGINS=https://console.example",
-                           "SAGAD_MCP_APPROVALS=true",
-                           NULL};
+    const char *extra[] = {
+        env_users, env_key, env_port, sgw.op_env,
+        "SAGAD_GATEWAY_ALLOWED_ORIGINS=https://console.example", "SAGAD_MCP_APPROVALS=true",
+        /* tests/mcp/bench.py asks fast, one principal */
+        "SAGAD_GATEWAY_RATE_PER_S=100000", "SAGAD_GATEWAY_RATE_BURST=100000", NULL};
     double until;
 
     sgw_pair_start(GATED_TOOLS, 1, NULL);
@@ -422,6 +420,15 @@ Test(mcp_sdk, the_official_sdks_over_stdio_and_http)
             snprintf(prefix, sizeof(prefix), "h1l%d", n++);
             run_client(eq + 1, world, "http", "2025-11-25", prefix);
         }
+    }
+    if (getenv("SAGAD_TEST_MCP_BENCH")) {
+        /* the overhead of MCP beside the API (tests/mcp/bench.py), printed */
+        char cmd[800], *first = strdup(strchr(pythons, '=') + 1);
+        if (strchr(first, ','))
+            *strchr(first, ',') = '\0';
+        snprintf(cmd, sizeof(cmd), "%s tests/mcp/bench.py --world %s", first, world);
+        cr_expect_eq(system(cmd), 0, "tests/mcp/bench.py");
+        free(first);
     }
     free(list);
 }
