@@ -302,11 +302,15 @@ void gw_mcp_envelope(sg_json_t *env, bool wait_timed_out)
     gw_mcp_data(health);
     if (sg_json_member(env, "output")) {
         sg_json_t *out = sg_json_dup(sg_json_member(env, "output"));
-        char *text = sg_json_print(out);
-        gw_mcp_data(out);
-        sg_json_set(env, "output", strlen(text) > GW_MCP_VALUE_MAX ? preview(out) : out);
-        if (strlen(text) > GW_MCP_VALUE_MAX)
+        char *text;
+        gw_mcp_data(out); /* its members cut; then the whole, if still large */
+        text = sg_json_print(out);
+        if (strlen(text) > GW_MCP_VALUE_MAX) {
+            sg_json_set(env, "output", preview(out));
             sg_json_destroy(out);
+        } else {
+            sg_json_set(env, "output", out);
+        }
         free(text);
     }
     if (status && (strcmp(status, "error") == 0 || strcmp(status, "timeout") == 0)) {

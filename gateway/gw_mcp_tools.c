@@ -324,8 +324,9 @@ static sg_json_t *t_events(ctx_t *x, const sg_json_t *args)
     api_t r;
 
     arg_int(args, "after_seq", &after);
-    arg_int(args, "limit", &limit);
-    get_envelope(x, id, &r); /* who may read it, and how far it went */
+    if (arg_int(args, "limit", &limit) && (limit < 1 || limit > EVENTS_LIMIT_MAX))
+        limit = EVENTS_LIMIT; /* the inputSchema refused it already */
+    get_envelope(x, id, &r);  /* who may read it, and how far it went */
     if (!ok(&r))
         return refused(&r, "input.saga.not_found", r.status == 404 ? NOT_VISIBLE : NULL);
     sg_json_number(sg_json_member(r.doc, "seq"), &seq);

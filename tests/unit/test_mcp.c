@@ -436,3 +436,27 @@ Test(mcp, a_failure_envelope_has_every_field_and_the_registry_s_action)
     cr_expect_str_eq(sg_json_string(sg_json_member(f, "status")), "refused");
     sg_json_destroy(f);
 }
+
+Test(mcp, a_large_output_is_previewed_and_a_running_saga_is_told_to_wait)
+{
+    size_t n = 30000;
+    char *text = malloc(n + 200);
+    sg_json_t *env;
+    const sg_json_t *out;
+
+    snprintf(text, n + 200,
+             "{\"saga_id\":\"s\",\"status\":\"running\",\"seq\":5,\"steps\":[],"
+             "\"run_health\":{},\"output\":{\"rows\":[");
+    for (size_t i = 0; strlen(text) < n; i++)
+        strcat(text, i ? ",\"row\"" : "\"row\"");
+    strcat(text, "]}}");
+    env = sg_json_parse(text, strlen(text), NULL, NULL);
+    cr_assert_not_null(env);
+    gw_mcp_envelope(env, true);
+    out = sg_json_member(env, "output");
+    cr_expect_not_null(sg_json_member(out, "truncated"), "the output was not previewed");
+    assert_contains(sg_json_string(sg_json_member(env, "agent_action")), "after_seq=5");
+    cr_expect(!gw_mcp_envelope_failed(env));
+    sg_json_destroy(env);
+    free(text);
+}
