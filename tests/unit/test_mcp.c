@@ -437,7 +437,7 @@ Test(mcp, a_failure_envelope_has_every_field_and_the_registry_s_action)
     sg_json_destroy(f);
 }
 
-Test(mcp, a_large_output_is_previewed_and_a_running_saga_is_told_to_wait)
+Test(mcp, a_large_output_member_is_previewed_and_a_running_saga_is_told_to_wait)
 {
     size_t n = 30000;
     char *text = malloc(n + 200);
@@ -454,7 +454,8 @@ Test(mcp, a_large_output_is_previewed_and_a_running_saga_is_told_to_wait)
     cr_assert_not_null(env);
     gw_mcp_envelope(env, true);
     out = sg_json_member(env, "output");
-    cr_expect_not_null(sg_json_member(out, "truncated"), "the output was not previewed");
+    cr_expect_not_null(sg_json_member(sg_json_member(out, "rows"), "truncated"),
+                       "the output's large member was not previewed");
     assert_contains(sg_json_string(sg_json_member(env, "agent_action")), "after_seq=5");
     cr_expect(!gw_mcp_envelope_failed(env));
     sg_json_destroy(env);
