@@ -497,9 +497,12 @@ void gw_mcp_start(gw_mcp_t *m, const gw_caller_t *caller, const char *buf, size_
         else
             legacy(c);
     }
-    /* Notifications (notifications/initialized, .../cancelled: a request
-     * here is answered whole or not at all) and a client's responses are
-     * taken and not answered. */
+    /* Notifications and a client's responses are taken and not answered;
+     * a cancellation is told to the transport, which may drop the answer
+     * of the request it names (the work itself runs to its end). */
+    if (kind == GW_RPC_NOTIFICATION && strcmp(c->msg.method, "notifications/cancelled") == 0 &&
+        sg_json_member(c->msg.params, "requestId"))
+        out->cancelled = sg_json_print(sg_json_member(c->msg.params, "requestId"));
     if (c->later) {
         c->hdrs = NULL; /* the transport's, gone once it returns */
         *pending = p;
@@ -526,12 +529,19 @@ void gw_mcp_drop(gw_mcp_call_t *p)
     free(p);
 }
 
+char *gw_mcp_call_id(const gw_mcp_call_t *p)
+{
+    return sg_json_print(p->c.msg.id);
+}
+
 void gw_mcp_handle(gw_mcp_t *m, const gw_caller_t *caller, const char *buf, size_t len,
                    const gw_mcp_hdrs_t *hdrs, gw_mcp_out_t *out)
 {
     gw_mcp_call_t *pending;
 
     gw_mcp_start(m, caller, buf, len, hdrs, out, &pending);
+    free(out->cancelled); /* one request at a time: nothing left to cancel */
+    out->cancelled = NULL;
     if (pending)
         gw_mcp_run(pending, out);
 }

@@ -103,6 +103,10 @@ typedef struct gw_mcp_hdrs_s {
 typedef struct gw_mcp_out_s {
     unsigned status;
     char *text;
+    /* notifications/cancelled: the JSON text of the requestId it names
+     * (malloc'd), for a transport that still has that request in flight;
+     * NULL otherwise */
+    char *cancelled;
 } gw_mcp_out_t;
 
 /* Answers the message buf[0..len) of caller. */
@@ -121,6 +125,9 @@ void gw_mcp_start(gw_mcp_t *m, const gw_caller_t *caller, const char *buf, size_
 void gw_mcp_run(gw_mcp_call_t *pending, gw_mcp_out_t *out);
 /* Frees pending without running its tool (nothing is answered). */
 void gw_mcp_drop(gw_mcp_call_t *pending);
+/* The JSON text of pending's request id (malloc'd), to match a
+ * cancellation against. */
+char *gw_mcp_call_id(const gw_mcp_call_t *pending);
 
 /* ---- the tools (gw_mcp_tools.c) ---------------------------------------------- */
 

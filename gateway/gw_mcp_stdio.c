@@ -12,7 +12,9 @@
  *
  * Tool calls are answered concurrently (a wait_saga does not hold up a
  * tools/list), each answer written whole as one line; the protocol's own
- * messages (initialize, tools/list...) in the order they were read.  At the end of stdin
+ * messages (initialize, tools/list...) in the order they were read.  A
+ * request named by notifications/cancelled runs to its end (a submission
+ * already sent stays sent) but is not answered.  At the end of stdin
  * (the client's way to stop it) or SIGTERM, waits end early and the
  * requests already read are answered before the process exits 0. */
 #include <errno.h>
@@ -31,18 +33,22 @@
 #define IN_FLIGHT_MAX 32
 #define READ_CHUNK    65536
 
+typedef struct job_s {
+    struct server_s *s;
+    gw_mcp_call_t *pending;
+    char *id; /* the request's id as JSON text */
+    bool cancelled;
+    struct job_s *next;
+} job_t;
+
 typedef struct server_s {
     gw_mcp_t m;
     gw_caller_t caller;
-    pthread_mutex_t mu; /* stdout, and the count below */
+    pthread_mutex_t mu; /* stdout, and what is below */
     pthread_cond_t idle;
     int in_flight;
+    job_t *jobs; /* in flight, for notifications/cancelled */
 } server_t;
-
-typedef struct job_s {
-    server_t *s;
-    gw_mcp_call_t *pending;
-} job_t;
 
 static void emit(server_t *s, const char *text)
 {
@@ -53,6 +59,16 @@ static void emit(server_t *s, const char *text)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* A cancelled request gets no answer (MCP: no further message for it). */
+static void cancel(server_t *s, const char *id)
+{
+    pthread_mutex_lock(&s->mu);
+    for (job_t *j = s->jobs; j; j = j->next)
+        if (strcmp(j->id, id) == 0)
+            j->cancelled = true;
+    pthread_mutex_unlock(&s->mu);
+}
+
 static void *run_one(void *arg)
 {
     job_t *j = arg;
@@ -60,14 +76,23 @@ static void *run_one(void *arg)
     gw_mcp_out_t out;
 
     gw_mcp_run(j->pending, &out);
-    if (out.text)
-        emit(s, out.text);
-    free(out.text);
-    free(j);
     pthread_mutex_lock(&s->mu);
+    if (out.text && !j->cancelled) {
+        fputs(out.text, stdout);
+        fputc('\n', stdout);
+        fflush(stdout);
+    }
+    for (job_t **at = &s->jobs; *at; at = &(*at)->next)
+        if (*at == j) {
+            *at = j->next;
+            break;
+        }
     s->in_flight--;
     pthread_cond_broadcast(&s->idle);
     pthread_mutex_unlock(&s->mu);
+    free(out.text);
+    free(j->id);
+    free(j);
     return NULL;
 }
 
@@ -83,19 +108,25 @@ static void dispatch(server_t *s, const char *line, size_t len)
     job_t *j;
 
     gw_mcp_start(&s->m, &s->caller, line, len, NULL, &out, &pending);
+    if (out.cancelled)
+        cancel(s, out.cancelled);
+    free(out.cancelled);
     if (!pending) {
         if (out.text)
             emit(s, out.text);
         free(out.text);
         return;
     }
-    j = sg_xmalloc(sizeof(*j));
+    j = sg_xcalloc(1, sizeof(*j));
     j->s = s;
     j->pending = pending;
+    j->id = gw_mcp_call_id(pending);
     pthread_mutex_lock(&s->mu);
     while (s->in_flight >= IN_FLIGHT_MAX)
         pthread_cond_wait(&s->idle, &s->mu);
     s->in_flight++;
+    j->next = s->jobs;
+    s->jobs = j;
     pthread_mutex_unlock(&s->mu);
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);

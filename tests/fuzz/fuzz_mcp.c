@@ -79,6 +79,7 @@ static void answered(gw_mcp_t *m, const char *text, size_t n, const gw_mcp_hdrs_
 
     gw_mcp_start(m, &caller, text, n, h, &out, &pending);
     gw_mcp_drop(pending);
+    free(out.cancelled);
     if (!out.text) {
         if (out.status != 202 && !pending)
             abort();

@@ -8,8 +8,9 @@ world (tests/integration/test_mcp.c writes it) as the user "agent", writes
 the requests, closes stdin, and compares what came out on stdout with
 NAME.out.ndjson answer by answer, field by field (a "*" in the expected
 answer matches any value).  Answers are matched by id (tool calls are
-served concurrently, so they may come in any order); the notification and the
-client's response get no answer.  stdout must hold nothing but answers.
+served concurrently, so they may come in any order); the notifications, the
+client's response and the request cancelled by notifications/cancelled
+get no answer.  stdout must hold nothing but answers.
 Also: a token the users file does not know stops the server with exit 2
 before it reads anything.  --update rewrites the .out files from this run.
 """
