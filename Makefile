@@ -164,6 +164,20 @@ $(BUILD)/gen/sg_error_codes.c: schemas/error_codes.json schemas/embed-json.sh
 $(BUILD)/gen/sg_error_codes.o: $(BUILD)/gen/sg_error_codes.c $(RDKAFKA_STAMP)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
+# The JSON Schemas sagad-gateway's MCP server offers as resources
+# (gateway/gw_mcp_resources.c): what a saga is, what an event is.
+GW_GEN_OBJS := $(BUILD)/gen/gw_schema_saga_start.o $(BUILD)/gen/gw_schema_event.o
+$(BUILD)/gen/gw_schema_saga_start.c: schemas/saga-start.schema.json schemas/embed-json.sh
+	@mkdir -p $(dir $@)
+	sh schemas/embed-json.sh $@ gw_schema_saga_start schemas/saga-start.schema.json
+
+$(BUILD)/gen/gw_schema_event.c: schemas/event.schema.json schemas/embed-json.sh
+	@mkdir -p $(dir $@)
+	sh schemas/embed-json.sh $@ gw_schema_event schemas/event.schema.json
+
+$(BUILD)/gen/gw_schema_%.o: $(BUILD)/gen/gw_schema_%.c $(RDKAFKA_STAMP)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
 $(LIBSAGAD): $(LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
@@ -177,7 +191,7 @@ $(BINDIR)/dlq-tool: $(DLQ_OBJS) $(LIBSAGAD)
 $(BINDIR)/sagactl: $(CTL_OBJS) $(LIBSAGAD)
 # sagad-gateway, like sagactl, checks submissions with lib/'s rules; it
 # speaks HTTP through lib/'s sg_http (libmicrohttpd).
-$(BINDIR)/sagad-gateway: $(GW_OBJS) $(LIBSAGAD)
+$(BINDIR)/sagad-gateway: $(GW_OBJS) $(GW_GEN_OBJS) $(LIBSAGAD)
 $(BINDIR)/checkout-svc: $(CHECKOUT_OBJS) $(LIBSAGAD)
 $(CHECKOUT_OBJS): EXTRA_CFLAGS := $(MHD_CFLAGS)
 $(BINDIR)/checkout-svc: EXTRA_LIBS := $(MHD_LIBS)
@@ -192,7 +206,7 @@ $(BUILD)/tests/%.o: tests/%.c $(RDKAFKA_STAMP)
 
 # Unit tests link the worker's and the gateway's modules too (not their mains).
 $(UNIT_TEST): $(UNIT_SRCS:%.c=$(BUILD)/%.o) $(TEST_HELPER_OBJS) $(filter-out %/main.o,$(WORKER_OBJS)) \
-              $(filter-out %/main.o,$(GW_OBJS)) $(LIBSAGAD)
+              $(filter-out %/main.o,$(GW_OBJS)) $(GW_GEN_OBJS) $(LIBSAGAD)
 	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(TEST_LIBS) $(LDLIBS_ALL)
 
 # Integration tests link them too: they run the worker's statements.
@@ -350,7 +364,8 @@ FUZZ_CFLAGS   = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -g -O1 $(FU
 FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FUZZ_DIR)/%.o) $(FUZZ_DIR)/worker/tools/worker_call.o \
                  $(FUZZ_DIR)/worker/tools/worker_http_answer.o \
                  $(patsubst %.c,$(FUZZ_DIR)/%.o,$(filter-out gateway/main.c,$(wildcard gateway/*.c))) \
-                 $(FUZZ_DIR)/gen/sg_error_codes.o $(FUZZ_DIR)/gen/sg_migrations.o
+                 $(FUZZ_DIR)/gen/sg_error_codes.o $(FUZZ_DIR)/gen/sg_migrations.o \
+                 $(FUZZ_DIR)/gen/gw_schema_saga_start.o $(FUZZ_DIR)/gen/gw_schema_event.o
 
 $(FUZZ_DIR)/%.o: %.c $(RDKAFKA_STAMP)
 	@command -v $(FUZZ_CC) >/dev/null || { echo "fuzz: $(FUZZ_CC) not found: make deps installs clang-14 and libclang-rt-14-dev" >&2; exit 1; }

@@ -5,6 +5,8 @@
  *                           every code's class, cause and agent_action
  *   sagad://sagas/{saga_id} a saga's envelope (get_saga's), for the users
  *                           who may read it
+ *   sagad://schemas/saga-start, sagad://schemas/event
+ *                           the JSON Schemas of a saga.start and of an event
  *
  * Each is read through the tool that answers the same question, so who may
  * read what is decided where the tools decide it. */
@@ -16,6 +18,22 @@
 #include "sagad/sg_alloc.h"
 
 extern const char sg_error_codes_json[]; /* lib/: embedded at build time */
+/* schemas/NAME.schema.json, embedded at build time (Makefile, GW_GEN_OBJS) */
+extern const char gw_schema_saga_start[];
+extern const char gw_schema_event[];
+
+static const struct {
+    const char *uri, *name, *title, *description;
+    const char *text;
+} schemas[] = {
+    {"sagad://schemas/saga-start", "saga-start-schema", "What a saga is",
+     "The JSON Schema of a saga.start message: what submit_saga and validate_saga take as saga "
+     "(the worker checks more than a schema can say: validate_saga).",
+     gw_schema_saga_start},
+    {"sagad://schemas/event", "event-schema", "What an event is",
+     "The JSON Schema of the events get_saga_events answers.", gw_schema_event},
+};
+#define NSCHEMAS (sizeof(schemas) / sizeof(schemas[0]))
 
 #define SAGA_PREFIX "sagad://sagas/"
 
@@ -42,6 +60,12 @@ sg_json_t *gw_mcp_resources_list(void)
     sg_json_append(v, resource("uri", "sagad://error-codes", "error-codes", "The error codes",
                                "Every error code sagad reports: its class, whether a retry can "
                                "help, its cause and agent_action."));
+    for (size_t i = 0; i < NSCHEMAS; i++) {
+        sg_json_t *r = resource("uri", schemas[i].uri, schemas[i].name, schemas[i].title,
+                                schemas[i].description);
+        sg_json_set(r, "mimeType", sg_json_new_str("application/schema+json"));
+        sg_json_append(v, r);
+    }
     return v;
 }
 
@@ -57,6 +81,9 @@ sg_json_t *gw_mcp_resource_templates(void)
 
 bool gw_mcp_resource_known(const char *uri)
 {
+    for (size_t i = 0; i < NSCHEMAS; i++)
+        if (strcmp(uri, schemas[i].uri) == 0)
+            return true;
     return strcmp(uri, "sagad://registry") == 0 || strcmp(uri, "sagad://error-codes") == 0 ||
            (strncmp(uri, SAGA_PREFIX, strlen(SAGA_PREFIX)) == 0 && uri[strlen(SAGA_PREFIX)]);
 }
@@ -80,6 +107,11 @@ char *gw_mcp_resource_read(gw_t *gw, const gw_caller_t *c, const char *uri)
 {
     sg_json_t *args = sg_json_new_object();
 
+    for (size_t i = 0; i < NSCHEMAS; i++)
+        if (strcmp(uri, schemas[i].uri) == 0) {
+            sg_json_destroy(args);
+            return sg_xstrdup(schemas[i].text);
+        }
     if (strcmp(uri, "sagad://error-codes") == 0) {
         sg_json_destroy(args);
         return sg_xstrdup(sg_error_codes_json);

@@ -215,7 +215,15 @@ async def happy_path(c, p):
     check(not err and [e["seq"] for e in sc["events"]] == list(range(3, seq + 1)),
           "get_saga_events: only those after after_seq")
     names = {r["uri"].rstrip("/") for r in await c.list_resources()}
-    check(names == {"sagad://registry", "sagad://error-codes"}, "resources/list: %s" % names)
+    check(names == {"sagad://registry", "sagad://error-codes", "sagad://schemas/saga-start",
+                     "sagad://schemas/event"}, "resources/list: %s" % names)
+    schema = await c.read("sagad://schemas/saga-start")
+    message = dict(saga(sid, steps), v=1, type="saga.start", id="m-1")
+    try:
+        jsonschema.validate(message, schema, cls=jsonschema.Draft202012Validator)
+        check(True, "sagad://schemas/saga-start: the saga submitted fits it")
+    except jsonschema.ValidationError as e:
+        check(False, "sagad://schemas/saga-start: the saga submitted fits it: %s" % e.message)
     doc = await c.read("sagad://sagas/" + sid)
     check(doc is not None and doc["status"] == "ok" and doc["seq"] == seq,
           "resources/read sagad://sagas/{id}: its envelope")

@@ -177,7 +177,7 @@ Test(mcp_protocol, legacy_stdio_needs_initialize_and_negotiates_the_revision)
     cr_expect_eq(error_code(doc), GW_RPC_METHOD_NOT_FOUND);
     sg_json_destroy(doc);
     doc = ask(&m, "{\"jsonrpc\":\"2.0\",\"id\":51,\"method\":\"resources/list\"}", NULL, &st);
-    cr_expect_eq(sg_json_array_size(sg_json_member(sg_json_member(doc, "result"), "resources")), 2);
+    cr_expect_eq(sg_json_array_size(sg_json_member(sg_json_member(doc, "result"), "resources")), 4);
     sg_json_destroy(doc);
     doc = ask(&m,
               "{\"jsonrpc\":\"2.0\",\"id\":52,\"method\":\"resources/read\",\"params\":"
@@ -192,6 +192,16 @@ Test(mcp_protocol, legacy_stdio_needs_initialize_and_negotiates_the_revision)
     {
         char *text = sg_json_print(doc);
         assert_contains(text, "tool.http.{5xx}");
+        free(text);
+    }
+    sg_json_destroy(doc);
+    doc = ask(&m,
+              "{\"jsonrpc\":\"2.0\",\"id\":54,\"method\":\"resources/read\",\"params\":"
+              "{\"uri\":\"sagad://schemas/saga-start\"}}",
+              NULL, &st);
+    {
+        char *text = sg_json_print(doc);
+        assert_contains(text, "urn:sagad:schema:saga-start:1");
         free(text);
     }
     sg_json_destroy(doc);
