@@ -40,7 +40,12 @@ failures = []
 TRANSCRIPT = None
 
 
+checks = 0
+
+
 def check(cond, what):
+    global checks
+    checks += 1
     if cond:
         print("ok   " + what)
     else:
@@ -439,7 +444,7 @@ def main():
                                        args.prefix + ".jsonl"), "w")
     print("SDK mcp %s, %s, %s" % (SDK, args.transport, args.mode))
     asyncio.run(run(args))
-    print("%d failed" % len(failures))
+    print("%d checks, %d failed" % (checks, len(failures)))
     for f in failures:
         print("  " + f)
     sys.exit(1 if failures else 0)
