@@ -165,6 +165,20 @@ $(BUILD)/gen/sg_error_codes.c: schemas/error_codes.json schemas/embed-json.sh
 $(BUILD)/gen/sg_error_codes.o: $(BUILD)/gen/sg_error_codes.c $(RDKAFKA_STAMP)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
+# The JSON Schemas sagad-gateway's MCP server offers as resources
+# (gateway/gw_mcp_resources.c): what a saga is, what an event is.
+GW_GEN_OBJS := $(BUILD)/gen/gw_schema_saga_start.o $(BUILD)/gen/gw_schema_event.o
+$(BUILD)/gen/gw_schema_saga_start.c: schemas/saga-start.schema.json schemas/embed-json.sh
+	@mkdir -p $(dir $@)
+	sh schemas/embed-json.sh $@ gw_schema_saga_start schemas/saga-start.schema.json
+
+$(BUILD)/gen/gw_schema_event.c: schemas/event.schema.json schemas/embed-json.sh
+	@mkdir -p $(dir $@)
+	sh schemas/embed-json.sh $@ gw_schema_event schemas/event.schema.json
+
+$(BUILD)/gen/gw_schema_%.o: $(BUILD)/gen/gw_schema_%.c $(RDKAFKA_STAMP)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
 $(LIBSAGAD): $(LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
@@ -178,7 +192,7 @@ $(BINDIR)/dlq-tool: $(DLQ_OBJS) $(LIBSAGAD)
 $(BINDIR)/sagactl: $(CTL_OBJS) $(LIBSAGAD)
 # sagad-gateway, like sagactl, checks submissions with lib/'s rules; it
 # speaks HTTP through lib/'s sg_http (libmicrohttpd).
-$(BINDIR)/sagad-gateway: $(GW_OBJS) $(LIBSAGAD)
+$(BINDIR)/sagad-gateway: $(GW_OBJS) $(GW_GEN_OBJS) $(LIBSAGAD)
 $(BINDIR)/checkout-svc: $(CHECKOUT_OBJS) $(LIBSAGAD)
 $(CHECKOUT_OBJS): EXTRA_CFLAGS := $(MHD_CFLAGS)
 $(BINDIR)/checkout-svc: EXTRA_LIBS := $(MHD_LIBS)
@@ -193,7 +207,7 @@ $(BUILD)/tests/%.o: tests/%.c $(RDKAFKA_STAMP)
 
 # Unit tests link the worker's and the gateway's modules too (not their mains).
 $(UNIT_TEST): $(UNIT_SRCS:%.c=$(BUILD)/%.o) $(TEST_HELPER_OBJS) $(filter-out %/main.o,$(WORKER_OBJS)) \
-              $(filter-out %/main.o,$(GW_OBJS)) $(LIBSAGAD)
+              $(filter-out %/main.o,$(GW_OBJS)) $(GW_GEN_OBJS) $(LIBSAGAD)
 	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(TEST_LIBS) $(LDLIBS_ALL)
 
 # Integration tests link them too: they run the worker's statements.
@@ -351,21 +365,23 @@ demo-stop:
 # producer or a downstream reaches: command messages and saga.start
 # validation, the tool registry, args schemas, a tool's answer, the
 # signature headers and the keyring (fuzz_auth), how an HTTP answer is
-# classified, and what sagad-gateway decodes from a client (fuzz_gateway:
-# routes, submissions, the users file).  Each runs
+# classified, what sagad-gateway decodes from a client (fuzz_gateway:
+# routes, submissions, the users file) and its MCP server's JSON-RPC
+# (fuzz_mcp: a message, its era and method, the answer).  Each runs
 # FUZZ_SECONDS (default 180) from its committed seeds (tests/fuzz/run.sh);
 # make test runs them 60 s each.
 FUZZ_CC      ?= clang-14
 FUZZ_SECONDS ?= 180
 FUZZ_DIR     := build/fuzz
-FUZZ_TARGETS := submit registry schema result http ref auth gateway
+FUZZ_TARGETS := submit registry schema result http ref auth gateway mcp
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS   = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -g -O1 $(FUZZ_SAN) \
                 -Ilib/include $(PKG_CFLAGS) -MMD -MP
 FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FUZZ_DIR)/%.o) $(FUZZ_DIR)/worker/tools/worker_call.o \
                  $(FUZZ_DIR)/worker/tools/worker_http_answer.o \
                  $(patsubst %.c,$(FUZZ_DIR)/%.o,$(filter-out gateway/main.c,$(wildcard gateway/*.c))) \
-                 $(FUZZ_DIR)/gen/sg_error_codes.o $(FUZZ_DIR)/gen/sg_migrations.o
+                 $(FUZZ_DIR)/gen/sg_error_codes.o $(FUZZ_DIR)/gen/sg_migrations.o \
+                 $(FUZZ_DIR)/gen/gw_schema_saga_start.o $(FUZZ_DIR)/gen/gw_schema_event.o
 
 $(FUZZ_DIR)/%.o: %.c $(RDKAFKA_STAMP)
 	@command -v $(FUZZ_CC) >/dev/null || { echo "fuzz: $(FUZZ_CC) not found: make deps installs clang-14 and libclang-rt-14-dev" >&2; exit 1; }

@@ -11,6 +11,7 @@
  *                the signature of the users' messages (delegate key)
  *   gw_sagas.c   /v1/sagas: submit, read, wait, list, events, controls
  *   gw_ops.c     /v1/approvals, /v1/dead-letters, /v1/tools, /v1/errors
+ *   gw_mcp*.c    MCP for agents: POST /mcp and `mcp --stdio` (gw_mcp.h)
  *
  * Stateless: any number of replicas behind one Service.  It reads
  * PostgreSQL as sagad_operator and writes to Kafka only what a producer
@@ -240,11 +241,21 @@ void gw_ops_dlq_replay(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const
 void gw_ops_dlq_discard(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
                         const gw_route_args_t *a, sg_http_answer_t *ans);
 
+/* POST /mcp: the MCP server's Streamable HTTP transport (gw_mcp_http.c). */
+void gw_mcp_http(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                 sg_http_answer_t *ans);
+
 /* Runs the server until SIGTERM; the exit code. */
 int gw_serve(sg_cli_t *cli);
+/* The gateway's state without its listener (users, key, registry, pool,
+ * producer), for `mcp --stdio`: 0, or -1 with why (nothing left open).
+ * gw_close frees what gw_open made. */
+int gw_open(gw_t *gw, const sg_config_t *cfg, char *why, size_t why_size);
+void gw_close(gw_t *gw);
 
 /* Commands (main.c's table). */
 int gw_cmd_run(sg_cli_t *cli, int argc, char **argv);
 int gw_cmd_token(sg_cli_t *cli, int argc, char **argv);
+int gw_cmd_mcp(sg_cli_t *cli, int argc, char **argv);
 
 #endif

@@ -146,6 +146,7 @@ static const gw_route_t routes[] = {
     {"POST", "/v1/dead-letters/{id}/discard", gw_ops_dlq_discard},
     {"GET", "/v1/tools", gw_ops_tools},
     {"GET", "/v1/errors/{id}", gw_ops_error},
+    {"POST", "/mcp", gw_mcp_http},
 };
 
 /* Does path match tmpl?  Parameters into args (pointing into buf, a copy
@@ -458,6 +459,20 @@ static void teardown(gw_t *gw)
     gw_users_free(gw->users);
     sg_ed25519_signer_free(gw->signer);
     memset(&gw->key, 0, sizeof(gw->key));
+}
+
+int gw_open(gw_t *gw, const sg_config_t *cfg, char *why, size_t why_size)
+{
+    if (setup(gw, cfg, why, why_size) < 0) {
+        teardown(gw);
+        return -1;
+    }
+    return 0;
+}
+
+void gw_close(gw_t *gw)
+{
+    teardown(gw);
 }
 
 int gw_serve(sg_cli_t *cli)

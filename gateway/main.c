@@ -57,6 +57,11 @@ int gw_cmd_token(sg_cli_t *cli, int argc, char **argv)
     return SG_EXIT_OK;
 }
 
+static const sg_cli_opt_t mcp_opts[] = {
+    {"--stdio", NULL, "speak MCP on stdin and stdout (the only transport of this command)"},
+    {NULL, NULL, NULL},
+};
+
 static const sg_cli_cmd_t gw_cmds[] = {
     {"run", gw_cmd_run, "", "serve the API until SIGTERM", NULL,
      "Listens on gateway.bind:gateway.port (127.0.0.1:8480 by default): the API under /v1\n"
@@ -75,14 +80,26 @@ static const sg_cli_cmd_t gw_cmds[] = {
      "and restarting the gateway.\n"
      "Example: sagad-gateway token new --user finance:ann\n",
      true},
+    {"mcp", gw_cmd_mcp, "--stdio", "serve MCP to a local agent on stdin and stdout", mcp_opts,
+     "For an agent runtime that starts its MCP servers as processes (docs/AGENTS.md):\n"
+     "newline-delimited JSON-RPC on stdin and stdout, logs on stderr only.  Speaks MCP\n"
+     "2026-07-28 (server/discover, _meta on every request) and the initialize handshake\n"
+     "of 2025-06-18 and 2025-11-25; tools to list the registry, validate, submit, read,\n"
+     "wait for, list and cancel sagas and explain error codes (approve_step and\n"
+     "reject_step with mcp.approvals).  Acts as the user of the bearer token in\n"
+     "mcp.token (SAGAD_MCP_TOKEN), with that user's roles; needs what `run` needs\n"
+     "(gateway.users, gateway.key, worker.registry, pg.dsn, Kafka) but no port.  Over\n"
+     "HTTP the same server is POST /mcp of `run`.  Ends at the end of stdin or SIGTERM.\n"
+     "Exit 2 bad configuration or unknown token, 4 PostgreSQL unreachable.\n",
+     false},
 };
 
 int main(int argc, char **argv)
 {
-    static const sg_cli_app_t app = {
-        "sagad-gateway", "gateway",
-        "Serves sagad's authenticated HTTP API: submit, follow, approve, cancel, dead letters.",
-        gw_cmds, sizeof(gw_cmds) / sizeof(gw_cmds[0])};
+    static const sg_cli_app_t app = {"sagad-gateway", "gateway",
+                                     "Serves sagad's authenticated HTTP API (submit, follow, "
+                                     "approve, cancel, dead letters) and MCP.",
+                                     gw_cmds, sizeof(gw_cmds) / sizeof(gw_cmds[0])};
 
     return sg_cli_main(&app, argc, argv);
 }

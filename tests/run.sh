@@ -95,3 +95,9 @@ for b in "$@"; do
     tests/api/run.sh "$(bindir_of "$b")"
     break
 done
+
+# The MCP server under the official Python SDKs (both majors, stdio and
+# HTTP): the plain build only, the first given; the sanitizer build already
+# ran the same server code through test_mcp.c's own suite.  Its venvs are
+# made on first use (tests/mcp/run.sh).
+tests/mcp/run.sh "$1"

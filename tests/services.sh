@@ -69,7 +69,7 @@ sagad_acl_kafka_up() {
         sagad_acl_kafka start
     fi
     mkdir -p "$clients"
-    for p in admin worker relay producer operator keda; do
+    for p in admin worker relay producer operator keda gateway; do
         sagad_acl_kafka client-config "$p" > "$clients/$p.properties"
     done
     SAGAD_TEST_KAFKA_ACL=$clients

@@ -84,7 +84,7 @@ auth_marker="$data/sagad-auth"
 # The principals of the scram broker.  Their passwords are fixed, like
 # pg.sh's roles': the broker binds 127.0.0.1 only, and tests and scripts
 # must know them without reading a file of the broker's.
-principals="admin worker relay producer operator keda"
+principals="admin worker relay producer operator keda gateway"
 scram_mechanism=SCRAM-SHA-512
 # The topics of sagad's default config; sagad.internal (topic.internal)
 # carries sagad's own commands, published by the relay (only it may write
@@ -94,6 +94,7 @@ topic_internal=sagad.internal
 topic_events=sagad.events
 topic_dlq=sagad.dlq
 worker_group=sagad-worker
+gateway_events_group=sagad-gateway-events # gateway/gw_events.c
 
 log_tail() {
     local f
@@ -308,10 +309,14 @@ acls() {
 #             sagactl-* (sagactl submit --wait)
 #   operator  reads dlq and events in groups sagactl-* and dlq-tool-*
 #   keda      describes the worker group and its two topics (lag)
+#   gateway   writes commands (submissions and signed controls); reads
+#             events (its event streams, assigned, group sagad-gateway-events)
+# A data directory formatted before the gateway principal existed has no
+# SCRAM credential for it: stop the broker and remove its data to get one.
 setup_scram() {
-    # -2: KEDA describes the internal topic too; a broker set up by -1 gets
-    # the grants again (adding an ACL that is there already changes nothing).
-    local done_marker=$data/sagad-acls-2 t
+    # -3: the gateway's grants; a broker set up by -1 or -2 gets the grants
+    # again (adding an ACL that is there already changes nothing).
+    local done_marker=$data/sagad-acls-3 t
     [[ $auth == scram && ! -f $done_marker ]] || return 0
     echo "kafka.sh: creating topics and granting ACLs"
     local admin_pw
@@ -344,6 +349,11 @@ EOF
         --resource-pattern-type prefixed --group sagactl- --group dlq-tool-
     acls --add --allow-principal User:keda --operation Describe \
         --topic "$topic_commands" --topic "$topic_internal" --group "$worker_group"
+    acls --add --allow-principal User:gateway --operation Write --operation Describe \
+        --topic "$topic_commands"
+    acls --add --allow-principal User:gateway --operation Read --operation Describe \
+        --topic "$topic_events"
+    acls --add --allow-principal User:gateway --operation Read --group "$gateway_events_group"
     touch "$done_marker"
 }
 

@@ -20,11 +20,13 @@ _sagad_gateway() {
     local words
     case $cmd in
     '')
-        words="run token --config --json --print-config --config-reference --config-sample --metrics-reference --man --completion --help --version" ;;
+        words="run token mcp --config --json --print-config --config-reference --config-sample --metrics-reference --man --completion --help --version" ;;
     run)
         words="--help" ;;
     token)
         words="--help --user --json" ;;
+    mcp)
+        words="--help --stdio" ;;
     *) return ;;
     esac
     if [[ -z $cmd || $cur == -* ]]; then

@@ -209,6 +209,12 @@ static const sg_config_key_t config_table[] = {
      "connection of their own, not on these)."},
     {"gateway.max_connections", SG_CONFIG_INT, "256", 8, 10000, NULL, 0,
      "Open HTTP connections the gateway serves at once (each has a thread); more are refused."},
+    {"mcp.token", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK | SG_CONFIG_SECRET,
+     "Bearer token of the users file that `sagad-gateway mcp --stdio` acts as (SAGAD_MCP_TOKEN, "
+     "set in the agent's MCP configuration); empty: the stdio server refuses to start."},
+    {"mcp.approvals", SG_CONFIG_BOOL, "false", 0, 0, NULL, 0,
+     "Offer the MCP tools approve_step and reject_step (still only to an approver, never on a "
+     "saga it submitted); false: an agent is told to ask its user instead."},
     {"http.bind", SG_CONFIG_STR, "127.0.0.1", 0, 0, NULL, 0,
      "Address the /metrics, /healthz and /readyz endpoint listens on (0.0.0.0 in a pod)."},
     {"http.port", SG_CONFIG_INT, "9400", 0, 65535, NULL, 0,

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_health.h"
@@ -166,7 +167,13 @@ struct sg_httpd_s {
     int port;
 };
 
-/* One request, from its first call of access() to its completion. */
+/* One request, from its first call of access() to its completion.  A
+ * request made in the program (sg_http_req_new) has no connection: its
+ * method, path, headers and query arguments are its own copies. */
+typedef struct req_kv_s {
+    char *name, *value;
+} req_kv_t;
+
 struct sg_http_req_s {
     struct MHD_Connection *conn;
     const char *method, *url;
@@ -175,6 +182,10 @@ struct sg_http_req_s {
     size_t seen; /* bytes of body received, kept or not */
     bool too_large;
     char peer[64];
+    /* made in the program only */
+    char *own_method, *own_url;
+    req_kv_t *headers, *query;
+    size_t nheaders, nquery;
 };
 
 void sg_http_answer_header(sg_http_answer_t *ans, const char *name, const char *value)
@@ -198,11 +209,23 @@ const char *sg_http_req_path(const sg_http_req_t *req)
 
 const char *sg_http_req_header(const sg_http_req_t *req, const char *name)
 {
+    if (!req->conn) {
+        for (size_t i = 0; i < req->nheaders; i++)
+            if (strcasecmp(req->headers[i].name, name) == 0)
+                return req->headers[i].value;
+        return NULL;
+    }
     return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
 }
 
 const char *sg_http_req_query(const sg_http_req_t *req, const char *name)
 {
+    if (!req->conn) {
+        for (size_t i = 0; i < req->nquery; i++)
+            if (strcmp(req->query[i].name, name) == 0)
+                return req->query[i].value;
+        return NULL;
+    }
     const char *v = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
     bool present = v || MHD_lookup_connection_value_n(req->conn, MHD_GET_ARGUMENT_KIND, name,
                                                       strlen(name), NULL, NULL) == MHD_YES;
@@ -219,6 +242,64 @@ const char *sg_http_req_body(const sg_http_req_t *req, size_t *len)
 const char *sg_http_req_peer(const sg_http_req_t *req)
 {
     return req->peer;
+}
+
+sg_http_req_t *sg_http_req_new(const char *method, const char *path, const char *peer)
+{
+    sg_http_req_t *req = sg_xcalloc(1, sizeof(*req));
+
+    req->method = req->own_method = sg_xstrdup(method);
+    req->url = req->own_url = sg_xstrdup(path);
+    snprintf(req->peer, sizeof(req->peer), "%s", peer);
+    return req;
+}
+
+static void kv_add(req_kv_t **v, size_t *n, const char *name, const char *value)
+{
+    *v = sg_xrealloc(*v, (*n + 1) * sizeof(**v));
+    (*v)[*n].name = sg_xstrdup(name);
+    (*v)[*n].value = sg_xstrdup(value);
+    (*n)++;
+}
+
+void sg_http_req_add_header(sg_http_req_t *req, const char *name, const char *value)
+{
+    kv_add(&req->headers, &req->nheaders, name, value);
+}
+
+void sg_http_req_add_query(sg_http_req_t *req, const char *name, const char *value)
+{
+    kv_add(&req->query, &req->nquery, name, value);
+}
+
+void sg_http_req_set_body(sg_http_req_t *req, const char *body, size_t len)
+{
+    free(req->body);
+    req->body = sg_xmalloc(len + 1);
+    memcpy(req->body, body, len);
+    req->body[len] = '\0';
+    req->len = len;
+}
+
+static void kv_free(req_kv_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i].name);
+        free(v[i].value);
+    }
+    free(v);
+}
+
+void sg_http_req_destroy(sg_http_req_t *req)
+{
+    if (!req)
+        return;
+    kv_free(req->headers, req->nheaders);
+    kv_free(req->query, req->nquery);
+    free(req->own_method);
+    free(req->own_url);
+    free(req->body);
+    free(req);
 }
 
 static void peer_text(struct MHD_Connection *conn, char *out, size_t size)

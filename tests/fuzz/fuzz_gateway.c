@@ -3,7 +3,7 @@
  * its Idempotency-Key, and the users file.  The first byte chooses:
  *   0  a users file: a parsed user has a name and at least one right;
  *   1  a path: a route found has its parameters inside the path, and a
- *      {verb} is approve or reject;
+ *      {verb} is approve or reject, and it is under /v1/ (or is /mcp);
  *   else  "Idempotency-Key\nbody": a submission accepted is a saga.start
  *      the worker accepts (sg_check_submission again), with a saga id of
  *      the right shape and on_behalf_of the authenticated user; one
@@ -75,7 +75,8 @@ static void route(const char *text, size_t n)
             abort();
         if (args.verb && strcmp(args.verb, "approve") && strcmp(args.verb, "reject"))
             abort();
-        if (r && strncmp(gw_route_template(r), "/v1/", 4) != 0)
+        if (r && strncmp(gw_route_template(r), "/v1/", 4) != 0 &&
+            strcmp(gw_route_template(r), "/mcp") != 0)
             abort();
     }
 }

@@ -239,6 +239,37 @@ Test(acl, producer_writes_commands_only)
     expect_refused("producer", &c, ACL_DLQ);
 }
 
+/* sagad-gateway writes what a producer may (submissions, and controls it
+ * signs for its users) and reads the events for its streams, in its own
+ * group: not the internal topic, not the dead letters. */
+Test(acl, gateway_writes_commands_reads_events_only)
+{
+    acl_conf_t c, relay;
+    char key[128], group[128];
+    sg_err_t err;
+    int rc;
+
+    acl_conf_load(&c, "gateway");
+    expect_delivered("gateway", &c, ACL_COMMANDS);
+    expect_refused("gateway", &c, ACL_INTERNAL);
+    expect_refused("gateway", &c, ACL_EVENTS);
+    expect_refused("gateway", &c, ACL_DLQ);
+
+    acl_conf_load(&relay, "relay");
+    sgt_unique(key, sizeof(key), "acl-gw-ev");
+    cr_assert_eq(acl_produce(&relay, ACL_EVENTS, key).delivered, 1);
+    cr_assert_eq(acl_produce(&relay, ACL_DLQ, key).delivered, 1);
+    rc = acl_consume_until("gateway", ACL_EVENTS, "sagad-gateway-events", key, &err);
+    cr_expect_eq(rc, 1, "the gateway reads %s: %s", ACL_EVENTS, rc < 0 ? err.message : "timed out");
+    sgt_unique(group, sizeof(group), "app.acl-gw");
+    rc = acl_consume_until("gateway", ACL_EVENTS, group, key, &err);
+    cr_expect_eq(rc, -1, "the gateway read %s in a group not its own", ACL_EVENTS);
+    cr_expect_str_eq(err.code, "kafka.group_authorization_failed", "%s", err.message);
+    rc = acl_consume_until("gateway", ACL_DLQ, "sagad-gateway-events", key, &err);
+    cr_expect_eq(rc, -1, "the gateway principal read %s", ACL_DLQ);
+    cr_expect_str_eq(err.code, ACL_REFUSED, "%s", err.message);
+}
+
 /* The relay publishes whatever the outbox holds: all four topics. */
 Test(acl, relay_writes_every_topic)
 {

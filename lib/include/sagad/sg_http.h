@@ -96,4 +96,16 @@ const char *sg_http_req_body(const sg_http_req_t *req, size_t *len);
 /* The peer's address as text ("127.0.0.1", "::1"). */
 const char *sg_http_req_peer(const sg_http_req_t *req);
 
+/* A request made in the program rather than received, answered by the
+ * same handlers (sagad-gateway's MCP tools call its API's handlers this
+ * way, so who may do what is decided in one place).  Every value is
+ * copied; headers are found case-insensitively, query arguments as given.
+ * Free it with sg_http_req_destroy (NULL is a no-op); a received request
+ * is freed by the server, never by this. */
+sg_http_req_t *sg_http_req_new(const char *method, const char *path, const char *peer);
+void sg_http_req_add_header(sg_http_req_t *req, const char *name, const char *value);
+void sg_http_req_add_query(sg_http_req_t *req, const char *name, const char *value);
+void sg_http_req_set_body(sg_http_req_t *req, const char *body, size_t len);
+void sg_http_req_destroy(sg_http_req_t *req);
+
 #endif
