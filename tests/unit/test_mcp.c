@@ -171,7 +171,7 @@ Test(mcp_protocol, legacy_stdio_needs_initialize_and_negotiates_the_revision)
         "a notification is not answered");
     doc = ask(&m, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/list\"}", NULL, &st);
     res = sg_json_member(doc, "result");
-    cr_expect_eq(sg_json_array_size(sg_json_member(res, "tools")), 9, "without mcp.approvals");
+    cr_expect_eq(sg_json_array_size(sg_json_member(res, "tools")), 11, "without mcp.approvals");
     sg_json_destroy(doc);
     doc = ask(&m, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"prompts/list\"}", NULL, &st);
     cr_expect_eq(error_code(doc), GW_RPC_METHOD_NOT_FOUND);
@@ -347,7 +347,7 @@ Test(mcp, every_tool_has_schemas_annotations_and_an_input_schema_sagad_can_check
 {
     sg_json_t *list = gw_mcp_tools_list(true);
 
-    cr_expect_eq(sg_json_array_size(list), 11);
+    cr_expect_eq(sg_json_array_size(list), 13);
     for (const sg_json_t *t = sg_json_first(list); t; t = sg_json_next(t)) {
         const char *name = sg_json_string(sg_json_member(t, "name"));
         const sg_json_t *ann = sg_json_member(t, "annotations");
