@@ -27,7 +27,11 @@
 #      carried: the reservation id of the booking, the booking id of the
 #      cancel, the charge id of the refund) and the completed saga's output.
 #   6. the malformed saga shown by dlq-tool list and show, a partial fix
-#      refused, the fix made with dlq-tool edit --set, replayed, completing.
+#      refused, the fix made with dlq-tool edit --set, replayed, completing;
+#   7. an agent without an LLM through the gateway's MCP server
+#      (examples/agent, on the official MCP SDK for Python, installed into
+#      build/mcp-venv from PyPI on first use): it corrects its plan from a
+#      refusal, follows a saga to its end and asks its user at an approval.
 #
 # checkout-svc, the relay and the worker keep running afterwards; `make
 # demo-stop` (or `examples/demo.sh stop`) stops them, `make down` stops
@@ -411,6 +415,17 @@ echo "  $bad: completed"
 echo
 echo "== sagactl show $bad   (also: dlq-tool saga $bad)"
 bin/sagactl show "$bad"
+
+# An agent without an LLM, through the MCP server on the gateway: it
+# corrects its plan from a refusal's errors and agent_action, follows a
+# saga to its end, and asks its user (ann approves) at an approval.
+echo
+echo "== an agent through MCP: examples/agent/run.sh $gateway .run/demo/keys/shop.token .run/demo/keys/ann.token"
+echo "   (the official MCP SDK for Python, installed from PyPI into build/mcp-venv/sdk2 on first use)"
+curl -fsS -X DELETE "$checkout/_admin/faults" >/dev/null
+examples/agent/run.sh "$gateway" "$run/keys/shop.token" "$run/keys/ann.token" ||
+    { echo "demo: the example agent failed (above); see $run/gateway.log" >&2; exit 1; }
+
 echo
 echo "checkout-svc, the relay, the worker and sagad-gateway are still running."
 echo "Stop them with: make demo-stop    (and PostgreSQL + Kafka with: make down)"
