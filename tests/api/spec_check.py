@@ -74,6 +74,9 @@ def gateway_routes():
             routes.add((method, re.sub(r"\{[^}]+\}", "{}", t)))
     for probe in re.findall(r'strcmp\(path, "(/[a-z]+)"\) == 0', text):
         routes.add(("GET", probe))
+    # Not the REST API: POST /mcp is JSON-RPC for agents (docs/AGENTS.md,
+    # tested by its own suite, tests/mcp/).
+    routes.discard(("POST", "/mcp"))
     return routes
 
 
