@@ -259,13 +259,11 @@ static int guard_csrf(const gw_caller_t *caller, sg_http_req_t *req, sg_http_ans
     return 0;
 }
 
-int gw_console_guard(gw_t *gw, sg_http_req_t *req, const gw_caller_t *caller,
-                     sg_http_answer_t *ans)
+int gw_console_guard(gw_t *gw, sg_http_req_t *req, const gw_caller_t *caller, sg_http_answer_t *ans)
 {
     const char *method = sg_http_req_method(req);
 
-    if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 ||
-        strcmp(method, "OPTIONS") == 0)
+    if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 || strcmp(method, "OPTIONS") == 0)
         return 0;
     if (guard_site(gw, req, ans) < 0 || guard_csrf(caller, req, ans) < 0)
         return -1;
@@ -320,10 +318,14 @@ static void session_answer(gw_t *gw, sg_http_answer_t *ans, unsigned status, con
     static const struct {
         unsigned bit;
         const char *name;
-    } perms[] = {{GW_P_READ_ALL, "read_all"},       {GW_P_READ_OWN, "read_own"},
-                 {GW_P_SUBMIT, "submit"},           {GW_P_CANCEL_OWN, "cancel_own"},
-                 {GW_P_CANCEL_ALL, "cancel_all"},   {GW_P_APPROVE, "approve"},
-                 {GW_P_DLQ_READ, "dead_letters_read"}, {GW_P_DLQ_WRITE, "dead_letters_write"}};
+    } perms[] = {{GW_P_READ_ALL, "read_all"},
+                 {GW_P_READ_OWN, "read_own"},
+                 {GW_P_SUBMIT, "submit"},
+                 {GW_P_CANCEL_OWN, "cancel_own"},
+                 {GW_P_CANCEL_ALL, "cancel_all"},
+                 {GW_P_APPROVE, "approve"},
+                 {GW_P_DLQ_READ, "dead_letters_read"},
+                 {GW_P_DLQ_WRITE, "dead_letters_write"}};
     sg_json_t *doc = sg_json_new_object(), *may = sg_json_new_array();
     char when[32];
 
@@ -397,8 +399,8 @@ static void login(gw_t *gw, sg_http_req_t *req, sg_http_answer_t *ans)
         return;
     }
     if (!login_token(req, token, sizeof(token))) {
-        gw_problem(ans, 400, "send the token: JSON {\"token\": \"sgw_...\"} or a form's token=",
-                   NULL);
+        gw_problem(ans, 400,
+                   "send the token: JSON {\"token\": \"sgw_...\"} or a form's token=", NULL);
         return;
     }
     user = gw_user_by_token(gw->users, token);
