@@ -154,7 +154,7 @@ void gw_ops_summary(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw
                    NULL);
         return;
     }
-    if (v && (!sg_ops_duration_ms(v, &stuck_ms) || stuck_ms <= 0)) {
+    if (v && (!sg_ops_duration_ms(v, &stuck_ms) || stuck_ms < 0)) {
         gw_problem(ans, 400, "stuck_for: a duration such as 90s, 15m or 2h", NULL);
         return;
     }
