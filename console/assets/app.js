@@ -8,7 +8,7 @@ import { pages } from './pages.js';
 
 const REFRESH_S = 10;
 const $ = (id) => document.getElementById(id);
-const state = { session: null, loadedAt: 0, paused: false, page: null, busy: false };
+const state = { session: null, loadedAt: 0, paused: false, busy: false, again: false };
 
 function route() {
   const hash = location.hash.startsWith('#/') ? location.hash.slice(2) : 'now';
@@ -33,7 +33,9 @@ function typing() {
 }
 
 async function render(initial) {
-  if (!state.session || state.busy) return;
+  if (!state.session) return;
+  // A navigation while a page loads is done once that load ends.
+  if (state.busy) { state.again = state.again || initial; return; }
   if (!initial && typing()) return;
   const { parts, params } = route();
   const [page, id] = pageOf(parts);
@@ -53,6 +55,10 @@ async function render(initial) {
     $('main').replaceChildren(h('h1', {}, 'Could not load this page'), message('error', e.message));
   } finally {
     state.busy = false;
+  }
+  if (state.again) {
+    state.again = false;
+    return render(true);
   }
   for (const a of document.querySelectorAll('#nav a')) {
     const cur = a.getAttribute('href').slice(2) === parts[0];

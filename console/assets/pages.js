@@ -23,9 +23,9 @@ function page(title, ...kids) {
 
 // A reason and a button: the API call, then its answer or its refusal
 // where the person is looking.
-function actForm(ctx, { label, perm, what, danger, onact }) {
+function actForm(ctx, { label, perm, what, danger, onact, why: because }) {
   const out = h('div', { 'aria-live': 'polite' });
-  const why = whyNot(ctx, perm, what);
+  const why = whyNot(ctx, perm, what) || because || null;
   const reason = h('textarea', { name: 'reason', rows: 2, required: true, disabled: !!why,
     'aria-label': 'Reason for ' + label.toLowerCase() });
   const form = h('form', { class: 'act', onsubmit: async (ev) => {
@@ -187,7 +187,9 @@ async function saga(ctx) {
     st.agent_action || '-',
     st.status === 'awaiting_approval' ? approvalControls(ctx, env, st, approveWhy(st)) : (st.result === null ? '-' : json(mask(st.result), 400))]);
   const envText = JSON.stringify(shown, null, 2);
-  const cancelWhy = ['running', 'held'].includes(env.saga_status) ? whyNot(ctx, null) || (may(ctx, 'cancel_all') || (may(ctx, 'cancel_own') && env.submitted_by === ctx.session.user) ? null : 'your roles do not allow cancelling this saga') : 'the saga is ' + env.saga_status;
+  const cancelWhy = !['running', 'held'].includes(env.saga_status) ? 'the saga is ' + env.saga_status
+    : may(ctx, 'cancel_all') || (may(ctx, 'cancel_own') && env.submitted_by === ctx.session.user) ? null
+      : 'your roles do not allow cancelling this saga';
   return page('Saga ' + env.name,
     h('dl', { class: 'kv' },
       h('dt', {}, 'Saga id'), h('dd', { class: 'mono' }, env.saga_id),
@@ -201,9 +203,8 @@ async function saga(ctx) {
     h('h2', {}, 'Steps'), diagram(env.steps),
     table(['#', 'Step', 'Tool', 'Status', 'Attempts', 'Error', 'agent_action', 'Result / decision'], stepRows, 'Steps'),
     h('h2', {}, 'Timeline'), h('ol', { class: 'timeline', id: 'timeline' }, timelineItems()),
-    h('h2', {}, 'Cancel'), actForm(ctx, { label: 'Cancel saga', what: 'cancelling', danger: true,
-      perm: cancelWhy ? 'never' : null, onact: (reason) => api.post('/v1/sagas/' + enc(env.saga_id) + '/cancel', { reason }) }),
-    cancelWhy ? h('p', { class: 'muted' }, 'Cancel is not available: ' + cancelWhy) : null,
+    h('h2', {}, 'Cancel'), actForm(ctx, { label: 'Cancel saga', what: 'cancelling', danger: true, why: cancelWhy,
+      onact: (reason) => api.post('/v1/sagas/' + enc(env.saga_id) + '/cancel', { reason }) }),
     h('h2', {}, 'Envelope'),
     h('div', { class: 'row' },
       h('button', { type: 'button', class: 'quiet', onclick: (ev) => navigator.clipboard.writeText(envText).then(() => { ev.target.textContent = 'Copied'; }, () => { ev.target.textContent = 'Copy refused by the browser'; }) }, 'Copy JSON'),
