@@ -412,5 +412,9 @@ echo
 echo "== sagactl show $bad   (also: dlq-tool saga $bad)"
 bin/sagactl show "$bad"
 echo
+echo "== the operator console (docs/CONSOLE.md): open $gateway/ in a browser"
+echo "  sign in with a token of .run/demo/keys/: oncall (operator) $(cat "$run/keys/oncall.token")"
+echo "  or ann (approver) $(cat "$run/keys/ann.token")"
+echo
 echo "checkout-svc, the relay, the worker and sagad-gateway are still running."
 echo "Stop them with: make demo-stop    (and PostgreSQL + Kafka with: make down)"

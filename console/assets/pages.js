@@ -300,7 +300,7 @@ async function deadLetter(ctx) {
     h('dl', { class: 'kv' }, scalars.flatMap(([k, v]) => [h('dt', {}, k), h('dd', { class: 'wrap' }, /_at$/.test(k) ? time(v) : String(v))])),
     h('h2', {}, 'Payload'),
     h('p', { class: 'note' }, 'Untrusted data from a producer or a downstream, shown as text; members named like secrets masked. ',
-      r.payload_cut ? h('a', { href: '#/dead-letters/' + enc(id) + '?full=true' }, 'Show it whole') : full ? h('a', { href: '#/dead-letters/' + enc(id) }, 'Cut it again') : null),
+      full ? h('a', { href: '#/dead-letters/' + enc(id) }, 'Cut it again') : h('a', { href: '#/dead-letters/' + enc(id) + '?full=true' }, 'Show it whole')),
     payloadView(r.payload, full),
     r.headers || r.attempts_trail ? json(mask({ headers: r.headers, attempts_trail: r.attempts_trail }), 4000) : null,
     objects.length ? [h('h2', {}, 'Trail, replays, saga'), json(mask(Object.fromEntries(objects)), 8000)] : null,
