@@ -273,8 +273,8 @@ Test(console, a_cookie_post_needs_the_csrf_token)
     expect_refused(&r, "console.csrf");
     sgt_res_free(&r);
     r = call("POST", NO_SAGA_CANCEL, REASON,
-             (const char *const[]){b.cookie, "X-CSRF-Token: AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
-                                   NULL});
+             (const char *const[]){
+                 b.cookie, "X-CSRF-Token: AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", NULL});
     expect_refused(&r, "console.csrf");
     sgt_res_free(&r);
     /* With it, the request reaches its handler. */
