@@ -378,6 +378,21 @@ static bool login_token(sg_http_req_t *req, char *out, size_t size)
     }
 }
 
+/* Behind an authenticating proxy the person signed in there: the user
+ * its header names, from a trusted proxy only (gw_authenticate's rule);
+ * NULL otherwise. */
+static const gw_user_t *proxied_user(const gw_t *gw, sg_http_req_t *req)
+{
+    gw_caller_t caller;
+    char detail[256];
+
+    if (!sg_http_req_header(req, sg_config_str(gw->cfg, "gateway.proxy_header")) ||
+        gw_authenticate(gw, req, &caller, detail, sizeof(detail)) < 0 ||
+        strcmp(caller.via, "proxy") != 0)
+        return NULL;
+    return caller.user;
+}
+
 static void login(gw_t *gw, sg_http_req_t *req, sg_http_answer_t *ans)
 {
     const char *type = sg_http_req_header(req, "Content-Type");
@@ -398,15 +413,18 @@ static void login(gw_t *gw, sg_http_req_t *req, sg_http_answer_t *ans)
         sg_http_answer_header(ans, "Retry-After", ra);
         return;
     }
-    if (!login_token(req, token, sizeof(token))) {
+    if (login_token(req, token, sizeof(token))) {
+        user = gw_user_by_token(gw->users, token);
+        memset(token, 0, sizeof(token));
+        if (!user) {
+            gw_problem(ans, 401, "the token is not known to this gateway", NULL);
+            return;
+        }
+    } else if (!(user = proxied_user(gw, req))) {
         gw_problem(ans, 400,
-                   "send the token: JSON {\"token\": \"sgw_...\"} or a form's token=", NULL);
-        return;
-    }
-    user = gw_user_by_token(gw->users, token);
-    memset(token, 0, sizeof(token));
-    if (!user) {
-        gw_problem(ans, 401, "the token is not known to this gateway", NULL);
+                   "send the token: JSON {\"token\": \"sgw_...\"} or a form's token= (or sign in "
+                   "through the trusted proxy, gateway.trusted_proxies)",
+                   NULL);
         return;
     }
     if (!session_add(gw->sessions, user, id, csrf)) {

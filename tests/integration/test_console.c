@@ -412,3 +412,37 @@ Test(console, logout_ends_the_session)
     cr_assert_eq(r.status, 401, "%ld %s", r.status, r.body);
     sgt_res_free(&r);
 }
+
+Test(console, a_trusted_proxy_signs_its_user_in)
+{
+    const char *more[] = {"SAGAD_GATEWAY_TRUSTED_PROXIES=127.0.0.1", NULL};
+    sgt_res_t r;
+    sg_json_t *doc;
+
+    start_with(more);
+    r = call("POST", "/console/login", NULL, (const char *const[]){"X-Forwarded-User: ann", NULL});
+    cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+    cr_assert_not_null(sgt_res_header(&r, "Set-Cookie"));
+    doc = json_of(&r);
+    cr_assert_str_eq(sgw_jstr(doc, "user"), "ann");
+    sg_json_destroy(doc);
+    sgt_res_free(&r);
+    /* A user the proxy names but the users file does not know: none. */
+    r = call("POST", "/console/login", NULL,
+             (const char *const[]){"X-Forwarded-User: mallory", NULL});
+    cr_assert_eq(r.status, 400, "%ld %s", r.status, r.body);
+    cr_assert_null(sgt_res_header(&r, "Set-Cookie"));
+    sgt_res_free(&r);
+}
+
+Test(console, the_proxy_header_from_anyone_else_signs_nobody_in)
+{
+    sgt_res_t r;
+
+    start();
+    r = call("POST", "/console/login", NULL,
+             (const char *const[]){"X-Forwarded-User: oncall", NULL});
+    cr_assert_eq(r.status, 400, "%ld %s", r.status, r.body);
+    cr_assert_null(sgt_res_header(&r, "Set-Cookie"));
+    sgt_res_free(&r);
+}
