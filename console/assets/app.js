@@ -113,7 +113,7 @@ function signedOut(note) {
   h('label', { for: 'token' }, 'Gateway token', input),
   h('p', { id: 'token-help', class: 'note' }, 'A token of this gateway\'s users file (sagad-gateway token new). It is sent once; the browser then holds only an HttpOnly session cookie.'),
   h('button', { type: 'submit' }, 'Sign in'), err);
-  $('main').replaceChildren(h('h1', {}, 'Sign in to the sagad console'), note ? message('info', note) : null, form);
+  $('main').replaceChildren(...[h('h1', {}, 'Sign in to the sagad console'), note && message('info', note), form].filter(Boolean));
   document.title = 'Sign in - sagad';
   input.focus();
 }

@@ -281,10 +281,58 @@ async function deadLetters(ctx) {
   const next = l.next_before ? (() => { const n = new URLSearchParams(p); n.set('before', l.next_before); return h('a', { href: '#/dead-letters?' + n }, 'Older entries →'); })() : null;
   return page('Dead letters: ' + [p.code, p.tool, p.saga].filter(Boolean).join(' · '),
     h('p', {}, h('a', { href: '#/dead-letters' }, '← All groups')),
+    p.code ? bulkReplay(ctx, p) : null,
     table(['Id', 'Status', 'Error code', 'Saga', 'Step', 'Attempts', 'Created'], l.items.map((d) => [
       h('a', { href: '#/dead-letters/' + d.id }, '#' + d.id), badge(d.status), d.error_code,
       d.saga_id ? h('a', { href: '#/sagas/' + enc(d.saga_id), class: 'id' }, d.saga_id) : '-',
       d.step_name || '-', String(d.attempts ?? '-'), time(d.created_at)]), 'Dead letters'), next);
+}
+
+// A group's pending entries replayed one at a time, at most cap of them,
+// rate a second, each by the API (which may refuse one: it is counted and
+// named, and the rest go on), with the progress shown as it goes.
+function bulkReplay(ctx, p) {
+  const why = whyNot(ctx, 'dead_letters_write', 'replaying');
+  const out = h('div', { 'aria-live': 'polite' });
+  const reason = h('textarea', { name: 'reason', rows: 2, disabled: !!why, 'aria-label': 'Reason for the bulk replay' });
+  const cap = h('input', { type: 'number', name: 'cap', min: 1, max: 100, value: 10, disabled: !!why });
+  const rate = h('input', { type: 'number', name: 'rate', min: 1, max: 10, value: 2, disabled: !!why });
+  const dry = h('input', { type: 'checkbox', name: 'dry', checked: true, disabled: !!why });
+  let stop = false;
+  const stopBtn = h('button', { type: 'button', class: 'quiet', hidden: true, onclick: () => { stop = true; } }, 'Stop');
+  const form = h('form', { class: 'act', onsubmit: async (ev) => {
+    ev.preventDefault();
+    if (!reason.value.trim()) return out.replaceChildren(message('error', 'A reason is required.'));
+    const n = Math.max(1, Math.min(100, Number(cap.value) || 1));
+    const gap = 1000 / Math.max(1, Math.min(10, Number(rate.value) || 1));
+    const q = new URLSearchParams({ view: 'entries', status: 'pending', limit: String(n) });
+    for (const k of ['code', 'tool']) if (p[k]) q.set(k, p[k]);
+    stop = false;
+    stopBtn.hidden = false;
+    const done = { ok: 0, refused: [] };
+    try {
+      const list = (await api.get('/v1/dead-letters?' + q)).items;
+      for (let i = 0; i < list.length && !stop; i++) {
+        try {
+          await api.post('/v1/dead-letters/' + list[i].id + '/replay?dry_run=' + dry.checked, { reason: reason.value.trim() });
+          done.ok++;
+        } catch (e) {
+          done.refused.push('#' + list[i].id + ': ' + e.message);
+        }
+        out.replaceChildren(message('info', (dry.checked ? 'Dry run: ' : '') + (i + 1) + ' of ' + list.length + ': ' + done.ok +
+          (dry.checked ? ' would be replayed' : ' replayed') + ', ' + done.refused.length + ' refused'),
+        h('ul', {}, done.refused.map((r) => h('li', {}, r))));
+        if (i + 1 < list.length) await new Promise((r) => setTimeout(r, gap));
+      }
+      if (!list.length) out.replaceChildren(message('info', 'No pending entry in this group.'));
+    } catch (e) {
+      out.replaceChildren(message('error', 'Bulk replay stopped (' + e.status + '): ' + e.message));
+    }
+    stopBtn.hidden = true;
+  } },
+  h('label', {}, 'Reason (required)', reason), h('label', {}, 'At most', cap), h('label', {}, 'Per second', rate),
+  h('label', { class: 'row' }, h('span', {}, 'Dry run'), dry), actionButton('Replay the group\'s pending entries', why), stopBtn);
+  return h('div', { class: 'card' }, h('h2', {}, 'Replay this group'), form, out);
 }
 
 async function deadLetter(ctx) {

@@ -2,15 +2,16 @@
 the stack and seeds it).  What a person does, page by page:
 
 - signs in with a token (nothing in localStorage or sessionStorage; the
-  cookie is HttpOnly), sees the Now page's counts and follows one;
+  cookie is HttpOnly), sees the Now page's counts and follows one, and at
+  the end signs out (the session is gone for the API too);
 - finds a saga in the Sagas list, reads its steps, timeline and envelope
   (the args' api_key masked);
 - approves shop's gated step as ann from the Approvals inbox, and the saga
   completes with the charge run once;
 - as agent, tries to approve its own submission and reads the API's
   refusal (four eyes);
-- as oncall, opens the dead letter's group, its entry, and dry-runs a
-  replay;
+- as oncall, opens the dead letter's group, dry-runs the group's bulk
+  replay, opens its entry, and dry-runs its replay;
 - the Tools page lists the registry;
 - a fetch without the CSRF token, and one from a foreign Origin, get 403;
 - on the read-only gateway the banner says so, the buttons are disabled,
@@ -83,6 +84,7 @@ def approver_pages(browser):
         "Failed to load resource") and console_errors.append(m.text))
     page.goto(BASE + "/")
     expect(page.get_by_label("Gateway token")).to_be_visible()
+    check("null" not in page.locator("main").inner_text(), "the sign-in page shows no stray value")
     audit(page, "login")
     sign_in(page, BASE, "ann")
     cookies = ctx.cookies()
@@ -156,6 +158,12 @@ def approver_pages(browser):
     check(r.status == 403, "a cookie POST from a foreign Origin is refused 403 (%d)" % r.status)
     check(not console_errors, "no script error or CSP refusal in the browser's console: %s"
           % console_errors[:3])
+
+    # Sign out: the session is over for the API too.
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_text("Signed out.")).to_be_visible()
+    r = ctx.request.get(BASE + "/console/session")
+    check(r.status == 401, "after sign-out the session is gone (%d)" % r.status)
     ctx.close()
 
 
@@ -187,6 +195,14 @@ def dead_letters(browser):
     expect(link).to_be_visible()
     audit(page, "dead-letters")
     link.click()
+    # The group's bulk replay, as a dry run: each entry through the API.
+    bulk = page.locator(".card", has_text="Replay this group")
+    bulk.get_by_label("Reason for the bulk replay").fill("downstream fixed")
+    bulk.get_by_role("button", name="Replay the group's pending entries").click()
+    expect(bulk.locator(".msg")).to_contain_text("Dry run: 1 of 1: 1 would be replayed, 0 refused",
+                                                 timeout=15000)
+    check(True, "a group's bulk replay (dry run) shows its progress")
+    audit(page, "dead-letter-group")
     page.locator("table a", has_text="#").first.click()
     expect(page.get_by_role("heading", name="Payload")).to_be_visible()
     page.get_by_role("button", name="Dry-run replay").click()
