@@ -7,6 +7,7 @@
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_err.h"
 #include "sagad/sg_ops.h"
+#include "sagad/sg_relay_query.h"
 
 /* The steps waiting for a person that the caller may decide: a tool it
  * may approve, a saga it did not submit (four eyes), oldest first. */
@@ -122,7 +123,8 @@ void gw_ops_error(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_r
 /* The Now page's figures in one statement, each over an index: sagas by
  * status (sagas_status), those in progress with no change for stuck_for
  * (sagas_status), steps waiting for a person (steps_awaiting_approval),
- * dead letters pending and new in the last hour (dead_letters_status). */
+ * dead letters pending and new in the last hour (dead_letters_status).
+ * The relay's shards come beside them (sg_relay_status). */
 static const char summary_sql[] =
     "SELECT (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb) FROM "
     "         (SELECT status, count(*) AS n FROM sagas GROUP BY status) c)::text, "
@@ -140,7 +142,7 @@ void gw_ops_summary(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw
     const char *v = sg_http_req_query(req, "stuck_for");
     int64_t stuck_ms = 15 * 60 * 1000;
     const char *params[1];
-    sg_json_t *doc;
+    sg_json_t *doc, *relay = NULL;
     sg_pg_res_t *res = NULL;
     sg_err_t err;
     sg_pg_t *pg;
@@ -164,6 +166,12 @@ void gw_ops_summary(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw
         return;
     }
     rc = sg_pg_exec_cached(pg, summary_sql, 1, params, &res, &err);
+    /* The relay's shards: is it alive (a heartbeat), is it behind (the
+     * outbox's backlog and its oldest row), as `sagad-relay status`. */
+    if (rc == 0 && sg_relay_status(pg, &relay, &err) < 0) {
+        sg_pg_res_destroy(res);
+        rc = -1;
+    }
     gw_pool_put(gw->pool, pg);
     if (rc < 0) {
         gw_db_problem(ans, &err);
@@ -177,6 +185,7 @@ void gw_ops_summary(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw
     sg_json_add_int(doc, "dead_letters_pending", sg_pg_res_int(res, 0, 3, 0));
     sg_json_add_int(doc, "dead_letters_new_1h", sg_pg_res_int(res, 0, 4, 0));
     sg_json_add_str(doc, "at", sg_pg_res_get(res, 0, 5));
+    sg_json_add_node(doc, "relay", relay);
     sg_pg_res_destroy(res);
     gw_json(ans, 200, doc);
 }

@@ -67,12 +67,23 @@ async function now(ctx) {
   tiles.push(tile(s.stuck, 'no progress for ' + stuckFor, '#/sagas?stuck_for=' + enc(stuckFor), true));
   tiles.push(tile(s.dead_letters_pending, 'dead letters pending', '#/dead-letters', true));
   tiles.push(tile(s.dead_letters_new_1h, 'dead letters, last hour', '#/dead-letters?since=1h'));
+  const relay = s.relay || [];
+  const backlog = relay.reduce((n, r) => n + r.backlog, 0);
+  const oldest = Math.max(0, ...relay.map((r) => r.oldest_age_s || 0));
+  const dead = relay.filter((r) => !r.held || r.heartbeat_age_s === null || r.heartbeat_age_s > 30).length;
+  tiles.push(h('div', { class: 'tile' + (oldest > 60 || dead ? ' alert' : '') },
+    h('span', { class: 'n' }, String(backlog)), h('span', { class: 'l' }, 'outbox backlog' + (oldest ? ', oldest ' + ago(oldest) : '') + (dead ? '; ' + dead + ' shard(s) without a live relay' : ''))));
   const stuck = s.stuck ? await api.get('/v1/sagas?limit=10&stuck_for=' + enc(stuckFor)) : { items: [] };
   return page('Now',
     h('div', { class: 'tiles' }, tiles),
     h('h2', {}, 'Sagas with no progress for ' + stuckFor),
     sagaTable(stuck.items),
-    h('p', { class: 'note' }, 'Counted by the gateway at ', time(s.at), '. Worker and relay liveness: see their /readyz and /metrics (not shown here yet).'));
+    h('h2', {}, 'Relay'),
+    table(['Shard', 'Held', 'Holder', 'Heartbeat', 'Backlog', 'Oldest waiting'], relay.map((r) => [
+      String(r.shard), r.held ? h('span', { class: 'badge ok' }, 'held') : h('span', { class: 'badge bad' }, 'not held'), r.holder || '-',
+      r.heartbeat_age_s === null ? '-' : ago(r.heartbeat_age_s) + ' ago', String(r.backlog),
+      r.oldest_age_s === null ? '-' : ago(r.oldest_age_s)]), 'Relay shards'),
+    h('p', { class: 'note' }, 'Counted by the gateway at ', time(s.at), '. Workers: their /readyz and /metrics (consumer lag is Kafka\'s, not shown here).'));
 }
 
 // ---- Sagas -------------------------------------------------------------------

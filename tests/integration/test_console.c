@@ -381,6 +381,9 @@ Test(console, a_bearer_client_needs_no_csrf_and_the_summary_counts)
     by = sg_json_member(doc, "sagas_by_status");
     cr_assert(sg_json_number(sg_json_member(by, "completed"), &done) && done == 1, "%s", r.body);
     cr_assert_eq(sgw_jint(doc, "stuck_for_ms"), 60000, "%s", r.body);
+    /* The relay's shards, as sagad-relay status has them. */
+    cr_assert(sg_json_is_array(sg_json_member(doc, "relay")), "%s", r.body);
+    cr_assert_geq(sg_json_array_size(sg_json_member(doc, "relay")), 1, "%s", r.body);
     sg_json_destroy(doc);
     sgt_res_free(&r);
     /* A submitter reads its own sagas only: not the counts of all. */
