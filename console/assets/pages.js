@@ -131,21 +131,33 @@ async function sagas(ctx) {
 const streams = new Map();
 
 // The saga's events (Server-Sent Events of /v1/sagas/{id}/events), kept
-// while the page shows the saga; a new event re-renders the timeline.
-function events(id, onevent) {
-  for (const [k, s] of streams) if (k !== id) { s.es.close(); streams.delete(k); }
+// while the page shows the saga; a new event re-renders the timeline.  The
+// gateway ends a stream after the saga's last event or gateway.wait_max_ms:
+// while the saga goes on, the next refresh opens it again after the last
+// event read (after_seq), so none is lost or shown twice.
+function events(id, going, onevent) {
+  for (const [k, s] of streams) if (k !== id) { if (s.es) s.es.close(); streams.delete(k); }
   let s = streams.get(id);
   if (!s) {
-    s = { list: [], es: new EventSource('/v1/sagas/' + enc(id) + '/events'), listeners: new Set() };
+    s = { list: [], seen: new Set(), es: null, listeners: new Set() };
+    streams.set(id, s);
+  }
+  if (!s.es && (going || !s.list.length)) {
+    const last = s.list.length ? s.list[s.list.length - 1].seq : null;
+    s.es = new EventSource('/v1/sagas/' + enc(id) + '/events' + (last === null ? '' : '?after_seq=' + last));
     const onmsg = (ev) => {
-      try { s.list.push(JSON.parse(ev.data)); } catch (e) { return; }
+      let e;
+      try { e = JSON.parse(ev.data); } catch (err) { return; }
+      if (s.seen.has(e.seq)) return;
+      s.seen.add(e.seq);
+      s.list.push(e);
       s.list.sort((a, b) => a.seq - b.seq);
       for (const l of s.listeners) l();
     };
     for (const t of ['saga.accepted', 'saga.rejected', 'step.succeeded', 'step.failed', 'step.retry_scheduled', 'saga.compensating', 'step.compensated', 'step.compensation_failed', 'saga.completed', 'saga.compensated', 'saga.failed', 'saga.dead_lettered', 'saga.duplicate', 'saga.cancelling', 'saga.cancelled', 'saga.command_refused', 'step.approval_requested', 'step.approved', 'step.rejected', 'group.finished', 'message'])
       s.es.addEventListener(t, onmsg);
-    s.es.onerror = () => { s.es.close(); };
-    streams.set(id, s);
+    const es = s.es;
+    es.onerror = () => { es.close(); if (s.es === es) s.es = null; };
   }
   s.listeners.clear();
   s.listeners.add(onevent);
@@ -186,7 +198,7 @@ async function saga(ctx) {
   const id = ctx.id;
   const env = await api.get('/v1/sagas/' + enc(id));
   const shown = mask(env);
-  const list = events(id, () => {
+  const list = events(id, ['running', 'awaiting_approval'].includes(env.status), () => {
     const ol = document.getElementById('timeline');
     if (ol) ol.replaceChildren(...timelineItems());
   });

@@ -449,3 +449,31 @@ Test(console, the_proxy_header_from_anyone_else_signs_nobody_in)
     cr_assert_null(sgt_res_header(&r, "Set-Cookie"));
     sgt_res_free(&r);
 }
+
+Test(console, disabled_it_serves_nothing_and_takes_no_cookie)
+{
+    const char *more[] = {"SAGAD_CONSOLE_ENABLED=false", NULL};
+    char body[160];
+    sgt_res_t r;
+
+    start_with(more);
+    r = call("GET", "/", NULL, NULL);
+    cr_assert_eq(r.status, 404, "%ld", r.status);
+    cr_assert_null(sgt_res_header(&r, "Set-Cookie"));
+    sgt_res_free(&r);
+    r = call("GET", "/assets/app.js", NULL, NULL);
+    cr_assert_eq(r.status, 404, "%ld", r.status);
+    sgt_res_free(&r);
+    snprintf(body, sizeof(body), "{\"token\": \"%s\"}", token_of("oncall"));
+    r = call("POST", "/console/login", body, NULL);
+    cr_assert_eq(r.status, 404, "%ld %s", r.status, r.body);
+    cr_assert_null(sgt_res_header(&r, "Set-Cookie"));
+    sgt_res_free(&r);
+    /* A cookie of a session (from before a restart, or made up) is no
+     * credential here. */
+    r = call("GET", "/v1/tools", NULL,
+             (const char *const[]){
+                 "Cookie: sagad_session=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", NULL});
+    cr_assert_eq(r.status, 401, "%ld", r.status);
+    sgt_res_free(&r);
+}
