@@ -135,14 +135,16 @@ const streams = new Map();
 // gateway ends a stream after the saga's last event or gateway.wait_max_ms:
 // while the saga goes on, the next refresh opens it again after the last
 // event read (after_seq), so none is lost or shown twice.
-function events(id, going, onevent) {
+const TERMINAL = new Set(['saga.completed', 'saga.compensated', 'saga.failed', 'saga.cancelled', 'saga.rejected']);
+
+function events(id, onevent) {
   for (const [k, s] of streams) if (k !== id) { if (s.es) s.es.close(); streams.delete(k); }
   let s = streams.get(id);
   if (!s) {
     s = { list: [], seen: new Set(), es: null, listeners: new Set() };
     streams.set(id, s);
   }
-  if (!s.es && (going || !s.list.length)) {
+  if (!s.es && !s.list.some((e) => TERMINAL.has(e.type))) {
     const last = s.list.length ? s.list[s.list.length - 1].seq : null;
     s.es = new EventSource('/v1/sagas/' + enc(id) + '/events' + (last === null ? '' : '?after_seq=' + last));
     const onmsg = (ev) => {
@@ -198,7 +200,7 @@ async function saga(ctx) {
   const id = ctx.id;
   const env = await api.get('/v1/sagas/' + enc(id));
   const shown = mask(env);
-  const list = events(id, ['running', 'awaiting_approval'].includes(env.status), () => {
+  const list = events(id, () => {
     const ol = document.getElementById('timeline');
     if (ol) ol.replaceChildren(...timelineItems());
   });

@@ -11,8 +11,9 @@
 # submitter, ann an approver, agent a submitter and approver, oncall an
 # operator), builtin tools (payment.charge_high gated by an approval).
 # Seeded: a saga of shop waiting for an approval, one of agent waiting too,
-# and a dead letter (a saga naming no registered tool, produced straight to
-# the commands topic as a producer that did not check would).
+# a saga held by its dead-lettered step (it fails until replayed), and a
+# dead letter of a saga naming no registered tool (produced straight to the
+# commands topic as a producer that did not check would).
 #
 # tests/console/test_console.py then signs in as each user and walks every
 # page (tests/console/test_console.py says what it checks); axe-core checks
@@ -140,6 +141,8 @@ cat > "$work/tools.json" <<'JSON'
   "echo": {"adapter": "builtin", "target": "echo", "side_effect": "idempotent",
            "description": "answers with its args"},
   "ledger": {"adapter": "builtin", "target": "ledger", "side_effect": "idempotent"},
+  "ship.book": {"adapter": "builtin", "target": "fail", "side_effect": "idempotent",
+    "description": "fails (poison) until the saga's first replay"},
   "payment.charge_high": {"adapter": "builtin", "target": "ledger", "side_effect": "idempotent",
     "approval": "required", "description": "a charge a person approves first"}
 }}
@@ -180,7 +183,10 @@ start() { # NAME ENV... -- PROGRAM ARGS...
 }
 
 start relay SAGAD_PG_DSN="$rt_dsn" SAGAD_RELAY_POLL_INTERVAL_MS=50 -- "$bindir/sagad-relay" run
+# A saga whose step is dead-lettered is held (not compensated) for ten
+# minutes, so the console's replay can finish it.
 start worker SAGAD_PG_DSN="$rt_dsn" SAGAD_WORKER_GROUP_ID="sgt_${unique}_worker" \
+    SAGAD_WORKER_DEAD_LETTER_HOLD_MS=600000 \
     SAGAD_SECURITY_KEYRING="$work/keyring.json" -- "$bindir/sagad-worker" run
 gw_env=(SAGAD_PG_DSN="$op_dsn" SAGAD_GATEWAY_PORT=0 SAGAD_GATEWAY_USERS="$work/users.json"
     SAGAD_GATEWAY_KEY="$work/gateway.key" SAGAD_GATEWAY_WAIT_MAX_MS=5000)
@@ -223,6 +229,14 @@ submit() { # USER SAGA_ID
 export SAGAD_TEST_CONSOLE_SAGA_SHOP=console-shop-$$ SAGAD_TEST_CONSOLE_SAGA_AGENT=console-agent-$$
 submit shop "$SAGAD_TEST_CONSOLE_SAGA_SHOP" | grep -q 202 || { echo "console: seeding shop's saga failed" >&2; exit 1; }
 submit agent "$SAGAD_TEST_CONSOLE_SAGA_AGENT" | grep -q 202 || { echo "console: seeding agent's saga failed" >&2; exit 1; }
+export SAGAD_TEST_CONSOLE_SAGA_FAIL=console-ship-$$
+curl -sS -o /dev/null -w '%{http_code}\n' -H "Authorization: Bearer $SAGAD_TEST_CONSOLE_TOKEN_SHOP" \
+    -H 'Content-Type: application/json' --data "{\"v\": 1, \"type\": \"saga.start\",
+      \"saga_id\": \"$SAGAD_TEST_CONSOLE_SAGA_FAIL\", \"name\": \"ship-order\", \"steps\": [
+        {\"name\": \"reserve\", \"tool\": \"ledger\", \"args\": {\"sku\": \"B7\"}},
+        {\"name\": \"ship\", \"tool\": \"ship.book\", \"args\": {\"class\": \"poison\",
+         \"code\": \"downstream.garbled\", \"generations\": 1}}]}" "$base/v1/sagas" | grep -q 202 ||
+    { echo "console: seeding the failing saga failed" >&2; exit 1; }
 printf '%s' '{"v": 1, "type": "saga.start", "saga_id": "console-poison-'$$'", "id": "p", "name": "import", "steps": [{"name": "a", "tool": "no.such.tool"}]}' |
     kcat -P -b "$SAGAD_TEST_KAFKA" -t "$topic_cmd" -k "console-poison-$$"
 for s in "$SAGAD_TEST_CONSOLE_SAGA_SHOP" "$SAGAD_TEST_CONSOLE_SAGA_AGENT"; do
@@ -233,12 +247,12 @@ for s in "$SAGAD_TEST_CONSOLE_SAGA_SHOP" "$SAGAD_TEST_CONSOLE_SAGA_AGENT"; do
         fi
     done
 done
-for ((i = 0; i < 100; i++)); do
+for ((i = 0; i < 150; i++)); do
     n=$(psql -X -qtA "$dsn" -c "SELECT count(*) FROM dead_letters" 2>/dev/null || echo 0)
-    [ "$n" = 0 ] || break
+    [ "$n" -lt 2 ] || break
     sleep 0.2
 done
-[ "$n" != 0 ] || { echo "console: the poison message made no dead letter" >&2; exit 1; }
+[ "$n" = 2 ] || { echo "console: want 2 dead letters (the poison message, the held saga), got $n" >&2; exit 1; }
 
 mkdir -p build/console-shots
 echo "== console: tests/console/test_console.py (Chromium $("$chromium" --version 2>/dev/null | grep -o '[0-9][0-9.]*' | head -n 1))"

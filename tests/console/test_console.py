@@ -12,6 +12,9 @@ the stack and seeds it).  What a person does, page by page:
   refusal (four eyes);
 - as oncall, opens the dead letter's group, dry-runs the group's bulk
   replay, opens its entry, and dry-runs its replay;
+- as oncall, finds the saga held by its dead-lettered step from the Now
+  page, reads its timeline, dry-runs then replays the dead letter, and
+  sees the saga complete;
 - the Tools page lists the registry;
 - a fetch without the CSRF token, and one from a foreign Origin, get 403;
 - on the read-only gateway the banner says so, the buttons are disabled,
@@ -35,6 +38,7 @@ TOKEN = {u: os.environ["SAGAD_TEST_CONSOLE_TOKEN_" + u.upper()]
          for u in ("shop", "ann", "agent", "oncall")}
 SAGA_SHOP = os.environ["SAGAD_TEST_CONSOLE_SAGA_SHOP"]
 SAGA_AGENT = os.environ["SAGAD_TEST_CONSOLE_SAGA_AGENT"]
+SAGA_FAIL = os.environ["SAGAD_TEST_CONSOLE_SAGA_FAIL"]
 AXE = Axe()
 failures = []
 checks = 0
@@ -212,6 +216,41 @@ def dead_letters(browser):
     ctx.close()
 
 
+def failed_saga_replayed(browser):
+    """The issue's walk: a saga failed (its step dead-lettered, the saga
+    held), found from the Now page, its timeline read, its dead letter
+    dry-run then replayed, and the saga completes."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = ctx.new_page()
+    sign_in(page, BASE, "oncall")
+    page.locator("a.tile", has_text="held (dead letter)").click()
+    expect(page).to_have_url(BASE + "/#/sagas?status=held")
+    page.get_by_role("link", name=SAGA_FAIL).click()
+    expect(page.locator("#timeline")).to_contain_text("saga.dead_lettered", timeout=15000)
+    page.get_by_role("link", name="downstream.garbled").click()
+    page.locator("table a", has_text="#").first.click()
+    page.get_by_role("button", name="Dry-run replay").click()
+    expect(page.locator(".msg.info").first).to_contain_text("Dry run: would_replay", timeout=15000)
+    check(api("/v1/sagas/%s" % SAGA_FAIL, "oncall")["saga_status"] == "held",
+          "a dry run changes nothing: the saga is still held")
+    page.get_by_label("Reason for replay").fill("the carrier fixed its API")
+    page.get_by_role("button", name="Replay", exact=True).click()
+    expect(page.locator(".msg.ok")).to_contain_text("Replay: replayed", timeout=15000)
+    env = None
+    for _ in range(60):
+        env = api("/v1/sagas/%s" % SAGA_FAIL, "oncall")
+        if env["saga_status"] == "completed":
+            break
+        time.sleep(0.5)
+    check(env["saga_status"] == "completed",
+          "the replayed saga completed (%s)" % env["saga_status"])
+    page.goto(BASE + "/#/sagas/" + SAGA_FAIL)
+    expect(page.locator("#timeline")).to_contain_text("saga.completed", timeout=15000)
+    check(True, "its timeline shows the replay's outcome")
+    page.screenshot(path=os.path.join(SHOTS, "replayed.png"), full_page=True)
+    ctx.close()
+
+
 def read_only(browser):
     ctx = browser.new_context(viewport={"width": 1280, "height": 900})
     page = ctx.new_page()
@@ -242,7 +281,8 @@ def main():
         browser = p.chromium.launch(executable_path=os.environ["SAGAD_TEST_CHROMIUM"],
                                     args=["--no-sandbox"], headless=True)
         try:
-            for part in (approver_pages, own_submission_refused, dead_letters, read_only):
+            for part in (approver_pages, own_submission_refused, dead_letters,
+                         failed_saga_replayed, read_only):
                 try:
                     part(browser)
                 except Exception as e:  # a timeout names what it waited for
