@@ -14,7 +14,8 @@
  *   gw_mcp*.c    MCP for agents: POST /mcp and `mcp --stdio` (gw_mcp.h)
  *   gw_console.c the operator console: its files, sign-in, the session
  *                cookie and its CSRF, Origin and read-only rules
- *                (gw_console.h, docs/CONSOLE.md)
+ *                (gw_console.h, docs/CONSOLE.md); gw_session.c its
+ *                session table
  *
  * Stateless: any number of replicas behind one Service.  It reads
  * PostgreSQL as sagad_operator and writes to Kafka only what a producer

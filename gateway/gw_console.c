@@ -1,6 +1,5 @@
 /* The operator console: its files, sign-in and sessions, and the rules of
  * a request a session cookie authenticated (gw_console.h). */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,140 +18,9 @@
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "              \
     "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 
-#define SECRET_CHARS 43 /* 32 random bytes in base64url */
+#define SECRET_CHARS GW_SESSION_SECRET_CHARS
 
-/* ---- sessions -------------------------------------------------------------- */
-
-/* What a session needs and nothing more: the user, the CSRF token, its
- * times.  The cookie's id is kept as its SHA-256, so the table (a core
- * dump) holds no usable cookie. */
-typedef struct session_s {
-    bool used;
-    unsigned char id_hash[32];
-    const gw_user_t *user;
-    char csrf[SECRET_CHARS + 1];
-    uint64_t created_ms, last_ms;
-} session_t;
-
-struct gw_sessions_s {
-    pthread_mutex_t mu;
-    session_t *v;
-    size_t max;
-    uint64_t idle_ms, max_ms;
-};
-
-gw_sessions_t *gw_sessions_new(size_t max, int64_t idle_ms, int64_t max_ms)
-{
-    gw_sessions_t *s = sg_xcalloc(1, sizeof(*s));
-
-    pthread_mutex_init(&s->mu, NULL);
-    s->v = sg_xcalloc(max, sizeof(*s->v));
-    s->max = max;
-    s->idle_ms = (uint64_t)idle_ms;
-    s->max_ms = (uint64_t)max_ms;
-    return s;
-}
-
-void gw_sessions_free(gw_sessions_t *s)
-{
-    if (!s)
-        return;
-    memset(s->v, 0, s->max * sizeof(*s->v));
-    free(s->v);
-    pthread_mutex_destroy(&s->mu);
-    free(s);
-}
-
-/* nchars of base64url from the random source; false when there is none. */
-static bool random_text(char *out, size_t nchars)
-{
-    static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    unsigned char r[64];
-
-    if (nchars > sizeof(r) || sg_random_bytes(r, nchars) < 0)
-        return false;
-    /* One byte a character, 6 of its bits: 258 bits for 43 characters. */
-    for (size_t i = 0; i < nchars; i++)
-        out[i] = b64url[r[i] & 63u];
-    out[nchars] = '\0';
-    memset(r, 0, sizeof(r));
-    return true;
-}
-
-static bool expired(const gw_sessions_t *s, const session_t *e, uint64_t now)
-{
-    return now - e->last_ms > s->idle_ms || now - e->created_ms > s->max_ms;
-}
-
-/* A new session of user: its cookie id into id, its CSRF token into csrf.
- * A full table gives up the session used least recently.  False when the
- * random source failed. */
-static bool session_add(gw_sessions_t *s, const gw_user_t *user, char id[SECRET_CHARS + 1],
-                        char csrf[SECRET_CHARS + 1])
-{
-    uint64_t now = sg_run_now_ms();
-    session_t *slot = NULL;
-
-    if (!random_text(id, SECRET_CHARS) || !random_text(csrf, SECRET_CHARS))
-        return false;
-    pthread_mutex_lock(&s->mu);
-    for (size_t i = 0; i < s->max; i++) {
-        session_t *e = &s->v[i];
-        if (!e->used || expired(s, e, now)) {
-            slot = e;
-            break;
-        }
-        if (!slot || e->last_ms < slot->last_ms)
-            slot = e;
-    }
-    if (!slot) { /* max is at least 1 (console.max_sessions) */
-        pthread_mutex_unlock(&s->mu);
-        return false;
-    }
-    memset(slot, 0, sizeof(*slot));
-    slot->used = true;
-    sg_sha256(id, strlen(id), slot->id_hash);
-    slot->user = user;
-    snprintf(slot->csrf, sizeof(slot->csrf), "%s", csrf);
-    slot->created_ms = slot->last_ms = now;
-    pthread_mutex_unlock(&s->mu);
-    return true;
-}
-
-/* The live session of cookie id: true with its user and CSRF token (and
- * its last use now); an expired one is forgotten.  With drop, the session
- * ends. */
-static bool session_find(gw_sessions_t *s, const char *id, bool drop, const gw_user_t **user,
-                         char csrf[SECRET_CHARS + 1], uint64_t *expires_ms)
-{
-    unsigned char h[32];
-    uint64_t now = sg_run_now_ms();
-    session_t *found = NULL;
-
-    sg_sha256(id, strlen(id), h);
-    pthread_mutex_lock(&s->mu);
-    /* Every slot is compared, so the time says nothing of where it is. */
-    for (size_t i = 0; i < s->max; i++)
-        if (sg_equal_ct(s->v[i].id_hash, h, 32) && s->v[i].used && !found)
-            found = &s->v[i];
-    if (found && expired(s, found, now)) {
-        memset(found, 0, sizeof(*found));
-        found = NULL;
-    }
-    if (found) {
-        *user = found->user;
-        snprintf(csrf, SECRET_CHARS + 1, "%s", found->csrf);
-        found->last_ms = now;
-        if (expires_ms) {
-            uint64_t idle = now + s->idle_ms, abs = found->created_ms + s->max_ms;
-            *expires_ms = idle < abs ? idle : abs;
-        }
-        if (drop)
-            memset(found, 0, sizeof(*found));
-    }
-    pthread_mutex_unlock(&s->mu);
-    return found != NULL;
-}
+/* ---- the cookie ------------------------------------------------------------ */
 
 /* The session id of the Cookie header into id; false when it has none. */
 static bool cookie_id(sg_http_req_t *req, char id[SECRET_CHARS + 1])
@@ -183,7 +51,7 @@ bool gw_console_session(const gw_t *gw, sg_http_req_t *req, gw_caller_t *caller)
 
     if (!gw->sessions || !cookie_id(req, id))
         return false;
-    if (!session_find(gw->sessions, id, false, &user, caller->csrf, NULL))
+    if (!gw_session_find(gw->sessions, id, sg_run_now_ms(), false, &user, caller->csrf, NULL))
         return false;
     caller->user = user;
     caller->via = "session";
@@ -427,7 +295,7 @@ static void login(gw_t *gw, sg_http_req_t *req, sg_http_answer_t *ans)
                    NULL);
         return;
     }
-    if (!session_add(gw->sessions, user, id, csrf)) {
+    if (!gw_session_add(gw->sessions, user, sg_run_now_ms(), id, csrf)) {
         gw_problem(ans, 503, "no random source: no session can be made", NULL);
         return;
     }
@@ -462,7 +330,7 @@ static void logout(gw_t *gw, sg_http_req_t *req, sg_http_answer_t *ans)
     if (guard_site(gw, req, ans) < 0 || guard_csrf(&caller, req, ans) < 0)
         return;
     if (cookie_id(req, id))
-        (void)session_find(gw->sessions, id, true, &user, csrf, NULL);
+        (void)gw_session_find(gw->sessions, id, sg_run_now_ms(), true, &user, csrf, NULL);
     sg_log_kv(SG_LOG_INFO, "console sign-out", "principal", caller.user->name, NULL);
     ans->status = 204;
     ans->type = "text/plain; charset=utf-8";
@@ -475,7 +343,8 @@ static void session(gw_t *gw, sg_http_req_t *req, sg_http_answer_t *ans)
     const gw_user_t *user = NULL;
     uint64_t expires_ms = 0;
 
-    if (!cookie_id(req, id) || !session_find(gw->sessions, id, false, &user, csrf, &expires_ms)) {
+    if (!cookie_id(req, id) ||
+        !gw_session_find(gw->sessions, id, sg_run_now_ms(), false, &user, csrf, &expires_ms)) {
         gw_problem(ans, 401, "no console session: sign in (POST /console/login)", NULL);
         sg_http_answer_header(ans, "Cache-Control", "no-store");
         return;

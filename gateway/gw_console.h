@@ -36,10 +36,23 @@ extern const size_t gw_console_nfiles;
 
 #define GW_SESSION_COOKIE "sagad_session"
 
-/* The session table: at most max sessions, each over after idle_ms
- * without a request or max_ms after sign-in.  _free(NULL) is a no-op. */
+/* The session table (gw_session.c): at most max sessions, each over after
+ * idle_ms without a request or max_ms after sign-in.  _free(NULL) is a
+ * no-op.  Times are sg_run_now_ms()'s, passed in. */
+#define GW_SESSION_SECRET_CHARS 43 /* 32 random bytes, base64url: the id, the CSRF token */
 gw_sessions_t *gw_sessions_new(size_t max, int64_t idle_ms, int64_t max_ms);
 void gw_sessions_free(gw_sessions_t *s);
+/* A new session of user at now: its cookie id into id, its CSRF token into
+ * csrf (random).  A full table gives up the session used least recently.
+ * False when the random source failed. */
+bool gw_session_add(gw_sessions_t *s, const gw_user_t *user, uint64_t now,
+                    char id[GW_SESSION_SECRET_CHARS + 1], char csrf[GW_SESSION_SECRET_CHARS + 1]);
+/* The live session of cookie id at now: true with its user, its CSRF token
+ * and (expires_ms not NULL) when it ends unless used again; its last use
+ * becomes now.  An expired one is forgotten; with drop the session ends. */
+bool gw_session_find(gw_sessions_t *s, const char *id, uint64_t now, bool drop,
+                     const gw_user_t **user, char csrf[GW_SESSION_SECRET_CHARS + 1],
+                     uint64_t *expires_ms);
 
 /* Answers the console's own paths: the files at / and /assets/..., and
  * /console/login, /console/logout, /console/session.  False when path is
