@@ -74,7 +74,10 @@ async function now(ctx) {
   tiles.push(h('div', { class: 'tile' + (oldest > 60 || dead ? ' alert' : '') },
     h('span', { class: 'n' }, String(backlog)), h('span', { class: 'l' }, 'outbox backlog' + (oldest ? ', oldest ' + ago(oldest) : '') + (dead ? '; ' + dead + ' shard(s) without a live relay' : ''))));
   const stuck = s.stuck ? await api.get('/v1/sagas?limit=10&stuck_for=' + enc(stuckFor)) : { items: [] };
+  const pick = h('select', { 'aria-label': 'No progress for', onchange: (ev) => ctx.navigate('#/now?stuck_for=' + enc(ev.target.value)) },
+    ['5m', '15m', '1h', '6h', '24h'].map((v) => h('option', { value: v, selected: v === stuckFor }, v)));
   return page('Now',
+    h('p', { class: 'row' }, h('span', {}, 'A saga is stuck after no progress for'), pick),
     h('div', { class: 'tiles' }, tiles),
     h('h2', {}, 'Sagas with no progress for ' + stuckFor),
     sagaTable(stuck.items),
@@ -105,6 +108,9 @@ async function sagas(ctx) {
   for (const k of SAGA_FILTERS.concat(['before'])) if (p[k]) q.set(k, p[k]);
   q.set('limit', '50');
   const list = await api.get('/v1/sagas?' + q);
+  // A time filter in the viewer's zone, sent as UTC.
+  const local = (iso) => { const d = new Date(iso); return isNaN(d) ? '' : new Date(d - d.getTimezoneOffset() * 60000).toISOString().slice(0, 16); };
+  const when = (name, label) => h('label', {}, label, h('input', { name, type: 'datetime-local', value: p[name] ? local(p[name]) : '', 'data-filter': '1' }));
   const field = (name, label, attrs) => h('label', {}, label, h('input', Object.assign({ name, value: p[name] || '', 'data-filter': '1', type: 'text' }, attrs || {})));
   const status = h('select', { name: 'status' }, ['', 'running', 'held', 'completed', 'compensating', 'compensated', 'failed', 'cancelling', 'cancelled']
     .map((v) => h('option', { value: v, selected: (p.status || '') === v }, v || 'any')));
@@ -115,12 +121,16 @@ async function sagas(ctx) {
     const id = (fd.get('id') || '').trim();
     if (id) return ctx.navigate('#/sagas/' + enc(id));
     const nq = new URLSearchParams();
-    for (const k of SAGA_FILTERS) { const v = (fd.get(k) || '').trim(); if (v) nq.set(k, v); }
+    for (const k of SAGA_FILTERS) {
+      let v = (fd.get(k) || '').trim();
+      if (v && k.startsWith('created_')) v = new Date(v).toISOString();
+      if (v) nq.set(k, v);
+    }
     ctx.navigate('#/sagas' + (String(nq) ? '?' + nq : ''));
   } },
   field('id', 'Saga id (paste)', { value: '' }), h('label', {}, 'Status', status), field('name', 'Name'),
   field('error_code', 'Error code'), field('stuck_for', 'Stuck for (15m)'),
-  field('created_after', 'Created after (RFC 3339)'), field('created_before', 'Created before'),
+  when('created_after', 'Created after'), when('created_before', 'Created before'),
   h('label', {}, 'Awaiting approval', awaiting), h('button', { type: 'submit' }, 'Search'));
   const next = list.next_before ? (() => { const n = new URLSearchParams(q); n.delete('limit'); n.set('before', list.next_before); return h('a', { href: '#/sagas?' + n }, 'Older sagas →'); })() : h('span', { class: 'muted' }, 'end of the list');
   return page('Sagas', go, sagaTable(list.items), h('p', {}, p.before ? h('a', { href: '#/sagas' }, '← Newest') : null, ' ', next));

@@ -24,6 +24,7 @@ the stack and seeds it).  What a person does, page by page:
 Screenshots of every page go to $SAGAD_TEST_CONSOLE_SHOTS."""
 import json
 import os
+import re
 import sys
 import time
 import urllib.request
@@ -109,6 +110,19 @@ def approver_pages(browser):
     expect(page).to_have_url(BASE + "/#/sagas?awaiting_approval=true")
     expect(page.get_by_role("link", name=SAGA_SHOP)).to_be_visible()
     audit(page, "sagas")
+    # On a phone: the list scrolls sideways inside its box, the page not.
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_timeout(200)
+    check(page.evaluate("document.documentElement.scrollWidth") <= 390,
+          "on a 390 px phone the page does not scroll sideways")
+    page.screenshot(path=os.path.join(SHOTS, "sagas-phone.png"), full_page=True)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    # A time filter typed in the viewer's zone goes to the API as UTC.
+    page.get_by_label("Created after").fill("2000-01-01T00:00")
+    page.get_by_role("button", name="Search").click()
+    expect(page).to_have_url(re.compile(r".*created_after=2000-01-01T.*Z.*"))
+    expect(page.get_by_role("link", name=SAGA_SHOP)).to_be_visible()
+    page.go_back()
 
     # One saga: steps, timeline, masked envelope.
     page.get_by_role("link", name=SAGA_SHOP).click()
