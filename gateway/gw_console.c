@@ -308,8 +308,9 @@ static void login(gw_t *gw, sg_http_req_t *req, sg_http_answer_t *ans)
         ans->type = "text/plain; charset=utf-8";
         sg_http_answer_header(ans, "Location", "/");
     } else {
-        session_answer(gw, ans, 200, user, csrf,
-                       (uint64_t)sg_config_int(gw->cfg, "console.session_idle_ms"));
+        int64_t idle = sg_config_int(gw->cfg, "console.session_idle_ms"),
+                max = sg_config_int(gw->cfg, "console.session_max_ms");
+        session_answer(gw, ans, 200, user, csrf, (uint64_t)(idle < max ? idle : max));
     }
     set_cookie(gw, ans, id);
     memset(id, 0, sizeof(id));

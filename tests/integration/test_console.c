@@ -245,6 +245,19 @@ Test(console, login_sets_a_strict_cookie_and_the_session_reads_the_api)
     sg_json_destroy(doc);
     sgt_res_free(&r);
 
+    /* A plain form, without script: back to the console with the cookie. */
+    {
+        char url[128], form[128];
+        const char *h[] = {"Content-Type: application/x-www-form-urlencoded", NULL};
+        snprintf(url, sizeof(url), "%s/console/login", gw.base);
+        snprintf(form, sizeof(form), "token=%s", token_of("viewer"));
+        r = sgt_request("POST", url, h, form);
+        cr_assert_eq(r.status, 303, "%ld %s", r.status, r.body);
+        cr_assert_str_eq(sgt_res_header(&r, "Location"), "/");
+        cr_assert_not_null(strstr(sgt_res_header(&r, "Set-Cookie"), "; HttpOnly"));
+        sgt_res_free(&r);
+    }
+
     sign_in("viewer", &b);
     r = call("GET", "/console/session", NULL, (const char *const[]){b.cookie, NULL});
     cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
