@@ -8,7 +8,7 @@ import { pages } from './pages.js';
 
 const REFRESH_S = 10;
 const $ = (id) => document.getElementById(id);
-const state = { session: null, loadedAt: 0, paused: false, busy: false, again: false };
+const state = { session: null, loadedAt: 0, paused: false, busy: false, again: false, shown: false };
 
 function route() {
   const hash = location.hash.startsWith('#/') ? location.hash.slice(2) : 'now';
@@ -47,7 +47,10 @@ async function render(initial) {
     main.replaceChildren(view);
     if (initial) {
       document.title = (view.dataset.title || 'console') + ' - sagad';
-      main.focus({ preventScroll: true });
+      // After a navigation the new content has the focus; on the first
+      // page the keyboard starts at the top (Skip to content).
+      if (state.shown) main.focus({ preventScroll: true });
+      state.shown = true;
     }
     state.loadedAt = Date.now();
   } catch (e) {
@@ -92,6 +95,7 @@ function showShell(s) {
 
 function signedOut(note) {
   state.session = null;
+  state.shown = false;
   $('nav').hidden = true;
   $('who').hidden = true;
   $('bar').hidden = true;
@@ -133,6 +137,7 @@ $('pause').addEventListener('click', () => {
   tick();
 });
 $('reload').addEventListener('click', () => render(true));
+$('skip').addEventListener('click', () => $('main').focus());
 $('logout').addEventListener('click', async () => {
   try { await api.logout(); } catch (e) { /* the session is gone either way */ }
   signedOut('Signed out.');

@@ -100,6 +100,17 @@ def approver_pages(browser):
           "nothing in localStorage or sessionStorage")
     check(page.evaluate("document.cookie") == "", "the page's script cannot read the cookie")
 
+    # The keyboard: on a page just loaded the first Tab reaches "Skip to
+    # content", visibly focused, and Enter moves to the page's content.
+    page.reload()
+    expect(page.locator(".tile").first).to_be_visible()
+    page.keyboard.press("Tab")
+    check(page.evaluate("document.activeElement.id") == "skip", "the first Tab reaches the skip link")
+    check(page.evaluate("getComputedStyle(document.activeElement).outlineStyle") != "none",
+          "keyboard focus is visible")
+    page.keyboard.press("Enter")
+    check(page.evaluate("document.activeElement.id") == "main", "Enter skips to the content")
+
     # Now: the counts, one followed to its list.
     expect(page.locator(".tile").first).to_be_visible()
     expect(page.locator("#updated")).to_contain_text("updated")
