@@ -389,7 +389,7 @@ static void method_not_allowed(sg_http_answer_t *ans, const char *allow)
     sg_http_answer_header(ans, "Allow", allow);
 }
 
-bool gw_console_serve(gw_t *gw, sg_http_req_t *req, sg_http_answer_t *ans)
+bool gw_console_serve(gw_t *gw, sg_http_req_t *req, sg_http_answer_t *ans, const char **label)
 {
     const char *path = sg_http_req_path(req), *method = sg_http_req_method(req);
     bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
@@ -399,12 +399,17 @@ bool gw_console_serve(gw_t *gw, sg_http_req_t *req, sg_http_answer_t *ans)
     if (!gw->sessions)
         return false;
     if (strcmp(path, "/console/login") == 0) {
+        *label = "/console/login";
         post ? login(gw, req, ans) : method_not_allowed(ans, "POST");
     } else if (strcmp(path, "/console/logout") == 0) {
+        *label = "/console/logout";
         post ? logout(gw, req, ans) : method_not_allowed(ans, "POST");
     } else if (strcmp(path, "/console/session") == 0) {
+        *label = "/console/session";
         get ? session(gw, req, ans) : method_not_allowed(ans, "GET, HEAD");
     } else if (strcmp(path, "/") == 0 || strncmp(path, "/assets/", 8) == 0) {
+        /* One label for the files: the metrics' series stay few. */
+        *label = "/assets/{file}";
         if (!(f = file_of(path)))
             gw_problem(ans, 404, "no such file of the console", NULL);
         else if (!get)

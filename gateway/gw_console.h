@@ -55,9 +55,10 @@ bool gw_session_find(gw_sessions_t *s, const char *id, uint64_t now, bool drop,
                      uint64_t *expires_ms);
 
 /* Answers the console's own paths: the files at / and /assets/..., and
- * /console/login, /console/logout, /console/session.  False when path is
- * none of them (the API's routes go on). */
-bool gw_console_serve(gw_t *gw, sg_http_req_t *req, sg_http_answer_t *ans);
+ * /console/login, /console/logout, /console/session, with *label the
+ * route's name for metrics and logs.  False when path is none of them (the
+ * API's routes go on). */
+bool gw_console_serve(gw_t *gw, sg_http_req_t *req, sg_http_answer_t *ans, const char **label);
 
 /* The user of the request's session cookie: true with caller set (via
  * "session", its CSRF token), false when there is no live session. */

@@ -304,8 +304,8 @@ static void handle(void *opaque, sg_http_req_t *req, sg_http_answer_t *ans)
         return;
     }
     /* The console's files and sessions (gw_console.c), before the API. */
-    if (gw_console_serve(gw, req, ans)) {
-        account(req, ans, "(console)", &caller, started);
+    if (gw_console_serve(gw, req, ans, &label)) {
+        account(req, ans, label, &caller, started);
         return;
     }
     /* HEAD is GET without the body (libmicrohttpd sends none). */
