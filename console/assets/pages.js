@@ -209,6 +209,10 @@ function diagram(steps) {
 async function saga(ctx) {
   const id = ctx.id;
   const env = await api.get('/v1/sagas/' + enc(id));
+  // Its dead letters and what became of them (replayed, discarded): the
+  // lineage of a replayed saga.
+  const dls = may(ctx, 'dead_letters_read')
+    ? (await api.get('/v1/dead-letters?view=entries&limit=20&saga=' + enc(id))).items : null;
   const shown = mask(env);
   const list = events(id, () => {
     const ol = document.getElementById('timeline');
@@ -238,6 +242,10 @@ async function saga(ctx) {
     h('h2', {}, 'Steps'), diagram(env.steps),
     table(['#', 'Step', 'Tool', 'Status', 'Attempts', 'Error', 'agent_action', 'Result / decision'], stepRows, 'Steps'),
     h('h2', {}, 'Timeline'), h('ol', { class: 'timeline', id: 'timeline' }, timelineItems()),
+    dls && dls.length ? [h('h2', {}, 'Dead letters of this saga'),
+      table(['Id', 'Status', 'Step', 'Error code', 'Replays', 'Created', 'Resolved'], dls.map((d) => [
+        h('a', { href: '#/dead-letters/' + d.id }, '#' + d.id), badge(d.status), d.step_name || '-', d.error_code,
+        String(d.replays ?? 0), time(d.created_at), d.resolved_at ? time(d.resolved_at) : '-']), 'Dead letters of this saga')] : null,
     h('h2', {}, 'Cancel'), actForm(ctx, { label: 'Cancel saga', what: 'cancelling', danger: true, why: cancelWhy,
       onact: (reason) => api.post('/v1/sagas/' + enc(env.saga_id) + '/cancel', { reason }) }),
     h('h2', {}, 'Envelope'),

@@ -272,6 +272,10 @@ def failed_saga_replayed(browser):
     page.goto(BASE + "/#/sagas/" + SAGA_FAIL)
     expect(page.locator("#timeline")).to_contain_text("saga.completed", timeout=15000)
     check(True, "its timeline shows the replay's outcome")
+    dl_row = page.locator("table", has=page.get_by_role("columnheader", name="Replays")).locator("tbody tr")
+    expect(dl_row).to_contain_text("replayed")
+    check(dl_row.locator("td").nth(4).inner_text() == "1",
+          "the saga's page lists its dead letter, replayed once")
     page.screenshot(path=os.path.join(SHOTS, "replayed.png"), full_page=True)
     ctx.close()
 
