@@ -123,8 +123,9 @@ void gw_ops_error(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_r
 /* The Now page's figures in one statement, each over an index: sagas by
  * status (sagas_status), those in progress with no change for stuck_for
  * (sagas_status), steps waiting for a person (steps_awaiting_approval),
- * dead letters pending and new in the last hour (dead_letters_status).
- * The relay's shards come beside them (sg_relay_status). */
+ * dead letters pending and new in the last hour (dead_letters_status),
+ * and the workers' partitions (consumer_offsets, a row a partition).  The
+ * relay's shards come beside them (sg_relay_status). */
 static const char summary_sql[] =
     "SELECT (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb) FROM "
     "         (SELECT status, count(*) AS n FROM sagas GROUP BY status) c)::text, "
@@ -134,7 +135,11 @@ static const char summary_sql[] =
     " (SELECT count(*) FROM dead_letters WHERE status = 'pending'), "
     " (SELECT count(*) FROM dead_letters WHERE status = 'pending' "
     "   AND created_at > now() - interval '1 hour'), "
-    " to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')";
+    " to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), "
+    " (SELECT coalesce(jsonb_agg(jsonb_build_object('group', group_id, 'topic', topic, "
+    "   'partition', partition, 'owner', owner, 'next_offset', next_offset, "
+    "   'idle_s', round(extract(epoch FROM now() - updated_at)::numeric, 1)) "
+    "   ORDER BY group_id, topic, partition), '[]'::jsonb) FROM consumer_offsets)::text";
 
 void gw_ops_summary(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
                     sg_http_answer_t *ans)
@@ -186,6 +191,7 @@ void gw_ops_summary(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw
     sg_json_add_int(doc, "dead_letters_new_1h", sg_pg_res_int(res, 0, 4, 0));
     sg_json_add_str(doc, "at", sg_pg_res_get(res, 0, 5));
     sg_json_add_node(doc, "relay", relay);
+    sg_json_add_raw(doc, "partitions", sg_pg_res_get(res, 0, 6));
     sg_pg_res_destroy(res);
     gw_json(ans, 200, doc);
 }

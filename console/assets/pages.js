@@ -86,7 +86,10 @@ async function now(ctx) {
       String(r.shard), r.held ? h('span', { class: 'badge ok' }, 'held') : h('span', { class: 'badge bad' }, 'not held'), r.holder || '-',
       r.heartbeat_age_s === null ? '-' : ago(r.heartbeat_age_s) + ' ago', String(r.backlog),
       r.oldest_age_s === null ? '-' : ago(r.oldest_age_s)]), 'Relay shards'),
-    h('p', { class: 'note' }, 'Counted by the gateway at ', time(s.at), '. Workers: their /readyz and /metrics (consumer lag is Kafka\'s, not shown here).'));
+    h('h2', {}, 'Workers'),
+    table(['Topic', 'Partition', 'Owner', 'Next offset', 'Last commit'], (s.partitions || []).map((w) => [
+      h('span', { class: 'wrap' }, w.topic), String(w.partition), w.owner || '-', String(w.next_offset), ago(w.idle_s) + ' ago']), 'Worker partitions'),
+    h('p', { class: 'note' }, 'Counted by the gateway at ', time(s.at), '. A worker commits a partition as it decides its messages: a quiet partition ages without anything being wrong. Consumer lag (Kafka\'s) is on the workers\' /metrics.'));
 }
 
 // ---- Sagas -------------------------------------------------------------------

@@ -397,6 +397,8 @@ Test(console, a_bearer_client_needs_no_csrf_and_the_summary_counts)
     /* The relay's shards, as sagad-relay status has them. */
     cr_assert(sg_json_is_array(sg_json_member(doc, "relay")), "%s", r.body);
     cr_assert_geq(sg_json_array_size(sg_json_member(doc, "relay")), 1, "%s", r.body);
+    /* The worker's partitions, as it committed them. */
+    cr_assert_geq(sg_json_array_size(sg_json_member(doc, "partitions")), 1, "%s", r.body);
     sg_json_destroy(doc);
     sgt_res_free(&r);
     /* A submitter reads its own sagas only: not the counts of all. */
