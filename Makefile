@@ -73,7 +73,8 @@ TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/support/*.c))
 BUILD_DEB_PKGS := gcc g++ make pkg-config curl ca-certificates libssl-dev zlib1g-dev libzstd-dev \
                   libpq-dev libcjson-dev libcurl4-openssl-dev libmicrohttpd-dev
 DEB_PKGS := $(BUILD_DEB_PKGS) procps libcriterion-dev postgresql openjdk-17-jre-headless maven \
-            kcat clang-format python3-jsonschema python3-venv gdb clang-14 libclang-rt-14-dev zsh
+            kcat clang-format python3-jsonschema python3-venv gdb clang-14 libclang-rt-14-dev zsh \
+            chromium
 
 # The entry targets (below) install the packages before they build.
 ENTRY_GOALS := demo test bench soak up test-unit test-integration test-asan test-faults fuzz test-api
@@ -178,6 +179,24 @@ $(BUILD)/gen/gw_schema_event.c: schemas/event.schema.json schemas/embed-json.sh
 
 $(BUILD)/gen/gw_schema_%.o: $(BUILD)/gen/gw_schema_%.c $(RDKAFKA_STAMP)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+# The operator console (console/, docs/CONSOLE.md): its files built into
+# sagad-gateway (gateway/gw_console.c serves them), so the binary needs no
+# file at run time.  The list of names is rewritten only when it changes,
+# as the migrations' is: a removed file must leave the binary too.
+CONSOLE_FILES := $(sort $(wildcard console/*.html console/assets/*))
+CONSOLE_LIST  := $(BUILD)/gen/console.list
+GW_GEN_OBJS   += $(BUILD)/gen/gw_console_files.o
+$(CONSOLE_LIST): FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(CONSOLE_FILES)' | cmp -s - $@ || echo '$(CONSOLE_FILES)' > $@
+
+$(BUILD)/gen/gw_console_files.c: $(CONSOLE_FILES) $(CONSOLE_LIST) console/embed.sh
+	@mkdir -p $(dir $@)
+	sh console/embed.sh $@ $(CONSOLE_FILES)
+
+$(BUILD)/gen/gw_console_files.o: $(BUILD)/gen/gw_console_files.c $(RDKAFKA_STAMP)
+	$(CC) $(ALL_CFLAGS) -Igateway -c -o $@ $<
 
 $(LIBSAGAD): $(LIB_OBJS)
 	@rm -f $@
@@ -381,7 +400,9 @@ FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FUZZ_DIR)/%.o) $(FUZZ_DIR)/worker/tools/worker
                  $(FUZZ_DIR)/worker/tools/worker_http_answer.o \
                  $(patsubst %.c,$(FUZZ_DIR)/%.o,$(filter-out gateway/main.c,$(wildcard gateway/*.c))) \
                  $(FUZZ_DIR)/gen/sg_error_codes.o $(FUZZ_DIR)/gen/sg_migrations.o \
-                 $(FUZZ_DIR)/gen/gw_schema_saga_start.o $(FUZZ_DIR)/gen/gw_schema_event.o
+                 $(FUZZ_DIR)/gen/gw_schema_saga_start.o $(FUZZ_DIR)/gen/gw_schema_event.o \
+                 $(FUZZ_DIR)/gen/gw_console_files.o
+$(FUZZ_DIR)/gen/gw_console_files.o: FUZZ_CFLAGS += -Igateway
 
 $(FUZZ_DIR)/%.o: %.c $(RDKAFKA_STAMP)
 	@command -v $(FUZZ_CC) >/dev/null || { echo "fuzz: $(FUZZ_CC) not found: make deps installs clang-14 and libclang-rt-14-dev" >&2; exit 1; }

@@ -427,5 +427,9 @@ examples/agent/run.sh "$gateway" "$run/keys/shop.token" "$run/keys/ann.token" ||
     { echo "demo: the example agent failed (above); see $run/gateway.log" >&2; exit 1; }
 
 echo
+echo "== the operator console (docs/CONSOLE.md): open $gateway/ in a browser"
+echo "  sign in with a token of .run/demo/keys/: oncall (operator) $(cat "$run/keys/oncall.token")"
+echo "  or ann (approver) $(cat "$run/keys/ann.token")"
+echo
 echo "checkout-svc, the relay, the worker and sagad-gateway are still running."
 echo "Stop them with: make demo-stop    (and PostgreSQL + Kafka with: make down)"

@@ -12,6 +12,10 @@
  *   gw_sagas.c   /v1/sagas: submit, read, wait, list, events, controls
  *   gw_ops.c     /v1/approvals, /v1/dead-letters, /v1/tools, /v1/errors
  *   gw_mcp*.c    MCP for agents: POST /mcp and `mcp --stdio` (gw_mcp.h)
+ *   gw_console.c the operator console: its files, sign-in, the session
+ *                cookie and its CSRF, Origin and read-only rules
+ *                (gw_console.h, docs/CONSOLE.md); gw_session.c its
+ *                session table
  *
  * Stateless: any number of replicas behind one Service.  It reads
  * PostgreSQL as sagad_operator and writes to Kafka only what a producer
@@ -75,12 +79,16 @@ bool gw_user_may_approve(const gw_user_t *u, const char *tool);
 void gw_token_new(char token[48], char hash[72]);
 /* The hash text of a token (as above). */
 void gw_token_hash_text(const char *token, char hash[72]);
+/* The user holding a bearer token, NULL when no one does (every stored
+ * hash is compared, in constant time). */
+const gw_user_t *gw_user_by_token(const gw_users_t *users, const char *token);
 
 /* ---- the process ----------------------------------------------------------- */
 
 typedef struct gw_pool_s gw_pool_t;
 typedef struct gw_producer_s gw_producer_t;
 typedef struct gw_limiter_s gw_limiter_t;
+typedef struct gw_sessions_s gw_sessions_t;
 
 typedef struct gw_s {
     const sg_config_t *cfg;
@@ -98,16 +106,21 @@ typedef struct gw_s {
     gw_limiter_t *limiter;
     sg_json_limits_t lim;
     int64_t wait_max_ms;
+    gw_sessions_t *sessions; /* the console's; NULL when console.enabled is false */
+    bool console_read_only;
+    bool tls;
 } gw_t;
 
 /* Who is asking: the user (NULL when not authenticated) and how. */
 typedef struct gw_caller_s {
     const gw_user_t *user;
-    const char *via; /* "token" or "proxy" */
+    const char *via; /* "token", "proxy" or "session" (the console's cookie) */
+    char csrf[48];   /* a session's CSRF token, "" otherwise */
 } gw_caller_t;
 
-/* Authenticates the request: Authorization: Bearer, or a trusted proxy's
- * header.  0 with caller set; -1 with status (401) and detail set. */
+/* Authenticates the request: Authorization: Bearer, a trusted proxy's
+ * header, or the console's session cookie (gw_console_session).  0 with
+ * caller set; -1 with status (401) and detail set. */
 int gw_authenticate(const gw_t *gw, sg_http_req_t *req, gw_caller_t *caller, char *detail,
                     size_t detail_size);
 
@@ -230,6 +243,8 @@ void gw_ops_approvals(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const 
                       sg_http_answer_t *ans);
 void gw_ops_tools(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
                   sg_http_answer_t *ans);
+void gw_ops_summary(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                    sg_http_answer_t *ans);
 void gw_ops_error(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
                   sg_http_answer_t *ans);
 void gw_ops_dlq_list(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,

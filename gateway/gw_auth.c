@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "gw.h"
+#include "gw_console.h"
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_run.h"
 #include "sagad/sg_sign.h"
@@ -277,8 +278,7 @@ void gw_token_new(char token[48], char hash[72])
     gw_token_hash_text(token, hash);
 }
 
-/* The user of a bearer token, NULL when none has it. */
-static const gw_user_t *by_token(const gw_users_t *users, const char *token)
+const gw_user_t *gw_user_by_token(const gw_users_t *users, const char *token)
 {
     const gw_user_t *found = NULL;
     unsigned char h[32];
@@ -326,6 +326,10 @@ int gw_authenticate(const gw_t *gw, sg_http_req_t *req, gw_caller_t *caller, cha
         /* From anyone else the header is a claim, not an identity: it is
          * ignored, and the request must carry a token of its own. */
     }
+    /* A browser's console session, when it carries no token: the rules
+     * of such a request (CSRF, Origin, read-only) are gw_console_guard's. */
+    if (!auth && gw_console_session(gw, req, caller))
+        return 0;
     if (!auth || strncasecmp(auth, "Bearer ", 7) != 0) {
         snprintf(detail, detail_size,
                  "authentication required: send Authorization: Bearer <token> (a token of the "
@@ -335,7 +339,7 @@ int gw_authenticate(const gw_t *gw, sg_http_req_t *req, gw_caller_t *caller, cha
     auth += 7;
     while (*auth == ' ')
         auth++;
-    if (!(caller->user = by_token(gw->users, auth))) {
+    if (!(caller->user = gw_user_by_token(gw->users, auth))) {
         snprintf(detail, detail_size, "the bearer token is not known to this gateway");
         return -1;
     }

@@ -6,6 +6,8 @@
 #include "gw.h"
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_err.h"
+#include "sagad/sg_ops.h"
+#include "sagad/sg_relay_query.h"
 
 /* The steps waiting for a person that the caller may decide: a tool it
  * may approve, a saga it did not submit (four eyes), oldest first. */
@@ -116,4 +118,80 @@ void gw_ops_error(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_r
         return;
     }
     gw_json_text(ans, 200, text);
+}
+
+/* The Now page's figures in one statement, each over an index: sagas by
+ * status (sagas_status), those in progress with no change for stuck_for
+ * (sagas_status), steps waiting for a person (steps_awaiting_approval),
+ * dead letters pending and new in the last hour (dead_letters_status),
+ * and the workers' partitions (consumer_offsets, a row a partition).  The
+ * relay's shards come beside them (sg_relay_status). */
+static const char summary_sql[] =
+    "SELECT (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb) FROM "
+    "         (SELECT status, count(*) AS n FROM sagas GROUP BY status) c)::text, "
+    " (SELECT count(*) FROM sagas WHERE status IN ('running', 'compensating', 'cancelling') "
+    "   AND updated_at < now() - $1::bigint * interval '1 ms'), "
+    " (SELECT count(DISTINCT saga_id) FROM steps WHERE status = 'awaiting_approval'), "
+    " (SELECT count(*) FROM dead_letters WHERE status = 'pending'), "
+    " (SELECT count(*) FROM dead_letters WHERE status = 'pending' "
+    "   AND created_at > now() - interval '1 hour'), "
+    " to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), "
+    " (SELECT coalesce(jsonb_agg(jsonb_build_object('group', group_id, 'topic', topic, "
+    "   'partition', partition, 'owner', owner, 'next_offset', next_offset, "
+    "   'idle_s', round(extract(epoch FROM now() - updated_at)::numeric, 1)) "
+    "   ORDER BY group_id, topic, partition), '[]'::jsonb) FROM consumer_offsets)::text";
+
+void gw_ops_summary(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                    sg_http_answer_t *ans)
+{
+    const char *v = sg_http_req_query(req, "stuck_for");
+    int64_t stuck_ms = 15 * 60 * 1000;
+    const char *params[1];
+    sg_json_t *doc, *relay = NULL;
+    sg_pg_res_t *res = NULL;
+    sg_err_t err;
+    sg_pg_t *pg;
+    int rc;
+
+    (void)a;
+    if (!(c->user->perms & GW_P_READ_ALL)) {
+        gw_problem(ans, 403,
+                   "the summary counts every saga: a reader's, approver's or "
+                   "operator's (gateway.users roles)",
+                   NULL);
+        return;
+    }
+    if (v && (!sg_ops_duration_ms(v, &stuck_ms) || stuck_ms < 0)) {
+        gw_problem(ans, 400, "stuck_for: a duration such as 90s, 15m or 2h", NULL);
+        return;
+    }
+    params[0] = SG_PG_INT(stuck_ms);
+    if (!(pg = gw_pool_get(gw->pool, &err))) {
+        gw_db_problem(ans, &err);
+        return;
+    }
+    rc = sg_pg_exec_cached(pg, summary_sql, 1, params, &res, &err);
+    /* The relay's shards: is it alive (a heartbeat), is it behind (the
+     * outbox's backlog and its oldest row), as `sagad-relay status`. */
+    if (rc == 0 && sg_relay_status(pg, &relay, &err) < 0) {
+        sg_pg_res_destroy(res);
+        rc = -1;
+    }
+    gw_pool_put(gw->pool, pg);
+    if (rc < 0) {
+        gw_db_problem(ans, &err);
+        return;
+    }
+    doc = sg_json_new_object();
+    sg_json_add_raw(doc, "sagas_by_status", sg_pg_res_get(res, 0, 0));
+    sg_json_add_int(doc, "stuck_for_ms", stuck_ms);
+    sg_json_add_int(doc, "stuck", sg_pg_res_int(res, 0, 1, 0));
+    sg_json_add_int(doc, "awaiting_approval", sg_pg_res_int(res, 0, 2, 0));
+    sg_json_add_int(doc, "dead_letters_pending", sg_pg_res_int(res, 0, 3, 0));
+    sg_json_add_int(doc, "dead_letters_new_1h", sg_pg_res_int(res, 0, 4, 0));
+    sg_json_add_str(doc, "at", sg_pg_res_get(res, 0, 5));
+    sg_json_add_node(doc, "relay", relay);
+    sg_json_add_raw(doc, "partitions", sg_pg_res_get(res, 0, 6));
+    sg_pg_res_destroy(res);
+    gw_json(ans, 200, doc);
 }

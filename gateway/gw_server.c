@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "gw.h"
+#include "gw_console.h"
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_health.h"
 #include "sagad/sg_log.h"
@@ -144,6 +145,7 @@ static const gw_route_t routes[] = {
     {"GET", "/v1/dead-letters/{id}", gw_ops_dlq_get},
     {"POST", "/v1/dead-letters/{id}/replay", gw_ops_dlq_replay},
     {"POST", "/v1/dead-letters/{id}/discard", gw_ops_dlq_discard},
+    {"GET", "/v1/summary", gw_ops_summary},
     {"GET", "/v1/tools", gw_ops_tools},
     {"GET", "/v1/errors/{id}", gw_ops_error},
     {"POST", "/mcp", gw_mcp_http},
@@ -232,14 +234,6 @@ const char *gw_route_template(const gw_route_t *route)
 
 /* ---- one request ------------------------------------------------------------------ */
 
-static bool origin_allowed(const gw_t *gw, const char *origin)
-{
-    for (size_t i = 0; i < gw->norigins; i++)
-        if (strcmp(gw->origins[i], origin) == 0)
-            return true;
-    return false;
-}
-
 static void health(gw_t *gw, const char *path, sg_http_answer_t *ans)
 {
     char why[1024];
@@ -267,6 +261,23 @@ static void health(gw_t *gw, const char *path, sg_http_answer_t *ans)
     }
 }
 
+/* The request's count, time and log line naming its principal. */
+static void account(sg_http_req_t *req, const sg_http_answer_t *ans, const char *label,
+                    const gw_caller_t *caller, uint64_t started)
+{
+    char status[8], ms[24];
+
+    snprintf(status, sizeof(status), "%u", ans->status ? ans->status : 200);
+    sg_metric_inc(SG_M_GW_REQUESTS, SG_LABELS(label, status));
+    sg_metric_observe(SG_M_GW_REQUEST_DURATION, SG_LABELS(label),
+                      (double)(sg_run_now_us() - started) / 1e6);
+    snprintf(ms, sizeof(ms), "%.3f", (double)(sg_run_now_us() - started) / 1000.0);
+    sg_log_kv(ans->status >= 500 ? SG_LOG_WARN : SG_LOG_INFO, "request", "method",
+              sg_http_req_method(req), "route", label, "status", status, "principal",
+              caller->user ? caller->user->name : "-", "auth", caller->via ? caller->via : "-",
+              "peer", sg_http_req_peer(req), "ms", ms, NULL);
+}
+
 static void handle(void *opaque, sg_http_req_t *req, sg_http_answer_t *ans)
 {
     gw_t *gw = opaque;
@@ -280,6 +291,7 @@ static void handle(void *opaque, sg_http_req_t *req, sg_http_answer_t *ans)
     uint64_t started = sg_run_now_us();
     const char *label;
     int retry_after;
+    bool same_origin = false;
 
     if (strcmp(path, "/healthz") == 0 || strcmp(path, "/readyz") == 0 ||
         strcmp(path, "/metrics") == 0) {
@@ -291,13 +303,18 @@ static void handle(void *opaque, sg_http_req_t *req, sg_http_answer_t *ans)
         }
         return;
     }
+    /* The console's files and sessions (gw_console.c), before the API. */
+    if (gw_console_serve(gw, req, ans, &label)) {
+        account(req, ans, label, &caller, started);
+        return;
+    }
     /* HEAD is GET without the body (libmicrohttpd sends none). */
     route = gw_route_find(strcmp(method, "HEAD") == 0 ? "GET" : method, path, buf, sizeof(buf),
                           &args, &path_known);
     label = route ? route->tmpl : path_known ? "(method)" : "(unknown)";
-    if (origin && !origin_allowed(gw, origin)) {
+    if (!gw_console_origin_ok(gw, req, &same_origin)) {
         /* A browser page of another site: no credential it could carry
-         * may act (the API sets no cookie, but a proxy in front may). */
+         * may act (the console's cookie, or a proxy's in front). */
         gw_problem(ans, 403,
                    "this Origin may not call the API: add it to gateway.allowed_origins if a "
                    "console there should",
@@ -313,7 +330,7 @@ static void handle(void *opaque, sg_http_req_t *req, sg_http_answer_t *ans)
             sg_http_answer_header(ans, "Access-Control-Allow-Methods", allow);
             sg_http_answer_header(ans, "Access-Control-Allow-Headers",
                                   "Authorization, Content-Type, Idempotency-Key, "
-                                  "If-None-Match, Last-Event-ID");
+                                  "If-None-Match, Last-Event-ID, X-CSRF-Token");
             sg_http_answer_header(ans, "Access-Control-Max-Age", "600");
         }
     } else if (!route && path_known) {
@@ -326,6 +343,8 @@ static void handle(void *opaque, sg_http_req_t *req, sg_http_answer_t *ans)
     } else if (gw_authenticate(gw, req, &caller, detail, sizeof(detail)) < 0) {
         gw_problem(ans, 401, detail, NULL);
         sg_http_answer_header(ans, "WWW-Authenticate", "Bearer realm=\"sagad\"");
+    } else if (strcmp(caller.via, "session") == 0 && gw_console_guard(gw, req, &caller, ans) < 0) {
+        /* answered: the console's CSRF, Origin or read-only rule */
     } else if (!gw_limiter_take(gw->limiter, caller.user->name, &retry_after)) {
         char ra[16];
         snprintf(ra, sizeof(ra), "%d", retry_after > 0 ? retry_after : 1);
@@ -335,24 +354,13 @@ static void handle(void *opaque, sg_http_req_t *req, sg_http_answer_t *ans)
     } else {
         route->fn(gw, &caller, req, &args, ans);
     }
-    if (origin && origin_allowed(gw, origin)) {
+    if (origin && !same_origin && gw_console_origin_ok(gw, req, &same_origin)) {
         sg_http_answer_header(ans, "Access-Control-Allow-Origin", origin);
         sg_http_answer_header(ans, "Access-Control-Expose-Headers",
                               "Location, ETag, Link, Retry-After");
         sg_http_answer_header(ans, "Vary", "Origin");
     }
-    {
-        char status[8], ms[24];
-        snprintf(status, sizeof(status), "%u", ans->status ? ans->status : 200);
-        sg_metric_inc(SG_M_GW_REQUESTS, SG_LABELS(label, status));
-        sg_metric_observe(SG_M_GW_REQUEST_DURATION, SG_LABELS(label),
-                          (double)(sg_run_now_us() - started) / 1e6);
-        snprintf(ms, sizeof(ms), "%.3f", (double)(sg_run_now_us() - started) / 1000.0);
-        sg_log_kv(ans->status >= 500 ? SG_LOG_WARN : SG_LOG_INFO, "request", "method", method,
-                  "route", label, "status", status, "principal",
-                  caller.user ? caller.user->name : "-", "auth", caller.via ? caller.via : "-",
-                  "peer", sg_http_req_peer(req), "ms", ms, NULL);
-    }
+    account(req, ans, label, &caller, started);
 }
 
 /* ---- start and stop ------------------------------------------------------------------ */
@@ -439,6 +447,12 @@ static int setup(gw_t *gw, const sg_config_t *cfg, char *why, size_t why_size)
     }
     gw->proxies = split_list(sg_config_str(cfg, "gateway.trusted_proxies"), &gw->nproxies);
     gw->origins = split_list(sg_config_str(cfg, "gateway.allowed_origins"), &gw->norigins);
+    gw->tls = *sg_config_str(cfg, "gateway.tls_cert") != '\0';
+    gw->console_read_only = sg_config_bool(cfg, "console.read_only");
+    if (sg_config_bool(cfg, "console.enabled"))
+        gw->sessions = gw_sessions_new((size_t)sg_config_int(cfg, "console.max_sessions"),
+                                       sg_config_int(cfg, "console.session_idle_ms"),
+                                       sg_config_int(cfg, "console.session_max_ms"));
     gw->limiter = gw_limiter_new((double)sg_config_int(cfg, "gateway.rate_per_s"),
                                  (double)sg_config_int(cfg, "gateway.rate_burst"));
     if (!(gw->pool = gw_pool_new(cfg, (int)sg_config_int(cfg, "gateway.pg_pool"), why, why_size)))
@@ -453,6 +467,7 @@ static void teardown(gw_t *gw)
     gw_producer_free(gw->prod);
     gw_pool_free(gw->pool);
     gw_limiter_free(gw->limiter);
+    gw_sessions_free(gw->sessions);
     free_list(gw->proxies, gw->nproxies);
     free_list(gw->origins, gw->norigins);
     sg_registry_destroy(gw->reg);

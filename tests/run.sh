@@ -96,6 +96,19 @@ for b in "$@"; do
     break
 done
 
+# The operator console in headless Chromium (tests/console/run.sh:
+# Playwright and axe-core, a stack of its own over the services above): the
+# plain build only, as the API tests; the sanitizer build ran the same
+# gateway code through test_console.c.  Its venv is made on first use.
+for b in "$@"; do
+    case $b in
+    */asan) continue ;;
+    esac
+    echo "== console browser tests ($b)"
+    tests/console/run.sh "$(bindir_of "$b")"
+    break
+done
+
 # The MCP server under the official Python SDKs (both majors, stdio and
 # HTTP): the plain build only, the first given; the sanitizer build already
 # ran the same server code through test_mcp.c's own suite.  Its venvs are

@@ -209,6 +209,19 @@ static const sg_config_key_t config_table[] = {
      "connection of their own, not on these)."},
     {"gateway.max_connections", SG_CONFIG_INT, "256", 8, 10000, NULL, 0,
      "Open HTTP connections the gateway serves at once (each has a thread); more are refused."},
+    {"console.enabled", SG_CONFIG_BOOL, "true", 0, 0, NULL, 0,
+     "Serve the operator console (docs/CONSOLE.md) at / of sagad-gateway, and accept its "
+     "session cookie on /v1; false: only bearer tokens and the trusted proxy."},
+    {"console.read_only", SG_CONFIG_BOOL, "false", 0, 0, NULL, 0,
+     "Refuse (403) every state-changing /v1 request made through a console session: the "
+     "console only looks; bearer-token clients are unaffected."},
+    {"console.session_idle_ms", SG_CONFIG_INT, "1800000", 60000, 86400000, NULL, 0,
+     "A console session unused for this long is over (sign in again)."},
+    {"console.session_max_ms", SG_CONFIG_INT, "43200000", 60000, 604800000, NULL, 0,
+     "A console session is over this long after sign-in, used or not."},
+    {"console.max_sessions", SG_CONFIG_INT, "1024", 1, 100000, NULL, 0,
+     "Console sessions a gateway replica holds in memory; past it a sign-in ends the session "
+     "used least recently."},
     {"mcp.token", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK | SG_CONFIG_SECRET,
      "Bearer token of the users file that `sagad-gateway mcp --stdio` acts as (SAGAD_MCP_TOKEN, "
      "set in the agent's MCP configuration); empty: the stdio server refuses to start."},

@@ -75,7 +75,9 @@ def gateway_routes():
     for probe in re.findall(r'strcmp\(path, "(/[a-z]+)"\) == 0', text):
         routes.add(("GET", probe))
     # Not the REST API: POST /mcp is JSON-RPC for agents (docs/AGENTS.md,
-    # tested by its own suite, tests/mcp/).
+    # its own suite tests/mcp/), and the console's files and sessions at /,
+    # /assets/ and /console/ (gateway/gw_console.c, docs/CONSOLE.md) are
+    # served outside this table, for browsers.
     routes.discard(("POST", "/mcp"))
     return routes
 

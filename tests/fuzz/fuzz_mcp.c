@@ -72,7 +72,7 @@ static void decoded(const char *text, size_t n)
 static void answered(gw_mcp_t *m, const char *text, size_t n, const gw_mcp_hdrs_t *h)
 {
     gw_user_t user = {.name = "fuzz", .perms = GW_P_READ_ALL};
-    gw_caller_t caller = {&user, "token"};
+    gw_caller_t caller = {.user = &user, .via = "token"};
     gw_mcp_call_t *pending;
     gw_mcp_out_t out;
     sg_json_t *doc;

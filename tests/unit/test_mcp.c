@@ -113,7 +113,7 @@ static void teardown(void)
 static sg_json_t *ask(gw_mcp_t *m, const char *text, const gw_mcp_hdrs_t *h, unsigned *status)
 {
     gw_user_t user = {.name = "shop", .perms = GW_P_SUBMIT};
-    gw_caller_t caller = {&user, "token"};
+    gw_caller_t caller = {.user = &user, .via = "token"};
     gw_mcp_out_t out;
     sg_json_t *doc = NULL;
 

@@ -1,0 +1,264 @@
+#!/usr/bin/env bash
+# The operator console in a real browser (issue 38, docs/CONSOLE.md):
+# headless Chromium (Debian's `chromium`, make deps) driven by Playwright for
+# Python against a real stack: PostgreSQL, Kafka, sagad-worker, sagad-relay
+# and two sagad-gateways on the same database, one of them read-only.
+#
+#   tests/console/run.sh [BINDIR]          (BINDIR: bin by default)
+#
+# The stack: a database (migrated), topics with unique names, a keyring
+# whose principal `gateway` has the delegate role, a users file (shop a
+# submitter, ann an approver, agent a submitter and approver, oncall an
+# operator), builtin tools (payment.charge_high gated by an approval).
+# Seeded: a saga of shop waiting for an approval, one of agent waiting too,
+# a saga held by its dead-lettered step (it fails until replayed), and a
+# dead letter of a saga naming no registered tool (produced straight to the
+# commands topic as a producer that did not check would).
+#
+# tests/console/test_console.py then signs in as each user and walks every
+# page (tests/console/test_console.py says what it checks); axe-core checks
+# each page for serious or critical violations; screenshots of every page
+# go to build/console-shots/.
+#
+# tests/run.sh runs it after the API tests, with the integration tests'
+# PostgreSQL and Kafka (SAGAD_TEST_PG_URL*, SAGAD_TEST_KAFKA); without them
+# it starts deploy/local's and stops them again.  Every process it starts
+# is stopped by pid at exit; the database is dropped.  Python packages:
+# pinned in tests/console/requirements.txt, installed into
+# build/console-venv when that file changed.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+bindir=${1:-bin}
+venv=$PWD/build/console-venv
+chromium=${SAGAD_TEST_CHROMIUM:-$(command -v chromium || true)}
+for p in sagad-worker sagad-relay sagad-gateway sagactl; do
+    [ -x "$bindir/$p" ] || { echo "console: $bindir/$p not built (make all)" >&2; exit 2; }
+done
+[ -n "$chromium" ] || { echo "console: chromium is not installed (make deps)" >&2; exit 2; }
+command -v kcat >/dev/null || { echo "console: kcat is not installed (make deps)" >&2; exit 2; }
+
+if ! cmp -s tests/console/requirements.txt "$venv/.sagad-requirements" 2>/dev/null; then
+    echo "console: installing Playwright and axe-core into $venv"
+    rm -rf "$venv"
+    python3 -m venv "$venv" ||
+        { echo "console: python3 -m venv failed: python3-venv is missing (make deps)" >&2; exit 2; }
+    "$venv/bin/pip" install -q --disable-pip-version-check -r tests/console/requirements.txt
+    cp tests/console/requirements.txt "$venv/.sagad-requirements"
+fi
+py=$venv/bin/python
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/sagad-console-XXXXXX")
+pids=()
+names=()
+db=
+started_pg=0
+started_kafka=0
+failed=1
+
+stop_all() {
+    local i rc=0 pid
+    for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+        pid=${pids[$i]}
+        kill -TERM "$pid" 2>/dev/null || true
+        for ((j = 0; j < 200; j++)); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$pid" 2>/dev/null || true
+        if ! wait "$pid" 2>/dev/null; then
+            echo "console: ${names[$i]} did not exit 0 on SIGTERM" >&2
+            rc=1
+        fi
+    done
+    pids=()
+    return $rc
+}
+
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    stop_all || true
+    if [ $failed = 1 ]; then
+        for n in "${names[@]}"; do
+            echo "---- console: the last lines of $n's log ($work/$n.log)" >&2
+            tail -n 30 "$work/$n.log" >&2 || true
+        done
+    fi
+    if [ -n "$db" ]; then
+        psql -X -q "$SAGAD_TEST_PG_URL" -v ON_ERROR_STOP=1 \
+            -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '$db' AND usename = current_user" \
+            -c "DROP DATABASE IF EXISTS $db" >/dev/null || rc=1
+    fi
+    if [ $started_kafka = 1 ]; then deploy/local/kafka.sh stop || rc=1; fi
+    if [ $started_pg = 1 ]; then deploy/local/pg.sh stop || rc=1; fi
+    if [ $failed = 0 ]; then rm -rf "$work"; else echo "console: logs kept in $work" >&2; fi
+    [ $rc != 0 ] || [ $failed = 0 ] || rc=1
+    exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if [ -z "${SAGAD_TEST_PG_URL:-}" ]; then
+    if ! deploy/local/pg.sh status >/dev/null 2>&1; then
+        started_pg=1
+        deploy/local/pg.sh start
+    fi
+    SAGAD_TEST_PG_URL=$(deploy/local/pg.sh url)
+    SAGAD_TEST_PG_URL_RUNTIME=$(deploy/local/pg.sh url-runtime)
+    SAGAD_TEST_PG_URL_OPERATOR=$(deploy/local/pg.sh url-operator)
+fi
+if [ -z "${SAGAD_TEST_KAFKA:-}" ]; then
+    if ! deploy/local/kafka.sh status >/dev/null 2>&1; then
+        started_kafka=1
+        deploy/local/kafka.sh start
+    fi
+    SAGAD_TEST_KAFKA=$(deploy/local/kafka.sh bootstrap)
+fi
+
+unique=console_$$_$(date +%s)
+db=sgt_$unique
+psql -X -q "$SAGAD_TEST_PG_URL" -v ON_ERROR_STOP=1 -c "CREATE DATABASE $db" >/dev/null
+dsn=${SAGAD_TEST_PG_URL%/*}/$db
+rt_dsn=${SAGAD_TEST_PG_URL_RUNTIME%%@*}@${dsn#*@}
+op_dsn=${SAGAD_TEST_PG_URL_OPERATOR%%@*}@${dsn#*@}
+topic_cmd=sgt_${unique}_cmd
+
+common=(
+    SAGAD_KAFKA_BOOTSTRAP_SERVERS="$SAGAD_TEST_KAFKA"
+    SAGAD_TOPIC_COMMANDS="$topic_cmd"
+    SAGAD_TOPIC_INTERNAL="sgt_${unique}_int"
+    SAGAD_TOPIC_EVENTS="sgt_${unique}_ev"
+    SAGAD_TOPIC_DLQ="sgt_${unique}_dlq"
+    SAGAD_WORKER_REGISTRY="$work/tools.json"
+    SAGAD_HTTP_PORT=0
+    SAGAD_LOG_LEVEL=info
+)
+
+cat > "$work/tools.json" <<'JSON'
+{"v": 1, "tools": {
+  "noop": {"adapter": "builtin", "target": "noop", "side_effect": "read"},
+  "echo": {"adapter": "builtin", "target": "echo", "side_effect": "idempotent",
+           "description": "answers with its args"},
+  "ledger": {"adapter": "builtin", "target": "ledger", "side_effect": "idempotent"},
+  "ship.book": {"adapter": "builtin", "target": "fail", "side_effect": "idempotent",
+    "description": "fails (poison) until the saga's first replay"},
+  "payment.charge_high": {"adapter": "builtin", "target": "ledger", "side_effect": "idempotent",
+    "approval": "required", "description": "a charge a person approves first"}
+}}
+JSON
+
+env SAGAD_PG_DSN="$dsn" "${common[@]}" "$bindir/sagad-worker" migrate > "$work/migrate.log" 2>&1 ||
+    { cat "$work/migrate.log" >&2; exit 1; }
+env SAGAD_PG_DSN="$dsn" "${common[@]}" "$bindir/sagad-worker" topics --partitions 1 > "$work/topics.log" 2>&1 ||
+    { cat "$work/topics.log" >&2; exit 1; }
+
+pub=$("$bindir/sagactl" keys new --principal gateway --out "$work/gateway.key" --json |
+    "$py" -c 'import json, sys; print(json.load(sys.stdin)["public_key"])')
+printf '{"v": 1, "principals": {"gateway": {"keys": {"k1": "%s"}, "roles": ["submit", "approve", "cancel", "delegate"]}}}\n' \
+    "$pub" > "$work/keyring.json"
+
+users_json='{"v": 1, "users": {'
+sep=
+for spec in shop:submitter ann:approver agent:submitter,approver oncall:operator; do
+    u=${spec%%:*}
+    r=${spec#*:}
+    tok=$("$bindir/sagad-gateway" token new --user "$u" --json)
+    token=$("$py" -c 'import json, sys; print(json.load(sys.stdin)["token"])' <<<"$tok")
+    hash=$("$py" -c 'import json, sys; print(json.load(sys.stdin)["hash"])' <<<"$tok")
+    export "SAGAD_TEST_CONSOLE_TOKEN_${u^^}=$token"
+    users_json+="$sep\"$u\": {\"roles\": [\"${r//,/\", \"}\"], \"tokens\": [\"$hash\"]}"
+    sep=', '
+done
+echo "$users_json}}" > "$work/users.json"
+
+start() { # NAME ENV... -- PROGRAM ARGS...
+    local name=$1 e=()
+    shift
+    while [ "$1" != -- ]; do e+=("$1"); shift; done
+    shift
+    env "${common[@]}" "${e[@]}" "$@" 2> "$work/$name.log" > /dev/null &
+    pids+=($!)
+    names+=("$name")
+}
+
+start relay SAGAD_PG_DSN="$rt_dsn" SAGAD_RELAY_POLL_INTERVAL_MS=50 -- "$bindir/sagad-relay" run
+# A saga whose step is dead-lettered is held (not compensated) for ten
+# minutes, so the console's replay can finish it.
+start worker SAGAD_PG_DSN="$rt_dsn" SAGAD_WORKER_GROUP_ID="sgt_${unique}_worker" \
+    SAGAD_WORKER_DEAD_LETTER_HOLD_MS=600000 \
+    SAGAD_SECURITY_KEYRING="$work/keyring.json" -- "$bindir/sagad-worker" run
+gw_env=(SAGAD_PG_DSN="$op_dsn" SAGAD_GATEWAY_PORT=0 SAGAD_GATEWAY_USERS="$work/users.json"
+    SAGAD_GATEWAY_KEY="$work/gateway.key" SAGAD_GATEWAY_WAIT_MAX_MS=5000)
+start gateway "${gw_env[@]}" -- "$bindir/sagad-gateway" run
+start gateway-ro "${gw_env[@]}" SAGAD_CONSOLE_READ_ONLY=true -- "$bindir/sagad-gateway" run
+
+port_of() { # NAME: the port the gateway logged
+    local port= i
+    for ((i = 0; i < 300; i++)); do
+        port=$(grep -o '"msg":"gateway listening".*' "$work/$1.log" 2>/dev/null |
+            grep -o '"port":"[0-9]*"' | grep -o '[0-9]\+' || true)
+        [ -z "$port" ] || break
+        sleep 0.1
+    done
+    [ -n "$port" ] || { echo "console: $1 logged no port within 30 s" >&2; exit 1; }
+    for ((i = 0; i < 300; i++)); do
+        [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz")" != 200 ] || break
+        sleep 0.1
+    done
+    echo "$port"
+}
+base=http://127.0.0.1:$(port_of gateway)
+base_ro=http://127.0.0.1:$(port_of gateway-ro)
+curl -sf -o /dev/null "$base/readyz" || { echo "console: $base/readyz is not 200" >&2; exit 1; }
+curl -sf -o /dev/null "$base_ro/readyz" || { echo "console: $base_ro/readyz is not 200" >&2; exit 1; }
+export SAGAD_TEST_CONSOLE_URL=$base SAGAD_TEST_CONSOLE_URL_RO=$base_ro
+echo "console: sagad-gateway on $base, read-only on $base_ro (database $db)"
+
+# The seeds: two sagas waiting for a person (shop's, agent's) and a dead
+# letter.
+submit() { # USER SAGA_ID
+    local var=SAGAD_TEST_CONSOLE_TOKEN_${1^^}
+    curl -sS -o /dev/null -w '%{http_code}\n' -H "Authorization: Bearer ${!var}" \
+        -H 'Content-Type: application/json' --data "{\"v\": 1, \"type\": \"saga.start\",
+          \"saga_id\": \"$2\", \"name\": \"refund-$1\", \"steps\": [
+            {\"name\": \"quote\", \"tool\": \"echo\", \"args\": {\"amount_cents\": 125000, \"api_key\": \"not-shown\"}},
+            {\"name\": \"charge\", \"tool\": \"payment.charge_high\", \"args\": {\"amount_cents\": 125000},
+             \"approval\": {\"reason\": \"over 1,000 EUR\"}}]}" "$base/v1/sagas"
+}
+export SAGAD_TEST_CONSOLE_SAGA_SHOP=console-shop-$$ SAGAD_TEST_CONSOLE_SAGA_AGENT=console-agent-$$
+submit shop "$SAGAD_TEST_CONSOLE_SAGA_SHOP" | grep -q 202 || { echo "console: seeding shop's saga failed" >&2; exit 1; }
+submit agent "$SAGAD_TEST_CONSOLE_SAGA_AGENT" | grep -q 202 || { echo "console: seeding agent's saga failed" >&2; exit 1; }
+export SAGAD_TEST_CONSOLE_SAGA_FAIL=console-ship-$$
+curl -sS -o /dev/null -w '%{http_code}\n' -H "Authorization: Bearer $SAGAD_TEST_CONSOLE_TOKEN_SHOP" \
+    -H 'Content-Type: application/json' --data "{\"v\": 1, \"type\": \"saga.start\",
+      \"saga_id\": \"$SAGAD_TEST_CONSOLE_SAGA_FAIL\", \"name\": \"ship-order\", \"steps\": [
+        {\"name\": \"reserve\", \"tool\": \"ledger\", \"args\": {\"sku\": \"B7\"}},
+        {\"name\": \"ship\", \"tool\": \"ship.book\", \"args\": {\"class\": \"poison\",
+         \"code\": \"downstream.garbled\", \"generations\": 1}}]}" "$base/v1/sagas" | grep -q 202 ||
+    { echo "console: seeding the failing saga failed" >&2; exit 1; }
+printf '%s' '{"v": 1, "type": "saga.start", "saga_id": "console-poison-'$$'", "id": "p", "name": "import", "steps": [{"name": "a", "tool": "no.such.tool"}]}' |
+    kcat -P -b "$SAGAD_TEST_KAFKA" -t "$topic_cmd" -k "console-poison-$$"
+for s in "$SAGAD_TEST_CONSOLE_SAGA_SHOP" "$SAGAD_TEST_CONSOLE_SAGA_AGENT"; do
+    for ((i = 0; i < 30; i++)); do
+        if curl -sS -H "Authorization: Bearer $SAGAD_TEST_CONSOLE_TOKEN_ANN" \
+            "$base/v1/sagas/$s/wait?timeout=2s" | grep -q '"status": *"awaiting_approval"'; then
+            break
+        fi
+    done
+done
+for ((i = 0; i < 150; i++)); do
+    n=$(psql -X -qtA "$dsn" -c "SELECT count(*) FROM dead_letters" 2>/dev/null || echo 0)
+    [ "$n" -lt 2 ] || break
+    sleep 0.2
+done
+[ "$n" = 2 ] || { echo "console: want 2 dead letters (the poison message, the held saga), got $n" >&2; exit 1; }
+
+mkdir -p build/console-shots
+echo "== console: tests/console/test_console.py (Chromium $("$chromium" --version 2>/dev/null | grep -o '[0-9][0-9.]*' | head -n 1))"
+started=$(date +%s)
+SAGAD_TEST_CHROMIUM=$chromium SAGAD_TEST_CONSOLE_SHOTS=$PWD/build/console-shots \
+    "$py" tests/console/test_console.py
+echo "console: the browser suite took $(($(date +%s) - started)) s; screenshots in build/console-shots/"
+stop_all
+failed=0

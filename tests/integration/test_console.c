@@ -1,0 +1,494 @@
+/* The operator console on sagad-gateway over real HTTP, in front of the
+ * real worker and relay (issue 38, docs/CONSOLE.md): its files and their
+ * headers, sign-in and its cookie, and the rules a request the cookie
+ * authenticated must keep (CSRF token, Origin, Sec-Fetch-Site,
+ * console.read_only), while bearer-token clients go on as before.  Users:
+ * shop (submitter), ann (approver), oncall (operator), viewer (reader). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sagad/sg_json.h"
+#include "../support/sg_test.h"
+#include "../support/sg_worker_env.h"
+
+TestSuite(console, .init = sgw_setup, .fini = sgw_teardown, .timeout = 180);
+
+#define CSP                                                                                        \
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "              \
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+
+static const char *const users[] = {"shop", "ann", "oncall", "viewer"};
+static const char *const roles[] = {"[\"submitter\"]", "[\"approver\"]", "[\"operator\"]",
+                                    "[\"reader\"]"};
+
+static struct {
+    char base[64];
+    char token[4][64];
+    sgt_bg_t *proc;
+} gw;
+
+/* A signed-in browser: its cookie header and CSRF token. */
+typedef struct browser_s {
+    char cookie[160];
+    char csrf[64];
+} browser_t;
+
+static const char *token_of(const char *user)
+{
+    for (size_t i = 0; i < sizeof(users) / sizeof(users[0]); i++)
+        if (strcmp(users[i], user) == 0)
+            return gw.token[i];
+    cr_assert_fail("no user %s", user);
+    return NULL;
+}
+
+static void write_users(const char *path)
+{
+    FILE *fp = fopen(path, "w");
+
+    cr_assert_not_null(fp);
+    fprintf(fp, "{\"v\": 1, \"users\": {");
+    for (size_t i = 0; i < sizeof(users) / sizeof(users[0]); i++) {
+        const char *args[] = {"token", "new", "--user", users[i], "--json", NULL};
+        char *out = NULL, *err = NULL;
+        sg_json_t *doc;
+        int rc = sgt_run("sagad-gateway", args, sgw.env, &out, &err);
+        cr_assert_eq(rc, 0, "token new: %s", err);
+        doc = sg_json_parse(out, strlen(out), NULL, NULL);
+        cr_assert_not_null(doc);
+        snprintf(gw.token[i], sizeof(gw.token[i]), "%s", sgw_jstr(doc, "token"));
+        fprintf(fp, "%s\"%s\": {\"roles\": %s, \"tokens\": [\"%s\"]}", i ? ", " : "", users[i],
+                roles[i], sgw_jstr(doc, "hash"));
+        sg_json_destroy(doc);
+        free(out);
+        free(err);
+    }
+    fprintf(fp, "}}");
+    fclose(fp);
+}
+
+/* The world, then the gateway with more settings ("KEY=value", NULL-ended). */
+static void start_with(const char *const *more)
+{
+    char users_path[160], env_users[200], env_key[220], env_port[64];
+    int port = sgt_free_port();
+    const char *extra[16] = {env_users, env_key, env_port, sgw.op_env,
+                             "SAGAD_GATEWAY_ALLOWED_ORIGINS=https://console.example"};
+    size_t n = 5;
+    double until;
+
+    for (; more && *more && n < 15; more++)
+        extra[n++] = *more;
+    sgw_pair_start(NULL, 1, NULL);
+    snprintf(users_path, sizeof(users_path), "%s/users.json", sgw.dir);
+    write_users(users_path);
+    snprintf(env_users, sizeof(env_users), "SAGAD_GATEWAY_USERS=%s", users_path);
+    snprintf(env_key, sizeof(env_key), "SAGAD_GATEWAY_KEY=%s", sgw_key_path("gateway"));
+    snprintf(env_port, sizeof(env_port), "SAGAD_GATEWAY_PORT=%d", port);
+    snprintf(gw.base, sizeof(gw.base), "http://127.0.0.1:%d", port);
+    gw.proc = sgw_proc_start("sagad-gateway", extra);
+    for (until = sgt_now_s() + SGW_WAIT_S; sgt_now_s() < until; usleep(100000)) {
+        char url[128];
+        sgt_res_t r;
+        snprintf(url, sizeof(url), "%s/readyz", gw.base);
+        r = sgt_request("GET", url, NULL, NULL);
+        if (r.status == 200) {
+            sgt_res_free(&r);
+            return;
+        }
+        sgt_res_free(&r);
+        cr_assert(!sgt_bg_done(gw.proc), "the gateway exited: %s", sgt_bg_tail(gw.proc));
+    }
+    cr_assert_fail("the gateway did not become ready: %s", sgt_bg_tail(gw.proc));
+}
+
+static void start(void)
+{
+    start_with(NULL);
+}
+
+/* A request with up to four extra headers (NULL-ended). */
+static sgt_res_t call(const char *method, const char *path, const char *body,
+                      const char *const *extra)
+{
+    char url[512];
+    const char *headers[8] = {NULL};
+    size_t n = 0;
+
+    snprintf(url, sizeof(url), "%s%s", gw.base, path);
+    if (body)
+        headers[n++] = "Content-Type: application/json";
+    for (; extra && *extra && n < 7; extra++)
+        headers[n++] = *extra;
+    return sgt_request(method, url, headers, body);
+}
+
+static sg_json_t *json_of(const sgt_res_t *r)
+{
+    sg_json_t *doc = sg_json_parse(r->body, r->len, NULL, NULL);
+
+    cr_assert_not_null(doc, "not JSON (status %ld): %s", r->status, r->body);
+    return doc;
+}
+
+/* The rule a 403 problem names. */
+static void expect_refused(const sgt_res_t *r, const char *rule)
+{
+    sg_json_t *doc;
+
+    cr_assert_eq(r->status, 403, "want 403 (%s), got %ld: %s", rule, r->status, r->body);
+    cr_assert_str_eq(sgt_res_header(r, "Content-Type"), "application/problem+json");
+    doc = json_of(r);
+    cr_assert_str_eq(sgw_jstr(doc, "rule"), rule, "%s", r->body);
+    sg_json_destroy(doc);
+}
+
+/* Signs user in as a browser does (JSON); the cookie and CSRF token. */
+static void sign_in(const char *user, browser_t *b)
+{
+    char body[160];
+    const char *set, *end;
+    sgt_res_t r;
+    sg_json_t *doc;
+
+    snprintf(body, sizeof(body), "{\"token\": \"%s\"}", token_of(user));
+    r = call("POST", "/console/login", body, NULL);
+    cr_assert_eq(r.status, 200, "login: %ld %s", r.status, r.body);
+    set = sgt_res_header(&r, "Set-Cookie");
+    cr_assert_not_null(set, "login set no cookie: %s", r.headers);
+    cr_assert(strncmp(set, "sagad_session=", 14) == 0, "%s", set);
+    end = strchr(set, ';');
+    cr_assert_not_null(end);
+    snprintf(b->cookie, sizeof(b->cookie), "Cookie: %.*s", (int)(end - set), set);
+    doc = json_of(&r);
+    snprintf(b->csrf, sizeof(b->csrf), "X-CSRF-Token: %s", sgw_jstr(doc, "csrf_token"));
+    sg_json_destroy(doc);
+    sgt_res_free(&r);
+}
+
+/* A cancel of a saga that does not exist: a request that passed the
+ * console's rules is answered 404 by the handler. */
+#define NO_SAGA_CANCEL "/v1/sagas/console-no-such-saga/cancel"
+#define REASON         "{\"reason\": \"console test\"}"
+
+Test(console, files_are_served_with_the_csp_and_without_a_login)
+{
+    sgt_res_t r, again;
+    char inm[128];
+
+    start();
+    r = call("GET", "/", NULL, NULL);
+    cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+    cr_assert_str_eq(sgt_res_header(&r, "Content-Type"), "text/html; charset=utf-8");
+    cr_assert_str_eq(sgt_res_header(&r, "Content-Security-Policy"), CSP);
+    cr_assert_str_eq(sgt_res_header(&r, "X-Content-Type-Options"), "nosniff");
+    cr_assert_str_eq(sgt_res_header(&r, "Referrer-Policy"), "no-referrer");
+    cr_assert_not_null(strstr(r.body, "<script type=\"module\" src=\"/assets/app.js\">"));
+    /* No inline script or style for the CSP to refuse. */
+    cr_assert_null(strstr(r.body, "<script>"));
+    cr_assert_null(strstr(r.body, "style="));
+    cr_assert_not_null(sgt_res_header(&r, "ETag"));
+    snprintf(inm, sizeof(inm), "If-None-Match: %s", sgt_res_header(&r, "ETag"));
+    again = call("GET", "/", NULL, (const char *const[]){inm, NULL});
+    cr_assert_eq(again.status, 304, "%ld", again.status);
+    sgt_res_free(&again);
+    sgt_res_free(&r);
+
+    r = call("GET", "/assets/app.js", NULL, NULL);
+    cr_assert_eq(r.status, 200);
+    cr_assert_str_eq(sgt_res_header(&r, "Content-Type"), "text/javascript; charset=utf-8");
+    cr_assert_str_eq(sgt_res_header(&r, "Content-Security-Policy"), CSP);
+    sgt_res_free(&r);
+    r = call("GET", "/assets/app.css", NULL, NULL);
+    cr_assert_str_eq(sgt_res_header(&r, "Content-Type"), "text/css; charset=utf-8");
+    sgt_res_free(&r);
+    r = call("GET", "/assets/no-such.js", NULL, NULL);
+    cr_assert_eq(r.status, 404);
+    sgt_res_free(&r);
+    /* The shell needs no login; the data does. */
+    r = call("GET", "/v1/summary", NULL, NULL);
+    cr_assert_eq(r.status, 401, "%ld", r.status);
+    sgt_res_free(&r);
+}
+
+Test(console, login_sets_a_strict_cookie_and_the_session_reads_the_api)
+{
+    char body[160];
+    const char *set;
+    browser_t b;
+    sgt_res_t r;
+    sg_json_t *doc;
+
+    start();
+    r = call("POST", "/console/login", "{\"token\": \"sgw_not-a-token\"}", NULL);
+    cr_assert_eq(r.status, 401, "%ld %s", r.status, r.body);
+    cr_assert_null(sgt_res_header(&r, "Set-Cookie"));
+    sgt_res_free(&r);
+
+    snprintf(body, sizeof(body), "{\"token\": \"%s\"}", token_of("viewer"));
+    r = call("POST", "/console/login", body, NULL);
+    cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+    set = sgt_res_header(&r, "Set-Cookie");
+    cr_assert_not_null(set);
+    cr_assert_not_null(strstr(set, "; HttpOnly"), "%s", set);
+    cr_assert_not_null(strstr(set, "; Secure"), "%s", set);
+    cr_assert_not_null(strstr(set, "; SameSite=Strict"), "%s", set);
+    cr_assert_not_null(strstr(set, "; Path=/"), "%s", set);
+    /* The cookie holds a random id, never the token. */
+    cr_assert_null(strstr(set, token_of("viewer")));
+    doc = json_of(&r);
+    cr_assert_str_eq(sgw_jstr(doc, "user"), "viewer");
+    cr_assert_eq(strlen(sgw_jstr(doc, "csrf_token")), 43);
+    sg_json_destroy(doc);
+    sgt_res_free(&r);
+
+    /* A plain form, without script: back to the console with the cookie. */
+    {
+        char url[128], form[128];
+        const char *h[] = {"Content-Type: application/x-www-form-urlencoded", NULL};
+        snprintf(url, sizeof(url), "%s/console/login", gw.base);
+        snprintf(form, sizeof(form), "token=%s", token_of("viewer"));
+        r = sgt_request("POST", url, h, form);
+        cr_assert_eq(r.status, 303, "%ld %s", r.status, r.body);
+        cr_assert_str_eq(sgt_res_header(&r, "Location"), "/");
+        cr_assert_not_null(strstr(sgt_res_header(&r, "Set-Cookie"), "; HttpOnly"));
+        sgt_res_free(&r);
+    }
+
+    sign_in("viewer", &b);
+    r = call("GET", "/console/session", NULL, (const char *const[]){b.cookie, NULL});
+    cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+    doc = json_of(&r);
+    cr_assert_str_eq(sgw_jstr(doc, "csrf_token"), b.csrf + strlen("X-CSRF-Token: "));
+    sg_json_destroy(doc);
+    sgt_res_free(&r);
+    /* The cookie alone reads the API, as the user. */
+    r = call("GET", "/v1/summary", NULL, (const char *const[]){b.cookie, NULL});
+    cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+    doc = json_of(&r);
+    cr_assert_not_null(sg_json_member(doc, "sagas_by_status"), "%s", r.body);
+    cr_assert_not_null(sg_json_member(doc, "dead_letters_pending"), "%s", r.body);
+    sg_json_destroy(doc);
+    sgt_res_free(&r);
+}
+
+Test(console, a_cookie_post_needs_the_csrf_token)
+{
+    browser_t b;
+    sgt_res_t r;
+
+    start();
+    sign_in("oncall", &b);
+    r = call("POST", NO_SAGA_CANCEL, REASON, (const char *const[]){b.cookie, NULL});
+    expect_refused(&r, "console.csrf");
+    sgt_res_free(&r);
+    r = call("POST", NO_SAGA_CANCEL, REASON,
+             (const char *const[]){
+                 b.cookie, "X-CSRF-Token: AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", NULL});
+    expect_refused(&r, "console.csrf");
+    sgt_res_free(&r);
+    /* With it, the request reaches its handler. */
+    r = call("POST", NO_SAGA_CANCEL, REASON, (const char *const[]){b.cookie, b.csrf, NULL});
+    cr_assert_eq(r.status, 404, "%ld %s", r.status, r.body);
+    sgt_res_free(&r);
+}
+
+Test(console, a_cookie_post_from_a_foreign_origin_or_site_is_refused)
+{
+    char same[128];
+    browser_t b;
+    sgt_res_t r;
+
+    start();
+    sign_in("oncall", &b);
+    r = call("POST", NO_SAGA_CANCEL, REASON,
+             (const char *const[]){b.cookie, b.csrf, "Origin: https://evil.example", NULL});
+    cr_assert_eq(r.status, 403, "%ld %s", r.status, r.body);
+    sgt_res_free(&r);
+    r = call("POST", NO_SAGA_CANCEL, REASON,
+             (const char *const[]){b.cookie, b.csrf, "Sec-Fetch-Site: cross-site", NULL});
+    expect_refused(&r, "console.fetch_site");
+    sgt_res_free(&r);
+    r = call("POST", NO_SAGA_CANCEL, REASON,
+             (const char *const[]){b.cookie, b.csrf, "Sec-Fetch-Site: same-site", NULL});
+    expect_refused(&r, "console.fetch_site");
+    sgt_res_free(&r);
+    /* The console's own page: its origin, same-origin. */
+    snprintf(same, sizeof(same), "Origin: %s", gw.base);
+    r = call("POST", NO_SAGA_CANCEL, REASON,
+             (const char *const[]){b.cookie, b.csrf, same, "Sec-Fetch-Site: same-origin", NULL});
+    cr_assert_eq(r.status, 404, "%ld %s", r.status, r.body);
+    sgt_res_free(&r);
+    /* A sign-in posted by another site's page (login CSRF). */
+    {
+        char body[160];
+        snprintf(body, sizeof(body), "{\"token\": \"%s\"}", token_of("oncall"));
+        r = call("POST", "/console/login", body,
+                 (const char *const[]){"Sec-Fetch-Site: cross-site", NULL});
+        expect_refused(&r, "console.fetch_site");
+        cr_assert_null(sgt_res_header(&r, "Set-Cookie"));
+        sgt_res_free(&r);
+    }
+}
+
+Test(console, read_only_refuses_a_console_post_and_says_so)
+{
+    const char *more[] = {"SAGAD_CONSOLE_READ_ONLY=true", NULL};
+    char auth[128];
+    browser_t b;
+    sgt_res_t r;
+    sg_json_t *doc;
+    sg_err_t err;
+    bool ro = false;
+
+    start_with(more);
+    sign_in("oncall", &b);
+    r = call("GET", "/console/session", NULL, (const char *const[]){b.cookie, NULL});
+    doc = json_of(&r);
+    cr_assert_eq(sg_json_get_bool(doc, "$", "read_only", true, &ro, &err), 0, "%s", r.body);
+    cr_assert(ro, "%s", r.body);
+    sg_json_destroy(doc);
+    sgt_res_free(&r);
+    r = call("POST", NO_SAGA_CANCEL, REASON, (const char *const[]){b.cookie, b.csrf, NULL});
+    expect_refused(&r, "console.read_only");
+    sgt_res_free(&r);
+    /* Reading goes on; a bearer-token client is not the console. */
+    r = call("GET", "/v1/tools", NULL, (const char *const[]){b.cookie, NULL});
+    cr_assert_eq(r.status, 200, "%ld", r.status);
+    sgt_res_free(&r);
+    snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token_of("oncall"));
+    r = call("POST", NO_SAGA_CANCEL, REASON, (const char *const[]){auth, NULL});
+    cr_assert_eq(r.status, 404, "%ld %s", r.status, r.body);
+    sgt_res_free(&r);
+}
+
+Test(console, a_bearer_client_needs_no_csrf_and_the_summary_counts)
+{
+    char auth[128], body[512], path[256];
+    sgt_res_t r;
+    sg_json_t *doc;
+    const sg_json_t *by;
+    double done = 0;
+
+    start();
+    snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token_of("shop"));
+    snprintf(body, sizeof(body),
+             "{\"v\": 1, \"type\": \"saga.start\", \"saga_id\": \"console-%d\", \"name\": "
+             "\"console\", \"steps\": [{\"name\": \"a\", \"tool\": \"noop\", \"args\": {}}]}",
+             (int)getpid());
+    r = call("POST", "/v1/sagas", body, (const char *const[]){auth, NULL});
+    cr_assert_eq(r.status, 202, "%ld %s", r.status, r.body);
+    sgt_res_free(&r);
+    snprintf(path, sizeof(path), "/v1/sagas/console-%d/wait?timeout=30s", (int)getpid());
+    r = call("GET", path, NULL, (const char *const[]){auth, NULL});
+    cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+    sgt_res_free(&r);
+
+    snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token_of("viewer"));
+    r = call("GET", "/v1/summary?stuck_for=1m", NULL, (const char *const[]){auth, NULL});
+    cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+    doc = json_of(&r);
+    by = sg_json_member(doc, "sagas_by_status");
+    cr_assert(sg_json_number(sg_json_member(by, "completed"), &done) && done == 1, "%s", r.body);
+    cr_assert_eq(sgw_jint(doc, "stuck_for_ms"), 60000, "%s", r.body);
+    /* The relay's shards, as sagad-relay status has them. */
+    cr_assert(sg_json_is_array(sg_json_member(doc, "relay")), "%s", r.body);
+    cr_assert_geq(sg_json_array_size(sg_json_member(doc, "relay")), 1, "%s", r.body);
+    /* The worker's partitions, as it committed them. */
+    cr_assert_geq(sg_json_array_size(sg_json_member(doc, "partitions")), 1, "%s", r.body);
+    sg_json_destroy(doc);
+    sgt_res_free(&r);
+    /* A submitter reads its own sagas only: not the counts of all. */
+    snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token_of("shop"));
+    r = call("GET", "/v1/summary", NULL, (const char *const[]){auth, NULL});
+    cr_assert_eq(r.status, 403, "%ld %s", r.status, r.body);
+    sgt_res_free(&r);
+}
+
+Test(console, logout_ends_the_session)
+{
+    browser_t b;
+    sgt_res_t r;
+
+    start();
+    sign_in("oncall", &b);
+    /* Sign-out is a state change too: the CSRF token is needed. */
+    r = call("POST", "/console/logout", NULL, (const char *const[]){b.cookie, NULL});
+    expect_refused(&r, "console.csrf");
+    sgt_res_free(&r);
+    r = call("POST", "/console/logout", NULL, (const char *const[]){b.cookie, b.csrf, NULL});
+    cr_assert_eq(r.status, 204, "%ld %s", r.status, r.body);
+    cr_assert_not_null(strstr(sgt_res_header(&r, "Set-Cookie"), "Max-Age=0"));
+    sgt_res_free(&r);
+    r = call("GET", "/console/session", NULL, (const char *const[]){b.cookie, NULL});
+    cr_assert_eq(r.status, 401, "%ld %s", r.status, r.body);
+    sgt_res_free(&r);
+    r = call("GET", "/v1/tools", NULL, (const char *const[]){b.cookie, NULL});
+    cr_assert_eq(r.status, 401, "%ld %s", r.status, r.body);
+    sgt_res_free(&r);
+}
+
+Test(console, a_trusted_proxy_signs_its_user_in)
+{
+    const char *more[] = {"SAGAD_GATEWAY_TRUSTED_PROXIES=127.0.0.1", NULL};
+    sgt_res_t r;
+    sg_json_t *doc;
+
+    start_with(more);
+    r = call("POST", "/console/login", NULL, (const char *const[]){"X-Forwarded-User: ann", NULL});
+    cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+    cr_assert_not_null(sgt_res_header(&r, "Set-Cookie"));
+    doc = json_of(&r);
+    cr_assert_str_eq(sgw_jstr(doc, "user"), "ann");
+    sg_json_destroy(doc);
+    sgt_res_free(&r);
+    /* A user the proxy names but the users file does not know: none. */
+    r = call("POST", "/console/login", NULL,
+             (const char *const[]){"X-Forwarded-User: mallory", NULL});
+    cr_assert_eq(r.status, 400, "%ld %s", r.status, r.body);
+    cr_assert_null(sgt_res_header(&r, "Set-Cookie"));
+    sgt_res_free(&r);
+}
+
+Test(console, the_proxy_header_from_anyone_else_signs_nobody_in)
+{
+    sgt_res_t r;
+
+    start();
+    r = call("POST", "/console/login", NULL,
+             (const char *const[]){"X-Forwarded-User: oncall", NULL});
+    cr_assert_eq(r.status, 400, "%ld %s", r.status, r.body);
+    cr_assert_null(sgt_res_header(&r, "Set-Cookie"));
+    sgt_res_free(&r);
+}
+
+Test(console, disabled_it_serves_nothing_and_takes_no_cookie)
+{
+    const char *more[] = {"SAGAD_CONSOLE_ENABLED=false", NULL};
+    char body[160];
+    sgt_res_t r;
+
+    start_with(more);
+    r = call("GET", "/", NULL, NULL);
+    cr_assert_eq(r.status, 404, "%ld", r.status);
+    cr_assert_null(sgt_res_header(&r, "Set-Cookie"));
+    sgt_res_free(&r);
+    r = call("GET", "/assets/app.js", NULL, NULL);
+    cr_assert_eq(r.status, 404, "%ld", r.status);
+    sgt_res_free(&r);
+    snprintf(body, sizeof(body), "{\"token\": \"%s\"}", token_of("oncall"));
+    r = call("POST", "/console/login", body, NULL);
+    cr_assert_eq(r.status, 404, "%ld %s", r.status, r.body);
+    cr_assert_null(sgt_res_header(&r, "Set-Cookie"));
+    sgt_res_free(&r);
+    /* A cookie of a session (from before a restart, or made up) is no
+     * credential here. */
+    r = call("GET", "/v1/tools", NULL,
+             (const char *const[]){
+                 "Cookie: sagad_session=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", NULL});
+    cr_assert_eq(r.status, 401, "%ld", r.status);
+    sgt_res_free(&r);
+}
