@@ -68,105 +68,14 @@ py=$venv/bin/python
 
 "$py" tests/api/spec_check.py
 
-# ---- clean-up, whatever happens ------------------------------------------------
+# ---- the stack: its services, a database, clean-up whatever happens ----------
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/sagad-api-XXXXXX")
-pids=()
-names=()
-db=
-started_pg=0
-started_kafka=0
-failed=1
-
-stop_pid() { # PID NAME: SIGTERM, then SIGKILL after 20 s; the exit code
-    local pid=$1 i rc=0
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 200; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        echo "api: $2 (pid $pid) still running 20 s after SIGTERM: killed" >&2
-        kill -KILL "$pid" 2>/dev/null || true
-    fi
-    wait "$pid" 2>/dev/null || rc=$?
-    return $rc
-}
-
-# Stops every program, newest first; fails when one did not exit 0 on
-# SIGTERM or its log holds a sanitizer's report (an ASan build's BINDIR).
-stop_all() {
-    local i rc=0 code
-    for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-        code=0
-        stop_pid "${pids[$i]}" "${names[$i]}" || code=$?
-        if [ $code != 0 ]; then
-            echo "api: ${names[$i]} exited $code on SIGTERM" >&2
-            rc=1
-        fi
-        if grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:' \
-            "$work/${names[$i]}.log" 2>/dev/null; then
-            echo "api: ${names[$i]}: a sanitizer report in $work/${names[$i]}.log" >&2
-            rc=1
-        fi
-    done
-    pids=()
-    return $rc
-}
-
-cleanup() {
-    local rc=$?
-    trap - EXIT INT TERM
-    stop_all || true
-    if [ $failed = 1 ]; then
-        for n in "${names[@]}"; do
-            echo "---- api: the last lines of $n's log ($work/$n.log)" >&2
-            tail -n 40 "$work/$n.log" >&2 || true
-        done
-    fi
-    if [ -n "$db" ]; then
-        psql -X -q "$SAGAD_TEST_PG_URL" -v ON_ERROR_STOP=1 \
-            -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '$db' AND usename = current_user" \
-            -c "DROP DATABASE IF EXISTS $db" >/dev/null || rc=1
-    fi
-    if [ $started_kafka = 1 ]; then deploy/local/kafka.sh stop || rc=1; fi
-    if [ $started_pg = 1 ]; then deploy/local/pg.sh stop || rc=1; fi
-    if [ $failed = 0 ]; then rm -rf "$work"; else echo "api: logs kept in $work" >&2; fi
-    [ $rc != 0 ] || [ $failed = 0 ] || rc=1
-    exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# ---- services -----------------------------------------------------------------
-
-if [ -z "${SAGAD_TEST_PG_URL:-}" ]; then
-    if ! deploy/local/pg.sh status >/dev/null 2>&1; then
-        started_pg=1
-        deploy/local/pg.sh start
-    fi
-    SAGAD_TEST_PG_URL=$(deploy/local/pg.sh url)
-    SAGAD_TEST_PG_URL_RUNTIME=$(deploy/local/pg.sh url-runtime)
-    SAGAD_TEST_PG_URL_OPERATOR=$(deploy/local/pg.sh url-operator)
-fi
-if [ -z "${SAGAD_TEST_KAFKA:-}" ]; then
-    if ! deploy/local/kafka.sh status >/dev/null 2>&1; then
-        started_kafka=1
-        deploy/local/kafka.sh start
-    fi
-    SAGAD_TEST_KAFKA=$(deploy/local/kafka.sh bootstrap)
-fi
-
-# ---- the stack --------------------------------------------------------------------
-
-unique=api_$$_$(date +%s)
-db=sgt_$unique
-psql -X -q "$SAGAD_TEST_PG_URL" -v ON_ERROR_STOP=1 -c "CREATE DATABASE $db" >/dev/null
-# The owner's DSN for migrate; each program then logs in as production's
-# role for it: worker and relay the runtime role, the gateway the operator.
-dsn=${SAGAD_TEST_PG_URL%/*}/$db
-rt_dsn=${SAGAD_TEST_PG_URL_RUNTIME%%@*}@${dsn#*@}
-op_dsn=${SAGAD_TEST_PG_URL_OPERATOR%%@*}@${dsn#*@}
+stack=api
+# shellcheck source=tests/support/stack.sh
+. tests/support/stack.sh
+stack_begin
+stack_services
+stack_database
 
 common=(
     SAGAD_KAFKA_BOOTSTRAP_SERVERS="$SAGAD_TEST_KAFKA"
@@ -207,41 +116,18 @@ env SAGAD_PG_DSN="$dsn" "${common[@]}" "$bindir/sagad-worker" topics --partition
     { cat "$work/topics.log" >&2; exit 1; }
 
 # The gateway's delegate key, registered in the workers' keyring.
-pub=$("$bindir/sagactl" keys new --principal gateway --out "$work/gateway.key" --json |
-    "$py" -c 'import json, sys; print(json.load(sys.stdin)["public_key"])')
-printf '{"v": 1, "principals": {"gateway": {"keys": {"k1": "%s"}, "roles": ["submit", "approve", "cancel", "delegate"]}}}\n' \
-    "$pub" > "$work/keyring.json"
+stack_keyring "$bindir" "$py"
 
-# A token per user; tokens go to the tests by SAGAD_TEST_API_* variables
-# (the programs ignore SAGAD_TEST_*).
-users_json='{"v": 1, "users": {'
-sep=
-for u in admin reader submitter approver; do
-    tok=$("$bindir/sagad-gateway" token new --user "$u" --json)
-    token=$("$py" -c 'import json, sys; print(json.load(sys.stdin)["token"])' <<<"$tok")
-    hash=$("$py" -c 'import json, sys; print(json.load(sys.stdin)["hash"])' <<<"$tok")
-    export "SAGAD_TEST_API_TOKEN_${u^^}=$token"
-    users_json+="$sep\"$u\": {\"roles\": [\"$u\"], \"tokens\": [\"$hash\"]}"
-    sep=', '
-done
-echo "$users_json}}" > "$work/users.json"
+# A token per user, in SAGAD_TEST_API_TOKEN_<USER> for the tests.
+stack_users "$bindir" "$py" SAGAD_TEST_API_TOKEN admin:admin reader:reader submitter:submitter \
+    approver:approver
 
-start() { # NAME ENV... -- PROGRAM ARGS...
-    local name=$1 e=()
-    shift
-    while [ "$1" != -- ]; do e+=("$1"); shift; done
-    shift
-    env "${common[@]}" "${e[@]}" "$@" 2> "$work/$name.log" > /dev/null &
-    pids+=($!)
-    names+=("$name")
-}
-
-start relay SAGAD_PG_DSN="$rt_dsn" SAGAD_RELAY_POLL_INTERVAL_MS=50 -- "$bindir/sagad-relay" run
-start worker SAGAD_PG_DSN="$rt_dsn" SAGAD_WORKER_GROUP_ID="sgt_${unique}_worker" \
+stack_start relay SAGAD_PG_DSN="$rt_dsn" SAGAD_RELAY_POLL_INTERVAL_MS=50 -- "$bindir/sagad-relay" run
+stack_start worker SAGAD_PG_DSN="$rt_dsn" SAGAD_WORKER_GROUP_ID="sgt_${unique}_worker" \
     SAGAD_SECURITY_KEYRING="$work/keyring.json" -- "$bindir/sagad-worker" run
 # Rate limits out of the way of the generator; long polls and streams end
 # after 2 s so a generated /wait or /events costs at most that.
-start gateway SAGAD_PG_DSN="$op_dsn" SAGAD_GATEWAY_PORT=0 SAGAD_GATEWAY_USERS="$work/users.json" \
+stack_start gateway SAGAD_PG_DSN="$op_dsn" SAGAD_GATEWAY_PORT=0 SAGAD_GATEWAY_USERS="$work/users.json" \
     SAGAD_GATEWAY_KEY="$work/gateway.key" SAGAD_GATEWAY_WAIT_MAX_MS=2000 \
     SAGAD_GATEWAY_RATE_PER_S=100000 SAGAD_GATEWAY_RATE_BURST=100000 \
     SAGAD_GATEWAY_ALLOWED_ORIGINS=https://console.example -- "$bindir/sagad-gateway" run
@@ -358,5 +244,5 @@ echo "api: Schemathesis ran ${cases:-(no count found)}"
 [ $rc = 0 ] || echo "api: Schemathesis found problems (exit $rc): see above" >&2
 [ $pytest_rc = 0 ] || echo "api: tests/api/test_*.py failed (exit $pytest_rc): see above" >&2
 [ $rc = 0 ] && [ $pytest_rc = 0 ] || exit 1
-stop_all
+stack_stop_all
 failed=0

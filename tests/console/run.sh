@@ -48,80 +48,12 @@ if ! cmp -s tests/console/requirements.txt "$venv/.sagad-requirements" 2>/dev/nu
 fi
 py=$venv/bin/python
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/sagad-console-XXXXXX")
-pids=()
-names=()
-db=
-started_pg=0
-started_kafka=0
-failed=1
-
-stop_all() {
-    local i rc=0 pid
-    for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-        pid=${pids[$i]}
-        kill -TERM "$pid" 2>/dev/null || true
-        for ((j = 0; j < 200; j++)); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$pid" 2>/dev/null || true
-        if ! wait "$pid" 2>/dev/null; then
-            echo "console: ${names[$i]} did not exit 0 on SIGTERM" >&2
-            rc=1
-        fi
-    done
-    pids=()
-    return $rc
-}
-
-cleanup() {
-    local rc=$?
-    trap - EXIT INT TERM
-    stop_all || true
-    if [ $failed = 1 ]; then
-        for n in "${names[@]}"; do
-            echo "---- console: the last lines of $n's log ($work/$n.log)" >&2
-            tail -n 30 "$work/$n.log" >&2 || true
-        done
-    fi
-    if [ -n "$db" ]; then
-        psql -X -q "$SAGAD_TEST_PG_URL" -v ON_ERROR_STOP=1 \
-            -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '$db' AND usename = current_user" \
-            -c "DROP DATABASE IF EXISTS $db" >/dev/null || rc=1
-    fi
-    if [ $started_kafka = 1 ]; then deploy/local/kafka.sh stop || rc=1; fi
-    if [ $started_pg = 1 ]; then deploy/local/pg.sh stop || rc=1; fi
-    if [ $failed = 0 ]; then rm -rf "$work"; else echo "console: logs kept in $work" >&2; fi
-    [ $rc != 0 ] || [ $failed = 0 ] || rc=1
-    exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-if [ -z "${SAGAD_TEST_PG_URL:-}" ]; then
-    if ! deploy/local/pg.sh status >/dev/null 2>&1; then
-        started_pg=1
-        deploy/local/pg.sh start
-    fi
-    SAGAD_TEST_PG_URL=$(deploy/local/pg.sh url)
-    SAGAD_TEST_PG_URL_RUNTIME=$(deploy/local/pg.sh url-runtime)
-    SAGAD_TEST_PG_URL_OPERATOR=$(deploy/local/pg.sh url-operator)
-fi
-if [ -z "${SAGAD_TEST_KAFKA:-}" ]; then
-    if ! deploy/local/kafka.sh status >/dev/null 2>&1; then
-        started_kafka=1
-        deploy/local/kafka.sh start
-    fi
-    SAGAD_TEST_KAFKA=$(deploy/local/kafka.sh bootstrap)
-fi
-
-unique=console_$$_$(date +%s)
-db=sgt_$unique
-psql -X -q "$SAGAD_TEST_PG_URL" -v ON_ERROR_STOP=1 -c "CREATE DATABASE $db" >/dev/null
-dsn=${SAGAD_TEST_PG_URL%/*}/$db
-rt_dsn=${SAGAD_TEST_PG_URL_RUNTIME%%@*}@${dsn#*@}
-op_dsn=${SAGAD_TEST_PG_URL_OPERATOR%%@*}@${dsn#*@}
+stack=console
+# shellcheck source=tests/support/stack.sh
+. tests/support/stack.sh
+stack_begin
+stack_services
+stack_database
 topic_cmd=sgt_${unique}_cmd
 
 common=(
@@ -153,48 +85,24 @@ env SAGAD_PG_DSN="$dsn" "${common[@]}" "$bindir/sagad-worker" migrate > "$work/m
 env SAGAD_PG_DSN="$dsn" "${common[@]}" "$bindir/sagad-worker" topics --partitions 1 > "$work/topics.log" 2>&1 ||
     { cat "$work/topics.log" >&2; exit 1; }
 
-pub=$("$bindir/sagactl" keys new --principal gateway --out "$work/gateway.key" --json |
-    "$py" -c 'import json, sys; print(json.load(sys.stdin)["public_key"])')
-printf '{"v": 1, "principals": {"gateway": {"keys": {"k1": "%s"}, "roles": ["submit", "approve", "cancel", "delegate"]}}}\n' \
-    "$pub" > "$work/keyring.json"
+stack_keyring "$bindir" "$py"
 
-users_json='{"v": 1, "users": {'
-sep=
-for spec in shop:submitter ann:approver agent:submitter,approver oncall:operator; do
-    u=${spec%%:*}
-    r=${spec#*:}
-    tok=$("$bindir/sagad-gateway" token new --user "$u" --json)
-    token=$("$py" -c 'import json, sys; print(json.load(sys.stdin)["token"])' <<<"$tok")
-    hash=$("$py" -c 'import json, sys; print(json.load(sys.stdin)["hash"])' <<<"$tok")
-    export "SAGAD_TEST_CONSOLE_TOKEN_${u^^}=$token"
-    users_json+="$sep\"$u\": {\"roles\": [\"${r//,/\", \"}\"], \"tokens\": [\"$hash\"]}"
-    sep=', '
-done
-echo "$users_json}}" > "$work/users.json"
+stack_users "$bindir" "$py" SAGAD_TEST_CONSOLE_TOKEN shop:submitter ann:approver \
+    agent:submitter,approver oncall:operator
 
-start() { # NAME ENV... -- PROGRAM ARGS...
-    local name=$1 e=()
-    shift
-    while [ "$1" != -- ]; do e+=("$1"); shift; done
-    shift
-    env "${common[@]}" "${e[@]}" "$@" 2> "$work/$name.log" > /dev/null &
-    pids+=($!)
-    names+=("$name")
-}
-
-start relay SAGAD_PG_DSN="$rt_dsn" SAGAD_RELAY_POLL_INTERVAL_MS=50 -- "$bindir/sagad-relay" run
+stack_start relay SAGAD_PG_DSN="$rt_dsn" SAGAD_RELAY_POLL_INTERVAL_MS=50 -- "$bindir/sagad-relay" run
 # A saga whose step is dead-lettered is held (not compensated) for ten
 # minutes, so the console's replay can finish it.
-start worker SAGAD_PG_DSN="$rt_dsn" SAGAD_WORKER_GROUP_ID="sgt_${unique}_worker" \
+stack_start worker SAGAD_PG_DSN="$rt_dsn" SAGAD_WORKER_GROUP_ID="sgt_${unique}_worker" \
     SAGAD_WORKER_DEAD_LETTER_HOLD_MS=600000 \
     SAGAD_SECURITY_KEYRING="$work/keyring.json" -- "$bindir/sagad-worker" run
 gw_env=(SAGAD_PG_DSN="$op_dsn" SAGAD_GATEWAY_PORT=0 SAGAD_GATEWAY_USERS="$work/users.json"
     SAGAD_GATEWAY_KEY="$work/gateway.key" SAGAD_GATEWAY_WAIT_MAX_MS=5000)
-start gateway "${gw_env[@]}" -- "$bindir/sagad-gateway" run
-start gateway-ro "${gw_env[@]}" SAGAD_CONSOLE_READ_ONLY=true -- "$bindir/sagad-gateway" run
+stack_start gateway "${gw_env[@]}" -- "$bindir/sagad-gateway" run
+stack_start gateway-ro "${gw_env[@]}" SAGAD_CONSOLE_READ_ONLY=true -- "$bindir/sagad-gateway" run
 
 port_of() { # NAME: the port the gateway logged
-    local port= i
+    local port='' i
     for ((i = 0; i < 300; i++)); do
         port=$(grep -o '"msg":"gateway listening".*' "$work/$1.log" 2>/dev/null |
             grep -o '"port":"[0-9]*"' | grep -o '[0-9]\+' || true)
@@ -260,5 +168,5 @@ started=$(date +%s)
 SAGAD_TEST_CHROMIUM=$chromium SAGAD_TEST_CONSOLE_SHOTS=$PWD/build/console-shots \
     "$py" tests/console/test_console.py
 echo "console: the browser suite took $(($(date +%s) - started)) s; screenshots in build/console-shots/"
-stop_all
+stack_stop_all
 failed=0

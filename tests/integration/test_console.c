@@ -24,11 +24,7 @@ static const char *const users[] = {"shop", "ann", "oncall", "viewer"};
 static const char *const roles[] = {"[\"submitter\"]", "[\"approver\"]", "[\"operator\"]",
                                     "[\"reader\"]"};
 
-static struct {
-    char base[64];
-    char token[4][64];
-    sgt_bg_t *proc;
-} gw;
+static sgw_gateway_t gw;
 
 /* A signed-in browser: its cookie header and CSRF token. */
 typedef struct browser_s {
@@ -45,64 +41,12 @@ static const char *token_of(const char *user)
     return NULL;
 }
 
-static void write_users(const char *path)
-{
-    FILE *fp = fopen(path, "w");
-
-    cr_assert_not_null(fp);
-    fprintf(fp, "{\"v\": 1, \"users\": {");
-    for (size_t i = 0; i < sizeof(users) / sizeof(users[0]); i++) {
-        const char *args[] = {"token", "new", "--user", users[i], "--json", NULL};
-        char *out = NULL, *err = NULL;
-        sg_json_t *doc;
-        int rc = sgt_run("sagad-gateway", args, sgw.env, &out, &err);
-        cr_assert_eq(rc, 0, "token new: %s", err);
-        doc = sg_json_parse(out, strlen(out), NULL, NULL);
-        cr_assert_not_null(doc);
-        snprintf(gw.token[i], sizeof(gw.token[i]), "%s", sgw_jstr(doc, "token"));
-        fprintf(fp, "%s\"%s\": {\"roles\": %s, \"tokens\": [\"%s\"]}", i ? ", " : "", users[i],
-                roles[i], sgw_jstr(doc, "hash"));
-        sg_json_destroy(doc);
-        free(out);
-        free(err);
-    }
-    fprintf(fp, "}}");
-    fclose(fp);
-}
-
-/* The world, then the gateway with more settings ("KEY=value", NULL-ended). */
+/* The world, then the gateway (sgw_gateway_start) with more settings
+ * ("KEY=value", NULL-ended). */
 static void start_with(const char *const *more)
 {
-    char users_path[160], env_users[200], env_key[220], env_port[64];
-    int port = sgt_free_port();
-    const char *extra[16] = {env_users, env_key, env_port, sgw.op_env,
-                             "SAGAD_GATEWAY_ALLOWED_ORIGINS=https://console.example"};
-    size_t n = 5;
-    double until;
-
-    for (; more && *more && n < 15; more++)
-        extra[n++] = *more;
     sgw_pair_start(NULL, 1, NULL);
-    snprintf(users_path, sizeof(users_path), "%s/users.json", sgw.dir);
-    write_users(users_path);
-    snprintf(env_users, sizeof(env_users), "SAGAD_GATEWAY_USERS=%s", users_path);
-    snprintf(env_key, sizeof(env_key), "SAGAD_GATEWAY_KEY=%s", sgw_key_path("gateway"));
-    snprintf(env_port, sizeof(env_port), "SAGAD_GATEWAY_PORT=%d", port);
-    snprintf(gw.base, sizeof(gw.base), "http://127.0.0.1:%d", port);
-    gw.proc = sgw_proc_start("sagad-gateway", extra);
-    for (until = sgt_now_s() + SGW_WAIT_S; sgt_now_s() < until; usleep(100000)) {
-        char url[128];
-        sgt_res_t r;
-        snprintf(url, sizeof(url), "%s/readyz", gw.base);
-        r = sgt_request("GET", url, NULL, NULL);
-        if (r.status == 200) {
-            sgt_res_free(&r);
-            return;
-        }
-        sgt_res_free(&r);
-        cr_assert(!sgt_bg_done(gw.proc), "the gateway exited: %s", sgt_bg_tail(gw.proc));
-    }
-    cr_assert_fail("the gateway did not become ready: %s", sgt_bg_tail(gw.proc));
+    sgw_gateway_start(&gw, "http", users, roles, sizeof(users) / sizeof(users[0]), more);
 }
 
 static void start(void)

@@ -37,71 +37,19 @@ static const char *const roles[] = {"[\"submitter\"]", "[\"submitter\", \"approv
                                     "[\"approver\"]", "[\"reader\"]"};
 #define NUSERS (sizeof(users) / sizeof(users[0]))
 
-static struct {
-    char base[64];
-    char token[NUSERS][64];
-    char users_path[160];
-    sgt_bg_t *proc;
-} gw;
+static sgw_gateway_t gw;
 
-static void write_users(const char *path)
-{
-    FILE *fp = fopen(path, "w");
-
-    cr_assert_not_null(fp);
-    fprintf(fp, "{\"v\": 1, \"users\": {");
-    for (size_t i = 0; i < NUSERS; i++) {
-        const char *args[] = {"token", "new", "--user", users[i], "--json", NULL};
-        char *out = NULL, *err = NULL;
-        sg_json_t *doc;
-        cr_assert_eq(sgt_run("sagad-gateway", args, sgw.env, &out, &err), 0, "%s", err);
-        doc = sg_json_parse(out, strlen(out), NULL, NULL);
-        cr_assert_not_null(doc);
-        snprintf(gw.token[i], sizeof(gw.token[i]), "%s", sgw_jstr(doc, "token"));
-        fprintf(fp, "%s\"%s\": {\"roles\": %s, \"tokens\": [\"%s\"]}", i ? ", " : "", users[i],
-                roles[i], sgw_jstr(doc, "hash"));
-        sg_json_destroy(doc);
-        free(out);
-        free(err);
-    }
-    fprintf(fp, "}}");
-    fclose(fp);
-}
-
-/* The world, then the gateway (as sagad_operator, signing as the keyring's
- * delegate "gateway", approvals offered over MCP). */
+/* The world, then the gateway (sgw_gateway_start), approvals offered
+ * over MCP. */
 static void start(void)
 {
-    char env_users[200], env_key[220], env_port[64];
-    int port = sgt_free_port();
-    const char *extra[] = {
-        env_users, env_key, env_port, sgw.op_env,
-        "SAGAD_GATEWAY_ALLOWED_ORIGINS=https://console.example", "SAGAD_MCP_APPROVALS=true",
-        /* tests/mcp/bench.py asks fast, one principal */
-        "SAGAD_GATEWAY_RATE_PER_S=100000", "SAGAD_GATEWAY_RATE_BURST=100000", NULL};
-    double until;
+    const char *more[] = {"SAGAD_MCP_APPROVALS=true",
+                          /* tests/mcp/bench.py asks fast, one principal */
+                          "SAGAD_GATEWAY_RATE_PER_S=100000", "SAGAD_GATEWAY_RATE_BURST=100000",
+                          NULL};
 
     sgw_pair_start(GATED_TOOLS, 1, NULL);
-    snprintf(gw.users_path, sizeof(gw.users_path), "%s/users.json", sgw.dir);
-    write_users(gw.users_path);
-    snprintf(env_users, sizeof(env_users), "SAGAD_GATEWAY_USERS=%s", gw.users_path);
-    snprintf(env_key, sizeof(env_key), "SAGAD_GATEWAY_KEY=%s", sgw_key_path("gateway"));
-    snprintf(env_port, sizeof(env_port), "SAGAD_GATEWAY_PORT=%d", port);
-    snprintf(gw.base, sizeof(gw.base), "http://127.0.0.1:%d", port);
-    gw.proc = sgw_proc_start("sagad-gateway", extra);
-    for (until = sgt_now_s() + SGW_WAIT_S; sgt_now_s() < until; usleep(100000)) {
-        char url[128];
-        sgt_res_t r;
-        snprintf(url, sizeof(url), "%s/readyz", gw.base);
-        r = sgt_request("GET", url, NULL, NULL);
-        if (r.status == 200) {
-            sgt_res_free(&r);
-            return;
-        }
-        sgt_res_free(&r);
-        cr_assert(!sgt_bg_done(gw.proc), "the gateway exited: %s", sgt_bg_tail(gw.proc));
-    }
-    cr_assert_fail("the gateway did not become ready: %s", sgt_bg_tail(gw.proc));
+    sgw_gateway_start(&gw, "http", users, roles, NUSERS, more);
 }
 
 /* POST /mcp with body as user 0 (shop) unless auth says otherwise, with

@@ -734,3 +734,66 @@ long long sgw_checkout_effects(const char *base, const char *path)
     free(body);
     return n;
 }
+
+/* ---- a gateway --------------------------------------------------------------- */
+
+static void gateway_users(sgw_gateway_t *g, const char *const *users, const char *const *roles,
+                          size_t n)
+{
+    FILE *fp = fopen(g->users_path, "w");
+
+    cr_assert_not_null(fp, "%s", g->users_path);
+    cr_assert(n <= SGW_GW_USERS_MAX, "at most %d users", SGW_GW_USERS_MAX);
+    fprintf(fp, "{\"v\": 1, \"users\": {");
+    for (size_t i = 0; i < n; i++) {
+        const char *args[] = {"token", "new", "--user", users[i], "--json", NULL};
+        char *out = NULL, *err = NULL;
+        sg_json_t *doc;
+        int rc = sgt_run("sagad-gateway", args, sgw.env, &out, &err);
+        cr_assert_eq(rc, 0, "token new: %s", err);
+        doc = sg_json_parse(out, strlen(out), NULL, NULL);
+        cr_assert_not_null(doc, "token new: %s", out);
+        snprintf(g->token[i], sizeof(g->token[i]), "%s", sgw_jstr(doc, "token"));
+        fprintf(fp, "%s\"%s\": {\"roles\": %s, \"tokens\": [\"%s\"]}", i ? ", " : "", users[i],
+                roles[i], sgw_jstr(doc, "hash"));
+        sg_json_destroy(doc);
+        free(out);
+        free(err);
+    }
+    fprintf(fp, "}}");
+    fclose(fp);
+}
+
+void sgw_gateway_start(sgw_gateway_t *g, const char *scheme, const char *const *users,
+                       const char *const *roles, size_t n, const char *const *more)
+{
+    char env_users[200], env_key[220], env_port[64];
+    int port = sgt_free_port();
+    const char *extra[24] = {env_users, env_key, env_port, sgw.op_env,
+                             "SAGAD_GATEWAY_ALLOWED_ORIGINS=https://console.example"};
+    size_t k = 5;
+    double until;
+
+    for (; more && *more && k < 23; more++)
+        extra[k++] = *more;
+    snprintf(g->users_path, sizeof(g->users_path), "%s/users.json", sgw.dir);
+    gateway_users(g, users, roles, n);
+    snprintf(env_users, sizeof(env_users), "SAGAD_GATEWAY_USERS=%s", g->users_path);
+    snprintf(env_key, sizeof(env_key), "SAGAD_GATEWAY_KEY=%s", sgw_key_path("gateway"));
+    snprintf(env_port, sizeof(env_port), "SAGAD_GATEWAY_PORT=%d", port);
+    snprintf(g->base, sizeof(g->base), "%s://127.0.0.1:%d", scheme, port);
+    g->proc = sgw_proc_start("sagad-gateway", extra);
+    for (until = sgt_now_s() + SGW_WAIT_S; sgt_now_s() < until; usleep(100000)) {
+        char url[128];
+        sgt_res_t r;
+        snprintf(url, sizeof(url), "%s/readyz", g->base);
+        r = sgt_request("GET", url, NULL, NULL);
+        if (r.status == 200) {
+            sgt_res_free(&r);
+            return;
+        }
+        sgt_res_free(&r);
+        cr_assert(!sgt_bg_done(g->proc), "the gateway exited: %s", sgt_bg_tail(g->proc));
+    }
+    cr_assert_fail("the gateway did not become ready: %s", sgt_bg_tail(g->proc));
+}

@@ -122,6 +122,24 @@ void sgw_start(sgt_bg_t *pr, const char *prog, const char *const *extra_env);
 /* sgw_start into one more process of the world; teardown stops what is
  * still running. */
 sgt_bg_t *sgw_proc_start(const char *prog, const char *const *extra_env);
+/* A sagad-gateway of a test (test_gateway.c, test_mcp.c, test_console.c). */
+#define SGW_GW_USERS_MAX 8
+typedef struct sgw_gateway_s {
+    char base[64];                    /* SCHEME://127.0.0.1:PORT */
+    char token[SGW_GW_USERS_MAX][64]; /* users[i]'s bearer token */
+    char users_path[160];             /* its users file */
+    sgt_bg_t *proc;
+} sgw_gateway_t;
+/* After sgw_pair_start: a users file of users[i] with roles[i] (a JSON
+ * array of role names), a new token each (`sagad-gateway token new`),
+ * then sagad-gateway as sagad_operator signing as the keyring's "gateway",
+ * https://console.example an allowed origin, over scheme ("http" or
+ * "https", whose certificate more names), with more settings ("KEY=value",
+ * NULL-terminated, or NULL; later entries win); returns once /readyz
+ * answers 200. */
+void sgw_gateway_start(sgw_gateway_t *g, const char *scheme, const char *const *users,
+                       const char *const *roles, size_t n, const char *const *more);
+
 /* SIGTERM to both; each must exit 0.  The worker's stderr stays in
  * sgw.worker.err. */
 void sgw_pair_stop(void);
