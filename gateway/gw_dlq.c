@@ -11,6 +11,7 @@
 #include "gw.h"
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_dlq_query.h"
+#include "sagad/sg_text.h"
 
 /* A payload longer than this is cut in GET /v1/dead-letters/{id} unless
  * ?full=true: it is a producer's or a downstream's text, shown as data. */
@@ -122,9 +123,7 @@ static void cut_payload(sg_json_t *entry)
 
     if (!p || strlen(p) <= PAYLOAD_SHOWN)
         return;
-    n = PAYLOAD_SHOWN;
-    while (n > 0 && ((unsigned char)p[n] & 0xC0) == 0x80)
-        n--;
+    n = sg_utf8_cut(p, PAYLOAD_SHOWN);
     cut = sg_xmalloc(n + 1);
     memcpy(cut, p, n);
     cut[n] = '\0';

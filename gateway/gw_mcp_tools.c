@@ -22,6 +22,7 @@
 #include "sagad/sg_mask.h"
 #include "sagad/sg_run.h"
 #include "sagad/sg_schema.h"
+#include "sagad/sg_text.h"
 
 #define WAIT_DEFAULT_MS   20000
 #define EVENTS_BUDGET_MS  5000
@@ -633,10 +634,7 @@ static void dlq_payload(sg_json_t *doc, const sg_json_t *record)
     m = masked(p);
     n = strlen(m);
     if (n > DLQ_PAYLOAD_SHOWN) {
-        n = DLQ_PAYLOAD_SHOWN;
-        while (n > 0 && ((unsigned char)m[n] & 0xC0) == 0x80)
-            n--;
-        m[n] = '\0';
+        m[sg_utf8_cut(m, DLQ_PAYLOAD_SHOWN)] = '\0';
         cut = true;
     }
     sg_json_add_str(doc, "payload", m);

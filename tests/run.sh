@@ -83,27 +83,19 @@ for b in "$@"; do
     SAGAD_TEST_BIN_DIR=$(bindir_of "$b") run_criterion "$b/tests/integration-tests"
 done
 
-# ---- the gateway's HTTP API against schemas/openapi.yaml ---------------------
-# tests/api/run.sh (Schemathesis and a few hand-written checks, on a stack
-# of its own over the services above): once, with the first build that is
-# not a sanitizer build.
+# ---- the gateway from outside: its HTTP API and the console -----------------
+# tests/api/run.sh (the API against schemas/openapi.yaml: Schemathesis and
+# a few hand-written checks) and tests/console/run.sh (the console in
+# headless Chromium: Playwright and axe-core), each on a stack of its own
+# over the services above: once, with the first build that is not a
+# sanitizer build (the sanitizer build ran the same gateway code through
+# test_gateway.c and test_console.c).  Their venvs are made on first use.
 for b in "$@"; do
     case $b in
     */asan) continue ;;
     esac
     echo "== API contract tests ($b)"
     tests/api/run.sh "$(bindir_of "$b")"
-    break
-done
-
-# The operator console in headless Chromium (tests/console/run.sh:
-# Playwright and axe-core, a stack of its own over the services above): the
-# plain build only, as the API tests; the sanitizer build ran the same
-# gateway code through test_console.c.  Its venv is made on first use.
-for b in "$@"; do
-    case $b in
-    */asan) continue ;;
-    esac
     echo "== console browser tests ($b)"
     tests/console/run.sh "$(bindir_of "$b")"
     break
