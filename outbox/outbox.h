@@ -3,8 +3,13 @@
 #define SAGAD_OUTBOX_H
 
 #include <signal.h>
+#include <stdint.h>
 
 #include "sagad/sg_cli.h"
+#include "sagad/sg_kafka.h"
+#include "sagad/sg_otel.h"
+#include "sagad/sg_pg.h"
+#include "sagad/sg_trust.h"
 
 /* The schema the relay needs: 0021 has the functions its shard and janitor
  * locks are taken through (sagad_relay_try_lock, sagad_janitor_try_lock;
@@ -12,6 +17,54 @@
  * 0022 the quarantine of rows the broker refuses, 0023 the internal keys it
  * signs with (schemas/sql/0023_trust.sql). */
 #define OUTBOX_SCHEMA_VERSION 23
+/* The WAL source needs 0025: the outbox's trigger that writes a row into
+ * the WAL, the switch sagad_outbox_to_wal() and the publication
+ * (schemas/sql/0025_wal_outbox.sql). */
+#define OUTBOX_WAL_SCHEMA_VERSION 25
+
+/* security.internal_auth: off, or every message published carries a
+ * sagad-mac header made with the newest live internal key, re-read every
+ * security.key_reload_ms (keys_at: when next). */
+typedef struct outbox_signer_s {
+    sg_trust_mode_t trust;
+    sg_mac_keys_t keys;
+    uint64_t reload_ms, keys_at;
+} outbox_signer_t;
+
+void outbox_signer_init(outbox_signer_t *s, const sg_config_t *cfg);
+/* Loads the keys now; a relay that may not sign is refused (permanent). */
+int outbox_signer_load(outbox_signer_t *s, sg_pg_t *pg, sg_err_t *err);
+/* Loads them again when security.key_reload_ms has passed. */
+int outbox_signer_refresh(outbox_signer_t *s, sg_pg_t *pg, sg_err_t *err);
+
+/* Hands one message to Kafka (into batch), its headers taken from the
+ * JSON object headers (headers_len bytes, may be NULL) and signed as s
+ * says.  Returns sg_kafka_produce()'s answer. */
+int outbox_produce(sg_kafka_t *producer, const outbox_signer_t *s, const char *topic,
+                   const unsigned char *key, size_t key_len, const char *headers,
+                   size_t headers_len, const unsigned char *payload, size_t len,
+                   sg_kafka_batch_t *batch, sg_err_t *err) __attribute__((warn_unused_result));
+
+/* Moves due timers into the outbox (one statement, SKIP LOCKED, never
+ * early); *next_ms: until the next one is due, at most cap.  Returns how
+ * many moved, -1 on error. */
+int outbox_fire_timers(sg_pg_t *pg, int64_t timer_batch, uint64_t cap, uint64_t *next_ms,
+                       sg_err_t *err) __attribute__((warn_unused_result));
+
+/* Sleeps up to ms, waking early when a stop is requested. */
+void outbox_nap(uint64_t ms);
+
+/* What `sagad-relay run` made before it chose a source, for the WAL one. */
+typedef struct outbox_ctx_s {
+    sg_cli_t *cli;
+    sg_kafka_t *producer;
+    sg_otel_t *otel; /* NULL: tracing off */
+    const char *holder;
+} outbox_ctx_t;
+
+/* The WAL source's loop (outbox_wal.c): until a stop is requested.
+ * Returns an exit code. */
+int outbox_wal_run(const outbox_ctx_t *ctx);
 
 typedef struct outbox_janitor_s outbox_janitor_t;
 

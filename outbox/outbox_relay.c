@@ -78,23 +78,8 @@ typedef struct outbox_relay_s {
      * of new ones (timers_news: SG_OUTBOX_TIMERS_MARK). */
     uint64_t timers_at;
     bool timers_news;
-    /* security.internal_auth: off, or every message published carries a
-     * sagad-mac header made with the newest live internal key, re-read
-     * every security.key_reload_ms (keys_at: when next). */
-    sg_trust_mode_t trust;
-    sg_mac_keys_t keys;
-    uint64_t key_reload_ms, keys_at;
+    outbox_signer_t signer;
 } outbox_relay_t;
-
-/* Sleeps up to ms, waking early when a stop is requested. */
-static void nap(uint64_t ms)
-{
-    for (uint64_t end = sg_run_now_ms() + ms; sg_run_running && sg_run_now_ms() < end;) {
-        struct timespec ts = {0, 20 * 1000000L};
-        sg_health_beat();
-        nanosleep(&ts, NULL);
-    }
-}
 
 /* sagad_relay_state and the lock check of /readyz: known while standby or
  * active, and in a backoff that kept the session (and so the lock). */
@@ -165,28 +150,6 @@ static int query(outbox_relay_t *r, const char *sql, int n, const char *const *p
 }
 
 /* CONNECTING: a session, the schema check, the shard count check, LISTEN. */
-/* The internal keys, unless security.internal_auth is off.  A relay that
- * cannot sign does not publish: a worker that requires signatures would
- * dead-letter every step command it sent. */
-static int load_keys(outbox_relay_t *r, sg_err_t *err)
-{
-    sg_mac_keys_t keys;
-
-    if (r->trust == SG_TRUST_OFF)
-        return 0;
-    if (sg_trust_keys_load(r->pg, &keys, err) < 0)
-        return -1;
-    sg_mac_keys_clear(&r->keys);
-    r->keys = keys;
-    r->keys_at = sg_run_now_ms() + r->key_reload_ms;
-    if (r->keys.signer < 0)
-        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "runtime.internal_keys",
-                          "no internal key may sign now (table internal_keys: every key "
-                          "expired or not yet signing): run sagad_internal_key_rotate('0 s') "
-                          "as the owner (docs/OPERATIONS.md, \"Internal keys\")");
-    return 0;
-}
-
 static int step_connect(outbox_relay_t *r, sg_err_t *err)
 {
     sg_pg_res_t *res = NULL;
@@ -207,7 +170,7 @@ static int step_connect(outbox_relay_t *r, sg_err_t *err)
                           "database schema is at version %d, the relay needs %d: run "
                           "`sagad-relay migrate`",
                           version, OUTBOX_SCHEMA_VERSION);
-    if (load_keys(r, err) < 0)
+    if (outbox_signer_load(&r->signer, r->pg, err) < 0)
         return -1;
     if (query(r, "SELECT shards FROM relay_settings", 0, NULL, &res, err) < 0)
         return -1;
@@ -349,82 +312,16 @@ static int check_xid_reset(outbox_relay_t *r, sg_err_t *err)
     return 0;
 }
 
-/* Moves due timers into the outbox in one statement: each fires once,
- * never early; SKIP LOCKED lets every active relay help.  The same
- * statement says how long until the next timer not fired now is due
- * (*next_ms, capped by cap).
- * Both read the time once: now(), the statement's transaction start, so
- * "due" is an index condition on timers_due (clock_timestamp() is
- * volatile and was a filter, which walked every future timer). */
-static int fire_timers(outbox_relay_t *r, uint64_t cap, uint64_t *next_ms, sg_err_t *err)
-{
-    const char *p[] = {SG_PG_INT(r->timer_batch)};
-    sg_pg_res_t *res = NULL;
-    int64_t n, ms;
-
-    if (query(r,
-              "WITH due AS (DELETE FROM timers WHERE id IN (SELECT id FROM timers "
-              "WHERE due_at <= now() ORDER BY due_at, id LIMIT $1 "
-              "FOR UPDATE SKIP LOCKED) RETURNING due_at, id, topic, key, headers, payload), "
-              "moved AS (INSERT INTO outbox (topic, key, headers, payload) "
-              "SELECT topic, key, headers, payload FROM due ORDER BY due_at, id RETURNING 1) "
-              "SELECT (SELECT count(*) FROM moved), "
-              "(SELECT ceil(extract(epoch FROM min(due_at) - now()) * 1000)::bigint "
-              "FROM timers WHERE due_at > now())",
-              1, p, &res, err) < 0)
-        return -1;
-    n = sg_pg_res_int(res, 0, 0, 0);
-    ms = sg_pg_res_int(res, 0, 1, (int64_t)cap);
-    sg_pg_res_destroy(res);
-    sg_metric_add(SG_M_TIMERS_FIRED, NULL, (uint64_t)n);
-    if (ms < 0)
-        ms = 0;
-    *next_ms = (uint64_t)ms < cap ? (uint64_t)ms : cap;
-    return (int)n;
-}
-
-/* Queues one row for Kafka.  Headers are a JSON object of strings. */
+/* Queues one row for Kafka, signed. */
 static int produce_row(outbox_relay_t *r, const sg_pg_res_t *res, size_t row, sg_err_t *err)
 {
-    sg_kafka_header_t hdrs[32];
-    char mac[SG_MAC_VALUE_MAX];
-    size_t nh = 0, key_len = 0, len = 0;
     const char *htext = sg_pg_res_get(res, row, 4);
-    sg_json_t *headers = NULL;
+    size_t key_len = 0, len = 0;
     unsigned char *key = sg_pg_res_bytea(res, row, 3, &key_len);
     unsigned char *payload = sg_pg_res_bytea(res, row, 5, &len);
-    int rc;
+    int rc = outbox_produce(r->producer, &r->signer, sg_pg_res_get(res, row, 2), key, key_len,
+                            htext, htext ? strlen(htext) : 0, payload, len, &r->batch, err);
 
-    if (htext)
-        headers = sg_json_parse(htext, strlen(htext), NULL, NULL);
-    for (const sg_json_t *h = sg_json_first(headers); h && nh < 32; h = sg_json_next(h)) {
-        const char *v = sg_json_string(h);
-
-        if (!v)
-            continue;
-        hdrs[nh].name = sg_json_key(h);
-        hdrs[nh].value = v;
-        hdrs[nh].len = strlen(v);
-        nh++;
-    }
-    if (r->trust != SG_TRUST_OFF) {
-        /* Over the topic, key and payload as they leave: a row's own
-         * sagad-mac header (none is written, but a row is data) is
-         * replaced, not trusted. */
-        for (size_t i = 0; i < nh; i++)
-            if (strcmp(hdrs[i].name, SG_MAC_HEADER) == 0)
-                hdrs[i] = hdrs[--nh];
-        if (nh < 32 && sg_mac_sign(&r->keys, sg_pg_res_get(res, row, 2), key, key_len, payload, len,
-                                   mac) == 0) {
-            hdrs[nh].name = SG_MAC_HEADER;
-            hdrs[nh].value = mac;
-            hdrs[nh].len = strlen(mac);
-            nh++;
-        }
-    }
-    rc = sg_kafka_produce(r->producer, sg_pg_res_get(res, row, 2), key, key_len, payload, len, hdrs,
-                          nh, &r->batch, err);
-    sg_json_destroy(headers);
     free(key);
     free(payload);
     return rc;
@@ -815,12 +712,12 @@ static int step_active(outbox_relay_t *r, sg_err_t *err)
     (void)sg_pg_notified(r->pg, SG_OUTBOX_TIMERS_MARK, &r->timers_news);
     if (r->timers_news || sg_run_now_ms() >= r->timers_at) {
         r->timers_news = false;
-        if ((fired = fire_timers(r, r->poll_ms, &wait_ms, err)) < 0)
+        if ((fired = outbox_fire_timers(r->pg, r->timer_batch, r->poll_ms, &wait_ms, err)) < 0)
             return -1;
         /* the next timer, or the poll; at once while a move was full */
         r->timers_at = fired > 0 ? 0 : sg_run_now_ms() + wait_ms;
     }
-    if (r->trust != SG_TRUST_OFF && sg_run_now_ms() >= r->keys_at && load_keys(r, err) < 0)
+    if (outbox_signer_refresh(&r->signer, r->pg, err) < 0)
         return -1;
     if ((n = publish_batch(r, err)) < 0)
         return -1;
@@ -877,14 +774,14 @@ static void run_loop(outbox_relay_t *r)
                 set_state(r, check_xid_reset(r, &err) < 0 ? RELAY_BACKOFF : RELAY_ACTIVE,
                           "shard lock acquired");
             else
-                nap(r->standby_poll_ms);
+                outbox_nap(r->standby_poll_ms);
             break;
         case RELAY_ACTIVE:
             if (step_active(r, &err) < 0)
                 fail(r, "publish", &err);
             break;
         case RELAY_BACKOFF:
-            nap(sg_backoff_delay_ms(&r->backoff, r->failures, 0, &r->rng));
+            outbox_nap(sg_backoff_delay_ms(&r->backoff, r->failures, 0, &r->rng));
             set_state(r,
                       !r->pg          ? RELAY_CONNECTING
                       : r->shard >= 0 ? RELAY_ACTIVE
@@ -918,8 +815,7 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
     r.xmin_warn_ms = sg_config_int(cli->cfg, "relay.xmin_warn_ms");
     r.poll_ms = (uint64_t)sg_config_int(cli->cfg, "relay.poll_interval_ms");
     r.standby_poll_ms = (uint64_t)sg_config_int(cli->cfg, "relay.standby_poll_ms");
-    (void)sg_trust_mode_parse(sg_config_str(cli->cfg, "security.internal_auth"), &r.trust);
-    r.key_reload_ms = (uint64_t)sg_config_int(cli->cfg, "security.key_reload_ms");
+    outbox_signer_init(&r.signer, cli->cfg);
     r.backoff.base_ms = 100;
     r.backoff.cap_ms = 5000;
     r.failpoint_after_ack = fp && strcmp(fp, "relay.after_ack") == 0;
@@ -959,7 +855,13 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
               NULL);
     janitor = outbox_janitor_start(cli->cfg);
     r.slots = sg_xcalloc((size_t)r.batch_size, sizeof(*r.slots));
-    run_loop(&r);
+    if (strcmp(sg_config_str(cli->cfg, "relay.source"), "wal") == 0) {
+        outbox_ctx_t ctx = {cli, r.producer, r.otel, r.holder};
+
+        r.exit_code = outbox_wal_run(&ctx);
+    } else {
+        run_loop(&r);
+    }
     outbox_janitor_stop(janitor);
     /* Unready since the stop request; the endpoint goes before the
      * handles its probes use. */
@@ -972,7 +874,7 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
     sg_kafka_destroy(r.producer);
     free(r.slots);
     sg_otel_stop(r.otel);
-    sg_mac_keys_clear(&r.keys);
+    sg_mac_keys_clear(&r.signer.keys);
     sg_log_kv(SG_LOG_INFO, "relay stopped", NULL);
     return r.exit_code;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Private PostgreSQL 15 cluster for local runs, tests and benchmarks of sagad.
 #
-#   deploy/local/pg.sh start|stop|status|url|url-runtime|url-operator|url-reader|url-stranger
+#   deploy/local/pg.sh start|stop|status|url|url-runtime|url-operator|url-reader|url-stranger|url-relay
 #
 # The cluster lives under ${SAGAD_LOCAL_PG_DIR:-<repo>/.run/pg} (or, when the
 # postgres user cannot reach that directory, under /var/tmp/sagad-pg-<hash>
@@ -18,7 +18,7 @@ set -euo pipefail
 script_dir=$(dirname "$(realpath "${BASH_SOURCE[0]}")")
 # shellcheck source=deploy/local/common.sh
 . "$script_dir/common.sh"
-local_init pg.sh "start|stop|status|url|url-runtime|url-operator|url-reader|url-stranger" "$@"
+local_init pg.sh "start|stop|status|url|url-runtime|url-operator|url-reader|url-stranger|url-relay" "$@"
 repo=$(realpath "$script_dir/../..")
 # link: where the cluster directory (or the symlink to it) is; run_dir: its
 # parent, which holds the start/stop lock <name>.lock. Made absolute before
@@ -158,6 +158,11 @@ full_page_writes = on
 # Any write-heavy install raises it the same way.
 max_wal_size = 4GB
 checkpoint_timeout = 15min
+# The WAL relay (relay.source = wal, docs/RELAY.md) decodes the outbox's
+# messages from the WAL through a logical replication slot.
+wal_level = logical
+max_wal_senders = 20
+max_replication_slots = 20
 password_encryption = 'scram-sha-256'
 log_line_prefix = '%m [%p] %q%u@%d '
 EOF
@@ -224,6 +229,14 @@ BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sagad_stranger') THEN
     CREATE ROLE sagad_stranger LOGIN;
   END IF;
+  -- The WAL relay's login: the runtime role's rights, and REPLICATION for
+  -- its slot (the worker's login has no REPLICATION).  pg_hba.conf has no
+  -- `replication` line, so it may stream logical decoding of its database
+  -- and never the physical WAL of the cluster.
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sagad_relay') THEN
+    CREATE ROLE sagad_relay LOGIN REPLICATION IN ROLE sagad_runtime;
+  END IF;
+  ALTER ROLE sagad_relay PASSWORD 'relay-local-pw';
   ALTER ROLE sagad_app PASSWORD 'app-local-pw';
   ALTER ROLE sagad_op PASSWORD 'op-local-pw';
   ALTER ROLE sagad_ro PASSWORD 'ro-local-pw';
@@ -231,10 +244,21 @@ BEGIN
 END
 $$;
 EOF
+    # Only sagad's owner may write a logical decoding message: with the
+    # stock EXECUTE for PUBLIC, any login could write one the WAL relay
+    # would sign and publish (schemas/sql/0025_wal_outbox.sql; the relay
+    # refuses to start until this is done).  In template1 first, so every
+    # database made later (the tests' own) inherits it.
+    local emit_acl="REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, bytea),
+        pg_logical_emit_message(boolean, text, text) FROM PUBLIC;
+      GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, bytea),
+        pg_logical_emit_message(boolean, text, text) TO sagad;"
+    "${psql[@]}" -d template1 -c "$emit_acl" >/dev/null
     # CREATE DATABASE cannot run inside DO, so test first.
     if [[ $("${psql[@]}" -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'sagad'") != 1 ]]; then
         "${psql[@]}" -d postgres -c 'CREATE DATABASE sagad OWNER sagad'
     fi
+    "${psql[@]}" -d sagad -c "$emit_acl" >/dev/null
 }
 
 log_tail() {
@@ -318,7 +342,7 @@ do_status() {
 # url: the owner (migrate, and the tests' own setup); url-runtime: the
 # worker's and relay's role; url-operator: dlq-tool's; url-reader: the
 # read-only role's (sagactl list/status/show, dashboards); url-stranger: a
-# login of no sagad role.
+# login of no sagad role; url-relay: the WAL relay's (runtime + REPLICATION).
 do_url() {
     local running p=$port user=$1
     # A running cluster's own port wins over the environment's.
@@ -335,4 +359,5 @@ case "$cmd" in
     url-operator) do_url sagad_op:op-local-pw ;;
     url-reader) do_url sagad_ro:ro-local-pw ;;
     url-stranger) do_url sagad_stranger:stranger-local-pw ;;
+    url-relay) do_url sagad_relay:relay-local-pw ;;
 esac

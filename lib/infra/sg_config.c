@@ -151,6 +151,20 @@ static const sg_config_key_t config_table[] = {
     {"relay.xmin_warn_ms", SG_CONFIG_INT, "10000", 100, 86400000, NULL, 0,
      "Warn, naming the blocking backend, once a running transaction holds the relay back this "
      "long."},
+    {"relay.source", SG_CONFIG_ENUM, "table", 0, 0, "table|wal", 0,
+     "Where the relay reads outgoing messages: the outbox table, or the write-ahead log through "
+     "a logical replication slot (docs/RELAY.md, \"The WAL source\"; needs wal_level = logical)."},
+    {"relay.slot", SG_CONFIG_STR, "sagad_relay", 0, 0, NULL, 0,
+     "The logical replication slot of the WAL source (made by the relay when missing)."},
+    {"relay.replication_dsn", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_SECRET | SG_CONFIG_EMPTY_OK,
+     "Connection string of the WAL source's replication session, a login with REPLICATION; "
+     "empty: pg.dsn (password masked)."},
+    {"relay.wal_batch_size", SG_CONFIG_INT, "10000", 1, 1000000, NULL, 0,
+     "WAL source: messages sent to Kafka before the relay waits for their acks and confirms "
+     "the WAL position of the last whole transaction among them."},
+    {"relay.wal_sender_timeout_ms", SG_CONFIG_INT, "10000", 1000, 600000, NULL, 0,
+     "WAL source: the server ends a replication session silent this long (a relay paused or "
+     "cut off), which frees the slot for a standby."},
     {"retention.sagas_s", SG_CONFIG_INT, "1209600", 1, 315360000, NULL, 0,
      "Finished sagas (completed, compensated, failed) are removed with their steps and attempts "
      "this long after their last change (14 days), unless a dead letter still names them."},

@@ -1,0 +1,708 @@
+/* The WAL source (relay.source = wal; docs/RELAY.md, "The WAL source").
+ *
+ *   CONNECTING -> STANDBY -> ACTIVE -> (error) BACKOFF -> CONNECTING/STANDBY
+ *
+ * Writers' outbox rows go into the WAL as logical decoding messages (the
+ * trigger of schemas/sql/0025_wal_outbox.sql).  One relay streams them
+ * from the replication slot (pgoutput, messages on), in commit order, and
+ * hands each to Kafka.  The slot is the lock: the server lets one session
+ * stream from it, and frees it when that session ends (a crash closes the
+ * socket at once; a relay paused or cut off is ended after
+ * relay.wal_sender_timeout_ms), so a standby's next START_REPLICATION
+ * takes over.
+ *
+ * What is confirmed to the server (the slot's confirmed_flush_lsn, below
+ * which it may forget) is only ever the end of a transaction whose every
+ * message Kafka acknowledged, never a message's own position: after a
+ * restart the server sends again every transaction committed after that
+ * point, whole.  A keepalive's position is confirmed only while nothing
+ * is in flight and no transaction is open. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "outbox.h"
+#include "sagad/sg_alloc.h"
+#include "sagad/sg_health.h"
+#include "sagad/sg_log.h"
+#include "sagad/sg_metrics.h"
+#include "sagad/sg_migrate.h"
+#include "sagad/sg_pgrepl.h"
+#include "sagad/sg_run.h"
+#include "sagad/sg_text.h"
+#include "sagad/sg_walmsg.h"
+
+#define WAL_PUBLICATION "sagad_outbox"
+#define STATUS_MS       1000 /* a status update at least this often, busy or idle */
+#define SWEEP_MS        1000 /* rows found in the outbox table are moved into the WAL this often */
+
+typedef enum wal_state_e {
+    WAL_CONNECTING,
+    WAL_STANDBY,
+    WAL_ACTIVE,
+    WAL_BACKOFF,
+} wal_state_t;
+
+static const char *const wal_state_names[] = {"connecting", "standby", "active", "backoff"};
+
+/* One message of the batch, kept until Kafka answered for it: a refused
+ * one is copied into outbox_quarantine. */
+typedef struct wal_msg_s {
+    int64_t id;
+    size_t off;           /* into the arena: topic NUL, key, headers, payload */
+    size_t topic_len, key_len, headers_len, payload_len;
+    bool has_key;
+    int64_t commit_us;    /* the transaction's commit time, for the latency */
+} wal_msg_t;
+
+typedef struct wal_relay_s {
+    const outbox_ctx_t *ctx;
+    sg_pg_opts_t pgopts;
+    sg_pg_t *pg;      /* checks, the switch, timers, quarantine, the fence */
+    sg_pgrepl_t *rp;  /* the stream */
+    const char *slot, *repl_dsn;
+    int sender_timeout_ms;
+    int64_t batch_max, timer_batch;
+    uint64_t poll_ms, standby_poll_ms;
+    outbox_signer_t signer;
+    wal_state_t state;
+    unsigned failures;
+    sg_backoff_t backoff;
+    sg_rng_t rng;
+    int exit_code;
+    bool failpoint_after_ack;
+    /* the stream */
+    uint64_t confirmed;   /* last position confirmed to the server */
+    uint64_t settled;     /* end of the last whole transaction Kafka acknowledged */
+    uint64_t commit_end;  /* end of the last commit read */
+    bool in_txn;
+    int64_t txn_commit_us;
+    bool fence_checked;   /* this batch's holder check was made */
+    uint64_t status_at, sweep_at, timers_at;
+    /* the batch */
+    sg_kafka_batch_t batch;
+    sg_kafka_slot_t *slots;
+    wal_msg_t *msgs;
+    size_t n;
+    sg_pg_buf_t arena;
+    int64_t published;
+} wal_relay_t;
+
+static void wal_export_state(const wal_relay_t *w)
+{
+    for (int i = WAL_CONNECTING; i <= WAL_BACKOFF; i++)
+        sg_metric_set(SG_M_RELAY_STATE, SG_LABELS(wal_state_names[i]), i == (int)w->state);
+    sg_health_set(SG_CHECK_LOCK,
+                  w->state == WAL_STANDBY || w->state == WAL_ACTIVE ||
+                      (w->state == WAL_BACKOFF && w->pg),
+                  "relay is %s: slot state not known", wal_state_names[w->state]);
+}
+
+static void wal_set_state(wal_relay_t *w, wal_state_t st, const char *why)
+{
+    if (w->state == st)
+        return;
+    sg_log_kv(SG_LOG_INFO, "relay state change", "from", wal_state_names[w->state], "to",
+              wal_state_names[st], "why", why, "source", "wal", NULL);
+    w->state = st;
+    wal_export_state(w);
+}
+
+static void reset_batch(wal_relay_t *w);
+
+/* The stream goes; what it had in flight is waited for, then forgotten:
+ * the next stream starts again from the confirmed position. */
+static void drop_stream(wal_relay_t *w)
+{
+    sg_pgrepl_close(w->rp);
+    w->rp = NULL;
+    reset_batch(w);
+    w->in_txn = false;
+}
+
+/* Logs the error and moves to BACKOFF.  The stream is always dropped (the
+ * server sends again from the confirmed position); a broken control
+ * session too. */
+static void wal_fail(wal_relay_t *w, const char *what, const sg_err_t *err)
+{
+    sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+
+    ctx.error_code = err->code;
+    sg_log(SG_LOG_WARN, &ctx, "%s: %s", what, err->message);
+    w->failures++;
+    if (w->state == WAL_CONNECTING && err->cls == SG_ERRCLASS_PERMANENT) {
+        w->exit_code = SG_EXIT_FAIL;
+        sg_run_running = 0;
+    }
+    drop_stream(w);
+    if (!sg_pg_ok(w->pg) || strcmp(err->code, "pg.session_reset") == 0) {
+        sg_health_set(SG_CHECK_PG, false, "%s", err->message);
+        sg_pg_destroy(w->pg);
+        w->pg = NULL;
+    }
+    wal_set_state(w, WAL_BACKOFF, what);
+}
+
+static int one_value(wal_relay_t *w, const char *sql, int n, const char *const *p, char *out,
+                     size_t out_size, sg_err_t *err)
+{
+    sg_pg_res_t *res = NULL;
+    const char *v;
+
+    if (sg_pg_exec_cached(w->pg, sql, n, p, &res, err) < 0)
+        return -1;
+    v = sg_pg_res_rows(res) > 0 ? sg_pg_res_get(res, 0, 0) : NULL;
+    snprintf(out, out_size, "%s", v ? v : "");
+    sg_pg_res_destroy(res);
+    return 0;
+}
+
+/* CONNECTING: the control session and what the WAL source needs of the
+ * server, each refused with what to do. */
+static int wal_connect(wal_relay_t *w, sg_err_t *err)
+{
+    char v[64];
+    int version;
+
+    w->pg = sg_pg_connect(&w->pgopts, err);
+    if (!w->pg)
+        return -1;
+    if (sg_migrate_current(w->pg, &version, err) < 0)
+        return -1;
+    sg_health_set(SG_CHECK_PG, true, NULL);
+    sg_health_set(SG_CHECK_SCHEMA, version >= OUTBOX_WAL_SCHEMA_VERSION,
+                  "database schema is at version %d, the WAL source needs %d: run `sagad-relay "
+                  "migrate`",
+                  version, OUTBOX_WAL_SCHEMA_VERSION);
+    if (version < OUTBOX_WAL_SCHEMA_VERSION)
+        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "runtime.schema.old",
+                          "database schema is at version %d, the WAL source needs %d: run "
+                          "`sagad-relay migrate`",
+                          version, OUTBOX_WAL_SCHEMA_VERSION);
+    if (one_value(w, "SELECT current_setting('wal_level')", 0, NULL, v, sizeof(v), err) < 0)
+        return -1;
+    if (strcmp(v, "logical") != 0)
+        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "relay.wal_level",
+                          "relay.source is wal but the server's wal_level is %s: set wal_level = "
+                          "logical and restart PostgreSQL, or set relay.source = table "
+                          "(docs/RELAY.md, \"The WAL source\")",
+                          v);
+    /* Any login that may write a 'sagad.outbox' message could have the
+     * relay sign and publish whatever it wrote. */
+    if (one_value(w,
+                  "SELECT coalesce(bool_or(a.grantee = 0), false) FROM pg_proc p, "
+                  "aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a "
+                  "WHERE p.proname = 'pg_logical_emit_message' "
+                  "AND p.pronamespace = 'pg_catalog'::regnamespace AND a.privilege_type = "
+                  "'EXECUTE'",
+                  0, NULL, v, sizeof(v), err) < 0)
+        return -1;
+    if (strcmp(v, "f") != 0)
+        return sg_err_set(
+            err, SG_ERRCLASS_PERMANENT, "relay.emit_public",
+            "every login of this database may call pg_logical_emit_message, so any of them "
+            "could write a message the relay would sign and publish: as a superuser, REVOKE "
+            "EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, bytea), "
+            "pg_logical_emit_message(boolean, text, text) FROM PUBLIC, and GRANT it to the "
+            "schema's owner (docs/OPERATIONS.md, \"The WAL source\")");
+    if (one_value(w, "SELECT count(*) FROM pg_publication WHERE pubname = '" WAL_PUBLICATION "'",
+                  0, NULL, v, sizeof(v), err) < 0)
+        return -1;
+    if (strcmp(v, "1") != 0)
+        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "relay.publication",
+                          "no publication " WAL_PUBLICATION " in this database: run `sagad-relay "
+                          "migrate`");
+    if (outbox_signer_load(&w->signer, w->pg, err) < 0)
+        return -1;
+    /* What the control session commits (timers moved, the sweep, a row
+     * quarantined) may be lost in a crash of PostgreSQL itself and done
+     * again: the table relay's reasoning (docs/RELAY.md). */
+    return sg_pg_exec(w->pg, "SELECT set_config('synchronous_commit', 'off', false)", 0, NULL,
+                      NULL, err);
+}
+
+/* Makes sure the slot exists and the source reads it, then starts the
+ * stream.  Returns 1 when streaming, 0 when another relay streams from
+ * the slot (standby), -1 on error. */
+static int wal_standby(wal_relay_t *w, sg_err_t *err)
+{
+    const char *p[] = {w->slot};
+    sg_pg_res_t *res = NULL;
+    bool exists, lost, created;
+    char moved[32];
+
+    if (sg_pg_exec_cached(w->pg,
+                          "SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1 "
+                          "AND database = current_database()), source = 'wal' AND wal_slot = $1 "
+                          "FROM relay_settings",
+                          1, p, &res, err) < 0)
+        return -1;
+    exists = strcmp(sg_pg_res_get(res, 0, 0), "t") == 0;
+    lost = !exists && strcmp(sg_pg_res_get(res, 0, 1), "t") == 0;
+    sg_pg_res_destroy(res);
+    w->rp = sg_pgrepl_connect(w->repl_dsn, w->ctx->holder, w->sender_timeout_ms, err);
+    if (!w->rp)
+        return -1;
+    if (lost) {
+        /* The source says wal and its slot is gone: a failover to a
+         * primary the slot was not copied to, or a slot dropped by hand.
+         * Writers have kept their rows in the table since (the trigger
+         * routes to the WAL only while the slot exists); back to the
+         * table first, so that none of them writes into the WAL before
+         * those rows are moved there. */
+        sg_log_kv(SG_LOG_ERROR,
+                  "the WAL source's slot is gone (a failover to a primary without it, or "
+                  "dropped): messages committed after its last confirmed position and before "
+                  "it was lost were never published; making it again (docs/RELAY.md, "
+                  "\"Failover\")",
+                  "slot", w->slot, NULL);
+        if (sg_pg_exec(w->pg, "SELECT sagad_outbox_to_table()", 0, NULL, NULL, err) < 0)
+            return -1;
+    }
+    if (!exists) {
+        if (sg_pgrepl_create_slot(w->rp, w->slot, &created, err) < 0)
+            return -1;
+        if (created)
+            sg_log_kv(SG_LOG_INFO, "made the replication slot", "slot", w->slot, NULL);
+    }
+    if (one_value(w, "SELECT sagad_outbox_to_wal($1)", 1, p, moved, sizeof(moved), err) < 0)
+        return -1;
+    if (strcmp(moved, "0") != 0)
+        sg_log_kv(SG_LOG_INFO, "moved outbox rows into the WAL", "rows", moved, NULL);
+    if (sg_pgrepl_start(w->rp, w->slot, WAL_PUBLICATION, err) < 0) {
+        if (strcmp(err->code, "pg.slot_busy") == 0) {
+            drop_stream(w);
+            return 0;
+        }
+        return -1;
+    }
+    w->confirmed = w->settled = w->commit_end = 0;
+    w->in_txn = false;
+    w->status_at = w->sweep_at = w->timers_at = 0;
+    sg_log_kv(SG_LOG_INFO, "streaming from the replication slot", "slot", w->slot, "walsender_pid",
+              SG_PG_INT(sg_pgrepl_pid(w->rp)), NULL);
+    return 1;
+}
+
+/* Fencing: a relay that was paused (or cut off) long enough for its
+ * session to be ended, and for a standby to take the slot, must not
+ * publish what it still holds.  Before the first message of each batch
+ * goes to Kafka, the slot must still be streamed by this relay's session.
+ * (What it could publish otherwise are copies of committed messages,
+ * never anything else; this makes even those stop.) */
+static int check_holder(wal_relay_t *w, sg_err_t *err)
+{
+    const char *p[] = {w->slot};
+    char pid[24];
+
+    if (one_value(w, "SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1", 1, p, pid,
+                  sizeof(pid), err) < 0)
+        return -1;
+    if (strtol(pid, NULL, 10) != sg_pgrepl_pid(w->rp))
+        return sg_err_set(err, SG_ERRCLASS_TRANSIENT, "relay.fenced",
+                          "the slot %s is streamed by server process %s, not this relay's %d: "
+                          "another relay took over",
+                          w->slot, pid[0] ? pid : "(none)", sg_pgrepl_pid(w->rp));
+    w->fence_checked = true;
+    return 0;
+}
+
+/* Lower-case hex of n bytes, NUL-terminated (for decode(..., 'hex')). */
+static char *hex_of(const unsigned char *p, size_t n)
+{
+    static const char digits[] = "0123456789abcdef";
+    char *out = sg_xmalloc(2 * n + 1);
+
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[p[i] >> 4];
+        out[2 * i + 1] = digits[p[i] & 15];
+    }
+    out[2 * n] = '\0';
+    return out;
+}
+
+/* Waits for Kafka's answer on whatever the batch still has in flight (its
+ * delivery reports write into the batch), then empties it. */
+static void reset_batch(wal_relay_t *w)
+{
+    while (w->batch.pending > 0 && !sg_run_stop_now)
+        (void)sg_kafka_flush(w->ctx->producer, 50, NULL);
+    memset(&w->batch, 0, sizeof(w->batch));
+    memset(w->slots, 0, (size_t)w->batch_max * sizeof(*w->slots));
+    w->batch.slots = w->slots;
+    w->batch.nslots = (size_t)w->batch_max;
+    w->n = 0;
+    w->fence_checked = false;
+    sg_pg_buf_reset(&w->arena);
+}
+
+static void arena_put(wal_relay_t *w, const void *p, size_t n)
+{
+    sg_pg_buf_put(&w->arena, (const char *)p, n);
+}
+
+/* One message of prefix sagad.outbox: copied into the batch's arena and
+ * handed to Kafka. */
+static int take_message(wal_relay_t *w, const sg_pgo_msg_t *m, sg_err_t *err)
+{
+    sg_outbox_frame_t f;
+    wal_msg_t *msg;
+    const char *base;
+    sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+    char lsn[24];
+
+    if (!m->transactional || strcmp(m->prefix, SG_WAL_PREFIX) != 0)
+        return 0; /* another program's message */
+    if (sg_outbox_frame_parse(m->content, m->content_len, &f) < 0) {
+        ctx.error_code = "relay.bad_frame";
+        sg_log(SG_LOG_ERROR, &ctx,
+               "a %s message at %s is not an outbox frame (%zu bytes); skipped: only the "
+               "schema's owner may write one, so look for who did",
+               SG_WAL_PREFIX, sg_lsn_text(lsn, m->lsn), m->content_len);
+        sg_metric_inc(SG_M_OUTBOX_QUARANTINED, SG_LABELS("relay.bad_frame"));
+        return 0;
+    }
+    if (!w->fence_checked && check_holder(w, err) < 0)
+        return -1;
+    msg = &w->msgs[w->n];
+    msg->id = f.id;
+    msg->off = w->arena.len;
+    msg->topic_len = f.topic_len;
+    msg->has_key = f.has_key;
+    msg->key_len = f.key_len;
+    msg->headers_len = f.headers_len;
+    msg->payload_len = f.payload_len;
+    msg->commit_us = w->txn_commit_us;
+    arena_put(w, f.topic, f.topic_len);
+    arena_put(w, "", 1);
+    arena_put(w, f.key, f.key_len);
+    arena_put(w, f.headers, f.headers_len);
+    arena_put(w, f.payload, f.payload_len);
+    w->n++;
+    for (;;) {
+        base = w->arena.data + msg->off;
+        if (outbox_produce(w->ctx->producer, &w->signer, base,
+                           (const unsigned char *)base + msg->topic_len + 1, msg->key_len,
+                           base + msg->topic_len + 1 + msg->key_len, msg->headers_len,
+                           (const unsigned char *)base + msg->topic_len + 1 + msg->key_len +
+                               msg->headers_len,
+                           msg->payload_len, &w->batch, err) == 0)
+            break;
+        if (strcmp(err->code, "kafka.queue_full") == 0) {
+            (void)sg_kafka_flush(w->ctx->producer, 100, NULL);
+            continue;
+        }
+        if (sg_kafka_err_refused(err))
+            break; /* its slot says why; quarantined when the batch settles */
+        return -1;
+    }
+    sg_kafka_poll(w->ctx->producer, 0);
+    return 0;
+}
+
+/* Copies message i, refused by Kafka for good, into outbox_quarantine
+ * (outbox_id: its outbox id), as the table relay does. */
+static int quarantine(wal_relay_t *w, size_t i, const sg_err_t *why, sg_err_t *err)
+{
+    const wal_msg_t *m = &w->msgs[i];
+    const char *base = w->arena.data + m->off;
+    char id[24], *key = NULL, *payload, *headers;
+    const char *p[7];
+    int rc;
+
+    /* bytea as hex text: libpq's text parameters carry no length */
+    if (m->has_key)
+        key = hex_of((const unsigned char *)base + m->topic_len + 1, m->key_len);
+    headers = sg_xstrndup(base + m->topic_len + 1 + m->key_len, m->headers_len);
+    payload = hex_of((const unsigned char *)base + m->topic_len + 1 + m->key_len +
+                              m->headers_len,
+                          m->payload_len);
+    p[0] = sg_pg_int_text(id, m->id);
+    p[1] = base;
+    p[2] = key;
+    p[3] = headers;
+    p[4] = payload;
+    p[5] = why->code;
+    p[6] = why->message;
+    rc = sg_pg_exec_cached(
+        w->pg,
+        "INSERT INTO outbox_quarantine (outbox_id, tx, shard, topic, key, headers, payload, "
+        "created_at, error_code, error, holder) VALUES ($1::bigint, '0', 0, $2, "
+        "decode($3, 'hex'), $4::jsonb, decode($5, 'hex'), now(), $6, $7, '" "wal" "') "
+        "ON CONFLICT (outbox_id) DO NOTHING",
+        7, p, NULL, err);
+    if (rc == 0) {
+        sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+
+        ctx.error_code = why->code;
+        sg_log(SG_LOG_ERROR, &ctx,
+               "message %s (topic %s) refused by Kafka for good, moved to outbox_quarantine; "
+               "the stream goes on without it: %s",
+               id, base, why->message);
+        sg_metric_inc(SG_M_OUTBOX_QUARANTINED, SG_LABELS(why->code));
+    }
+    free(key);
+    free(headers);
+    free(payload);
+    return rc;
+}
+
+/* A message refused by delivery report in a batch of several may have
+ * been refused with its neighbours (the broker refuses a request whole):
+ * it is sent again alone, and quarantined only if refused alone. */
+static int resend_alone(wal_relay_t *w, size_t i, sg_err_t *err)
+{
+    const wal_msg_t *m = &w->msgs[i];
+    const char *base = w->arena.data + m->off;
+    sg_kafka_slot_t slot;
+    sg_kafka_batch_t one;
+
+    memset(&slot, 0, sizeof(slot));
+    memset(&one, 0, sizeof(one));
+    one.slots = &slot;
+    one.nslots = 1;
+    if (outbox_produce(w->ctx->producer, &w->signer, base,
+                       (const unsigned char *)base + m->topic_len + 1, m->key_len,
+                       base + m->topic_len + 1 + m->key_len, m->headers_len,
+                       (const unsigned char *)base + m->topic_len + 1 + m->key_len +
+                           m->headers_len,
+                       m->payload_len, &one, err) < 0 &&
+        !sg_kafka_err_refused(err))
+        return -1;
+    while (one.pending > 0 && !sg_run_stop_now)
+        (void)sg_kafka_flush(w->ctx->producer, 50, NULL);
+    if (!slot.failed)
+        return 0;
+    if (!sg_kafka_err_refused(&slot.err)) {
+        *err = slot.err;
+        return -1;
+    }
+    return quarantine(w, i, &slot.err, err);
+}
+
+/* Waits for Kafka's answer on the batch; then the end of the last whole
+ * transaction in it is settled.  A failure that a retry may fix drops the
+ * stream: it starts again from the confirmed position, and whatever was
+ * published after it is published again (duplicates, by message id). */
+static int settle(wal_relay_t *w, sg_err_t *err)
+{
+    int64_t now_us;
+
+    while (w->batch.pending > 0 && !sg_run_stop_now)
+        (void)sg_kafka_flush(w->ctx->producer, 50, NULL);
+    if (w->batch.pending > 0)
+        return sg_err_set(err, SG_ERRCLASS_TRANSIENT, "relay.stopped",
+                          "stopped before the batch settled");
+    for (size_t i = 0; i < w->n; i++) {
+        const sg_kafka_slot_t *s = &w->slots[i];
+
+        if (!s->failed)
+            continue;
+        if (!sg_kafka_err_refused(&s->err)) {
+            *err = s->err;
+            sg_err_prefix(err, "%d of %zu messages not acknowledged; reading again from %s",
+                          w->batch.failed, w->n, "the confirmed position");
+            return -1;
+        }
+        if (s->reported && w->n > 1 ? resend_alone(w, i, err) < 0
+                                    : quarantine(w, i, &s->err, err) < 0)
+            return -1;
+    }
+    if (w->failpoint_after_ack) {
+        sg_log_kv(SG_LOG_ERROR, "failpoint relay.after_ack: aborting after acks, before the "
+                                "confirmation", NULL);
+        abort();
+    }
+    now_us = sg_pgrepl_now_us();
+    for (size_t i = 0; i < w->n; i++)
+        sg_metric_observe(SG_M_OUTBOX_PUBLISH_LATENCY, NULL,
+                          (double)(now_us - w->msgs[i].commit_us) / 1e6);
+    sg_metric_add(SG_M_OUTBOX_PUBLISHED, NULL, w->n);
+    w->published += (int64_t)w->n;
+    w->settled = w->commit_end;
+    reset_batch(w);
+    return 0;
+}
+
+static int confirm(wal_relay_t *w, uint64_t lsn, sg_err_t *err)
+{
+    if (sg_pgrepl_confirm(w->rp, lsn > w->confirmed ? lsn : w->confirmed, err) < 0)
+        return -1;
+    if (lsn > w->confirmed)
+        w->confirmed = lsn;
+    w->status_at = sg_run_now_ms() + STATUS_MS;
+    return 0;
+}
+
+/* One CopyData message of the stream. */
+static int on_copy(wal_relay_t *w, const unsigned char *buf, size_t len, sg_err_t *err)
+{
+    sg_wal_copy_t c;
+    sg_pgo_msg_t m;
+
+    if (sg_wal_copy_parse(buf, len, &c) < 0)
+        return sg_err_set(err, SG_ERRCLASS_TRANSIENT, "relay.stream",
+                          "a replication message of %zu bytes could not be read", len);
+    if (c.kind == 'k') {
+        /* Nothing in flight and no transaction open: everything before the
+         * server's position was read and published, so it may go. */
+        if (w->n == 0 && !w->in_txn && c.end > w->confirmed)
+            return confirm(w, c.end, err);
+        return c.reply ? confirm(w, w->settled, err) : 0;
+    }
+    if (sg_pgo_parse(c.data, c.len, &m) < 0)
+        return sg_err_set(err, SG_ERRCLASS_TRANSIENT, "relay.stream",
+                          "a pgoutput message of %zu bytes could not be read", c.len);
+    switch (m.type) {
+    case 'B':
+        w->in_txn = true;
+        w->txn_commit_us = m.time_us;
+        return 0;
+    case 'M':
+        return take_message(w, &m, err);
+    case 'C':
+        w->in_txn = false;
+        w->commit_end = m.end_lsn;
+        if (w->n == 0)
+            w->settled = m.end_lsn; /* its messages, if any, were all settled */
+        return 0;
+    default:
+        return 0; /* a table's change: the publication has none */
+    }
+}
+
+/* ACTIVE: housekeeping when due, then what the stream has, up to a
+ * batch, then the batch settled and its position confirmed. */
+static int wal_active(wal_relay_t *w, sg_err_t *err)
+{
+    const char *p[] = {w->slot};
+    const unsigned char *buf;
+    size_t len;
+    uint64_t now = sg_run_now_ms(), wait_ms;
+    int rc, fired;
+
+    if (now >= w->timers_at) {
+        if ((fired = outbox_fire_timers(w->pg, w->timer_batch, w->poll_ms, &wait_ms, err)) < 0)
+            return -1;
+        w->timers_at = fired > 0 ? 0 : now + wait_ms;
+    }
+    if (now >= w->sweep_at) {
+        char moved[32];
+
+        if (one_value(w, "SELECT sagad_outbox_to_wal($1)", 1, p, moved, sizeof(moved), err) < 0)
+            return -1;
+        if (strcmp(moved, "0") != 0)
+            sg_log_kv(SG_LOG_WARN, "moved rows found in the outbox table into the WAL", "rows",
+                      moved, NULL);
+        w->sweep_at = now + SWEEP_MS;
+    }
+    if (outbox_signer_refresh(&w->signer, w->pg, err) < 0)
+        return -1;
+    now = sg_run_now_ms();
+    wait_ms = w->timers_at > now ? w->timers_at - now : 0;
+    if (wait_ms > w->poll_ms)
+        wait_ms = w->poll_ms;
+    while ((rc = sg_pgrepl_read(w->rp, (int)wait_ms, &buf, &len, err)) > 0) {
+        if (on_copy(w, buf, len, err) < 0)
+            return -1;
+        wait_ms = 0; /* what is there is read; then the batch goes */
+        if ((int64_t)w->n >= w->batch_max)
+            break;
+    }
+    if (rc < 0)
+        return -1;
+    if (w->n > 0 && settle(w, err) < 0)
+        return -1;
+    w->failures = 0;
+    if (w->settled > w->confirmed || sg_run_now_ms() >= w->status_at)
+        return confirm(w, w->settled, err);
+    return 0;
+}
+
+static void wal_loop(wal_relay_t *w)
+{
+    sg_err_t err;
+    int rc;
+
+    while (sg_run_running) {
+        sg_err_clear(&err);
+        sg_health_beat();
+        sg_cli_reload(w->ctx->cli);
+        switch (w->state) {
+        case WAL_CONNECTING:
+            if (wal_connect(w, &err) < 0) {
+                wal_fail(w, "connect", &err);
+                break;
+            }
+            wal_set_state(w, WAL_STANDBY, "connected");
+            break;
+        case WAL_STANDBY:
+            rc = wal_standby(w, &err);
+            if (rc < 0)
+                wal_fail(w, "standby", &err);
+            else if (rc > 0)
+                wal_set_state(w, WAL_ACTIVE, "streaming from the slot");
+            else
+                outbox_nap(w->standby_poll_ms);
+            break;
+        case WAL_ACTIVE:
+            if (wal_active(w, &err) < 0)
+                wal_fail(w, "publish", &err);
+            break;
+        case WAL_BACKOFF:
+            outbox_nap(sg_backoff_delay_ms(&w->backoff, w->failures, 0, &w->rng));
+            wal_set_state(w, !w->pg ? WAL_CONNECTING : WAL_STANDBY, "retry");
+            break;
+        }
+    }
+}
+
+int outbox_wal_run(const outbox_ctx_t *ctx)
+{
+    const sg_config_t *cfg = ctx->cli->cfg;
+    const char *fp = getenv("SAGAD_TEST_FAILPOINT");
+    sg_err_t err;
+    wal_relay_t w;
+
+    memset(&w, 0, sizeof(w));
+    w.ctx = ctx;
+    w.slot = sg_config_str(cfg, "relay.slot");
+    w.repl_dsn = sg_config_str(cfg, "relay.replication_dsn");
+    if (!w.repl_dsn || !*w.repl_dsn)
+        w.repl_dsn = sg_config_str(cfg, "pg.dsn");
+    w.sender_timeout_ms = (int)sg_config_int(cfg, "relay.wal_sender_timeout_ms");
+    w.batch_max = sg_config_int(cfg, "relay.wal_batch_size");
+    w.timer_batch = sg_config_int(cfg, "relay.timer_batch");
+    w.poll_ms = (uint64_t)sg_config_int(cfg, "relay.poll_interval_ms");
+    w.standby_poll_ms = (uint64_t)sg_config_int(cfg, "relay.standby_poll_ms");
+    w.failpoint_after_ack = fp && strcmp(fp, "relay.after_ack") == 0;
+    w.backoff.base_ms = 100;
+    w.backoff.cap_ms = 5000;
+    sg_rng_seed(&w.rng, 0);
+    outbox_signer_init(&w.signer, cfg);
+    sg_pg_opts_from_config(&w.pgopts, cfg, "sagad-relay");
+    w.pgopts.connect_attempts = 1; /* the state machine retries forever */
+    w.pgopts.run = &sg_run_running;
+    w.pgopts.waiting = sg_health_beat;
+    w.slots = sg_xcalloc((size_t)w.batch_max, sizeof(*w.slots));
+    w.msgs = sg_xcalloc((size_t)w.batch_max, sizeof(*w.msgs));
+    w.batch.slots = w.slots;
+    w.batch.nslots = (size_t)w.batch_max;
+    wal_export_state(&w);
+    sg_log_kv(SG_LOG_INFO, "relay source", "source", "wal", "slot", w.slot, NULL);
+    wal_loop(&w);
+    /* A stop: the batch in flight is settled and confirmed first. */
+    if (w.rp && w.n > 0 && !sg_run_stop_now && settle(&w, &err) == 0)
+        (void)confirm(&w, w.settled, &err);
+    drop_stream(&w);
+    sg_pg_destroy(w.pg);
+    sg_pg_buf_free(&w.arena);
+    free(w.slots);
+    free(w.msgs);
+    sg_mac_keys_clear(&w.signer.keys);
+    sg_log_kv(SG_LOG_INFO, "relay stopped", "source", "wal", "published", SG_PG_INT(w.published),
+              NULL);
+    return w.exit_code;
+}
