@@ -51,17 +51,17 @@ static const char *const wal_state_names[] = {"connecting", "standby", "active",
  * one is copied into outbox_quarantine. */
 typedef struct wal_msg_s {
     int64_t id;
-    size_t off;           /* into the arena: topic NUL, key, headers, payload */
+    size_t off; /* into the arena: topic NUL, key, headers, payload */
     size_t topic_len, key_len, headers_len, payload_len;
     bool has_key;
-    int64_t commit_us;    /* the transaction's commit time, for the latency */
+    int64_t commit_us; /* the transaction's commit time, for the latency */
 } wal_msg_t;
 
 typedef struct wal_relay_s {
     const outbox_ctx_t *ctx;
     sg_pg_opts_t pgopts;
-    sg_pg_t *pg;      /* checks, the switch, timers, quarantine, the fence */
-    sg_pgrepl_t *rp;  /* the stream */
+    sg_pg_t *pg;     /* checks, the switch, timers, quarantine, the fence */
+    sg_pgrepl_t *rp; /* the stream */
     const char *slot, *repl_dsn;
     int sender_timeout_ms;
     int64_t batch_max, timer_batch;
@@ -74,12 +74,12 @@ typedef struct wal_relay_s {
     int exit_code;
     bool failpoint_after_ack;
     /* the stream */
-    uint64_t confirmed;   /* last position confirmed to the server */
-    uint64_t settled;     /* end of the last whole transaction Kafka acknowledged */
-    uint64_t commit_end;  /* end of the last commit read */
+    uint64_t confirmed;  /* last position confirmed to the server */
+    uint64_t settled;    /* end of the last whole transaction Kafka acknowledged */
+    uint64_t commit_end; /* end of the last commit read */
     bool in_txn;
     int64_t txn_commit_us;
-    bool fence_checked;   /* this batch's holder check was made */
+    bool fence_checked; /* this batch's holder check was made */
     uint64_t status_at, sweep_at, timers_at;
     /* the batch */
     sg_kafka_batch_t batch;
@@ -207,8 +207,8 @@ static int wal_connect(wal_relay_t *w, sg_err_t *err)
             "EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, bytea), "
             "pg_logical_emit_message(boolean, text, text) FROM PUBLIC, and GRANT it to the "
             "schema's owner (docs/OPERATIONS.md, \"The WAL source\")");
-    if (one_value(w, "SELECT count(*) FROM pg_publication WHERE pubname = '" WAL_PUBLICATION "'",
-                  0, NULL, v, sizeof(v), err) < 0)
+    if (one_value(w, "SELECT count(*) FROM pg_publication WHERE pubname = '" WAL_PUBLICATION "'", 0,
+                  NULL, v, sizeof(v), err) < 0)
         return -1;
     if (strcmp(v, "1") != 0)
         return sg_err_set(err, SG_ERRCLASS_PERMANENT, "relay.publication",
@@ -219,8 +219,8 @@ static int wal_connect(wal_relay_t *w, sg_err_t *err)
     /* What the control session commits (timers moved, the sweep, a row
      * quarantined) may be lost in a crash of PostgreSQL itself and done
      * again: the table relay's reasoning (docs/RELAY.md). */
-    return sg_pg_exec(w->pg, "SELECT set_config('synchronous_commit', 'off', false)", 0, NULL,
-                      NULL, err);
+    return sg_pg_exec(w->pg, "SELECT set_config('synchronous_commit', 'off', false)", 0, NULL, NULL,
+                      err);
 }
 
 /* Makes sure the slot exists and the source reads it, then starts the
@@ -416,9 +416,8 @@ static int quarantine(wal_relay_t *w, size_t i, const sg_err_t *why, sg_err_t *e
     if (m->has_key)
         key = hex_of((const unsigned char *)base + m->topic_len + 1, m->key_len);
     headers = sg_xstrndup(base + m->topic_len + 1 + m->key_len, m->headers_len);
-    payload = hex_of((const unsigned char *)base + m->topic_len + 1 + m->key_len +
-                              m->headers_len,
-                          m->payload_len);
+    payload = hex_of((const unsigned char *)base + m->topic_len + 1 + m->key_len + m->headers_len,
+                     m->payload_len);
     p[0] = sg_pg_int_text(id, m->id);
     p[1] = base;
     p[2] = key;
@@ -430,7 +429,9 @@ static int quarantine(wal_relay_t *w, size_t i, const sg_err_t *why, sg_err_t *e
         w->pg,
         "INSERT INTO outbox_quarantine (outbox_id, tx, shard, topic, key, headers, payload, "
         "created_at, error_code, error, holder) VALUES ($1::bigint, '0', 0, $2, "
-        "decode($3, 'hex'), $4::jsonb, decode($5, 'hex'), now(), $6, $7, '" "wal" "') "
+        "decode($3, 'hex'), $4::jsonb, decode($5, 'hex'), now(), $6, $7, '"
+        "wal"
+        "') "
         "ON CONFLICT (outbox_id) DO NOTHING",
         7, p, NULL, err);
     if (rc == 0) {
@@ -466,8 +467,7 @@ static int resend_alone(wal_relay_t *w, size_t i, sg_err_t *err)
     if (outbox_produce(w->ctx->producer, &w->signer, base,
                        (const unsigned char *)base + m->topic_len + 1, m->key_len,
                        base + m->topic_len + 1 + m->key_len, m->headers_len,
-                       (const unsigned char *)base + m->topic_len + 1 + m->key_len +
-                           m->headers_len,
+                       (const unsigned char *)base + m->topic_len + 1 + m->key_len + m->headers_len,
                        m->payload_len, &one, err) < 0 &&
         !sg_kafka_err_refused(err))
         return -1;
@@ -511,8 +511,10 @@ static int settle(wal_relay_t *w, sg_err_t *err)
             return -1;
     }
     if (w->failpoint_after_ack) {
-        sg_log_kv(SG_LOG_ERROR, "failpoint relay.after_ack: aborting after acks, before the "
-                                "confirmation", NULL);
+        sg_log_kv(SG_LOG_ERROR,
+                  "failpoint relay.after_ack: aborting after acks, before the "
+                  "confirmation",
+                  NULL);
         abort();
     }
     now_us = sg_pgrepl_now_us();

@@ -52,9 +52,10 @@ sagad_services_up() {
     SAGAD_TEST_PG_URL_OPERATOR=$(deploy/local/pg.sh url-operator)
     SAGAD_TEST_PG_URL_READER=$(deploy/local/pg.sh url-reader)
     SAGAD_TEST_PG_URL_STRANGER=$(deploy/local/pg.sh url-stranger)
+    SAGAD_TEST_PG_URL_RELAY=$(deploy/local/pg.sh url-relay)
     SAGAD_TEST_KAFKA=$(deploy/local/kafka.sh bootstrap)
     export SAGAD_TEST_PG_URL SAGAD_TEST_PG_URL_RUNTIME SAGAD_TEST_PG_URL_OPERATOR \
-        SAGAD_TEST_PG_URL_READER SAGAD_TEST_PG_URL_STRANGER SAGAD_TEST_KAFKA
+        SAGAD_TEST_PG_URL_READER SAGAD_TEST_PG_URL_STRANGER SAGAD_TEST_PG_URL_RELAY SAGAD_TEST_KAFKA
 }
 
 # Brings the SASL/ACL broker up (after sagad_services_up, whose exit trap

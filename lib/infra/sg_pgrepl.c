@@ -67,8 +67,8 @@ sg_pgrepl_t *sg_pgrepl_connect(const char *dsn, const char *appname, int wal_sen
                                sg_err_t *err)
 {
     char options[64];
-    const char *keys[] = {"dbname", "replication", "application_name", "options",
-                          "connect_timeout", NULL};
+    const char *keys[] = {"dbname",  "replication",     "application_name",
+                          "options", "connect_timeout", NULL};
     const char *vals[] = {dsn, "database", appname, options, "10", NULL};
     sg_pgrepl_t *rp = sg_xcalloc(1, sizeof(*rp));
 
@@ -110,8 +110,8 @@ static int check_name(const char *what, const char *name, sg_err_t *err)
 
     if (n == 0 || n > 63 || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != n)
         return sg_err_set(err, SG_ERRCLASS_PERMANENT, "runtime.config.invalid",
-                          "%s \"%s\": must be 1-63 lower-case letters, digits or underscores",
-                          what, name);
+                          "%s \"%s\": must be 1-63 lower-case letters, digits or underscores", what,
+                          name);
     return 0;
 }
 

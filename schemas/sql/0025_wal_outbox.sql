@@ -153,10 +153,14 @@ BEGIN
     EXECUTE format('ALTER FUNCTION sagad_outbox_frame(bigint, text, bytea, jsonb, bytea) '
                    'SET search_path = %I, pg_temp', current_schema());
 END $$;
-REVOKE EXECUTE ON FUNCTION sagad_outbox_to_wal(text), sagad_outbox_to_table() FROM PUBLIC;
+-- The trigger needs no EXECUTE of the inserting role (PostgreSQL checks
+-- it when the trigger is made, not when it fires).
+REVOKE EXECUTE ON FUNCTION sagad_outbox_to_wal(text), sagad_outbox_to_table(), sagad_outbox_emit()
+    FROM PUBLIC;
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sagad_runtime') THEN
-        GRANT EXECUTE ON FUNCTION sagad_outbox_to_wal(text) TO sagad_runtime;
+        GRANT EXECUTE ON FUNCTION sagad_outbox_to_wal(text), sagad_outbox_to_table()
+            TO sagad_runtime;
     END IF;
 END $$;

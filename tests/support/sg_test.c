@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -111,6 +112,7 @@ void sgt_role_dsn(char *out, size_t out_size, const char *dsn, const char *role)
     const char *var = strcmp(role, "runtime") == 0    ? "SAGAD_TEST_PG_URL_RUNTIME"
                       : strcmp(role, "reader") == 0   ? "SAGAD_TEST_PG_URL_READER"
                       : strcmp(role, "stranger") == 0 ? "SAGAD_TEST_PG_URL_STRANGER"
+                      : strcmp(role, "relay") == 0    ? "SAGAD_TEST_PG_URL_RELAY"
                                                       : "SAGAD_TEST_PG_URL_OPERATOR";
     const char *url = getenv(var), *at = url ? strchr(url, '@') : NULL;
     const char *dat = strchr(dsn, '@');
@@ -186,6 +188,10 @@ void sgt_spawn(sgt_proc_t *p, const char *prog, const char *const *args, const c
     p->pid = fork();
     cr_assert_geq(p->pid, 0, "fork failed");
     if (p->pid == 0) {
+        /* A test that fails an assertion ends its process at once, with
+         * no clean-up: what it started dies with it, instead of living on
+         * (a relay holding a replication slot, a worker its partitions). */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         dup2(out[1], 1);
         dup2(errp[1], 2);
         close(out[0]);

@@ -32,7 +32,8 @@ void sgt_db_drop(const char *name);
 /* dsn (of sgt_db_create) with the login of a role of deploy/local/pg.sh:
  * "runtime" (SAGAD_TEST_PG_URL_RUNTIME), "operator"
  * (SAGAD_TEST_PG_URL_OPERATOR), "reader" (SAGAD_TEST_PG_URL_READER) or
- * "stranger", a login of no sagad role (SAGAD_TEST_PG_URL_STRANGER); the
+ * "stranger", a login of no sagad role (SAGAD_TEST_PG_URL_STRANGER), or
+ * "relay", the WAL relay's: runtime and REPLICATION (SAGAD_TEST_PG_URL_RELAY); the
  * test fails when the variable is unset. */
 void sgt_role_dsn(char *out, size_t out_size, const char *dsn, const char *role);
 

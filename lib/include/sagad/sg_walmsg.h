@@ -19,11 +19,11 @@
 #define SG_WAL_PREFIX "sagad.outbox"
 
 typedef struct sg_wal_copy_s {
-    char kind;         /* 'w' or 'k' */
-    uint64_t start;    /* 'w': WAL start of the data */
-    uint64_t end;      /* the server's WAL end */
-    int64_t sent_us;   /* the server's clock, microseconds since 2000-01-01 */
-    bool reply;        /* 'k': the server asks for a status update now */
+    char kind;                 /* 'w' or 'k' */
+    uint64_t start;            /* 'w': WAL start of the data */
+    uint64_t end;              /* the server's WAL end */
+    int64_t sent_us;           /* the server's clock, microseconds since 2000-01-01 */
+    bool reply;                /* 'k': the server asks for a status update now */
     const unsigned char *data; /* 'w': the pgoutput message */
     size_t len;
 } sg_wal_copy_t;
@@ -32,13 +32,13 @@ typedef struct sg_wal_copy_s {
 int sg_wal_copy_parse(const unsigned char *buf, size_t len, sg_wal_copy_t *out);
 
 typedef struct sg_pgo_msg_s {
-    char type;          /* 'B', 'C', 'M', or another pgoutput type (not decoded) */
-    uint64_t lsn;       /* B: the commit's LSN; C: the commit's LSN; M: the message's */
-    uint64_t end_lsn;   /* C: the end of the commit record (what is confirmed) */
-    int64_t time_us;    /* B, C: commit time, microseconds since 2000-01-01 */
-    uint32_t xid;       /* B */
-    bool transactional; /* M */
-    const char *prefix; /* M: NUL-terminated inside the input */
+    char type;                    /* 'B', 'C', 'M', or another pgoutput type (not decoded) */
+    uint64_t lsn;                 /* B: the commit's LSN; C: the commit's LSN; M: the message's */
+    uint64_t end_lsn;             /* C: the end of the commit record (what is confirmed) */
+    int64_t time_us;              /* B, C: commit time, microseconds since 2000-01-01 */
+    uint32_t xid;                 /* B */
+    bool transactional;           /* M */
+    const char *prefix;           /* M: NUL-terminated inside the input */
     const unsigned char *content; /* M */
     size_t content_len;
 } sg_pgo_msg_t;

@@ -1,0 +1,446 @@
+/* sagad-relay's WAL source (relay.source = wal) against the real
+ * PostgreSQL (wal_level = logical, deploy/local/pg.sh) and Kafka: every
+ * test runs the real binary, as the relay's own login (REPLICATION), on a
+ * database and a replication slot of its own, and reads what reached the
+ * broker. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../support/sg_test.h"
+#include "../support/sgt_consume.h"
+#include "sagad/sg_migrate.h"
+#include "sagad/sg_pg.h"
+
+static char db[128], dsn[512], relay_dsn[512], dsn_env[600], kafka_env[256], slot_env[128],
+    topic[128], slot[96];
+
+static void setup(void)
+{
+    sg_pg_t *pg;
+    sg_err_t err;
+
+    sgt_db_create(db, sizeof(db), dsn, sizeof(dsn));
+    sgt_role_dsn(relay_dsn, sizeof(relay_dsn), dsn, "relay");
+    snprintf(dsn_env, sizeof(dsn_env), "SAGAD_PG_DSN=%s", relay_dsn);
+    snprintf(kafka_env, sizeof(kafka_env), "SAGAD_KAFKA_BOOTSTRAP_SERVERS=%s", sgt_kafka());
+    sgt_unique(topic, sizeof(topic), "sgt_wal");
+    sgt_unique(slot, sizeof(slot), "sgt_slot");
+    snprintf(slot_env, sizeof(slot_env), "SAGAD_RELAY_SLOT=%s", slot);
+    pg = sgt_db_connect(dsn);
+    cr_assert_eq(sg_migrate_run(pg, NULL, NULL, &err), 0, "%s", err.message);
+    sg_pg_destroy(pg);
+}
+
+/* A slot keeps its database from being dropped and the WAL from being
+ * recycled: it goes first, as the relay's login (which may). */
+static void teardown(void)
+{
+    sg_pg_t *pg = sgt_db_connect(relay_dsn);
+    const char *p[] = {slot};
+    sg_err_t err;
+
+    if (sg_pg_exec(pg,
+                   "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots "
+                   "WHERE slot_name = $1 AND active_pid IS NOT NULL",
+                   1, p, NULL, &err) < 0)
+        cr_log_warn("cannot end the slot's session: %s", err.message);
+    for (int i = 0; i < 50; i++) {
+        if (sg_pg_exec(pg,
+                       "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                       "WHERE slot_name = $1",
+                       1, p, NULL, &err) == 0)
+            break;
+        usleep(100000); /* the walsender is still on its way out */
+    }
+    sg_pg_destroy(pg);
+    sgt_db_drop(db);
+}
+
+TestSuite(relay_wal, .init = setup, .fini = teardown, .timeout = 240);
+
+static void exec(sg_pg_t *pg, const char *sql, int n, const char *const *params)
+{
+    sg_err_t err;
+
+    cr_assert_eq(sg_pg_exec(pg, sql, n, params, NULL, &err), 0, "%s: %s", sql, err.message);
+}
+
+/* Starts a WAL relay on this test's database and slot; extra is
+ * NULL-terminated. */
+static void relay_start(sgt_proc_t *p, const char *const *extra)
+{
+    const char *env[16] = {dsn_env,
+                           kafka_env,
+                           slot_env,
+                           "SAGAD_RELAY_SOURCE=wal",
+                           "SAGAD_LOG_LEVEL=info",
+                           "SAGAD_RELAY_STANDBY_POLL_MS=200",
+                           "SAGAD_RETENTION_JANITOR=false"};
+    const char *args[] = {"run", NULL};
+    size_t n = 7;
+
+    for (; extra && *extra && n < 15; extra++)
+        env[n++] = *extra;
+    env[n] = NULL;
+    sgt_spawn(p, "sagad-relay", args, env);
+}
+
+static int relay_stop(sgt_proc_t *p, int sig, char **err)
+{
+    kill(p->pid, sig);
+    return sgt_wait(p, NULL, err);
+}
+
+/* The server process streaming from the slot (past its creation), 0 when
+ * none.  Asked as the relay's login: pg_stat_activity shows a session's
+ * command to its own role only. */
+static long long slot_pid(sg_pg_t *pg)
+{
+    sg_pg_t *rel = sgt_db_connect(relay_dsn);
+    long long pid;
+
+    (void)pg;
+    pid = sgt_query_intf(rel,
+                         "SELECT coalesce(max(s.active_pid), 0) FROM pg_replication_slots s "
+                         "JOIN pg_stat_activity a ON a.pid = s.active_pid "
+                         "WHERE s.slot_name = '%s' AND a.query LIKE 'START_REPLICATION%%'",
+                         slot);
+    sg_pg_destroy(rel);
+    return pid;
+}
+
+/* Waits until a relay streams from the slot; returns its walsender. */
+static long long wait_streaming(sg_pg_t *pg, long long not_pid)
+{
+    double deadline = sgt_now_s() + 30;
+    long long pid;
+
+    while (((pid = slot_pid(pg)) == 0 || pid == not_pid) && sgt_now_s() < deadline)
+        usleep(50000);
+    cr_assert(pid != 0 && pid != not_pid, "no relay streams from slot %s", slot);
+    return pid;
+}
+
+/* Rows k<key>:<seq> for keys [first, first + nkeys*stride), one per key,
+ * in one transaction. */
+static void insert_round(sg_pg_t *pg, int first, int stride, int nkeys, int seq)
+{
+    char a[16], b[16], c[16], d[16];
+    const char *p[] = {topic, a, b, c, d};
+
+    snprintf(a, sizeof(a), "%d", first);
+    snprintf(b, sizeof(b), "%d", stride);
+    snprintf(c, sizeof(c), "%d", nkeys);
+    snprintf(d, sizeof(d), "%d", seq);
+    exec(pg,
+         "INSERT INTO outbox (topic, key, payload) SELECT $1, convert_to('k' || k, 'UTF8'), "
+         "convert_to('k' || k || ':' || $5::int, 'UTF8') FROM (SELECT $2::int + $3::int * i AS k "
+         "FROM generate_series(0, $4::int - 1) AS i ORDER BY i) s",
+         5, p);
+}
+
+#define WRITERS 4
+#define KEYS    400
+#define PER_KEY 25
+
+static void *writer(void *arg)
+{
+    int w = (int)(intptr_t)arg;
+    char rdsn[512];
+    sg_pg_t *pg;
+
+    /* the worker's login: its rows reach the WAL through the trigger */
+    sgt_role_dsn(rdsn, sizeof(rdsn), dsn, "runtime");
+    pg = sgt_db_connect(rdsn);
+    for (int seq = 0; seq < PER_KEY; seq++)
+        insert_round(pg, w, WRITERS, KEYS / WRITERS, seq);
+    sg_pg_destroy(pg);
+    return NULL;
+}
+
+/* Concurrent writers' messages arrive complete and, per key, in commit
+ * order; none of them was ever a row of the outbox table. */
+Test(relay_wal, publishes_in_commit_order_without_touching_the_table)
+{
+    pthread_t th[WRITERS];
+    sg_pg_t *pg = sgt_db_connect(dsn);
+    sgt_proc_t relay;
+    got_t got;
+
+    relay_start(&relay, NULL);
+    wait_streaming(pg, 0);
+    for (int w = 0; w < WRITERS; w++)
+        pthread_create(&th[w], NULL, writer, (void *)(intptr_t)w);
+    for (int w = 0; w < WRITERS; w++)
+        pthread_join(th[w], NULL);
+    sgt_consume(topic, &got, KEYS * PER_KEY, 60);
+    cr_expect_eq(relay_stop(&relay, SIGTERM, NULL), 0);
+    cr_expect_eq(check_complete_ordered(&got, KEYS, PER_KEY), 0, "no duplicates without a crash");
+    cr_expect_eq(sgt_query_int(pg, "SELECT pg_relation_size('outbox')"), 0,
+                 "the outbox table's heap was never written");
+    cr_expect_eq(sgt_query_int(pg,
+                               "SELECT pg_indexes_size('outbox') - 8192 * (SELECT count(*) "
+                               "FROM pg_index WHERE indrelid = 'outbox'::regclass)"),
+                 0, "nor its indexes (each its metapage only)");
+    got_free(&got);
+    sg_pg_destroy(pg);
+}
+
+/* A transaction left open holds back no one committed after it: the WAL
+ * is decoded in commit order, not in transaction-id order. */
+Test(relay_wal, an_open_transaction_holds_back_no_one)
+{
+    sg_pg_t *pg = sgt_db_connect(dsn), *slow = sgt_db_connect(dsn);
+    const char *p[] = {topic};
+    sgt_proc_t relay;
+    got_t got;
+
+    relay_start(&relay, NULL);
+    wait_streaming(pg, 0);
+    exec(slow, "BEGIN", 0, NULL);
+    exec(slow,
+         "INSERT INTO outbox (topic, key, payload) VALUES ($1, 'slow', convert_to('slow', "
+         "'UTF8'))",
+         1, p);
+    insert_round(pg, 0, 1, 10, 0);
+    sgt_consume(topic, &got, 10, 20);
+    cr_expect_eq(got.n, 10, "the ten rows committed after it are published while it is open");
+    got_free(&got);
+    exec(slow, "COMMIT", 0, NULL);
+    sgt_consume(topic, &got, 11, 20);
+    cr_expect_eq(got.n, 11);
+    cr_expect_str_eq(got.payload[10], "slow", "it goes when it commits, after the others");
+    cr_expect_eq(relay_stop(&relay, SIGTERM, NULL), 0);
+    got_free(&got);
+    sg_pg_destroy(slow);
+    sg_pg_destroy(pg);
+}
+
+/* What is confirmed to the server is the end of a transaction whose
+ * messages Kafka all acknowledged: a crash between the acks and the
+ * confirmation repeats them, loses nothing. */
+Test(relay_wal, crash_between_acks_and_confirmation_loses_nothing)
+{
+    const char *crash[] = {"SAGAD_TEST_FAILPOINT=relay.after_ack", NULL};
+    sg_pg_t *pg = sgt_db_connect(dsn);
+    sgt_proc_t relay;
+    got_t got;
+    char *err;
+    size_t dups;
+    int rc;
+
+    for (int seq = 0; seq < 5; seq++)
+        insert_round(pg, 0, 1, 10, seq); /* 50 messages, in the table until the switch */
+    relay_start(&relay, crash);
+    rc = sgt_wait(&relay, NULL, &err);
+    cr_assert_eq(rc, 128 + SIGABRT, "the failpoint aborts the relay; exit %d: %s", rc, err);
+    cr_assert(strstr(err, "failpoint relay.after_ack") != NULL, "%s", err);
+    cr_assert(strstr(err, "\"rows\":\"50\"") != NULL, "the 50 rows moved into the WAL: %s", err);
+    free(err);
+    cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM outbox"), 0, "the rows are in the WAL");
+    for (int seq = 5; seq < 7; seq++)
+        insert_round(pg, 0, 1, 10, seq);
+    relay_start(&relay, NULL);
+    sgt_consume(topic, &got, 120, 20); /* 70, and room for the repeated ones */
+    cr_expect_eq(relay_stop(&relay, SIGTERM, NULL), 0);
+    dups = check_complete_ordered(&got, 10, 7);
+    /* The crash came after the first acks, which may be part of the moved
+     * rows' one transaction: that whole transaction came again, so as
+     * many duplicates as were published before the crash, 1 to 50. */
+    cr_expect(dups >= 1 && dups <= 50,
+              "the unconfirmed transaction's published part came twice: %zu duplicates", dups);
+    got_free(&got);
+    sg_pg_destroy(pg);
+}
+
+/* The slot is the lock: a standby's START_REPLICATION succeeds as soon as
+ * the active relay's session ends, which kill -9 ends at once. */
+Test(relay_wal, standby_takes_over_after_kill_9)
+{
+    const char *small[] = {"SAGAD_RELAY_WAL_BATCH_SIZE=100", NULL};
+    sg_pg_t *pg = sgt_db_connect(dsn);
+    sgt_proc_t a, b;
+    long long pid_a;
+    double t0;
+    got_t got;
+    size_t dups;
+
+    relay_start(&a, small);
+    pid_a = wait_streaming(pg, 0);
+    relay_start(&b, small);
+    for (int seq = 0; seq < 10; seq++)
+        insert_round(pg, 0, 1, 100, seq);
+    sgt_consume(topic, &got, 1000, 30);
+    cr_assert_eq(got.n, 1000, "A published the first 1,000");
+    got_free(&got);
+    cr_expect_eq(slot_pid(pg), pid_a, "the standby did not take the slot while A lived");
+    kill(a.pid, SIGKILL);
+    sgt_wait(&a, NULL, NULL);
+    t0 = sgt_now_s();
+    for (int seq = 10; seq < 20; seq++)
+        insert_round(pg, 0, 1, 100, seq);
+    wait_streaming(pg, pid_a);
+    cr_expect_lt(sgt_now_s() - t0, 10.0, "takeover within seconds");
+    sgt_consume(topic, &got, 2000, 60);
+    cr_expect_eq(relay_stop(&b, SIGTERM, NULL), 0);
+    dups = check_complete_ordered(&got, 100, 20);
+    cr_expect_leq(dups, 100, "repeated at most A's unconfirmed transaction (%zu)", dups);
+    got_free(&got);
+    sg_pg_destroy(pg);
+}
+
+/* A relay paused past relay.wal_sender_timeout_ms loses its session, a
+ * standby streams, and the paused one, resumed, publishes nothing: each
+ * message arrives once. */
+Test(relay_wal, a_paused_relay_is_replaced_and_fenced)
+{
+    const char *quick[] = {"SAGAD_RELAY_WAL_SENDER_TIMEOUT_MS=2000", NULL};
+    sg_pg_t *pg = sgt_db_connect(dsn);
+    sgt_proc_t a, b;
+    long long pid_a;
+    char *err_a = NULL;
+    got_t got;
+
+    relay_start(&a, quick);
+    pid_a = wait_streaming(pg, 0);
+    relay_start(&b, quick);
+    kill(a.pid, SIGSTOP);
+    wait_streaming(pg, pid_a);
+    for (int seq = 0; seq < 5; seq++)
+        insert_round(pg, 0, 1, 20, seq);
+    kill(a.pid, SIGCONT);
+    sgt_consume(topic, &got, 100, 30);
+    sleep(2); /* room for a copy the resumed relay would send */
+    got_free(&got);
+    sgt_consume(topic, &got, 200, 5);
+    cr_expect_eq(check_complete_ordered(&got, 20, 5), 0, "each message once");
+    cr_expect_eq(relay_stop(&a, SIGTERM, &err_a), 0);
+    cr_expect(strstr(err_a, "\"from\":\"active\",\"to\":\"backoff\"") &&
+                  strstr(err_a, "\"published\":\"0\""),
+              "the resumed relay found its session ended and published nothing: %s", err_a);
+    cr_expect_eq(relay_stop(&b, SIGTERM, NULL), 0);
+    free(err_a);
+    got_free(&got);
+    sg_pg_destroy(pg);
+}
+
+/* A slot lost (a failover to a primary without it): writers keep their
+ * rows in the table, and the relay, making the slot again, publishes
+ * them. */
+Test(relay_wal, rows_written_while_the_slot_is_gone_wait_in_the_table)
+{
+    sg_pg_t *pg = sgt_db_connect(dsn), *rel = sgt_db_connect(relay_dsn);
+    const char *p[] = {slot};
+    sgt_proc_t relay;
+    char *err = NULL;
+    got_t got;
+
+    relay_start(&relay, NULL);
+    wait_streaming(pg, 0);
+    insert_round(pg, 0, 1, 10, 0);
+    sgt_consume(topic, &got, 10, 20);
+    cr_assert_eq(got.n, 10);
+    got_free(&got);
+    cr_assert_eq(relay_stop(&relay, SIGTERM, NULL), 0);
+    exec(rel, "SELECT pg_drop_replication_slot($1)", 1, p);
+    insert_round(pg, 0, 1, 10, 1);
+    cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM outbox"), 10,
+                 "with no slot, the rows wait in the table instead of the WAL");
+    relay_start(&relay, NULL);
+    sgt_consume(topic, &got, 20, 20);
+    cr_expect_eq(relay_stop(&relay, SIGTERM, &err), 0);
+    cr_expect_eq(check_complete_ordered(&got, 10, 2), 0);
+    cr_expect(strstr(err, "slot is gone") != NULL, "the relay says the slot was lost: %s", err);
+    cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM outbox"), 0);
+    free(err);
+    got_free(&got);
+    sg_pg_destroy(rel);
+    sg_pg_destroy(pg);
+}
+
+/* Due timers reach Kafka through the WAL too (the relay's move inserts
+ * into the outbox, whose trigger writes the WAL). */
+Test(relay_wal, due_timers_are_published)
+{
+    sg_pg_t *pg = sgt_db_connect(dsn);
+    const char *p[] = {topic};
+    sgt_proc_t relay;
+    got_t got;
+
+    relay_start(&relay, NULL);
+    wait_streaming(pg, 0);
+    exec(pg,
+         "INSERT INTO timers (due_at, topic, key, payload) VALUES "
+         "(now() + interval '300 ms', $1, 'k0', convert_to('k0:0', 'UTF8')), "
+         "(now() + interval '1 hour', $1, 'k0', convert_to('k0:1', 'UTF8'))",
+         1, p);
+    sgt_consume(topic, &got, 2, 10);
+    cr_expect_eq(relay_stop(&relay, SIGTERM, NULL), 0);
+    cr_expect_eq(got.n, 1, "the due timer, not the one due in an hour");
+    cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM timers"), 1);
+    got_free(&got);
+    sg_pg_destroy(pg);
+}
+
+/* Only the schema's owner may write a logical decoding message: the
+ * worker's, dlq-tool's, the reader's and a stranger's logins may not
+ * (they write the outbox, whose trigger does it for them). */
+Test(relay_wal, only_the_owner_may_write_a_decoding_message)
+{
+    static const char *const roles[] = {"runtime", "operator", "reader", "stranger", "relay"};
+
+    for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++) {
+        char rdsn[512];
+        sg_pg_t *pg;
+        sg_err_t err;
+        int rc;
+
+        sgt_role_dsn(rdsn, sizeof(rdsn), dsn, roles[i]);
+        pg = sgt_db_connect(rdsn);
+        rc = sg_pg_exec(pg, "SELECT pg_logical_emit_message(true, 'sagad.outbox', '\\x00'::bytea)",
+                        0, NULL, NULL, &err);
+        cr_expect_eq(rc, -1, "%s may not write a decoding message", roles[i]);
+        cr_expect(strstr(err.message, "permission denied") != NULL, "%s: %s", roles[i],
+                  err.message);
+        sg_pg_destroy(pg);
+    }
+}
+
+/* A database where every login may still write decoding messages (made
+ * from template0, whose functions keep PostgreSQL's default grants): the
+ * relay refuses to start, and says what to run. */
+Test(relay_wal, refuses_a_database_where_anyone_may_emit)
+{
+    char name[128], odsn[512], rdsn[512], env_dsn[600], sql[256];
+    const char *env[] = {env_dsn, kafka_env, slot_env, "SAGAD_RELAY_SOURCE=wal",
+                         "SAGAD_RETENTION_JANITOR=false", NULL};
+    const char *args[] = {"run", NULL};
+    sg_pg_t *admin = sgt_db_connect(sgt_pg_url()), *pg;
+    sg_err_t err;
+    char *out = NULL, *errtext = NULL;
+    int rc;
+
+    sgt_unique(name, sizeof(name), "sgt_t0");
+    snprintf(sql, sizeof(sql), "CREATE DATABASE %s TEMPLATE template0", name);
+    exec(admin, sql, 0, NULL);
+    snprintf(odsn, sizeof(odsn), "%.*s/%s", (int)(strrchr(dsn, '/') - dsn), dsn, name);
+    pg = sgt_db_connect(odsn);
+    cr_assert_eq(sg_migrate_run(pg, NULL, NULL, &err), 0, "%s", err.message);
+    sg_pg_destroy(pg);
+    sgt_role_dsn(rdsn, sizeof(rdsn), odsn, "relay");
+    snprintf(env_dsn, sizeof(env_dsn), "SAGAD_PG_DSN=%s", rdsn);
+    rc = sgt_run("sagad-relay", args, env, &out, &errtext);
+    cr_expect_eq(rc, 1, "exit 1: waiting will not fix it (%d): %s", rc, errtext);
+    cr_expect(strstr(errtext, "relay.emit_public") &&
+                  strstr(errtext, "REVOKE EXECUTE ON FUNCTION pg_logical_emit_message"),
+              "the error names the rule and the fix: %s", errtext);
+    free(out);
+    free(errtext);
+    sg_pg_destroy(admin);
+    sgt_db_drop(name);
+}
