@@ -40,6 +40,7 @@ const KIND = {
   pending: 'run', partial: 'warn',
   failed: 'bad', error: 'bad', timeout: 'bad', compensation_failed: 'bad', unknown: 'bad',
   cancelled: '', skipped: '', discarded: '',
+  closed: 'ok', open: 'bad', half_open: 'warn',
 };
 export function badge(status) {
   return h('span', { class: 'badge ' + (KIND[status] || '') }, status || '-');
