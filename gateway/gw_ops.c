@@ -72,19 +72,105 @@ void gw_ops_approvals(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const 
     gw_json(ans, 200, doc);
 }
 
+/* How long a worker's breaker rows count after its last write (it writes
+ * every 5 s: worker/loop/worker_status.c), and the window and bound of the
+ * recent error rate. */
+#define HEALTH_FRESH "interval '30 seconds'"
+#define RECENT_S     300
+#define RECENT_MAX   10000
+
+/* Each tool's breaker as the workers alive hold it (tool_breakers, rows
+ * written in the last 30 s: a worker gone stops counting), the worst state
+ * first; and its calls and errors among the attempts started in the last
+ * 5 minutes, at most the newest 10,000 of them (attempts_started, newest
+ * first, then one steps row each by its key: the statement's cost is
+ * bounded whatever the rate).  An error is an attempt that ended in error
+ * or timeout, tool.circuit_open included; a compensation counts for its
+ * compensating tool.  One object keyed by tool. */
+static const char health_sql[] =
+    "WITH live AS (SELECT tool, min(CASE state WHEN 'open' THEN 0 WHEN 'half_open' THEN 1 "
+    "   ELSE 2 END) AS worst, "
+    "  jsonb_agg(jsonb_build_object('worker_id', worker_id, 'state', state, 'since', since, "
+    "   'failures', failures) ORDER BY CASE state WHEN 'open' THEN 0 WHEN 'half_open' THEN 1 "
+    "   ELSE 2 END, since, worker_id) AS workers "
+    "  FROM tool_breakers WHERE seen_at > now() - " HEALTH_FRESH " GROUP BY tool), "
+    "recent AS (SELECT CASE a.phase WHEN 'forward' THEN st.tool "
+    "   ELSE st.compensate->>'tool' END AS tool, count(*) AS calls, "
+    "  count(*) FILTER (WHERE a.status IN ('error', 'timeout')) AS errors "
+    "  FROM (SELECT saga_id, step_idx, phase, status FROM attempts "
+    "   WHERE started_at > now() - $1::int * interval '1 s' AND status IS NOT NULL "
+    "   ORDER BY started_at DESC LIMIT $2::int) a "
+    "  JOIN steps st ON st.saga_id = a.saga_id AND st.idx = a.step_idx GROUP BY 1) "
+    "SELECT coalesce(jsonb_object_agg(coalesce(l.tool, r.tool), jsonb_strip_nulls("
+    " jsonb_build_object('breaker', CASE WHEN l.tool IS NOT NULL THEN jsonb_build_object("
+    "   'state', (ARRAY['open', 'half_open', 'closed'])[l.worst + 1], 'workers', l.workers) END, "
+    "  'recent', CASE WHEN r.tool IS NOT NULL THEN jsonb_build_object('calls', r.calls, "
+    "   'errors', r.errors, 'error_rate', round(r.errors::numeric / r.calls, 4)) END))), "
+    " '{}'::jsonb)::text "
+    "FROM live l FULL JOIN recent r ON r.tool = l.tool WHERE coalesce(l.tool, r.tool) IS NOT NULL";
+
+/* The tools' health (above), parsed; NULL with err when PostgreSQL does
+ * not answer. */
+static sg_json_t *tools_health(gw_t *gw, sg_err_t *err)
+{
+    const char *params[] = {SG_PG_INT(RECENT_S), SG_PG_INT(RECENT_MAX)};
+    sg_json_t *health = NULL;
+    sg_pg_res_t *res = NULL;
+    const char *text;
+    sg_pg_t *pg;
+    int rc;
+
+    if (!(pg = gw_pool_get(gw->pool, err)))
+        return NULL;
+    rc = sg_pg_exec_cached(pg, health_sql, 2, params, &res, err);
+    gw_pool_put(gw->pool, pg);
+    if (rc < 0)
+        return NULL;
+    text = sg_pg_res_get(res, 0, 0);
+    health = sg_json_parse(text, strlen(text), NULL, err);
+    sg_pg_res_destroy(res);
+    return health;
+}
+
+/* A tool's breaker and recent calls from health (NULL: not known). */
+static void tool_health(sg_json_t *o, const char *name, const sg_json_t *health)
+{
+    const sg_json_t *h = health ? sg_json_member(health, name) : NULL;
+    const sg_json_t *breaker = h ? sg_json_member(h, "breaker") : NULL;
+    const sg_json_t *recent = h ? sg_json_member(h, "recent") : NULL;
+    sg_json_t *r;
+
+    if (!health)
+        return;
+    if (breaker)
+        sg_json_add_node(o, "breaker", sg_json_dup(breaker));
+    r = recent ? sg_json_dup(recent) : sg_json_new_object();
+    if (!recent) {
+        sg_json_add_int(r, "calls", 0);
+        sg_json_add_int(r, "errors", 0);
+    }
+    sg_json_add_int(r, "window_s", RECENT_S);
+    sg_json_add_node(o, "recent", r);
+}
+
 /* What a client may know of a tool: never its target (a URL may hold a
- * credential) nor its headers. */
+ * credential) nor its headers; and how it is doing, as the workers see it
+ * (breaker, recent).  The registry is the gateway's own: without
+ * PostgreSQL it is still listed, with health_error saying why the rest is
+ * missing. */
 void gw_ops_tools(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
                   sg_http_answer_t *ans)
 {
     static const char *const shown[] = {
         "adapter",     "side_effect", "approval",    "compensation",    "retry", "compensate_retry",
         "concurrency", "args",        "description", "nothing_to_undo", NULL};
-    sg_json_t *doc = sg_json_new_object(), *items = sg_json_new_array();
+    sg_json_t *doc = sg_json_new_object(), *items = sg_json_new_array(), *health;
+    sg_err_t err;
 
     (void)c;
     (void)req;
     (void)a;
+    health = tools_health(gw, &err);
     for (size_t i = 0; i < gw->reg->ntools; i++) {
         const sg_tool_t *t = &gw->reg->tools[i];
         sg_json_t *o = sg_json_new_object();
@@ -96,9 +182,13 @@ void gw_ops_tools(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_r
         }
         sg_json_add_bool(o, "approval_required", t->approval_required);
         sg_json_add_int(o, "timeout_ms", t->timeout_ms);
+        tool_health(o, t->name, health);
         sg_json_append(items, o);
     }
+    sg_json_destroy(health);
     sg_json_add_node(doc, "items", items);
+    if (!health)
+        sg_json_add_str(doc, "health_error", err.message);
     gw_json(ans, 200, doc);
 }
 
@@ -124,8 +214,11 @@ void gw_ops_error(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_r
  * status (sagas_status), those in progress with no change for stuck_for
  * (sagas_status), steps waiting for a person (steps_awaiting_approval),
  * dead letters pending and new in the last hour (dead_letters_status),
- * and the workers' partitions (consumer_offsets, a row a partition).  The
- * relay's shards come beside them (sg_relay_status). */
+ * the tools whose breaker is not closed on a worker alive (tool_breakers,
+ * a row a worker and tool), and the workers' partitions (consumer_offsets,
+ * a row a partition) with the lag their owner measured (partition_lag, of
+ * the owner's epoch, written in the last 30 s).  The relay's shards come
+ * beside them (sg_relay_status). */
 static const char summary_sql[] =
     "SELECT (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb) FROM "
     "         (SELECT status, count(*) AS n FROM sagas GROUP BY status) c)::text, "
@@ -136,10 +229,17 @@ static const char summary_sql[] =
     " (SELECT count(*) FROM dead_letters WHERE status = 'pending' "
     "   AND created_at > now() - interval '1 hour'), "
     " to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), "
-    " (SELECT coalesce(jsonb_agg(jsonb_build_object('group', group_id, 'topic', topic, "
-    "   'partition', partition, 'owner', owner, 'next_offset', next_offset, "
-    "   'idle_s', round(extract(epoch FROM now() - updated_at)::numeric, 1)) "
-    "   ORDER BY group_id, topic, partition), '[]'::jsonb) FROM consumer_offsets)::text";
+    " (SELECT coalesce(jsonb_agg(jsonb_build_object('group', c.group_id, 'topic', c.topic, "
+    "   'partition', c.partition, 'owner', c.owner, 'next_offset', c.next_offset, "
+    "   'idle_s', round(extract(epoch FROM now() - c.updated_at)::numeric, 1), "
+    "   'lag', l.lag, 'high_watermark', l.high_watermark, "
+    "   'lag_age_s', round(extract(epoch FROM now() - l.measured_at)::numeric, 1)) "
+    "   ORDER BY c.group_id, c.topic, c.partition), '[]'::jsonb) "
+    "  FROM consumer_offsets c LEFT JOIN partition_lag l ON l.group_id = c.group_id "
+    "   AND l.topic = c.topic AND l.partition = c.partition AND l.owner_epoch = c.owner_epoch "
+    "   AND l.measured_at > now() - " HEALTH_FRESH ")::text, "
+    " (SELECT count(DISTINCT tool) FROM tool_breakers WHERE state <> 'closed' "
+    "   AND seen_at > now() - " HEALTH_FRESH ")";
 
 void gw_ops_summary(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
                     sg_http_answer_t *ans)
@@ -192,6 +292,7 @@ void gw_ops_summary(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw
     sg_json_add_str(doc, "at", sg_pg_res_get(res, 0, 5));
     sg_json_add_node(doc, "relay", relay);
     sg_json_add_raw(doc, "partitions", sg_pg_res_get(res, 0, 6));
+    sg_json_add_int(doc, "breakers_open", sg_pg_res_int(res, 0, 7, 0));
     sg_pg_res_destroy(res);
     gw_json(ans, 200, doc);
 }

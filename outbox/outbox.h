@@ -17,10 +17,10 @@
  * 0022 the quarantine of rows the broker refuses, 0023 the internal keys it
  * signs with (schemas/sql/0023_trust.sql). */
 #define OUTBOX_SCHEMA_VERSION 23
-/* The WAL source needs 0025: the outbox's trigger that writes a row into
+/* The WAL source needs 0026: the outbox's trigger that writes a row into
  * the WAL, the switch sagad_outbox_to_wal() and the publication
- * (schemas/sql/0025_wal_outbox.sql). */
-#define OUTBOX_WAL_SCHEMA_VERSION 25
+ * (schemas/sql/0026_wal_outbox.sql). */
+#define OUTBOX_WAL_SCHEMA_VERSION 26
 
 /* security.internal_auth: off, or every message published carries a
  * sagad-mac header made with the newest live internal key, re-read every

@@ -3,7 +3,7 @@
  *   CONNECTING -> STANDBY -> ACTIVE -> (error) BACKOFF -> CONNECTING/STANDBY
  *
  * Writers' outbox rows go into the WAL as logical decoding messages (the
- * trigger of schemas/sql/0025_wal_outbox.sql).  One relay streams them
+ * trigger of schemas/sql/0026_wal_outbox.sql).  One relay streams them
  * from the replication slot (pgoutput, messages on), in commit order, and
  * hands each to Kafka.  The slot is the lock: the server lets one session
  * stream from it, and frees it when that session ends (a crash closes the

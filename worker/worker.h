@@ -166,12 +166,14 @@ typedef enum worker_breaker_state_e {
     WORKER_BREAKER_HALF_OPEN,
 } worker_breaker_state_t;
 
-/* What a metrics exporter reads (sagad_circuit_state{tool}). */
+/* What a metrics exporter reads (sagad_circuit_state{tool}), and what the
+ * worker copies to PostgreSQL for the console (worker_status.c). */
 typedef struct worker_breaker_info_s {
     worker_breaker_state_t state;
     int failures;            /* consecutive, counted while closed */
     uint64_t transitions[3]; /* entries into each state since start */
     uint64_t rejected;       /* calls failed fast with tool.circuit_open */
+    uint64_t since_ms;       /* when it entered state (sg_run_now_ms()) */
 } worker_breaker_info_t;
 
 /* A breaker with the registry's threshold and cool-down (never NULL). */

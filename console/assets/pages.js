@@ -67,6 +67,7 @@ async function now(ctx) {
   tiles.push(tile(s.stuck, 'no progress for ' + stuckFor, '#/sagas?stuck_for=' + enc(stuckFor), true));
   tiles.push(tile(s.dead_letters_pending, 'dead letters pending', '#/dead-letters', true));
   tiles.push(tile(s.dead_letters_new_1h, 'dead letters, last hour', '#/dead-letters?since=1h'));
+  tiles.push(tile(s.breakers_open, 'tools with a circuit open', '#/tools', true));
   const relay = s.relay || [];
   const backlog = relay.reduce((n, r) => n + r.backlog, 0);
   const oldest = Math.max(0, ...relay.map((r) => r.oldest_age_s || 0));
@@ -87,9 +88,12 @@ async function now(ctx) {
       r.heartbeat_age_s === null ? '-' : ago(r.heartbeat_age_s) + ' ago', String(r.backlog),
       r.oldest_age_s === null ? '-' : ago(r.oldest_age_s)]), 'Relay shards'),
     h('h2', {}, 'Workers'),
-    table(['Topic', 'Partition', 'Owner', 'Next offset', 'Last commit'], (s.partitions || []).map((w) => [
-      h('span', { class: 'wrap' }, w.topic), String(w.partition), w.owner || '-', String(w.next_offset), ago(w.idle_s) + ' ago']), 'Worker partitions'),
-    h('p', { class: 'note' }, 'Counted by the gateway at ', time(s.at), '. A worker commits a partition as it decides its messages: a quiet partition ages without anything being wrong. Consumer lag (Kafka\'s) is on the workers\' /metrics.'));
+    table(['Topic', 'Partition', 'Owner', 'Lag', 'Next offset', 'Last commit'], (s.partitions || []).map((w) => [
+      h('span', { class: 'wrap' }, w.topic), String(w.partition), w.owner || '-',
+      w.lag === null ? h('span', { class: 'muted', title: 'not measured by its owner in the last 30 s' }, '-')
+        : h('span', { title: 'high watermark ' + w.high_watermark + ', measured ' + ago(w.lag_age_s) + ' ago' }, String(w.lag)),
+      String(w.next_offset), ago(w.idle_s) + ' ago']), 'Worker partitions'),
+    h('p', { class: 'note' }, 'Counted by the gateway at ', time(s.at), '. Lag: messages on the partition the worker has not committed yet, as its owner measured it (every 5 s; - when not in the last 30 s). A worker commits a partition as it decides its messages: a quiet partition ages without anything being wrong.'));
 }
 
 // ---- Sagas -------------------------------------------------------------------
@@ -424,11 +428,32 @@ function payloadView(p, full) {
 
 // ---- Tools ----------------------------------------------------------------------
 
+// A tool's circuit as the workers alive hold it: the worst state, since
+// when, and on how many of them.
+function breakerCell(b) {
+  if (!b) return h('span', { class: 'muted', title: 'no breaker (builtin), or no worker reported it in the last 30 s' }, '-');
+  const worst = b.workers.filter((w) => w.state === b.state);
+  const first = worst[0];
+  return h('span', { class: 'breaker', 'data-state': b.state }, badge(b.state),
+    ' since ', time(first.since),
+    b.state !== 'closed' ? ', ' + first.failures + ' failures' : '',
+    b.workers.length > 1 ? ' (' + worst.length + ' of ' + b.workers.length + ' workers)' : '');
+}
+
+function errorCell(r) {
+  if (!r) return '-';
+  if (!r.calls) return h('span', { class: 'muted' }, 'no calls');
+  const pct = Math.round(r.error_rate * 1000) / 10;
+  return h('span', { class: r.error_rate >= 0.1 ? 'badge bad' : '', title: r.errors + ' of ' + r.calls + ' calls in ' + ago(r.window_s) + ' failed' },
+    pct + '% (' + r.errors + '/' + r.calls + ')');
+}
+
 async function tools() {
   const t = await api.get('/v1/tools');
-  return page('Tools', h('p', { class: 'note' }, 'The registry as the gateway loaded it (worker.registry): never a tool\'s target or headers.'),
-    table(['Tool', 'Adapter', 'Side effect', 'Timeout', 'Retry', 'Approval', 'Compensation', 'Description'], t.items.map((x) => [
-      h('code', {}, x.name), x.adapter, x.side_effect, ago(x.timeout_ms / 1000),
+  return page('Tools', h('p', { class: 'note' }, 'The registry as the gateway loaded it (worker.registry): never a tool\'s target or headers. Circuit: the worst state of the tool\'s breaker on the workers that reported in the last 30 s. Errors: the tool\'s failed calls among those started in the last 5 minutes.'),
+    t.health_error ? message('error', 'Circuits and error rates are not shown: ' + t.health_error) : null,
+    table(['Tool', 'Adapter', 'Circuit', 'Errors, 5 min', 'Side effect', 'Timeout', 'Retry', 'Approval', 'Compensation', 'Description'], t.items.map((x) => [
+      h('code', {}, x.name), x.adapter, breakerCell(x.breaker), errorCell(x.recent), x.side_effect, ago(x.timeout_ms / 1000),
       x.retry ? JSON.stringify(x.retry) : 'default', x.approval_required ? badge('required') : 'no',
       x.compensation || '-', x.description || '']), 'Tools'));
 }

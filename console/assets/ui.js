@@ -40,13 +40,16 @@ const KIND = {
   pending: 'run', partial: 'warn',
   failed: 'bad', error: 'bad', timeout: 'bad', compensation_failed: 'bad', unknown: 'bad',
   cancelled: '', skipped: '', discarded: '',
+  closed: 'ok', open: 'bad', half_open: 'warn',
 };
 export function badge(status) {
   return h('span', { class: 'badge ' + (KIND[status] || '') }, status || '-');
 }
 
 export function table(headers, rows, caption) {
-  return h('div', { class: 'scroll' },
+  // A table wider than the screen scrolls in its box, which the keyboard
+  // must reach too (axe: scrollable-region-focusable).
+  return h('div', { class: 'scroll', tabindex: '0', role: 'region', 'aria-label': caption || 'table' },
     h('table', {},
       caption ? h('caption', { class: 'sr' }, caption) : null,
       h('thead', {}, h('tr', {}, headers.map((t) => h('th', { scope: 'col' }, t)))),

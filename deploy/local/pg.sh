@@ -246,7 +246,7 @@ $$;
 EOF
     # Only sagad's owner may write a logical decoding message: with the
     # stock EXECUTE for PUBLIC, any login could write one the WAL relay
-    # would sign and publish (schemas/sql/0025_wal_outbox.sql; the relay
+    # would sign and publish (schemas/sql/0026_wal_outbox.sql; the relay
     # refuses to start until this is done).  In template1 first, so every
     # database made later (the tests' own) inherits it.
     local emit_acl="REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, bytea),

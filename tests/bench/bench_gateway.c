@@ -26,6 +26,10 @@
  *      and measures from its COMMIT to the answer; then the same while
  *      other commits notify NOISE times a second, as a busy worker's do.
  *      Floor: a LISTEN/NOTIFY round trip between two libpq sessions.
+ *   4. The console's Now page over the same SAGAS: GET /v1/summary from one
+ *      client, one request after the other, for SUMMARY_SECS: p50/p99.
+ *      Floor: the summary statement alone, prepared as the gateway runs
+ *      it, in a libpq loop.
  * Prints a table and writes bench/results/gateway.json.  Not a test:
  * nothing here passes or fails on speed. */
 #define _GNU_SOURCE /* memmem */
@@ -95,8 +99,34 @@ static const char envelope_sql[] =
     " s.submitted_by, s.seq, s.version, s.status "
     "FROM sagas s WHERE s.saga_id = $1";
 
+/* The statement of GET /v1/summary, copied from gateway/gw_ops.c
+ * (summary_sql, HEALTH_FRESH written out): the Now page's floor;
+ * sql_drifted() tells when the gateway's differs. */
+static const char summary_sql[] =
+    "SELECT (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb) FROM "
+    "         (SELECT status, count(*) AS n FROM sagas GROUP BY status) c)::text, "
+    " (SELECT count(*) FROM sagas WHERE status IN ('running', 'compensating', 'cancelling') "
+    "   AND updated_at < now() - $1::bigint * interval '1 ms'), "
+    " (SELECT count(DISTINCT saga_id) FROM steps WHERE status = 'awaiting_approval'), "
+    " (SELECT count(*) FROM dead_letters WHERE status = 'pending'), "
+    " (SELECT count(*) FROM dead_letters WHERE status = 'pending' "
+    "   AND created_at > now() - interval '1 hour'), "
+    " to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), "
+    " (SELECT coalesce(jsonb_agg(jsonb_build_object('group', c.group_id, 'topic', c.topic, "
+    "   'partition', c.partition, 'owner', c.owner, 'next_offset', c.next_offset, "
+    "   'idle_s', round(extract(epoch FROM now() - c.updated_at)::numeric, 1), "
+    "   'lag', l.lag, 'high_watermark', l.high_watermark, "
+    "   'lag_age_s', round(extract(epoch FROM now() - l.measured_at)::numeric, 1)) "
+    "   ORDER BY c.group_id, c.topic, c.partition), '[]'::jsonb) "
+    "  FROM consumer_offsets c LEFT JOIN partition_lag l ON l.group_id = c.group_id "
+    "   AND l.topic = c.topic AND l.partition = c.partition AND l.owner_epoch = c.owner_epoch "
+    "   AND l.measured_at > now() - interval '30 seconds')::text, "
+    " (SELECT count(DISTINCT tool) FROM tool_breakers WHERE state <> 'closed' "
+    "   AND seen_at > now() - interval '30 seconds')";
+
 /* Knobs (SAGAD_BENCH_GW_*), read once in main. */
-static bool do_submit = true, do_read = true, do_wake = true;
+static bool do_submit = true, do_read = true, do_wake = true, do_summary = true;
+static int summary_secs = 10;
 static int clients = 64, submit_secs = 15, sagas = 1000000, readers = 8, read_secs = 10,
            waiters = 32, wakes = 320, noise = 200, pg_pool = 4;
 
@@ -612,9 +642,9 @@ static void start_gateway(void)
     client_free(c);
 }
 
-/* Is the envelope query above the one the gateway runs?  Looked for in
- * the binary: a copy that drifted measures another query. */
-static bool envelope_drifted(void)
+/* Is sql (a copy above) the one the gateway runs?  Looked for in the
+ * binary: a copy that drifted measures another query. */
+static bool sql_drifted(const char *sql, size_t len)
 {
     char bin[600];
     struct stat st;
@@ -628,7 +658,7 @@ static bool envelope_drifted(void)
         return true;
     if ((buf = malloc((size_t)st.st_size)) &&
         fread(buf, 1, (size_t)st.st_size, fp) == (size_t)st.st_size)
-        found = memmem(buf, (size_t)st.st_size, envelope_sql, sizeof(envelope_sql) - 1) != NULL;
+        found = memmem(buf, (size_t)st.st_size, sql, len) != NULL;
     free(buf);
     fclose(fp);
     return !found;
@@ -1392,12 +1422,76 @@ static void write_json(const submit_t *s, const reads_t *rd, const wakeups_t *wk
     fclose(fp);
 }
 
+/* ---- 4. the Now page ------------------------------------------------------------ */
+
+typedef struct summary_s {
+    result_t floor, get;
+} summary_t;
+
+static bool op_summary_floor(runner_t *r, char *why, size_t why_size)
+{
+    const char *p[] = {"900000"}; /* stuck_for: 15 min, the page's default */
+    sg_pg_res_t *res = NULL;
+    sg_err_t err;
+
+    if (sg_pg_exec_cached(r->ctx, summary_sql, 1, p, &res, &err) < 0) {
+        snprintf(why, why_size, "summary statement: %s", err.message);
+        return false;
+    }
+    sg_pg_res_destroy(res);
+    return true;
+}
+
+static bool op_summary_get(runner_t *r, char *why, size_t why_size)
+{
+    long st;
+
+    if ((st = http(r->ctx, "/v1/summary", NULL, 0)) == 200)
+        return true;
+    snprintf(why, why_size, "GET /v1/summary: %ld", st);
+    return false;
+}
+
+/* One client, as one Now page is: the statement's own time, not a load. */
+static void summaries(summary_t *sm)
+{
+    load_t floor = {.what = "floor: the summary statement through libpq, prepared",
+                    .threads = 1,
+                    .ctx_new = session_new,
+                    .ctx_free = session_free,
+                    .op = op_summary_floor};
+    load_t get = {.what = "GET /v1/summary",
+                  .threads = 1,
+                  .ctx_new = client_new,
+                  .ctx_free = client_free,
+                  .op = op_summary_get};
+
+    load_run(&floor, summary_secs, &sm->floor);
+    load_run(&get, summary_secs, &sm->get);
+}
+
+static void print_summaries(const summary_t *sm, double fill_s, bool drifted)
+{
+    printf(" the Now page: GET /v1/summary over %d sagas (filled in %.1f s), one client, %d s "
+           "each\n",
+           sagas, fill_s, summary_secs);
+    printf("  %-52s %9.2f ms / %.2f ms  (%.1f/s)%s\n", "floor: summary statement, p50 / p99",
+           sm->floor.p50, sm->floor.p99, sm->floor.rate,
+           drifted ? "; NOTE: the gateway's summary statement is not this copy" : "");
+    printf("  %-52s %9.2f ms / %.2f ms  (%.1f/s; target p99 < 500 ms: %s)\n",
+           "GET /v1/summary, p50 / p99", sm->get.p50, sm->get.p99, sm->get.rate,
+           met(sm->get.p99 < 500));
+    printf("  %-52s %ld answers other than 200%s%s\n", "", sm->get.bad,
+           sm->get.first_bad[0] ? ": " : "", sm->get.first_bad);
+}
+
 int main(void)
 {
     submit_t sub;
     reads_t rd;
     wakeups_t wk;
-    bool drifted;
+    summary_t sm;
+    bool drifted, sum_drifted;
     char db[64];
     sg_pg_t *pg;
 
@@ -1415,12 +1509,15 @@ int main(void)
         do_submit = strstr(ph, "submit") != NULL;
         do_read = strstr(ph, "read") != NULL;
         do_wake = strstr(ph, "wake") != NULL;
+        do_summary = strstr(ph, "summary") != NULL;
     }
+    summary_secs = env_int("SAGAD_BENCH_GW_SUMMARY_SECS", summary_secs);
     if (2 * wakes > sagas / 25)
         die("SAGAD_BENCH_GW_WAKES", "needs 2 running sagas a wake-up (1 in 25 sagas runs)");
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         die("curl", "curl_global_init failed");
-    drifted = envelope_drifted();
+    drifted = sql_drifted(envelope_sql, sizeof(envelope_sql) - 1);
+    sum_drifted = sql_drifted(summary_sql, sizeof(summary_sql) - 1);
     pg = bench_setup_db(db, sizeof(db), dsn, sizeof(dsn));
     make_op_dsn();
     make_topics();
@@ -1432,8 +1529,11 @@ int main(void)
     memset(&wk, 0, sizeof(wk));
     if (do_submit)
         submissions(&sub);
-    if (do_read || do_wake)
+    memset(&sm, 0, sizeof(sm));
+    if (do_read || do_wake || do_summary)
         rd.fill_s = fill(pg);
+    if (do_summary)
+        summaries(&sm);
     if (do_read)
         reads(pg, &rd);
     if (do_wake)
@@ -1450,6 +1550,8 @@ int main(void)
         print_reads(&rd, drifted);
     if (do_wake)
         print_wakeups(&wk);
+    if (do_summary)
+        print_summaries(&sm, rd.fill_s, sum_drifted);
     printf(" %-53s %9.1f MB\n", "gateway peak RSS (VmHWM)", (double)gw_peak_kb / 1024.0);
     if (do_submit && do_read && do_wake)
         write_json(&sub, &rd, &wk);

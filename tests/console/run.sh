@@ -76,7 +76,11 @@ cat > "$work/tools.json" <<'JSON'
   "ship.book": {"adapter": "builtin", "target": "fail", "side_effect": "idempotent",
     "description": "fails (poison) until the saga's first replay"},
   "payment.charge_high": {"adapter": "builtin", "target": "ledger", "side_effect": "idempotent",
-    "approval": "required", "description": "a charge a person approves first"}
+    "approval": "required", "description": "a charge a person approves first"},
+  "stock.check": {"adapter": "http", "target": "http://127.0.0.1:1/stock", "side_effect": "read",
+    "timeout_ms": 2000, "breaker": {"failure_threshold": 2, "cooldown_ms": 1800000},
+    "retry": {"max_attempts": 10, "base_ms": 10, "cap_ms": 20},
+    "description": "a downstream that refuses every connection: its circuit opens"}
 }}
 JSON
 
@@ -145,6 +149,15 @@ curl -sS -o /dev/null -w '%{http_code}\n' -H "Authorization: Bearer $SAGAD_TEST_
         {\"name\": \"ship\", \"tool\": \"ship.book\", \"args\": {\"class\": \"poison\",
          \"code\": \"downstream.garbled\", \"generations\": 1}}]}" "$base/v1/sagas" | grep -q 202 ||
     { echo "console: seeding the failing saga failed" >&2; exit 1; }
+# A saga whose downstream is down: two refused connections open the
+# circuit of stock.check, then it waits for the cool-down (30 min, within
+# its own retry budget), running.
+export SAGAD_TEST_CONSOLE_SAGA_DOWN=console-stock-$$
+curl -sS -o /dev/null -w '%{http_code}\n' -H "Authorization: Bearer $SAGAD_TEST_CONSOLE_TOKEN_SHOP" \
+    -H 'Content-Type: application/json' --data "{\"v\": 1, \"type\": \"saga.start\",
+      \"saga_id\": \"$SAGAD_TEST_CONSOLE_SAGA_DOWN\", \"name\": \"stock\", \"retry_budget_ms\": 86400000,
+      \"steps\": [{\"name\": \"check\", \"tool\": \"stock.check\"}]}" "$base/v1/sagas" | grep -q 202 ||
+    { echo "console: seeding the saga of a downstream that is down failed" >&2; exit 1; }
 printf '%s' '{"v": 1, "type": "saga.start", "saga_id": "console-poison-'$$'", "id": "p", "name": "import", "steps": [{"name": "a", "tool": "no.such.tool"}]}' |
     kcat -P -b "$SAGAD_TEST_KAFKA" -t "$topic_cmd" -k "console-poison-$$"
 for s in "$SAGAD_TEST_CONSOLE_SAGA_SHOP" "$SAGAD_TEST_CONSOLE_SAGA_AGENT"; do

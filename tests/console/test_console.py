@@ -15,7 +15,9 @@ the stack and seeds it).  What a person does, page by page:
 - as oncall, finds the saga held by its dead-lettered step from the Now
   page, reads its timeline, dry-runs then replays the dead letter, and
   sees the saga complete;
-- the Tools page lists the registry;
+- the Tools page lists the registry, and shows the circuit a downstream
+  that refuses every connection opened (stock.check) with its error rate;
+  the Now page counts it and links to it, and shows each partition's lag;
 - a fetch without the CSRF token, and one from a foreign Origin, get 403;
 - on the read-only gateway the banner says so, the buttons are disabled,
   and the API refuses a console POST even when a script sends it;
@@ -171,9 +173,34 @@ def approver_pages(browser):
     charge = [s for s in env["steps"] if s["name"] == "charge"][0]
     check(charge["attempts"] == 1, "the charge ran once (%d attempts)" % charge["attempts"])
 
-    # Tools.
-    page.goto(BASE + "/#/tools")
+    # Tools: stock.check's downstream refuses every connection, so its
+    # circuit is open on the worker (which writes it to PostgreSQL within
+    # a second) and every call failed.  The Now page counts it and links
+    # to the Tools page, and shows each partition's lag as its owner
+    # measured it.
+    state = None
+    for _ in range(150):
+        item = [x for x in api("/v1/tools")["items"] if x["name"] == "stock.check"][0]
+        lagged = [p for p in api("/v1/summary")["partitions"] if p["lag"] is not None]
+        state = (item.get("breaker") or {}).get("state")
+        if state == "open" and len(lagged) >= 2:
+            break
+        time.sleep(0.2)
+    check(state == "open", "the API has stock.check's circuit open (%s)" % state)
+    page.goto(BASE + "/#/now")
+    tile = page.locator("a.tile", has_text="circuit open")
+    expect(tile.locator(".n")).to_have_text("1")
+    lags = page.locator("table:has(caption:text('Worker partitions')) span[title^='high watermark']")
+    expect(lags.first).to_be_visible()
+    check(lags.count() >= 2, "Now shows the lag of both partitions (%d)" % lags.count())
+    tile.click()
+    expect(page).to_have_url(BASE + "/#/tools")
     expect(page.get_by_role("cell", name="payment.charge_high")).to_be_visible()
+    row = page.get_by_role("row").filter(has=page.get_by_role("cell", name="stock.check", exact=True))
+    expect(row.locator(".breaker[data-state=open]")).to_contain_text("open since")
+    expect(row).to_contain_text("100% (")
+    builtin = page.get_by_role("row").filter(has=page.get_by_role("cell", name="echo", exact=True))
+    check(builtin.locator(".breaker").count() == 0, "a builtin tool shows no circuit")
     audit(page, "tools")
 
     # CSRF and Origin, from the page's own script.

@@ -436,3 +436,155 @@ Test(console, disabled_it_serves_nothing_and_takes_no_cookie)
     cr_assert_eq(r.status, 401, "%ld", r.status);
     sgt_res_free(&r);
 }
+
+/* ---- what the workers tell the console: breakers, error rate, lag --------- */
+
+/* A tool whose downstream refuses every connection (port 1: nothing
+ * listens), with a breaker that opens after 2 failures and stays open for
+ * 10 minutes. */
+#define DOWN_TOOL                                                                                  \
+    "\"down\": {\"adapter\": \"http\", \"target\": \"http://127.0.0.1:1/down\", \"side_effect\": " \
+    "\"idempotent\", \"timeout_ms\": 2000, \"breaker\": {\"failure_threshold\": 2, "               \
+    "\"cooldown_ms\": 600000}, \"retry\": {\"max_attempts\": 4, \"base_ms\": 10, \"cap_ms\": 20}}"
+
+/* doc as text for a message, in a buffer of its own (the last 4 calls'). */
+static const char *text_of(const sg_json_t *doc)
+{
+    static char buf[4][8192];
+    static int next;
+    char *text = sg_json_print(doc), *at = buf[next++ % 4];
+
+    snprintf(at, sizeof(buf[0]), "%s", text ? text : "(null)");
+    free(text);
+    return at;
+}
+
+/* GET path as the viewer (a reader), answered 200; its JSON. */
+static sg_json_t *viewer_get(const char *path)
+{
+    char auth[128];
+    sgt_res_t r;
+    sg_json_t *doc;
+
+    snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token_of("viewer"));
+    r = call("GET", path, NULL, (const char *const[]){auth, NULL});
+    cr_assert_eq(r.status, 200, "GET %s: %ld %s", path, r.status, r.body);
+    doc = json_of(&r);
+    sgt_res_free(&r);
+    return doc;
+}
+
+/* The item of tools named name. */
+static const sg_json_t *tool_item(const sg_json_t *tools, const char *name)
+{
+    const sg_json_t *items = sg_json_member(tools, "items");
+
+    for (size_t i = 0; i < sg_json_array_size(items); i++)
+        if (strcmp(sgw_jstr(sg_json_array_get(items, i), "name"), name) == 0)
+            return sg_json_array_get(items, i);
+    cr_assert_fail("no tool %s in GET /v1/tools", name);
+    return NULL;
+}
+
+/* GET /v1/tools until down's breaker is in state (or absent, state NULL),
+ * within SGW_WAIT_S; the last answer. */
+static sg_json_t *wait_breaker(const char *state)
+{
+    sg_json_t *doc = NULL;
+
+    for (double deadline = sgt_now_s() + SGW_WAIT_S;;) {
+        const sg_json_t *b;
+        sg_json_destroy(doc);
+        doc = viewer_get("/v1/tools");
+        b = sg_json_member(tool_item(doc, "down"), "breaker");
+        if (state ? b && strcmp(sgw_jstr(b, "state"), state) == 0 : !b)
+            return doc;
+        cr_assert_lt(sgt_now_s(), deadline, "down's breaker never %s: %s", state ? state : "gone",
+                     text_of(doc));
+        usleep(200000);
+    }
+}
+
+Test(console, tools_show_the_breaker_a_failing_downstream_opened_and_its_error_rate)
+{
+    const sg_json_t *down, *brk, *w, *recent, *noop;
+    sg_json_t *doc;
+    double rate = -1;
+    long long calls, errors;
+
+    sgw_pair_start(DOWN_TOOL, 1, NULL);
+    sgw_gateway_start(&gw, "http", users, roles, sizeof(users) / sizeof(users[0]), NULL);
+    doc = viewer_get("/v1/summary");
+    cr_assert_eq(sgw_jint(doc, "breakers_open"), 0, "before any call");
+    sg_json_destroy(doc);
+    sgw_submit("brk-1", "[{\"name\": \"call\", \"tool\": \"down\"}]");
+
+    /* Two refused connections open the circuit on the worker; it copies
+     * the change to PostgreSQL within a second or so. */
+    doc = wait_breaker("open");
+    down = tool_item(doc, "down");
+    brk = sg_json_member(down, "breaker");
+    cr_assert_eq(sg_json_array_size(sg_json_member(brk, "workers")), 1, "one worker");
+    w = sg_json_array_get(sg_json_member(brk, "workers"), 0);
+    cr_expect_str_eq(sgw_jstr(w, "state"), "open");
+    cr_expect_geq(sgw_jint(w, "failures"), 2, "%s", text_of(doc));
+    cr_expect_not_null(sgw_jstr(w, "since"));
+    /* Every finished call of down failed: refused, then failed fast. */
+    recent = sg_json_member(down, "recent");
+    cr_assert_not_null(recent, "%s", text_of(doc));
+    calls = sgw_jint(recent, "calls");
+    errors = sgw_jint(recent, "errors");
+    cr_expect_geq(calls, 2, "%s", text_of(doc));
+    cr_expect_eq(errors, calls, "%s", text_of(doc));
+    cr_expect(sg_json_number(sg_json_member(recent, "error_rate"), &rate) && rate == 1.0,
+              "error_rate %f", rate);
+    cr_expect_eq(sgw_jint(recent, "window_s"), 300);
+    /* A builtin tool has no breaker, and no call: no error rate. */
+    noop = tool_item(doc, "noop");
+    cr_expect_null(sg_json_member(noop, "breaker"));
+    cr_expect_eq(sgw_jint(sg_json_member(noop, "recent"), "calls"), 0);
+    cr_expect_null(sg_json_member(sg_json_member(noop, "recent"), "error_rate"));
+    sg_json_destroy(doc);
+
+    /* The Now page counts it; the worker's partitions have a lag (0: it
+     * read everything), measured by their owner. */
+    doc = viewer_get("/v1/summary");
+    cr_expect_eq(sgw_jint(doc, "breakers_open"), 1, "%s", text_of(doc));
+    sg_json_destroy(doc);
+    for (double deadline = sgt_now_s() + SGW_WAIT_S;;) {
+        const sg_json_t *parts, *p;
+        double lag = -1;
+        size_t known = 0;
+        doc = viewer_get("/v1/summary");
+        parts = sg_json_member(doc, "partitions");
+        for (size_t i = 0; i < sg_json_array_size(parts); i++) {
+            p = sg_json_array_get(parts, i);
+            if (sg_json_number(sg_json_member(p, "lag"), &lag) && lag == 0 &&
+                sgw_jint(p, "high_watermark") >= 0)
+                known++;
+        }
+        if (known == sg_json_array_size(parts) && known >= 2) {
+            sg_json_destroy(doc);
+            break;
+        }
+        cr_assert_lt(sgt_now_s(), deadline, "no lag on every partition: %s", text_of(doc));
+        sg_json_destroy(doc);
+        usleep(200000);
+    }
+
+    /* A worker that stopped has no breaker; one that is gone (its rows
+     * not written for over 30 s) does not keep a circuit open. */
+    sgw_pair_stop();
+    sg_json_destroy(wait_breaker(NULL));
+    cr_assert_eq(sgw_q_int("WITH i AS (INSERT INTO tool_breakers (worker_id, tool, state, since, "
+                           "failures, seen_at) VALUES ('gone-1', 'down', 'open', now() - interval "
+                           "'1 hour', 9, now() - interval '31 seconds') RETURNING 1) "
+                           "SELECT count(*) FROM i"),
+                 1);
+    doc = viewer_get("/v1/tools");
+    cr_expect_null(sg_json_member(tool_item(doc, "down"), "breaker"), "%s", text_of(doc));
+    sg_json_destroy(doc);
+    doc = viewer_get("/v1/summary");
+    cr_expect_eq(sgw_jint(doc, "breakers_open"), 0, "%s", text_of(doc));
+    sg_json_destroy(doc);
+}

@@ -30,8 +30,8 @@ EXCEPTIONS = set()
 # private header: the files that may include it
 PRIVATE = {
     "worker/loop/worker_loop_int.h": {"worker/loop/worker_%s.c" % f for f in
-                                      ("run", "loop", "txn", "parts", "session", "chain", "cmdq",
-                                       "topics")},
+                                      ("run", "status", "loop", "txn", "parts", "session",
+                                       "chain", "cmdq", "topics")},
     "lib/ops/sg_ops_int.h": {"lib/ops/sg_%s.c" % f for f in
                              ("ops", "saga_query", "dlq_query", "relay_query")},
 }

@@ -2,14 +2,16 @@
  * the loop works on, the structs it holds (partitions, saga slots, vectors,
  * expected copies of chained commands, transaction slots) and the functions
  * the loop's files share.  Only worker_loop.c, worker_cmdq.c, worker_chain.c,
- * worker_parts.c, worker_session.c, worker_txn.c and worker_run.c include
- * it; the rest of the worker sees worker.h.
+ * worker_parts.c, worker_session.c, worker_txn.c, worker_status.c and
+ * worker_run.c include it; the rest of the worker sees worker.h.
  *
  * Calls go one way, down this list (each file calls only those below it;
  * the one call back up is through a function pointer: loop_run() calls the
  * run's each_turn() after every turn):
  *   worker_run.c      the `run` command: setup, housekeeping, the progress
  *                     line, teardown
+ *   worker_status.c   the copy of the breakers' states and the partitions'
+ *                     lag in PostgreSQL, for the console
  *   worker_loop.c     the main loop and its turn: intake, batches, waits,
  *                     crash-loop isolation, drain, rebalance
  *   worker_txn.c      the batched transactions over the connections, and
@@ -172,11 +174,18 @@ typedef struct loop_s {
     unsigned pg_failures;
     uint64_t last_pg_ok;
     bool pg_up;
-    /* The internal keys' own connection (the transactions' are busy
-     * under load, when a rotation must still be read), and when they
-     * were last read on demand (an unknown key id: at most once a second). */
-    sg_pg_t *keys_pg;
+    /* The side connection, for what housekeeping reads and writes while
+     * the transactions' connections are busy under load: the internal
+     * keys (a rotation must still be read) and the status copy
+     * (worker_status.c).  And when the keys were last read on demand (an
+     * unknown key id: at most once a second). */
+    sg_pg_t *side_pg;
     uint64_t keys_forced_at;
+
+    /* worker_status.c: the copy of the breakers and lag in PostgreSQL */
+    uint64_t next_status;      /* when the next copy is due (ms) */
+    uint64_t status_seen;      /* the breakers' transitions it copied */
+    uint64_t status_warned_at; /* its last failure logged (ms) */
 
     /* worker_chain.c: chaining (see the top of that file); on when
      * L->w.chain. */
@@ -287,6 +296,9 @@ void loop_pg_recover(loop_t *L, const sg_err_t *err);
  * once a second).  Returns 1 when read, 0 when not due, -1 with err set
  * on failure (the keys held are kept). */
 int loop_keys_reload(loop_t *L, bool force, sg_err_t *err);
+/* The side connection (L->side_pg), connected or reconnected when it is
+ * not up.  NULL with err when PostgreSQL does not answer. */
+sg_pg_t *loop_side_pg(loop_t *L, sg_err_t *err);
 
 /* ---- worker_parts.c: partitions, offsets, fences ----------------------- */
 
@@ -305,6 +317,15 @@ void loop_send_fences(loop_t *L);
 void loop_check_fences(loop_t *L);
 /* Copies the stored offsets to Kafka: p's now, or all (p NULL) when due. */
 void loop_kafka_commit(loop_t *L, worker_part_t *p);
+
+/* ---- worker_status.c: the console's copy -------------------------------- */
+
+/* Copies the breakers' states and the partitions' lag to PostgreSQL when
+ * a breaker changed state or every STATUS_MS (housekeeping, once a
+ * second).  Best effort: a failure is logged once a minute. */
+void loop_status_copy(loop_t *L);
+/* Deletes this worker's breaker rows (a clean stop). */
+void loop_status_clear(loop_t *L);
 
 /* ---- worker_txn.c: transactions ---------------------------------------- */
 

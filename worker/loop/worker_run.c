@@ -122,6 +122,7 @@ static void housekeeping(loop_t *L)
                   "consumer group %s not joined yet (no partition assignment received)",
                   L->w.group);
     export_gauges(L);
+    loop_status_copy(L);
 }
 
 /* ---- start and stop ----------------------------------------------------- */
@@ -418,7 +419,7 @@ static void teardown(loop_t *L)
     sg_registry_destroy(L->w.reg);
     sg_keyring_free(L->w.keyring);
     sg_mac_keys_clear(&L->w.keys);
-    sg_pg_destroy(L->keys_pg);
+    sg_pg_destroy(L->side_pg);
     free(L->sagas_buf);
     if (L->kafka_pipe[0] > 0) {
         close(L->kafka_pipe[0]);
@@ -454,6 +455,7 @@ int worker_cmd_run(sg_cli_t *cli, int argc, char **argv)
         sg_log_kv(SG_LOG_INFO, "stopping: finishing running calls", NULL);
         loop_drain(L, NULL);
         report(L, true);
+        loop_status_clear(L); /* a worker that stopped has no breakers */
     }
     teardown(L);
     free(L);

@@ -33,6 +33,15 @@ static void pg_backoff(loop_t *L)
     }
 }
 
+sg_pg_t *loop_side_pg(loop_t *L, sg_err_t *err)
+{
+    if (!L->side_pg && !(L->side_pg = sg_pg_connect(&L->pgopts, err)))
+        return NULL;
+    if (!sg_pg_ok(L->side_pg) && sg_pg_reconnect(L->side_pg, err) < 0)
+        return NULL;
+    return L->side_pg;
+}
+
 int loop_keys_reload(loop_t *L, bool force, sg_err_t *err)
 {
     sg_mac_keys_t keys;
@@ -45,11 +54,7 @@ int loop_keys_reload(loop_t *L, bool force, sg_err_t *err)
     if (force)
         L->keys_forced_at = now;
     L->w.keys_at = now + L->w.key_reload_ms;
-    if (!L->keys_pg && !(L->keys_pg = sg_pg_connect(&L->pgopts, err)))
-        return -1;
-    if (!sg_pg_ok(L->keys_pg) && sg_pg_reconnect(L->keys_pg, err) < 0)
-        return -1;
-    if (sg_trust_keys_load(L->keys_pg, &keys, err) < 0)
+    if (!loop_side_pg(L, err) || sg_trust_keys_load(L->side_pg, &keys, err) < 0)
         return -1;
     sg_mac_keys_clear(&L->w.keys);
     L->w.keys = keys;

@@ -25,6 +25,7 @@ struct sg_tool_breaker_s {
     worker_breaker_state_t state;
     int threshold, failures;
     int64_t cooldown_ms, opened_at_ms;
+    uint64_t since_ms; /* when it entered state; its creation at first */
     bool probing;
     uint64_t transitions[3], rejected;
 };
@@ -43,6 +44,7 @@ worker_breaker_t *worker_breaker_new(int threshold, int64_t cooldown_ms)
     pthread_mutex_init(&b->lock, NULL);
     b->threshold = threshold;
     b->cooldown_ms = cooldown_ms;
+    b->since_ms = sg_run_now_ms();
     return b;
 }
 
@@ -64,6 +66,7 @@ static void move(worker_breaker_t *b, const sg_tool_t *tool, worker_breaker_stat
               "tool", tool->name, "from", state_names[b->state], "to", state_names[to], "failures",
               failures, NULL);
     b->state = to;
+    b->since_ms = (uint64_t)now;
     b->transitions[to]++;
     b->probing = false;
     if (to == WORKER_BREAKER_OPEN)
@@ -136,5 +139,6 @@ void worker_breaker_info(const sg_tool_t *tool, worker_breaker_info_t *out)
     out->failures = b->failures;
     memcpy(out->transitions, b->transitions, sizeof(out->transitions));
     out->rejected = b->rejected;
+    out->since_ms = b->since_ms;
     pthread_mutex_unlock(&b->lock);
 }

@@ -6,7 +6,7 @@
  *  - a pgoutput message of protocol version 1: Begin, Commit and the
  *    logical decoding Message (the others are named by their type only);
  *  - the outbox frame inside a Message of prefix SG_WAL_PREFIX, written by
- *    sagad_outbox_frame() (schemas/sql/0025_wal_outbox.sql).
+ *    sagad_outbox_frame() (schemas/sql/0026_wal_outbox.sql).
  *
  * Pure: no allocation; every pointer returned points into the input. */
 #ifndef SAGAD_SG_WALMSG_H
