@@ -19,3 +19,37 @@ int sg_relay_status(sg_pg_t *pg, sg_json_t **rows, sg_err_t *err)
 {
     return sg_ops_rows(pg, status_sql, 0, NULL, 0, rows, NULL, err);
 }
+
+static const char wal_sql[] =
+    "SELECT jsonb_build_object('source', r.source, 'slot', r.wal_slot, "
+    "'active', s.active_pid IS NOT NULL, 'walsender_pid', s.active_pid, "
+    "'holder', (SELECT a.application_name FROM pg_stat_activity a WHERE a.pid = s.active_pid), "
+    "'slot_exists', s.slot_name IS NOT NULL, "
+    "'confirmed_lsn', s.confirmed_flush_lsn::text, "
+    "'lag_bytes', pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint, "
+    "'retained_bytes', pg_wal_lsn_diff(pg_current_wal_lsn(), s.restart_lsn)::bigint, "
+    "'table_rows', (SELECT count(*) FROM outbox), "
+    "'switched_at', r.source_changed_at)::text "
+    "FROM relay_settings r LEFT JOIN pg_replication_slots s ON s.slot_name = r.wal_slot "
+    "AND s.database = current_database() WHERE r.source = 'wal'";
+
+int sg_relay_wal_status(sg_pg_t *pg, sg_json_t **rows, sg_err_t *err)
+{
+    sg_pg_res_t *res = NULL;
+    int rc;
+
+    /* A schema before the WAL source (0026) has no relay_settings.source:
+     * no WAL source, not an error. */
+    if (sg_pg_exec(pg,
+                   "SELECT count(*) FROM pg_attribute WHERE attrelid = 'relay_settings'::regclass "
+                   "AND attname = 'source'",
+                   0, NULL, &res, err) < 0)
+        return -1;
+    rc = sg_pg_res_int(res, 0, 0, 0) > 0;
+    sg_pg_res_destroy(res);
+    if (!rc) {
+        *rows = sg_json_new_array();
+        return 0;
+    }
+    return sg_ops_rows(pg, wal_sql, 0, NULL, 0, rows, NULL, err);
+}

@@ -20,4 +20,15 @@
 int sg_relay_status(sg_pg_t *pg, sg_json_t **rows, sg_err_t *err)
     __attribute__((warn_unused_result));
 
+/* The WAL source (relay.source = wal), when the database uses it: no row
+ * otherwise, one object {source, slot, slot_exists, active (a relay
+ * streams from it), walsender_pid, holder (that relay, by its
+ * application_name), confirmed_lsn, lag_bytes (WAL written since the
+ * last confirmed position: what is still to publish, and other writes),
+ * retained_bytes (WAL the slot keeps from being recycled), table_rows
+ * (rows waiting in the outbox table, to be moved into the WAL),
+ * switched_at}.  Role: sagad_reader. */
+int sg_relay_wal_status(sg_pg_t *pg, sg_json_t **rows, sg_err_t *err)
+    __attribute__((warn_unused_result));
+
 #endif
