@@ -183,9 +183,8 @@ Test(relay_wal, publishes_in_commit_order_without_touching_the_table)
     cr_expect_eq(check_complete_ordered(&got, KEYS, PER_KEY), 0, "no duplicates without a crash");
     cr_expect_eq(sgt_query_int(pg, "SELECT pg_relation_size('outbox')"), 0,
                  "the outbox table's heap was never written");
-    cr_expect_eq(sgt_query_int(pg,
-                               "SELECT pg_indexes_size('outbox') - 8192 * (SELECT count(*) "
-                               "FROM pg_index WHERE indrelid = 'outbox'::regclass)"),
+    cr_expect_eq(sgt_query_int(pg, "SELECT pg_indexes_size('outbox') - 8192 * (SELECT count(*) "
+                                   "FROM pg_index WHERE indrelid = 'outbox'::regclass)"),
                  0, "nor its indexes (each its metapage only)");
     got_free(&got);
     sg_pg_destroy(pg);
@@ -417,8 +416,9 @@ Test(relay_wal, only_the_owner_may_write_a_decoding_message)
 Test(relay_wal, refuses_a_database_where_anyone_may_emit)
 {
     char name[128], odsn[512], rdsn[512], env_dsn[600], sql[256];
-    const char *env[] = {env_dsn, kafka_env, slot_env, "SAGAD_RELAY_SOURCE=wal",
-                         "SAGAD_RETENTION_JANITOR=false", NULL};
+    const char *env[] = {
+        env_dsn, kafka_env, slot_env, "SAGAD_RELAY_SOURCE=wal", "SAGAD_RETENTION_JANITOR=false",
+        NULL};
     const char *args[] = {"run", NULL};
     sg_pg_t *admin = sgt_db_connect(sgt_pg_url()), *pg;
     sg_err_t err;

@@ -287,11 +287,49 @@ void sgw_setup(void)
     snprintf(sgw.op_env, sizeof(sgw.op_env), "SAGAD_PG_DSN=%s", sgw.op_dsn);
 }
 
+void sgw_relay_wal_start(void)
+{
+    char dsn_env[700], slot_env[128], rdsn[600];
+    const char *env[] = {dsn_env, slot_env, "SAGAD_RELAY_SOURCE=wal", NULL};
+
+    sgt_role_dsn(rdsn, sizeof(rdsn), sgw.dsn, "relay");
+    sgt_unique(sgw.wal_slot, sizeof(sgw.wal_slot), "sgw_slot");
+    snprintf(dsn_env, sizeof(dsn_env), "SAGAD_PG_DSN=%s", rdsn);
+    snprintf(slot_env, sizeof(slot_env), "SAGAD_RELAY_SLOT=%s", sgw.wal_slot);
+    sgw_start(&sgw.relay, "sagad-relay", env);
+}
+
+/* A slot keeps its database from being dropped and the WAL from being
+ * recycled: dropped as the relay's login (which may), once its relay is
+ * gone. */
+static void drop_wal_slot(void)
+{
+    const char *p[] = {sgw.wal_slot};
+    char rdsn[600];
+    sg_pg_t *pg;
+    sg_err_t err;
+
+    if (!sgw.wal_slot[0])
+        return;
+    sgt_role_dsn(rdsn, sizeof(rdsn), sgw.dsn, "relay");
+    pg = sgt_db_connect(rdsn);
+    for (int i = 0; i < 50; i++) {
+        if (sg_pg_exec(pg,
+                       "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                       "WHERE slot_name = $1",
+                       1, p, NULL, &err) == 0)
+            break;
+        usleep(100000); /* the walsender is still on its way out */
+    }
+    sg_pg_destroy(pg);
+}
+
 void sgw_teardown(void)
 {
     /* Normally stopped by the test already; this is for a failed one. */
     sgw_proc_join(&sgw.worker, SIGTERM);
     sgw_proc_join(&sgw.relay, SIGTERM);
+    drop_wal_slot();
     sgt_bg_free(&sgw.worker);
     sgt_bg_free(&sgw.relay);
     for (int i = 0; i < sgw.nprocs; i++) {

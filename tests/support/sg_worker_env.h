@@ -77,6 +77,7 @@ typedef struct sgw_world_s {
     const char *env[SGW_MAX_ENV + 1];
     size_t nenv;
     sgt_bg_t worker, relay;
+    char wal_slot[96]; /* the WAL source's slot (sgw_relay_wal_start), dropped by teardown */
     sgt_bg_t procs[SGW_MAX_PROCS]; /* more workers and relays (sgw_proc_start) */
     int nprocs;
     sg_pg_t *pg;
@@ -110,6 +111,10 @@ void sgw_world_start(const char *extra_tools, int partitions, const char *const 
 /* sgw_world_start, then a relay (sgw.relay) and a worker (sgw.worker);
  * returns once the worker owns every partition of both its topics. */
 void sgw_pair_start(const char *extra_tools, int partitions, const char *const *extra_env);
+/* Starts sgw.relay with the WAL source (relay.source = wal), as the
+ * relay's login (REPLICATION), on a slot of the test's own, which
+ * sgw_teardown drops. */
+void sgw_relay_wal_start(void);
 /* Waits until the partitions of both topics (partitions each) are owned,
  * by the test's only worker.  Its two consumers join the group one after
  * the other: a saga.start read before the internal topic's partitions

@@ -76,4 +76,3 @@ size_t check_complete_ordered(const got_t *got, int keys, int per_key)
     free(next);
     return dups;
 }
-
