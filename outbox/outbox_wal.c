@@ -230,21 +230,33 @@ static int wal_standby(wal_relay_t *w, sg_err_t *err)
 {
     const char *p[] = {w->slot};
     sg_pg_res_t *res = NULL;
-    bool exists, lost, created;
+    bool exists, invalid, lost, created;
     char moved[32];
 
+    /* invalid: PostgreSQL gave the slot up (max_slot_wal_keep_size); it
+     * can never be read again, and counts as lost */
     if (sg_pg_exec_cached(w->pg,
                           "SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1 "
-                          "AND database = current_database()), source = 'wal' AND wal_slot = $1 "
-                          "FROM relay_settings",
+                          "AND database = current_database()), EXISTS (SELECT 1 FROM "
+                          "pg_replication_slots WHERE slot_name = $1 AND wal_status = 'lost'), "
+                          "source = 'wal' AND wal_slot = $1 FROM relay_settings",
                           1, p, &res, err) < 0)
         return -1;
-    exists = strcmp(sg_pg_res_get(res, 0, 0), "t") == 0;
-    lost = !exists && strcmp(sg_pg_res_get(res, 0, 1), "t") == 0;
+    invalid = strcmp(sg_pg_res_get(res, 0, 1), "t") == 0;
+    exists = strcmp(sg_pg_res_get(res, 0, 0), "t") == 0 && !invalid;
+    lost = !exists && strcmp(sg_pg_res_get(res, 0, 2), "t") == 0;
     sg_pg_res_destroy(res);
     w->rp = sg_pgrepl_connect(w->repl_dsn, w->ctx->holder, w->sender_timeout_ms, err);
     if (!w->rp)
         return -1;
+    if (invalid) {
+        sg_log_kv(SG_LOG_ERROR,
+                  "the WAL source's slot was invalidated (the WAL it needed was removed past "
+                  "max_slot_wal_keep_size); dropping it",
+                  "slot", w->slot, NULL);
+        if (sg_pgrepl_drop_slot(w->rp, w->slot, err) < 0)
+            return -1;
+    }
     if (lost) {
         /* The source says wal and its slot is gone: a failover to a
          * primary the slot was not copied to, or a slot dropped by hand.

@@ -142,6 +142,26 @@ int sg_pgrepl_create_slot(sg_pgrepl_t *rp, const char *slot, bool *created, sg_e
     return fail_res(res, "CREATE_REPLICATION_SLOT", err);
 }
 
+int sg_pgrepl_drop_slot(sg_pgrepl_t *rp, const char *slot, sg_err_t *err)
+{
+    char sql[128];
+    PGresult *res;
+    const char *state;
+
+    if (check_name("relay.slot", slot, err) < 0)
+        return -1;
+    snprintf(sql, sizeof(sql), "DROP_REPLICATION_SLOT %s", slot);
+    res = PQexec(rp->conn, sql);
+    if (!res)
+        return fail_conn(rp, "DROP_REPLICATION_SLOT", err);
+    state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    if (PQresultStatus(res) == PGRES_COMMAND_OK || (state && strcmp(state, "42704") == 0)) {
+        PQclear(res);
+        return 0;
+    }
+    return fail_res(res, "DROP_REPLICATION_SLOT", err);
+}
+
 int sg_pgrepl_start(sg_pgrepl_t *rp, const char *slot, const char *publication, sg_err_t *err)
 {
     char sql[320];

@@ -13,7 +13,8 @@
 --
 -- The route is decided once per transaction (cached in the transaction's
 -- setting sagad.outbox_route): the WAL when the source is 'wal' AND the
--- slot it names exists; the table otherwise.  So a primary that lost the
+-- slot it names exists and can still be read (not invalidated past
+-- max_slot_wal_keep_size); the table otherwise.  So a primary that lost the
 -- slot (a PostgreSQL 15 failover: logical slots are not replicated) keeps
 -- the messages in the table, where they wait, instead of writing them into
 -- a WAL no one decodes; the WAL relay moves them into the WAL once its
@@ -69,7 +70,8 @@ BEGIN
     IF route IS NULL OR route = '' THEN
         SELECT CASE WHEN s.source = 'wal' AND EXISTS (
                         SELECT 1 FROM pg_replication_slots r
-                         WHERE r.slot_name = s.wal_slot AND r.database = current_database())
+                         WHERE r.slot_name = s.wal_slot AND r.database = current_database()
+                           AND r.wal_status IS DISTINCT FROM 'lost')
                     THEN 'wal' ELSE 'table' END
           INTO route FROM relay_settings s;
         PERFORM set_config('sagad.outbox_route', route, true);
@@ -108,7 +110,7 @@ DECLARE
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_replication_slots
                     WHERE slot_name = p_slot AND database = current_database()
-                      AND plugin = 'pgoutput') THEN
+                      AND plugin = 'pgoutput' AND wal_status IS DISTINCT FROM 'lost') THEN
         RAISE EXCEPTION 'no pgoutput replication slot % in database %', p_slot,
             current_database() USING ERRCODE = 'undefined_object';
     END IF;

@@ -28,6 +28,11 @@ int sg_pgrepl_pid(const sg_pgrepl_t *rp);
 int sg_pgrepl_create_slot(sg_pgrepl_t *rp, const char *slot, bool *created, sg_err_t *err)
     __attribute__((warn_unused_result));
 
+/* Drops the slot (one PostgreSQL invalidated: it can never be read
+ * again).  A slot that does not exist is not an error. */
+int sg_pgrepl_drop_slot(sg_pgrepl_t *rp, const char *slot, sg_err_t *err)
+    __attribute__((warn_unused_result));
+
 /* Starts streaming from the slot's confirmed position: pgoutput protocol
  * 1, the publication, messages on.  A slot another session streams from
  * fails with code pg.slot_busy (transient: a standby waits for it). */
