@@ -386,13 +386,15 @@ demo-stop:
 # signature headers and the keyring (fuzz_auth), how an HTTP answer is
 # classified, what sagad-gateway decodes from a client (fuzz_gateway:
 # routes, submissions, the users file) and its MCP server's JSON-RPC
-# (fuzz_mcp: a message, its era and method, the answer).  Each runs
+# (fuzz_mcp: a message, its era and method, the answer) and what the WAL
+# relay decodes from its replication stream (fuzz_wal: CopyData, pgoutput,
+# the outbox frame, sg_walmsg.c).  Each runs
 # FUZZ_SECONDS (default 180) from its committed seeds (tests/fuzz/run.sh);
 # make test runs them 60 s each.
 FUZZ_CC      ?= clang-14
 FUZZ_SECONDS ?= 180
 FUZZ_DIR     := build/fuzz
-FUZZ_TARGETS := submit registry schema result http ref auth gateway mcp
+FUZZ_TARGETS := submit registry schema result http ref auth gateway mcp wal
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS   = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -g -O1 $(FUZZ_SAN) \
                 -Ilib/include $(PKG_CFLAGS) -MMD -MP
