@@ -389,15 +389,16 @@ static int take_message(wal_relay_t *w, const sg_pgo_msg_t *m, sg_err_t *err)
     msg->commit_us = w->txn_commit_us;
     arena_put(w, f.topic, f.topic_len);
     arena_put(w, "", 1);
-    arena_put(w, f.key, f.key_len);
+    if (f.has_key)
+        arena_put(w, f.key, f.key_len);
     arena_put(w, f.headers, f.headers_len);
     arena_put(w, f.payload, f.payload_len);
     w->n++;
     for (;;) {
         base = w->arena.data + msg->off;
         if (outbox_produce(w->ctx->producer, &w->signer, base,
-                           (const unsigned char *)base + msg->topic_len + 1, msg->key_len,
-                           base + msg->topic_len + 1 + msg->key_len, msg->headers_len,
+                           msg->has_key ? (const unsigned char *)base + msg->topic_len + 1 : NULL,
+                           msg->key_len, base + msg->topic_len + 1 + msg->key_len, msg->headers_len,
                            (const unsigned char *)base + msg->topic_len + 1 + msg->key_len +
                                msg->headers_len,
                            msg->payload_len, &w->batch, err) == 0)
@@ -477,8 +478,8 @@ static int resend_alone(wal_relay_t *w, size_t i, sg_err_t *err)
     one.slots = &slot;
     one.nslots = 1;
     if (outbox_produce(w->ctx->producer, &w->signer, base,
-                       (const unsigned char *)base + m->topic_len + 1, m->key_len,
-                       base + m->topic_len + 1 + m->key_len, m->headers_len,
+                       m->has_key ? (const unsigned char *)base + m->topic_len + 1 : NULL,
+                       m->key_len, base + m->topic_len + 1 + m->key_len, m->headers_len,
                        (const unsigned char *)base + m->topic_len + 1 + m->key_len + m->headers_len,
                        m->payload_len, &one, err) < 0 &&
         !sg_kafka_err_refused(err))

@@ -4,7 +4,8 @@
 # lost, that every key keeps its order, and that the relay rides it out.
 #
 #   tests/faults/run.sh [SCENARIO...]   (default: all, in this order:
-#                                        broker_restart pg_restart)
+#                                        broker_restart pg_restart wal_broker_restart
+#                                        wal_pg_restart wal_kill9 wal_open_txn wal_big_txn)
 #
 # It builds nothing: run `make all` first, or use `make test-faults`.
 #
@@ -20,7 +21,11 @@
 # During pg_restart an idle worker runs beside the relay: both /readyz must
 # answer 503 naming PostgreSQL while it is down, and 200 after.
 #
-# Every step has its own time limit; the suite takes about 1.5 minutes.
+# The wal_* scenarios run the same checks against the WAL source
+# (relay.source = wal), plus a kill -9 with a standby, a transaction held
+# open 20 s beside the writer, and one transaction of 100,000 messages.
+#
+# Every step has its own time limit; the suite takes about 4 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
@@ -106,6 +111,7 @@ cleanup() {
     if [[ -n $writer_pid ]] && alive "$writer_pid"; then kill -TERM "$writer_pid" || true; fi
     if [[ -n $relay_pid ]] && alive "$relay_pid"; then kill -KILL "$relay_pid" || true; fi
     if [[ -n $worker_pid ]] && alive "$worker_pid"; then kill -KILL "$worker_pid" || true; fi
+    if [[ -n ${standby_pid:-} ]] && alive "$standby_pid"; then kill -KILL "$standby_pid" || true; fi
     timeout 60 deploy/local/kafka.sh stop || rc=1
     timeout 90 deploy/local/pg.sh stop || rc=1
     if ((rc == 0)); then
@@ -385,17 +391,264 @@ run_scenario() {
     scenario=
 }
 
+
+# ---- the WAL source (relay.source = wal; docs/RELAY.md "The WAL source") ----
+#
+# The same workload, published from the WAL through a replication slot.
+# Progress is read from the topic itself (the WAL source keeps no cursor
+# row): distinct payloads consumed so far.  Every scenario ends with the
+# same topic check (nothing lost, per-key order, duplicates only as
+# replays of an unconfirmed stretch, counted in its summary line).
+
+relay_base=postgresql://sagad_relay:relay-local-pw@127.0.0.1:$SAGAD_LOCAL_PG_PORT
+standby_pid=
+
+# Distinct messages in $1 (duplicates counted once).  kcat waits for a
+# topic that does not exist yet: the timeout makes that a 0.
+consumed() {
+    timeout 8 kcat -C -b "$kafka" -t "$1" -o beginning -e -q -f '%s\n' 2>/dev/null |
+        sort -u | wc -l
+}
+
+consumed_at_least() {
+    (($(consumed "$1") >= $2))
+}
+
+# Starts a WAL relay on $db into $1 (a log file); prints nothing, sets
+# the pid in $started_pid.
+start_wal_relay() {
+    env SAGAD_PG_DSN="$relay_base/$db" SAGAD_KAFKA_BOOTSTRAP_SERVERS="$kafka" \
+        SAGAD_RELAY_SOURCE=wal SAGAD_RELAY_SLOT="faults_$scenario" SAGAD_LOG_LEVEL=info \
+        SAGAD_HTTP_PORT=0 SAGAD_RELAY_STANDBY_POLL_MS=200 SAGAD_RETENTION_JANITOR=false \
+        "${wal_env[@]}" bin/sagad-relay run 2>"$1" &
+    started_pid=$!
+}
+
+# The walsender streaming from the scenario's slot (empty when none).
+slot_holder() {
+    psql_db "$db" -c "SELECT active_pid FROM pg_replication_slots
+                      WHERE slot_name = 'faults_$scenario'" 2>/dev/null
+}
+
+# The WAL written since the slot's confirmed position, in bytes.
+slot_lag() {
+    psql_db "$db" -c "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint
+                      FROM pg_replication_slots WHERE slot_name = 'faults_$scenario'"
+}
+
+# wal_broker_restart: Kafka stopped ~10 s while the writer runs; the
+# batch in flight fails, the stream is dropped and read again from the
+# confirmed position.
+wal_fault_broker() {
+    local before lag
+    before=$(relay_log_lines)
+    deploy/local/kafka.sh stop
+    outage 10
+    lag=$(slot_lag)
+    ((lag > 0)) || fail "no WAL waited during the outage: the fault missed the writer"
+    timeout 150 deploy/local/kafka.sh start
+    log "broker back; $lag bytes of WAL were waiting"
+    relay_must_live "after the broker came back"
+    relay_log_since "$before" '"error_code":"kafka.' '"to":"backoff","why":"publish"' ||
+        fail "relay did not log a failed delivery, then its move to backoff"
+    wait_until "streaming again after the broker restart" 60 \
+        relay_log_since "$before" '"to":"backoff","why":"publish"' '"msg":"streaming from the replication slot"'
+}
+
+# wal_pg_restart: PostgreSQL stopped ~8 s (immediate, as a crash would)
+# while the writer runs; both sessions die with it.
+wal_fault_pg() {
+    local before
+    before=$(relay_log_lines)
+    local pm
+    pm=$(deploy/local/pg.sh status | sed -nE 's/^running \(pid ([0-9]+),.*/\1/p')
+    [[ -n $pm ]] || fail "no postmaster pid from pg.sh status"
+    kill -QUIT "$pm" # immediate shutdown: no checkpoint, crash recovery at the next start
+    wait_until "PostgreSQL down" 30 eval '! alive "$pm"'
+    outage 8
+    timeout 90 deploy/local/pg.sh start
+    log "database back"
+    relay_must_live "after the database came back"
+    relay_log_since "$before" '"error_code":"pg.' '"to":"backoff"' ||
+        fail "relay did not log a lost PostgreSQL session then its move to backoff"
+    wait_until "streaming again after the restart" 60 \
+        relay_log_since "$before" '"to":"backoff"' '"msg":"streaming from the replication slot"'
+}
+
+# wal_kill9: a standby beside the relay; kill -9 of the relay mid-stream;
+# the standby takes the slot within seconds.
+wal_fault_kill9() {
+    local old t0
+    old=$(slot_holder)
+    kill -KILL "$relay_pid"
+    wait "$relay_pid" 2>/dev/null || true
+    t0=$SECONDS
+    relay_pid=$standby_pid
+    standby_pid=
+    wait_until "the standby streams from the slot" 15 \
+        relay_log_has_in "$logs_dir/$scenario/standby.log" '"msg":"streaming from the replication slot"'
+    log "standby took over in $((SECONDS - t0)) s (walsender $old -> $(slot_holder))"
+    cp "$logs_dir/$scenario/standby.log" "$logs_dir/$scenario/relay.log.standby"
+}
+
+relay_log_has_in() {
+    grep -q -- "$2" "$1"
+}
+
+# wal_open_txn: a transaction holding one message (on a topic of its own)
+# open for 20 s while the writer's thousands commit after it: they are
+# published meanwhile, and its message once it commits.
+wal_fault_open_txn() {
+    local held=$logs_dir/$scenario/held.log
+    # psql in the background: BEGIN, one row, a 20 s sleep, COMMIT.
+    timeout 60 psql -X -q -v ON_ERROR_STOP=1 "$pg_base/$db" >"$held" 2>&1 <<SQL &
+BEGIN;
+INSERT INTO outbox (topic, key, payload) VALUES ('$topic.held', 'held', 'held');
+SELECT pg_sleep(20);
+COMMIT;
+SQL
+    held_pid=$!
+    wait_until "the writer's rows published while a transaction is open" 60 \
+        consumed_at_least "$topic" $((ROWS / 2))
+    alive "$held_pid" || fail "the open transaction ended before half the rows were published"
+    log "$(consumed "$topic") published while a transaction stayed open"
+    wait "$held_pid" || fail "the open transaction failed: $(cat "$held")"
+    wait_until "the held message published once it committed" 30 consumed_at_least "$topic.held" 1
+}
+
+run_wal_scenario() {
+    local fault=$1 dir rc=0 t0=$SECONDS
+    scenario=wal_${fault#wal_fault_}
+    db=faults_$scenario
+    topic=faults.$scenario
+    dir=$logs_dir/$scenario
+    wal_env=(SAGAD_RELAY_DELIVERY_TIMEOUT_MS=3000)
+    mkdir -p "$dir"
+    log "database $db, topic $topic, $ROWS rows over $KEYS keys, WAL source"
+    sql sagad "CREATE DATABASE $db"
+    SAGAD_PG_DSN=$pg_base/$db timeout 30 bin/sagad-relay migrate >"$dir/migrate.log" 2>&1 ||
+        fail "migrate failed: $(cat "$dir/migrate.log")"
+    sql "$db" "CREATE TABLE fault_writes (round int, part int, PRIMARY KEY (round, part))"
+    start_wal_relay "$dir/relay.log"
+    relay_pid=$started_pid
+    wait_until "relay streaming" 30 relay_log_has '"msg":"streaming from the replication slot"'
+    if [[ $fault == wal_fault_kill9 ]]; then
+        start_wal_relay "$dir/standby.log"
+        standby_pid=$started_pid
+    fi
+    # One message through first: a new broker's producer waits seconds for
+    # its idempotence id, longer than the writer takes.
+    sql "$db" "INSERT INTO outbox (topic, key, payload) VALUES ('$topic.warm', 'w', 'w')"
+    wait_until "a first message published" 60 consumed_at_least "$topic.warm" 1
+    writer "$db" "$topic" >"$dir/writer.log" 2>&1 &
+    writer_pid=$!
+    # (counted from the topic, slower to ask than the table's cursor row:
+    # the fault strikes once the first few hundred are through)
+    wait_until "first rows published" 60 consumed_at_least "$topic" 200
+    alive "$writer_pid" || fail "the writer finished before the fault: make the workload longer"
+    log "fault at $(consumed "$topic") of $ROWS rows published"
+    "$fault"
+
+    wait "$writer_pid" || rc=$?
+    writer_pid=
+    ((rc == 0)) || fail "writer failed: $(tail -n 3 "$dir/writer.log")"
+    log "$(cat "$dir/writer.log")"
+    relay_must_live "after the fault"
+    wait_until "every row published" 120 consumed_at_least "$topic" "$ROWS"
+    [[ $(sql "$db" "SELECT count(*) FROM outbox") == 0 ]] || fail "rows left in the outbox table"
+    stop_relay
+    if [[ -n $standby_pid ]]; then kill -TERM "$standby_pid"; wait "$standby_pid" || true; standby_pid=; fi
+    psql_db "$db" -c "SELECT pg_drop_replication_slot('faults_$scenario')" >/dev/null 2>&1 ||
+        timeout 20 psql -X -q -At "$relay_base/$db" \
+            -c "SELECT pg_drop_replication_slot('faults_$scenario')" >/dev/null ||
+        fail "could not drop the slot faults_$scenario"
+    timeout 60 kcat -C -b "$kafka" -t "$topic" -o beginning -e -q -X isolation.level=read_committed \
+        -f '%p\t%o\t%k\t%s\n' >"$dir/topic.tsv" || fail "kcat could not read $topic"
+    python3 tests/faults/check_topic.py --keys "$KEYS" --per-key "$ROUNDS" "$dir/topic.tsv" ||
+        fail "topic check failed (consumed: $dir/topic.tsv)"
+    log "passed in $((SECONDS - t0))s"
+    scenario=
+}
+
+# wal_big_txn: one transaction of 100,000 messages, more than one batch
+# (relay.wal_batch_size 5,000): the first relay aborts right after its first
+# batch's acks (the relay.after_ack failpoint), so it confirms nothing
+# inside the transaction; the next one publishes the whole transaction
+# again: that batch's messages come twice, nothing is lost.
+run_wal_big_txn() {
+    local dir rc=0 t0=$SECONDS n=100000 keys=1000 per=100
+    scenario=wal_big_txn
+    db=faults_$scenario
+    topic=faults.$scenario
+    dir=$logs_dir/$scenario
+    wal_env=(SAGAD_RELAY_WAL_BATCH_SIZE=5000)
+    mkdir -p "$dir"
+    log "database $db, topic $topic, $n messages in one transaction, WAL source"
+    sql sagad "CREATE DATABASE $db"
+    SAGAD_PG_DSN=$pg_base/$db timeout 30 bin/sagad-relay migrate >"$dir/migrate.log" 2>&1 ||
+        fail "migrate failed: $(cat "$dir/migrate.log")"
+    sql "$db" "INSERT INTO outbox (topic, key, payload) VALUES ('$topic.warm', 'w', 'w')"
+    wal_env=(SAGAD_RELAY_WAL_BATCH_SIZE=5000 SAGAD_TEST_FAILPOINT=relay.after_ack)
+    start_wal_relay "$dir/relay.log"
+    relay_pid=$started_pid
+    wait_until "relay streaming" 30 relay_log_has '"msg":"streaming from the replication slot"'
+    wait_until "the warm-up message's batch" 60 consumed_at_least "$topic.warm" 1
+    # that batch aborted the relay at the failpoint; the next one starts clean
+    wait "$relay_pid" 2>/dev/null || true
+    wal_env=(SAGAD_RELAY_WAL_BATCH_SIZE=5000)
+    start_wal_relay "$dir/relay1.log"
+    relay_pid=$started_pid
+    wait_until "relay streaming" 30 relay_log_has_in "$dir/relay1.log" '"msg":"streaming from the replication slot"'
+    kill -TERM "$relay_pid"
+    wait "$relay_pid" || fail "the second relay did not stop cleanly"
+    sql "$db" "INSERT INTO outbox (topic, key, payload)
+               SELECT '$topic', convert_to('k' || k, 'UTF8'), convert_to('k' || k || ':' || s, 'UTF8')
+               FROM generate_series(0, $((per - 1))) s, generate_series(0, $((keys - 1))) k
+               ORDER BY s, k"
+    wal_env=(SAGAD_RELAY_WAL_BATCH_SIZE=5000 SAGAD_TEST_FAILPOINT=relay.after_ack)
+    start_wal_relay "$dir/relay-crash.log"
+    relay_pid=$started_pid
+    wait "$relay_pid" 2>/dev/null || true
+    relay_pid=
+    grep -q "failpoint relay.after_ack" "$dir/relay-crash.log" ||
+        fail "the relay did not stop at the failpoint: $(tail -n 3 "$dir/relay-crash.log")"
+    log "relay aborted after its first batch's acks: $(consumed "$topic") of $n published, slot lag $(slot_lag) bytes"
+    (($(slot_lag) > 0)) || fail "the slot confirmed a position inside the transaction"
+    wal_env=(SAGAD_RELAY_WAL_BATCH_SIZE=5000)
+    start_wal_relay "$dir/relay2.log"
+    relay_pid=$started_pid
+    wait_until "every message published" 120 consumed_at_least "$topic" "$n"
+    stop_relay
+    timeout 20 psql -X -q -At "$relay_base/$db" \
+        -c "SELECT pg_drop_replication_slot('faults_$scenario')" >/dev/null ||
+        fail "could not drop the slot faults_$scenario"
+    timeout 60 kcat -C -b "$kafka" -t "$topic" -o beginning -e -q -X isolation.level=read_committed \
+        -f '%p\t%o\t%k\t%s\n' >"$dir/topic.tsv" || fail "kcat could not read $topic"
+    python3 tests/faults/check_topic.py --keys "$keys" --per-key "$per" "$dir/topic.tsv" \
+        >"$dir/check.log" || fail "topic check failed (consumed: $dir/topic.tsv): $(cat "$dir/check.log")"
+    cat "$dir/check.log"
+    # The aborted relay's one batch (at most relay.wal_batch_size, fewer
+    # when the stream paused) came twice, and nothing else did.
+    local dups
+    dups=$(sed -nE 's/.* ([0-9]+) duplicates .*/\1/p' "$dir/check.log")
+    ((dups >= 1 && dups <= 5000)) ||
+        fail "expected 1 to 5,000 duplicates (the aborted batch), got ${dups:-none}"
+    log "passed in $((SECONDS - t0))s"
+    scenario=
+}
+
 for tool in kcat psql python3 timeout; do
     command -v "$tool" >/dev/null || fail "$tool not found (make deps)"
 done
 [[ -x bin/sagad-relay ]] || fail "bin/sagad-relay not built: run make all first"
 
 selected=("$@")
-((${#selected[@]})) || selected=(broker_restart pg_restart)
+all=(broker_restart pg_restart wal_broker_restart wal_pg_restart wal_kill9 wal_open_txn wal_big_txn)
+((${#selected[@]})) || selected=("${all[@]}")
 for s in "${selected[@]}"; do
-    case $s in
-        broker_restart | pg_restart) ;;
-        *) echo "usage: tests/faults/run.sh [broker_restart|pg_restart]..." >&2; exit 2 ;;
+    case " ${all[*]} " in
+        *" $s "*) ;;
+        *) echo "usage: tests/faults/run.sh [${all[*]// /|}]..." >&2; exit 2 ;;
     esac
 done
 
@@ -408,5 +661,10 @@ for s in "${selected[@]}"; do
     case $s in
         broker_restart) run_scenario fault_broker SAGAD_RELAY_DELIVERY_TIMEOUT_MS=3000 ;;
         pg_restart) run_scenario fault_pg ;;
+        wal_broker_restart) run_wal_scenario wal_fault_broker ;;
+        wal_pg_restart) run_wal_scenario wal_fault_pg ;;
+        wal_kill9) run_wal_scenario wal_fault_kill9 ;;
+        wal_open_txn) run_wal_scenario wal_fault_open_txn ;;
+        wal_big_txn) run_wal_big_txn ;;
     esac
 done

@@ -386,6 +386,30 @@ Test(relay_wal, due_timers_are_published)
     sg_pg_destroy(pg);
 }
 
+/* A row with no key is published with no key, not an empty one, as the
+ * table source publishes it; an empty key stays empty. */
+Test(relay_wal, a_row_without_a_key_is_published_without_one)
+{
+    sg_pg_t *pg = sgt_db_connect(dsn);
+    const char *p[] = {topic};
+    sgt_proc_t relay;
+    got_t got;
+
+    relay_start(&relay, NULL);
+    wait_streaming(pg, 0);
+    exec(pg,
+         "INSERT INTO outbox (topic, key, payload) VALUES ($1, NULL, 'none'), ($1, '', 'empty')", 1,
+         p);
+    sgt_consume(topic, &got, 2, 20);
+    cr_expect_eq(relay_stop(&relay, SIGTERM, NULL), 0);
+    cr_assert_eq(got.n, 2);
+    cr_expect_str_eq(got.payload[0], "none");
+    cr_expect_eq(got.keyless[0], 1, "a NULL key is published as no key");
+    cr_expect_eq(got.keyless[1], 0, "an empty key stays a key");
+    got_free(&got);
+    sg_pg_destroy(pg);
+}
+
 /* Only the schema's owner may write a logical decoding message: the
  * worker's, dlq-tool's, the reader's and a stranger's logins may not
  * (they write the outbox, whose trigger does it for them). */

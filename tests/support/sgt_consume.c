@@ -34,9 +34,11 @@ void sgt_consume(const char *topic, got_t *got, size_t want, double timeout_s)
             got->cap = got->cap ? got->cap * 2 : 1024;
             got->payload = realloc(got->payload, got->cap * sizeof(char *));
             got->ts = realloc(got->ts, got->cap * sizeof(int64_t));
+            got->keyless = realloc(got->keyless, got->cap);
         }
         data = sg_kafka_msg_payload(msg, &len);
         got->payload[got->n] = strndup(data, len);
+        got->keyless[got->n] = sg_kafka_msg_key(msg, &len) == NULL;
         got->ts[got->n++] = sg_kafka_msg_timestamp(msg);
         sg_kafka_msg_destroy(msg);
     }
@@ -49,6 +51,7 @@ void got_free(got_t *got)
         free(got->payload[i]);
     free(got->payload);
     free(got->ts);
+    free(got->keyless);
 }
 
 size_t check_complete_ordered(const got_t *got, int keys, int per_key)

@@ -9,6 +9,7 @@
 typedef struct got_s {
     char **payload;
     int64_t *ts;
+    char *keyless; /* 1: the message had no key (not an empty one) */
     size_t n, cap;
 } got_t;
 
