@@ -496,28 +496,37 @@ relay_log_has_in() {
 }
 
 # wal_open_txn: a transaction holding one message (on a topic of its own)
-# open for 20 s while the writer's thousands commit after it: they are
-# published meanwhile, and its message once it commits.
-wal_fault_open_txn() {
-    local held=$logs_dir/$scenario/held.log
-    # psql in the background: BEGIN, one row, a 20 s sleep, COMMIT.
-    timeout 60 psql -X -q -v ON_ERROR_STOP=1 "$pg_base/$db" >"$held" 2>&1 <<SQL &
+# open for 20 s, begun before the writer: the writer's thousands commit
+# after it began and are published meanwhile, and its message once it
+# commits.  (The table source holds every one of them back.)
+open_txn_begin() {
+    held_log=$logs_dir/$scenario/held.log
+    timeout 60 psql -X -q -v ON_ERROR_STOP=1 "$pg_base/$db" >"$held_log" 2>&1 <<SQL &
 BEGIN;
 INSERT INTO outbox (topic, key, payload) VALUES ('$topic.held', 'held', 'held');
 SELECT pg_sleep(20);
 COMMIT;
 SQL
     held_pid=$!
+    # its INSERT is in before the writer's first transaction begins
+    wait_until "the held transaction's row" 10 eval \
+        "[[ \$(psql_db \"\$db\" -c \"SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(20)%'\") == 1 ]]"
+}
+
+wal_fault_open_txn() {
     wait_until "the writer's rows published while a transaction is open" 60 \
         consumed_at_least "$topic" $((ROWS / 2))
     alive "$held_pid" || fail "the open transaction ended before half the rows were published"
-    log "$(consumed "$topic") published while a transaction stayed open"
-    wait "$held_pid" || fail "the open transaction failed: $(cat "$held")"
+    log "$(consumed "$topic") published while a transaction begun before them stayed open"
+    wait "$held_pid" || fail "the open transaction failed: $(cat "$held_log")"
     wait_until "the held message published once it committed" 30 consumed_at_least "$topic.held" 1
 }
 
 run_wal_scenario() {
-    local fault=$1 dir rc=0 t0=$SECONDS
+    # Half the table scenarios' rounds (the writer takes about 20 s): the
+    # faults strike in the first seconds, and make test has a time budget.
+    local fault=$1 dir rc=0 t0=$SECONDS ROUNDS=50
+    local ROWS=$((KEYS * ROUNDS))
     scenario=wal_${fault#wal_fault_}
     db=faults_$scenario
     topic=faults.$scenario
@@ -540,6 +549,7 @@ run_wal_scenario() {
     # its idempotence id, longer than the writer takes.
     sql "$db" "INSERT INTO outbox (topic, key, payload) VALUES ('$topic.warm', 'w', 'w')"
     wait_until "a first message published" 60 consumed_at_least "$topic.warm" 1
+    if [[ $fault == wal_fault_open_txn ]]; then open_txn_begin; fi
     writer "$db" "$topic" >"$dir/writer.log" 2>&1 &
     writer_pid=$!
     # (counted from the topic, slower to ask than the table's cursor row:
