@@ -233,6 +233,8 @@ void gw_sagas_wait(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_
                    sg_http_answer_t *ans);
 void gw_sagas_events(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
                      sg_http_answer_t *ans);
+void gw_sagas_attempts(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                       sg_http_answer_t *ans);
 void gw_sagas_list(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
                    sg_http_answer_t *ans);
 void gw_sagas_cancel(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,

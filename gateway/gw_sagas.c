@@ -17,6 +17,7 @@
 #include "sagad/sg_check.h"
 #include "sagad/sg_err.h"
 #include "sagad/sg_log.h"
+#include "sagad/sg_mask.h"
 #include "sagad/sg_run.h"
 #include "sagad/sg_saga_query.h"
 #include "sagad/sg_sign.h"
@@ -989,4 +990,95 @@ void gw_sagas_decide(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const g
     }
 out:
     sg_json_destroy(body);
+}
+
+/* ---- attempts -------------------------------------------------------------------- */
+
+#define ATTEMPTS_DEFAULT 200
+
+/* Each row's error message with every secret sg_mask knows hidden: a
+ * downstream's error text may echo a credential it was sent. */
+static void mask_messages(sg_json_t *rows)
+{
+    for (size_t i = 0; i < sg_json_array_size(rows); i++) {
+        sg_json_t *row = (sg_json_t *)sg_json_array_get(rows, i);
+        const char *msg = sg_json_string(sg_json_member(row, "message"));
+        char masked[1024];
+
+        if (!msg)
+            continue;
+        sg_mask(msg, masked, sizeof(masked));
+        sg_json_set(row, "message", sg_json_new_str(masked));
+    }
+}
+
+/* The query's limit and after: false after answering 400. */
+static bool attempts_params(sg_http_req_t *req, long *limit, int64_t *after, sg_http_answer_t *ans)
+{
+    const char *v;
+    int64_t n;
+
+    *limit = ATTEMPTS_DEFAULT;
+    *after = 0;
+    if ((v = sg_http_req_query(req, "limit")) &&
+        (!parse_i64(v, &n) || n < 1 || n > SG_SAGA_ATTEMPTS_MAX)) {
+        gw_problem(ans, 400, "limit: a whole number from 1 to 1000", NULL);
+        return false;
+    }
+    if (v)
+        *limit = (long)n;
+    if ((v = sg_http_req_query(req, "after")) && !parse_i64(v, after)) {
+        gw_problem(ans, 400, "after: the id of the last attempt of the previous page", NULL);
+        return false;
+    }
+    return true;
+}
+
+void gw_sagas_attempts(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
+                       sg_http_answer_t *ans)
+{
+    sg_json_t *rows = NULL, *doc;
+    int64_t after;
+    sg_err_t err;
+    sg_pg_t *pg;
+    target_t t;
+    long limit;
+    bool more;
+    int rc;
+
+    if (!id_ok(ans, a->id) || !attempts_params(req, &limit, &after, ans) ||
+        (rc = target(gw, c, a->id, NULL, &t, ans)) < 0)
+        return;
+    if (!rc) {
+        no_saga(ans, a->id);
+        return;
+    }
+    if (!(pg = gw_pool_get(gw->pool, &err))) {
+        gw_db_problem(ans, &err);
+        return;
+    }
+    rc = sg_saga_attempts(pg, a->id, after, limit, &rows, &more, &err);
+    gw_pool_put(gw->pool, pg);
+    if (rc < 0) {
+        gw_db_problem(ans, &err);
+        return;
+    }
+    mask_messages(rows);
+    doc = sg_json_new_object();
+    sg_json_add_str(doc, "saga_id", a->id);
+    sg_json_add_bool(doc, "truncated", more);
+    if (more) {
+        const sg_json_t *last = sg_json_array_get(rows, sg_json_array_size(rows) - 1);
+        double id = 0;
+        char link[400];
+        sg_json_number(sg_json_member(last, "id"), &id);
+        sg_json_add_int(doc, "next_after", (int64_t)id);
+        snprintf(link, sizeof(link), "</v1/sagas/%s/attempts?after=%lld&limit=%ld>; rel=\"next\"",
+                 a->id, (long long)id, limit);
+        sg_http_answer_header(ans, "Link", link);
+    } else {
+        sg_json_add_null(doc, "next_after");
+    }
+    sg_json_add_node(doc, "attempts", rows);
+    gw_json(ans, 200, doc);
 }

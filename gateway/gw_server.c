@@ -138,6 +138,7 @@ static const gw_route_t routes[] = {
     {"GET", "/v1/sagas/{id}", gw_sagas_get},
     {"GET", "/v1/sagas/{id}/wait", gw_sagas_wait},
     {"GET", "/v1/sagas/{id}/events", gw_sagas_events},
+    {"GET", "/v1/sagas/{id}/attempts", gw_sagas_attempts},
     {"POST", "/v1/sagas/{id}/cancel", gw_sagas_cancel},
     {"POST", "/v1/sagas/{id}/steps/{step}/{verb}", gw_sagas_decide},
     {"GET", "/v1/approvals", gw_ops_approvals},

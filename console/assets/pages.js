@@ -213,9 +213,34 @@ function diagram(steps) {
   return h('div', { class: 'diagram', 'aria-label': 'steps in order' }, out.flatMap((x, i) => i ? [h('span', { 'aria-hidden': 'true' }, '→'), x] : [x]));
 }
 
+// A duration in milliseconds as a person reads it; '-' when not known.
+function ms(n) {
+  if (n === null || n === undefined) return '-';
+  return n < 1000 ? n + ' ms' : n < 90000 ? (n / 1000).toFixed(1) + ' s' : ago(n / 1000);
+}
+
+const ATTEMPTS_SHOWN = 200;
+
+// Every call of the saga as the attempts table has it (GET
+// /v1/sagas/{id}/attempts): its key, how it ended, how long it took, how
+// long it waited after the attempt before it.  The scheduled retry delay is
+// in the timeline (step.retry_scheduled).
+function attemptsTable(at) {
+  const rows = at.attempts.map((a) => [
+    String(a.step) + ' ' + a.step_name, a.phase === 'compensate' ? badge('compensate') : 'forward',
+    'g' + a.generation + ' #' + a.attempt, badge(a.status || 'running'),
+    a.error_code ? h('span', {}, h('code', {}, a.error_code), a.error_class ? ' (' + a.error_class + ')' : null) : '-',
+    h('td', { class: 'id mono' }, a.idempotency_key),
+    ms(a.latency_ms), ms(a.waited_ms), time(a.started_at),
+    h('td', { class: 'wrap' }, a.agent_action || '-')]);
+  return [table(['Step', 'Phase', 'Generation / attempt', 'Status', 'Error code', 'Idempotency key', 'Duration', 'Waited', 'Started', 'agent_action'], rows, 'Attempts'),
+    at.truncated ? h('p', { class: 'note' }, 'The first ' + at.attempts.length + ' attempts; the rest: GET /v1/sagas/' + at.saga_id + '/attempts?after=' + at.next_after + ' or sagactl timeline.') : null];
+}
+
 async function saga(ctx) {
   const id = ctx.id;
   const env = await api.get('/v1/sagas/' + enc(id));
+  const attempts = await api.get('/v1/sagas/' + enc(id) + '/attempts?limit=' + ATTEMPTS_SHOWN);
   // Its dead letters and what became of them (replayed, discarded): the
   // lineage of a replayed saga.
   const dls = may(ctx, 'dead_letters_read')
@@ -248,6 +273,7 @@ async function saga(ctx) {
       h('dt', {}, 'Next (agent_action)'), h('dd', {}, env.agent_action || '-')),
     h('h2', {}, 'Steps'), diagram(env.steps),
     table(['#', 'Step', 'Tool', 'Status', 'Attempts', 'Error', 'agent_action', 'Result / decision'], stepRows, 'Steps'),
+    h('h2', {}, 'Attempts'), attemptsTable(attempts),
     h('h2', {}, 'Timeline'), h('ol', { class: 'timeline', id: 'timeline' }, timelineItems()),
     dls && dls.length ? [h('h2', {}, 'Dead letters of this saga'),
       table(['Id', 'Status', 'Step', 'Error code', 'Replays', 'Created', 'Resolved'], dls.map((d) => [

@@ -6,6 +6,7 @@
  * page's sagas get their step counts. */
 #include "sagad/sg_saga_query.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "sagad/sg_alloc.h"
@@ -217,4 +218,45 @@ int sg_saga_timeline(sg_pg_t *pg, const char *saga_id, sg_json_t **timeline, sg_
     sg_json_add_node(*timeline, "events", events);
     sg_json_add_node(*timeline, "steps", steps);
     return 0;
+}
+
+/* A saga's attempts in the order they were written (attempts.id, a
+ * bigserial): the first page walks the saga's rows of index attempts_step,
+ * a later one starts after the last id it gave.  waited_ms is what the
+ * previous attempt of the same step, phase and generation left between
+ * its end and this start (one index lookup a row): the delay the worker
+ * scheduled is in the step.retry_scheduled event only. */
+static const char attempts_sql[] =
+    "SELECT jsonb_build_object('id', a.id, 'step', a.step_idx, 'step_name', st.name, "
+    " 'tool', st.tool, 'phase', a.phase, 'generation', a.generation, 'attempt', a.attempt, "
+    " 'status', a.status, 'error_code', a.error_code, 'error_class', a.error_class, "
+    " 'message', a.envelope->>'message', 'retriable', a.envelope->'retriable', "
+    " 'maybe_applied', a.envelope->'metadata'->'maybe_applied', "
+    " 'retry_after_ms', a.envelope->'metadata'->'retry_after_ms', "
+    " 'agent_action', a.envelope->>'agent_action', 'idempotency_key', a.idempotency_key, "
+    " 'worker_id', a.worker_id, 'started_at', a.started_at, 'finished_at', a.finished_at, "
+    " 'latency_ms', a.latency_ms, 'waited_ms', (SELECT round(extract(epoch FROM a.started_at - "
+    "  p.finished_at) * 1000)::bigint FROM attempts p WHERE p.saga_id = a.saga_id AND "
+    "  p.step_idx = a.step_idx AND p.phase = a.phase AND p.generation = a.generation AND "
+    "  p.attempt = a.attempt - 1 ORDER BY p.id DESC LIMIT 1))::text "
+    "FROM attempts a JOIN steps st ON st.saga_id = a.saga_id AND st.idx = a.step_idx "
+    "WHERE a.saga_id = $1 AND a.id > $2::bigint ORDER BY a.id LIMIT $3::int";
+
+int sg_saga_attempts(sg_pg_t *pg, const char *saga_id, int64_t after, long limit, sg_json_t **rows,
+                     bool *more, sg_err_t *err)
+{
+    char after_s[24], limit_s[24];
+    const char *params[] = {saga_id, after_s, limit_s};
+
+    *rows = NULL;
+    *more = false;
+    if (limit < 1 || limit > SG_SAGA_ATTEMPTS_MAX)
+        return sg_ops_bad(err, "limit %ld: must be a whole number from 1 to %d", limit,
+                          SG_SAGA_ATTEMPTS_MAX);
+    if (after < 0)
+        return sg_ops_bad(err, "after %lld: must not be negative", (long long)after);
+    snprintf(after_s, sizeof(after_s), "%lld", (long long)after);
+    /* One row more than asked says whether there is a next page. */
+    snprintf(limit_s, sizeof(limit_s), "%ld", limit + 1);
+    return sg_ops_rows(pg, attempts_sql, 3, params, (size_t)limit, rows, more, err);
 }

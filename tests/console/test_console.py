@@ -4,8 +4,8 @@ the stack and seeds it).  What a person does, page by page:
 - signs in with a token (nothing in localStorage or sessionStorage; the
   cookie is HttpOnly), sees the Now page's counts and follows one, and at
   the end signs out (the session is gone for the API too);
-- finds a saga in the Sagas list, reads its steps, timeline and envelope
-  (the args' api_key masked);
+- finds a saga in the Sagas list, reads its steps, attempts (each with
+  its idempotency key), timeline and envelope (the args' api_key masked);
 - approves shop's gated step as ann from the Approvals inbox, and the saga
   completes with the charge run once;
 - as agent, tries to approve its own submission and reads the API's
@@ -14,7 +14,8 @@ the stack and seeds it).  What a person does, page by page:
   replay, opens its entry, and dry-runs its replay;
 - as oncall, finds the saga held by its dead-lettered step from the Now
   page, reads its timeline, dry-runs then replays the dead letter, and
-  sees the saga complete;
+  sees the saga complete, its attempts listing the failed call and the
+  replayed one;
 - the Tools page lists the registry, and shows the circuit a downstream
   that refuses every connection opened (stock.check) with its error rate;
   the Now page counts it and links to it, and shows each partition's lag;
@@ -81,6 +82,27 @@ def sign_in(page, base, user):
     expect(page.locator("#who-name")).to_have_text("signed in as " + user)
 
 
+def attempts_table(page):
+    return page.get_by_role("region", name="Attempts").locator("tbody tr")
+
+
+def attempts_lists_keys(page, saga_id, user):
+    """The saga page's Attempts table has a row for every attempt the API
+    gives, in its order, each with its idempotency key, status and error
+    code."""
+    want = api("/v1/sagas/%s/attempts" % saga_id, user)["attempts"]
+    rows = attempts_table(page)
+    expect(rows).to_have_count(len(want), timeout=15000)
+    ok = len(want) > 0
+    for i, a in enumerate(want):
+        text = rows.nth(i).inner_text()
+        ok = ok and a["idempotency_key"] in text and (a["status"] or "running") in text and \
+            (a["error_code"] or "") in text and a["step_name"] in text
+    check(ok, "the saga page lists its %d attempts with their keys, statuses and codes"
+          % len(want))
+    return want
+
+
 def approver_pages(browser):
     ctx = browser.new_context(viewport={"width": 1280, "height": 900})
     page = ctx.new_page()
@@ -141,6 +163,7 @@ def approver_pages(browser):
     page.get_by_role("link", name=SAGA_SHOP).click()
     expect(page.get_by_role("heading", name="Saga refund-shop")).to_be_visible()
     expect(page.locator("#timeline")).to_contain_text("step.approval_requested", timeout=15000)
+    attempts_lists_keys(page, SAGA_SHOP, "ann")
     env_text = page.locator("pre.json").last.inner_text()
     check('"api_key": "***"' in env_text and "not-shown" not in page.content(),
           "the envelope shown masks the args' api_key")
@@ -303,7 +326,14 @@ def failed_saga_replayed(browser):
     expect(dl_row).to_contain_text("replayed")
     check(dl_row.locator("td").nth(4).inner_text() == "1",
           "the saga's page lists its dead letter, replayed once")
-    page.screenshot(path=os.path.join(SHOTS, "replayed.png"), full_page=True)
+    # Its attempts: the ship step's poisoned call, then the replay's call
+    # under the next generation, ok.
+    want = attempts_lists_keys(page, SAGA_FAIL, "oncall")
+    ship = [a for a in want if a["step_name"] == "ship"]
+    check(len(ship) == 2 and ship[0]["error_code"] == "downstream.garbled" and
+          ship[1]["status"] == "ok" and ship[1]["generation"] == ship[0]["generation"] + 1,
+          "the ship step's failed attempt and its replayed one, each with its generation")
+    audit(page, "replayed")
     ctx.close()
 
 

@@ -590,3 +590,122 @@ Test(gateway, dead_letters_grouped_shown_and_discarded)
     cr_assert_eq(r.status, 409, "discarded twice: %ld %s", r.status, r.body);
     sgt_res_free(&r);
 }
+
+/* The attempt of rows with step_name, phase and attempt number n; the
+ * test fails when there is none. */
+static const sg_json_t *attempt_of(const sg_json_t *rows, const char *step_name, const char *phase,
+                                   long long n)
+{
+    for (size_t i = 0; i < sg_json_array_size(rows); i++) {
+        const sg_json_t *a = sg_json_array_get(rows, i);
+        if (strcmp(sgw_jstr(a, "step_name"), step_name) == 0 &&
+            strcmp(sgw_jstr(a, "phase"), phase) == 0 && sgw_jint(a, "attempt") == n)
+            return a;
+    }
+    cr_assert_fail("no %s attempt %lld of step %s", phase, n, step_name);
+    return NULL;
+}
+
+/* GET /v1/sagas/{id}/attempts: every call of a saga as the attempts
+ * table has it.  A transient failure then success: two attempts under one
+ * key, the first with its code and class, the second ok after a wait; a
+ * permanent failure with its agent_action; the compensation of the step
+ * before it, phase compensate.  Pages by keyset; another submitter's
+ * saga and an unknown one are 404, no token 401. */
+Test(gateway, attempts_of_a_saga_with_keys_errors_and_compensation)
+{
+    static const char *const env[] = {"SAGAD_RETRY_BASE_MS=40", "SAGAD_RETRY_CAP_MS=60", NULL};
+    char body[2048];
+    const sg_json_t *rows, *a, *b;
+    sgt_res_t r;
+    sg_json_t *doc;
+
+    sgw_pair_start(GATED_TOOLS, 1, env);
+    sgw_gateway_start(&gw, "http", users, roles, sizeof(users) / sizeof(users[0]), NULL);
+    saga_body(
+        body, sizeof(body), "gw-att",
+        "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
+        " {\"name\": \"flaky\", \"tool\": \"fail\", \"args\": {\"class\": \"transient\", "
+        "\"code\": \"tool.http.503\", \"times\": 1, \"message\": \"down, password=hunter22\"}},"
+        " {\"name\": \"boom\", \"tool\": \"fail\"}]");
+    r = call("shop", "POST", "/v1/sagas", body, NULL);
+    cr_assert_eq(r.status, 202, "%ld %s", r.status, r.body);
+    sgt_res_free(&r);
+    sgw_wait_status("gw-att", "compensated");
+
+    r = call("shop", "GET", "/v1/sagas/gw-att/attempts", NULL, NULL);
+    cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+    cr_assert_null(strstr(r.body, "hunter22"), "a secret in a message: %s", r.body);
+    doc = json_of(&r);
+    rows = sg_json_member(doc, "attempts");
+    cr_assert_eq(sg_json_array_size(rows), 5, "reserve, flaky twice, boom, reserve undone: %s",
+                 r.body);
+    cr_assert_not_null(strstr(r.body, "\"truncated\":false"), "%s", r.body);
+    a = attempt_of(rows, "flaky", "forward", 1);
+    b = attempt_of(rows, "flaky", "forward", 2);
+    cr_assert_str_eq(sgw_jstr(a, "status"), "error");
+    cr_assert_str_eq(sgw_jstr(a, "error_code"), "tool.http.503");
+    cr_assert_str_eq(sgw_jstr(a, "error_class"), "transient");
+    cr_assert_str_neq(sgw_jstr(a, "agent_action"), "", "%s", r.body);
+    cr_assert_str_eq(sgw_jstr(b, "status"), "ok");
+    cr_assert_str_eq(sgw_jstr(b, "error_code"), "", "no code on a success");
+    cr_assert_str_eq(sgw_jstr(a, "idempotency_key"), sgw_jstr(b, "idempotency_key"),
+                     "a retry keeps its key");
+    cr_assert_eq(sgw_jint(a, "generation"), 1);
+    cr_assert(sgw_jint(b, "waited_ms") >= 0, "the retry's wait: %s", r.body);
+    cr_assert(sgw_jint(a, "latency_ms") >= 0);
+    cr_assert_str_neq(sgw_jstr(a, "started_at"), "");
+    cr_assert_str_neq(sgw_jstr(a, "finished_at"), "");
+    cr_assert_eq(sgw_jint(a, "waited_ms"), -1, "a first attempt waited for nothing");
+    a = attempt_of(rows, "boom", "forward", 1);
+    cr_assert_str_eq(sgw_jstr(a, "error_code"), "tool.builtin.fail");
+    cr_assert_str_eq(sgw_jstr(a, "error_class"), "permanent");
+    cr_assert_str_neq(sgw_jstr(a, "agent_action"), "", "%s", r.body);
+    a = attempt_of(rows, "reserve", "forward", 1);
+    b = attempt_of(rows, "reserve", "compensate", 1);
+    cr_assert_str_eq(sgw_jstr(b, "status"), "ok");
+    cr_assert_eq(sgw_jint(b, "step"), 0);
+    cr_assert_str_neq(sgw_jstr(a, "idempotency_key"), sgw_jstr(b, "idempotency_key"),
+                      "an undo has a key of its own");
+    cr_assert_null(strstr(r.body, "\"args\""), "args are never answered: %s", r.body);
+    sg_json_destroy(doc);
+    sgt_res_free(&r);
+
+    /* two a page: three pages, each after the last id of the one before */
+    r = call("viewer", "GET", "/v1/sagas/gw-att/attempts?limit=2", NULL, NULL);
+    cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+    doc = json_of(&r);
+    cr_assert_eq(sg_json_array_size(sg_json_member(doc, "attempts")), 2);
+    cr_assert_not_null(strstr(r.body, "\"truncated\":true"), "%s", r.body);
+    cr_assert_not_null(strstr(sgt_res_header(&r, "Link"), "after="), "no Link");
+    {
+        char path[128];
+        snprintf(path, sizeof(path), "/v1/sagas/gw-att/attempts?limit=3&after=%lld",
+                 sgw_jint(doc, "next_after"));
+        sg_json_destroy(doc);
+        sgt_res_free(&r);
+        r = call("viewer", "GET", path, NULL, NULL);
+    }
+    cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+    doc = json_of(&r);
+    cr_assert_eq(sg_json_array_size(sg_json_member(doc, "attempts")), 3, "%s", r.body);
+    cr_assert_not_null(strstr(r.body, "\"truncated\":false"), "%s", r.body);
+    cr_assert_str_eq(sgw_jstr(sg_json_array_get(sg_json_member(doc, "attempts"), 2), "phase"),
+                     "compensate", "the undo is written last");
+    sg_json_destroy(doc);
+    sgt_res_free(&r);
+
+    r = call("other", "GET", "/v1/sagas/gw-att/attempts", NULL, NULL);
+    cr_assert_eq(r.status, 404, "another submitter read it: %ld %s", r.status, r.body);
+    sgt_res_free(&r);
+    r = call("viewer", "GET", "/v1/sagas/gw-none/attempts", NULL, NULL);
+    cr_assert_eq(r.status, 404, "%ld %s", r.status, r.body);
+    cr_assert_str_eq(sgt_res_header(&r, "Content-Type"), "application/problem+json");
+    sgt_res_free(&r);
+    r = call(NULL, "GET", "/v1/sagas/gw-att/attempts", NULL, NULL);
+    cr_assert_eq(r.status, 401, "no token: %ld", r.status);
+    sgt_res_free(&r);
+    r = call("viewer", "GET", "/v1/sagas/gw-att/attempts?limit=0", NULL, NULL);
+    cr_assert_eq(r.status, 400, "%ld %s", r.status, r.body);
+    sgt_res_free(&r);
+}

@@ -15,6 +15,7 @@
 
 #define SG_SAGA_LIST_DEFAULT 50
 #define SG_SAGA_LIST_MAX     10000
+#define SG_SAGA_ATTEMPTS_MAX 1000
 
 /* The statuses a saga can have, NULL-terminated: what filter.status takes. */
 extern const char *const sg_saga_statuses[];
@@ -67,5 +68,22 @@ int sg_saga_list(sg_pg_t *pg, const sg_saga_filter_t *f, sg_json_t **rows, bool 
  * that id.  Role: sagad_reader. */
 int sg_saga_timeline(sg_pg_t *pg, const char *saga_id, sg_json_t **timeline, sg_err_t *err)
     __attribute__((warn_unused_result));
+
+/* One page of a saga's attempts, forward calls and compensations, in the
+ * order they were written: those with an id above after (0: from the
+ * first), at most limit (1 to SG_SAGA_ATTEMPTS_MAX).  *rows an array of
+ * {id, step, step_name, tool, phase (forward | compensate), generation,
+ * attempt, status (null while the call runs or after a crash), error_code,
+ * error_class, message, retriable, maybe_applied, retry_after_ms,
+ * agent_action (the last six from the attempt's stored envelope, null
+ * when it has none), idempotency_key, worker_id, started_at, finished_at,
+ * latency_ms, waited_ms (since the previous attempt of the same step,
+ * phase and generation ended; null for a first attempt)}; *more true when
+ * a next page exists (its after: the last row's id).  Never the args sent.
+ * An empty array for a saga with no attempts or no such saga: the caller
+ * tells them apart.  A limit or after out of range is
+ * input.schema.invalid.  Role: sagad_reader. */
+int sg_saga_attempts(sg_pg_t *pg, const char *saga_id, int64_t after, long limit, sg_json_t **rows,
+                     bool *more, sg_err_t *err) __attribute__((warn_unused_result));
 
 #endif
