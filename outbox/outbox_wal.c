@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "outbox.h"
@@ -37,6 +38,7 @@
 #define WAL_PUBLICATION "sagad_outbox"
 #define STATUS_MS       1000 /* a status update at least this often, busy or idle */
 #define SWEEP_MS        1000 /* rows found in the outbox table are moved into the WAL this often */
+#define HEARTBEAT_MS    5000 /* a heartbeat is written into the WAL this often */
 
 typedef enum wal_state_e {
     WAL_CONNECTING,
@@ -80,7 +82,12 @@ typedef struct wal_relay_s {
     bool in_txn;
     int64_t txn_commit_us;
     bool fence_checked; /* this batch's holder check was made */
-    uint64_t status_at, sweep_at, timers_at;
+    uint64_t status_at, sweep_at, timers_at, heartbeat_at;
+    /* Wall-clock ms of the oldest heartbeat written and not yet read back
+     * (0: none): publishing lags by at least now minus this. */
+    int64_t hb_pending_ms;
+    uint64_t hb_pending_lsn; /* where that heartbeat is in the WAL */
+    int64_t batch_at_ms;     /* wall-clock ms the batch's first message was read */
     /* the batch */
     sg_kafka_batch_t batch;
     sg_kafka_slot_t *slots;
@@ -89,6 +96,27 @@ typedef struct wal_relay_s {
     sg_pg_buf_t arena;
     int64_t published;
 } wal_relay_t;
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* sagad_outbox_oldest_age_seconds{shard="wal"}: how long the oldest
+ * heartbeat written has waited to be read back, or the batch in flight
+ * for Kafka's answer, whichever is longer; 0 when nothing waits. */
+static void export_age(const wal_relay_t *w)
+{
+    int64_t now = wall_ms(), age = w->hb_pending_ms ? now - w->hb_pending_ms : 0;
+
+    if (w->n > 0 && now - w->batch_at_ms > age)
+        age = now - w->batch_at_ms;
+
+    sg_metric_set(SG_M_OUTBOX_OLDEST_AGE, SG_LABELS("wal"), age > 0 ? (double)age / 1000.0 : 0.0);
+}
 
 static void wal_export_state(const wal_relay_t *w)
 {
@@ -292,7 +320,7 @@ static int wal_standby(wal_relay_t *w, sg_err_t *err)
     }
     w->confirmed = w->settled = w->commit_end = 0;
     w->in_txn = false;
-    w->status_at = w->sweep_at = w->timers_at = 0;
+    w->status_at = w->sweep_at = w->timers_at = w->heartbeat_at = 0;
     sg_log_kv(SG_LOG_INFO, "streaming from the replication slot", "slot", w->slot, "walsender_pid",
               SG_PG_INT(sg_pgrepl_pid(w->rp)), NULL);
     return 1;
@@ -383,6 +411,8 @@ static int take_message(wal_relay_t *w, const sg_pgo_msg_t *m, sg_err_t *err)
     }
     if (!w->fence_checked && check_holder(w, err) < 0)
         return -1;
+    if (w->n == 0)
+        w->batch_at_ms = wall_ms();
     msg = &w->msgs[w->n];
     msg->id = f.id;
     msg->off = w->arena.len;
@@ -508,8 +538,10 @@ static int settle(wal_relay_t *w, sg_err_t *err)
 {
     int64_t now_us;
 
-    while (w->batch.pending > 0 && !sg_run_stop_now)
+    while (w->batch.pending > 0 && !sg_run_stop_now) {
         (void)sg_kafka_flush(w->ctx->producer, 50, NULL);
+        export_age(w);
+    }
     if (w->batch.pending > 0)
         return sg_err_set(err, SG_ERRCLASS_TRANSIENT, "relay.stopped",
                           "stopped before the batch settled");
@@ -581,6 +613,13 @@ static int on_copy(wal_relay_t *w, const unsigned char *buf, size_t len, sg_err_
         w->txn_commit_us = m.time_us;
         return 0;
     case 'M':
+        if (strcmp(m.prefix, SG_WAL_HEARTBEAT_PREFIX) == 0) {
+            /* read back: what was written before it has been read (by
+             * WAL position, not by clocks, which may differ) */
+            if (w->hb_pending_ms && m.lsn >= w->hb_pending_lsn)
+                w->hb_pending_ms = 0;
+            return 0;
+        }
         return take_message(w, &m, err);
     case 'C':
         w->in_txn = false;
@@ -620,6 +659,18 @@ static int wal_active(wal_relay_t *w, sg_err_t *err)
     }
     if (outbox_signer_refresh(&w->signer, w->pg, err) < 0)
         return -1;
+    if (now >= w->heartbeat_at) {
+        char lsn[32];
+        unsigned hi, lo;
+
+        if (one_value(w, "SELECT sagad_outbox_wal_heartbeat()", 0, NULL, lsn, sizeof(lsn), err) < 0)
+            return -1;
+        if (w->hb_pending_ms == 0 && sscanf(lsn, "%X/%X", &hi, &lo) == 2) {
+            w->hb_pending_ms = wall_ms();
+            w->hb_pending_lsn = (uint64_t)hi << 32 | lo;
+        }
+        w->heartbeat_at = now + HEARTBEAT_MS;
+    }
     now = sg_run_now_ms();
     wait_ms = w->timers_at > now ? w->timers_at - now : 0;
     if (wait_ms > w->poll_ms)
@@ -650,6 +701,7 @@ static void wal_loop(wal_relay_t *w)
         sg_err_clear(&err);
         sg_health_beat();
         sg_cli_reload(w->ctx->cli);
+        export_age(w);
         switch (w->state) {
         case WAL_CONNECTING:
             if (wal_connect(w, &err) < 0) {

@@ -131,6 +131,17 @@ BEGIN
     RETURN n;
 END $$;
 
+-- The WAL relay's heartbeat: a message of its own prefix carrying the
+-- clock (milliseconds since 1970), written every few seconds.  The relay
+-- reads it back from the stream; how long the newest one written has not
+-- been read is how far publishing lags (sagad_outbox_oldest_age_seconds,
+-- shard "wal").  Transactional, so it is decoded in commit order.
+CREATE FUNCTION sagad_outbox_wal_heartbeat() RETURNS pg_lsn
+LANGUAGE sql SECURITY DEFINER AS $$
+    SELECT pg_logical_emit_message(true, 'sagad.heartbeat',
+                                   (extract(epoch FROM clock_timestamp()) * 1000)::bigint::text)
+$$;
+
 -- Back to the table.  Messages already in the WAL are still the WAL
 -- relay's to publish: keep it running until `sagad-relay status` shows
 -- its slot caught up (docs/RELAY.md).
@@ -152,17 +163,19 @@ BEGIN
                    current_schema());
     EXECUTE format('ALTER FUNCTION sagad_outbox_route() SET search_path = %I, pg_temp',
                    current_schema());
+    EXECUTE format('ALTER FUNCTION sagad_outbox_wal_heartbeat() SET search_path = %I, pg_temp',
+                   current_schema());
     EXECUTE format('ALTER FUNCTION sagad_outbox_frame(bigint, text, bytea, jsonb, bytea) '
                    'SET search_path = %I, pg_temp', current_schema());
 END $$;
 -- The trigger needs no EXECUTE of the inserting role (PostgreSQL checks
 -- it when the trigger is made, not when it fires).
-REVOKE EXECUTE ON FUNCTION sagad_outbox_to_wal(text), sagad_outbox_to_table(), sagad_outbox_emit()
-    FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION sagad_outbox_to_wal(text), sagad_outbox_to_table(), sagad_outbox_emit(),
+    sagad_outbox_wal_heartbeat() FROM PUBLIC;
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sagad_runtime') THEN
-        GRANT EXECUTE ON FUNCTION sagad_outbox_to_wal(text), sagad_outbox_to_table()
-            TO sagad_runtime;
+        GRANT EXECUTE ON FUNCTION sagad_outbox_to_wal(text), sagad_outbox_to_table(),
+            sagad_outbox_wal_heartbeat() TO sagad_runtime;
     END IF;
 END $$;

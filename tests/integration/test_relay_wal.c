@@ -13,6 +13,7 @@
 
 #include "../support/sg_test.h"
 #include "../support/sgt_consume.h"
+#include "../support/sgt_prom.h"
 #include "sagad/sg_migrate.h"
 #include "sagad/sg_pg.h"
 
@@ -407,6 +408,54 @@ Test(relay_wal, a_row_without_a_key_is_published_without_one)
     cr_expect_eq(got.keyless[0], 1, "a NULL key is published as no key");
     cr_expect_eq(got.keyless[1], 0, "an empty key stays a key");
     got_free(&got);
+    sg_pg_destroy(pg);
+}
+
+static double oldest_age(int port)
+{
+    char *body = NULL, err[256];
+    sgt_prom_t prom = {0};
+    double v;
+
+    cr_assert_eq(sgt_http_get(port, "/metrics", &body), 200);
+    cr_assert_eq(sgt_prom_parse(body, &prom, err, sizeof(err)), 0, "%s", err);
+    v = sgt_prom_get(&prom, "sagad_outbox_oldest_age_seconds", "shard=\"wal\"", -1);
+    sgt_prom_free(&prom);
+    free(body);
+    return v;
+}
+
+/* sagad_outbox_oldest_age_seconds{shard="wal"} (what SagadOutboxNotPublished
+ * watches) is 0 while the relay keeps up, and grows while a message waits
+ * on a broker that does not answer: the relay's heartbeats, written into
+ * the WAL every 5 s, are not read back behind it. */
+Test(relay_wal, oldest_age_grows_while_kafka_holds_a_message_back)
+{
+    int port = sgt_free_port(), dead = sgt_free_port();
+    char port_env[64], dead_env[96];
+    const char *env[] = {port_env, "SAGAD_RELAY_DELIVERY_TIMEOUT_MS=60000", NULL};
+    const char *denv[] = {port_env, dead_env, "SAGAD_RELAY_DELIVERY_TIMEOUT_MS=60000", NULL};
+    sg_pg_t *pg = sgt_db_connect(dsn);
+    const char *p[] = {topic};
+    sgt_proc_t relay;
+    double age = 0;
+
+    snprintf(port_env, sizeof(port_env), "SAGAD_HTTP_PORT=%d", port);
+    snprintf(dead_env, sizeof(dead_env), "SAGAD_KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:%d", dead);
+    relay_start(&relay, env);
+    wait_streaming(pg, 0);
+    sleep(6); /* a heartbeat written and read back */
+    cr_expect_eq(oldest_age(port), 0, "a relay that keeps up lags by nothing");
+    cr_expect_eq(relay_stop(&relay, SIGTERM, NULL), 0);
+    /* the same slot, a broker nobody listens on */
+    relay_start(&relay, denv);
+    wait_streaming(pg, 0);
+    exec(pg, "INSERT INTO outbox (topic, key, payload) VALUES ($1, 'k', 'held')", 1, p);
+    for (double deadline = sgt_now_s() + 20; sgt_now_s() < deadline && age < 3; usleep(500000))
+        age = oldest_age(port);
+    cr_expect_geq(age, 3, "the age grows while the message waits (%.1f s)", age);
+    kill(relay.pid, SIGKILL); /* its batch would wait a minute for a broker */
+    sgt_wait(&relay, NULL, NULL);
     sg_pg_destroy(pg);
 }
 

@@ -16,7 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SG_WAL_PREFIX "sagad.outbox"
+#define SG_WAL_PREFIX           "sagad.outbox"
+#define SG_WAL_HEARTBEAT_PREFIX "sagad.heartbeat" /* the relay's own clock (0026) */
 
 typedef struct sg_wal_copy_s {
     char kind;                 /* 'w' or 'k' */
