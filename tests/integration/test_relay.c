@@ -89,22 +89,9 @@ static void consume(got_t *got, size_t want, double timeout_s)
     sgt_consume(topic, got, want, timeout_s);
 }
 
-/* Inserts rows k<key>:<seq> for keys [first, first + nkeys*stride) with
- * the given stride, seq from seq0, one row per key, in one transaction. */
 static void insert_round(sg_pg_t *pg, int first, int stride, int nkeys, int seq)
 {
-    char a[16], b[16], c[16], d[16];
-    const char *p[] = {topic, a, b, c, d};
-
-    snprintf(a, sizeof(a), "%d", first);
-    snprintf(b, sizeof(b), "%d", stride);
-    snprintf(c, sizeof(c), "%d", nkeys);
-    snprintf(d, sizeof(d), "%d", seq);
-    exec(pg,
-         "INSERT INTO outbox (topic, key, payload) SELECT $1, convert_to('k' || k, 'UTF8'), "
-         "convert_to('k' || k || ':' || $5::int, 'UTF8') FROM (SELECT $2::int + $3::int * i AS k "
-         "FROM generate_series(0, $4::int - 1) AS i ORDER BY i) s",
-         5, p);
+    sgt_insert_round(pg, topic, first, stride, nkeys, seq);
 }
 
 #define WRITERS 8

@@ -100,12 +100,11 @@ static int relay_stop(sgt_proc_t *p, int sig, char **err)
 /* The server process streaming from the slot (past its creation), 0 when
  * none.  Asked as the relay's login: pg_stat_activity shows a session's
  * command to its own role only. */
-static long long slot_pid(sg_pg_t *pg)
+static long long slot_pid(void)
 {
     sg_pg_t *rel = sgt_db_connect(relay_dsn);
     long long pid;
 
-    (void)pg;
     pid = sgt_query_intf(rel,
                          "SELECT coalesce(max(s.active_pid), 0) FROM pg_replication_slots s "
                          "JOIN pg_stat_activity a ON a.pid = s.active_pid "
@@ -116,33 +115,20 @@ static long long slot_pid(sg_pg_t *pg)
 }
 
 /* Waits until a relay streams from the slot; returns its walsender. */
-static long long wait_streaming(sg_pg_t *pg, long long not_pid)
+static long long wait_streaming(long long not_pid)
 {
     double deadline = sgt_now_s() + 30;
     long long pid;
 
-    while (((pid = slot_pid(pg)) == 0 || pid == not_pid) && sgt_now_s() < deadline)
+    while (((pid = slot_pid()) == 0 || pid == not_pid) && sgt_now_s() < deadline)
         usleep(50000);
     cr_assert(pid != 0 && pid != not_pid, "no relay streams from slot %s", slot);
     return pid;
 }
 
-/* Rows k<key>:<seq> for keys [first, first + nkeys*stride), one per key,
- * in one transaction. */
 static void insert_round(sg_pg_t *pg, int first, int stride, int nkeys, int seq)
 {
-    char a[16], b[16], c[16], d[16];
-    const char *p[] = {topic, a, b, c, d};
-
-    snprintf(a, sizeof(a), "%d", first);
-    snprintf(b, sizeof(b), "%d", stride);
-    snprintf(c, sizeof(c), "%d", nkeys);
-    snprintf(d, sizeof(d), "%d", seq);
-    exec(pg,
-         "INSERT INTO outbox (topic, key, payload) SELECT $1, convert_to('k' || k, 'UTF8'), "
-         "convert_to('k' || k || ':' || $5::int, 'UTF8') FROM (SELECT $2::int + $3::int * i AS k "
-         "FROM generate_series(0, $4::int - 1) AS i ORDER BY i) s",
-         5, p);
+    sgt_insert_round(pg, topic, first, stride, nkeys, seq);
 }
 
 #define WRITERS 4
@@ -174,7 +160,7 @@ Test(relay_wal, publishes_in_commit_order_without_touching_the_table)
     got_t got;
 
     relay_start(&relay, NULL);
-    wait_streaming(pg, 0);
+    wait_streaming(0);
     for (int w = 0; w < WRITERS; w++)
         pthread_create(&th[w], NULL, writer, (void *)(intptr_t)w);
     for (int w = 0; w < WRITERS; w++)
@@ -201,7 +187,7 @@ Test(relay_wal, an_open_transaction_holds_back_no_one)
     got_t got;
 
     relay_start(&relay, NULL);
-    wait_streaming(pg, 0);
+    wait_streaming(0);
     exec(slow, "BEGIN", 0, NULL);
     exec(slow,
          "INSERT INTO outbox (topic, key, payload) VALUES ($1, 'slow', convert_to('slow', "
@@ -271,20 +257,20 @@ Test(relay_wal, standby_takes_over_after_kill_9)
     size_t dups;
 
     relay_start(&a, small);
-    pid_a = wait_streaming(pg, 0);
+    pid_a = wait_streaming(0);
     relay_start(&b, small);
     for (int seq = 0; seq < 10; seq++)
         insert_round(pg, 0, 1, 100, seq);
     sgt_consume(topic, &got, 1000, 30);
     cr_assert_eq(got.n, 1000, "A published the first 1,000");
     got_free(&got);
-    cr_expect_eq(slot_pid(pg), pid_a, "the standby did not take the slot while A lived");
+    cr_expect_eq(slot_pid(), pid_a, "the standby did not take the slot while A lived");
     kill(a.pid, SIGKILL);
     sgt_wait(&a, NULL, NULL);
     t0 = sgt_now_s();
     for (int seq = 10; seq < 20; seq++)
         insert_round(pg, 0, 1, 100, seq);
-    wait_streaming(pg, pid_a);
+    wait_streaming(pid_a);
     cr_expect_lt(sgt_now_s() - t0, 10.0, "takeover within seconds");
     sgt_consume(topic, &got, 2000, 60);
     cr_expect_eq(relay_stop(&b, SIGTERM, NULL), 0);
@@ -307,10 +293,10 @@ Test(relay_wal, a_paused_relay_is_replaced_and_fenced)
     got_t got;
 
     relay_start(&a, quick);
-    pid_a = wait_streaming(pg, 0);
+    pid_a = wait_streaming(0);
     relay_start(&b, quick);
     kill(a.pid, SIGSTOP);
-    wait_streaming(pg, pid_a);
+    wait_streaming(pid_a);
     for (int seq = 0; seq < 5; seq++)
         insert_round(pg, 0, 1, 20, seq);
     kill(a.pid, SIGCONT);
@@ -341,7 +327,7 @@ Test(relay_wal, rows_written_while_the_slot_is_gone_wait_in_the_table)
     got_t got;
 
     relay_start(&relay, NULL);
-    wait_streaming(pg, 0);
+    wait_streaming(0);
     insert_round(pg, 0, 1, 10, 0);
     sgt_consume(topic, &got, 10, 20);
     cr_assert_eq(got.n, 10);
@@ -373,7 +359,7 @@ Test(relay_wal, due_timers_are_published)
     got_t got;
 
     relay_start(&relay, NULL);
-    wait_streaming(pg, 0);
+    wait_streaming(0);
     exec(pg,
          "INSERT INTO timers (due_at, topic, key, payload) VALUES "
          "(now() + interval '300 ms', $1, 'k0', convert_to('k0:0', 'UTF8')), "
@@ -397,7 +383,7 @@ Test(relay_wal, a_row_without_a_key_is_published_without_one)
     got_t got;
 
     relay_start(&relay, NULL);
-    wait_streaming(pg, 0);
+    wait_streaming(0);
     exec(pg,
          "INSERT INTO outbox (topic, key, payload) VALUES ($1, NULL, 'none'), ($1, '', 'empty')", 1,
          p);
@@ -443,13 +429,13 @@ Test(relay_wal, oldest_age_grows_while_kafka_holds_a_message_back)
     snprintf(port_env, sizeof(port_env), "SAGAD_HTTP_PORT=%d", port);
     snprintf(dead_env, sizeof(dead_env), "SAGAD_KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:%d", dead);
     relay_start(&relay, env);
-    wait_streaming(pg, 0);
+    wait_streaming(0);
     sleep(6); /* a heartbeat written and read back */
     cr_expect_eq(oldest_age(port), 0, "a relay that keeps up lags by nothing");
     cr_expect_eq(relay_stop(&relay, SIGTERM, NULL), 0);
     /* the same slot, a broker nobody listens on */
     relay_start(&relay, denv);
-    wait_streaming(pg, 0);
+    wait_streaming(0);
     exec(pg, "INSERT INTO outbox (topic, key, payload) VALUES ($1, 'k', 'held')", 1, p);
     for (double deadline = sgt_now_s() + 20; sgt_now_s() < deadline && age < 3; usleep(500000))
         age = oldest_age(port);

@@ -8,6 +8,7 @@
 
 #include "sg_test.h"
 #include "sagad/sg_kafka.h"
+#include "sagad/sg_pg.h"
 
 void sgt_consume(const char *topic, got_t *got, size_t want, double timeout_s)
 {
@@ -78,4 +79,23 @@ size_t check_complete_ordered(const got_t *got, int keys, int per_key)
                      per_key);
     free(next);
     return dups;
+}
+
+void sgt_insert_round(sg_pg_t *pg, const char *topic, int first, int stride, int nkeys, int seq)
+{
+    char a[16], b[16], c[16], d[16];
+    const char *p[] = {topic, a, b, c, d};
+    sg_err_t err;
+
+    snprintf(a, sizeof(a), "%d", first);
+    snprintf(b, sizeof(b), "%d", stride);
+    snprintf(c, sizeof(c), "%d", nkeys);
+    snprintf(d, sizeof(d), "%d", seq);
+    cr_assert_eq(sg_pg_exec(pg,
+                            "INSERT INTO outbox (topic, key, payload) SELECT $1, "
+                            "convert_to('k' || k, 'UTF8'), convert_to('k' || k || ':' || $5::int, "
+                            "'UTF8') FROM (SELECT $2::int + $3::int * i AS k "
+                            "FROM generate_series(0, $4::int - 1) AS i ORDER BY i) s",
+                            5, p, NULL, &err),
+                 0, "insert round: %s", err.message);
 }

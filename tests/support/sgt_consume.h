@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct sg_pg_s;
+
 typedef struct got_s {
     char **payload;
     int64_t *ts;
@@ -22,5 +24,11 @@ void got_free(got_t *got);
  * and that per key the first arrivals are in seq order.  Returns the
  * number of duplicates. */
 size_t check_complete_ordered(const got_t *got, int keys, int per_key);
+
+/* Inserts into the outbox, in one transaction, rows "k<key>:<seq>" under
+ * key "k<key>" for keys first, first + stride, ... (nkeys of them), to
+ * topic: one round of the workload check_complete_ordered checks. */
+void sgt_insert_round(struct sg_pg_s *pg, const char *topic, int first, int stride, int nkeys,
+                      int seq);
 
 #endif
