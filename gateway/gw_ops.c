@@ -10,7 +10,10 @@
 #include "sagad/sg_relay_query.h"
 
 /* The steps waiting for a person that the caller may decide: a tool it
- * may approve, a saga it did not submit (four eyes), oldest first. */
+ * may approve, a saga it did not submit (four eyes), oldest first.  Found
+ * through steps_waiting (migration 0027), a row each, kept by triggers:
+ * an index of steps on its status would cost every step's update its HOT
+ * update. */
 static const char approvals_sql[] =
     "SELECT jsonb_build_object('saga_id', s.saga_id, 'saga_name', s.name, 'step', st.idx, "
     " 'step_name', st.name, 'tool', st.tool, 'args', st.args, 'generation', s.generation, "
@@ -19,7 +22,8 @@ static const char approvals_sql[] =
     " 'expires_at', st.updated_at + (coalesce((st.approval->>'timeout_ms')::bigint, $3::bigint) "
     "   * interval '1 ms'))::text, "
     " st.tool "
-    "FROM steps st JOIN sagas s ON s.saga_id = st.saga_id "
+    "FROM steps_waiting w JOIN steps st ON st.saga_id = w.saga_id AND st.idx = w.idx "
+    "JOIN sagas s ON s.saga_id = st.saga_id "
     "WHERE st.status = 'awaiting_approval' AND s.submitted_by IS DISTINCT FROM $1 "
     " AND ($4::text[] IS NULL OR st.tool = ANY($4::text[])) "
     "ORDER BY st.updated_at, st.saga_id, st.idx LIMIT $2::int";
@@ -78,13 +82,17 @@ void gw_ops_approvals(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const 
 #define HEALTH_FRESH "interval '30 seconds'"
 #define RECENT_S     300
 #define RECENT_MAX   10000
+#define RECENT_SCAN  50000 /* the newest attempt ids looked at, at most */
 
 /* Each tool's breaker as the workers alive hold it (tool_breakers, rows
  * written in the last 30 s: a worker gone stops counting), the worst state
  * first; and its calls and errors among the attempts started in the last
- * 5 minutes, at most the newest 10,000 of them (attempts_started, newest
- * first, then one steps row each by its key: the statement's cost is
- * bounded whatever the rate).  An error is an attempt that ended in error
+ * 5 minutes, at most the newest 10,000 of them (attempts_pkey walked
+ * backwards: ids are given in insert order, as started_at is set; at most
+ * RECENT_SCAN ids back, so an idle system does not walk every attempt
+ * ever made; then one steps row each by its key: the statement's cost is
+ * bounded whatever the rate, and no index on started_at costs every
+ * attempt's insert, migration 0027).  An error is an attempt that ended in error
  * or timeout, tool.circuit_open included; a compensation counts for its
  * compensating tool.  One object keyed by tool. */
 static const char health_sql[] =
@@ -98,8 +106,9 @@ static const char health_sql[] =
     "   ELSE st.compensate->>'tool' END AS tool, count(*) AS calls, "
     "  count(*) FILTER (WHERE a.status IN ('error', 'timeout')) AS errors "
     "  FROM (SELECT saga_id, step_idx, phase, status FROM attempts "
-    "   WHERE started_at > now() - $1::int * interval '1 s' AND status IS NOT NULL "
-    "   ORDER BY started_at DESC LIMIT $2::int) a "
+    "   WHERE id > (SELECT coalesce(max(id), 0) FROM attempts) - $3::bigint "
+    "   AND started_at > now() - $1::int * interval '1 s' AND status IS NOT NULL "
+    "   ORDER BY id DESC LIMIT $2::int) a "
     "  JOIN steps st ON st.saga_id = a.saga_id AND st.idx = a.step_idx GROUP BY 1) "
     "SELECT coalesce(jsonb_object_agg(coalesce(l.tool, r.tool), jsonb_strip_nulls("
     " jsonb_build_object('breaker', CASE WHEN l.tool IS NOT NULL THEN jsonb_build_object("
@@ -113,7 +122,7 @@ static const char health_sql[] =
  * not answer. */
 static sg_json_t *tools_health(gw_t *gw, sg_err_t *err)
 {
-    const char *params[] = {SG_PG_INT(RECENT_S), SG_PG_INT(RECENT_MAX)};
+    const char *params[] = {SG_PG_INT(RECENT_S), SG_PG_INT(RECENT_MAX), SG_PG_INT(RECENT_SCAN)};
     sg_json_t *health = NULL;
     sg_pg_res_t *res = NULL;
     const char *text;
@@ -122,7 +131,7 @@ static sg_json_t *tools_health(gw_t *gw, sg_err_t *err)
 
     if (!(pg = gw_pool_get(gw->pool, err)))
         return NULL;
-    rc = sg_pg_exec_cached(pg, health_sql, 2, params, &res, err);
+    rc = sg_pg_exec_cached(pg, health_sql, 3, params, &res, err);
     gw_pool_put(gw->pool, pg);
     if (rc < 0)
         return NULL;
@@ -212,7 +221,7 @@ void gw_ops_error(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_r
 
 /* The Now page's figures in one statement, each over an index: sagas by
  * status (sagas_status), those in progress with no change for stuck_for
- * (sagas_status), steps waiting for a person (steps_awaiting_approval),
+ * (sagas_status), steps waiting for a person (steps_waiting),
  * dead letters pending and new in the last hour (dead_letters_status),
  * the tools whose breaker is not closed on a worker alive (tool_breakers,
  * a row a worker and tool), and the workers' partitions (consumer_offsets,
@@ -224,7 +233,8 @@ static const char summary_sql[] =
     "         (SELECT status, count(*) AS n FROM sagas GROUP BY status) c)::text, "
     " (SELECT count(*) FROM sagas WHERE status IN ('running', 'compensating', 'cancelling') "
     "   AND updated_at < now() - $1::bigint * interval '1 ms'), "
-    " (SELECT count(DISTINCT saga_id) FROM steps WHERE status = 'awaiting_approval'), "
+    " (SELECT count(DISTINCT w.saga_id) FROM steps_waiting w JOIN steps st "
+    "   ON st.saga_id = w.saga_id AND st.idx = w.idx WHERE st.status = 'awaiting_approval'), "
     " (SELECT count(*) FROM dead_letters WHERE status = 'pending'), "
     " (SELECT count(*) FROM dead_letters WHERE status = 'pending' "
     "   AND created_at > now() - interval '1 hour'), "

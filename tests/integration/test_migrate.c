@@ -196,6 +196,63 @@ Test(migrate, worker_outbox_rows_take_the_shard_the_trigger_would)
     sg_pg_destroy(pg);
 }
 
+/* What each of the worker's steps costs PostgreSQL (migration 0027): a
+ * step's status changes are HOT updates (no index of steps names status,
+ * not even in a predicate), the steps waiting for a person are still
+ * found (steps_waiting, kept by triggers), and with the table source no
+ * trigger of the WAL source runs for an outbox row.  With 0024's partial
+ * index back, the HOT count is 0. */
+Test(migrate, a_step_status_change_stays_a_hot_update_and_the_table_source_runs_no_wal_trigger)
+{
+    sg_pg_t *pg = sgt_db_connect(dsn);
+    sg_err_t err;
+    int from, to;
+    static const char *const steps[] = {
+        "UPDATE steps SET status = 'running', updated_at = now() WHERE saga_id = 'h-1'",
+        "UPDATE steps SET status = 'awaiting_approval', updated_at = now() "
+        "WHERE saga_id = 'h-1' AND idx = 1",
+        "UPDATE steps SET status = 'succeeded', updated_at = now() WHERE saga_id = 'h-1' AND idx = "
+        "0",
+    };
+
+    cr_assert_eq(sg_migrate_run(pg, &from, &to, &err), 0, "%s", err.message);
+    cr_assert_eq(sg_pg_exec(pg, "BEGIN", 0, NULL, NULL, &err), 0, "%s", err.message);
+    cr_assert_eq(sg_pg_exec(pg,
+                            "WITH s AS (INSERT INTO sagas (saga_id, name, definition) VALUES "
+                            "('h-1', 'hot', '{}') RETURNING saga_id) INSERT INTO steps (saga_id, "
+                            "idx, name, tool) SELECT saga_id, i, 'step' || i, 'noop' FROM s, "
+                            "generate_series(0, 2) i",
+                            0, NULL, NULL, &err),
+                 0, "%s", err.message);
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++)
+        cr_assert_eq(sg_pg_exec(pg, steps[i], 0, NULL, NULL, &err), 0, "%s", err.message);
+    cr_expect_eq(sgt_query_int(pg, "SELECT n_tup_upd FROM pg_stat_xact_user_tables "
+                                   "WHERE relid = 'steps'::regclass"),
+                 5);
+    cr_expect_eq(sgt_query_int(pg, "SELECT n_tup_hot_upd FROM pg_stat_xact_user_tables "
+                                   "WHERE relid = 'steps'::regclass"),
+                 5, "every status change of a step is a HOT update");
+    cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM steps_waiting "
+                                   "WHERE saga_id = 'h-1' AND idx = 1"),
+                 1, "the step waiting for a person is listed");
+    cr_assert_eq(
+        sg_pg_exec(pg, "UPDATE steps SET status = 'approved' WHERE saga_id = 'h-1' AND idx = 1", 0,
+                   NULL, NULL, &err),
+        0, "%s", err.message);
+    cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM steps_waiting"), 0,
+                 "a step approved is no longer listed");
+    cr_assert_eq(sg_pg_exec(pg, "COMMIT", 0, NULL, NULL, &err), 0, "%s", err.message);
+    cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM pg_trigger WHERE tgname = 'outbox_emit' "
+                                   "AND tgrelid = 'outbox'::regclass AND tgenabled = 'D'"),
+                 1, "the WAL source's trigger is off while the source is the table");
+    cr_assert_eq(sg_pg_exec(pg, "SELECT sagad_outbox_to_table()", 0, NULL, NULL, &err), 0, "%s",
+                 err.message);
+    cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM pg_trigger WHERE tgname = 'outbox_emit' "
+                                   "AND tgenabled = 'D'"),
+                 1, "and stays off when the source is set to the table again");
+    sg_pg_destroy(pg);
+}
+
 Test(migrate, refuses_a_newer_schema)
 {
     const char *args[] = {"migrate", NULL};
