@@ -429,6 +429,34 @@ Test(roles, only_the_runtime_role_takes_the_locks_and_a_stranger_cannot_block_th
     sg_pg_destroy(rt2);
 }
 
+/* The outbox's source (migrations 0026 and 0027): switching it, which
+ * also enables or disables the outbox's trigger, and writing the WAL
+ * heartbeat are the runtime role's (the relay's) alone; the steps waiting
+ * for a person are written by the triggers of steps only.  Each refusal is
+ * PostgreSQL's, for the real login. */
+Test(roles, only_the_runtime_role_switches_the_outbox_source_and_no_login_writes_steps_waiting)
+{
+    static const char *const calls[] = {
+        "SELECT sagad_outbox_to_table()", "SELECT sagad_outbox_to_wal('sagad_relay')",
+        "SELECT sagad_outbox_wal_heartbeat()",
+        "INSERT INTO steps_waiting (saga_id, idx) VALUES ('x', 0)", "DELETE FROM steps_waiting"};
+    static const char *const writes[] = {"INSERT INTO steps_waiting (saga_id, idx) VALUES ('x', 0)",
+                                         "DELETE FROM steps_waiting"};
+    sg_err_t err;
+
+    role_dsns();
+    expect_denied("stranger", st_dsn, calls, sizeof(calls) / sizeof(calls[0]));
+    expect_denied("operator role", op_dsn, calls, sizeof(calls) / sizeof(calls[0]));
+    expect_denied("reader role", rd_dsn, calls, sizeof(calls) / sizeof(calls[0]));
+    expect_denied("runtime role", rt_dsn, writes, sizeof(writes) / sizeof(writes[0]));
+    cr_expect_eq(exec_as(rt_dsn, "SELECT sagad_outbox_to_table()", &err), 0, "%s", err.message);
+    cr_expect_eq(sgt_query_int(sgw.pg, "SELECT count(*) FROM pg_trigger WHERE tgname = "
+                                       "'outbox_emit' AND tgenabled = 'D'"),
+                 1, "the runtime role switched to the table: the WAL trigger is off");
+    cr_expect_eq(exec_as(rd_dsn, "SELECT count(*) FROM steps_waiting", &err), 0,
+                 "the reader reads the approvals' list: %s", err.message);
+}
+
 /* The reader role runs sagactl's reads and writes nothing: no outbox row,
  * no replay, no change of a saga. */
 Test(roles, the_reader_role_reads_with_sagactl_and_writes_nothing)
