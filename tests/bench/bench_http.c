@@ -14,8 +14,11 @@
  *     1,000 HTTP steps.
  * The same backlog on builtin noop tools first gives the worker's own
  * ceiling in this setup (one partition, 200 in flight), so the http figure
- * can be read against both.  Prints a table and writes
- * bench/results/http.json.  Not a test. */
+ * can be read against both.  Then the same three calls as one parallel
+ * group (issue 40): a backlog, and both shapes offered at a pace with no
+ * queue (PACED_N sagas at PACED_RATE a second), where a saga's p50 is what
+ * its calls cost: about 3 x 50 ms in a line, about 50 ms in a group.
+ * Prints a table and writes bench/results/http.json.  Not a test. */
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,9 +27,11 @@
 
 #include "bench_util.h"
 
-#define STEPS     3
-#define IN_FLIGHT 200
-#define DELAY_MS  50
+#define STEPS      3
+#define IN_FLIGHT  200
+#define DELAY_MS   50
+#define PACED_N    300 /* sagas of each paced run */
+#define PACED_RATE 20  /* sagas a second: 60 calls a second, no queue */
 
 static char dsn[512], cmd_topic[128], int_topic[128], ev_topic[128], dlq_topic[128], group[128],
     regpath[256];
@@ -52,6 +57,19 @@ static int http_json(char *out, size_t size, const char *saga_id)
 static int noop_json(char *out, size_t size, const char *saga_id)
 {
     return saga_json(out, size, saga_id, "noop.");
+}
+
+/* The same 3 http calls as one parallel group, all or nothing. */
+static int group_json(char *out, size_t size, const char *saga_id)
+{
+    return snprintf(out, size,
+                    "{\"v\":1,\"type\":\"saga.start\",\"id\":\"sub-%s\",\"saga_id\":\"%s\","
+                    "\"name\":\"bench-http-group\",\"input\":{\"order\":\"%s\"},\"steps\":["
+                    "{\"name\":\"g\",\"policy\":\"all_or_nothing\",\"parallel\":["
+                    "{\"name\":\"reserve\",\"tool\":\"reserve\",\"args\":{\"sku\":\"B7\"}},"
+                    "{\"name\":\"charge\",\"tool\":\"charge\",\"args\":{\"amount_cents\":100}},"
+                    "{\"name\":\"ship\",\"tool\":\"ship\",\"args\":{\"carrier\":\"dhl\"}}]}]}",
+                    saga_id, saga_id, saga_id);
 }
 
 static void write_registry(void)
@@ -159,9 +177,10 @@ typedef struct run_s {
     int64_t completed;
 } run_t;
 
-/* A backlog of n sagas (prefix-0 ..), timed until all finished. */
-static void run(sg_pg_t *pg, pid_t worker, const char *prefix, int n, bench_json_fn json_of,
-                run_t *r)
+/* n sagas (prefix-0 ..), all at once (rate 0: a backlog) or at rate a
+ * second, timed until all finished. */
+static void run_at(sg_pg_t *pg, pid_t worker, const char *prefix, int n, double rate,
+                   bench_json_fn json_of, run_t *r)
 {
     char sql[300];
     double t0, cpu0 = cpu_s(worker);
@@ -171,7 +190,7 @@ static void run(sg_pg_t *pg, pid_t worker, const char *prefix, int n, bench_json
              "AND saga_id LIKE '%s-%%'",
              prefix);
     t0 = now_s();
-    bench_produce(cmd_topic, prefix, n, 0, NULL, json_of);
+    bench_produce(cmd_topic, prefix, n, rate, NULL, json_of);
     while (query_int(pg, sql) < n) {
         if (now_s() - t0 > 600)
             die("throughput", "sagas did not finish within 10 minutes");
@@ -187,11 +206,17 @@ static void run(sg_pg_t *pg, pid_t worker, const char *prefix, int n, bench_json
     r->p99 = quantile_ms(pg, prefix, 0.99);
 }
 
+static void run(sg_pg_t *pg, pid_t worker, const char *prefix, int n, bench_json_fn json_of,
+                run_t *r)
+{
+    run_at(pg, worker, prefix, n, 0, json_of, r);
+}
+
 int main(void)
 {
     int n = getenv("SAGAD_BENCH_HTTP_SAGAS") ? atoi(getenv("SAGAD_BENCH_HTTP_SAGAS")) : 3000;
     double floor = IN_FLIGHT * 1000.0 / DELAY_MS, per_k;
-    run_t noop, http;
+    run_t noop, http, grp, paced_line, paced_grp;
     char db[64];
     pid_t svc, relay, worker;
     sg_pg_t *pg;
@@ -227,6 +252,13 @@ int main(void)
     fprintf(stderr, "bench-http: %d sagas of %d http steps to checkout-svc --delay-ms %d...\n", n,
             STEPS, DELAY_MS);
     run(pg, worker, "http", n, http_json, &http);
+    fprintf(stderr, "bench-http: %d sagas of one parallel group of the same %d http calls...\n", n,
+            STEPS);
+    run(pg, worker, "group", n, group_json, &grp);
+    fprintf(stderr, "bench-http: %d sagas at %d/s, in a line, then as a group...\n", PACED_N,
+            PACED_RATE);
+    run_at(pg, worker, "pline", PACED_N, PACED_RATE, http_json, &paced_line);
+    run_at(pg, worker, "pgroup", PACED_N, PACED_RATE, group_json, &paced_grp);
     bench_stop(worker);
     bench_stop(relay);
     bench_stop(svc);
@@ -248,6 +280,13 @@ int main(void)
            noop.p99);
     printf("  %-52s %10.3f s  (noop steps: %.3f s)\n", "http: worker CPU per 1,000 steps", per_k,
            noop.cpu_s * 1000.0 / ((double)n * STEPS));
+    printf("  %-52s %10.0f steps/s  (%lld of %d completed)\n",
+           "http as one parallel group of 3: backlog", grp.steps_per_s, (long long)grp.completed,
+           n);
+    printf("  %-52s %10.0f ms  (p99 %.0f; floor %d ms)\n", "paced, 3 calls in a line: p50",
+           paced_line.p50, paced_line.p99, STEPS * DELAY_MS);
+    printf("  %-52s %10.0f ms  (p99 %.0f; floor %d ms; target p50 < 80)\n",
+           "paced, the same 3 as a parallel group: p50", paced_grp.p50, paced_grp.p99, DELAY_MS);
 
     if (system("mkdir -p bench/results") == 0 && (fp = fopen("bench/results/http.json", "w"))) {
         fprintf(fp,
@@ -257,10 +296,13 @@ int main(void)
                 "\"accepted_to_completed_p50_ms\": %.0f, \"accepted_to_completed_p99_ms\": %.0f, "
                 "\"noop_accepted_to_completed_p99_ms\": %.0f, "
                 "\"worker_cpu_s_per_1000_http_steps\": %.4f, "
-                "\"worker_cpu_s_per_1000_noop_steps\": %.4f, \"time\": %.0f}\n",
+                "\"worker_cpu_s_per_1000_noop_steps\": %.4f, \"group_steps_per_s\": %.0f, "
+                "\"paced_rate\": %d, \"paced_line_p50_ms\": %.0f, \"paced_line_p99_ms\": %.0f, "
+                "\"paced_group_p50_ms\": %.0f, \"paced_group_p99_ms\": %.0f, \"time\": %.0f}\n",
                 n, STEPS, DELAY_MS, IN_FLIGHT, floor, noop.steps_per_s, http.steps_per_s,
                 (long long)http.completed, http.p50, http.p99, noop.p99, per_k,
-                noop.cpu_s * 1000.0 / ((double)n * STEPS), now_s());
+                noop.cpu_s * 1000.0 / ((double)n * STEPS), grp.steps_per_s, PACED_RATE,
+                paced_line.p50, paced_line.p99, paced_grp.p50, paced_grp.p99, now_s());
         fclose(fp);
     }
     unlink(regpath);
