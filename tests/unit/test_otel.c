@@ -192,15 +192,27 @@ Test(otel, the_sdk_variables_set_the_keys_below_sagad_ones)
 {
     char *env1[] = {"OTEL_SERVICE_NAME=checkout-workers",
                     "OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318",
-                    "OTEL_TRACES_SAMPLER_ARG=0.5", "OTEL_UNRELATED=x", NULL};
+                    "OTEL_TRACES_SAMPLER_ARG=0.5",
+                    "OTEL_EXPORTER_OTLP_PROTOCOL=http/json",
+                    "OTEL_UNRELATED=x",
+                    NULL};
     char *env2[] = {"OTEL_SERVICE_NAME=a", "SAGAD_OTEL_SERVICE_NAME=b", NULL};
     char *env3[] = {"OTEL_TRACES_SAMPLER_ARG=2", NULL};
+    /* OTLP over gRPC is not spoken: said at start, not posted as HTTP. */
+    char *env4[] = {"OTEL_EXPORTER_OTLP_PROTOCOL=grpc", NULL};
     sg_config_t *cfg = sg_config_new();
 
     cr_assert_eq(sg_config_load_env(cfg, env1, errstr, sizeof(errstr)), 0, "%s", errstr);
     cr_expect_str_eq(sg_config_str(cfg, "otel.service_name"), "checkout-workers");
     cr_expect_str_eq(sg_config_str(cfg, "otel.endpoint"), "http://collector:4318");
     cr_expect_eq(sg_config_ratio(cfg, "otel.traces_sampler_arg"), 0.5);
+    cr_expect_str_eq(sg_config_str(cfg, "otel.protocol"), "http/json");
+    sg_config_destroy(cfg);
+    cfg = sg_config_new();
+    cr_expect_str_eq(sg_config_str(cfg, "otel.protocol"), "http/protobuf", "the default");
+    cr_expect_eq(sg_config_load_env(cfg, env4, errstr, sizeof(errstr)), -1);
+    cr_expect(strstr(errstr, "otel.protocol") && strstr(errstr, "http/protobuf|http/json"), "%s",
+              errstr);
     sg_config_destroy(cfg);
     cfg = sg_config_new();
     cr_assert_eq(sg_config_load_env(cfg, env2, errstr, sizeof(errstr)), 0, "%s", errstr);
