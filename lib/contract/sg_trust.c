@@ -40,7 +40,8 @@ int sg_trust_keys_load(sg_pg_t *pg, sg_mac_keys_t *keys, sg_err_t *err)
     keys->signer = -1;
     /* Newest first: the first that may sign is the signer. */
     if (sg_pg_exec(pg,
-                   "SELECT id, secret, signs_from <= now() FROM internal_keys "
+                   "SELECT id, secret, signs_from <= now(), "
+                   "(extract(epoch FROM expires_at) * 1000)::bigint FROM internal_keys "
                    "WHERE expires_at IS NULL OR expires_at > now() "
                    "ORDER BY signs_from DESC, id DESC",
                    0, NULL, &res, err) < 0) {
@@ -57,6 +58,11 @@ int sg_trust_keys_load(sg_pg_t *pg, sg_mac_keys_t *keys, sg_err_t *err)
         const char *signs = sg_pg_res_get(res, i, 2);
         int rc = sg_mac_keys_add(keys, sg_pg_res_get(res, i, 0), secret, len,
                                  signs && signs[0] == 't', err);
+        const char *expires = sg_pg_res_get(res, i, 3);
+        int64_t at = expires && *expires ? strtoll(expires, NULL, 10) : 0;
+
+        if (at > 0 && (!keys->expires_ms || at < keys->expires_ms))
+            keys->expires_ms = at;
 
         if (secret)
             memset(secret, 0, len);

@@ -286,6 +286,56 @@ Test(trust, a_rotated_key_is_read_by_the_worker_when_first_seen)
               "the refusal says why");
 }
 
+/* A key that expires while the worker holds it is refused from its
+ * expires_at on, not from the worker's next periodic read of the keys (an
+ * hour here): the rotation gives the old key 4 s of grace, the worker
+ * learns of it when it first reads a command of the new key, and a copy
+ * signed with the old key after those 4 s is dead-lettered. */
+Test(trust, an_expired_key_is_refused_from_its_expiry_on)
+{
+    static const char *const relay_env[] = {"SAGAD_SECURITY_KEY_RELOAD_MS=1000", NULL};
+    static const char *const worker_env[] = {"SAGAD_SECURITY_KEY_RELOAD_MS=3600000", NULL};
+    sgw_reader_t cmds;
+    size_t old = 0;
+    char text[256];
+    double rotated;
+
+    sgw_world_start(NULL, 1, NULL);
+    sgw_start(&sgw.relay, "sagad-relay", relay_env);
+    sgw_start(&sgw.worker, "sagad-worker", worker_env);
+    sgw_submit("exp-1", "[{\"name\": \"a\", \"tool\": \"ledger\"}]");
+    sgw_wait_status("exp-1", "completed");
+    sgw_reader_open(&cmds, sgw.topic_int);
+    sgw_reader_wait_count(&cmds, 1);
+    cr_assert_str_eq(sgw_jstr(cmds.v[old].doc, "type"), "step.execute");
+    cr_assert(strncmp(sgw_jstr(cmds.v[old].headers, "sagad-mac"), "v1.k1.", 6) == 0, "%s",
+              sgw_jstr(cmds.v[old].headers, "sagad-mac"));
+
+    sgw_q_text(text, sizeof(text), "SELECT sagad_internal_key_rotate('0 s', '4 s')");
+    rotated = sgt_now_s();
+    sleep(2); /* the relay's re-read: it signs with the new key */
+    sgw_submit("exp-2", "[{\"name\": \"a\", \"tool\": \"ledger\"}]");
+    sgw_wait_status("exp-2", "completed");
+    sgw_reader_wait_count(&cmds, 2);
+    cr_assert(strncmp(sgw_jstr(cmds.v[1].headers, "sagad-mac"), "v1.k1.", 6) != 0,
+              "exp-2's command is signed with the new key: %s",
+              sgw_jstr(cmds.v[1].headers, "sagad-mac"));
+    while (sgt_now_s() < rotated + 5)
+        usleep(100000);
+    {
+        const char *mac = sgw_jstr(cmds.v[old].headers, "sagad-mac");
+        sg_kafka_header_t h = {SG_MAC_HEADER, mac, strlen(mac)};
+        sgw_produce_headers(sgw.topic_int, cmds.v[old].key, cmds.v[old].raw, cmds.v[old].len, &h,
+                            1);
+    }
+    sgw_wait_int(1, "SELECT count(*) FROM dead_letters WHERE error_code = "
+                    "'input.command.unauthenticated'");
+    sgw_pair_stop();
+    sgw_reader_close(&cmds);
+    cr_expect(strstr(sgt_bg_tail(&sgw.worker), "made with a key this worker does not hold") != NULL,
+              "the refusal says why");
+}
+
 /* ---- the internal topic (docs/ARCHITECTURE.md, "Trust boundary") -------- */
 
 /* The message of that type and id read on r, waited for. */

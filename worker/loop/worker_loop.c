@@ -89,15 +89,17 @@ static bool relay_signed(loop_t *L, worker_cmd_t *cmd, const void *key, size_t k
     const void *hv;
     size_t hlen = 0;
     sg_mac_verdict_t v;
+    sg_err_t kerr;
 
     if (L->w.trust == SG_TRUST_OFF)
         return true;
     hv = sg_kafka_msg_header(cmd->msg, SG_MAC_HEADER, &hlen);
+    if (L->w.keys.expires_ms && loop_keys_reload(L, false, &kerr) < 0)
+        sg_log_kv(SG_LOG_WARN, "cannot re-read the internal keys", "error", kerr.message, NULL);
     v = sg_mac_verify(&L->w.keys, topic, key, key_len, payload, len, hv, hlen);
     if (v == SG_MAC_UNKNOWN_KEY) {
         /* A key rotated in since the last read, perhaps: read again (at
          * most once a second) before refusing. */
-        sg_err_t kerr;
         if (loop_keys_reload(L, true, &kerr) < 0)
             sg_log_kv(SG_LOG_WARN, "cannot re-read the internal keys", "error", kerr.message, NULL);
         v = sg_mac_verify(&L->w.keys, topic, key, key_len, payload, len, hv, hlen);

@@ -42,6 +42,13 @@ sg_pg_t *loop_side_pg(loop_t *L, sg_err_t *err)
     return L->side_pg;
 }
 
+/* True when a key held has passed its expires_at (by this host's clock):
+ * it must stop being accepted now, not at the next periodic read. */
+static bool keys_expired(const loop_t *L)
+{
+    return L->w.keys.expires_ms && (int64_t)time(NULL) * 1000 >= L->w.keys.expires_ms;
+}
+
 int loop_keys_reload(loop_t *L, bool force, sg_err_t *err)
 {
     sg_mac_keys_t keys;
@@ -49,6 +56,9 @@ int loop_keys_reload(loop_t *L, bool force, sg_err_t *err)
 
     if (L->w.trust == SG_TRUST_OFF)
         return 0;
+    /* An expired key is read away at once, like a new one, at most once
+     * a second (PostgreSQL's clock, which decides, may be behind ours). */
+    force = force || keys_expired(L);
     if (force ? now - L->keys_forced_at < 1000 : now < L->w.keys_at)
         return 0;
     if (force)

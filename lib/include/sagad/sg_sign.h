@@ -42,11 +42,15 @@ typedef struct sg_mac_key_s {
 } sg_mac_key_t;
 
 /* The keys a process accepts, and the one it signs with (signer, -1: none
- * may sign yet).  Loaded from PostgreSQL by sg_mac_keys_load (sg_pg.h). */
+ * may sign yet).  Loaded from PostgreSQL by sg_trust_keys_load
+ * (sg_trust.h), which also says when the first of them expires: a holder
+ * reads them again then, so that an expired key is not accepted until the
+ * next periodic read. */
 typedef struct sg_mac_keys_s {
     sg_mac_key_t keys[SG_MAC_KEYS_MAX];
     size_t n;
     int signer;
+    int64_t expires_ms; /* Unix ms of the soonest expires_at among them; 0: none expires */
 } sg_mac_keys_t;
 
 /* Adds a key (id: [a-z0-9]{1,16}; 32 to 64 bytes of secret).  Returns -1
