@@ -98,6 +98,9 @@ static void buf_json_strn(buf_t *b, const char *s, size_t n)
         if (c == '"' || c == '\\') {
             b->p[b->n++] = '\\';
             b->p[b->n++] = (char)c;
+        } else if (c == '\n' || c == '\r' || c == '\t') {
+            b->p[b->n++] = '\\';
+            b->p[b->n++] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
         } else if (c < 0x20) {
             memcpy(b->p + b->n, "\\u00", 4);
             b->p[b->n + 4] = hex[c >> 4];
@@ -128,17 +131,13 @@ static size_t pb_varint_size(uint64_t v)
     return n;
 }
 
+static char *put_varint(char *p, uint64_t v);
+
 static void pb_varint(buf_t *b, uint64_t v)
 {
     char tmp[10];
-    size_t n = 0;
 
-    while (v >= 0x80) {
-        tmp[n++] = (char)(v | 0x80);
-        v >>= 7;
-    }
-    tmp[n++] = (char)v;
-    buf_add(b, tmp, n);
+    buf_add(b, tmp, (size_t)(put_varint(tmp, v) - tmp));
 }
 
 static void pb_fixed64(buf_t *b, uint64_t v)
@@ -225,32 +224,62 @@ static char *utf8_dup(const char *s)
     return fixed ? fixed : sg_xstrdup(s);
 }
 
+/* Writes a varint at p (room for 10 bytes); returns the end. */
+static char *put_varint(char *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (char)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (char)v;
+    return p;
+}
+
 /* One attribute, as a KeyValue in field `field` of its message (a span's
  * attributes are field 9, a resource's field 1).  A string value is
- * AnyValue's field 1, an integer its field 3 (a varint). */
+ * AnyValue's field 1, an integer its field 3 (a varint).  The buffer
+ * grows once, and the bytes are written in place: this runs on the
+ * worker's loop for every attribute of every span. */
+static void attr_kv(buf_t *b, int field, const char *key, const char *str, int64_t num)
+{
+    size_t klen = strlen(key), vlen = str ? strlen(str) : 0;
+    char *fixed = str ? utf8_fixed(str, &vlen) : NULL;
+    size_t any = str ? pb_field_size(vlen) : 1 + pb_varint_size((uint64_t)num);
+    size_t kv = pb_field_size(klen) + pb_field_size(any);
+    char *p;
+
+    buf_need(b, pb_field_size(kv));
+    p = b->p + b->n;
+    *p++ = PB_LEN(field);
+    p = put_varint(p, kv);
+    *p++ = PB_LEN(1);
+    p = put_varint(p, klen);
+    memcpy(p, key, klen);
+    p += klen;
+    *p++ = PB_LEN(2);
+    p = put_varint(p, any);
+    if (str) {
+        *p++ = PB_LEN(1);
+        p = put_varint(p, vlen);
+        memcpy(p, fixed ? fixed : str, vlen);
+        p += vlen;
+    } else {
+        *p++ = 3 << 3; /* AnyValue.int_value, a varint */
+        p = put_varint(p, (uint64_t)num);
+    }
+    b->n = (size_t)(p - b->p);
+    b->p[b->n] = '\0';
+    free(fixed);
+}
+
 static void attr_str(buf_t *b, int field, const char *key, const char *value)
 {
-    size_t klen = strlen(key), vlen = strlen(value);
-    char *fixed = utf8_fixed(value, &vlen);
-    size_t any = pb_field_size(vlen);
-
-    pb_head(b, field, pb_field_size(klen) + pb_field_size(any));
-    pb_bytes(b, 1, key, klen);
-    pb_head(b, 2, any);
-    pb_bytes(b, 1, fixed ? fixed : value, vlen);
-    free(fixed);
+    attr_kv(b, field, key, value, 0);
 }
 
 static void attr_int(buf_t *b, int field, const char *key, int64_t value)
 {
-    size_t klen = strlen(key), any = 1 + pb_varint_size((uint64_t)value);
-    char tag = 3 << 3; /* AnyValue.int_value, a varint */
-
-    pb_head(b, field, pb_field_size(klen) + pb_field_size(any));
-    pb_bytes(b, 1, key, klen);
-    pb_head(b, 2, any);
-    buf_add(b, &tag, 1);
-    pb_varint(b, (uint64_t)value);
+    attr_kv(b, field, key, NULL, value);
 }
 
 /* The KeyValues of attrs (written by attr_str and attr_int, whatever their
