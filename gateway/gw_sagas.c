@@ -517,39 +517,46 @@ static void problems_answer(sg_http_answer_t *ans, unsigned status, const char *
 }
 
 /* An existing saga of this id: 0 none, 1 the same, 2 a different one,
- * -1 answered (PostgreSQL failed). */
+ * -1 answered (PostgreSQL failed).  A new id (nearly every submission)
+ * costs one indexed read; only a saga that exists has its definition
+ * printed and compared (as jsonb, so key order and spacing do not count). */
 static int existing(gw_t *gw, const gw_caller_t *c, const char *saga_id, const sg_json_t *doc,
                     sg_http_answer_t *ans)
 {
-    char *def = sg_submit_definition(doc);
-    const char *params[] = {saga_id, def};
+    const char *params[] = {saga_id, NULL};
     sg_pg_res_t *res = NULL;
     sg_err_t err;
     sg_pg_t *pg = gw_pool_get(gw->pool, &err);
+    char *def = NULL;
     int rc;
 
     if (!pg) {
+        gw_db_problem(ans, &err);
+        return -1;
+    }
+    rc = sg_pg_exec_cached(pg, "SELECT submitted_by FROM sagas WHERE saga_id = $1", 1, params, &res,
+                           &err);
+    if (rc == 0) {
+        /* Another's saga is a conflict whatever its definition: whether a
+         * guessed definition matches is not the caller's to learn. */
+        rc = sg_pg_res_rows(res) == 0 ? 0 : !may_read(c, sg_pg_res_get(res, 0, 0)) ? 2 : 3;
+        sg_pg_res_destroy(res);
+        res = NULL;
+    }
+    if (rc == 3) {
+        params[1] = def = sg_submit_definition(doc);
+        rc = sg_pg_exec_cached(pg, "SELECT definition = $2::jsonb FROM sagas WHERE saga_id = $1", 2,
+                               params, &res, &err);
+        if (rc == 0)
+            rc = sg_pg_res_rows(res) == 0                     ? 0 /* gone meanwhile */
+                 : strcmp(sg_pg_res_get(res, 0, 0), "t") == 0 ? 1
+                                                              : 2;
+        sg_pg_res_destroy(res);
         free(def);
-        gw_db_problem(ans, &err);
-        return -1;
     }
-    rc = sg_pg_exec_cached(pg,
-                           "SELECT definition = $2::jsonb, submitted_by FROM sagas WHERE "
-                           "saga_id = $1",
-                           2, params, &res, &err);
     gw_pool_put(gw->pool, pg);
-    free(def);
-    if (rc < 0) {
+    if (rc < 0)
         gw_db_problem(ans, &err);
-        return -1;
-    }
-    /* Another's saga is a conflict whatever its definition: whether a
-     * guessed definition matches is not the caller's to learn. */
-    rc = sg_pg_res_rows(res) == 0                     ? 0
-         : !may_read(c, sg_pg_res_get(res, 0, 1))     ? 2
-         : strcmp(sg_pg_res_get(res, 0, 0), "t") == 0 ? 1
-                                                      : 2;
-    sg_pg_res_destroy(res);
     return rc;
 }
 
