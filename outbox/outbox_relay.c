@@ -380,47 +380,89 @@ static int64_t wall_ns(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* With tracing on, a producer span per acknowledged row of a sampled saga:
- * from the batch's read to its last acknowledgement, child of the saga's
- * span in the trace of the row's traceparent. */
+/* The publish span being built in trace_batch: the rows of one saga to
+ * one topic, next to each other in the batch (one transaction's). */
+typedef struct pub_span_s {
+    sg_span_t *span; /* NULL: none open */
+    sg_trace_id_t trace;
+    char saga[256], topic[256], types[512];
+    int64_t count;
+} pub_span_t;
+
+/* Ends the open span: one message names its type; several their count
+ * (messaging.batch.message_count) and their types in order. */
+static void pub_close(pub_span_t *g, sg_span_list_t *spans)
+{
+    if (!g->span)
+        return;
+    if (g->count == 1) {
+        sg_span_str(g->span, "sagad.message_type", g->types);
+    } else {
+        sg_span_int(g->span, "messaging.batch.message_count", g->count);
+        sg_span_str(g->span, "sagad.message_types", g->types);
+    }
+    sg_span_list_add(spans, g->span);
+    g->span = NULL;
+}
+
+/* With tracing on, a producer span per run of acknowledged rows of one
+ * sampled saga to one topic (a transaction's rows sit together in the
+ * batch): from the batch's read to its last acknowledgement, child of the
+ * saga's span in the trace of the rows' traceparent.  One span a run, not
+ * one a row: the rows of a batch share their start and end, so a span
+ * per row told nothing more, and cost the relay and the collector twice
+ * the spans of the worker. */
 static void trace_batch(outbox_relay_t *r, const sg_pg_res_t *res, size_t n, uint64_t read_at)
 {
     int64_t end = wall_ns(), start = end - (int64_t)(sg_run_now_ms() - read_at) * 1000000LL;
     sg_span_list_t spans = {0}; /* handed over at once: one lock a batch, not one a row */
+    pub_span_t g = {0};
 
     for (size_t i = 0; i < n; i++) {
-        const char *htext = sg_pg_res_get(res, i, 4), *tp, *type;
+        const char *htext = sg_pg_res_get(res, i, 4), *tp, *type, *topic = sg_pg_res_get(res, i, 2);
         sg_json_t *h = htext ? sg_json_parse(htext, strlen(htext), NULL, NULL) : NULL;
         unsigned char *key;
         size_t key_len = 0;
         sg_trace_id_t trace;
         uint64_t parent;
-        char name[200], saga[256], idtext[96];
-        sg_span_t *span;
+        char name[300], idtext[96];
 
         tp = h ? sg_json_string(sg_json_member(h, "traceparent")) : NULL;
         type = h ? sg_json_string(sg_json_member(h, "sagad-type")) : NULL;
         key = sg_pg_res_bytea(res, i, 3, &key_len);
-        if (tp && key && key_len < sizeof(saga) &&
-            sg_otel_parse_traceparent(tp, &trace, &parent, NULL) == 0 &&
-            sg_otel_sampled(r->otel, &trace)) {
-            memcpy(saga, key, key_len);
-            saga[key_len] = '\0';
-            snprintf(name, sizeof(name), "publish %s", sg_pg_res_get(res, i, 2));
+        if (!tp || !key || key_len >= sizeof(g.saga) || strlen(topic) >= sizeof(g.topic) ||
+            sg_otel_parse_traceparent(tp, &trace, &parent, NULL) < 0 ||
+            !sg_otel_sampled(r->otel, &trace)) {
+            pub_close(&g, &spans);
+        } else if (g.span && memcmp(&trace, &g.trace, sizeof(trace)) == 0 &&
+                   strlen(g.saga) == key_len && memcmp(g.saga, key, key_len) == 0 &&
+                   strcmp(g.topic, topic) == 0) {
+            size_t used = strlen(g.types);
+            snprintf(g.types + used, sizeof(g.types) - used, ",%s", type ? type : "");
+            g.count++;
+        } else {
+            pub_close(&g, &spans);
+            memcpy(g.saga, key, key_len);
+            g.saga[key_len] = '\0';
+            snprintf(g.topic, sizeof(g.topic), "%s", topic);
+            snprintf(g.types, sizeof(g.types), "%s", type ? type : "");
+            g.trace = trace;
+            g.count = 1;
+            snprintf(name, sizeof(name), "publish %s", topic);
+            /* the id of the run's first row */
             snprintf(idtext, sizeof(idtext), "publish|%s|%s", sg_pg_res_get(res, i, 1),
                      sg_pg_res_get(res, i, 0));
-            span = sg_span_new(&trace, sg_otel_id64(idtext), sg_otel_saga_span_id(saga), name,
-                               SG_SPAN_PRODUCER, start, end);
-            sg_span_str(span, "messaging.system", "kafka");
-            sg_span_str(span, "messaging.destination.name", sg_pg_res_get(res, i, 2));
-            sg_span_str(span, "messaging.operation.type", "send");
-            sg_span_str(span, "sagad.saga_id", saga);
-            sg_span_str(span, "sagad.message_type", type);
-            sg_span_list_add(&spans, span);
+            g.span = sg_span_new(&trace, sg_otel_id64(idtext), sg_otel_saga_span_id(g.saga), name,
+                                 SG_SPAN_PRODUCER, start, end);
+            sg_span_str(g.span, "messaging.system", "kafka");
+            sg_span_str(g.span, "messaging.destination.name", topic);
+            sg_span_str(g.span, "messaging.operation.type", "send");
+            sg_span_str(g.span, "sagad.saga_id", g.saga);
         }
         free(key);
         sg_json_destroy(h);
     }
+    pub_close(&g, &spans);
     sg_otel_submit_list(r->otel, &spans);
 }
 

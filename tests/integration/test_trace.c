@@ -386,19 +386,41 @@ static void one_tree_in_jaeger(const char *protocol)
     expect_tag(span_named(trace, "attempt co.charge #1"), "sagad.error_class", "permanent");
     expect_tag(span_named(trace, "step charge"), "sagad.outcome", "failed");
     expect_tag(span_named(trace, "compensate reserve"), "sagad.outcome", "compensated");
-    /* The relay's publish of the saga's last event, under the saga. */
-    for (size_t i = 0; i < sg_json_array_size(spans); i++) {
-        const sg_json_t *s = sg_json_array_get(spans, i);
-        char name[200];
-        snprintf(name, sizeof(name), "publish %s", sgw.topic_ev);
-        if (strcmp(sgw_jstr(s, "operationName"), name) != 0 ||
-            !strstr(tags_text(s), "\"saga.compensated\""))
-            continue;
-        cr_expect_str_eq(span_ref(s, "CHILD_OF", NULL), sgw_jstr(saga, "spanID"),
-                         "the publish span is a child of the saga span");
-        expect_tag(s, "messaging.system", "kafka");
-        expect_tag(s, "messaging.destination.name", sgw.topic_ev);
-        expect_tag(s, "sagad.message_type", "saga.compensated");
+    /* The relay's publish of the saga's last event, under the saga: one
+     * span for the rows of one transaction to one topic, naming its
+     * message's type, or its messages' count and types in order. */
+    {
+        int found = 0;
+        for (size_t i = 0; i < sg_json_array_size(spans); i++) {
+            const sg_json_t *s = sg_json_array_get(spans, i);
+            char name[200];
+            const char *types;
+            size_t tl;
+            snprintf(name, sizeof(name), "publish %s", sgw.topic_ev);
+            if (strcmp(sgw_jstr(s, "operationName"), name) != 0 ||
+                !strstr(tags_text(s), "saga.compensated"))
+                continue;
+            found++;
+            cr_expect_str_eq(span_ref(s, "CHILD_OF", NULL), sgw_jstr(saga, "spanID"),
+                             "the publish span is a child of the saga span");
+            expect_tag(s, "messaging.system", "kafka");
+            expect_tag(s, "messaging.destination.name", sgw.topic_ev);
+            types = tag(s, "sagad.message_types", v, sizeof(v));
+            tl = strlen(types);
+            if (!*types) {
+                expect_tag(s, "sagad.message_type", "saga.compensated");
+            } else {
+                char count[32];
+                long long n = 1;
+                for (const char *c = types; *c; c++)
+                    n += *c == ',';
+                cr_expect(tl > 17 && strcmp(types + tl - 17, ",saga.compensated") == 0,
+                          "the last of the run's types: %s", types);
+                cr_expect_eq(atoll(tag(s, "messaging.batch.message_count", count, sizeof(count))),
+                             n, "the count names as many messages as the types: %s", types);
+            }
+        }
+        cr_expect_eq(found, 1, "one publish span holds saga.compensated");
     }
     /* Never the key, the args or the results. */
     for (size_t i = 0; i < sg_json_array_size(spans); i++) {
