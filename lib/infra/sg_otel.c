@@ -131,7 +131,16 @@ static size_t pb_varint_size(uint64_t v)
     return n;
 }
 
-static char *put_varint(char *p, uint64_t v);
+/* Writes a varint at p (room for 10 bytes); returns the end. */
+static char *put_varint(char *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (char)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (char)v;
+    return p;
+}
 
 static void pb_varint(buf_t *b, uint64_t v)
 {
@@ -222,17 +231,6 @@ static char *utf8_dup(const char *s)
     char *fixed = utf8_fixed(s, &len);
 
     return fixed ? fixed : sg_xstrdup(s);
-}
-
-/* Writes a varint at p (room for 10 bytes); returns the end. */
-static char *put_varint(char *p, uint64_t v)
-{
-    while (v >= 0x80) {
-        *p++ = (char)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (char)v;
-    return p;
 }
 
 /* One attribute, as a KeyValue in field `field` of its message (a span's
