@@ -46,7 +46,8 @@
 #define LAT_RATE    2000
 #define LAT_SECS    15
 
-static char dsn[512], relay_dsn[512], topic[128], wal_topic[160], slot[64];
+static char dsn[512], topic[128], wal_topic[160];
+static const char *relay_dsn, *slot; /* bench_wal_prepare() */
 
 typedef enum source_e { SRC_TABLE, SRC_WAL } source_t;
 static const char *const source_names[] = {"table", "wal"};
@@ -466,60 +467,6 @@ static void bench_latency(sg_pg_t *pg, source_t src, int rate, int secs, result_
     free(lat.ms);
 }
 
-/* Drops the WAL source's slot, as the relay's login on the benchmark's
- * database (a logical slot is dropped from its own database); also from
- * die(), through atexit, so nothing here may call die(). */
-static void slot_drop(void)
-{
-    sg_pg_opts_t opts = {.dsn = relay_dsn,
-                         .application_name = "sagad-bench",
-                         .connect_timeout_ms = 5000,
-                         .connect_attempts = 3,
-                         .retry = {100, 1000}};
-    const char *p[] = {slot};
-    sg_pg_t *pg;
-    sg_err_t err;
-    int rc = -1;
-
-    if (!slot[0] || !relay_dsn[0])
-        return;
-    if (!(pg = sg_pg_connect(&opts, &err))) {
-        fprintf(stderr, "bench-relay: slot %s NOT dropped: %s\n", slot, err.message);
-        return;
-    }
-    /* a failure here shows as the drop's */
-    if (sg_pg_exec(pg,
-                   "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots "
-                   "WHERE slot_name = $1 AND active_pid IS NOT NULL",
-                   1, p, NULL, &err) < 0)
-        rc = -1;
-    for (int i = 0; i < 100 && rc < 0; i++) {
-        rc = sg_pg_exec(pg,
-                        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                        "WHERE slot_name = $1",
-                        1, p, NULL, &err);
-        if (rc < 0)
-            usleep(100000); /* the walsender is still on its way out */
-    }
-    if (rc < 0)
-        fprintf(stderr, "bench-relay: slot %s NOT dropped: %s\n", slot, err.message);
-    else
-        slot[0] = '\0';
-    sg_pg_destroy(pg);
-}
-
-/* The relay's login (user and password of SAGAD_TEST_PG_URL_RELAY) on the
- * benchmark's database. */
-static void relay_dsn_make(void)
-{
-    const char *url = getenv("SAGAD_TEST_PG_URL_RELAY");
-    const char *at = url ? strchr(url, '@') : NULL, *dat = strchr(dsn, '@');
-
-    if (!at || !dat)
-        die("environment", "SAGAD_TEST_PG_URL_RELAY (deploy/local/pg.sh url-relay) is not set");
-    snprintf(relay_dsn, sizeof(relay_dsn), "%.*s%s", (int)(at - url), url, dat);
-}
-
 static void run_source(sg_pg_t *pg, source_t src, long n, result_t *r)
 {
     r->ran = true;
@@ -646,11 +593,10 @@ int main(void)
         sources = "table,wal";
     bench_name = "bench-relay";
     pg = bench_setup_db(db, sizeof(db), dsn, sizeof(dsn));
-    relay_dsn_make();
+    slot = bench_wal_prepare(dsn);
+    relay_dsn = bench_wal_dsn();
     snprintf(topic, sizeof(topic), "bench_relay_%d", (int)getpid());
     snprintf(wal_topic, sizeof(wal_topic), "%s_wal", topic);
-    snprintf(slot, sizeof(slot), "sagad_bench_%d", (int)getpid());
-    atexit(slot_drop);
     {
         sg_kafka_t *k = kclient(SG_KAFKA_PRODUCER, NULL);
         if (sg_kafka_create_topic(k, topic, 1, 30000, &err) < 0)
@@ -669,7 +615,7 @@ int main(void)
     print_results(n, floor_rate, res);
     if (res[SRC_TABLE].ran && res[SRC_WAL].ran)
         write_json(n, floor_rate, res);
-    slot_drop();
+    bench_wal_drop();
     sg_pg_destroy(pg);
     bench_drop_db(db);
     return 0;

@@ -400,3 +400,65 @@ pid_t bench_start_sagad(const char *prog, const char *dsn, const char *regpath,
     env[n] = NULL;
     return bench_spawn(prog, env);
 }
+
+static char wal_dsn[512], wal_slot[64];
+
+const char *bench_wal_dsn(void)
+{
+    return wal_dsn;
+}
+
+/* As the relay's login on the benchmark's database (a logical slot is
+ * dropped from its own database); from atexit too, so nothing here may
+ * call die(). */
+void bench_wal_drop(void)
+{
+    sg_pg_opts_t opts = {.dsn = wal_dsn,
+                         .application_name = "sagad-bench",
+                         .connect_timeout_ms = 5000,
+                         .connect_attempts = 3,
+                         .retry = {100, 1000}};
+    const char *p[] = {wal_slot};
+    sg_pg_t *pg;
+    sg_err_t err;
+    int rc = -1;
+
+    if (!wal_slot[0] || !wal_dsn[0])
+        return;
+    if (!(pg = sg_pg_connect(&opts, &err))) {
+        fprintf(stderr, "%s: slot %s NOT dropped: %s\n", bench_name, wal_slot, err.message);
+        return;
+    }
+    /* a failure here shows as the drop's */
+    if (sg_pg_exec(pg,
+                   "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots "
+                   "WHERE slot_name = $1 AND active_pid IS NOT NULL",
+                   1, p, NULL, &err) < 0)
+        rc = -1;
+    for (int i = 0; i < 100 && rc < 0; i++) {
+        rc = sg_pg_exec(pg,
+                        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                        "WHERE slot_name = $1",
+                        1, p, NULL, &err);
+        if (rc < 0)
+            usleep(100000); /* the walsender is still on its way out */
+    }
+    if (rc < 0)
+        fprintf(stderr, "%s: slot %s NOT dropped: %s\n", bench_name, wal_slot, err.message);
+    else
+        wal_slot[0] = '\0';
+    sg_pg_destroy(pg);
+}
+
+const char *bench_wal_prepare(const char *dsn)
+{
+    const char *url = getenv("SAGAD_TEST_PG_URL_RELAY");
+    const char *at = url ? strchr(url, '@') : NULL, *dat = strchr(dsn, '@');
+
+    if (!at || !dat)
+        die("environment", "SAGAD_TEST_PG_URL_RELAY (deploy/local/pg.sh url-relay) is not set");
+    snprintf(wal_dsn, sizeof(wal_dsn), "%.*s%s", (int)(at - url), url, dat);
+    snprintf(wal_slot, sizeof(wal_slot), "sagad_bench_%d", (int)getpid());
+    atexit(bench_wal_drop);
+    return wal_slot;
+}

@@ -46,6 +46,14 @@ pid_t bench_start_sagad(const char *prog, const char *dsn, const char *regpath,
  * its exit code. */
 int bench_run(const char *prog, char *const *args, char *const *env);
 int cmp_double(const void *a, const void *b);
+/* The relay's WAL source on the benchmark's database dsn: makes the
+ * relay's login there (user and password of SAGAD_TEST_PG_URL_RELAY,
+ * deploy/local/pg.sh url-relay; it has REPLICATION) and a slot name of
+ * this process, returned, and drops that slot at exit, also after die(): a
+ * slot left behind keeps the WAL for ever and blocks DROP DATABASE. */
+const char *bench_wal_prepare(const char *dsn);
+const char *bench_wal_dsn(void); /* the relay's login, after bench_wal_prepare */
+void bench_wal_drop(void);       /* drops the slot now (idempotent) */
 /* A process's memory in kB from /proc/PID/status: field "VmRSS" (now) or
  * "VmHWM" (its peak); -1 when gone. */
 long bench_rss_kb(pid_t pid, const char *field);

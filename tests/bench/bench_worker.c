@@ -32,6 +32,8 @@
 
 static char dsn[512], cmd_topic[128], int_topic[128], ev_topic[128], dlq_topic[128], group[128],
     regpath[256];
+/* SAGAD_BENCH_RELAY_SOURCE: the relay's source, table (the default) or wal */
+static const char *relay_source = "table", *wal_slot;
 
 static void write_registry(void)
 {
@@ -263,6 +265,16 @@ static pid_t start(const char *prog)
         snprintf(ep, sizeof(ep), "SAGAD_OTEL_ENDPOINT=%s", getenv("SAGAD_BENCH_OTEL_ENDPOINT"));
         extra[n++] = ep;
         extra[n++] = "SAGAD_OTEL_TRACES_SAMPLER_ARG=1";
+    }
+    /* The WAL source's relay, as the relay's login (REPLICATION) on this
+     * database, with a slot of this run (dropped at exit). */
+    if (wal_slot && strcmp(prog, "sagad-relay") == 0 && n < 30) {
+        static char dsn_env[600], slot_env[128];
+        snprintf(dsn_env, sizeof(dsn_env), "SAGAD_PG_DSN=%s", bench_wal_dsn());
+        snprintf(slot_env, sizeof(slot_env), "SAGAD_RELAY_SLOT=%s", wal_slot);
+        extra[n++] = dsn_env;
+        extra[n++] = slot_env;
+        extra[n++] = "SAGAD_RELAY_SOURCE=wal";
     }
     if (getenv("SAGAD_BENCH_ENV")) {
         snprintf(buf, sizeof(buf), "%s", getenv("SAGAD_BENCH_ENV"));
@@ -561,6 +573,12 @@ int main(void)
 
     bench_name = "bench-worker";
     pg = bench_setup_db(db, sizeof(db), dsn, sizeof(dsn));
+    if (getenv("SAGAD_BENCH_RELAY_SOURCE"))
+        relay_source = getenv("SAGAD_BENCH_RELAY_SOURCE");
+    if (strcmp(relay_source, "wal") == 0)
+        wal_slot = bench_wal_prepare(dsn);
+    else if (strcmp(relay_source, "table") != 0)
+        die("SAGAD_BENCH_RELAY_SOURCE", "must be table or wal");
     snprintf(cmd_topic, sizeof(cmd_topic), "bench_cmd_%d", (int)getpid());
     snprintf(int_topic, sizeof(int_topic), "bench_int_%d", (int)getpid());
     snprintf(ev_topic, sizeof(ev_topic), "bench_ev_%d", (int)getpid());
@@ -645,9 +663,10 @@ int main(void)
     bench_stop(worker);
     bench_stop(relay);
 
-    printf("\nsagad-worker benchmark (%d sagas of %d noop steps; PostgreSQL, Kafka, relay and "
-           "worker on this host; tracing %s%s)\n",
-           n, STEPS, otel ? "on: sampling 1.0, OTLP/HTTP to " : "off", otel ? otel : "");
+    printf("\nsagad-worker benchmark (%d sagas of %d noop steps; PostgreSQL, Kafka, relay (%s "
+           "source) and worker on this host; tracing %s%s)\n",
+           n, STEPS, relay_source, otel ? "on: sampling 1.0, OTLP/HTTP to " : "off",
+           otel ? otel : "");
     printf("  %-52s %10.0f msg/s\n", "floor: plain librdkafka consumer, same messages",
            floor_kafka);
     printf("  %-52s %10.0f steps/s\n", "floor: the worker's SQL per step, no Kafka", floor_pg);
@@ -691,7 +710,8 @@ int main(void)
 
     if (system("mkdir -p bench/results") == 0 && (fp = fopen(result, "w"))) {
         fprintf(fp,
-                "{\"tracing\": %s, \"worker_cpu_s_backlog\": %.2f, \"worker_cpu_s_latency\": %.2f, "
+                "{\"tracing\": %s, \"relay_source\": \"%s\", \"worker_cpu_s_backlog\": %.2f, "
+                "\"worker_cpu_s_latency\": %.2f, "
                 "\"sagas\": %d, \"steps_per_saga\": %d, \"floor_consume_msgs_per_s\": %.0f, "
                 "\"floor_sql_steps_per_s\": %.0f, \"worker_steps_per_s\": %.0f, "
                 "\"latency_offered_steps_per_s\": %.0f, \"start_to_completed_p50_ms\": %s, "
@@ -705,8 +725,8 @@ int main(void)
                 "\"echo_refs_steps_per_s\": %.0f, \"group_steps_per_s\": %.0f, "
                 "\"group_start_to_completed_p50_ms\": %s, "
                 "\"group_start_to_completed_p99_ms\": %s, \"time\": %.0f}\n",
-                otel ? "true" : "false", wcpu1 - wcpu0, wcpu3 - wcpu2, n, STEPS, floor_kafka,
-                floor_pg, rate, lat_rate, jnum(p50s, sizeof(p50s), lat.p50),
+                otel ? "true" : "false", relay_source, wcpu1 - wcpu0, wcpu3 - wcpu2, n, STEPS,
+                floor_kafka, floor_pg, rate, lat_rate, jnum(p50s, sizeof(p50s), lat.p50),
                 jnum(p99s, sizeof(p99s), lat.p99), wins_json, lat.n, lat.missing, LAT_RAMP_S,
                 lat_secs, rss, bench_steal_pct(&c0, &c1), bench_steal_pct(&c2, &c3),
                 bench_busy_pct(&c0, &c1), bench_busy_pct(&c2, &c3), bench_ours_pct(&c0, &c1),
@@ -717,6 +737,7 @@ int main(void)
     }
     unlink(regpath);
     sg_pg_destroy(pg);
+    bench_wal_drop();
     bench_drop_db(db);
     return 0;
 }

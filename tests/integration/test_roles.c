@@ -430,16 +430,21 @@ Test(roles, only_the_runtime_role_takes_the_locks_and_a_stranger_cannot_block_th
 }
 
 /* The outbox's source (migrations 0026 and 0027): switching it, which
- * also enables or disables the outbox's trigger, and writing the WAL
- * heartbeat are the runtime role's (the relay's) alone; the steps waiting
- * for a person are written by the triggers of steps only.  Each refusal is
- * PostgreSQL's, for the real login. */
+ * also enables or disables the outbox's trigger, writing the WAL
+ * heartbeat and the worker's messages by sagad_outbox_write (0028: into
+ * the WAL when that is the route, so it signs for whoever calls it) are
+ * the runtime role's alone; the steps waiting for a person are written by
+ * the triggers of steps only.  Each refusal is PostgreSQL's, for the real
+ * login. */
 Test(roles, only_the_runtime_role_switches_the_outbox_source_and_no_login_writes_steps_waiting)
 {
     static const char *const calls[] = {
-        "SELECT sagad_outbox_to_table()", "SELECT sagad_outbox_to_wal('sagad_relay')",
+        "SELECT sagad_outbox_to_table()",
+        "SELECT sagad_outbox_to_wal('sagad_relay')",
         "SELECT sagad_outbox_wal_heartbeat()",
-        "INSERT INTO steps_waiting (saga_id, idx) VALUES ('x', 0)", "DELETE FROM steps_waiting"};
+        "SELECT sagad_outbox_write(ARRAY['roles-w'], ARRAY['k'], ARRAY['{}'::jsonb], ARRAY['x'])",
+        "INSERT INTO steps_waiting (saga_id, idx) VALUES ('x', 0)",
+        "DELETE FROM steps_waiting"};
     static const char *const writes[] = {"INSERT INTO steps_waiting (saga_id, idx) VALUES ('x', 0)",
                                          "DELETE FROM steps_waiting"};
     sg_err_t err;
@@ -453,6 +458,13 @@ Test(roles, only_the_runtime_role_switches_the_outbox_source_and_no_login_writes
     cr_expect_eq(sgt_query_int(sgw.pg, "SELECT count(*) FROM pg_trigger WHERE tgname = "
                                        "'outbox_emit' AND tgenabled = 'D'"),
                  1, "the runtime role switched to the table: the WAL trigger is off");
+    cr_expect_eq(exec_as(rt_dsn,
+                         "SELECT sagad_outbox_write(ARRAY['roles-w'], ARRAY['k'], "
+                         "ARRAY['{}'::jsonb], ARRAY['x'])",
+                         &err),
+                 0, "the runtime role writes the worker's messages: %s", err.message);
+    cr_expect_eq(sgt_query_int(sgw.pg, "SELECT count(*) FROM outbox WHERE topic = 'roles-w'"), 1,
+                 "and with the table as the route, they are its rows: %s", err.message);
     cr_expect_eq(exec_as(rd_dsn, "SELECT count(*) FROM steps_waiting", &err), 0,
                  "the reader reads the approvals' list: %s", err.message);
 }

@@ -61,18 +61,12 @@ static const int ncols[NTABLES] = {
     [T_SAGA] = 5,      [T_OUTBOX] = 4,      [T_TIMER] = 5,
 };
 
-/* The shard is written here (migration 0007): the outbox trigger that
- * would otherwise compute it runs per row in plpgsql.  The count is joined
- * as one row (an aggregate: NULL, so shard 0, when the settings row is
- * missing, as in the trigger) rather than passed as a subquery, which
- * would keep the function from being inlined.  A join without a clause is
- * a nested loop, so the rows keep unnest's order (and their ids). */
+/* Every message of the transaction in one call (migration 0028): the
+ * function decides the route once (the WAL, or the table with the shard
+ * computed in the statement, as 0007 wants) and writes them all in one
+ * set-based statement, in the arrays' order. */
 const char worker_sql_outbox[] =
-    "INSERT INTO outbox (topic, key, headers, payload, shard) "
-    "SELECT u.t, u.k, u.h, convert_to(u.p, 'UTF8'), sagad_outbox_shard_of(u.k, r.shards) "
-    "FROM (SELECT t, convert_to(k, 'UTF8') AS k, h, p FROM unnest($1::text[], $2::text[], "
-    "$3::jsonb[], $4::text[]) AS u(t, k, h, p)) u "
-    "CROSS JOIN (SELECT max(shards) AS shards FROM relay_settings) r";
+    "SELECT sagad_outbox_write($1::text[], $2::text[], $3::jsonb[], $4::text[])";
 
 /* Each statement reads its table's columns as $1..$n; T_ATTEMPT_NEW also
  * the worker id as $8. */
