@@ -38,7 +38,17 @@
 #define WAL_PUBLICATION "sagad_outbox"
 #define STATUS_MS       1000 /* a status update at least this often, busy or idle */
 #define SWEEP_MS        1000 /* rows found in the outbox table are moved into the WAL this often */
-#define HEARTBEAT_MS    5000 /* a heartbeat is written into the WAL this often */
+#define HEARTBEAT_MS    5000
+/* A batch that has reached DRAIN_BATCH messages when the socket is
+ * momentarily empty waits for more, until DRAIN_WAIT_MS after its first
+ * message, before it is sent for acknowledgement: in a backlog the server
+ * is still sending, and without the wait each batch ended with a socket
+ * read (53 messages on average over a drain, docs/PERFORMANCE.md), so the
+ * drain was a string of Kafka round trips.  A smaller batch (a quiet
+ * stream's) goes at once; the bound keeps a busy but steady stream (one
+ * that is never quiet for DRAIN_WAIT_MS) from growing a batch for long. */
+#define DRAIN_BATCH   32
+#define DRAIN_WAIT_MS 1 /* a heartbeat is written into the WAL this often */
 
 typedef enum wal_state_e {
     WAL_CONNECTING,
@@ -640,6 +650,7 @@ static int wal_active(wal_relay_t *w, sg_err_t *err)
     const unsigned char *buf;
     size_t len;
     uint64_t now = sg_run_now_ms(), wait_ms;
+    int64_t first_us = 0;
     int rc, fired;
 
     if (now >= w->timers_at) {
@@ -675,7 +686,17 @@ static int wal_active(wal_relay_t *w, sg_err_t *err)
     wait_ms = w->timers_at > now ? w->timers_at - now : 0;
     if (wait_ms > w->poll_ms)
         wait_ms = w->poll_ms;
-    while ((rc = sg_pgrepl_read(w->rp, (int)wait_ms, &buf, &len, err)) > 0) {
+    for (;;) {
+        rc = sg_pgrepl_read(w->rp, (int)wait_ms, &buf, &len, err);
+        if (rc == 0 && wait_ms == 0 && (int64_t)w->n >= DRAIN_BATCH &&
+            sg_pgrepl_now_us() - first_us < DRAIN_WAIT_MS * 1000) {
+            wait_ms = DRAIN_WAIT_MS; /* a backlog: the server is still sending */
+            continue;
+        }
+        if (rc <= 0)
+            break;
+        if (w->n == 0)
+            first_us = sg_pgrepl_now_us();
         if (on_copy(w, buf, len, err) < 0)
             return -1;
         wait_ms = 0; /* what is there is read; then the batch goes */
