@@ -177,10 +177,12 @@ typedef struct loop_s {
     /* The side connection, for what housekeeping reads and writes while
      * the transactions' connections are busy under load: the internal
      * keys (a rotation must still be read) and the status copy
-     * (worker_status.c).  And when the keys were last read on demand (an
-     * unknown key id: at most once a second). */
+     * (worker_status.c).  And when the keys were last read on demand,
+     * each cause at most once a second and each on its own clock, so that
+     * one does not hold the other back: an unknown key id, and a key held
+     * past its expires_at. */
     sg_pg_t *side_pg;
-    uint64_t keys_forced_at;
+    uint64_t keys_forced_at, keys_expiry_at;
 
     /* worker_status.c: the copy of the breakers and lag in PostgreSQL */
     uint64_t next_status;      /* when the next copy is due (ms) */

@@ -53,16 +53,23 @@ int loop_keys_reload(loop_t *L, bool force, sg_err_t *err)
 {
     sg_mac_keys_t keys;
     uint64_t now = sg_run_now_ms();
+    bool by_force, by_expiry;
 
     if (L->w.trust == SG_TRUST_OFF)
         return 0;
     /* An expired key is read away at once, like a new one, at most once
-     * a second (PostgreSQL's clock, which decides, may be behind ours). */
-    force = force || keys_expired(L);
-    if (force ? now - L->keys_forced_at < 1000 : now < L->w.keys_at)
+     * a second (PostgreSQL's clock, which decides, may be behind ours).
+     * The two causes are limited apart: a read for an unknown key id just
+     * before an expiry must not keep the expired key accepted for up to a
+     * second more. */
+    by_force = force && now - L->keys_forced_at >= 1000;
+    by_expiry = keys_expired(L) && now - L->keys_expiry_at >= 1000;
+    if (!by_force && !by_expiry && now < L->w.keys_at)
         return 0;
-    if (force)
+    if (by_force)
         L->keys_forced_at = now;
+    if (by_expiry)
+        L->keys_expiry_at = now;
     L->w.keys_at = now + L->w.key_reload_ms;
     if (!loop_side_pg(L, err) || sg_trust_keys_load(L->side_pg, &keys, err) < 0)
         return -1;
