@@ -38,7 +38,7 @@
 #define WAL_PUBLICATION "sagad_outbox"
 #define STATUS_MS       1000 /* a status update at least this often, busy or idle */
 #define SWEEP_MS        1000 /* rows found in the outbox table are moved into the WAL this often */
-#define HEARTBEAT_MS    5000
+#define HEARTBEAT_MS    5000 /* a heartbeat is written into the WAL this often */
 /* A batch that has reached DRAIN_BATCH messages when the socket is
  * momentarily empty waits for more, until DRAIN_WAIT_MS after its first
  * message, before it is sent for acknowledgement: in a backlog the server
@@ -48,7 +48,7 @@
  * stream's) goes at once; the bound keeps a busy but steady stream (one
  * that is never quiet for DRAIN_WAIT_MS) from growing a batch for long. */
 #define DRAIN_BATCH   32
-#define DRAIN_WAIT_MS 1 /* a heartbeat is written into the WAL this often */
+#define DRAIN_WAIT_MS 1
 
 typedef enum wal_state_e {
     WAL_CONNECTING,
@@ -689,14 +689,14 @@ static int wal_active(wal_relay_t *w, sg_err_t *err)
     for (;;) {
         rc = sg_pgrepl_read(w->rp, (int)wait_ms, &buf, &len, err);
         if (rc == 0 && wait_ms == 0 && (int64_t)w->n >= DRAIN_BATCH &&
-            sg_pgrepl_now_us() - first_us < DRAIN_WAIT_MS * 1000) {
+            (int64_t)sg_run_now_us() - first_us < DRAIN_WAIT_MS * 1000) {
             wait_ms = DRAIN_WAIT_MS; /* a backlog: the server is still sending */
             continue;
         }
         if (rc <= 0)
             break;
         if (w->n == 0)
-            first_us = sg_pgrepl_now_us();
+            first_us = (int64_t)sg_run_now_us();
         if (on_copy(w, buf, len, err) < 0)
             return -1;
         wait_ms = 0; /* what is there is read; then the batch goes */

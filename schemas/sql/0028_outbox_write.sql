@@ -13,8 +13,9 @@
 -- message, in the arrays' order, ids from the outbox's own sequence) or
 -- into the table exactly as the worker's INSERT did (the trigger then
 -- routes nothing: the route is the table).  Every other writer (the timer
--- move, sagad_dlq_replay, sagad_outbox_republish, an operator) still
--- inserts and goes through the trigger.
+-- move, sagad_dlq_replay, sagad_outbox_republish, an operator, and the
+-- worker's own dead-letter records) still inserts and goes through the
+-- trigger.
 --
 -- Who may call it: the runtime role only (it may insert into the outbox
 -- already, so it gains nothing); PUBLIC may not, as it may not emit.
@@ -22,6 +23,13 @@ CREATE FUNCTION sagad_outbox_write(p_topics text[], p_keys text[], p_headers jso
                                    p_payloads text[]) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER AS $$
 BEGIN
+    -- The lock an INSERT takes, first: a switch of the source
+    -- (sagad_outbox_to_wal, sagad_outbox_to_table) holds the outbox in
+    -- EXCLUSIVE mode, so this waits for it and then reads the route the
+    -- switch left; and a switch waits for this transaction, as for any
+    -- writer's.  Without it, the route would be read before the switch and
+    -- kept for the rest of the transaction.
+    LOCK TABLE outbox IN ROW EXCLUSIVE MODE;
     IF sagad_outbox_route() = 'wal' THEN
         PERFORM pg_logical_emit_message(true, 'sagad.outbox',
                     sagad_outbox_frame(nextval('outbox_id_seq'::regclass), u.t,
@@ -45,7 +53,9 @@ BEGIN
 END $$;
 REVOKE EXECUTE ON FUNCTION sagad_outbox_write(text[], text[], jsonb[], text[]) FROM PUBLIC;
 
--- ---- the roles: 0027's, and sagad_outbox_write for the runtime -------------
+-- ---- the roles: 0027's, sagad_outbox_write for the runtime, and 0026's ----
+-- source functions, granted until now only by 0026 itself (a runtime role
+-- made after it did not get them).
 
 CREATE OR REPLACE FUNCTION sagad_grant_roles() RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
@@ -72,7 +82,9 @@ BEGIN
                                   sagad_janitor_try_lock(), sagad_relay_locks(),
                                   sagad_retention_sagas(float8, bigint),
                                   sagad_retention_dead_letters(float8, bigint),
-                                  sagad_outbox_write(text[], text[], jsonb[], text[])
+                                  sagad_outbox_write(text[], text[], jsonb[], text[]),
+                                  sagad_outbox_to_wal(text), sagad_outbox_to_table(),
+                                  sagad_outbox_wal_heartbeat()
             TO sagad_runtime;
     END IF;
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'sagad_operator') THEN

@@ -285,6 +285,33 @@ static pid_t start(const char *prog)
     return bench_start_sagad(prog, dsn, regpath, topics, group, "warn", extra);
 }
 
+/* Until the relay has published what was written so far (at most 60 s):
+ * the table source's outbox is empty, or the WAL source's slot has
+ * confirmed the WAL position of now (the table stays empty there). */
+static void wait_relayed(sg_pg_t *pg)
+{
+    char lsn[64], q[320];
+    sg_pg_res_t *res = NULL;
+    sg_err_t err;
+
+    if (!wal_slot) {
+        for (double t0 = now_s();
+             query_int(pg, "SELECT count(*) FROM outbox") > 0 && now_s() - t0 < 60;)
+            usleep(100000);
+        return;
+    }
+    if (sg_pg_exec(pg, "SELECT pg_current_wal_lsn()::text", 0, NULL, &res, &err) < 0)
+        die("wal position", err.message);
+    snprintf(lsn, sizeof(lsn), "%s", sg_pg_res_get(res, 0, 0));
+    sg_pg_res_destroy(res);
+    snprintf(q, sizeof(q),
+             "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '%s' AND "
+             "confirmed_flush_lsn >= '%s'::pg_lsn",
+             wal_slot, lsn);
+    for (double t0 = now_s(); query_int(pg, q) == 0 && now_s() - t0 < 60;)
+        usleep(100000);
+}
+
 /* CPU seconds (user + system) process pid has used so far. */
 static double proc_cpu_s(pid_t pid)
 {
@@ -611,9 +638,7 @@ int main(void)
     bench_cpu(&c1);
     /* The backlog's last events are still being relayed when its last saga
      * completes; the latency run starts on a quiet system. */
-    for (double t0 = now_s();
-         query_int(pg, "SELECT count(*) FROM outbox") > 0 && now_s() - t0 < 60;)
-        usleep(100000);
+    wait_relayed(pg);
     sleep(2);
     if (lat_secs < LAT_WINDOWS)
         die("SAGAD_BENCH_LAT_SECS", "must be at least 3 (seconds)");
@@ -650,9 +675,7 @@ int main(void)
                 n);
         saga_kind = SAGA_GROUP;
         rate_group = throughput(pg, "tg", n);
-        for (double t0 = now_s();
-             query_int(pg, "SELECT count(*) FROM outbox") > 0 && now_s() - t0 < 60;)
-            usleep(100000);
+        wait_relayed(pg);
         sleep(2);
         lat_prefix = "lag";
         latency(lat_rate, lat_secs, &lat_group);

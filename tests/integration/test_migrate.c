@@ -288,14 +288,14 @@ Test(migrate, worker_refuses_a_schema_older_than_it_needs)
     cr_assert_eq(sgt_run("sagad-worker", margs, env, NULL, NULL), 0);
     pg = sgt_db_connect(dsn);
     /* As a database migrated by the release before 0014 (results flow,
-     * unknown outcomes; the worker needs 0021, least privilege finished)
+     * unknown outcomes; the worker needs 0028, sagad_outbox_write)
      * looks. */
     cr_assert_eq(sg_pg_exec(pg, "DELETE FROM sagad_schema_migrations WHERE version >= 14", 0, NULL,
                             NULL, &e),
                  0, "%s", e.message);
     sg_pg_destroy(pg);
     snprintf(want, sizeof(want), "%s",
-             "database schema is at version 13, the worker needs 23: run `sagad-worker migrate`");
+             "database schema is at version 13, the worker needs 28: run `sagad-worker migrate`");
     cr_expect_eq(sgt_run("sagad-worker", rargs, env, NULL, &err), 1);
     cr_expect(strstr(err, want) != NULL, "stderr: %s", err);
     free(err);

@@ -24,7 +24,7 @@
 #include "worker_loop_int.h"
 #include "../apply/worker_observe.h"
 
-#define WORKER_SCHEMA_VERSION 23   /* 0023: internal keys, submitted_by, control principals */
+#define WORKER_SCHEMA_VERSION 28   /* 0028: sagad_outbox_write, the outbox's writes */
 #define HOUSEKEEPING_MS       1000 /* gauges, SIGHUP */
 #define PG_PING_MS            5000 /* an idle worker checks its session this often */
 
