@@ -32,6 +32,8 @@ struct sg_kafka_s {
     void *rebalance_opaque;
     bool coop;           /* the group's rebalance protocol at its last rebalance */
     bool closed;         /* a consumer that left its group (sg_kafka_close) */
+    bool subscribed;     /* a group member (sg_kafka_subscribe), not assigned by hand */
+    uint64_t unsub_end;  /* sg_kafka_close: when the wait for an empty assignment ends */
     volatile int joined; /* a consumer got its first assignment (maybe empty) */
     /* The close runs on a thread of its own (sg_kafka_close): the hook
      * runs under hook_lock, and not at all once the close is abandoned. */
@@ -352,10 +354,40 @@ const char *sg_kafka_version(void)
     return rd_kafka_version_str();
 }
 
+/* A group member leaves in two steps.  librdkafka (2.5 to 2.12 at least,
+ * issue 4792) can abort the process in rd_kafka_consumer_close when the
+ * close meets a cooperative rebalance still assigning or revoking
+ * partitions ("assert: !rd_kafka_assignment_in_progress"); seen once in
+ * sagad's CI on SIGTERM.  So the member first unsubscribes and serves its
+ * revoke here, until its assignment is empty or unsub_end passes, and
+ * only then closes.  Messages polled meanwhile are dropped: the worker has
+ * stopped taking work, and its offsets live in PostgreSQL. */
+static void leave_assignment(sg_kafka_t *k)
+{
+    rd_kafka_topic_partition_list_t *parts;
+    rd_kafka_message_t *m;
+    int held;
+
+    if (!k->subscribed || rd_kafka_unsubscribe(k->rk) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return;
+    while (sg_run_now_ms() < k->unsub_end) {
+        if ((m = rd_kafka_consumer_poll(k->rk, 20)) != NULL)
+            rd_kafka_message_destroy(m);
+        parts = NULL;
+        if (rd_kafka_assignment(k->rk, &parts) != RD_KAFKA_RESP_ERR_NO_ERROR)
+            return;
+        held = parts->cnt;
+        rd_kafka_topic_partition_list_destroy(parts);
+        if (held == 0)
+            return;
+    }
+}
+
 static void *close_main(void *arg)
 {
     sg_kafka_t *k = arg;
 
+    leave_assignment(k);
     rd_kafka_consumer_close(k->rk);
     atomic_store(&k->close_done, true);
     return NULL;
@@ -368,11 +400,14 @@ void sg_kafka_close(sg_kafka_t *k)
 
 void sg_kafka_close_until(sg_kafka_t *k, uint64_t end)
 {
+    uint64_t now = sg_run_now_ms();
     pthread_t t;
 
     if (!k || k->role != SG_KAFKA_CONSUMER || k->closed)
         return;
     k->closed = true;
+    /* Half the budget for the unsubscribe, the rest for the close. */
+    k->unsub_end = now + (end > now ? (end - now) / 2 : 0);
     /* Revokes the assignment through the rebalance hook (which may copy
      * its offsets to the group, for lag tools), commits nothing itself
      * (offsets live in PostgreSQL) and leaves the group.  librdkafka (2.12
@@ -382,7 +417,7 @@ void sg_kafka_close_until(sg_kafka_t *k, uint64_t end)
      * the process goes on (and exits) without the group leave, and the
      * group hands the partitions on after session.timeout.ms. */
     if (pthread_create(&t, NULL, close_main, k) != 0) {
-        rd_kafka_consumer_close(k->rk);
+        close_main(k);
         return;
     }
     while (!atomic_load(&k->close_done) && sg_run_now_ms() < end)
@@ -575,6 +610,7 @@ int sg_kafka_subscribe(sg_kafka_t *k, const char *const *topics, size_t ntopics,
     rd_kafka_topic_partition_list_destroy(list);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
         return sg_kafka_err_set(err, e, false, false, false, "subscribe");
+    k->subscribed = true;
     return 0;
 }
 
