@@ -397,6 +397,163 @@ Test(relay_wal, a_row_without_a_key_is_published_without_one)
     sg_pg_destroy(pg);
 }
 
+/* Removes the line "sagad-mac=..." from headers_text's text. */
+static void strip_mac(char *text)
+{
+    char *m = strstr(text, "sagad-mac="), *end;
+
+    if (!m)
+        return;
+    end = strchr(m, '\n');
+    memmove(m, end ? end + 1 : m + strlen(m), strlen(end ? end + 1 : m + strlen(m)) + 1);
+}
+
+/* The worker writes its messages with sagad_outbox_write (migration
+ * 0028), every other writer with an INSERT through the trigger
+ * outbox_emit.  Both reach Kafka alike: the same key (none for a NULL
+ * key, an empty one kept), the same headers in the same order, the same
+ * payload; and, written in that order in one transaction, in that order
+ * on one key. */
+Test(relay_wal, the_worker_function_and_the_trigger_publish_alike)
+{
+    static const char *labels[] = {"nokey", "emptykey", "key"};
+    char rdsn[512];
+    sg_pg_t *run;
+    const char *p[] = {topic};
+    sgt_proc_t relay;
+    got_t got;
+
+    sgt_role_dsn(rdsn, sizeof(rdsn), dsn, "runtime");
+    run = sgt_db_connect(rdsn);
+    relay_start(&relay, NULL);
+    wait_streaming(0);
+    exec(run, "BEGIN", 0, NULL);
+    exec(run,
+         "INSERT INTO outbox (topic, key, headers, payload) VALUES "
+         "($1, NULL, '{\"sagad-type\": \"t\", \"b\": \"2\", \"a\": \"1\"}', "
+         "convert_to('trigger:nokey', 'UTF8')), "
+         "($1, '', '{\"sagad-type\": \"t\", \"b\": \"2\", \"a\": \"1\"}', "
+         "convert_to('trigger:emptykey', 'UTF8')), "
+         "($1, 'same', '{\"sagad-type\": \"t\", \"b\": \"2\", \"a\": \"1\"}', "
+         "convert_to('trigger:key', 'UTF8'))",
+         1, p);
+    exec(run,
+         "SELECT sagad_outbox_write(ARRAY[$1, $1, $1], ARRAY[NULL, '', 'same'], "
+         "array_fill('{\"sagad-type\": \"t\", \"b\": \"2\", \"a\": \"1\"}'::jsonb, "
+         "ARRAY[3]), ARRAY['function:nokey', 'function:emptykey', 'function:key'])",
+         1, p);
+    exec(run,
+         "INSERT INTO outbox (topic, key, payload) VALUES ($1, 'same', "
+         "convert_to('trigger:after', 'UTF8'))",
+         1, p);
+    exec(run, "COMMIT", 0, NULL);
+    sgt_consume(topic, &got, 7, 20);
+    cr_expect_eq(relay_stop(&relay, SIGTERM, NULL), 0);
+    cr_assert_eq(got.n, 7, "all seven messages published");
+    for (size_t l = 0; l < 3; l++) {
+        char want_t[32], want_f[32];
+        size_t t = got.n, f = got.n;
+
+        snprintf(want_t, sizeof(want_t), "trigger:%s", labels[l]);
+        snprintf(want_f, sizeof(want_f), "function:%s", labels[l]);
+        for (size_t i = 0; i < got.n; i++) {
+            if (strcmp(got.payload[i], want_t) == 0)
+                t = i;
+            if (strcmp(got.payload[i], want_f) == 0)
+                f = i;
+        }
+        cr_assert(t < got.n && f < got.n, "%s and %s both arrived", want_t, want_f);
+        cr_expect_eq(got.keyless[f], got.keyless[t], "%s: keyless alike", labels[l]);
+        cr_expect_eq(got.keyless[f], l == 0, "%s: only a NULL key is no key", labels[l]);
+        if (!got.keyless[f] && !got.keyless[t])
+            cr_expect_str_eq(got.key[f], got.key[t], "%s: the same key", labels[l]);
+        /* sagad-mac signs the payload, which differs */
+        strip_mac(got.headers[f]);
+        strip_mac(got.headers[t]);
+        cr_expect_str_eq(got.headers[f], got.headers[t], "%s: the same headers", labels[l]);
+        cr_expect_neq(strstr(got.headers[f], "a=1\n"), NULL, "%s: headers %s", labels[l],
+                      got.headers[f]);
+    }
+    {
+        /* key "same": one partition, so Kafka's order is the commit's */
+        const char *order[] = {"trigger:key", "function:key", "trigger:after"};
+        size_t k = 0;
+
+        for (size_t i = 0; i < got.n && k < 3; i++)
+            if (got.key[i] && strcmp(got.key[i], "same") == 0)
+                cr_expect_str_eq(got.payload[i], order[k++], "key same, message %zu", k);
+        cr_expect_eq(k, 3);
+    }
+    got_free(&got);
+    sg_pg_destroy(run);
+}
+
+/* A switch of the source and the worker's writes wait for each other:
+ * sagad_outbox_write takes the outbox's lock before it reads the route.
+ * So a switch waits for a write in flight (whose messages went into the
+ * WAL, and are published), and a write waits for a switch in flight and
+ * then follows the route the switch left. */
+Test(relay_wal, a_switch_of_the_source_and_the_worker_wait_for_each_other)
+{
+    char rdsn[512];
+    sg_pg_t *run, *sw;
+    const char *p[] = {topic};
+    sg_err_t err;
+    sgt_proc_t relay;
+    got_t got;
+
+    sgt_role_dsn(rdsn, sizeof(rdsn), dsn, "runtime");
+    run = sgt_db_connect(rdsn);
+    sw = sgt_db_connect(relay_dsn);
+    relay_start(&relay, NULL);
+    wait_streaming(0);
+    /* the relay would switch back to the WAL within a second */
+    cr_assert_eq(relay_stop(&relay, SIGTERM, NULL), 0);
+
+    exec(run, "BEGIN", 0, NULL);
+    exec(run,
+         "SELECT sagad_outbox_write(ARRAY[$1], ARRAY['k'], ARRAY['{}'::jsonb], "
+         "ARRAY['in flight'])",
+         1, p);
+    exec(sw, "SET lock_timeout = '300ms'", 0, NULL);
+    cr_expect_lt(sg_pg_exec(sw, "SELECT sagad_outbox_to_table()", 0, NULL, NULL, &err), 0,
+                 "the switch waits for the write in flight");
+    cr_expect_neq(strstr(err.message, "lock timeout"), NULL, "%s", err.message);
+    exec(run, "COMMIT", 0, NULL);
+
+    exec(sw, "BEGIN", 0, NULL);
+    exec(sw, "SELECT sagad_outbox_to_table()", 0, NULL);
+    exec(run, "SET lock_timeout = '300ms'", 0, NULL);
+    cr_expect_lt(sg_pg_exec(run,
+                            "SELECT sagad_outbox_write(ARRAY[$1], ARRAY['k'], "
+                            "ARRAY['{}'::jsonb], ARRAY['refused'])",
+                            1, p, NULL, &err),
+                 0, "the write waits for the switch in flight");
+    cr_expect_neq(strstr(err.message, "lock timeout"), NULL, "%s", err.message);
+    exec(sw, "COMMIT", 0, NULL);
+    exec(run,
+         "SELECT sagad_outbox_write(ARRAY[$1], ARRAY['k'], ARRAY['{}'::jsonb], "
+         "ARRAY['after the switch'])",
+         1, p);
+    cr_expect_eq(sgt_query_int(run, "SELECT count(*) FROM outbox WHERE payload = "
+                                    "convert_to('after the switch', 'UTF8')"),
+                 1, "written after the switch: into the table, the route it left");
+
+    /* a WAL relay again: the message of the write in flight is in the
+     * slot, and the table's row is moved into the WAL */
+    relay_start(&relay, NULL);
+    sgt_consume(topic, &got, 2, 20);
+    cr_expect_eq(relay_stop(&relay, SIGTERM, NULL), 0);
+    cr_expect_eq(got.n, 2, "both messages published, none lost");
+    if (got.n == 2) {
+        cr_expect_str_eq(got.payload[0], "in flight");
+        cr_expect_str_eq(got.payload[1], "after the switch");
+    }
+    got_free(&got);
+    sg_pg_destroy(sw);
+    sg_pg_destroy(run);
+}
+
 static double oldest_age(int port)
 {
     char *body = NULL, err[256];

@@ -10,6 +10,21 @@
 #include "sagad/sg_kafka.h"
 #include "sagad/sg_pg.h"
 
+static char *headers_text(const sg_kafka_msg_t *msg)
+{
+    char *text = NULL;
+    size_t size = 0, len;
+    FILE *f = open_memstream(&text, &size);
+    const char *name;
+    const void *value;
+
+    cr_assert_not_null(f);
+    for (size_t i = 0; sg_kafka_msg_header_at(msg, i, &name, &value, &len) == 1; i++)
+        fprintf(f, "%s=%.*s\n", name, (int)len, value ? (const char *)value : "");
+    fclose(f);
+    return text;
+}
+
 void sgt_consume(const char *topic, got_t *got, size_t want, double timeout_s)
 {
     char group[128], errstr[256];
@@ -36,10 +51,15 @@ void sgt_consume(const char *topic, got_t *got, size_t want, double timeout_s)
             got->payload = realloc(got->payload, got->cap * sizeof(char *));
             got->ts = realloc(got->ts, got->cap * sizeof(int64_t));
             got->keyless = realloc(got->keyless, got->cap);
+            got->key = realloc(got->key, got->cap * sizeof(char *));
+            got->headers = realloc(got->headers, got->cap * sizeof(char *));
         }
         data = sg_kafka_msg_payload(msg, &len);
         got->payload[got->n] = strndup(data, len);
-        got->keyless[got->n] = sg_kafka_msg_key(msg, &len) == NULL;
+        data = sg_kafka_msg_key(msg, &len);
+        got->keyless[got->n] = data == NULL;
+        got->key[got->n] = data ? strndup(data, len) : NULL;
+        got->headers[got->n] = headers_text(msg);
         got->ts[got->n++] = sg_kafka_msg_timestamp(msg);
         sg_kafka_msg_destroy(msg);
     }
@@ -48,9 +68,14 @@ void sgt_consume(const char *topic, got_t *got, size_t want, double timeout_s)
 
 void got_free(got_t *got)
 {
-    for (size_t i = 0; i < got->n; i++)
+    for (size_t i = 0; i < got->n; i++) {
         free(got->payload[i]);
+        free(got->key[i]);
+        free(got->headers[i]);
+    }
     free(got->payload);
+    free(got->key);
+    free(got->headers);
     free(got->ts);
     free(got->keyless);
 }

@@ -11,7 +11,9 @@ struct sg_pg_s;
 typedef struct got_s {
     char **payload;
     int64_t *ts;
-    char *keyless; /* 1: the message had no key (not an empty one) */
+    char *keyless;  /* 1: the message had no key (not an empty one) */
+    char **key;     /* the key as text, NULL when keyless */
+    char **headers; /* every header in order, "name=value\n" each */
     size_t n, cap;
 } got_t;
 
