@@ -290,7 +290,6 @@ static pid_t start(const char *prog)
  * confirmed the WAL position of now (the table stays empty there). */
 static void wait_relayed(sg_pg_t *pg)
 {
-    char lsn[64], q[320];
     sg_pg_res_t *res = NULL;
     sg_err_t err;
 
@@ -300,16 +299,29 @@ static void wait_relayed(sg_pg_t *pg)
             usleep(100000);
         return;
     }
+    /* the slot's confirmed position past the WAL's end now: everything
+     * written so far was published */
     if (sg_pg_exec(pg, "SELECT pg_current_wal_lsn()::text", 0, NULL, &res, &err) < 0)
         die("wal position", err.message);
-    snprintf(lsn, sizeof(lsn), "%s", sg_pg_res_get(res, 0, 0));
+    {
+        const char *p[] = {wal_slot, sg_pg_res_get(res, 0, 0)};
+
+        for (double t0 = now_s(); now_s() - t0 < 60; usleep(100000)) {
+            sg_pg_res_t *r = NULL;
+            bool done;
+
+            if (sg_pg_exec(pg,
+                           "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 "
+                           "AND confirmed_flush_lsn >= $2::pg_lsn",
+                           2, p, &r, &err) < 0)
+                die("slot position", err.message);
+            done = strcmp(sg_pg_res_get(r, 0, 0), "0") != 0;
+            sg_pg_res_destroy(r);
+            if (done)
+                break;
+        }
+    }
     sg_pg_res_destroy(res);
-    snprintf(q, sizeof(q),
-             "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '%s' AND "
-             "confirmed_flush_lsn >= '%s'::pg_lsn",
-             wal_slot, lsn);
-    for (double t0 = now_s(); query_int(pg, q) == 0 && now_s() - t0 < 60;)
-        usleep(100000);
 }
 
 /* CPU seconds (user + system) process pid has used so far. */
