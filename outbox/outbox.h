@@ -62,6 +62,22 @@ typedef struct outbox_ctx_s {
     const char *holder;
 } outbox_ctx_t;
 
+/* A published row, for its publish span (outbox_trace.c). */
+typedef struct outbox_trace_row_s {
+    const char *topic;
+    const unsigned char *key; /* NULL: no key */
+    size_t key_len;
+    const char *headers; /* JSON text, not NUL-terminated; NULL: none */
+    size_t headers_len;
+    const char *id; /* names the row, unique in its source: its span's id */
+} outbox_trace_row_t;
+
+/* With tracing on (otel not NULL), one producer span per sampled saga
+ * over its rows of rows[0..n), a batch read at start and acknowledged at
+ * end (wall-clock ns), handed to the exporter. */
+void outbox_trace_batch(sg_otel_t *otel, const outbox_trace_row_t *rows, size_t n, int64_t start,
+                        int64_t end);
+
 /* The WAL source's loop (outbox_wal.c): until a stop is requested.
  * Returns an exit code. */
 int outbox_wal_run(const outbox_ctx_t *ctx);

@@ -540,6 +540,31 @@ static int resend_alone(wal_relay_t *w, size_t i, sg_err_t *err)
     return quarantine(w, i, &slot.err, err);
 }
 
+/* With tracing on, the batch's publish spans (outbox_trace.c), from its
+ * first message's read to its last acknowledgement. */
+static void trace_batch(wal_relay_t *w)
+{
+    outbox_trace_row_t *rows = sg_xcalloc(w->n, sizeof(*rows));
+    char(*ids)[32] = sg_xcalloc(w->n, sizeof(*ids));
+    int64_t end = wall_ms();
+
+    for (size_t i = 0; i < w->n; i++) {
+        const wal_msg_t *m = &w->msgs[i];
+        const char *base = w->arena.data + m->off;
+
+        rows[i].topic = base;
+        rows[i].key = m->has_key ? (const unsigned char *)base + m->topic_len + 1 : NULL;
+        rows[i].key_len = m->key_len;
+        rows[i].headers = m->headers_len ? base + m->topic_len + 1 + m->key_len : NULL;
+        rows[i].headers_len = m->headers_len;
+        snprintf(ids[i], sizeof(ids[i]), "wal|%lld", (long long)m->id);
+        rows[i].id = ids[i];
+    }
+    outbox_trace_batch(w->ctx->otel, rows, w->n, w->batch_at_ms * 1000000LL, end * 1000000LL);
+    free(ids);
+    free(rows);
+}
+
 /* Waits for Kafka's answer on the batch; then the end of the last whole
  * transaction in it is settled.  A failure that a retry may fix drops the
  * stream: it starts again from the confirmed position, and whatever was
@@ -582,6 +607,8 @@ static int settle(wal_relay_t *w, sg_err_t *err)
         sg_metric_observe(SG_M_OUTBOX_PUBLISH_LATENCY, NULL,
                           (double)(now_us - w->msgs[i].commit_us) / 1e6);
     sg_metric_add(SG_M_OUTBOX_PUBLISHED, NULL, w->n);
+    if (w->ctx->otel)
+        trace_batch(w);
     w->published += (int64_t)w->n;
     w->settled = w->commit_end;
     reset_batch(w);

@@ -14,7 +14,9 @@
 #include "../support/sg_test.h"
 #include "../support/sgt_consume.h"
 #include "../support/sgt_prom.h"
+#include "sagad/sg_json.h"
 #include "sagad/sg_migrate.h"
+#include "sagad/sg_otel.h"
 #include "sagad/sg_pg.h"
 
 static char db[128], dsn[512], relay_dsn[512], dsn_env[600], kafka_env[256], slot_env[128],
@@ -552,6 +554,91 @@ Test(relay_wal, a_switch_of_the_source_and_the_worker_wait_for_each_other)
     got_free(&got);
     sg_pg_destroy(sw);
     sg_pg_destroy(run);
+}
+
+/* With tracing on, the WAL relay makes the table relay's publish spans:
+ * in the trace of the rows' traceparent, children of their saga's span,
+ * over every message it published of that saga (one span per saga per
+ * batch, docs/WORKER.md). */
+Test(relay_wal, publishes_spans_under_the_saga_span)
+{
+    const char *jq = getenv("SAGAD_TEST_JAEGER_QUERY"), *jo = getenv("SAGAD_TEST_JAEGER_OTLP");
+    char otel_env[300], trace[40], tp[80], url[512], saga_span[24], topic2[160];
+    const char *extra[] = {otel_env, "SAGAD_OTEL_SCHEDULE_DELAY_MS=100", NULL};
+    const char *p[] = {topic, tp, topic2};
+    sg_pg_t *pg = sgt_db_connect(dsn);
+    sg_json_t *doc = NULL;
+    sgt_proc_t relay;
+    got_t got;
+    long long messages = 0, spans = 0;
+
+    cr_assert(jq && *jq && jo && *jo, "tests/run.sh starts Jaeger and exports SAGAD_TEST_JAEGER_*");
+    snprintf(otel_env, sizeof(otel_env), "SAGAD_OTEL_ENDPOINT=%s", jo);
+    snprintf(trace, sizeof(trace), "%016llx%016llx", (unsigned long long)getpid() << 20 | 0x5a5a,
+             (unsigned long long)(sgt_now_s() * 1e6));
+    snprintf(tp, sizeof(tp), "00-%s-00f067aa0ba902b7-01", trace);
+    snprintf(saga_span, sizeof(saga_span), "%016llx",
+             (unsigned long long)sg_otel_saga_span_id("saga-traced"));
+    snprintf(topic2, sizeof(topic2), "%s_b", topic);
+    relay_start(&relay, extra);
+    wait_streaming(0);
+    exec(pg,
+         "INSERT INTO outbox (topic, key, headers, payload) VALUES "
+         "($1, 'saga-traced', jsonb_build_object('traceparent', $2::text, 'sagad-type', "
+         "'step.succeeded'), 'a'), "
+         "($3, 'saga-traced', jsonb_build_object('traceparent', $2::text, 'sagad-type', "
+         "'step.execute'), 'b')",
+         3, p);
+    sgt_consume(topic, &got, 1, 20);
+    cr_assert_eq(got.n, 1);
+    got_free(&got);
+    snprintf(url, sizeof(url), "%s/api/traces/%s", jq, trace);
+    for (int i = 0; i < 100 && messages < 2; i++, usleep(200000)) {
+        long status = 0;
+        char *body = sgt_http("GET", url, NULL, &status);
+        const sg_json_t *t, *list;
+
+        sg_json_destroy(doc);
+        doc = status == 200 && body ? sg_json_parse(body, strlen(body), NULL, NULL) : NULL;
+        free(body);
+        t = doc ? sg_json_array_get(sg_json_member(doc, "data"), 0) : NULL;
+        list = t ? sg_json_member(t, "spans") : NULL;
+        messages = spans = 0;
+        for (size_t k = 0; k < sg_json_array_size(list); k++) {
+            const sg_json_t *s = sg_json_array_get(list, k);
+            const sg_json_t *refs = sg_json_member(s, "references"),
+                            *tags = sg_json_member(s, "tags");
+            const char *name = sg_json_string(sg_json_member(s, "operationName"));
+            const char *parent = NULL, *saga = NULL;
+            double count = 0;
+            bool single = false;
+
+            cr_assert(name && strncmp(name, "publish", 7) == 0, "only relay spans: %s", name);
+            for (size_t r = 0; r < sg_json_array_size(refs); r++)
+                parent = sg_json_string(sg_json_member(sg_json_array_get(refs, r), "spanID"));
+            for (size_t g = 0; g < sg_json_array_size(tags); g++) {
+                const sg_json_t *tag = sg_json_array_get(tags, g);
+                const char *key = sg_json_string(sg_json_member(tag, "key"));
+
+                if (strcmp(key, "sagad.saga_id") == 0)
+                    saga = sg_json_string(sg_json_member(tag, "value"));
+                else if (strcmp(key, "messaging.batch.message_count") == 0)
+                    (void)sg_json_number(sg_json_member(tag, "value"), &count);
+                else if (strcmp(key, "sagad.message_type") == 0)
+                    single = true;
+            }
+            cr_expect_str_eq(parent ? parent : "", saga_span, "%s: a child of the saga's span",
+                             name);
+            cr_expect_str_eq(saga ? saga : "", "saga-traced");
+            spans++;
+            messages += single ? 1 : (long long)count;
+        }
+    }
+    cr_expect_eq(relay_stop(&relay, SIGTERM, NULL), 0);
+    cr_expect_eq(messages, 2, "the spans cover both messages (%lld spans)", spans);
+    cr_expect(spans >= 1 && spans <= 2);
+    sg_json_destroy(doc);
+    sg_pg_destroy(pg);
 }
 
 static double oldest_age(int port)
