@@ -12,6 +12,7 @@
 
 #include "../support/sg_test.h"
 #include "../support/sg_worker_env.h"
+#include "sagad/sg_migrate.h"
 #include "sagad/sg_pg.h"
 #include "sagad/sg_retention.h"
 
@@ -547,4 +548,52 @@ Test(roles, only_the_runtime_role_reads_the_internal_keys)
                   err.message);
     }
     cr_expect_eq(sgw_q_int("SELECT count(*) FROM internal_keys"), 1, "no key was added");
+}
+
+/* The roles' rights are rows of sagad_grants (migration 0029), applied by
+ * every migrate: a row that is not a plain grant is refused, no sagad
+ * login may write the table, and a row the owner adds takes effect at the
+ * next migrate, for that role only. */
+Test(roles, a_grant_is_a_row_of_sagad_grants_applied_at_the_next_migrate)
+{
+    static const char *const smuggled[] = {
+        "INSERT INTO sagad_grants VALUES (3500, 'sagad_reader', 'GRANT', "
+        "'SELECT; DROP TABLE sagas', 'TABLE extra', 't')",
+        "INSERT INTO sagad_grants VALUES (3500, 'sagad_reader', 'GRANT', 'SELECT', "
+        "'TABLE extra; DROP TABLE sagas', 't')",
+        "INSERT INTO sagad_grants VALUES (3500, 'sagad_reader', 'GRANT', 'SELECT', "
+        "'FUNCTION f() TO PUBLIC', 't')",
+        "INSERT INTO sagad_grants VALUES (3500, 'public', 'GRANT', 'SELECT', 'TABLE extra', 't')"};
+    const char *logins[] = {rt_dsn, op_dsn, rd_dsn, st_dsn};
+    sg_pg_t *owner;
+    sg_err_t err;
+    int from = 0, to = 0;
+
+    role_dsns();
+    owner = sgt_db_connect(sgw.dsn);
+    for (size_t i = 0; i < sizeof(smuggled) / sizeof(smuggled[0]); i++) {
+        cr_expect_eq(sg_pg_exec(owner, smuggled[i], 0, NULL, NULL, &err), -1, "taken: %s",
+                     smuggled[i]);
+        cr_expect_neq(strstr(err.message, "check constraint"), NULL, "%s", err.message);
+    }
+    for (size_t i = 0; i < sizeof(logins) / sizeof(logins[0]); i++) {
+        cr_expect_eq(exec_as(logins[i],
+                             "INSERT INTO sagad_grants VALUES (3500, 'sagad_reader', 'GRANT', "
+                             "'SELECT', 'TABLE sagad_lock_salt', 't')",
+                             &err),
+                     -1, "login %zu wrote sagad_grants", i);
+        cr_expect_neq(strstr(err.message, "permission denied"), NULL, "%s", err.message);
+    }
+    cr_assert_eq(sg_pg_exec(owner, "CREATE TABLE extra (x integer)", 0, NULL, NULL, &err), 0, "%s",
+                 err.message);
+    cr_expect_eq(exec_as(rd_dsn, "SELECT * FROM extra", &err), -1, "read before its grant");
+    cr_assert_eq(sg_pg_exec(owner,
+                            "INSERT INTO sagad_grants VALUES (3500, 'sagad_reader', 'GRANT', "
+                            "'SELECT', 'TABLE extra', 'test')",
+                            0, NULL, NULL, &err),
+                 0, "%s", err.message);
+    cr_assert_eq(sg_migrate_run(owner, &from, &to, &err), 0, "%s", err.message);
+    cr_expect_eq(exec_as(rd_dsn, "SELECT * FROM extra", &err), 0, "the reader: %s", err.message);
+    cr_expect_eq(exec_as(rt_dsn, "SELECT * FROM extra", &err), -1, "the runtime role may read it");
+    sg_pg_destroy(owner);
 }
