@@ -55,24 +55,15 @@ done
 
 # ---- tools ---------------------------------------------------------------------
 
-if ! cmp -s tests/api/requirements.txt "$venv/.sagad-requirements" 2>/dev/null; then
-    command -v python3 >/dev/null || { echo "api: python3 is needed (make deps)" >&2; exit 2; }
-    echo "api: installing Schemathesis and the OpenAPI validator into $venv"
-    rm -rf "$venv"
-    python3 -m venv "$venv" ||
-        { echo "api: python3 -m venv failed: python3-venv is missing (make deps)" >&2; exit 2; }
-    "$venv/bin/pip" install -q --disable-pip-version-check -r tests/api/requirements.txt
-    cp tests/api/requirements.txt "$venv/.sagad-requirements"
-fi
-py=$venv/bin/python
+stack=api
+# shellcheck source=tests/support/stack.sh
+. tests/support/stack.sh
+stack_venv "$venv" tests/api/requirements.txt "Schemathesis and the OpenAPI validator"
 
 "$py" tests/api/spec_check.py
 
 # ---- the stack: its services, a database, clean-up whatever happens ----------
 
-stack=api
-# shellcheck source=tests/support/stack.sh
-. tests/support/stack.sh
 stack_begin
 stack_services
 stack_database

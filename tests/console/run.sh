@@ -38,19 +38,11 @@ done
 [ -n "$chromium" ] || { echo "console: chromium is not installed (make deps)" >&2; exit 2; }
 command -v kcat >/dev/null || { echo "console: kcat is not installed (make deps)" >&2; exit 2; }
 
-if ! cmp -s tests/console/requirements.txt "$venv/.sagad-requirements" 2>/dev/null; then
-    echo "console: installing Playwright and axe-core into $venv"
-    rm -rf "$venv"
-    python3 -m venv "$venv" ||
-        { echo "console: python3 -m venv failed: python3-venv is missing (make deps)" >&2; exit 2; }
-    "$venv/bin/pip" install -q --disable-pip-version-check -r tests/console/requirements.txt
-    cp tests/console/requirements.txt "$venv/.sagad-requirements"
-fi
-py=$venv/bin/python
-
 stack=console
 # shellcheck source=tests/support/stack.sh
 . tests/support/stack.sh
+stack_venv "$venv" tests/console/requirements.txt "Playwright and axe-core"
+
 stack_begin
 stack_services
 stack_database

@@ -4,6 +4,10 @@
 # repository, with `stack` set to the suite's name (it prefixes every
 # message and the work directory).
 #
+#   stack_venv DIR REQS WHAT
+#                           $py: the python of a venv at DIR with the pins
+#                           of REQS, made again when REQS changed (WHAT
+#                           names what it installs, for the message)
 #   stack_begin             work directory ($work), clean-up at exit
 #                           (every program stopped by pid, newest first;
 #                           the database dropped; services this started
@@ -27,6 +31,20 @@
 #
 # A program that does not exit 0 on SIGTERM, or whose log holds a
 # sanitizer's report (an ASan build's BINDIR), fails the suite.
+
+stack_venv() { # DIR REQS WHAT
+    local dir=$1 reqs=$2
+    if ! cmp -s "$reqs" "$dir/.sagad-requirements" 2>/dev/null; then
+        command -v python3 >/dev/null || { echo "$stack: python3 is needed (make deps)" >&2; exit 2; }
+        echo "$stack: installing $3 into $dir"
+        rm -rf "$dir"
+        python3 -m venv "$dir" ||
+            { echo "$stack: python3 -m venv failed: python3-venv is missing (make deps)" >&2; exit 2; }
+        "$dir/bin/pip" install -q --disable-pip-version-check -r "$reqs"
+        cp "$reqs" "$dir/.sagad-requirements"
+    fi
+    py=$dir/bin/python
+}
 
 stack_begin() {
     work=$(mktemp -d "${TMPDIR:-/tmp}/sagad-$stack-XXXXXX")
