@@ -564,7 +564,7 @@ static int publish_batch(outbox_relay_t *r, sg_err_t *err)
         r->solo_left = 0; /* the rows of the refused batch are all through */
     else
         r->solo_left -= (int64_t)n;
-    if (r->otel)
+    if (r->otel && n > 0)
         trace_batch(r, res, n, read_at);
     /* Insert to acknowledged publish: the row's age when read, plus the
      * time its batch took to be acknowledged. */

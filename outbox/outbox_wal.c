@@ -66,6 +66,7 @@ typedef struct wal_msg_s {
     size_t off; /* into the arena: topic NUL, key, headers, payload */
     size_t topic_len, key_len, headers_len, payload_len;
     bool has_key;
+    bool quarantined;  /* refused for good: in outbox_quarantine, never published */
     int64_t commit_us; /* the transaction's commit time, for the latency */
 } wal_msg_t;
 
@@ -98,6 +99,7 @@ typedef struct wal_relay_s {
     int64_t hb_pending_ms;
     uint64_t hb_pending_lsn; /* where that heartbeat is in the WAL */
     int64_t batch_at_ms;     /* wall-clock ms the batch's first message was read */
+    int64_t batch_at_ns;     /* the same in ns, for its publish spans */
     /* the batch */
     sg_kafka_batch_t batch;
     sg_kafka_slot_t *slots;
@@ -107,12 +109,17 @@ typedef struct wal_relay_s {
     int64_t published;
 } wal_relay_t;
 
-static int64_t wall_ms(void)
+static int64_t wall_ns(void)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int64_t wall_ms(void)
+{
+    return wall_ns() / 1000000;
 }
 
 /* sagad_outbox_oldest_age_seconds{shard="wal"}: how long the oldest
@@ -421,9 +428,12 @@ static int take_message(wal_relay_t *w, const sg_pgo_msg_t *m, sg_err_t *err)
     }
     if (!w->fence_checked && check_holder(w, err) < 0)
         return -1;
-    if (w->n == 0)
-        w->batch_at_ms = wall_ms();
+    if (w->n == 0) {
+        w->batch_at_ns = wall_ns();
+        w->batch_at_ms = w->batch_at_ns / 1000000;
+    }
     msg = &w->msgs[w->n];
+    msg->quarantined = false;
     msg->id = f.id;
     msg->off = w->arena.len;
     msg->topic_len = f.topic_len;
@@ -495,6 +505,7 @@ static int quarantine(wal_relay_t *w, size_t i, const sg_err_t *why, sg_err_t *e
     if (rc == 0) {
         sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
 
+        w->msgs[i].quarantined = true;
         ctx.error_code = why->code;
         sg_log(SG_LOG_ERROR, &ctx,
                "message %s (topic %s) refused by Kafka for good, moved to outbox_quarantine; "
@@ -541,26 +552,30 @@ static int resend_alone(wal_relay_t *w, size_t i, sg_err_t *err)
 }
 
 /* With tracing on, the batch's publish spans (outbox_trace.c), from its
- * first message's read to its last acknowledgement. */
+ * first message's read to its last acknowledgement; a message moved to
+ * outbox_quarantine was not published and has none. */
 static void trace_batch(wal_relay_t *w)
 {
     outbox_trace_row_t *rows = sg_xcalloc(w->n, sizeof(*rows));
     char(*ids)[32] = sg_xcalloc(w->n, sizeof(*ids));
-    int64_t end = wall_ms();
+    size_t k = 0;
 
     for (size_t i = 0; i < w->n; i++) {
         const wal_msg_t *m = &w->msgs[i];
         const char *base = w->arena.data + m->off;
 
-        rows[i].topic = base;
-        rows[i].key = m->has_key ? (const unsigned char *)base + m->topic_len + 1 : NULL;
-        rows[i].key_len = m->key_len;
-        rows[i].headers = m->headers_len ? base + m->topic_len + 1 + m->key_len : NULL;
-        rows[i].headers_len = m->headers_len;
-        snprintf(ids[i], sizeof(ids[i]), "wal|%lld", (long long)m->id);
-        rows[i].id = ids[i];
+        if (m->quarantined)
+            continue;
+        rows[k].topic = base;
+        rows[k].key = m->has_key ? (const unsigned char *)base + m->topic_len + 1 : NULL;
+        rows[k].key_len = m->key_len;
+        rows[k].headers = m->headers_len ? base + m->topic_len + 1 + m->key_len : NULL;
+        rows[k].headers_len = m->headers_len;
+        snprintf(ids[k], sizeof(ids[k]), "wal|%lld", (long long)m->id);
+        rows[k].id = ids[k];
+        k++;
     }
-    outbox_trace_batch(w->ctx->otel, rows, w->n, w->batch_at_ms * 1000000LL, end * 1000000LL);
+    outbox_trace_batch(w->ctx->otel, rows, k, w->batch_at_ns, wall_ns());
     free(ids);
     free(rows);
 }

@@ -357,20 +357,30 @@ const char *sg_kafka_version(void)
 /* A group member leaves in two steps.  librdkafka (2.5 to 2.12 at least,
  * issue 4792) can abort the process in rd_kafka_consumer_close when the
  * close meets a cooperative rebalance still assigning or revoking
- * partitions ("assert: !rd_kafka_assignment_in_progress"); seen once in
- * sagad's CI on SIGTERM.  So the member first unsubscribes and serves its
- * revoke here, until its assignment is empty or unsub_end passes, and
- * only then closes.  Messages polled meanwhile are dropped: the worker has
- * stopped taking work, and its offsets live in PostgreSQL. */
+ * partitions, or an offset commit still in flight ("assert:
+ * !rd_kafka_assignment_in_progress"); seen once in sagad's CI on SIGTERM.
+ * So the member first unsubscribes and serves its revoke here (the hook
+ * may commit offsets to the group, asynchronously), until its assignment
+ * has been empty for LEAVE_QUIET_MS or unsub_end passes, and only then
+ * closes.  With too little time left for that, it closes at once, as
+ * before: an unsubscribe with no poll after it would start the very
+ * revoke the close could meet.  Messages polled meanwhile are dropped:
+ * the worker has stopped taking work, and its offsets live in
+ * PostgreSQL. */
+#define LEAVE_QUIET_MS 200
+#define LEAVE_MIN_MS   50
+
 static void leave_assignment(sg_kafka_t *k)
 {
     rd_kafka_topic_partition_list_t *parts;
     rd_kafka_message_t *m;
+    uint64_t empty_since = 0, now = sg_run_now_ms();
     int held;
 
-    if (!k->subscribed || rd_kafka_unsubscribe(k->rk) != RD_KAFKA_RESP_ERR_NO_ERROR)
+    if (!k->subscribed || k->unsub_end < now + LEAVE_MIN_MS ||
+        rd_kafka_unsubscribe(k->rk) != RD_KAFKA_RESP_ERR_NO_ERROR)
         return;
-    while (sg_run_now_ms() < k->unsub_end) {
+    while ((now = sg_run_now_ms()) < k->unsub_end) {
         if ((m = rd_kafka_consumer_poll(k->rk, 20)) != NULL)
             rd_kafka_message_destroy(m);
         parts = NULL;
@@ -378,7 +388,11 @@ static void leave_assignment(sg_kafka_t *k)
             return;
         held = parts->cnt;
         rd_kafka_topic_partition_list_destroy(parts);
-        if (held == 0)
+        if (held > 0)
+            empty_since = 0;
+        else if (empty_since == 0)
+            empty_since = now;
+        else if (now - empty_since >= LEAVE_QUIET_MS)
             return;
     }
 }

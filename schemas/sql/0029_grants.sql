@@ -15,9 +15,14 @@
 -- function list of plain names, or the schema).  `%s` in `object` stands
 -- for the schema, quoted.  Only the owner may write the table.
 --
--- ord: runtime 1000-1999, operator 2000-2999, reader 3000-3999.  Within a
--- role a REVOKE must come after the GRANT it takes back (the operator's
--- REVOKE of the two secret tables after its SELECT on all tables).
+-- ord: runtime 1000-1999, operator 2000-2999, reader 3000-3999; each
+-- role's REVOKEs in its x900s, after every GRANT of that role, so that a
+-- grant added later never undoes them (the operator's REVOKE of the two
+-- secret tables after its SELECT on all tables).  Names are sagad's own:
+-- the function qualifies them with the schema, and no row may name this
+-- table.  A migration that drops or renames an object, or changes a
+-- function's arguments, must UPDATE or DELETE the rows naming it, or
+-- every later migrate fails at the grant.
 CREATE TABLE sagad_grants (
     ord        integer PRIMARY KEY,
     role       text NOT NULL
@@ -25,9 +30,10 @@ CREATE TABLE sagad_grants (
     action     text NOT NULL CHECK (action IN ('GRANT', 'REVOKE')),
     privileges text NOT NULL CHECK (privileges ~ '^[A-Z]+(, [A-Z]+)*$'),
     object     text NOT NULL CHECK (
-        object IN ('SCHEMA %s', 'ALL TABLES IN SCHEMA %s', 'ALL SEQUENCES IN SCHEMA %s')
-        OR object ~ '^TABLE [a-z_][a-z0-9_]*(, [a-z_][a-z0-9_]*)*$'
-        OR object ~ '^FUNCTION [a-z_][a-z0-9_]*\([a-z0-9_, \[\]]*\)(, [a-z_][a-z0-9_]*\([a-z0-9_, \[\]]*\))*$'),
+        (object IN ('SCHEMA %s', 'ALL TABLES IN SCHEMA %s', 'ALL SEQUENCES IN SCHEMA %s')
+         OR object ~ '^TABLE [a-z_][a-z0-9_]*(, [a-z_][a-z0-9_]*)*$'
+         OR object ~ '^FUNCTION [a-z_][a-z0-9_]*\([a-z0-9_, \[\]]*\)(, [a-z_][a-z0-9_]*\([a-z0-9_, \[\]]*\))*$')
+        AND object !~ 'sagad_grants'),
     added_by   text NOT NULL -- the migration that added the row
 );
 REVOKE ALL ON sagad_grants FROM PUBLIC;
@@ -46,11 +52,11 @@ INSERT INTO sagad_grants (ord, role, action, privileges, object, added_by) VALUE
     (1070, 'sagad_runtime', 'GRANT', 'SELECT, INSERT, UPDATE, DELETE',
      'TABLE tool_breakers, partition_lag', '0029'),
     (1080, 'sagad_runtime', 'GRANT', 'SELECT', 'TABLE steps_waiting', '0029'),
-    (1090, 'sagad_runtime', 'REVOKE', 'DELETE, TRUNCATE',
+    (1900, 'sagad_runtime', 'REVOKE', 'DELETE, TRUNCATE',
      'TABLE sagas, steps, attempts, dead_letters', '0029'),
-    (1100, 'sagad_runtime', 'REVOKE', 'INSERT, UPDATE, DELETE, TRUNCATE',
+    (1910, 'sagad_runtime', 'REVOKE', 'INSERT, UPDATE, DELETE, TRUNCATE',
      'TABLE replays, dead_letter_revisions', '0029'),
-    (1110, 'sagad_runtime', 'REVOKE', 'UPDATE, DELETE, TRUNCATE', 'TABLE saga_controls', '0029'),
+    (1920, 'sagad_runtime', 'REVOKE', 'UPDATE, DELETE, TRUNCATE', 'TABLE saga_controls', '0029'),
     (1120, 'sagad_runtime', 'GRANT', 'USAGE', 'ALL SEQUENCES IN SCHEMA %s', '0029'),
     (1130, 'sagad_runtime', 'GRANT', 'EXECUTE',
      'FUNCTION sagad_relay_try_lock(integer), sagad_relay_unlock(integer), '
@@ -60,7 +66,7 @@ INSERT INTO sagad_grants (ord, role, action, privileges, object, added_by) VALUE
      'sagad_outbox_to_table(), sagad_outbox_wal_heartbeat()', '0029'),
     (2000, 'sagad_operator', 'GRANT', 'USAGE', 'SCHEMA %s', '0029'),
     (2010, 'sagad_operator', 'GRANT', 'SELECT', 'ALL TABLES IN SCHEMA %s', '0029'),
-    (2020, 'sagad_operator', 'REVOKE', 'ALL', 'TABLE sagad_lock_salt, internal_keys', '0029'),
+    (2900, 'sagad_operator', 'REVOKE', 'ALL', 'TABLE sagad_lock_salt, internal_keys', '0029'),
     (2030, 'sagad_operator', 'GRANT', 'EXECUTE',
      'FUNCTION sagad_dlq_replay(bigint, text, text, boolean, boolean, text, text), '
      'sagad_dlq_discard(bigint, text, text), sagad_dlq_edit(bigint, text, text, text), '
@@ -76,11 +82,25 @@ INSERT INTO sagad_grants (ord, role, action, privileges, object, added_by) VALUE
 CREATE OR REPLACE FUNCTION sagad_grant_roles() RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     g sagad_grants;
+    obj text;
 BEGIN
     FOR g IN SELECT * FROM sagad_grants
               WHERE role IN (SELECT rolname FROM pg_roles) ORDER BY ord LOOP
-        EXECUTE format('%s %s ON %s %s %I', g.action, g.privileges,
-                       replace(g.object, '%s', quote_ident(current_schema())),
+        -- Every table and function named is sagad's: qualified with the
+        -- schema, so that no name can reach pg_catalog's (searched first).
+        -- chr(1) marks where the schema goes; a function's argument types
+        -- stay unqualified.
+        IF g.object LIKE 'TABLE %' THEN
+            obj := regexp_replace(g.object, '(^TABLE |, )([a-z_][a-z0-9_]*)', '\1' || chr(1) || '\2', 'g');
+        ELSIF g.object LIKE 'FUNCTION %' THEN
+            obj := regexp_replace(g.object, '(^FUNCTION |\), )([a-z_][a-z0-9_]*)\(',
+                                  '\1' || chr(1) || '\2(', 'g');
+        ELSE
+            obj := g.object;
+        END IF;
+        obj := replace(replace(obj, chr(1), quote_ident(current_schema()) || '.'), '%s',
+                       quote_ident(current_schema()));
+        EXECUTE format('%s %s ON %s %s %I', g.action, g.privileges, obj,
                        CASE g.action WHEN 'GRANT' THEN 'TO' ELSE 'FROM' END, g.role);
     END LOOP;
 END $$;

@@ -613,7 +613,10 @@ Test(relay_wal, publishes_spans_under_the_saga_span)
             double count = 0;
             bool single = false;
 
-            cr_assert(name && strncmp(name, "publish", 7) == 0, "only relay spans: %s", name);
+            if (!name || strncmp(name, "publish", 7) != 0) {
+                cr_expect_fail("only relay spans in this trace: %s", name ? name : "(none)");
+                continue;
+            }
             for (size_t r = 0; r < sg_json_array_size(refs); r++)
                 parent = sg_json_string(sg_json_member(sg_json_array_get(refs, r), "spanID"));
             for (size_t g = 0; g < sg_json_array_size(tags); g++) {

@@ -563,7 +563,9 @@ Test(roles, a_grant_is_a_row_of_sagad_grants_applied_at_the_next_migrate)
         "'TABLE extra; DROP TABLE sagas', 't')",
         "INSERT INTO sagad_grants VALUES (3500, 'sagad_reader', 'GRANT', 'SELECT', "
         "'FUNCTION f() TO PUBLIC', 't')",
-        "INSERT INTO sagad_grants VALUES (3500, 'public', 'GRANT', 'SELECT', 'TABLE extra', 't')"};
+        "INSERT INTO sagad_grants VALUES (3500, 'public', 'GRANT', 'SELECT', 'TABLE extra', 't')",
+        "INSERT INTO sagad_grants VALUES (3500, 'sagad_reader', 'GRANT', 'INSERT', "
+        "'TABLE sagad_grants', 't')"};
     const char *logins[] = {rt_dsn, op_dsn, rd_dsn, st_dsn};
     sg_pg_t *owner;
     sg_err_t err;
@@ -584,6 +586,19 @@ Test(roles, a_grant_is_a_row_of_sagad_grants_applied_at_the_next_migrate)
                      -1, "login %zu wrote sagad_grants", i);
         cr_expect_neq(strstr(err.message, "permission denied"), NULL, "%s", err.message);
     }
+    /* a name is sagad's own: pg_catalog's function is not reached */
+    cr_assert_eq(sg_pg_exec(owner,
+                            "INSERT INTO sagad_grants VALUES (3400, 'sagad_reader', 'GRANT', "
+                            "'EXECUTE', 'FUNCTION pg_read_file(text)', 'test')",
+                            0, NULL, NULL, &err),
+                 0, "%s", err.message);
+    cr_expect_eq(sg_migrate_run(owner, &from, &to, &err), -1, "pg_read_file granted");
+    cr_expect_neq(strstr(err.message, "does not exist"), NULL, "%s", err.message);
+    cr_expect_eq(exec_as(rd_dsn, "SELECT pg_read_file('PG_VERSION')", &err), -1,
+                 "the reader reads files");
+    cr_assert_eq(
+        sg_pg_exec(owner, "DELETE FROM sagad_grants WHERE ord = 3400", 0, NULL, NULL, &err), 0,
+        "%s", err.message);
     cr_assert_eq(sg_pg_exec(owner, "CREATE TABLE extra (x integer)", 0, NULL, NULL, &err), 0, "%s",
                  err.message);
     cr_expect_eq(exec_as(rd_dsn, "SELECT * FROM extra", &err), -1, "read before its grant");
