@@ -56,28 +56,12 @@ static bool user_name_ok(const char *s)
     return true;
 }
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 /* "sha256:<64 lowercase hex>" into out. */
 static bool hash_parse(const char *s, unsigned char out[32])
 {
     if (strncmp(s, HASH_PREFIX, strlen(HASH_PREFIX)) != 0 || strlen(s) != strlen(HASH_PREFIX) + 64)
         return false;
-    s += strlen(HASH_PREFIX);
-    for (size_t i = 0; i < 32; i++) {
-        int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
-        if (hi < 0 || lo < 0)
-            return false;
-        out[i] = (unsigned char)(hi << 4 | lo);
-    }
-    return true;
+    return sg_hex_decode(s + strlen(HASH_PREFIX), 32, out) == 0;
 }
 
 static int parse_user(gw_user_t *u, const char *name, const sg_json_t *o, const char *what,

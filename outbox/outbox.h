@@ -37,13 +37,22 @@ int outbox_signer_load(outbox_signer_t *s, sg_pg_t *pg, sg_err_t *err);
 /* Loads them again when security.key_reload_ms has passed. */
 int outbox_signer_refresh(outbox_signer_t *s, sg_pg_t *pg, sg_err_t *err);
 
+/* What a message's headers say for its publish span, kept by
+ * outbox_produce() so that the span needs no second parse of them. */
+typedef struct outbox_trace_hint_s {
+    char traceparent[64]; /* "": none, or too long to be one */
+    char type[96];        /* sagad-type, cut to fit; "": none */
+} outbox_trace_hint_t;
+
 /* Hands one message to Kafka (into batch), its headers taken from the
  * JSON object headers (headers_len bytes, may be NULL) and signed as s
- * says.  Returns sg_kafka_produce()'s answer. */
+ * says; fills hint, unless NULL, from the same headers.  Returns
+ * sg_kafka_produce()'s answer. */
 int outbox_produce(sg_kafka_t *producer, const outbox_signer_t *s, const char *topic,
                    const unsigned char *key, size_t key_len, const char *headers,
                    size_t headers_len, const unsigned char *payload, size_t len,
-                   sg_kafka_batch_t *batch, sg_err_t *err) __attribute__((warn_unused_result));
+                   outbox_trace_hint_t *hint, sg_kafka_batch_t *batch, sg_err_t *err)
+    __attribute__((warn_unused_result));
 
 /* Moves due timers into the outbox (one statement, SKIP LOCKED, never
  * early); *next_ms: until the next one is due, at most cap.  Returns how
@@ -67,9 +76,8 @@ typedef struct outbox_trace_row_s {
     const char *topic;
     const unsigned char *key; /* NULL: no key */
     size_t key_len;
-    const char *headers; /* JSON text, not NUL-terminated; NULL: none */
-    size_t headers_len;
-    const char *id; /* names the row, unique in its source: its span's id */
+    const outbox_trace_hint_t *hint; /* what outbox_produce() read in its headers */
+    const char *id;                  /* names the row, unique in its source: its span's id */
 } outbox_trace_row_t;
 
 /* With tracing on (otel not NULL), one producer span per sampled saga

@@ -13,6 +13,7 @@
 #include "sagad/sg_json.h"
 #include "sagad/sg_metrics.h"
 #include "sagad/sg_run.h"
+#include "sagad/sg_text.h"
 
 void outbox_nap(uint64_t ms)
 {
@@ -63,7 +64,7 @@ int outbox_signer_refresh(outbox_signer_t *s, sg_pg_t *pg, sg_err_t *err)
 int outbox_produce(sg_kafka_t *producer, const outbox_signer_t *s, const char *topic,
                    const unsigned char *key, size_t key_len, const char *headers,
                    size_t headers_len, const unsigned char *payload, size_t len,
-                   sg_kafka_batch_t *batch, sg_err_t *err)
+                   outbox_trace_hint_t *hint, sg_kafka_batch_t *batch, sg_err_t *err)
 {
     sg_kafka_header_t hdrs[32];
     char mac[SG_MAC_VALUE_MAX];
@@ -71,11 +72,19 @@ int outbox_produce(sg_kafka_t *producer, const outbox_signer_t *s, const char *t
     sg_json_t *parsed = headers ? sg_json_parse(headers, headers_len, NULL, NULL) : NULL;
     int rc;
 
+    if (hint)
+        hint->traceparent[0] = hint->type[0] = '\0';
     for (const sg_json_t *h = sg_json_first(parsed); h && nh < 32; h = sg_json_next(h)) {
         const char *v = sg_json_string(h);
 
         if (!v)
             continue;
+        /* the first of each, as sg_json_member() would find it */
+        if (hint && !hint->traceparent[0] && strcmp(sg_json_key(h), "traceparent") == 0 &&
+            strlen(v) < sizeof(hint->traceparent))
+            strcpy(hint->traceparent, v);
+        else if (hint && !hint->type[0] && strcmp(sg_json_key(h), "sagad-type") == 0)
+            sg_text_copy(hint->type, sizeof(hint->type), v);
         hdrs[nh].name = sg_json_key(h);
         hdrs[nh].value = v;
         hdrs[nh].len = strlen(v);

@@ -62,8 +62,9 @@ typedef struct outbox_relay_s {
     sg_backoff_t backoff;
     sg_rng_t rng;
     sg_kafka_batch_t batch;
-    sg_kafka_slot_t *slots; /* batch_size of them: each row's delivery */
-    int64_t solo_left;      /* rows still to publish one at a time (see quarantine) */
+    sg_kafka_slot_t *slots;     /* batch_size of them: each row's delivery */
+    outbox_trace_hint_t *hints; /* batch_size of them with tracing on, else NULL */
+    int64_t solo_left;          /* rows still to publish one at a time (see quarantine) */
     int64_t published;
     int64_t blocked_ms;
     bool blocked_warned;
@@ -320,7 +321,8 @@ static int produce_row(outbox_relay_t *r, const sg_pg_res_t *res, size_t row, sg
     unsigned char *key = sg_pg_res_bytea(res, row, 3, &key_len);
     unsigned char *payload = sg_pg_res_bytea(res, row, 5, &len);
     int rc = outbox_produce(r->producer, &r->signer, sg_pg_res_get(res, row, 2), key, key_len,
-                            htext, htext ? strlen(htext) : 0, payload, len, &r->batch, err);
+                            htext, htext ? strlen(htext) : 0, payload, len,
+                            r->hints ? &r->hints[row] : NULL, &r->batch, err);
 
     free(key);
     free(payload);
@@ -381,26 +383,28 @@ static int64_t wall_ns(void)
 }
 
 /* With tracing on, the batch's publish spans (outbox_trace.c), from its
- * read to its last acknowledgement. */
+ * read to its last acknowledgement; a row moved to outbox_quarantine was
+ * not published and has none.  n > 0 rows. */
 static void trace_batch(outbox_relay_t *r, const sg_pg_res_t *res, size_t n, uint64_t read_at)
 {
     int64_t end = wall_ns(), start = end - (int64_t)(sg_run_now_ms() - read_at) * 1000000LL;
-    outbox_trace_row_t *rows = sg_xcalloc(n ? n : 1, sizeof(*rows));
-    char(*ids)[64] = sg_xcalloc(n ? n : 1, sizeof(*ids));
+    outbox_trace_row_t *rows = sg_xcalloc(n, sizeof(*rows));
+    char(*ids)[64] = sg_xcalloc(n, sizeof(*ids));
+    size_t k = 0;
 
     for (size_t i = 0; i < n; i++) {
-        const char *h = sg_pg_res_get(res, i, 4);
-
-        rows[i].topic = sg_pg_res_get(res, i, 2);
-        rows[i].key = sg_pg_res_bytea(res, i, 3, &rows[i].key_len);
-        rows[i].headers = h;
-        rows[i].headers_len = h ? strlen(h) : 0;
-        snprintf(ids[i], sizeof(ids[i]), "%s|%s", sg_pg_res_get(res, i, 1),
+        if (i < r->batch.nslots && r->slots[i].failed)
+            continue;
+        rows[k].topic = sg_pg_res_get(res, i, 2);
+        rows[k].key = sg_pg_res_bytea(res, i, 3, &rows[k].key_len);
+        rows[k].hint = &r->hints[i];
+        snprintf(ids[k], sizeof(ids[k]), "%s|%s", sg_pg_res_get(res, i, 1),
                  sg_pg_res_get(res, i, 0));
-        rows[i].id = ids[i];
+        rows[k].id = ids[k];
+        k++;
     }
-    outbox_trace_batch(r->otel, rows, n, start, end);
-    for (size_t i = 0; i < n; i++)
+    outbox_trace_batch(r->otel, rows, k, start, end);
+    for (size_t i = 0; i < k; i++)
         free((void *)rows[i].key);
     free(ids);
     free(rows);
@@ -839,6 +843,8 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
               NULL);
     janitor = outbox_janitor_start(cli->cfg);
     r.slots = sg_xcalloc((size_t)r.batch_size, sizeof(*r.slots));
+    if (r.otel)
+        r.hints = sg_xcalloc((size_t)r.batch_size, sizeof(*r.hints));
     if (strcmp(sg_config_str(cli->cfg, "relay.source"), "wal") == 0) {
         outbox_ctx_t ctx = {cli, r.producer, r.otel, r.holder};
 
@@ -857,6 +863,7 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
         sg_kafka_flush(r.producer, 10000, NULL);
     sg_kafka_destroy(r.producer);
     free(r.slots);
+    free(r.hints);
     sg_otel_stop(r.otel);
     sg_mac_keys_clear(&r.signer.keys);
     sg_log_kv(SG_LOG_INFO, "relay stopped", NULL);

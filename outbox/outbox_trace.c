@@ -16,14 +16,13 @@
 
 #include "outbox.h"
 #include "sagad/sg_alloc.h"
-#include "sagad/sg_json.h"
 
 /* A sampled row, for its saga's span. */
 typedef struct pub_row_s {
     size_t i; /* the row in the batch */
     sg_trace_id_t trace;
-    char *saga, *type;
-    const char *topic, *id;
+    char *saga;
+    const char *type, *topic, *id;
 } pub_row_t;
 
 /* A saga's rows together, each trace apart, in the batch's order. */
@@ -102,24 +101,20 @@ void outbox_trace_batch(sg_otel_t *otel, const outbox_trace_row_t *in, size_t n,
     rows = sg_xcalloc(n, sizeof(*rows));
     for (size_t i = 0; i < n; i++) {
         const outbox_trace_row_t *r = &in[i];
-        sg_json_t *h = r->headers ? sg_json_parse(r->headers, r->headers_len, NULL, NULL) : NULL;
-        const char *tp = h ? sg_json_string(sg_json_member(h, "traceparent")) : NULL;
-        const char *type = h ? sg_json_string(sg_json_member(h, "sagad-type")) : NULL;
         pub_row_t *row = &rows[m];
         uint64_t parent;
 
         /* the key is the saga id: a span's parent is named by it */
-        if (tp && r->key && r->key_len < 256 && memchr(r->key, '\0', r->key_len) == NULL &&
-            sg_otel_parse_traceparent(tp, &row->trace, &parent, NULL) == 0 &&
+        if (r->hint && r->key && r->key_len < 256 && memchr(r->key, '\0', r->key_len) == NULL &&
+            sg_otel_parse_traceparent(r->hint->traceparent, &row->trace, &parent, NULL) == 0 &&
             sg_otel_sampled(otel, &row->trace)) {
             row->i = i;
             row->saga = sg_xstrndup((const char *)r->key, r->key_len);
-            row->type = sg_xstrdup(type ? type : "");
+            row->type = r->hint->type;
             row->topic = r->topic;
             row->id = r->id;
             m++;
         }
-        sg_json_destroy(h);
     }
     qsort(rows, m, sizeof(*rows), pub_row_cmp);
     for (size_t a = 0, b; a < m; a = b) {
@@ -129,10 +124,8 @@ void outbox_trace_batch(sg_otel_t *otel, const outbox_trace_row_t *in, size_t n,
             ;
         sg_span_list_add(&spans, pub_span(&rows[a], b - a, start, end));
     }
-    for (size_t k = 0; k < m; k++) {
+    for (size_t k = 0; k < m; k++)
         free(rows[k].saga);
-        free(rows[k].type);
-    }
     free(rows);
     sg_otel_submit_list(otel, &spans);
 }

@@ -104,6 +104,7 @@ typedef struct wal_relay_s {
     sg_kafka_batch_t batch;
     sg_kafka_slot_t *slots;
     wal_msg_t *msgs;
+    outbox_trace_hint_t *hints; /* one a message with tracing on, else NULL */
     size_t n;
     sg_pg_buf_t arena;
     int64_t published;
@@ -451,12 +452,12 @@ static int take_message(wal_relay_t *w, const sg_pgo_msg_t *m, sg_err_t *err)
     w->n++;
     for (;;) {
         base = w->arena.data + msg->off;
-        if (outbox_produce(w->ctx->producer, &w->signer, base,
-                           msg->has_key ? (const unsigned char *)base + msg->topic_len + 1 : NULL,
-                           msg->key_len, base + msg->topic_len + 1 + msg->key_len, msg->headers_len,
-                           (const unsigned char *)base + msg->topic_len + 1 + msg->key_len +
-                               msg->headers_len,
-                           msg->payload_len, &w->batch, err) == 0)
+        if (outbox_produce(
+                w->ctx->producer, &w->signer, base,
+                msg->has_key ? (const unsigned char *)base + msg->topic_len + 1 : NULL,
+                msg->key_len, base + msg->topic_len + 1 + msg->key_len, msg->headers_len,
+                (const unsigned char *)base + msg->topic_len + 1 + msg->key_len + msg->headers_len,
+                msg->payload_len, w->hints ? &w->hints[msg - w->msgs] : NULL, &w->batch, err) == 0)
             break;
         if (strcmp(err->code, "kafka.queue_full") == 0) {
             (void)sg_kafka_flush(w->ctx->producer, 100, NULL);
@@ -537,7 +538,7 @@ static int resend_alone(wal_relay_t *w, size_t i, sg_err_t *err)
                        m->has_key ? (const unsigned char *)base + m->topic_len + 1 : NULL,
                        m->key_len, base + m->topic_len + 1 + m->key_len, m->headers_len,
                        (const unsigned char *)base + m->topic_len + 1 + m->key_len + m->headers_len,
-                       m->payload_len, &one, err) < 0 &&
+                       m->payload_len, NULL, &one, err) < 0 &&
         !sg_kafka_err_refused(err))
         return -1;
     while (one.pending > 0 && !sg_run_stop_now)
@@ -569,8 +570,7 @@ static void trace_batch(wal_relay_t *w)
         rows[k].topic = base;
         rows[k].key = m->has_key ? (const unsigned char *)base + m->topic_len + 1 : NULL;
         rows[k].key_len = m->key_len;
-        rows[k].headers = m->headers_len ? base + m->topic_len + 1 + m->key_len : NULL;
-        rows[k].headers_len = m->headers_len;
+        rows[k].hint = &w->hints[i];
         snprintf(ids[k], sizeof(ids[k]), "wal|%lld", (long long)m->id);
         rows[k].id = ids[k];
         k++;
@@ -823,6 +823,8 @@ int outbox_wal_run(const outbox_ctx_t *ctx)
     w.pgopts.waiting = sg_health_beat;
     w.slots = sg_xcalloc((size_t)w.batch_max, sizeof(*w.slots));
     w.msgs = sg_xcalloc((size_t)w.batch_max, sizeof(*w.msgs));
+    if (ctx->otel)
+        w.hints = sg_xcalloc((size_t)w.batch_max, sizeof(*w.hints));
     w.batch.slots = w.slots;
     w.batch.nslots = (size_t)w.batch_max;
     wal_export_state(&w);
@@ -836,6 +838,7 @@ int outbox_wal_run(const outbox_ctx_t *ctx)
     sg_pg_buf_free(&w.arena);
     free(w.slots);
     free(w.msgs);
+    free(w.hints);
     sg_mac_keys_clear(&w.signer.keys);
     sg_log_kv(SG_LOG_INFO, "relay stopped", "source", "wal", "published", SG_PG_INT(w.published),
               NULL);

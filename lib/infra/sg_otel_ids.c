@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "sagad/sg_otel.h"
+#include "sagad/sg_text.h"
 
 uint64_t sg_otel_id64(const char *text)
 {
@@ -35,26 +36,6 @@ uint64_t sg_otel_saga_span_id(const char *saga_id)
     return sg_otel_id64(text);
 }
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
-static int parse_hex(const char *p, uint8_t *out, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        int hi = hexval(p[2 * i]), lo = hi < 0 ? -1 : hexval(p[2 * i + 1]);
-        if (lo < 0)
-            return -1;
-        out[i] = (uint8_t)(hi << 4 | lo);
-    }
-    return 0;
-}
-
 int sg_otel_parse_traceparent(const char *tp, sg_trace_id_t *trace, uint64_t *span_id,
                               unsigned *flags)
 {
@@ -62,8 +43,8 @@ int sg_otel_parse_traceparent(const char *tp, sg_trace_id_t *trace, uint64_t *sp
 
     if (!tp || strlen(tp) < 55 || strncmp(tp, "00-", 3) != 0 || tp[35] != '-' || tp[52] != '-')
         return -1;
-    if (parse_hex(tp + 3, trace->b, 16) < 0 || parse_hex(tp + 36, sp, 8) < 0 ||
-        parse_hex(tp + 53, &fl, 1) < 0 || memcmp(trace->b, zero, 16) == 0)
+    if (sg_hex_decode(tp + 3, 16, trace->b) < 0 || sg_hex_decode(tp + 36, 8, sp) < 0 ||
+        sg_hex_decode(tp + 53, 1, &fl) < 0 || memcmp(trace->b, zero, 16) == 0)
         return -1;
     *span_id = 0;
     for (int i = 0; i < 8; i++)

@@ -150,15 +150,6 @@ int sg_mac_sign(const sg_mac_keys_t *keys, const char *topic, const void *key, s
     return 0;
 }
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 sg_mac_verdict_t sg_mac_verify(const sg_mac_keys_t *keys, const char *topic, const void *key,
                                size_t key_len, const void *payload, size_t len, const void *value,
                                size_t vlen)
@@ -177,13 +168,8 @@ sg_mac_verdict_t sg_mac_verify(const sg_mac_keys_t *keys, const char *topic, con
     idlen = (size_t)(dot - (v + 3));
     if (!mac_id_ok(v + 3, idlen) || (size_t)(v + vlen - dot - 1) != 64)
         return SG_MAC_MALFORMED;
-    for (int i = 0; i < 32; i++) {
-        int hi = hexval(dot[1 + 2 * i]), lo = hexval(dot[2 + 2 * i]);
-
-        if (hi < 0 || lo < 0)
-            return SG_MAC_MALFORMED;
-        got[i] = (unsigned char)(hi << 4 | lo);
-    }
+    if (sg_hex_decode(dot + 1, 32, got) < 0)
+        return SG_MAC_MALFORMED;
     for (size_t i = 0; i < keys->n; i++) {
         const sg_mac_key_t *k = &keys->keys[i];
 

@@ -24,6 +24,28 @@ size_t sg_utf8_cut(const char *s, size_t max)
     return len - j < need ? j : len;
 }
 
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+int sg_hex_decode(const char *s, size_t n, unsigned char *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        /* The low digit is not read past a bad (or NUL) high one. */
+        int hi = hex_digit(s[2 * i]), lo = hi < 0 ? -1 : hex_digit(s[2 * i + 1]);
+
+        if (lo < 0)
+            return -1;
+        out[i] = (unsigned char)(hi << 4 | lo);
+    }
+    return 0;
+}
+
 char *sg_text_copy(char *out, size_t out_size, const char *s)
 {
     size_t n = sg_utf8_cut(s, out_size - 1);

@@ -109,3 +109,23 @@ Test(text, utf8_validator_directly)
     cr_assert(sg_utf8_valid("ab\xc3\xa9", 2));
     cr_assert_not(sg_utf8_valid("ab\xc3\xa9", 3));
 }
+
+/* The hex every credential and trace id is read with: lowercase only, and
+ * a NUL or a bad digit refuses without reading past it. */
+Test(text, hex_decodes_lowercase_and_refuses_the_rest)
+{
+    unsigned char out[4] = {0};
+
+    cr_assert_eq(sg_hex_decode("00ff7a10", 4, out), 0);
+    cr_assert_eq(out[0], 0x00);
+    cr_assert_eq(out[1], 0xff);
+    cr_assert_eq(out[2], 0x7a);
+    cr_assert_eq(out[3], 0x10);
+    cr_assert_eq(sg_hex_decode("", 0, out), 0, "nothing to decode");
+    cr_assert_eq(sg_hex_decode("00FF", 2, out), -1, "uppercase is refused");
+    cr_assert_eq(sg_hex_decode("0g", 1, out), -1, "not a hex digit");
+    cr_assert_eq(sg_hex_decode("g", 1, out), -1, "a bad high digit, its low one unread");
+    cr_assert_eq(sg_hex_decode("abc", 2, out), -1, "the NUL ends it");
+    cr_assert_eq(sg_hex_decode("ab", 2, out), -1, "the NUL as a high digit");
+    cr_assert_eq(sg_hex_decode(" 1", 1, out), -1);
+}

@@ -37,6 +37,12 @@ char *sg_base64(const void *bytes, size_t n);
 /* "base64:" and n bytes in standard padded base64 (caller frees). */
 char *sg_base64_tagged(const void *bytes, size_t n);
 
+/* Decodes 2n lowercase hex digits at s into the n bytes of out; -1 (out
+ * then undefined) at the first byte that is not 0-9 or a-f, a NUL
+ * included, so s needs no length check beyond its terminator.  The one
+ * hex decoder of sagad: trace ids, the users file's hashes, message MACs. */
+int sg_hex_decode(const char *s, size_t n, unsigned char *out);
+
 /* Copies s into out (out_size > 0), cut with sg_utf8_cut; returns out. */
 char *sg_text_copy(char *out, size_t out_size, const char *s);
 
