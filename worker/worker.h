@@ -312,23 +312,28 @@ typedef struct worker_cmd_s {
     size_t charge; /* bytes counted against worker.intake_max_bytes */
     sg_decoded_t dec;
     worker_cstate_t state;
-    bool finishing;               /* will be FINISHED if the transaction commits */
-    const void *txn;              /* that transaction (worker_loop_int.h's txn_slot_t) */
-    bool calls;                   /* decided: call the tool after the commit */
-    bool abandoned;               /* its partition was lost while the call ran */
-    bool chained;                 /* run ahead of its message: no msg, offset -1 */
-    bool unchained;               /* chained, but its decision needs its message: dropped */
-    bool defer;                   /* a crash-loop suspect: decided again when it runs alone */
-    bool isolated;                /* ...which is now: no other call runs beside it */
-    bool suspect;                 /* waiting for that in the loop's suspects */
-    int dl_refused;               /* times PostgreSQL refused its dead letter */
-    bool dl_minimal;              /* so its dead letter leaves out what may be refused */
-    bool copy;                    /* the message of a chained command that ran: acknowledged */
-    bool answered;                /* a control command its saga's history already holds (a
-                                     redelivery after a hand-over): not decided again */
-    bool forward;                 /* a control command read on the commands topic: forwarded
-                                     into the internal topic (worker_forward), decided there */
-    worker_follow_t follow;       /* the step command its decision emitted for now, to chain */
+    bool finishing;                 /* will be FINISHED if the transaction commits */
+    const void *txn;                /* that transaction (worker_loop_int.h's txn_slot_t) */
+    bool calls;                     /* decided: call the tool after the commit */
+    bool abandoned;                 /* its partition was lost while the call ran */
+    bool chained;                   /* run ahead of its message: no msg, offset -1 */
+    bool unchained;                 /* chained, but its decision needs its message: dropped */
+    bool defer;                     /* a crash-loop suspect: decided again when it runs alone */
+    bool isolated;                  /* ...which is now: no other call runs beside it */
+    bool suspect;                   /* waiting for that in the loop's suspects */
+    int dl_refused;                 /* times PostgreSQL refused its dead letter */
+    bool dl_minimal;                /* so its dead letter leaves out what may be refused */
+    bool copy;                      /* the message of a chained command that ran: acknowledged */
+    bool answered;                  /* a control command its saga's history already holds (a
+                                       redelivery after a hand-over): not decided again */
+    bool forward;                   /* a control command read on the commands topic: forwarded
+                                       into the internal topic (worker_forward), decided there */
+    worker_follow_t follow;         /* the step command its decision emitted for now, to chain */
+    struct worker_cmd_s *held_copy; /* a chained member's copy, come while its detached call
+                                       is out: queued behind it when the call returns */
+    worker_follow_t *members;       /* a group's step.execute commands it emitted for now, to
+                                       chain side by side (nmembers; heap, NULL: none) */
+    int nmembers;
     struct worker_cmd_s *origin;  /* chained: the command that emitted it, until placed */
     int64_t attempt_id;           /* of the attempt row, once committed */
     char *definition;             /* a saga.start's definition (sg_submit_definition), once built */

@@ -497,3 +497,160 @@ Test(groups, a_saga_that_starts_with_a_group_runs_every_member)
                                 "SELECT string_agg(key, ',' ORDER BY key) FROM builtin_ledger"),
                      "grp-first:0:f:g1,grp-first:1:f:g1", "each member's effect, once");
 }
+
+/* Members whose attempt started in the transaction that started their
+ * group: the one that created the saga (a first group) or the one that
+ * recorded the step before (now() is a transaction's start time). */
+static long long chained_members(const char *saga_id)
+{
+    return sgw_q_int("SELECT count(*) FROM attempts b JOIN sagas s USING (saga_id) JOIN steps m "
+                     "ON m.saga_id = b.saga_id AND m.idx = b.step_idx WHERE b.saga_id = '%s' "
+                     "AND b.phase = 'forward' AND m.grp IS NOT NULL AND (b.started_at = "
+                     "s.created_at OR b.started_at IN (SELECT a.finished_at FROM attempts a JOIN "
+                     "steps p ON p.saga_id = a.saga_id AND p.idx = a.step_idx WHERE a.saga_id = "
+                     "b.saga_id AND p.grp IS NULL))",
+                     saga_id);
+}
+
+/* Chaining (docs/WORKER.md): the members a group starts together are
+ * decided in the transaction that starts it, side by side, and their
+ * messages, when they come back, are acknowledged and run nothing; a
+ * group that starts the saga is chained from the saga.start.  Both gates
+ * report started before either is let go: the chained calls run side by
+ * side. */
+Test(groups, a_group_started_now_runs_its_members_in_that_transaction)
+{
+    char da[64], db[64], ta[1024], tb[1024], tools[2100], text[256];
+
+    sgw_gate_dir(da, sizeof(da));
+    sgw_gate_dir(db, sizeof(db));
+    sgw_gate_tool(ta, sizeof(ta), "gx", da, NULL);
+    sgw_gate_tool(tb, sizeof(tb), "gy", db, NULL);
+    snprintf(tools, sizeof(tools), "%s, %s", ta, tb);
+    sgw_pair_start(tools, 1, NULL);
+    sgw_submit("grp-ch1", "[{\"name\": \"lookup\", \"tool\": \"ledger\", \"args\": {\"n\": 1}},"
+                          " {\"name\": \"both\", \"policy\": \"all_or_nothing\", \"parallel\": ["
+                          "  {\"name\": \"x\", \"tool\": \"gx\", \"args\": {\"n\": 2}},"
+                          "  {\"name\": \"y\", \"tool\": \"gy\", \"args\": {\"n\": 3}},"
+                          "  {\"name\": \"z\", \"tool\": \"ledger\", \"args\": {\"n\": 4}}]}]");
+    sgw_submit("grp-ch2", "[{\"name\": \"g\", \"policy\": \"all_or_nothing\", \"parallel\": ["
+                          "  {\"name\": \"a\", \"tool\": \"ledger\", \"args\": {\"n\": 5}},"
+                          "  {\"name\": \"b\", \"tool\": \"ledger\", \"args\": {\"n\": 6}}]}]");
+    sgw_wait_file(da, "started");
+    sgw_wait_file(db, "started");
+    sgw_touch(da, "open");
+    sgw_touch(db, "open");
+    sgw_wait_status("grp-ch1", "completed");
+    sgw_wait_status("grp-ch2", "completed");
+    /* Every message consumed: two saga.start, then the step.execute of
+     * lookup, x, y, z, a and b. */
+    sgw_wait_int(8, "SELECT coalesce(sum(next_offset), 0) FROM consumer_offsets");
+    sgw_expect_worker_alive();
+    sgw_pair_stop();
+
+    cr_expect_eq(chained_members("grp-ch1"), 3, "x, y and z started with lookup's outcome");
+    cr_expect_eq(chained_members("grp-ch2"), 2, "a and b started with the saga");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE phase = 'forward'"), 6,
+                 "one attempt per step: a message that came back ran nothing");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(key || '=' || calls, ',' ORDER BY key) FROM "
+                                "builtin_ledger"),
+                     "grp-ch1:0:f:g1=1,grp-ch1:3:f:g1=1,grp-ch2:0:f:g1=1,grp-ch2:1:f:g1=1",
+                     "each effect happened once");
+    cr_expect(strstr(sgw.worker.err, "chained=6 copies=6") != NULL,
+              "the progress line counts the chained members and their copies: %s",
+              sgt_bg_tail(&sgw.worker));
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM dead_letters"), 0);
+}
+
+/* A chained member whose call fails waits for its message, which takes
+ * over the result: the saga compensates and the dead letter names that
+ * message (offset 1 of the internal topic, after x's).  (a) The relay
+ * starts once the call has failed, so the message comes after it. */
+Test(groups, a_chained_member_failing_is_recorded_on_its_message)
+{
+    char text[512], want[512];
+
+    sgw_world_start(NULL, 1, NULL);
+    sgw_start(&sgw.worker, "sagad-worker", NULL);
+    sgw_wait_assigned(1);
+    sgw_submit("grp-cf", "[{\"name\": \"g\", \"policy\": \"all_or_nothing\", \"parallel\": ["
+                         "  {\"name\": \"x\", \"tool\": \"ledger.reversible\", \"args\": {}},"
+                         "  {\"name\": \"y\", \"tool\": \"fail\", \"args\": {\"class\": "
+                         "\"poison\", \"code\": \"tool.builtin.fail\", \"message\": \"bad\"}}]}]");
+    sgw_wait_int(1, "SELECT count(*) FROM attempts WHERE step_idx = 1");
+    sleep(1);
+    sgw_start(&sgw.relay, "sagad-relay", NULL);
+    sgw_wait_status("grp-cf", "compensated");
+    /* saga.start, x's and y's step.execute, x's step.compensate */
+    sgw_wait_int(4, "SELECT coalesce(sum(next_offset), 0) FROM consumer_offsets");
+    sgw_pair_stop();
+
+    cr_expect_eq(chained_members("grp-cf"), 2, "both members started with the saga");
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(step_idx || ':' || phase || ':' || status, ',' "
+                                "ORDER BY id) FROM attempts"),
+                     "0:forward:ok,1:forward:error,0:compensate:ok", "y ran once, x was undone: %s",
+                     text);
+    cr_assert_eq(sgw_q_int("SELECT count(*) FROM dead_letters"), 1);
+    snprintf(want, sizeof(want), "tool.builtin.fail|y|%s|0|1|cmd:grp-cf:1:f:g1:a1", sgw.topic_int);
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT concat_ws('|', error_code, step_name, original_topic, "
+                                "original_partition, original_offset, "
+                                "convert_from(payload, 'UTF8')::jsonb->>'id') FROM dead_letters"),
+                     want, "the dead letter names y's message");
+    cr_expect(strstr(sgw.worker.err, "chained call failed: its outcome waits for its message"),
+              "the worker says why the saga waits: %s", sgt_bg_tail(&sgw.worker));
+}
+
+/* (b) The other order: y's message comes while its call still runs.  It
+ * waits beside the call, out of the saga's queue, and the offset does not
+ * pass it (a crash now would leave y to the next owner); the call then
+ * times out and the message's command takes the result at once. */
+Test(groups, a_chained_members_message_waits_beside_its_call)
+{
+    static const char tools[] =
+        "\"sleep.cut\": {\"adapter\": \"builtin\", \"target\": \"sleep\", \"side_effect\": "
+        "\"read\", \"timeout_ms\": 5000, \"retry\": {\"max_attempts\": 1}}";
+    char text[512], want[512], sql[256];
+    sgw_reader_t cmds;
+
+    sgw_pair_start(tools, 1, NULL);
+    sgw_submit("grp-cl",
+               "[{\"name\": \"g\", \"policy\": \"all_or_nothing\", \"parallel\": ["
+               "  {\"name\": \"x\", \"tool\": \"ledger.reversible\", \"args\": {}},"
+               "  {\"name\": \"y\", \"tool\": \"sleep.cut\", \"args\": {\"ms\": 60000}}]}]");
+    sgw_reader_open(&cmds, sgw.topic_int);
+    sgw_reader_wait_count(&cmds, 2);
+    sgw_reader_close(&cmds);
+    /* x's message (offset 0) is acknowledged; y's (offset 1) is not while
+     * y's call runs. */
+    snprintf(sql, sizeof(sql),
+             "SELECT coalesce(sum(next_offset), 0) FROM consumer_offsets WHERE topic = '%s'",
+             sgw.topic_int);
+    sgw_wait_int(1, sql);
+    sleep(1);
+    cr_expect_eq(sgw_q_int("%s", sql), 1, "the offset stays before y's message while y runs");
+    cr_assert_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx = 1 AND finished_at IS "
+                           "NULL"),
+                 1, "y's message came while its call still ran");
+    sgw_wait_status("grp-cl", "compensated");
+    /* saga.start, x's and y's step.execute, x's step.compensate */
+    sgw_wait_int(4, "SELECT coalesce(sum(next_offset), 0) FROM consumer_offsets");
+    sgw_pair_stop();
+
+    cr_expect_eq(chained_members("grp-cl"), 2);
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT string_agg(step_idx || ':' || phase || ':' || status, ',' "
+                                "ORDER BY id) FROM attempts"),
+                     "0:forward:ok,1:forward:timeout,0:compensate:ok", "%s", text);
+    snprintf(want, sizeof(want), "runtime.budget.attempts_exhausted|%s|0|1|cmd:grp-cl:1:f:g1:a1",
+             sgw.topic_int);
+    cr_expect_str_eq(sgw_q_text(text, sizeof(text),
+                                "SELECT concat_ws('|', error_code, original_topic, "
+                                "original_partition, original_offset, "
+                                "convert_from(payload, 'UTF8')::jsonb->>'id') FROM dead_letters"),
+                     want, "the dead letter names y's message");
+    cr_expect_null(strstr(sgw.worker.err, "its outcome waits for its message"),
+                   "the message was there when the call failed: %s", sgt_bg_tail(&sgw.worker));
+}

@@ -651,6 +651,12 @@ static void apply(worker_t *w, worker_cmd_t *cmd, worker_outcome_t *out)
         cmd->follow = out->follow;
         out->follow.set = false;
     }
+    if (out->nmembers > 0 && !cmd->members) {
+        cmd->members = sg_xcalloc((size_t)out->nmembers, sizeof(*cmd->members));
+        memcpy(cmd->members, out->members, (size_t)out->nmembers * sizeof(*cmd->members));
+        cmd->nmembers = out->nmembers;
+        out->nmembers = 0;
+    }
     if (out->keep_fresh) {
         cmd->fresh = out->fresh;
         out->fresh = NULL;

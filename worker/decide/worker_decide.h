@@ -182,8 +182,13 @@ typedef struct worker_outcome_s {
     bool unchained;       /* chained, but needs its message: dropped */
     worker_call_t call;
     worker_follow_t follow; /* the step command emitted for now, to chain */
-    worker_fresh_t *fresh;  /* a saga.start's new saga (its rows' slots) */
-    bool keep_fresh;        /* ...which the loop may chain from */
+    /* A parallel group's members started now (their step.execute,
+     * attempt 1), to chain side by side: their calls leave the saga's
+     * queue as any member's do. */
+    worker_follow_t members[SG_GROUP_MAX_MEMBERS];
+    int nmembers;
+    worker_fresh_t *fresh; /* a saga.start's new saga (its rows' slots) */
+    bool keep_fresh;       /* ...which the loop may chain from */
 } worker_outcome_t;
 
 /* Decides cmd (in->cmd) against saga (NULL: none, or poison): the
@@ -230,9 +235,9 @@ void worker_out_event(worker_dc_t *d, worker_saga_t *saga, const char *type, sg_
 void worker_out_command(worker_dc_t *d, worker_saga_t *saga, int step, bool compensate, int attempt,
                         int64_t delay_ms);
 /* Runs step idx: its step.execute, or for a parallel group's member the
- * step.execute of every pending member of the group, none chained (a
- * chained call keeps its saga's queue; a member's leaves it, so that its
- * siblings run beside it). */
+ * step.execute of every pending member of the group, kept in the
+ * outcome's members when chaining (a chained member's call leaves the
+ * saga's queue like any member's, so that its siblings run beside it). */
 void worker_out_run_step(worker_dc_t *d, worker_saga_t *saga, int idx);
 sg_json_t *worker_out_step_body(const worker_step_t *st);
 void worker_out_add_error(sg_json_t *body, const sg_err_t *err);

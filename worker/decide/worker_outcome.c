@@ -306,14 +306,15 @@ void worker_out_event(worker_dc_t *d, worker_saga_t *saga, const char *type, sg_
     worker_out_emit(d, d->rules->topic_events, saga->traceparent, ev, 0);
 }
 
-void worker_out_command(worker_dc_t *d, worker_saga_t *saga, int step, bool compensate, int attempt,
-                        int64_t delay_ms)
+/* The step command's message, emitted; its id into id (the size of
+ * worker_follow_t's). */
+static void emit_command(worker_dc_t *d, worker_saga_t *saga, int step, bool compensate,
+                         int attempt, int64_t delay_ms, char *id, size_t id_size)
 {
-    char id[SG_SAGA_ID_MAX + 64];
     worker_op_t *op;
     sg_json_t *c;
 
-    snprintf(id, sizeof(id), "cmd:%s:%d:%s:g%d:a%d", saga->saga_id, step, compensate ? "c" : "f",
+    snprintf(id, id_size, "cmd:%s:%d:%s:g%d:a%d", saga->saga_id, step, compensate ? "c" : "f",
              saga->generation, attempt);
     c = worker_out_message_new(compensate ? "step.compensate" : "step.execute", id, saga->saga_id);
     sg_json_add_int(c, "step", step);
@@ -323,20 +324,33 @@ void worker_out_command(worker_dc_t *d, worker_saga_t *saga, int step, bool comp
     op->u.msg.step = step;
     op->u.msg.attempt = attempt;
     op->u.msg.generation = saga->generation;
-    /* Sent now: the loop may chain it (run it in this transaction); never
-     * a group member's forward command (a retry without a wait included):
-     * a chained call holds its saga's queue, a member's leaves it so that
-     * its siblings run beside it (worker_out_run_step). */
+}
+
+static void follow_set(worker_follow_t *f, const worker_saga_t *saga, int step, bool compensate,
+                       int attempt, const char *id)
+{
+    f->set = true;
+    f->type = compensate ? SG_CMD_COMPENSATE : SG_CMD_EXECUTE;
+    f->step = step;
+    f->attempt = attempt;
+    f->generation = saga->generation;
+    snprintf(f->id, sizeof(f->id), "%s", id);
+}
+
+void worker_out_command(worker_dc_t *d, worker_saga_t *saga, int step, bool compensate, int attempt,
+                        int64_t delay_ms)
+{
+    char id[sizeof(((worker_follow_t *)0)->id)];
+
+    emit_command(d, saga, step, compensate, attempt, delay_ms, id, sizeof(id));
+    /* Sent now: the loop may chain it (run it in this transaction); not a
+     * group member's forward command here (a retry without a wait
+     * included): a chained call holds its saga's queue, and only the
+     * members a group starts together are chained, side by side
+     * (worker_out_run_step). */
     if (d->rules->chain && delay_ms <= 0 && !d->out->follow.set &&
-        (compensate || !saga->steps[step].group)) {
-        worker_follow_t *f = &d->out->follow;
-        f->set = true;
-        f->type = compensate ? SG_CMD_COMPENSATE : SG_CMD_EXECUTE;
-        f->step = step;
-        f->attempt = attempt;
-        f->generation = saga->generation;
-        snprintf(f->id, sizeof(f->id), "%s", id);
-    }
+        (compensate || !saga->steps[step].group))
+        follow_set(&d->out->follow, saga, step, compensate, attempt, id);
 }
 
 void worker_out_run_step(worker_dc_t *d, worker_saga_t *saga, int idx)
@@ -348,9 +362,15 @@ void worker_out_run_step(worker_dc_t *d, worker_saga_t *saga, int idx)
         return;
     }
     last = worker_group_last(saga, idx);
-    for (int j = worker_group_first(saga, idx); j <= last; j++)
-        if (saga->steps[j].status == WORKER_STEP_PENDING)
-            worker_out_command(d, saga, j, false, 1, 0);
+    for (int j = worker_group_first(saga, idx); j <= last; j++) {
+        char id[sizeof(((worker_follow_t *)0)->id)];
+
+        if (saga->steps[j].status != WORKER_STEP_PENDING)
+            continue;
+        emit_command(d, saga, j, false, 1, 0, id, sizeof(id));
+        if (d->rules->chain && d->out->nmembers < SG_GROUP_MAX_MEMBERS)
+            follow_set(&d->out->members[d->out->nmembers++], saga, j, false, 1, id);
+    }
 }
 
 sg_json_t *worker_out_step_body(const worker_step_t *st)

@@ -403,6 +403,8 @@ void worker_decide_start(worker_dc_t *d, worker_saga_t *existing)
     if ((chain || sg_submit_is_group(first)) && fresh_steps(fresh, row->u.saga_new.steps)) {
         worker_out_run_step(d, saga, 0);
         d->out->keep_fresh = chain;
+        if (!chain)
+            d->out->nmembers = 0; /* the members' messages decide them */
     } else {
         worker_out_command(d, saga, 0, false, 1, 0);
     }

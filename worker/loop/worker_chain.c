@@ -131,15 +131,32 @@ static void adopt(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker_cmd_t *r
     loop_retire(L, v);
 }
 
-/* The copy of v among the commands queued behind it, if it came. */
-static worker_cmd_t *find_copy(const worker_cmd_t *v)
+/* The copy of v among the commands queued from first on, if it came. */
+static worker_cmd_t *find_copy(const worker_cmd_t *v, worker_cmd_t *first)
 {
     const char *id = cmd_id(v);
 
-    for (worker_cmd_t *cmd = v->saga_next; cmd && id; cmd = cmd->saga_next)
+    for (worker_cmd_t *cmd = first; cmd && id; cmd = cmd->saga_next)
         if (!cmd->chained && cmd->part == v->part && cmd_id(cmd) && strcmp(cmd_id(cmd), id) == 0)
             return cmd;
     return NULL;
+}
+
+/* The same for v, a chained group member whose detached call failed: r,
+ * its copy, held out of the queue (loop_chain_hold()), takes v's call and
+ * result and comes back as the call's outcome would. */
+static void adopt_detached(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker_cmd_t *r)
+{
+    v->held_copy = NULL;
+    loop_chain_take(L, r);
+    r->call = v->call;
+    r->result = v->result;
+    r->attempt_id = v->attempt_id;
+    memset(&v->call, 0, sizeof(v->call));
+    memset(&v->result, 0, sizeof(v->result));
+    loop_saga_take_detached(L, slot, v, r);
+    loop_cmd_set_state(v, CMD_FINISHED); /* not active since it parked */
+    loop_retire(L, v);
 }
 
 /* A chained command whose call failed: its outcome waits for its message
@@ -147,13 +164,16 @@ static worker_cmd_t *find_copy(const worker_cmd_t *v)
 void loop_chain_park(loop_t *L, worker_cmd_t *v)
 {
     saga_slot_t *slot = loop_saga_slot(L, v->dec.saga_id, false);
-    worker_cmd_t *copy = find_copy(v);
+    worker_cmd_t *copy = !slot ? NULL : v->detached ? v->held_copy : find_copy(v, v->saga_next);
     sg_log_ctx_t ctx;
 
     loop_cmd_set_state(v, CMD_PARKED);
     loop_active_add(L, v, -1);
-    if (slot && copy) {
-        adopt(L, slot, v, copy);
+    if (copy) {
+        if (v->detached)
+            adopt_detached(L, slot, v, copy);
+        else
+            adopt(L, slot, v, copy);
         return;
     }
     /* Says why the saga waits: should the message not come (the relay
@@ -167,8 +187,49 @@ void loop_chain_park(loop_t *L, worker_cmd_t *v)
  * of that head, a PARKED chained command, takes its place at once. */
 void loop_chain_arrived(loop_t *L, saga_slot_t *slot, worker_cmd_t *cmd)
 {
-    if (slot->head->state == CMD_PARKED && find_copy(slot->head) == cmd)
+    if (slot->head->state == CMD_PARKED && find_copy(slot->head, slot->head->saga_next) == cmd)
         adopt(L, slot, slot->head, cmd);
+}
+
+/* Is cmd, just read, the copy of a chained group member whose detached
+ * call is out?  Then it stays out of its saga's queue, where it would
+ * hold up the saga's next commands (a saga.cancel) while the call runs:
+ * it waits beside the member, unfinished in its partition's FIFO, so the
+ * offset does not pass it (a crash still redoes the member), and joins
+ * the queue behind the member's outcome when the call returns
+ * (loop_chain_release()).  The copy of one whose call failed (PARKED)
+ * takes its result at once, as any parked command's copy does. */
+bool loop_chain_hold(loop_t *L, worker_cmd_t *cmd)
+{
+    saga_slot_t *slot;
+
+    if (L->nchain == 0 || cmd->dec.type != SG_CMD_EXECUTE || !cmd->dec.saga_id[0] ||
+        !(slot = loop_saga_slot(L, cmd->dec.saga_id, false)))
+        return false;
+    for (worker_cmd_t *d = slot->detached; d; d = d->det_next) {
+        if (!d->chained || find_copy(d, cmd) != cmd)
+            continue;
+        if (d->state == CMD_PARKED)
+            adopt_detached(L, slot, d, cmd);
+        else
+            d->held_copy = cmd;
+        return true;
+    }
+    return false;
+}
+
+/* The detached call of v returned and v is back in its saga's queue: its
+ * held copy, if it came meanwhile, queues behind it. */
+void loop_chain_release(loop_t *L, worker_cmd_t *v)
+{
+    worker_cmd_t *copy = v->held_copy;
+    saga_slot_t *slot;
+
+    if (!copy)
+        return;
+    v->held_copy = NULL;
+    if ((slot = loop_saga_enqueue(L, copy)))
+        loop_chain_arrived(L, slot, copy);
 }
 
 /* ---- chaining in a transaction ----------------------------------------- */
@@ -221,50 +282,77 @@ static worker_part_t *chainable(loop_t *L, const worker_cmd_t *cmd, const worker
         sg_kafka_key_partition(s->saga_id, strlen(s->saga_id), L->int_partitions));
 }
 
-/* Decides, in the open transaction, the step command c's decision emitted
- * for now, and the ones those emit in turn (see the top of the file). */
+/* Decides f, a step command cmd's decision (or origin's) emitted for saga
+ * s, in the open transaction as if its message had come; its place is
+ * behind origin.  NULL: not chained (its message will decide it). */
+static worker_cmd_t *chain_one(loop_t *L, worker_cmd_t *cmd, worker_cmd_t *origin,
+                               const worker_follow_t *f, worker_saga_t *s)
+{
+    worker_part_t *p;
+    worker_cmd_t *v;
+
+    if (!(p = chainable(L, cmd, s)))
+        return NULL;
+    v = loop_cmd_new(L);
+    v->chained = true;
+    v->part = p;
+    v->offset = -1;
+    v->origin = origin;
+    loop_cmd_set_state(v, CMD_READY);
+    /* What decoding its message would give, taken from the decision as it
+     * is (not printed and parsed back); its id is what the copy is
+     * matched by (cmd_id). */
+    v->dec.type = f->type;
+    snprintf(v->dec.saga_id, sizeof(v->dec.saga_id), "%s", s->saga_id);
+    v->dec.step = f->step;
+    v->dec.attempt = f->attempt;
+    v->dec.generation = f->generation;
+    v->dec.doc = sg_json_new_object();
+    sg_json_add_str(v->dec.doc, "id", f->id);
+    /* A command this transaction created has no attempt rows yet. */
+    s->interrupted = s->finished = 0;
+    worker_saga_decide(&L->w, v, s);
+    if (v->unchained) {
+        loop_cmd_release(L, v);
+        return NULL;
+    }
+    v->finishing = !v->calls;
+    L->w.stats.chained++;
+    sg_metrics_batch_inc(L->w.metrics, SG_M_CHAINED, SG_LABELS("run"));
+    loop_vec_push(L->chain_new, v);
+    return v;
+}
+
+/* Decides, in the open transaction, the step command cmd's decision
+ * emitted for now, and the ones those emit in turn; or the members of a
+ * group it started, side by side (see the top of the file).  Whatever is
+ * not chained is decided from its message. */
 void loop_chain_follow(loop_t *L, worker_cmd_t *cmd, worker_saga_t *s)
 {
     worker_cmd_t *prev = cmd;
 
     for (int depth = 0; prev->follow.set && depth < CHAIN_DEPTH; depth++) {
-        const worker_follow_t *f = &prev->follow;
-        worker_part_t *p;
+        worker_follow_t f = prev->follow;
         worker_cmd_t *v;
 
         prev->follow.set = false;
-        if (!(p = chainable(L, cmd, s)))
-            return;
-        v = loop_cmd_new(L);
-        v->chained = true;
-        v->part = p;
-        v->offset = -1;
-        v->origin = prev;
-        loop_cmd_set_state(v, CMD_READY);
-        /* What decoding its message would give, taken from the decision
-         * as it is (not printed and parsed back); its id is what the
-         * copy is matched by (cmd_id). */
-        v->dec.type = f->type;
-        snprintf(v->dec.saga_id, sizeof(v->dec.saga_id), "%s", s->saga_id);
-        v->dec.step = f->step;
-        v->dec.attempt = f->attempt;
-        v->dec.generation = f->generation;
-        v->dec.doc = sg_json_new_object();
-        sg_json_add_str(v->dec.doc, "id", f->id);
-        /* A command this transaction created has no attempt rows yet. */
-        s->interrupted = s->finished = 0;
-        worker_saga_decide(&L->w, v, s);
-        if (v->unchained) {
-            loop_cmd_release(L, v);
-            return;
-        }
-        v->finishing = !v->calls;
-        L->w.stats.chained++;
-        sg_metrics_batch_inc(L->w.metrics, SG_M_CHAINED, SG_LABELS("run"));
-        loop_vec_push(L->chain_new, v);
+        if (!(v = chain_one(L, cmd, prev, &f, s)))
+            break;
         prev = v;
     }
     prev->follow.set = false;
+    /* Each member behind the one before: all of them call at once, and
+     * each call leaves the queue (worker_txn.c, settle()). */
+    prev = cmd;
+    for (int i = 0; i < cmd->nmembers; i++) {
+        worker_cmd_t *v = chain_one(L, cmd, prev, &cmd->members[i], s);
+
+        if (v)
+            prev = v;
+    }
+    free(cmd->members);
+    cmd->members = NULL;
+    cmd->nmembers = 0;
 }
 
 /* After the commit: the chained commands take their places, each right

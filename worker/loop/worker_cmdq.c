@@ -244,6 +244,12 @@ void loop_saga_reattach(loop_t *L, worker_cmd_t *cmd)
     loop_vec_push(&L->returned, cmd);
 }
 
+void loop_saga_take_detached(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker_cmd_t *r)
+{
+    unlink_detached(slot, v);
+    loop_saga_reattach(L, r);
+}
+
 /* Queues cmd behind its saga; READY when it is the saga's only one.  A
  * copy of a chained command that parked is then adopted by it
  * (loop_chain_arrived(), which intake calls next with the slot returned). */
@@ -307,6 +313,9 @@ static void cmd_shed(loop_t *L, worker_cmd_t *cmd)
     sg_json_destroy(cmd->dec.doc);
     cmd->dec.doc = NULL;
     cmd->follow.set = false;
+    free(cmd->members);
+    cmd->members = NULL;
+    cmd->nmembers = 0;
     free(cmd->definition);
     cmd->definition = NULL;
     worker_fresh_free(cmd->fresh);

@@ -314,6 +314,8 @@ static void intake(loop_t *L)
          * while parsed its strings again and 64 bytes per value. */
         cmd->charge = 4 * len + (cmd->dec.doc ? len + 64 * (size_t)cmd->dec.nodes : 0);
         L->held_bytes += cmd->charge;
+        if (loop_chain_hold(L, cmd))
+            continue;
         if ((slot = loop_saga_enqueue(L, cmd)))
             loop_chain_arrived(L, slot, cmd);
     }
@@ -353,6 +355,7 @@ void loop_take_returned(loop_t *L)
         }
         if (cmd->detached) { /* a group member's: back into its saga's queue */
             loop_saga_reattach(L, cmd);
+            loop_chain_release(L, cmd);
             continue;
         }
         loop_cmd_set_state(cmd, CMD_RETURNED);

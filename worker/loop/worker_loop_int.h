@@ -237,6 +237,10 @@ void loop_saga_detach(loop_t *L, worker_cmd_t *cmd);
  * at once when nothing of the saga is being decided, else queued right
  * behind the command that is. */
 void loop_saga_reattach(loop_t *L, worker_cmd_t *cmd);
+/* The detached call of v (a chained group member's, PARKED) is taken
+ * over by r, its copy, held out of the queue: r comes back as v's outcome
+ * would (loop_saga_reattach()); v leaves the detached list. */
+void loop_saga_take_detached(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker_cmd_t *r);
 /* Every change of a command's state: logged at debug level, asserted
  * legal. */
 void loop_cmd_set_state(worker_cmd_t *cmd, worker_cstate_t to);
@@ -269,6 +273,11 @@ void loop_bury(loop_t *L);
 bool loop_chain_take(loop_t *L, const worker_cmd_t *cmd);
 /* Forgets the expected copies of partition p (NULL: of all). */
 void loop_chain_forget(loop_t *L, const worker_part_t *p);
+/* A chained group member's copy, held beside it while its detached call
+ * is out (true: taken; see worker_chain.c); and queued behind it once the
+ * call returned. */
+bool loop_chain_hold(loop_t *L, worker_cmd_t *cmd);
+void loop_chain_release(loop_t *L, worker_cmd_t *v);
 /* A message loop_saga_enqueue() queued behind slot's head: when it is the
  * copy of that head, a PARKED chained command, it takes its place. */
 void loop_chain_arrived(loop_t *L, saga_slot_t *slot, worker_cmd_t *cmd);

@@ -60,6 +60,7 @@ static void part_abandon(loop_t *L, worker_part_t *p, const char *why)
         }
         cmd->abandoned = true;
         cmd->part = NULL;
+        cmd->held_copy = NULL; /* in this FIFO too, and dropped with it */
         /* A running call is freed when it returns; the rest at the end of
          * the turn (a batch in progress may still point at them). */
         if (cmd->state != CMD_CALLING)

@@ -390,9 +390,11 @@ static void settle(loop_t *L, worker_cmd_t *cmd)
         cmd->isolated = false;
     }
     if (cmd->calls) {
-        /* Read before the pool has it; a chained command keeps its place
-         * (its copy is matched behind it). */
-        bool detach = cmd->call.detach && !cmd->chained;
+        /* Read before the pool has it.  A chained command keeps its
+         * place (its copy is matched behind it), unless it is a group's
+         * member: its copy, a command for the same step, then waits for
+         * it as for any detached call (worker_cmdq.c, blocked()). */
+        bool detach = cmd->call.detach;
         cmd->calls = false;
         loop_cmd_set_state(cmd, CMD_CALLING);
         L->calling++;
