@@ -143,7 +143,8 @@ static worker_cmd_t *find_copy(const worker_cmd_t *v, worker_cmd_t *first)
 }
 
 /* The same for v, a chained group member whose detached call failed: r,
- * its copy, held out of the queue (loop_chain_hold()), takes v's call and
+ * its copy (held out of the queue by loop_chain_hold(), or queued when it
+ * came before the loop read the commit that placed v), takes v's call and
  * result and comes back as the call's outcome would. */
 static void adopt_detached(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker_cmd_t *r)
 {
@@ -164,7 +165,13 @@ static void adopt_detached(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker
 void loop_chain_park(loop_t *L, worker_cmd_t *v)
 {
     saga_slot_t *slot = loop_saga_slot(L, v->dec.saga_id, false);
-    worker_cmd_t *copy = !slot ? NULL : v->detached ? v->held_copy : find_copy(v, v->saga_next);
+    /* A detached member's copy is held beside it (loop_chain_detached()
+     * holds one that came before the loop read the commit); the queue is
+     * searched too, in case. */
+    worker_cmd_t *copy = !slot          ? NULL
+                         : !v->detached ? find_copy(v, v->saga_next)
+                         : v->held_copy ? v->held_copy
+                                        : find_copy(v, slot->head);
     sg_log_ctx_t ctx;
 
     loop_cmd_set_state(v, CMD_PARKED);
@@ -216,6 +223,18 @@ bool loop_chain_hold(loop_t *L, worker_cmd_t *cmd)
         return true;
     }
     return false;
+}
+
+void loop_chain_detached(loop_t *L, worker_cmd_t *v)
+{
+    saga_slot_t *slot = loop_saga_slot(L, v->dec.saga_id, false);
+    worker_cmd_t *copy = slot ? find_copy(v, slot->head) : NULL;
+
+    /* Queued behind v when placed, so QUEUED (blocked by v's call). */
+    if (!copy || copy->state != CMD_QUEUED)
+        return;
+    loop_saga_unqueue(L, slot, copy);
+    v->held_copy = copy;
 }
 
 /* The detached call of v returned and v is back in its saga's queue: its

@@ -244,8 +244,15 @@ void loop_saga_reattach(loop_t *L, worker_cmd_t *cmd)
     loop_vec_push(&L->returned, cmd);
 }
 
+void loop_saga_unqueue(loop_t *L, saga_slot_t *slot, worker_cmd_t *cmd)
+{
+    if (unlink_queued(slot, cmd))
+        promote(L, slot);
+}
+
 void loop_saga_take_detached(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker_cmd_t *r)
 {
+    unlink_queued(slot, r); /* queued when it came before v's commit was read */
     unlink_detached(slot, v);
     loop_saga_reattach(L, r);
 }

@@ -237,9 +237,11 @@ void loop_saga_detach(loop_t *L, worker_cmd_t *cmd);
  * at once when nothing of the saga is being decided, else queued right
  * behind the command that is. */
 void loop_saga_reattach(loop_t *L, worker_cmd_t *cmd);
+/* Takes cmd, QUEUED, out of slot's queue; the next head may become ready. */
+void loop_saga_unqueue(loop_t *L, saga_slot_t *slot, worker_cmd_t *cmd);
 /* The detached call of v (a chained group member's, PARKED) is taken
- * over by r, its copy, held out of the queue: r comes back as v's outcome
- * would (loop_saga_reattach()); v leaves the detached list. */
+ * over by r, its copy (held out of the queue, or in it): r comes back as
+ * v's outcome would (loop_saga_reattach()); v leaves the detached list. */
 void loop_saga_take_detached(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker_cmd_t *r);
 /* Every change of a command's state: logged at debug level, asserted
  * legal. */
@@ -278,6 +280,9 @@ void loop_chain_forget(loop_t *L, const worker_part_t *p);
  * call returned. */
 bool loop_chain_hold(loop_t *L, worker_cmd_t *cmd);
 void loop_chain_release(loop_t *L, worker_cmd_t *v);
+/* A chained member's call just left the queue: its copy, if already
+ * queued (it came before the loop read the commit), is held instead. */
+void loop_chain_detached(loop_t *L, worker_cmd_t *v);
 /* A message loop_saga_enqueue() queued behind slot's head: when it is the
  * copy of that head, a PARKED chained command, it takes its place. */
 void loop_chain_arrived(loop_t *L, saga_slot_t *slot, worker_cmd_t *cmd);

@@ -392,8 +392,8 @@ static void settle(loop_t *L, worker_cmd_t *cmd)
     if (cmd->calls) {
         /* Read before the pool has it.  A chained command keeps its
          * place (its copy is matched behind it), unless it is a group's
-         * member: its copy, a command for the same step, then waits for
-         * it as for any detached call (worker_cmdq.c, blocked()). */
+         * member: its copy then waits beside it, out of the queue
+         * (worker_chain.c, loop_chain_hold()). */
         bool detach = cmd->call.detach;
         cmd->calls = false;
         loop_cmd_set_state(cmd, CMD_CALLING);
@@ -402,6 +402,8 @@ static void settle(loop_t *L, worker_cmd_t *cmd)
         worker_pool_submit(L->pool, cmd, &cmd->call, &cmd->result);
         if (detach)
             loop_saga_detach(L, cmd);
+        if (detach && cmd->chained)
+            loop_chain_detached(L, cmd);
         return;
     }
     cmd->finishing = false;
