@@ -56,6 +56,19 @@ static const char *member_status(const sg_json_t *manifest, const char *member, 
     return sg_json_string(sg_json_member(m, key));
 }
 
+/* Two exec gate tools a and b, held in da and db until the test opens
+ * them, as the registry entries tools ("<a's>, <b's>"). */
+static void gate_pair(char da[64], char db[64], char tools[2100], const char *a, const char *b)
+{
+    char ta[1024], tb[1024];
+
+    sgw_gate_dir(da, 64);
+    sgw_gate_dir(db, 64);
+    sgw_gate_tool(ta, sizeof(ta), a, da, NULL);
+    sgw_gate_tool(tb, sizeof(tb), b, db, NULL);
+    snprintf(tools, 2100, "%s, %s", ta, tb);
+}
+
 /* best_effort: the three channels run side by side (both gates start
  * before either is let go); the one that fails is named in the manifest,
  * in the terminal event and in run_health, nothing is undone, and the
@@ -63,13 +76,9 @@ static const char *member_status(const sg_json_t *manifest, const char *member, 
 Test(groups, best_effort_members_run_side_by_side_and_the_saga_completes_partial)
 {
     const sg_json_t *fin, *done, *h, *partial;
-    char da[64], db[64], ta[1024], tb[1024], tools[2100], text[512];
+    char da[64], db[64], tools[2100], text[512];
 
-    sgw_gate_dir(da, sizeof(da));
-    sgw_gate_dir(db, sizeof(db));
-    sgw_gate_tool(ta, sizeof(ta), "mail", da, NULL);
-    sgw_gate_tool(tb, sizeof(tb), "push", db, NULL);
-    snprintf(tools, sizeof(tools), "%s, %s", ta, tb);
+    gate_pair(da, db, tools, "mail", "push");
     sgw_pair_start(tools, 1, NULL);
     sgw_submit("grp-be",
                "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
@@ -336,14 +345,10 @@ Test(groups, fail_fast_stops_new_calls_records_the_call_in_flight_and_compensate
  * finished last first. */
 Test(groups, cancel_while_members_are_in_flight_records_them_then_compensates)
 {
-    char da[64], db[64], ta[1024], tb[1024], tools[2100], text[512], msg[512];
+    char da[64], db[64], tools[2100], text[512], msg[512];
     int cancel_at, x_ok;
 
-    sgw_gate_dir(da, sizeof(da));
-    sgw_gate_dir(db, sizeof(db));
-    sgw_gate_tool(ta, sizeof(ta), "gx", da, NULL);
-    sgw_gate_tool(tb, sizeof(tb), "gy", db, NULL);
-    snprintf(tools, sizeof(tools), "%s, %s", ta, tb);
+    gate_pair(da, db, tools, "gx", "gy");
     sgw_pair_start(tools, 1, NULL);
     sgw_submit("grp-cx",
                "[{\"name\": \"reserve\", \"tool\": \"ledger.reversible\", \"args\": {\"n\": 1}},"
@@ -520,13 +525,9 @@ static long long chained_members(const char *saga_id)
  * side. */
 Test(groups, a_group_started_now_runs_its_members_in_that_transaction)
 {
-    char da[64], db[64], ta[1024], tb[1024], tools[2100], text[256];
+    char da[64], db[64], tools[2100], text[256];
 
-    sgw_gate_dir(da, sizeof(da));
-    sgw_gate_dir(db, sizeof(db));
-    sgw_gate_tool(ta, sizeof(ta), "gx", da, NULL);
-    sgw_gate_tool(tb, sizeof(tb), "gy", db, NULL);
-    snprintf(tools, sizeof(tools), "%s, %s", ta, tb);
+    gate_pair(da, db, tools, "gx", "gy");
     sgw_pair_start(tools, 1, NULL);
     sgw_submit("grp-ch1", "[{\"name\": \"lookup\", \"tool\": \"ledger\", \"args\": {\"n\": 1}},"
                           " {\"name\": \"both\", \"policy\": \"all_or_nothing\", \"parallel\": ["

@@ -104,9 +104,21 @@ void loop_chain_forget(loop_t *L, const worker_part_t *p)
 
 /* ---- parked chained commands ------------------------------------------- */
 
+/* r, the copy of the PARKED chained command v, takes over v's call and
+ * result (it has the message a dead letter names); v is done. */
+static void take_over(loop_t *L, worker_cmd_t *v, worker_cmd_t *r)
+{
+    loop_chain_take(L, r);
+    r->call = v->call;
+    r->result = v->result;
+    r->attempt_id = v->attempt_id;
+    memset(&v->call, 0, sizeof(v->call));
+    memset(&v->result, 0, sizeof(v->result));
+}
+
 /* The copy r of the PARKED chained command v (the head of its saga's
  * queue) takes v's place, call and result, and is completed as any
- * returned call: it has the message a dead letter names. */
+ * returned call. */
 static void adopt(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker_cmd_t *r)
 {
     worker_cmd_t **pp;
@@ -119,12 +131,7 @@ static void adopt(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker_cmd_t *r
     slot->head = r;
     for (worker_cmd_t *cmd = slot->head; cmd; cmd = cmd->saga_next)
         slot->tail = cmd;
-    loop_chain_take(L, r);
-    r->call = v->call;
-    r->result = v->result;
-    r->attempt_id = v->attempt_id;
-    memset(&v->call, 0, sizeof(v->call));
-    memset(&v->result, 0, sizeof(v->result));
+    take_over(L, v, r);
     loop_cmd_set_state(r, CMD_RETURNED);
     loop_vec_push(&L->returned, r);
     loop_cmd_set_state(v, CMD_FINISHED); /* not active since it parked */
@@ -149,12 +156,7 @@ static worker_cmd_t *find_copy(const worker_cmd_t *v, worker_cmd_t *first)
 static void adopt_detached(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker_cmd_t *r)
 {
     v->held_copy = NULL;
-    loop_chain_take(L, r);
-    r->call = v->call;
-    r->result = v->result;
-    r->attempt_id = v->attempt_id;
-    memset(&v->call, 0, sizeof(v->call));
-    memset(&v->result, 0, sizeof(v->result));
+    take_over(L, v, r);
     loop_saga_take_detached(L, slot, v, r);
     loop_cmd_set_state(v, CMD_FINISHED); /* not active since it parked */
     loop_retire(L, v);
