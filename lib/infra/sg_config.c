@@ -121,8 +121,9 @@ static const sg_config_key_t config_table[] = {
      "How often the offsets kept in PostgreSQL are copied to the Kafka group, for lag tools "
      "only (0: after every transaction); a revoked partition's is copied at once."},
     {"worker.chain", SG_CONFIG_BOOL, "true", 0, 0, NULL, 0,
-     "Run a saga's next step command in the transaction that emitted it, when its message "
-     "will come to this worker (a partition of topic.internal it owns), instead of after the "
+     "Run a saga's next step command (or the members of a parallel group it starts, side by "
+     "side) in the transaction that emitted it, when its message will come to this worker (a "
+     "partition of topic.internal it owns), instead of after the "
      "relay and Kafka bring it back; the message is still sent, and acknowledged when it "
      "arrives."},
     {"worker.chain_repartition_pause_ms", SG_CONFIG_INT, "360000", 0, 86400000, NULL, 0,
