@@ -28,6 +28,7 @@
 
 #include "gw_mcp.h"
 #include "sagad/sg_alloc.h"
+#include "sagad/sg_text.h"
 #include "sagad/sg_version.h"
 
 #define META_VERSION      "io.modelcontextprotocol/protocolVersion"
@@ -292,8 +293,10 @@ static bool tools_call(call_t *c)
         return false;
     }
     if (!gw_mcp_tool_known(name, c->m->approvals)) {
-        snprintf(why, sizeof(why), "Invalid params: unknown tool %.64s (tools/list names them)",
-                 name);
+        char cut[65]; /* the client's text: never half a character */
+
+        snprintf(why, sizeof(why), "Invalid params: unknown tool %s (tools/list names them)",
+                 sg_text_copy(cut, sizeof(cut), name));
         fail(c, GW_RPC_INVALID_PARAMS, why, NULL);
         return false;
     }

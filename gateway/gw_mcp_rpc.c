@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "gw_mcp.h"
+#include "sagad/sg_text.h"
 
 #define ID_INT_MAX 9007199254740991.0 /* 2^53-1: exact in a double */
 
@@ -64,8 +65,11 @@ gw_rpc_kind_t gw_rpc_decode(const char *buf, size_t len, const sg_json_limits_t 
     }
     if (!(msg->doc = sg_json_parse(buf ? buf : "", len, lim, &err))) {
         int code = parse_code(err.code);
-        snprintf(why, sizeof(why), "%s: %.150s",
-                 code == GW_RPC_PARSE_ERROR ? "Parse error" : "Invalid Request", err.message);
+        char cut[151]; /* the client's own keys may be in it: never half a character */
+
+        snprintf(why, sizeof(why), "%s: %s",
+                 code == GW_RPC_PARSE_ERROR ? "Parse error" : "Invalid Request",
+                 sg_text_copy(cut, sizeof(cut), err.message));
         return invalid(msg, code, why);
     }
     if (sg_json_is_array(msg->doc))

@@ -22,6 +22,7 @@
 #include "sagad/sg_saga_query.h"
 #include "sagad/sg_sign.h"
 #include "sagad/sg_submit.h"
+#include "sagad/sg_text.h"
 
 #define PRODUCE_TIMEOUT_MS 10000
 #define CONTROL_WAIT_MS    5000
@@ -84,12 +85,13 @@ static bool may_read(const gw_caller_t *c, const char *submitted_by)
 
 static void no_saga(sg_http_answer_t *ans, const char *id)
 {
-    char detail[300];
+    char detail[400], cut[129]; /* the client's text: never half a character */
 
+    sg_text_copy(cut, sizeof(cut), id);
     snprintf(detail, sizeof(detail),
-             "no saga %.128s that you may read: not submitted, not yet taken by a worker (wait "
-             "on /v1/sagas/%.128s/wait), or refused at intake",
-             id, id);
+             "no saga %s that you may read: not submitted, not yet taken by a worker (wait "
+             "on /v1/sagas/%s/wait), or refused at intake",
+             cut, cut);
     gw_problem(ans, 404, detail, NULL);
 }
 

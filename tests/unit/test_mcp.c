@@ -10,6 +10,7 @@
 #include "../../gateway/gw_mcp.h"
 #include "sagad/sg_err.h"
 #include "sagad/sg_schema.h"
+#include "sagad/sg_text.h"
 #include "unit.h"
 
 static const sg_json_limits_t lim = {4096, 16, 1000};
@@ -141,6 +142,50 @@ static long long error_code(const sg_json_t *doc)
     "\"io.modelcontextprotocol/clientCapabilities\":{}}"
 
 TestSuite(mcp_protocol, .init = setup, .fini = teardown);
+
+/* An error that names the client's own keys is cut to fit without
+ * splitting a character (a fuzz finding: "Invalid Request: $....\xef",
+ * which no JSON parser takes back); the same for an unknown tool's name. */
+Test(mcp_protocol, an_error_message_cut_to_fit_stays_utf8)
+{
+    static const char found[] =
+        "\001{\042jsolcontextprotocol/kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"
+        "kkkkkkkkkkkkkkkkkkkkkkkkkkkk\361\234\232\232\001\001kkk\001kkkkkkknamekk"
+        "ikkkkkkkkkkkkkkkkkkkkkkkkkkpros\042:{\042_\357\273\277a\042:{\042io.ners"
+        "ion\042:\0427-280\042,\042id\042:6,\042method\042:\042tools/call\042,"
+        "\042par@d\042:6,\042method\042:\042tall\042,\042Parieq\042:{}}}}";
+    char name[200], req[400];
+    gw_rpc_msg_t msg;
+    gw_mcp_t m;
+    unsigned st;
+    sg_json_t *doc;
+    const char *text;
+
+    cr_assert_eq(gw_rpc_decode(found, sizeof(found) - 1, &lim, &msg), GW_RPC_INVALID);
+    cr_expect(sg_utf8_valid(msg.message, strlen(msg.message)), "not UTF-8: %s", msg.message);
+    gw_rpc_msg_free(&msg);
+
+    /* 63 ASCII bytes, then a 3-byte character across the 64-byte cut */
+    memset(name, 'a', 63);
+    strcpy(name + 63, "\xe2\x82\xac-tool");
+    snprintf(req, sizeof(req),
+             "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":"
+             "\"%s\",\"arguments\":{}}}",
+             name);
+    gw_mcp_init(&m, &gw, true);
+    sg_json_destroy(ask(&m,
+                        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":"
+                        "{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":"
+                        "{\"name\":\"t\",\"version\":\"1\"}}}",
+                        NULL, &st));
+    doc = ask(&m, req, NULL, &st);
+    cr_assert_not_null(doc, "the refusal is JSON a client can parse");
+    text = sg_json_string(sg_json_member(sg_json_member(doc, "error"), "message"));
+    cr_assert_not_null(text);
+    cr_expect(strstr(text, "unknown tool aaa") != NULL, "%s", text);
+    sg_json_destroy(doc);
+    gw_mcp_fini(&m);
+}
 
 Test(mcp_protocol, legacy_stdio_needs_initialize_and_negotiates_the_revision)
 {
