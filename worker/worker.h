@@ -331,8 +331,9 @@ typedef struct worker_cmd_s {
     worker_follow_t follow;         /* the step command its decision emitted for now, to chain */
     struct worker_cmd_s *held_copy; /* a chained member's copy, come while its detached call
                                        is out: queued behind it when the call returns */
-    worker_follow_t *members;       /* a group's step.execute commands it emitted for now, to
-                                       chain side by side (nmembers; heap, NULL: none) */
+    int16_t members[SG_GROUP_MAX_MEMBERS]; /* a group's members whose step.execute its
+                                              decision emitted for now, to chain side by
+                                              side (worker_outcome_t's) */
     int nmembers;
     struct worker_cmd_s *origin;  /* chained: the command that emitted it, until placed */
     int64_t attempt_id;           /* of the attempt row, once committed */
@@ -529,6 +530,11 @@ void worker_write_message(worker_t *w, int64_t delay_ms, const char *topic, cons
  * the statements of its outcome, or of its attempt row (then cmd->calls).
  * saga is NULL when the saga does not exist (or for poison). */
 void worker_saga_decide(worker_t *w, worker_cmd_t *cmd, worker_saga_t *saga);
+/* Saga's step.execute (compensate: step.compensate) of step for attempt,
+ * in its present generation, as the loop chains it: what its message
+ * says, its id included (worker_outcome.c spells the id). */
+void worker_follow_make(worker_follow_t *f, const worker_saga_t *saga, int step, bool compensate,
+                        int attempt);
 
 /* Headers of a forwarded control command: where it was read
  * ("<topic>:<partition>:<offset>") and when (unix seconds). */

@@ -651,8 +651,7 @@ static void apply(worker_t *w, worker_cmd_t *cmd, worker_outcome_t *out)
         cmd->follow = out->follow;
         out->follow.set = false;
     }
-    if (out->nmembers > 0 && !cmd->members) {
-        cmd->members = sg_xcalloc((size_t)out->nmembers, sizeof(*cmd->members));
+    if (out->nmembers > 0 && cmd->nmembers == 0) {
         memcpy(cmd->members, out->members, (size_t)out->nmembers * sizeof(*cmd->members));
         cmd->nmembers = out->nmembers;
         out->nmembers = 0;

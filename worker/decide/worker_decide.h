@@ -182,10 +182,11 @@ typedef struct worker_outcome_s {
     bool unchained;       /* chained, but needs its message: dropped */
     worker_call_t call;
     worker_follow_t follow; /* the step command emitted for now, to chain */
-    /* A parallel group's members started now (their step.execute,
-     * attempt 1), to chain side by side: their calls leave the saga's
-     * queue as any member's do. */
-    worker_follow_t members[SG_GROUP_MAX_MEMBERS];
+    /* A parallel group's members started now, to chain side by side:
+     * their steps (each one's step.execute, attempt 1, of the saga's
+     * generation; worker_follow_make() spells it).  Their calls leave the
+     * saga's queue as any member's do. */
+    int16_t members[SG_GROUP_MAX_MEMBERS];
     int nmembers;
     worker_fresh_t *fresh; /* a saga.start's new saga (its rows' slots) */
     bool keep_fresh;       /* ...which the loop may chain from */

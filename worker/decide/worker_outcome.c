@@ -306,16 +306,35 @@ void worker_out_event(worker_dc_t *d, worker_saga_t *saga, const char *type, sg_
     worker_out_emit(d, d->rules->topic_events, saga->traceparent, ev, 0);
 }
 
-/* The step command's message, emitted; its id into id (the size of
- * worker_follow_t's). */
-static void emit_command(worker_dc_t *d, worker_saga_t *saga, int step, bool compensate,
-                         int attempt, int64_t delay_ms, char *id, size_t id_size)
+/* The id of saga's step.execute (step.compensate) of step for attempt, in
+ * its present generation: cmd:<saga>:<step>:f|c:g<gen>:a<attempt>. */
+static void command_id(char *id, size_t size, const worker_saga_t *saga, int step, bool compensate,
+                       int attempt)
 {
+    snprintf(id, size, "cmd:%s:%d:%s:g%d:a%d", saga->saga_id, step, compensate ? "c" : "f",
+             saga->generation, attempt);
+}
+
+void worker_follow_make(worker_follow_t *f, const worker_saga_t *saga, int step, bool compensate,
+                        int attempt)
+{
+    f->set = true;
+    f->type = compensate ? SG_CMD_COMPENSATE : SG_CMD_EXECUTE;
+    f->step = step;
+    f->attempt = attempt;
+    f->generation = saga->generation;
+    command_id(f->id, sizeof(f->id), saga, step, compensate, attempt);
+}
+
+/* The step command's message, emitted. */
+static void emit_command(worker_dc_t *d, worker_saga_t *saga, int step, bool compensate,
+                         int attempt, int64_t delay_ms)
+{
+    char id[sizeof(((worker_follow_t *)0)->id)];
     worker_op_t *op;
     sg_json_t *c;
 
-    snprintf(id, id_size, "cmd:%s:%d:%s:g%d:a%d", saga->saga_id, step, compensate ? "c" : "f",
-             saga->generation, attempt);
+    command_id(id, sizeof(id), saga, step, compensate, attempt);
     c = worker_out_message_new(compensate ? "step.compensate" : "step.execute", id, saga->saga_id);
     sg_json_add_int(c, "step", step);
     sg_json_add_int(c, "attempt", attempt);
@@ -326,23 +345,10 @@ static void emit_command(worker_dc_t *d, worker_saga_t *saga, int step, bool com
     op->u.msg.generation = saga->generation;
 }
 
-static void follow_set(worker_follow_t *f, const worker_saga_t *saga, int step, bool compensate,
-                       int attempt, const char *id)
-{
-    f->set = true;
-    f->type = compensate ? SG_CMD_COMPENSATE : SG_CMD_EXECUTE;
-    f->step = step;
-    f->attempt = attempt;
-    f->generation = saga->generation;
-    snprintf(f->id, sizeof(f->id), "%s", id);
-}
-
 void worker_out_command(worker_dc_t *d, worker_saga_t *saga, int step, bool compensate, int attempt,
                         int64_t delay_ms)
 {
-    char id[sizeof(((worker_follow_t *)0)->id)];
-
-    emit_command(d, saga, step, compensate, attempt, delay_ms, id, sizeof(id));
+    emit_command(d, saga, step, compensate, attempt, delay_ms);
     /* Sent now: the loop may chain it (run it in this transaction); not a
      * group member's forward command here (a retry without a wait
      * included): a chained call holds its saga's queue, and only the
@@ -350,7 +356,7 @@ void worker_out_command(worker_dc_t *d, worker_saga_t *saga, int step, bool comp
      * (worker_out_run_step). */
     if (d->rules->chain && delay_ms <= 0 && !d->out->follow.set &&
         (compensate || !saga->steps[step].group))
-        follow_set(&d->out->follow, saga, step, compensate, attempt, id);
+        worker_follow_make(&d->out->follow, saga, step, compensate, attempt);
 }
 
 void worker_out_run_step(worker_dc_t *d, worker_saga_t *saga, int idx)
@@ -363,13 +369,11 @@ void worker_out_run_step(worker_dc_t *d, worker_saga_t *saga, int idx)
     }
     last = worker_group_last(saga, idx);
     for (int j = worker_group_first(saga, idx); j <= last; j++) {
-        char id[sizeof(((worker_follow_t *)0)->id)];
-
         if (saga->steps[j].status != WORKER_STEP_PENDING)
             continue;
-        emit_command(d, saga, j, false, 1, 0, id, sizeof(id));
+        emit_command(d, saga, j, false, 1, 0);
         if (d->rules->chain && d->out->nmembers < SG_GROUP_MAX_MEMBERS)
-            follow_set(&d->out->members[d->out->nmembers++], saga, j, false, 1, id);
+            d->out->members[d->out->nmembers++] = (int16_t)j;
     }
 }
 

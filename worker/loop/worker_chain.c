@@ -30,6 +30,7 @@
  *     unknown tool) is dropped, and its message decides it.
  * A worker that dies or loses the partition leaves the copy to the next
  * owner, which finds the attempt row as any redelivery would. */
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -150,9 +151,8 @@ static worker_cmd_t *find_copy(const worker_cmd_t *v, worker_cmd_t *first)
 }
 
 /* The same for v, a chained group member whose detached call failed: r,
- * its copy (held out of the queue by loop_chain_hold(), or queued when it
- * came before the loop read the commit that placed v), takes v's call and
- * result and comes back as the call's outcome would. */
+ * its copy (held out of the queue, see hold()), takes v's call and result
+ * and comes back as the call's outcome would. */
 static void adopt_detached(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker_cmd_t *r)
 {
     v->held_copy = NULL;
@@ -167,15 +167,13 @@ static void adopt_detached(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker
 void loop_chain_park(loop_t *L, worker_cmd_t *v)
 {
     saga_slot_t *slot = loop_saga_slot(L, v->dec.saga_id, false);
-    /* A detached member's copy is held beside it (loop_chain_detached()
-     * holds one that came before the loop read the commit); the queue is
-     * searched too, in case. */
-    worker_cmd_t *copy = !slot          ? NULL
-                         : !v->detached ? find_copy(v, v->saga_next)
-                         : v->held_copy ? v->held_copy
-                                        : find_copy(v, slot->head);
+    /* A detached member's copy can only be held beside it: intake holds
+     * it there (hold()), and loop_chain_detached() moves one that came
+     * before the loop read the commit. */
+    worker_cmd_t *copy = !slot ? NULL : !v->detached ? find_copy(v, v->saga_next) : v->held_copy;
     sg_log_ctx_t ctx;
 
+    assert(!slot || !v->detached || !find_copy(v, slot->head));
     loop_cmd_set_state(v, CMD_PARKED);
     loop_active_add(L, v, -1);
     if (copy) {
@@ -194,27 +192,22 @@ void loop_chain_park(loop_t *L, worker_cmd_t *v)
 
 /* What intake queued behind the head of its saga's queue (slot): the copy
  * of that head, a PARKED chained command, takes its place at once. */
-void loop_chain_arrived(loop_t *L, saga_slot_t *slot, worker_cmd_t *cmd)
+static void arrived(loop_t *L, saga_slot_t *slot, worker_cmd_t *cmd)
 {
     if (slot->head->state == CMD_PARKED && find_copy(slot->head, slot->head->saga_next) == cmd)
         adopt(L, slot, slot->head, cmd);
 }
 
 /* Is cmd, just read, the copy of a chained group member whose detached
- * call is out?  Then it stays out of its saga's queue, where it would
- * hold up the saga's next commands (a saga.cancel) while the call runs:
- * it waits beside the member, unfinished in its partition's FIFO, so the
- * offset does not pass it (a crash still redoes the member), and joins
- * the queue behind the member's outcome when the call returns
- * (loop_chain_release()).  The copy of one whose call failed (PARKED)
- * takes its result at once, as any parked command's copy does. */
-bool loop_chain_hold(loop_t *L, worker_cmd_t *cmd)
+ * call is out (slot: its saga's)?  Then it stays out of its saga's queue,
+ * where it would hold up the saga's next commands (a saga.cancel) while
+ * the call runs: it waits beside the member, unfinished in its
+ * partition's FIFO, so the offset does not pass it (a crash still redoes
+ * the member), and joins the queue behind the member's outcome when the
+ * call returns (loop_chain_release()).  The copy of one whose call failed
+ * (PARKED) takes its result at once, as any parked command's copy does. */
+static bool hold(loop_t *L, saga_slot_t *slot, worker_cmd_t *cmd)
 {
-    saga_slot_t *slot;
-
-    if (L->nchain == 0 || cmd->dec.type != SG_CMD_EXECUTE || !cmd->dec.saga_id[0] ||
-        !(slot = loop_saga_slot(L, cmd->dec.saga_id, false)))
-        return false;
     for (worker_cmd_t *d = slot->detached; d; d = d->det_next) {
         if (!d->chained || find_copy(d, cmd) != cmd)
             continue;
@@ -225,6 +218,19 @@ bool loop_chain_hold(loop_t *L, worker_cmd_t *cmd)
         return true;
     }
     return false;
+}
+
+void loop_chain_intake(loop_t *L, worker_cmd_t *cmd)
+{
+    saga_slot_t *slot = NULL;
+
+    /* Only a step.execute can be a member's copy, and only while copies
+     * are expected; the slot looked up here serves the queue too. */
+    if (L->nchain > 0 && cmd->dec.type == SG_CMD_EXECUTE && cmd->dec.saga_id[0] && !cmd->forward &&
+        (slot = loop_saga_slot(L, cmd->dec.saga_id, false)) && hold(L, slot, cmd))
+        return;
+    if ((slot = loop_saga_enqueue(L, cmd, slot)))
+        arrived(L, slot, cmd);
 }
 
 void loop_chain_detached(loop_t *L, worker_cmd_t *v)
@@ -249,8 +255,8 @@ void loop_chain_release(loop_t *L, worker_cmd_t *v)
     if (!copy)
         return;
     v->held_copy = NULL;
-    if ((slot = loop_saga_enqueue(L, copy)))
-        loop_chain_arrived(L, slot, copy);
+    if ((slot = loop_saga_enqueue(L, copy, NULL)))
+        arrived(L, slot, copy);
 }
 
 /* ---- chaining in a transaction ----------------------------------------- */
@@ -366,13 +372,13 @@ void loop_chain_follow(loop_t *L, worker_cmd_t *cmd, worker_saga_t *s)
      * each call leaves the queue (worker_txn.c, settle()). */
     prev = cmd;
     for (int i = 0; i < cmd->nmembers; i++) {
-        worker_cmd_t *v = chain_one(L, cmd, prev, &cmd->members[i], s);
+        worker_follow_t f;
+        worker_cmd_t *v;
 
-        if (v)
+        worker_follow_make(&f, s, cmd->members[i], false, 1);
+        if ((v = chain_one(L, cmd, prev, &f, s)))
             prev = v;
     }
-    free(cmd->members);
-    cmd->members = NULL;
     cmd->nmembers = 0;
 }
 

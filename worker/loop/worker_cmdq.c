@@ -252,18 +252,15 @@ void loop_saga_unqueue(loop_t *L, saga_slot_t *slot, worker_cmd_t *cmd)
 
 void loop_saga_take_detached(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker_cmd_t *r)
 {
-    unlink_queued(slot, r); /* queued when it came before v's commit was read */
     unlink_detached(slot, v);
     loop_saga_reattach(L, r);
 }
 
 /* Queues cmd behind its saga; READY when it is the saga's only one.  A
  * copy of a chained command that parked is then adopted by it
- * (loop_chain_arrived(), which intake calls next with the slot returned). */
-saga_slot_t *loop_saga_enqueue(loop_t *L, worker_cmd_t *cmd)
+ * (worker_chain.c, arrived(), called next with the slot returned). */
+saga_slot_t *loop_saga_enqueue(loop_t *L, worker_cmd_t *cmd, saga_slot_t *slot)
 {
-    saga_slot_t *slot;
-
     /* A control command to forward touches no row of its saga: it does
      * not wait for the saga's call in flight (its copy will, on the
      * internal topic). */
@@ -272,7 +269,8 @@ saga_slot_t *loop_saga_enqueue(loop_t *L, worker_cmd_t *cmd)
         loop_vec_push(&L->ready, cmd);
         return NULL;
     }
-    slot = loop_saga_slot(L, cmd->dec.saga_id, true);
+    if (!slot)
+        slot = loop_saga_slot(L, cmd->dec.saga_id, true);
     if (slot->tail) {
         slot->tail->saga_next = cmd;
         slot->tail = cmd;
@@ -320,8 +318,6 @@ static void cmd_shed(loop_t *L, worker_cmd_t *cmd)
     sg_json_destroy(cmd->dec.doc);
     cmd->dec.doc = NULL;
     cmd->follow.set = false;
-    free(cmd->members);
-    cmd->members = NULL;
     cmd->nmembers = 0;
     free(cmd->definition);
     cmd->definition = NULL;

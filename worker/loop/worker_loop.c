@@ -271,7 +271,6 @@ static void intake(loop_t *L)
         int rc;
         worker_part_t *p;
         worker_cmd_t *cmd;
-        saga_slot_t *slot;
         const void *payload;
         size_t len;
 
@@ -314,10 +313,7 @@ static void intake(loop_t *L)
          * while parsed its strings again and 64 bytes per value. */
         cmd->charge = 4 * len + (cmd->dec.doc ? len + 64 * (size_t)cmd->dec.nodes : 0);
         L->held_bytes += cmd->charge;
-        if (loop_chain_hold(L, cmd))
-            continue;
-        if ((slot = loop_saga_enqueue(L, cmd)))
-            loop_chain_arrived(L, slot, cmd);
+        loop_chain_intake(L, cmd);
     }
     if (!L->paused && intake_full(L) && sg_run_now_ms() - L->last_poll >= PAUSE_AFTER_MS) {
         L->paused = pause_all(L, true) == 0;

@@ -223,10 +223,11 @@ unsigned loop_hash(const char *s);
 /* The queue of saga id; created when create is set, else NULL if none. */
 saga_slot_t *loop_saga_slot(loop_t *L, const char *id, bool create);
 void loop_saga_slot_free(loop_t *L, saga_slot_t *slot);
-/* Queues cmd behind its saga (READY when it is the saga's only one).
- * Returns the saga's slot when cmd was queued behind another command,
- * else NULL. */
-saga_slot_t *loop_saga_enqueue(loop_t *L, worker_cmd_t *cmd);
+/* Queues cmd behind its saga (READY when it is the saga's only one);
+ * slot: its saga's, when the caller has looked it up (NULL: looked up
+ * here, created if need be).  Returns the saga's slot when cmd was queued
+ * behind another command, else NULL. */
+saga_slot_t *loop_saga_enqueue(loop_t *L, worker_cmd_t *cmd, saga_slot_t *slot);
 /* Removes cmd from its saga's queue (or its detached list); the next one
  * becomes READY. */
 void loop_saga_dequeue(loop_t *L, worker_cmd_t *cmd);
@@ -240,8 +241,8 @@ void loop_saga_reattach(loop_t *L, worker_cmd_t *cmd);
 /* Takes cmd, QUEUED, out of slot's queue; the next head may become ready. */
 void loop_saga_unqueue(loop_t *L, saga_slot_t *slot, worker_cmd_t *cmd);
 /* The detached call of v (a chained group member's, PARKED) is taken
- * over by r, its copy (held out of the queue, or in it): r comes back as
- * v's outcome would (loop_saga_reattach()); v leaves the detached list. */
+ * over by r, its copy (held out of the queue): r comes back as v's
+ * outcome would (loop_saga_reattach()); v leaves the detached list. */
 void loop_saga_take_detached(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker_cmd_t *r);
 /* Every change of a command's state: logged at debug level, asserted
  * legal. */
@@ -275,17 +276,15 @@ void loop_bury(loop_t *L);
 bool loop_chain_take(loop_t *L, const worker_cmd_t *cmd);
 /* Forgets the expected copies of partition p (NULL: of all). */
 void loop_chain_forget(loop_t *L, const worker_part_t *p);
-/* A chained group member's copy, held beside it while its detached call
- * is out (true: taken; see worker_chain.c); and queued behind it once the
- * call returned. */
-bool loop_chain_hold(loop_t *L, worker_cmd_t *cmd);
+/* A message just read joins its saga's queue (loop_saga_enqueue()); but
+ * a chained group member's copy is held beside it while its detached call
+ * is out (see worker_chain.c), and queued behind it once the call
+ * returned (loop_chain_release()). */
+void loop_chain_intake(loop_t *L, worker_cmd_t *cmd);
 void loop_chain_release(loop_t *L, worker_cmd_t *v);
 /* A chained member's call just left the queue: its copy, if already
  * queued (it came before the loop read the commit), is held instead. */
 void loop_chain_detached(loop_t *L, worker_cmd_t *v);
-/* A message loop_saga_enqueue() queued behind slot's head: when it is the
- * copy of that head, a PARKED chained command, it takes its place. */
-void loop_chain_arrived(loop_t *L, saga_slot_t *slot, worker_cmd_t *cmd);
 /* A chained command whose call failed waits for its message. */
 void loop_chain_park(loop_t *L, worker_cmd_t *v);
 /* In the open transaction: decides what c's decision emitted for now (s

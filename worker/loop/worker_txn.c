@@ -393,7 +393,7 @@ static void settle(loop_t *L, worker_cmd_t *cmd)
         /* Read before the pool has it.  A chained command keeps its
          * place (its copy is matched behind it), unless it is a group's
          * member: its copy then waits beside it, out of the queue
-         * (worker_chain.c, loop_chain_hold()). */
+         * (worker_chain.c, hold()). */
         bool detach = cmd->call.detach;
         cmd->calls = false;
         loop_cmd_set_state(cmd, CMD_CALLING);
