@@ -69,7 +69,7 @@ static int parse_user(gw_user_t *u, const char *name, const sg_json_t *o, const 
 {
     const sg_json_t *r = sg_json_member(o, "roles"), *t = sg_json_member(o, "tokens"),
                     *tools = sg_json_member(o, "approve_tools");
-    char path[160], at[200];
+    char path[160], at[200], cut[41]; /* a key cut never inside a character */
 
     snprintf(path, sizeof(path), "$.users[\"%s\"]", name);
     if (!sg_json_is_object(o))
@@ -77,7 +77,7 @@ static int parse_user(gw_user_t *u, const char *name, const sg_json_t *o, const 
     for (const sg_json_t *m = sg_json_first(o); m; m = sg_json_next(m)) {
         const char *k = sg_json_key(m);
         if (strcmp(k, "roles") && strcmp(k, "tokens") && strcmp(k, "approve_tools")) {
-            snprintf(at, sizeof(at), "%s.%.40s", path, k);
+            snprintf(at, sizeof(at), "%s.%s", path, sg_text_copy(cut, sizeof(cut), k));
             return bad(why, why_size, what, at,
                        "additionalProperties: only roles, tokens and approve_tools");
         }
@@ -165,8 +165,9 @@ gw_users_t *gw_users_parse(const char *text, size_t len, const char *what, char 
     u->n = 0;
     for (const sg_json_t *m = sg_json_first(users); m; m = sg_json_next(m)) {
         if (!user_name_ok(sg_json_key(m))) {
-            char at[120];
-            snprintf(at, sizeof(at), "$.users[\"%.64s\"]", sg_json_key(m));
+            char at[120], cut[65];
+            snprintf(at, sizeof(at), "$.users[\"%s\"]",
+                     sg_text_copy(cut, sizeof(cut), sg_json_key(m)));
             bad(why, why_size, what, at, "propertyNames: [A-Za-z0-9._@:-], 1 to 64 characters");
             goto fail;
         }

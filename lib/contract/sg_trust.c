@@ -8,6 +8,7 @@
 
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_json.h"
+#include "sagad/sg_text.h"
 
 #define CLOCK_SKEW_S      60
 #define KEYRING_MAX_BYTES (1024 * 1024)
@@ -129,8 +130,8 @@ static int parse_principal(sg_principal_t *p, const sg_json_t *node, const char 
     for (const sg_json_t *m = sg_json_first(node); m; m = sg_json_next(m))
         if (strcmp(sg_json_key(m), "keys") && strcmp(sg_json_key(m), "roles") &&
             strcmp(sg_json_key(m), "approve_tools") && strcmp(sg_json_key(m), "description")) {
-            char at[260];
-            snprintf(at, sizeof(at), "%s.%.40s", path, sg_json_key(m));
+            char at[260], cut[41];
+            snprintf(at, sizeof(at), "%s.%s", path, sg_text_copy(cut, sizeof(cut), sg_json_key(m)));
             return bad(err, what, at,
                        "additionalProperties: a principal has keys, roles, approve_tools, "
                        "description");
@@ -139,9 +140,10 @@ static int parse_principal(sg_principal_t *p, const sg_json_t *node, const char 
         return bad(err, what, path, "required: keys, an object of key id to public key");
     for (const sg_json_t *k = sg_json_first(keys); k; k = sg_json_next(k)) {
         const char *b64 = sg_json_string(k);
-        char at[260];
+        char at[260], cut[41];
 
-        snprintf(at, sizeof(at), "%s.keys.%.40s", path, sg_json_key(k));
+        snprintf(at, sizeof(at), "%s.keys.%s", path,
+                 sg_text_copy(cut, sizeof(cut), sg_json_key(k)));
         if (p->nkeys == SG_PRINCIPAL_KEYS_MAX)
             return bad(err, what, at, "maxProperties: at most 8 keys a principal");
         if (!name_ok(sg_json_key(k), SG_KEY_ID_MAX, "._-"))
@@ -236,8 +238,9 @@ sg_keyring_t *sg_keyring_parse(const char *text, size_t len, const char *what, s
         sg_principal_t *p = &kr->p[kr->n++];
 
         if (!name_ok(sg_json_key(m), SG_PRINCIPAL_MAX, "._@:-")) {
-            char at[120];
-            snprintf(at, sizeof(at), "$.principals.%.64s", sg_json_key(m));
+            char at[120], cut[65];
+            snprintf(at, sizeof(at), "$.principals.%s",
+                     sg_text_copy(cut, sizeof(cut), sg_json_key(m)));
             bad(err, what, at, "pattern: a principal is [A-Za-z0-9._@:-]{1,64}");
             goto fail;
         }

@@ -71,10 +71,12 @@ int sg_mac_keys_add(sg_mac_keys_t *keys, const char *id, const void *secret, siz
                     bool signer, sg_err_t *err)
 {
     sg_mac_key_t *k;
+    char cut[33];
 
     if (!mac_id_ok(id, strlen(id)))
         return sg_err_set(err, SG_ERRCLASS_PERMANENT, "config.internal_key.invalid",
-                          "internal key id \"%.32s\" must match [a-z0-9]{1,16}", id);
+                          "internal key id \"%s\" must match [a-z0-9]{1,16}",
+                          sg_text_copy(cut, sizeof(cut), id));
     if (len < 32 || len > SG_MAC_SECRET_MAX)
         return sg_err_set(err, SG_ERRCLASS_PERMANENT, "config.internal_key.invalid",
                           "internal key %s has %zu bytes of secret; it needs 32 to %d", id, len,
