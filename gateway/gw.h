@@ -9,7 +9,8 @@
  *                that wakes long polls when a worker commits
  *   gw_produce.c Kafka: one producer, delivery awaited per request;
  *                the signature of the users' messages (delegate key)
- *   gw_sagas.c   /v1/sagas: submit, read, wait, list, events, controls
+ *   gw_sagas.c   /v1/sagas: submit, read, wait, list, attempts;
+ *                gw_controls.c cancel, approve, reject; gw_events.c follow
  *   gw_ops.c     /v1/approvals, /v1/dead-letters, /v1/tools, /v1/errors
  *   gw_mcp*.c    MCP for agents: POST /mcp and `mcp --stdio` (gw_mcp.h)
  *   gw_console.c the operator console: its files, sign-in, the session
@@ -220,6 +221,37 @@ const gw_route_t *gw_route_find(const char *method, const char *path, char *buf,
 void gw_route_allow(const char *path, char *out, size_t size);
 /* The route's template ("/v1/sagas/{id}"), for metrics and logs. */
 const char *gw_route_template(const gw_route_t *route);
+
+/* ---- what the /v1/sagas handlers share (gw_sagas.c) ---------------------- */
+
+/* How long a request waits for Kafka to take what it produces. */
+#define GW_PRODUCE_TIMEOUT_MS 10000
+
+/* A saga id as sg_saga_id_ok() takes it; else false after a 400. */
+bool gw_saga_id_ok(sg_http_answer_t *ans, const char *id);
+/* May c read a saga submitted_by (NULL: unknown) submitted? */
+bool gw_may_read(const gw_caller_t *c, const char *submitted_by);
+/* The 404 of a saga c may not read or that does not exist (the same
+ * answer, so that ids cannot be probed); id cut to 128 bytes, never
+ * inside a UTF-8 character. */
+void gw_no_saga(sg_http_answer_t *ans, const char *id);
+/* A saga as a control or a page of attempts needs it: its submitter and
+ * generation, and (step given: a name or an index) the step's index,
+ * name, tool and status. */
+typedef struct gw_target_s {
+    char submitted_by[80], generation[16], status[32];
+    char idx[16], name[130], tool[130], step_status[32];
+    bool has_submitter, has_step;
+} gw_target_t;
+/* Fills t for saga_id: 1 found and c may read it, 0 not (or not theirs to
+ * read), -1 after answering a PostgreSQL failure. */
+int gw_saga_target(gw_t *gw, const gw_caller_t *c, const char *saga_id, const char *step,
+                   gw_target_t *t, sg_http_answer_t *ans);
+/* "30s", "500ms", "2m" or plain seconds: digits first, no sign or space. */
+bool gw_parse_duration_ms(const char *s, int64_t *ms);
+/* bytes (at most 16) random bytes as lowercase hex digits and a NUL: out
+ * holds 2 * bytes + 1. */
+void gw_random_hex(char *out, size_t bytes);
 
 /* The handlers: each answers one route (gw_server.c's table). */
 typedef void (*gw_handler_fn)(gw_t *gw, const gw_caller_t *caller, sg_http_req_t *req,

@@ -1,5 +1,5 @@
-/* /v1/sagas (gw.h): submit, read, wait, list, follow, cancel, approve
- * and reject.
+/* /v1/sagas (gw.h): submit, read, wait, list and attempts (the controls:
+ * gw_controls.c; following: gw_events.c).
  *
  * What a saga looks like to a client is its envelope (envelope_sql):
  * status ok | partial | error | timeout | cancelled once it ended,
@@ -23,9 +23,6 @@
 #include "sagad/sg_sign.h"
 #include "sagad/sg_submit.h"
 #include "sagad/sg_text.h"
-
-#define PRODUCE_TIMEOUT_MS 10000
-#define CONTROL_WAIT_MS    5000
 
 /* ---- reading ------------------------------------------------------------------ */
 
@@ -77,13 +74,15 @@ static const char envelope_sql[] =
 
 enum { E_DOC, E_SUBMITTED_BY, E_SEQ, E_VERSION, E_STATUS };
 
-static bool may_read(const gw_caller_t *c, const char *submitted_by)
+/* gw.h */
+bool gw_may_read(const gw_caller_t *c, const char *submitted_by)
 {
     return (c->user->perms & GW_P_READ_ALL) || ((c->user->perms & GW_P_READ_OWN) && submitted_by &&
                                                 strcmp(submitted_by, c->user->name) == 0);
 }
 
-static void no_saga(sg_http_answer_t *ans, const char *id)
+/* gw.h */
+void gw_no_saga(sg_http_answer_t *ans, const char *id)
 {
     char detail[400], cut[129]; /* the client's text: never half a character */
 
@@ -164,7 +163,7 @@ static int load(gw_t *gw, const gw_caller_t *c, const char *id, sg_pg_res_t **re
         gw_db_problem(ans, &err);
         return -1;
     }
-    if (sg_pg_res_rows(*res) == 0 || !may_read(c, sg_pg_res_get(*res, 0, E_SUBMITTED_BY))) {
+    if (sg_pg_res_rows(*res) == 0 || !gw_may_read(c, sg_pg_res_get(*res, 0, E_SUBMITTED_BY))) {
         sg_pg_res_destroy(*res);
         *res = NULL;
         return 0;
@@ -172,7 +171,8 @@ static int load(gw_t *gw, const gw_caller_t *c, const char *id, sg_pg_res_t **re
     return 1;
 }
 
-static bool id_ok(sg_http_answer_t *ans, const char *id)
+/* gw.h */
+bool gw_saga_id_ok(sg_http_answer_t *ans, const char *id)
 {
     if (sg_saga_id_ok(id))
         return true;
@@ -209,10 +209,10 @@ void gw_sagas_get(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_r
     char etag[64];
     int found;
 
-    if (!id_ok(ans, a->id) || (found = load(gw, c, a->id, &res, ans)) < 0)
+    if (!gw_saga_id_ok(ans, a->id) || (found = load(gw, c, a->id, &res, ans)) < 0)
         return;
     if (!found) {
-        no_saga(ans, a->id);
+        gw_no_saga(ans, a->id);
         return;
     }
     etag_of(res, etag, sizeof(etag));
@@ -226,8 +226,8 @@ void gw_sagas_get(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_r
     sg_pg_res_destroy(res);
 }
 
-/* "30s", "500ms", "2m" or plain seconds: digits first, no sign or space. */
-static bool parse_duration_ms(const char *s, int64_t *ms)
+/* gw.h */
+bool gw_parse_duration_ms(const char *s, int64_t *ms)
 {
     char *end;
     long long n;
@@ -302,9 +302,9 @@ void gw_sagas_wait(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_
     uint64_t deadline;
     sg_pg_res_t *res = NULL;
 
-    if (!id_ok(ans, a->id))
+    if (!gw_saga_id_ok(ans, a->id))
         return;
-    if (t && !parse_duration_ms(t, &timeout_ms)) {
+    if (t && !gw_parse_duration_ms(t, &timeout_ms)) {
         gw_problem(ans, 400, "timeout: a duration such as 30s, 500ms or 2m", NULL);
         return;
     }
@@ -341,12 +341,59 @@ void gw_sagas_wait(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_
             sg_pg_res_destroy(res);
             res = NULL;
         } else if (sg_run_now_ms() >= deadline || !sg_run_running) {
-            no_saga(ans, a->id);
+            gw_no_saga(ans, a->id);
             return;
         }
         if (watch(gw, a->id, seq, deadline, ans) < 0)
             return;
     }
+}
+
+/* gw.h */
+int gw_saga_target(gw_t *gw, const gw_caller_t *c, const char *saga_id, const char *step,
+                   gw_target_t *t, sg_http_answer_t *ans)
+{
+    const char *params[] = {saga_id, step ? step : ""};
+    sg_pg_res_t *res = NULL;
+    sg_err_t err;
+    sg_pg_t *pg = gw_pool_get(gw->pool, &err);
+    int rc;
+
+    memset(t, 0, sizeof(*t));
+    if (!pg) {
+        gw_db_problem(ans, &err);
+        return -1;
+    }
+    rc = sg_pg_exec(pg,
+                    "SELECT s.submitted_by, s.generation, s.status, st.idx, st.name, st.tool, "
+                    "st.status FROM sagas s LEFT JOIN steps st ON st.saga_id = s.saga_id AND "
+                    "(st.name = $2 OR st.idx::text = $2) WHERE s.saga_id = $1 "
+                    "ORDER BY st.name = $2 DESC LIMIT 1",
+                    2, params, &res, &err);
+    gw_pool_put(gw->pool, pg);
+    if (rc < 0) {
+        gw_db_problem(ans, &err);
+        return -1;
+    }
+    if (sg_pg_res_rows(res) == 0) {
+        sg_pg_res_destroy(res);
+        return 0;
+    }
+    t->has_submitter = sg_pg_res_get(res, 0, 0) != NULL;
+    snprintf(t->submitted_by, sizeof(t->submitted_by), "%s",
+             t->has_submitter ? sg_pg_res_get(res, 0, 0) : "");
+    snprintf(t->generation, sizeof(t->generation), "%s", sg_pg_res_get(res, 0, 1));
+    snprintf(t->status, sizeof(t->status), "%s", sg_pg_res_get(res, 0, 2));
+    if ((t->has_step = sg_pg_res_get(res, 0, 3) != NULL)) {
+        snprintf(t->idx, sizeof(t->idx), "%s", sg_pg_res_get(res, 0, 3));
+        snprintf(t->name, sizeof(t->name), "%s", sg_pg_res_get(res, 0, 4));
+        snprintf(t->tool, sizeof(t->tool), "%s", sg_pg_res_get(res, 0, 5));
+        snprintf(t->step_status, sizeof(t->step_status), "%s", sg_pg_res_get(res, 0, 6));
+    }
+    sg_pg_res_destroy(res);
+    if (!gw_may_read(c, t->has_submitter ? t->submitted_by : NULL))
+        return 0;
+    return 1;
 }
 
 /* ---- the list ---------------------------------------------------------------- */
@@ -481,7 +528,8 @@ void gw_sagas_list(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_
 
 /* ---- submitting ---------------------------------------------------------------- */
 
-static void random_hex(char *out, size_t bytes)
+/* gw.h */
+void gw_random_hex(char *out, size_t bytes)
 {
     unsigned char r[16];
 
@@ -541,7 +589,7 @@ static int existing(gw_t *gw, const gw_caller_t *c, const char *saga_id, const s
     if (rc == 0) {
         /* Another's saga is a conflict whatever its definition: whether a
          * guessed definition matches is not the caller's to learn. */
-        rc = sg_pg_res_rows(res) == 0 ? 0 : !may_read(c, sg_pg_res_get(res, 0, 0)) ? 2 : 3;
+        rc = sg_pg_res_rows(res) == 0 ? 0 : !gw_may_read(c, sg_pg_res_get(res, 0, 0)) ? 2 : 3;
         sg_pg_res_destroy(res);
         res = NULL;
     }
@@ -611,13 +659,13 @@ int gw_submission_decode(const gw_t *gw, const char *user, const char *ikey, con
             id_of_key(user, ikey, made_id);
         } else {
             memcpy(made_id, "gw-", 3);
-            random_hex(made_id + 3, 12);
+            gw_random_hex(made_id + 3, 12);
         }
         sg_json_add_str(sub->doc, "saga_id", made_id);
     }
     if (!sg_json_member(sub->doc, "id")) {
         memcpy(made_msg, "start-", 6);
-        random_hex(made_msg + 6, 8);
+        gw_random_hex(made_msg + 6, 8);
         sg_json_add_str(sub->doc, "id", made_msg);
     }
     obo = sg_json_string(sg_json_member(sub->doc, "on_behalf_of"));
@@ -702,7 +750,7 @@ void gw_sagas_submit(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const g
         gw_problem_at(ans, 409, "input.saga.conflict", "$.saga_id",
                       "unique: this saga_id is already used with a different definition");
     } else if (gw_produce(gw, sub.saga_id, sub.text, strlen(sub.text), gw->have_key,
-                          PRODUCE_TIMEOUT_MS, &err) < 0) {
+                          GW_PRODUCE_TIMEOUT_MS, &err) < 0) {
         char detail[700];
         snprintf(detail, sizeof(detail),
                  "%s: not sent; try again (the same saga_id is safe to send twice)", err.message);
@@ -713,292 +761,6 @@ void gw_sagas_submit(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const g
     }
 out:
     gw_submission_free(&sub);
-}
-
-/* ---- controls -------------------------------------------------------------------- */
-
-/* The worker's decision on command id, waited for up to wait_ms: 1 with
- * outcome and code set, 0 not decided yet, -1 PostgreSQL failed. */
-static int decision(gw_t *gw, const char *saga_id, const char *command_id, int64_t wait_ms,
-                    char *outcome, size_t osize, char *code, size_t csize)
-{
-    const char *params[] = {saga_id, command_id};
-    uint64_t deadline = sg_run_now_ms() + (uint64_t)wait_ms;
-
-    for (;;) {
-        sg_pg_res_t *res = NULL;
-        sg_err_t err;
-        sg_pg_t *pg = gw_pool_get(gw->pool, &err);
-        gw_watch_t w;
-        int64_t seq;
-        int rc;
-
-        if (!pg)
-            return -1;
-        /* The seq first, then the look: a decision committed in between
-         * moves the seq the watch compares with. */
-        seq = gw_saga_seq(pg, saga_id, &err);
-        rc = seq == -2 ? -1
-                       : sg_pg_exec(pg,
-                                    "SELECT outcome, coalesce(error_code, '') FROM saga_controls "
-                                    "WHERE saga_id = $1 AND command_id = $2 ORDER BY id LIMIT 1",
-                                    2, params, &res, &err);
-        gw_pool_put(gw->pool, pg);
-        if (rc < 0)
-            return -1;
-        if (sg_pg_res_rows(res)) {
-            snprintf(outcome, osize, "%s", sg_pg_res_get(res, 0, 0));
-            snprintf(code, csize, "%s", sg_pg_res_get(res, 0, 1));
-            sg_pg_res_destroy(res);
-            return 1;
-        }
-        sg_pg_res_destroy(res);
-        if (sg_run_now_ms() >= deadline)
-            return 0;
-        gw_watch_add(gw->pool, &w, saga_id, seq);
-        gw_watch_wait(gw->pool, &w, deadline);
-        gw_watch_remove(gw->pool, &w);
-    }
-}
-
-/* The saga's submitter and generation, and (step given) the step's index,
- * name, tool and status: 1 found, 0 not, -1 answered. */
-typedef struct target_s {
-    char submitted_by[80], generation[16], status[32];
-    char idx[16], name[130], tool[130], step_status[32];
-    bool has_submitter, has_step;
-} target_t;
-
-static int target(gw_t *gw, const gw_caller_t *c, const char *saga_id, const char *step,
-                  target_t *t, sg_http_answer_t *ans)
-{
-    const char *params[] = {saga_id, step ? step : ""};
-    sg_pg_res_t *res = NULL;
-    sg_err_t err;
-    sg_pg_t *pg = gw_pool_get(gw->pool, &err);
-    int rc;
-
-    memset(t, 0, sizeof(*t));
-    if (!pg) {
-        gw_db_problem(ans, &err);
-        return -1;
-    }
-    rc = sg_pg_exec(pg,
-                    "SELECT s.submitted_by, s.generation, s.status, st.idx, st.name, st.tool, "
-                    "st.status FROM sagas s LEFT JOIN steps st ON st.saga_id = s.saga_id AND "
-                    "(st.name = $2 OR st.idx::text = $2) WHERE s.saga_id = $1 "
-                    "ORDER BY st.name = $2 DESC LIMIT 1",
-                    2, params, &res, &err);
-    gw_pool_put(gw->pool, pg);
-    if (rc < 0) {
-        gw_db_problem(ans, &err);
-        return -1;
-    }
-    if (sg_pg_res_rows(res) == 0) {
-        sg_pg_res_destroy(res);
-        return 0;
-    }
-    t->has_submitter = sg_pg_res_get(res, 0, 0) != NULL;
-    snprintf(t->submitted_by, sizeof(t->submitted_by), "%s",
-             t->has_submitter ? sg_pg_res_get(res, 0, 0) : "");
-    snprintf(t->generation, sizeof(t->generation), "%s", sg_pg_res_get(res, 0, 1));
-    snprintf(t->status, sizeof(t->status), "%s", sg_pg_res_get(res, 0, 2));
-    if ((t->has_step = sg_pg_res_get(res, 0, 3) != NULL)) {
-        snprintf(t->idx, sizeof(t->idx), "%s", sg_pg_res_get(res, 0, 3));
-        snprintf(t->name, sizeof(t->name), "%s", sg_pg_res_get(res, 0, 4));
-        snprintf(t->tool, sizeof(t->tool), "%s", sg_pg_res_get(res, 0, 5));
-        snprintf(t->step_status, sizeof(t->step_status), "%s", sg_pg_res_get(res, 0, 6));
-    }
-    sg_pg_res_destroy(res);
-    if (!may_read(c, t->has_submitter ? t->submitted_by : NULL))
-        return 0;
-    return 1;
-}
-
-/* The reason of a control's body: {"reason": "..."}; NULL after answering. */
-static sg_json_t *control_body(gw_t *gw, sg_http_req_t *req, const char **reason,
-                               sg_http_answer_t *ans)
-{
-    size_t len;
-    const char *body = sg_http_req_body(req, &len);
-    sg_json_t *doc;
-    sg_err_t err;
-
-    if (!(doc = sg_json_parse(body ? body : "", len, &gw->lim, &err))) {
-        gw_problem_at(ans, 400, err.code, "$", err.message);
-        return NULL;
-    }
-    if (!sg_json_is_object(doc)) {
-        sg_json_destroy(doc);
-        gw_problem_at(ans, 400, "input.schema.type", "$",
-                      "type: expected object {\"reason\": \"...\"}");
-        return NULL;
-    }
-    *reason = sg_json_string(sg_json_member(doc, "reason"));
-    if (!*reason || !**reason) {
-        sg_json_destroy(doc);
-        gw_problem_at(ans, 422, "input.schema.required", "$.reason",
-                      "required: why (kept in the saga's history)");
-        return NULL;
-    }
-    return doc;
-}
-
-/* Sends the control and answers with the worker's decision (or 202). */
-static void send_control(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const char *type,
-                         const char *saga_id, const target_t *t, const char *reason,
-                         sg_http_answer_t *ans)
-{
-    sg_json_t *m = sg_json_new_object();
-    const char *w = sg_http_req_query(req, "wait");
-    char id[64], hex[17], outcome[16], code[96];
-    int64_t wait_ms = CONTROL_WAIT_MS;
-    sg_decoded_t dec;
-    sg_err_t err;
-    char *text;
-    int rc;
-
-    if (w && !parse_duration_ms(w, &wait_ms)) {
-        sg_json_destroy(m);
-        gw_problem(ans, 400, "wait: a duration such as 5s (0: answer once sent)", NULL);
-        return;
-    }
-    if (wait_ms > gw->wait_max_ms)
-        wait_ms = gw->wait_max_ms;
-    random_hex(hex, 8);
-    snprintf(id, sizeof(id), "%s-%s", type + 5, hex);
-    sg_json_add_int(m, "v", 1);
-    sg_json_add_str(m, "type", type);
-    sg_json_add_str(m, "id", id);
-    sg_json_add_str(m, "saga_id", saga_id);
-    if (t->has_step) {
-        sg_json_add_int(m, "step", atoi(t->idx));
-        sg_json_add_int(m, "generation", atoi(t->generation));
-    }
-    sg_json_add_str(m, "by", c->user->name);
-    sg_json_add_str(m, "reason", reason);
-    sg_json_add_str(m, "on_behalf_of", c->user->name);
-    text = sg_json_print(m);
-    sg_json_destroy(m);
-    sg_submit_decode(text, strlen(text), &gw->lim, &dec);
-    sg_json_destroy(dec.doc);
-    if (dec.type == SG_CMD_POISON) {
-        gw_problem_at(ans, 422, dec.err.code, "$", dec.err.message);
-        free(text);
-        return;
-    }
-    rc = gw_produce(gw, saga_id, text, strlen(text), true, PRODUCE_TIMEOUT_MS, &err);
-    free(text);
-    if (rc < 0) {
-        char detail[700];
-        snprintf(detail, sizeof(detail), "%s: not sent; try again", err.message);
-        gw_problem(ans, 503, detail, NULL);
-        return;
-    }
-    rc = wait_ms ? decision(gw, saga_id, id, wait_ms, outcome, sizeof(outcome), code, sizeof(code))
-                 : 0;
-    if (rc > 0 && strcmp(outcome, "refused") == 0) {
-        sg_json_t *extra = sg_json_new_object();
-        char detail[300];
-        const char *action = sg_err_agent_action(code);
-        sg_json_add_str(extra, "command_id", id);
-        sg_json_add_str(extra, "code", code);
-        if (action)
-            sg_json_add_str(extra, "agent_action", action);
-        snprintf(detail, sizeof(detail), "the worker refused %s: %s", type, code);
-        gw_problem(ans, strncmp(code, "input.auth.", 11) == 0 ? 403 : 409, detail, extra);
-        return;
-    }
-    {
-        sg_json_t *doc = sg_json_new_object();
-        sg_json_add_str(doc, "command_id", id);
-        sg_json_add_str(doc, "saga_id", saga_id);
-        sg_json_add_str(doc, "outcome", rc > 0 ? outcome : "sent");
-        gw_json(ans, rc > 0 ? 200 : 202, doc);
-    }
-}
-
-/* What every control checks first: the saga id, the caller's right
- * (perms, else 403 with why), the gateway's key, the body's reason.  The
- * body (caller destroys), or NULL after answering. */
-static sg_json_t *control_prelude(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req,
-                                  const gw_route_args_t *a, unsigned perms, const char *why,
-                                  const char **reason, sg_http_answer_t *ans)
-{
-    if (!id_ok(ans, a->id))
-        return NULL;
-    if (!(c->user->perms & perms)) {
-        gw_problem(ans, 403, why, NULL);
-        return NULL;
-    }
-    if (!gw->have_key) {
-        gw_problem(ans, 503,
-                   "this gateway has no signing key (gateway.key): it cannot send controls", NULL);
-        return NULL;
-    }
-    return control_body(gw, req, reason, ans);
-}
-
-void gw_sagas_cancel(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
-                     sg_http_answer_t *ans)
-{
-    const char *reason;
-    sg_json_t *body;
-    target_t t;
-    int found;
-
-    if (!(body = control_prelude(gw, c, req, a, GW_P_CANCEL_ALL | GW_P_CANCEL_OWN,
-                                 "cancelling needs the operator role, or the submitter's own saga",
-                                 &reason, ans)))
-        return;
-    if ((found = target(gw, c, a->id, NULL, &t, ans)) < 0)
-        goto out;
-    if (!found) {
-        no_saga(ans, a->id);
-    } else if (!(c->user->perms & GW_P_CANCEL_ALL) &&
-               (!t.has_submitter || strcmp(t.submitted_by, c->user->name) != 0)) {
-        gw_problem(ans, 403, "a submitter may cancel only the sagas it submitted", NULL);
-    } else {
-        send_control(gw, c, req, "saga.cancel", a->id, &t, reason, ans);
-    }
-out:
-    sg_json_destroy(body);
-}
-
-void gw_sagas_decide(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const gw_route_args_t *a,
-                     sg_http_answer_t *ans)
-{
-    bool approve = strcmp(a->verb, "approve") == 0;
-    const char *reason;
-    sg_json_t *body;
-    target_t t;
-    int found;
-
-    if (!(body = control_prelude(gw, c, req, a, GW_P_APPROVE,
-                                 "deciding an approval needs the approver role", &reason, ans)))
-        return;
-    if ((found = target(gw, c, a->id, a->step, &t, ans)) < 0)
-        goto out;
-    if (!found) {
-        no_saga(ans, a->id);
-    } else if (!t.has_step) {
-        gw_problem(ans, 404, "the saga has no such step (its name, or its index from 0)", NULL);
-    } else if (!gw_user_may_approve(c->user, t.tool)) {
-        gw_problem_at(ans, 403, "input.auth.forbidden", "$.step",
-                      "you may not approve this step's tool (approve_tools in gateway.users)");
-    } else if (t.has_submitter && strcmp(t.submitted_by, c->user->name) == 0) {
-        gw_problem_at(ans, 403, "input.auth.self_approval", "$.step",
-                      "four eyes: you submitted this saga, another approver must decide");
-    } else if (strcmp(t.step_status, "awaiting_approval") != 0) {
-        char detail[200];
-        snprintf(detail, sizeof(detail), "step %s is %s, not awaiting_approval", t.name,
-                 t.step_status);
-        gw_problem_at(ans, 409, "input.step.not_awaiting_approval", "$.step", detail);
-    } else {
-        send_control(gw, c, req, approve ? "saga.approve" : "saga.reject", a->id, &t, reason, ans);
-    }
-out:
-    sg_json_destroy(body);
 }
 
 /* ---- attempts -------------------------------------------------------------------- */
@@ -1050,16 +812,16 @@ void gw_sagas_attempts(gw_t *gw, const gw_caller_t *c, sg_http_req_t *req, const
     int64_t after;
     sg_err_t err;
     sg_pg_t *pg;
-    target_t t;
+    gw_target_t t;
     long limit;
     bool more;
     int rc;
 
-    if (!id_ok(ans, a->id) || !attempts_params(req, &limit, &after, ans) ||
-        (rc = target(gw, c, a->id, NULL, &t, ans)) < 0)
+    if (!gw_saga_id_ok(ans, a->id) || !attempts_params(req, &limit, &after, ans) ||
+        (rc = gw_saga_target(gw, c, a->id, NULL, &t, ans)) < 0)
         return;
     if (!rc) {
-        no_saga(ans, a->id);
+        gw_no_saga(ans, a->id);
         return;
     }
     if (!(pg = gw_pool_get(gw->pool, &err))) {

@@ -7,6 +7,16 @@
 
 #include "sagad/sg_alloc.h"
 
+size_t sg_utf8_chars(const char *s)
+{
+    size_t n = 0;
+
+    for (; *s; s++)
+        if (((unsigned char)*s & 0xC0) != 0x80)
+            n++;
+    return n;
+}
+
 size_t sg_utf8_cut(const char *s, size_t max)
 {
     const unsigned char *u = (const unsigned char *)s;

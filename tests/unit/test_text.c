@@ -129,3 +129,18 @@ Test(text, hex_decodes_lowercase_and_refuses_the_rest)
     cr_assert_eq(sg_hex_decode("ab", 2, out), -1, "the NUL as a high digit");
     cr_assert_eq(sg_hex_decode(" 1", 1, out), -1);
 }
+
+/* A schema's maxLength counts characters, not bytes: a name of 128
+ * euro signs (384 bytes) is 128 long. */
+Test(text, length_in_characters_counts_each_character_once)
+{
+    char name[3 * 128 + 1] = "";
+
+    cr_expect_eq(sg_utf8_chars(""), 0);
+    cr_expect_eq(sg_utf8_chars("abc"), 3);
+    cr_expect_eq(sg_utf8_chars("caf\xc3\xa9"), 4, "a 2-byte character");
+    cr_expect_eq(sg_utf8_chars("\xf0\x9f\x98\x80!"), 2, "a 4-byte character");
+    for (int i = 0; i < 128; i++)
+        strcat(name, "\xe2\x82\xac");
+    cr_expect_eq(sg_utf8_chars(name), 128);
+}

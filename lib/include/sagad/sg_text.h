@@ -20,6 +20,11 @@ char *sg_text_visible(const char *s, bool lines);
 /* The same for n bytes that may hold NUL (shown as \x00). */
 char *sg_text_visible_n(const void *bytes, size_t n, bool lines);
 
+/* The length of s in Unicode code points, s being valid UTF-8 (each
+ * byte that does not continue a character starts one): what a schema's
+ * maxLength counts. */
+size_t sg_utf8_chars(const char *s);
+
 /* True when bytes[0..n) is well-formed UTF-8 without a NUL byte (no
  * overlong forms, no surrogates, nothing above U+10FFFF). */
 bool sg_utf8_valid(const void *bytes, size_t n);
