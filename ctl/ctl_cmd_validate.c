@@ -1,5 +1,5 @@
 /* sagactl validate FILE|-: the worker's verdict on a saga.start, offline.
- * The rules are the worker's own (lib/contract/sg_submit.c, lib/contract/sg_registry.c),
+ * The rules are the worker's own (lib/contract/sg_submit_validate.c, lib/contract/sg_registry.c),
  * so what this accepts the worker accepts, and what it refuses comes with
  * the problems the worker's saga.rejected event would carry. */
 #include <stdint.h>

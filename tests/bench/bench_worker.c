@@ -199,7 +199,7 @@ static void floor_commit(sg_pg_t *pg, const floor_batch_t *fb, int b)
  * batches it (one set-based statement per kind of row over the batch, see
  * worker/apply/worker_writes.c), FLOOR_BATCH sagas a transaction:
  *   - the start: each saga's row and its three step rows, its first
- *     messages (saga.started and the first step.execute) and the offset
+ *     messages (saga.accepted and the first step.execute) and the offset
  *     fence, as a saga.start's transaction writes them;
  *   - then one transaction per step, as a chained saga takes (the step's
  *     attempt row commits with the previous step's outcome): the attempt

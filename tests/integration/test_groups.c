@@ -618,13 +618,17 @@ Test(groups, a_chained_member_failing_is_recorded_on_its_message)
 /* (b) The other order: y's message comes while its call still runs.  It
  * waits beside the call, out of the saga's queue, and the offset does not
  * pass it (a crash now would leave y to the next owner); the call then
- * times out and the message's command takes the result at once. */
+ * times out and the message's command takes the result at once.  A second
+ * copy of y's message (the relay publishes at least once) comes while the
+ * call runs too: it waits in the queue and is decided as a duplicate, and
+ * the first keeps its place beside the call (when the second took it,
+ * the first was never finished and the offset stopped before it). */
 Test(groups, a_chained_members_message_waits_beside_its_call)
 {
     static const char tools[] =
         "\"sleep.cut\": {\"adapter\": \"builtin\", \"target\": \"sleep\", \"side_effect\": "
         "\"read\", \"timeout_ms\": 5000, \"retry\": {\"max_attempts\": 1}}";
-    char text[512], sql[256];
+    char text[512], sql[256], *y_msg;
     sgw_reader_t cmds;
 
     sgw_pair_start(tools, 1, NULL);
@@ -634,6 +638,8 @@ Test(groups, a_chained_members_message_waits_beside_its_call)
                "  {\"name\": \"y\", \"tool\": \"sleep.cut\", \"args\": {\"ms\": 60000}}]}]");
     sgw_reader_open(&cmds, sgw.topic_int);
     sgw_reader_wait_count(&cmds, 2);
+    cr_assert_eq(cmds.v[1].offset, 1);
+    y_msg = strdup(cmds.v[1].raw);
     sgw_reader_close(&cmds);
     /* x's message (offset 0) is acknowledged; y's (offset 1) is not while
      * y's call runs. */
@@ -646,9 +652,18 @@ Test(groups, a_chained_members_message_waits_beside_its_call)
     cr_assert_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx = 1 AND finished_at IS "
                            "NULL"),
                  1, "y's message came while its call still ran");
+    sgw_send_internal("grp-cl", y_msg);
+    free(y_msg);
+    sgw_reader_open(&cmds, sgw.topic_int);
+    sgw_reader_wait_count(&cmds, 3);
+    sgw_reader_close(&cmds);
+    cr_assert_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx = 1 AND finished_at IS "
+                           "NULL"),
+                 1, "the second copy came while y's call still ran");
     sgw_wait_status("grp-cl", "compensated");
-    /* saga.start, x's and y's step.execute, x's step.compensate */
-    sgw_wait_int(4, "SELECT coalesce(sum(next_offset), 0) FROM consumer_offsets");
+    /* saga.start, x's and y's step.execute, y's again, x's
+     * step.compensate: every one passed */
+    sgw_wait_int(5, "SELECT coalesce(sum(next_offset), 0) FROM consumer_offsets");
     sgw_pair_stop();
 
     cr_expect_eq(chained_members("grp-cl"), 2);

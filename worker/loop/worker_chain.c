@@ -30,7 +30,6 @@
  *     unknown tool) is dropped, and its message decides it.
  * A worker that dies or loses the partition leaves the copy to the next
  * owner, which finds the attempt row as any redelivery would. */
-#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -151,8 +150,8 @@ static worker_cmd_t *find_copy(const worker_cmd_t *v, worker_cmd_t *first)
 }
 
 /* The same for v, a chained group member whose detached call failed: r,
- * its copy (held out of the queue, see hold()), takes v's call and result
- * and comes back as the call's outcome would. */
+ * its copy (held out of the queue, see hold(); or found in it), takes v's
+ * call and result and comes back as the call's outcome would. */
 static void adopt_detached(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker_cmd_t *r)
 {
     v->held_copy = NULL;
@@ -167,13 +166,19 @@ static void adopt_detached(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker
 void loop_chain_park(loop_t *L, worker_cmd_t *v)
 {
     saga_slot_t *slot = loop_saga_slot(L, v->dec.saga_id, false);
-    /* A detached member's copy can only be held beside it: intake holds
-     * it there (hold()), and loop_chain_detached() moves one that came
-     * before the loop read the commit. */
-    worker_cmd_t *copy = !slot ? NULL : !v->detached ? find_copy(v, v->saga_next) : v->held_copy;
+    /* A detached member's copy is held beside it: intake holds it there
+     * (hold()), and loop_chain_detached() moves one that came before the
+     * loop read the commit.  Only a second copy (the relay publishes at
+     * least once) waits in the queue, and is decided there as the
+     * duplicate it is; the queue is searched all the same should none be
+     * held, as a parked command whose copy is never found holds its saga
+     * for ever. */
+    worker_cmd_t *copy = !slot          ? NULL
+                         : !v->detached ? find_copy(v, v->saga_next)
+                         : v->held_copy ? v->held_copy
+                                        : find_copy(v, slot->head);
     sg_log_ctx_t ctx;
 
-    assert(!slot || !v->detached || !find_copy(v, slot->head));
     loop_cmd_set_state(v, CMD_PARKED);
     loop_active_add(L, v, -1);
     if (copy) {
@@ -211,6 +216,12 @@ static bool hold(loop_t *L, saga_slot_t *slot, worker_cmd_t *cmd)
     for (worker_cmd_t *d = slot->detached; d; d = d->det_next) {
         if (!d->chained || find_copy(d, cmd) != cmd)
             continue;
+        /* A second copy (the relay publishes at least once) queues as any
+         * duplicate does, held back while the call is out (worker_cmdq.c,
+         * blocked()): the one held must not be dropped for it, or its
+         * offset would never be passed. */
+        if (d->held_copy)
+            return false;
         if (d->state == CMD_PARKED)
             adopt_detached(L, slot, d, cmd);
         else

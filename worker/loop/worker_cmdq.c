@@ -252,6 +252,7 @@ void loop_saga_unqueue(loop_t *L, saga_slot_t *slot, worker_cmd_t *cmd)
 
 void loop_saga_take_detached(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker_cmd_t *r)
 {
+    unlink_queued(slot, r); /* a copy found in the queue (loop_chain_park()) */
     unlink_detached(slot, v);
     loop_saga_reattach(L, r);
 }

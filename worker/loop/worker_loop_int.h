@@ -241,8 +241,8 @@ void loop_saga_reattach(loop_t *L, worker_cmd_t *cmd);
 /* Takes cmd, QUEUED, out of slot's queue; the next head may become ready. */
 void loop_saga_unqueue(loop_t *L, saga_slot_t *slot, worker_cmd_t *cmd);
 /* The detached call of v (a chained group member's, PARKED) is taken
- * over by r, its copy (held out of the queue): r comes back as v's
- * outcome would (loop_saga_reattach()); v leaves the detached list. */
+ * over by r, its copy (held out of the queue, or in it): r comes back as
+ * v's outcome would (loop_saga_reattach()); v leaves the detached list. */
 void loop_saga_take_detached(loop_t *L, saga_slot_t *slot, worker_cmd_t *v, worker_cmd_t *r);
 /* Every change of a command's state: logged at debug level, asserted
  * legal. */

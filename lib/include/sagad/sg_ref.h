@@ -9,7 +9,7 @@
  *
  * POINTER is an RFC 6901 JSON Pointer of one of three shapes:
  * /input[/...], /steps/NAME/result[/...] or /steps/NAME/key.
- * Submission checks the shape and the step (sg_submit.c); the worker
+ * Submission checks the shape and the step (sg_submit_validate.c); the worker
  * resolves the references at call time (sg_ref_resolve). */
 #ifndef SAGAD_REF_H
 #define SAGAD_REF_H
