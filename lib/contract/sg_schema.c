@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sagad/sg_text.h"
+
 #define PATH_SIZE 512
 #define RULE_SIZE 160
 
@@ -520,16 +522,6 @@ static void validate_size(const sg_json_t *schema, const char *min_kw, const cha
     }
 }
 
-/* Code points in s: the bytes that are not UTF-8 continuation bytes. */
-static size_t utf8_count(const char *s)
-{
-    size_t n = 0;
-
-    for (; *s; s++)
-        n += ((unsigned char)*s & 0xc0) != 0x80;
-    return n;
-}
-
 /* Compiled patterns, by text: compiling costs far more than matching,
  * and every saga.start validates its steps' args against the same few
  * schemas.  Entries live until the process ends (a registry reload adds
@@ -588,7 +580,7 @@ static void validate_string(const sg_json_t *schema, const char *s, const char *
 {
     const char *pattern = sg_json_string(sg_json_member(schema, "pattern"));
 
-    validate_size(schema, "minLength", "maxLength", utf8_count(s), path, v);
+    validate_size(schema, "minLength", "maxLength", sg_utf8_chars(s), path, v);
     if (pattern && !pattern_matches(pattern, s))
         problem(v, path, "pattern");
 }

@@ -131,6 +131,23 @@ void sgw_reader_wait_count(sgw_reader_t *r, size_t want)
     cr_assert_geq(r->n, want, "only %zu of %zu messages arrived", r->n, want);
 }
 
+void sgw_wait_topic_count(const char *topic, size_t want)
+{
+    sgw_reader_t r;
+
+    sgw_reader_open(&r, topic);
+    sgw_reader_wait_count(&r, want);
+    sgw_reader_close(&r);
+}
+
+void sgw_assert_call_running(int idx, const char *why)
+{
+    cr_assert_eq(sgw_q_int("SELECT count(*) FROM attempts WHERE step_idx = %d AND phase = "
+                           "'forward' AND finished_at IS NULL",
+                           idx),
+                 1, "%s", why);
+}
+
 const char *sgw_jstr(const sg_json_t *doc, const char *key)
 {
     const char *s = sg_json_string(sg_json_member(doc, key));

@@ -206,6 +206,11 @@ void sgw_reader_close(sgw_reader_t *r);
 /* Appends what arrives within ms. */
 void sgw_reader_poll(sgw_reader_t *r, int ms);
 void sgw_reader_wait_count(sgw_reader_t *r, size_t want);
+/* Waits until topic holds want messages, read from its start. */
+void sgw_wait_topic_count(const char *topic, size_t want);
+/* Asserts that the call of step idx is out: its forward attempt started
+ * and not finished (why: what that shows). */
+void sgw_assert_call_running(int idx, const char *why);
 
 /* Members of a JSON object: "" / -1 when absent. */
 const char *sgw_jstr(const sg_json_t *doc, const char *key);
