@@ -446,7 +446,9 @@ Test(gateway, events_stream_resumes_after_last_event_id)
 }
 
 /* An operator cancels a saga held at its gate: it ends cancelled, the
- * reserved step undone; a submitter may not cancel another's saga. */
+ * reserved step undone.  Before that, callers without the right are
+ * refused by the gateway and nothing reaches the worker: a reader may
+ * not cancel, a submitter may not decide an approval. */
 Test(gateway, an_operator_cancels_and_the_saga_is_compensated)
 {
     char body[2048];
@@ -461,6 +463,16 @@ Test(gateway, an_operator_cancels_and_the_saga_is_compensated)
     doc = wait_saga("shop", "gw-c");
     cr_assert_str_eq(sgw_jstr(doc, "status"), "awaiting_approval");
     sg_json_destroy(doc);
+    r = call("viewer", "POST", "/v1/sagas/gw-c/cancel", "{\"reason\": \"x\"}", NULL);
+    cr_assert_eq(r.status, 403, "a reader cancelling: %ld %s", r.status, r.body);
+    cr_assert_not_null(strstr(r.body, "cancelling needs the operator role"), "%s", r.body);
+    sgt_res_free(&r);
+    r = call("shop", "POST", "/v1/sagas/gw-c/steps/charge/approve", "{\"reason\": \"x\"}", NULL);
+    cr_assert_eq(r.status, 403, "a submitter approving: %ld %s", r.status, r.body);
+    cr_assert_not_null(strstr(r.body, "needs the approver role"), "%s", r.body);
+    sgt_res_free(&r);
+    cr_assert_eq(sgw_q_int("SELECT count(*) FROM saga_controls WHERE saga_id = 'gw-c'"), 0,
+                 "a refused control reached the worker");
     r = call("oncall", "POST", "/v1/sagas/gw-c/cancel", "{\"reason\": \"customer withdrew\"}",
              NULL);
     cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
