@@ -531,7 +531,10 @@ void sg_json_destroy(sg_json_t *root)
 
 void sg_json_path_key(char *out, size_t out_size, const char *base, const char *key)
 {
-    snprintf(out, out_size, "%s.%s", base, key);
+    /* The key is the client's text: a path cut to fit ends before a
+     * character, never inside one (an answer quoting it must stay JSON). */
+    if (snprintf(out, out_size, "%s.%s", base, key) >= (int)out_size)
+        out[sg_utf8_cut(out, out_size - 1)] = '\0';
 }
 
 void sg_json_path_idx(char *out, size_t out_size, const char *base, size_t idx)

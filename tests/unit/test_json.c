@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "sagad/sg_json.h"
+#include "sagad/sg_text.h"
 #include "unit.h"
 
 /* A malloc'd copy of len bytes with no NUL after them. */
@@ -823,4 +824,18 @@ Test(json, values_and_member_names_are_counted_and_capped)
             cr_expect_eq(n, cases[i].nodes, "counted: %s", cases[i].text);
         sg_json_destroy(doc);
     }
+}
+
+/* Found by fuzz_gateway: a submission's unknown key, long and UTF-8, made
+ * a problem path cut inside a character, and the 422 answer quoting it
+ * was no longer JSON.  A path cut to fit ends before the character. */
+Test(json, a_path_cut_to_fit_never_splits_a_character)
+{
+    char path[15]; /* "$.steps[0].ab" and one byte of the next character */
+
+    sg_json_path_key(path, sizeof(path), "$.steps[0]", "ab\xdd\x89zz");
+    cr_expect_str_eq(path, "$.steps[0].ab");
+    cr_expect(sg_utf8_valid(path, strlen(path)), "not UTF-8: %s", path);
+    sg_json_path_key(path, sizeof(path), "$", "abc");
+    cr_expect_str_eq(path, "$.abc", "a path that fits is whole");
 }
