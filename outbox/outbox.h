@@ -3,6 +3,7 @@
 #define SAGAD_OUTBOX_H
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "sagad/sg_cli.h"
@@ -85,6 +86,39 @@ typedef struct outbox_trace_row_s {
  * end (wall-clock ns), handed to the exporter. */
 void outbox_trace_batch(sg_otel_t *otel, const outbox_trace_row_t *rows, size_t n, int64_t start,
                         int64_t end);
+
+/* relay.exactly_once (outbox_eos.c): the WAL source's batches in Kafka
+ * transactions with a checkpoint of their position. */
+typedef struct outbox_eos_s {
+    const sg_config_t *cfg;
+    const char *slot, *topic, *holder;
+    char txn_id[256];
+    int64_t delivery_timeout_ms;
+    sg_kafka_t *producer; /* transactional: made when the slot is taken, NULL before */
+    bool open;            /* a transaction is open */
+    /* The checkpoint: every message up to it (by commit LSN, then the
+     * message's LSN) is in Kafka, committed. */
+    uint64_t ck_commit, ck_msg;
+    int64_t skipped; /* sent again by the server and skipped, since the take */
+} outbox_eos_t;
+
+void outbox_eos_init(outbox_eos_t *e, const sg_config_t *cfg, const char *slot, const char *holder);
+/* When the slot is taken: a new transactional producer, initialised (it
+ * fences every earlier holder), and the slot's checkpoint read back. */
+int outbox_eos_take(outbox_eos_t *e, sg_err_t *err) __attribute__((warn_unused_result));
+/* True when the message at msg_lsn, of the transaction that commits at
+ * commit_lsn, is at or before the checkpoint: already in Kafka. */
+bool outbox_eos_published(const outbox_eos_t *e, uint64_t commit_lsn, uint64_t msg_lsn);
+/* Opens the batch's transaction unless one is open. */
+int outbox_eos_begin(outbox_eos_t *e, sg_err_t *err) __attribute__((warn_unused_result));
+/* The checkpoint (the batch's last message) into the transaction, then
+ * the commit; on failure, aborted. */
+int outbox_eos_commit(outbox_eos_t *e, uint64_t commit_lsn, uint64_t msg_lsn, sg_err_t *err)
+    __attribute__((warn_unused_result));
+/* Aborts the open transaction; a producer that cannot abort is dropped. */
+void outbox_eos_abort(outbox_eos_t *e);
+/* Drops the producer (its open transaction is aborted by the next take). */
+void outbox_eos_drop(outbox_eos_t *e);
 
 /* The WAL source's loop (outbox_wal.c): until a stop is requested.
  * Returns an exit code. */

@@ -794,6 +794,14 @@ int outbox_cmd_run(sg_cli_t *cli, int argc, char **argv)
 
     (void)argc;
     (void)argv;
+    if (sg_config_bool(cli->cfg, "relay.exactly_once") &&
+        strcmp(sg_config_str(cli->cfg, "relay.source"), "wal") != 0) {
+        fprintf(stderr,
+                "%s: relay.exactly_once needs relay.source = wal: the table source's batches "
+                "have no WAL position to checkpoint (docs/RELAY.md, \"Exactly once\")\n",
+                cli->prog);
+        return SG_EXIT_USAGE;
+    }
     memset(&r, 0, sizeof(r));
     r.cli = cli;
     r.shard = -1;

@@ -66,8 +66,9 @@ typedef struct wal_msg_s {
     size_t off; /* into the arena: topic NUL, key, headers, payload */
     size_t topic_len, key_len, headers_len, payload_len;
     bool has_key;
-    bool quarantined;  /* refused for good: in outbox_quarantine, never published */
-    int64_t commit_us; /* the transaction's commit time, for the latency */
+    bool quarantined;         /* refused for good: in outbox_quarantine, never published */
+    int64_t commit_us;        /* the transaction's commit time, for the latency */
+    uint64_t commit_lsn, lsn; /* its transaction's commit and its own position: its name */
 } wal_msg_t;
 
 typedef struct wal_relay_s {
@@ -86,13 +87,23 @@ typedef struct wal_relay_s {
     sg_rng_t rng;
     int exit_code;
     bool failpoint_after_ack;
+    /* relay.exactly_once: the batches in Kafka transactions (outbox_eos.c) */
+    bool exactly_once;
+    outbox_eos_t eos;
+    /* A refusal in a batch of several aborts its Kafka transaction: the
+     * stream is read again one message a batch up to the refused
+     * message's transaction (its commit LSN), so that only the refused
+     * ones are quarantined. */
+    uint64_t single_until;
+    bool single_batch; /* this batch ends after its message */
     /* the stream */
     uint64_t confirmed;  /* last position confirmed to the server */
     uint64_t settled;    /* end of the last whole transaction Kafka acknowledged */
     uint64_t commit_end; /* end of the last commit read */
     bool in_txn;
     int64_t txn_commit_us;
-    bool fence_checked; /* this batch's holder check was made */
+    uint64_t txn_commit_lsn; /* the open transaction's commit LSN (its Begin says) */
+    bool fence_checked;      /* this batch's holder check was made */
     uint64_t status_at, sweep_at, timers_at, heartbeat_at;
     /* Wall-clock ms of the oldest heartbeat written and not yet read back
      * (0: none): publishing lags by at least now minus this. */
@@ -158,6 +169,12 @@ static void wal_set_state(wal_relay_t *w, wal_state_t st, const char *why)
 
 static void reset_batch(wal_relay_t *w);
 
+/* Where the batch goes: the transactional producer with exactly once. */
+static sg_kafka_t *producer(const wal_relay_t *w)
+{
+    return w->exactly_once ? w->eos.producer : w->ctx->producer;
+}
+
 /* The stream goes; what it had in flight is waited for, then forgotten:
  * the next stream starts again from the confirmed position. */
 static void drop_stream(wal_relay_t *w)
@@ -166,6 +183,10 @@ static void drop_stream(wal_relay_t *w)
     w->rp = NULL;
     reset_batch(w);
     w->in_txn = false;
+    if (w->exactly_once) {
+        outbox_eos_abort(&w->eos);
+        outbox_eos_drop(&w->eos);
+    }
 }
 
 /* Logs the error and moves to BACKOFF.  The stream is always dropped (the
@@ -336,6 +357,8 @@ static int wal_standby(wal_relay_t *w, sg_err_t *err)
         }
         return -1;
     }
+    if (w->exactly_once && outbox_eos_take(&w->eos, err) < 0)
+        return -1;
     w->confirmed = w->settled = w->commit_end = 0;
     w->in_txn = false;
     w->status_at = w->sweep_at = w->timers_at = w->heartbeat_at = 0;
@@ -385,8 +408,8 @@ static char *hex_of(const unsigned char *p, size_t n)
  * delivery reports write into the batch), then empties it. */
 static void reset_batch(wal_relay_t *w)
 {
-    while (w->batch.pending > 0 && !sg_run_stop_now)
-        (void)sg_kafka_flush(w->ctx->producer, 50, NULL);
+    while (w->batch.pending > 0 && producer(w) && !sg_run_stop_now)
+        (void)sg_kafka_flush(producer(w), 50, NULL);
     /* Only the slots this batch used: a slot holds an sg_err_t (about
      * 600 bytes), and zeroing all relay.wal_batch_size of them (6 MB) for
      * every batch, however small, was half of the relay's CPU. */
@@ -398,6 +421,7 @@ static void reset_batch(wal_relay_t *w)
     w->batch.nslots = (size_t)w->batch_max;
     w->n = 0;
     w->fence_checked = false;
+    w->single_batch = false;
     sg_pg_buf_reset(&w->arena);
 }
 
@@ -427,7 +451,21 @@ static int take_message(wal_relay_t *w, const sg_pgo_msg_t *m, sg_err_t *err)
         sg_metric_inc(SG_M_OUTBOX_QUARANTINED, SG_LABELS("relay.bad_frame"));
         return 0;
     }
+    if (w->exactly_once) {
+        if (outbox_eos_published(&w->eos, w->txn_commit_lsn, m->lsn)) {
+            w->eos.skipped++; /* sent again after a crash: already in Kafka */
+            return 0;
+        }
+        if (w->eos.skipped > 0) {
+            sg_log_kv(SG_LOG_INFO,
+                      "exactly once: skipped the messages the checkpoint says are in Kafka",
+                      "messages", SG_PG_INT(w->eos.skipped), NULL);
+            w->eos.skipped = 0;
+        }
+    }
     if (!w->fence_checked && check_holder(w, err) < 0)
+        return -1;
+    if (w->exactly_once && outbox_eos_begin(&w->eos, err) < 0)
         return -1;
     if (w->n == 0) {
         w->batch_at_ns = wall_ns();
@@ -443,6 +481,9 @@ static int take_message(wal_relay_t *w, const sg_pgo_msg_t *m, sg_err_t *err)
     msg->headers_len = f.headers_len;
     msg->payload_len = f.payload_len;
     msg->commit_us = w->txn_commit_us;
+    msg->commit_lsn = w->txn_commit_lsn;
+    msg->lsn = m->lsn;
+    w->single_batch = w->exactly_once && w->txn_commit_lsn <= w->single_until;
     arena_put(w, f.topic, f.topic_len);
     arena_put(w, "", 1);
     if (f.has_key)
@@ -453,21 +494,21 @@ static int take_message(wal_relay_t *w, const sg_pgo_msg_t *m, sg_err_t *err)
     for (;;) {
         base = w->arena.data + msg->off;
         if (outbox_produce(
-                w->ctx->producer, &w->signer, base,
+                producer(w), &w->signer, base,
                 msg->has_key ? (const unsigned char *)base + msg->topic_len + 1 : NULL,
                 msg->key_len, base + msg->topic_len + 1 + msg->key_len, msg->headers_len,
                 (const unsigned char *)base + msg->topic_len + 1 + msg->key_len + msg->headers_len,
                 msg->payload_len, w->hints ? &w->hints[msg - w->msgs] : NULL, &w->batch, err) == 0)
             break;
         if (strcmp(err->code, "kafka.queue_full") == 0) {
-            (void)sg_kafka_flush(w->ctx->producer, 100, NULL);
+            (void)sg_kafka_flush(producer(w), 100, NULL);
             continue;
         }
         if (sg_kafka_err_refused(err))
             break; /* its slot says why; quarantined when the batch settles */
         return -1;
     }
-    sg_kafka_poll(w->ctx->producer, 0);
+    sg_kafka_poll(producer(w), 0);
     return 0;
 }
 
@@ -534,7 +575,7 @@ static int resend_alone(wal_relay_t *w, size_t i, sg_err_t *err)
     memset(&one, 0, sizeof(one));
     one.slots = &slot;
     one.nslots = 1;
-    if (outbox_produce(w->ctx->producer, &w->signer, base,
+    if (outbox_produce(producer(w), &w->signer, base,
                        m->has_key ? (const unsigned char *)base + m->topic_len + 1 : NULL,
                        m->key_len, base + m->topic_len + 1 + m->key_len, m->headers_len,
                        (const unsigned char *)base + m->topic_len + 1 + m->key_len + m->headers_len,
@@ -542,7 +583,7 @@ static int resend_alone(wal_relay_t *w, size_t i, sg_err_t *err)
         !sg_kafka_err_refused(err))
         return -1;
     while (one.pending > 0 && !sg_run_stop_now)
-        (void)sg_kafka_flush(w->ctx->producer, 50, NULL);
+        (void)sg_kafka_flush(producer(w), 50, NULL);
     if (!slot.failed)
         return 0;
     if (!sg_kafka_err_refused(&slot.err)) {
@@ -580,16 +621,107 @@ static void trace_batch(wal_relay_t *w)
     free(rows);
 }
 
-/* Waits for Kafka's answer on the batch; then the end of the last whole
- * transaction in it is settled.  A failure that a retry may fix drops the
- * stream: it starts again from the confirmed position, and whatever was
- * published after it is published again (duplicates, by message id). */
-static int settle(wal_relay_t *w, sg_err_t *err)
+/* The batch is in Kafka: counted, traced, and the end of the last whole
+ * transaction in it settled. */
+static void settled(wal_relay_t *w)
 {
     int64_t now_us;
 
-    while (w->batch.pending > 0 && !sg_run_stop_now) {
-        (void)sg_kafka_flush(w->ctx->producer, 50, NULL);
+    if (w->failpoint_after_ack) {
+        sg_log_kv(SG_LOG_ERROR,
+                  "failpoint relay.after_ack: aborting after acks, before the "
+                  "confirmation",
+                  NULL);
+        abort();
+    }
+    now_us = sg_pgrepl_now_us();
+    for (size_t i = 0; i < w->n; i++)
+        sg_metric_observe(SG_M_OUTBOX_PUBLISH_LATENCY, NULL,
+                          (double)(now_us - w->msgs[i].commit_us) / 1e6);
+    sg_metric_add(SG_M_OUTBOX_PUBLISHED, NULL, w->n);
+    if (w->ctx->otel)
+        trace_batch(w);
+    w->published += (int64_t)w->n;
+    w->settled = w->commit_end;
+    reset_batch(w);
+}
+
+/* With exactly once: a refusal Kafka reported dooms the transaction (and
+ * librdkafka holds the rest of the batch back until it is aborted, which
+ * fails them).  In a batch of several, the stream is then read again one
+ * message a transaction up to the refused one's; alone, the message is
+ * quarantined and the checkpoint commits without it.  A message librdkafka
+ * refused at once never joined the transaction: quarantined. */
+static int settle_eos(wal_relay_t *w, sg_err_t *err)
+{
+    const wal_msg_t *last = &w->msgs[w->n - 1];
+    const sg_kafka_slot_t *other = NULL;
+    uint64_t until = 0;
+    int doomed = 0;
+
+    while (w->batch.pending > 0 && w->batch.failed == 0 && !sg_run_stop_now) {
+        (void)sg_kafka_flush(producer(w), 50, NULL);
+        export_age(w);
+    }
+    if (w->batch.pending > 0 && w->batch.failed > 0) {
+        outbox_eos_abort(&w->eos); /* fails what it held back */
+        while (w->batch.pending > 0 && producer(w) && !sg_run_stop_now)
+            (void)sg_kafka_flush(producer(w), 50, NULL);
+    }
+    if (w->batch.pending > 0)
+        return sg_err_set(err, SG_ERRCLASS_TRANSIENT, "relay.stopped",
+                          "stopped before the batch settled");
+    for (size_t i = 0; i < w->n; i++) {
+        const sg_kafka_slot_t *s = &w->slots[i];
+
+        if (!s->failed)
+            continue;
+        if (s->reported && sg_kafka_err_refused(&s->err)) {
+            doomed++;
+            if (w->msgs[i].commit_lsn > until)
+                until = w->msgs[i].commit_lsn;
+        } else if (!sg_kafka_err_refused(&s->err) && !other) {
+            other = s;
+        }
+    }
+    if (doomed || other)
+        outbox_eos_abort(&w->eos);
+    if (doomed && w->n > 1) {
+        w->single_until = until;
+        return sg_err_set(err, SG_ERRCLASS_TRANSIENT, "relay.refused_in_batch",
+                          "Kafka refused %d of the batch's %zu messages, so its transaction is "
+                          "aborted; reading them again one message a transaction, so that only "
+                          "the refused ones are quarantined",
+                          doomed, w->n);
+    }
+    if (other) {
+        *err = other->err;
+        sg_err_prefix(err, "%d of %zu messages not acknowledged; the transaction is aborted",
+                      w->batch.failed, w->n);
+        return -1;
+    }
+    for (size_t i = 0; i < w->n; i++)
+        if (w->slots[i].failed && quarantine(w, i, &w->slots[i].err, err) < 0) {
+            outbox_eos_abort(&w->eos);
+            return -1;
+        }
+    if (outbox_eos_commit(&w->eos, last->commit_lsn, last->lsn, err) < 0)
+        return -1;
+    settled(w);
+    return 0;
+}
+
+/* Waits for Kafka's answer on the batch; then the end of the last whole
+ * transaction in it is settled.  A failure that a retry may fix drops the
+ * stream: it starts again from the confirmed position, and whatever was
+ * published after it is published again (duplicates, by message id;
+ * with exactly once, skipped by the checkpoint). */
+static int settle(wal_relay_t *w, sg_err_t *err)
+{
+    if (w->exactly_once)
+        return settle_eos(w, err);
+    while (w->batch.pending > 0 && producer(w) && !sg_run_stop_now) {
+        (void)sg_kafka_flush(producer(w), 50, NULL);
         export_age(w);
     }
     if (w->batch.pending > 0)
@@ -610,23 +742,7 @@ static int settle(wal_relay_t *w, sg_err_t *err)
                                     : quarantine(w, i, &s->err, err) < 0)
             return -1;
     }
-    if (w->failpoint_after_ack) {
-        sg_log_kv(SG_LOG_ERROR,
-                  "failpoint relay.after_ack: aborting after acks, before the "
-                  "confirmation",
-                  NULL);
-        abort();
-    }
-    now_us = sg_pgrepl_now_us();
-    for (size_t i = 0; i < w->n; i++)
-        sg_metric_observe(SG_M_OUTBOX_PUBLISH_LATENCY, NULL,
-                          (double)(now_us - w->msgs[i].commit_us) / 1e6);
-    sg_metric_add(SG_M_OUTBOX_PUBLISHED, NULL, w->n);
-    if (w->ctx->otel)
-        trace_batch(w);
-    w->published += (int64_t)w->n;
-    w->settled = w->commit_end;
-    reset_batch(w);
+    settled(w);
     return 0;
 }
 
@@ -663,6 +779,7 @@ static int on_copy(wal_relay_t *w, const unsigned char *buf, size_t len, sg_err_
     case 'B':
         w->in_txn = true;
         w->txn_commit_us = m.time_us;
+        w->txn_commit_lsn = m.lsn;
         return 0;
     case 'M':
         if (strcmp(m.prefix, SG_WAL_HEARTBEAT_PREFIX) == 0) {
@@ -742,7 +859,7 @@ static int wal_active(wal_relay_t *w, sg_err_t *err)
         if (on_copy(w, buf, len, err) < 0)
             return -1;
         wait_ms = 0; /* what is there is read; then the batch goes */
-        if ((int64_t)w->n >= w->batch_max)
+        if ((int64_t)w->n >= w->batch_max || w->single_batch)
             break;
     }
     if (rc < 0)
@@ -813,6 +930,9 @@ int outbox_wal_run(const outbox_ctx_t *ctx)
     w.poll_ms = (uint64_t)sg_config_int(cfg, "relay.poll_interval_ms");
     w.standby_poll_ms = (uint64_t)sg_config_int(cfg, "relay.standby_poll_ms");
     w.failpoint_after_ack = fp && strcmp(fp, "relay.after_ack") == 0;
+    w.exactly_once = sg_config_bool(cfg, "relay.exactly_once");
+    if (w.exactly_once)
+        outbox_eos_init(&w.eos, cfg, w.slot, ctx->holder);
     w.backoff.base_ms = 100;
     w.backoff.cap_ms = 5000;
     sg_rng_seed(&w.rng, 0);
@@ -828,7 +948,8 @@ int outbox_wal_run(const outbox_ctx_t *ctx)
     w.batch.slots = w.slots;
     w.batch.nslots = (size_t)w.batch_max;
     wal_export_state(&w);
-    sg_log_kv(SG_LOG_INFO, "relay source", "source", "wal", "slot", w.slot, NULL);
+    sg_log_kv(SG_LOG_INFO, "relay source", "source", "wal", "slot", w.slot, "exactly_once",
+              w.exactly_once ? "true" : "false", NULL);
     wal_loop(&w);
     /* A stop: the batch in flight is settled and confirmed first. */
     if (w.rp && w.n > 0 && !sg_run_stop_now && settle(&w, &err) == 0)

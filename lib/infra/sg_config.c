@@ -166,6 +166,16 @@ static const sg_config_key_t config_table[] = {
     {"relay.wal_sender_timeout_ms", SG_CONFIG_INT, "10000", 1000, 600000, NULL, 0,
      "WAL source: the server ends a replication session silent this long (a relay paused or "
      "cut off), which frees the slot for a standby."},
+    {"relay.exactly_once", SG_CONFIG_BOOL, "false", 0, 0, NULL, 0,
+     "WAL source: each batch and a checkpoint of its WAL position go to Kafka in one "
+     "transaction, so read_committed consumers see each message once (docs/RELAY.md, "
+     "\"Exactly once\")."},
+    {"relay.checkpoint_topic", SG_CONFIG_STR, "sagad.relay.checkpoints", 0, 0, NULL, 0,
+     "With relay.exactly_once: the topic each batch's checkpoint goes to, keyed by relay.slot "
+     "(compacted; one partition is enough)."},
+    {"relay.transactional_id", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK,
+     "With relay.exactly_once: the Kafka transactional.id the slot's relays share (the one "
+     "that takes the slot fences the others); empty: sagad-relay.<relay.slot>."},
     {"retention.sagas_s", SG_CONFIG_INT, "1209600", 1, 315360000, NULL, 0,
      "Finished sagas (completed, compensated, failed) are removed with their steps and attempts "
      "this long after their last change (14 days), unless a dead letter still names them."},

@@ -682,6 +682,64 @@ int sg_kafka_consume(sg_kafka_t *k, int timeout_ms, sg_kafka_msg_t **msg, sg_err
     return 1;
 }
 
+int sg_kafka_read_last(sg_kafka_t *k, const char *topic, int32_t partition, const void *key,
+                       size_t key_len, int timeout_ms, char **value, size_t *value_len,
+                       sg_err_t *err)
+{
+    uint64_t deadline = sg_run_now_ms() + (uint64_t)timeout_ms;
+    int64_t low = -1, high = -1, from, to, window = 64;
+    rd_kafka_resp_err_t e;
+
+    *value = NULL;
+    *value_len = 0;
+    e = rd_kafka_query_watermark_offsets(k->rk, topic, partition, &low, &high, timeout_ms);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return sg_kafka_err_set(err, e, true, false, false, "watermarks of the checkpoint topic");
+    /* Windows back from the end, each eight times the one before: the
+     * last record with the key is usually among the last few. */
+    for (to = high; to > low; to = from, window *= 8) {
+        from = to - window < low ? low : to - window;
+        if (sg_kafka_assign_at(k, topic, partition, from, err) < 0)
+            return -1;
+        for (;;) {
+            rd_kafka_message_t *m;
+
+            if (sg_run_now_ms() >= deadline) {
+                free(*value);
+                *value = NULL;
+                return sg_err_set(err, SG_ERRCLASS_TRANSIENT, "kafka.timeout",
+                                  "reading %s [%d] back from offset %lld took over %d ms", topic,
+                                  (int)partition, (long long)from, timeout_ms);
+            }
+            if (!(m = rd_kafka_consumer_poll(k->rk, 100)))
+                continue;
+            if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF || (!m->err && m->offset >= to)) {
+                rd_kafka_message_destroy(m); /* the window's end */
+                break;
+            }
+            if (m->err) {
+                sg_kafka_err_set(err, m->err, true, false, false, "reading the checkpoint topic");
+                rd_kafka_message_destroy(m);
+                free(*value);
+                *value = NULL;
+                return -1;
+            }
+            if (m->key_len == key_len && (key_len == 0 || memcmp(m->key, key, key_len) == 0)) {
+                free(*value);
+                *value = sg_xmalloc(m->len + 1);
+                if (m->len)
+                    memcpy(*value, m->payload, m->len);
+                (*value)[m->len] = '\0';
+                *value_len = m->len;
+            }
+            rd_kafka_message_destroy(m);
+        }
+        if (*value)
+            return 1;
+    }
+    return 0;
+}
+
 int sg_kafka_pause(sg_kafka_t *k, bool pause)
 {
     rd_kafka_topic_partition_list_t *parts = NULL;

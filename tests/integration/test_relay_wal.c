@@ -15,6 +15,7 @@
 #include "../support/sgt_consume.h"
 #include "../support/sgt_prom.h"
 #include "sagad/sg_json.h"
+#include "sagad/sg_kafka.h"
 #include "sagad/sg_migrate.h"
 #include "sagad/sg_otel.h"
 #include "sagad/sg_pg.h"
@@ -749,4 +750,175 @@ Test(relay_wal, refuses_a_database_where_anyone_may_emit)
     free(errtext);
     sg_pg_destroy(admin);
     sgt_db_drop(name);
+}
+
+/* ---- relay.exactly_once ------------------------------------------------ */
+
+/* The environment of an exactly-once relay: a checkpoint topic of this
+ * test's own, made as an admin makes it (no relay may create topics). */
+static void eos_env(char *topic_env, size_t size, const char **extra, const char *more)
+{
+    char ck[128], errstr[256];
+    const char *props[] = {"bootstrap.servers", sgt_kafka(), NULL};
+    sg_kafka_t *k;
+    sg_err_t err;
+
+    sgt_unique(ck, sizeof(ck), "sgt_ckpt");
+    k = sg_kafka_new(NULL, SG_KAFKA_PRODUCER, props, errstr, sizeof(errstr));
+    cr_assert_not_null(k, "%s", errstr);
+    cr_assert_eq(sg_kafka_create_topic(k, ck, 1, 30000, &err), 0, "%s", err.message);
+    sg_kafka_destroy(k);
+    snprintf(topic_env, size, "SAGAD_RELAY_CHECKPOINT_TOPIC=%s", ck);
+    extra[0] = "SAGAD_RELAY_EXACTLY_ONCE=true";
+    extra[1] = topic_env;
+    extra[2] = more;
+    extra[3] = NULL;
+}
+
+/* The crash of crash_between_acks_and_confirmation_loses_nothing, with
+ * exactly once: the batch and its checkpoint were committed to Kafka, the
+ * position was not confirmed to PostgreSQL, so the server sends the
+ * transaction again, and the next relay skips what the checkpoint covers.
+ * A read_committed reader sees each message once. */
+Test(relay_wal, exactly_once_a_crash_before_confirmation_repeats_nothing)
+{
+    char ck_env[192];
+    const char *crash[4], *calm[4];
+    sg_pg_t *pg = sgt_db_connect(dsn);
+    sgt_proc_t relay;
+    got_t got;
+    char *err;
+    int rc;
+
+    eos_env(ck_env, sizeof(ck_env), crash, "SAGAD_TEST_FAILPOINT=relay.after_ack");
+    memcpy(calm, crash, sizeof(calm));
+    calm[2] = NULL;
+    for (int seq = 0; seq < 5; seq++)
+        insert_round(pg, 0, 1, 10, seq); /* 50, moved into the WAL in one transaction */
+    relay_start(&relay, crash);
+    rc = sgt_wait(&relay, NULL, &err);
+    cr_assert_eq(rc, 128 + SIGABRT, "the failpoint aborts the relay; exit %d: %s", rc, err);
+    cr_assert(strstr(err, "failpoint relay.after_ack") != NULL, "%s", err);
+    free(err);
+    for (int seq = 5; seq < 7; seq++)
+        insert_round(pg, 0, 1, 10, seq);
+    relay_start(&relay, calm);
+    /* 70: a copy would come before the last of them (per key, in order) */
+    sgt_consume(topic, &got, 70, 30);
+    cr_expect_eq(relay_stop(&relay, SIGTERM, &err), 0);
+    cr_expect_eq(check_complete_ordered(&got, 10, 7), 0,
+                 "the transaction the server sent again was skipped, not published twice");
+    cr_expect(strstr(err, "skipped the messages the checkpoint says are in Kafka") != NULL,
+              "the second relay found the first one's checkpoint: %s", err);
+    free(err);
+    got_free(&got);
+    sg_pg_destroy(pg);
+}
+
+/* kill -9 of the active relay in the middle of a drain of one large
+ * transaction (20,000 messages moved into the WAL at once, so that the
+ * batches end inside it): what it had sent of an uncommitted Kafka
+ * transaction is aborted when the standby takes the transactional id, and
+ * what it had committed is skipped by the checkpoint, which names a
+ * message inside the transaction.  Each message is seen once, in order;
+ * at least once, the same kill repeats up to the whole transaction. */
+Test(relay_wal, exactly_once_kill_9_during_a_drain_repeats_nothing)
+{
+    char ck_env[192];
+    const char *extra[4];
+    sg_pg_t *pg = sgt_db_connect(dsn);
+    sgt_proc_t a, b;
+    long long pid_a;
+    got_t got;
+    char *err_b = NULL;
+
+    eos_env(ck_env, sizeof(ck_env), extra, "SAGAD_RELAY_WAL_BATCH_SIZE=10");
+    for (int seq = 0; seq < 100; seq++)
+        insert_round(pg, 0, 1, 200, seq); /* in the table until the switch */
+    relay_start(&a, extra);
+    pid_a = wait_streaming(0);
+    relay_start(&b, extra);
+    sgt_consume(topic, &got, 2000, 30);
+    cr_assert_geq(got.n, 2000, "A was draining");
+    got_free(&got);
+    kill(a.pid, SIGKILL);
+    sgt_wait(&a, NULL, NULL);
+    wait_streaming(pid_a);
+    /* 20,000: a copy would come before the last of them (per key, in order) */
+    sgt_consume(topic, &got, 20000, 120);
+    cr_expect_eq(relay_stop(&b, SIGTERM, &err_b), 0);
+    cr_expect_eq(check_complete_ordered(&got, 200, 100), 0, "each message once: %zu seen", got.n);
+    cr_expect(strstr(err_b, "skipped the messages the checkpoint says are in Kafka") != NULL,
+              "the standby skipped what A had committed: %s", err_b);
+    free(err_b);
+    got_free(&got);
+    sg_pg_destroy(pg);
+}
+
+/* A message the broker refuses (larger than its message.max.bytes, which
+ * the producer lets through) dooms its Kafka transaction: the relay aborts
+ * it, reads the stream again one message a transaction up to the refused
+ * one's PostgreSQL transaction, quarantines that one alone and goes on.
+ * A read_committed reader sees every other message once; nothing of the
+ * aborted transaction. */
+Test(relay_wal, exactly_once_a_refused_message_is_quarantined_alone)
+{
+    char ck_env[192];
+    const char *extra[5];
+    const char *p[] = {topic};
+    sg_pg_t *pg = sgt_db_connect(dsn);
+    sgt_proc_t relay;
+    double deadline;
+    got_t got;
+    char *err = NULL;
+
+    eos_env(ck_env, sizeof(ck_env), extra, "SAGAD_KAFKA_MESSAGE_MAX_BYTES=2000000");
+    extra[3] = "SAGAD_RELAY_WAL_BATCH_SIZE=20";
+    extra[4] = NULL;
+    insert_round(pg, 0, 1, 10, 0);
+    /* 1,100,000 bytes: over the broker's message.max.bytes (1,048,588) */
+    exec(pg,
+         "INSERT INTO outbox (topic, key, payload) VALUES ($1, convert_to('k3', 'UTF8'), "
+         "convert_to(repeat('x', 1100000), 'UTF8'))",
+         1, p);
+    for (int seq = 1; seq < 5; seq++)
+        insert_round(pg, 0, 1, 10, seq); /* 51 rows, one transaction at the switch */
+    relay_start(&relay, extra);
+    deadline = sgt_now_s() + 60;
+    while (sgt_query_int(pg, "SELECT count(*) FROM outbox_quarantine") < 1 &&
+           sgt_now_s() < deadline)
+        usleep(100000);
+    sgt_consume(topic, &got, 50, 30);
+    cr_expect_eq(relay_stop(&relay, SIGTERM, &err), 0);
+    cr_expect_eq(check_complete_ordered(&got, 10, 5), 0, "the 50 others once each: %zu", got.n);
+    cr_expect_eq(sgt_query_intf(pg, "SELECT count(*) FROM outbox_quarantine WHERE error_code = "
+                                    "'kafka.msg_size_too_large' AND key = 'k3' AND "
+                                    "octet_length(payload) = 1100000 AND holder = 'wal'"),
+                 1, "the refused message is kept whole, with Kafka's error");
+    cr_expect(strstr(err, "reading them again one message a transaction") != NULL, "%s", err);
+    free(err);
+    got_free(&got);
+    sg_pg_destroy(pg);
+}
+
+/* The table source has no WAL position to checkpoint: asked for exactly
+ * once, the relay refuses to start and says why. */
+Test(relay_wal, exactly_once_is_refused_with_the_table_source)
+{
+    const char *env[] = {dsn_env,
+                         kafka_env,
+                         "SAGAD_RELAY_SOURCE=table",
+                         "SAGAD_RELAY_EXACTLY_ONCE=true",
+                         "SAGAD_RETENTION_JANITOR=false",
+                         NULL};
+    const char *args[] = {"run", NULL};
+    char *out = NULL, *errtext = NULL;
+    int rc;
+
+    rc = sgt_run("sagad-relay", args, env, &out, &errtext);
+    cr_expect_eq(rc, 2, "a usage error (%d): %s", rc, errtext);
+    cr_expect(strstr(errtext, "relay.exactly_once needs relay.source = wal") != NULL, "%s",
+              errtext);
+    free(out);
+    free(errtext);
 }

@@ -1,8 +1,10 @@
 /* The `topics` command: creates the commands, internal, events and
  * dead-letter topics the configuration names, with --partitions N (default
  * 6; the commands and internal topics should have as many partitions as
- * each other, the most workers that can share the work).  Shares nothing
- * with the run but the configuration. */
+ * each other, the most workers that can share the work), and the relay's
+ * checkpoint topic (relay.checkpoint_topic, one partition: it holds a
+ * record per batch of an exactly-once relay).  Shares nothing with the run
+ * but the configuration. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +15,9 @@ int worker_cmd_topics(sg_cli_t *cli, int argc, char **argv)
 {
     const char *names[] = {
         sg_config_str(cli->cfg, "topic.commands"), sg_config_str(cli->cfg, "topic.internal"),
-        sg_config_str(cli->cfg, "topic.events"), sg_config_str(cli->cfg, "topic.dlq")};
+        sg_config_str(cli->cfg, "topic.events"), sg_config_str(cli->cfg, "topic.dlq"),
+        sg_config_str(cli->cfg, "relay.checkpoint_topic")};
+    const size_t checkpoints = 4; /* names[checkpoints]: one partition */
     long partitions = 6;
     char errstr[512], *end;
     sg_kafka_t *k;
@@ -36,7 +40,8 @@ int worker_cmd_topics(sg_cli_t *cli, int argc, char **argv)
         return SG_EXIT_USAGE;
     }
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        if (sg_kafka_create_topic(k, names[i], (int)partitions, 30000, &err) < 0) {
+        if (sg_kafka_create_topic(k, names[i], i == checkpoints ? 1 : (int)partitions, 30000,
+                                  &err) < 0) {
             fprintf(stderr, "%s: topic %s: %s\n", cli->prog, names[i], err.message);
             rc = SG_EXIT_INFRA;
             continue;

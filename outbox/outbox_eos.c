@@ -1,0 +1,216 @@
+/* Exactly once for read_committed consumers (relay.exactly_once, WAL
+ * source only; docs/RELAY.md, "Exactly once").
+ *
+ * The relays of one slot share a Kafka transactional.id.  The one that
+ * takes the slot makes a transactional producer and initialises it, which
+ * aborts whatever an earlier holder left open and fences that holder: its
+ * next commit fails.  Each batch then goes to Kafka in one transaction
+ * with a checkpoint record (key: the slot) naming the last message it
+ * holds by WAL position: the commit LSN of that message's transaction and
+ * the message's own LSN.  The position is confirmed to PostgreSQL only
+ * after the commit, as without exactly once; what the server sends again
+ * after a crash between the two is recognised by the checkpoint, read back
+ * when the slot is taken, and skipped.
+ *
+ * Why the two LSNs name a message: the server sends whole transactions in
+ * commit order, so commit LSNs grow along the stream, and within one
+ * transaction its messages come in WAL order, the same each time it is
+ * decoded again. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "outbox.h"
+#include "sagad/sg_json.h"
+#include "sagad/sg_log.h"
+#include "sagad/sg_walmsg.h"
+
+#define EOS_INIT_MS 30000 /* init_transactions: the broker may first abort the holder's */
+#define EOS_READ_MS 30000 /* reading the checkpoint back */
+#define EOS_END_MS  30000 /* a commit or an abort */
+
+void outbox_eos_init(outbox_eos_t *e, const sg_config_t *cfg, const char *slot,
+                     const char *holder)
+{
+    const char *id = sg_config_str(cfg, "relay.transactional_id");
+
+    memset(e, 0, sizeof(*e));
+    e->cfg = cfg;
+    e->slot = slot;
+    e->holder = holder;
+    e->topic = sg_config_str(cfg, "relay.checkpoint_topic");
+    e->delivery_timeout_ms = sg_config_int(cfg, "relay.delivery_timeout_ms");
+    if (id && *id)
+        snprintf(e->txn_id, sizeof(e->txn_id), "%s", id);
+    else
+        snprintf(e->txn_id, sizeof(e->txn_id), "sagad-relay.%s", slot);
+}
+
+static int parse_lsn(const sg_json_t *doc, const char *name, uint64_t *out)
+{
+    const char *s = sg_json_string(sg_json_member(doc, name));
+    unsigned hi, lo;
+    char end;
+
+    if (!s || sscanf(s, "%X/%X%c", &hi, &lo, &end) != 2)
+        return -1;
+    *out = (uint64_t)hi << 32 | lo;
+    return 0;
+}
+
+/* The slot's last checkpoint, read back from the topic (read_committed). */
+static int read_checkpoint(outbox_eos_t *e, sg_err_t *err)
+{
+    const char *props[] = {"group.id",      "sagad-relay-checkpoints", "isolation.level",
+                           "read_committed", "enable.partition.eof",    "true",
+                           NULL};
+    char errstr[512], *value = NULL;
+    size_t len;
+    sg_kafka_t *k;
+    sg_json_t *doc;
+    int n, rc;
+    int32_t part;
+
+    e->ck_commit = e->ck_msg = 0;
+    if (!(k = sg_kafka_new(e->cfg, SG_KAFKA_CONSUMER, props, errstr, sizeof(errstr))))
+        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "relay.checkpoint", "%s", errstr);
+    n = sg_kafka_partition_count(k, e->topic, 10000);
+    if (n <= 0) {
+        sg_kafka_destroy(k);
+        return sg_err_set(err, SG_ERRCLASS_TRANSIENT, "relay.checkpoint",
+                          "the checkpoint topic %s (relay.checkpoint_topic) cannot be read: "
+                          "create it (`sagad-worker topics` does) and let the relay's principal "
+                          "read and write it (docs/OPERATIONS.md, \"Kafka principals\")",
+                          e->topic);
+    }
+    part = sg_kafka_key_partition(e->slot, strlen(e->slot), n);
+    rc = sg_kafka_read_last(k, e->topic, part, e->slot, strlen(e->slot), EOS_READ_MS, &value, &len,
+                            err);
+    sg_kafka_destroy(k);
+    if (rc <= 0)
+        return rc;
+    doc = sg_json_parse_exact(value, len, err);
+    if (!doc || parse_lsn(doc, "commit_lsn", &e->ck_commit) < 0 ||
+        parse_lsn(doc, "message_lsn", &e->ck_msg) < 0) {
+        sg_json_destroy(doc);
+        free(value);
+        /* Never publish over a checkpoint that cannot be read: it would
+         * turn exactly once into at least once without a word. */
+        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "relay.checkpoint",
+                          "the last checkpoint of slot %s in %s is not one the relay wrote "
+                          "(commit_lsn and message_lsn as X/Y): find who wrote it; the relay's "
+                          "principal alone may write that topic",
+                          e->slot, e->topic);
+    }
+    sg_json_destroy(doc);
+    free(value);
+    return 1;
+}
+
+int outbox_eos_take(outbox_eos_t *e, sg_err_t *err)
+{
+    char txn_timeout[32], msg_timeout[32], a[24], b[24];
+    /* The transaction must outlive a batch's delivery timeout. */
+    const char *props[] = {"transactional.id",
+                           e->txn_id,
+                           "acks",
+                           "all",
+                           "message.timeout.ms",
+                           msg_timeout,
+                           "transaction.timeout.ms",
+                           txn_timeout,
+                           NULL};
+    char errstr[512];
+    int rc;
+
+    outbox_eos_drop(e);
+    snprintf(msg_timeout, sizeof(msg_timeout), "%lld", (long long)e->delivery_timeout_ms);
+    snprintf(txn_timeout, sizeof(txn_timeout), "%lld",
+             (long long)(e->delivery_timeout_ms > 60000 ? e->delivery_timeout_ms : 60000));
+    if (!(e->producer = sg_kafka_new(e->cfg, SG_KAFKA_PRODUCER, props, errstr, sizeof(errstr))))
+        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "relay.transactional", "%s", errstr);
+    /* Aborts what an earlier holder left open and fences it. */
+    if (sg_kafka_txn_init(e->producer, EOS_INIT_MS, err) < 0) {
+        sg_err_prefix(err, "transactional.id %s", e->txn_id);
+        outbox_eos_drop(e);
+        return -1;
+    }
+    if ((rc = read_checkpoint(e, err)) < 0) {
+        outbox_eos_drop(e);
+        return -1;
+    }
+    sg_log_kv(SG_LOG_INFO, "exactly once: took the transactional id", "transactional_id", e->txn_id,
+              "checkpoint_topic", e->topic, "commit_lsn",
+              rc ? sg_lsn_text(a, e->ck_commit) : "(none)", "message_lsn",
+              rc ? sg_lsn_text(b, e->ck_msg) : "(none)", NULL);
+    e->skipped = 0;
+    return 0;
+}
+
+bool outbox_eos_published(const outbox_eos_t *e, uint64_t commit_lsn, uint64_t msg_lsn)
+{
+    return commit_lsn < e->ck_commit || (commit_lsn == e->ck_commit && msg_lsn <= e->ck_msg);
+}
+
+int outbox_eos_begin(outbox_eos_t *e, sg_err_t *err)
+{
+    if (e->open)
+        return 0;
+    if (!e->producer)
+        return sg_err_set(err, SG_ERRCLASS_TRANSIENT, "relay.transactional",
+                          "no transactional producer: the slot was not taken");
+    if (sg_kafka_txn_begin(e->producer, err) < 0)
+        return -1;
+    e->open = true;
+    return 0;
+}
+
+int outbox_eos_commit(outbox_eos_t *e, uint64_t commit_lsn, uint64_t msg_lsn, sg_err_t *err)
+{
+    char value[320], a[24], b[24];
+    int n;
+
+    if (outbox_eos_begin(e, err) < 0)
+        return -1;
+    n = snprintf(value, sizeof(value),
+                 "{\"slot\":\"%s\",\"commit_lsn\":\"%s\",\"message_lsn\":\"%s\",\"relay\":\"%s\"}",
+                 e->slot, sg_lsn_text(a, commit_lsn), sg_lsn_text(b, msg_lsn), e->holder);
+    if (n < 0 || (size_t)n >= sizeof(value))
+        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "relay.checkpoint",
+                          "relay.slot or the holder name is too long for a checkpoint");
+    if (sg_kafka_produce(e->producer, e->topic, e->slot, strlen(e->slot), value, (size_t)n, NULL, 0,
+                         NULL, err) < 0 ||
+        sg_kafka_txn_commit(e->producer, EOS_END_MS, err) < 0) {
+        outbox_eos_abort(e);
+        return -1;
+    }
+    e->open = false;
+    e->ck_commit = commit_lsn;
+    e->ck_msg = msg_lsn;
+    return 0;
+}
+
+void outbox_eos_abort(outbox_eos_t *e)
+{
+    sg_err_t err;
+
+    if (!e->open)
+        return;
+    sg_err_clear(&err);
+    e->open = false;
+    if (sg_kafka_txn_abort(e->producer, EOS_END_MS, &err) < 0 || sg_kafka_fatal(e->producer)) {
+        /* A fenced or broken producer cannot go on: the next take makes
+         * a new one (and its init aborts whatever this one left). */
+        sg_log_kv(SG_LOG_WARN, "exactly once: the transaction could not be aborted here",
+                  "error", err.message, NULL);
+        outbox_eos_drop(e);
+    }
+}
+
+void outbox_eos_drop(outbox_eos_t *e)
+{
+    e->open = false;
+    sg_kafka_destroy(e->producer);
+    e->producer = NULL;
+}
