@@ -30,8 +30,7 @@
 #define EOS_READ_MS 30000 /* reading the checkpoint back */
 #define EOS_END_MS  30000 /* a commit or an abort */
 
-void outbox_eos_init(outbox_eos_t *e, const sg_config_t *cfg, const char *slot,
-                     const char *holder)
+void outbox_eos_init(outbox_eos_t *e, const sg_config_t *cfg, const char *slot, const char *holder)
 {
     const char *id = sg_config_str(cfg, "relay.transactional_id");
 
@@ -62,8 +61,12 @@ static int parse_lsn(const sg_json_t *doc, const char *name, uint64_t *out)
 /* The slot's last checkpoint, read back from the topic (read_committed). */
 static int read_checkpoint(outbox_eos_t *e, sg_err_t *err)
 {
-    const char *props[] = {"group.id",      "sagad-relay-checkpoints", "isolation.level",
-                           "read_committed", "enable.partition.eof",    "true",
+    const char *props[] = {"group.id",
+                           "sagad-relay-checkpoints",
+                           "isolation.level",
+                           "read_committed",
+                           "enable.partition.eof",
+                           "true",
                            NULL};
     char errstr[512], *value = NULL;
     size_t len;
@@ -112,15 +115,9 @@ int outbox_eos_take(outbox_eos_t *e, sg_err_t *err)
 {
     char txn_timeout[32], msg_timeout[32], a[24], b[24];
     /* The transaction must outlive a batch's delivery timeout. */
-    const char *props[] = {"transactional.id",
-                           e->txn_id,
-                           "acks",
-                           "all",
-                           "message.timeout.ms",
-                           msg_timeout,
-                           "transaction.timeout.ms",
-                           txn_timeout,
-                           NULL};
+    const char *props[] = {
+        "transactional.id",       e->txn_id,   "acks", "all", "message.timeout.ms", msg_timeout,
+        "transaction.timeout.ms", txn_timeout, NULL};
     char errstr[512];
     int rc;
 
@@ -202,8 +199,8 @@ void outbox_eos_abort(outbox_eos_t *e)
     if (sg_kafka_txn_abort(e->producer, EOS_END_MS, &err) < 0 || sg_kafka_fatal(e->producer)) {
         /* A fenced or broken producer cannot go on: the next take makes
          * a new one (and its init aborts whatever this one left). */
-        sg_log_kv(SG_LOG_WARN, "exactly once: the transaction could not be aborted here",
-                  "error", err.message, NULL);
+        sg_log_kv(SG_LOG_WARN, "exactly once: the transaction could not be aborted here", "error",
+                  err.message, NULL);
         outbox_eos_drop(e);
     }
 }

@@ -93,6 +93,7 @@ topic_commands=sagad.commands
 topic_internal=sagad.internal
 topic_events=sagad.events
 topic_dlq=sagad.dlq
+topic_checkpoints=sagad.relay.checkpoints # relay.checkpoint_topic (relay.exactly_once)
 worker_group=sagad-worker
 gateway_events_group=sagad-gateway-events # gateway/gw_events.c
 
@@ -314,9 +315,9 @@ acls() {
 # A data directory formatted before the gateway principal existed has no
 # SCRAM credential for it: stop the broker and remove its data to get one.
 setup_scram() {
-    # -3: the gateway's grants; a broker set up by -1 or -2 gets the grants
-    # again (adding an ACL that is there already changes nothing).
-    local done_marker=$data/sagad-acls-3 t
+    # -4: the exactly-once relay's grants; a broker set up by -1 to -3 gets
+    # the grants again (adding an ACL that is there already changes nothing).
+    local done_marker=$data/sagad-acls-4 t
     [[ $auth == scram && ! -f $done_marker ]] || return 0
     echo "kafka.sh: creating topics and granting ACLs"
     local admin_pw
@@ -329,7 +330,7 @@ EOF
     # The assembled broker has no kafka-topics (kafka-tools is not among
     # its jars): admin's metadata request for a missing topic creates it
     # with the broker's defaults, as only a principal allowed Create can.
-    for t in "$topic_commands" "$topic_internal" "$topic_events" "$topic_dlq"; do
+    for t in "$topic_commands" "$topic_internal" "$topic_events" "$topic_dlq" "$topic_checkpoints"; do
         kcat_as admin -L -t "$t" -X allow.auto.create.topics=true -m 10 >/dev/null 2>>"$logs/setup.log" ||
             die "cannot create topic $t"
     done
@@ -337,6 +338,14 @@ EOF
         --topic "$topic_commands" --topic "$topic_internal" --group "$worker_group"
     acls --add --allow-principal User:relay --operation Write --operation Describe \
         --topic "$topic_commands" --topic "$topic_internal" --topic "$topic_events" --topic "$topic_dlq"
+    # relay.exactly_once: its transactional ids, its checkpoints (written
+    # in its transactions, read back when it takes the slot, through a
+    # group librdkafka looks up the coordinator of)
+    acls --add --allow-principal User:relay --operation Write --operation Describe \
+        --resource-pattern-type prefixed --transactional-id sagad-relay.
+    acls --add --allow-principal User:relay --operation Read --operation Write --operation Describe \
+        --topic "$topic_checkpoints"
+    acls --add --allow-principal User:relay --operation Read --group sagad-relay-checkpoints
     acls --add --allow-principal User:producer --operation Write --operation Describe \
         --topic "$topic_commands"
     acls --add --allow-principal User:producer --operation Read --operation Describe \

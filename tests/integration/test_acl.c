@@ -19,12 +19,13 @@
 #include "sagad/sg_log.h"
 #include "sagad/sg_pg.h"
 
-#define ACL_COMMANDS "sagad.commands"
-#define ACL_INTERNAL "sagad.internal"
-#define ACL_EVENTS   "sagad.events"
-#define ACL_DLQ      "sagad.dlq"
-#define ACL_REFUSED  "kafka.topic_authorization_failed"
-#define ACL_WAIT_S   60.0
+#define ACL_COMMANDS    "sagad.commands"
+#define ACL_INTERNAL    "sagad.internal"
+#define ACL_EVENTS      "sagad.events"
+#define ACL_DLQ         "sagad.dlq"
+#define ACL_CHECKPOINTS "sagad.relay.checkpoints"
+#define ACL_REFUSED     "kafka.topic_authorization_failed"
+#define ACL_WAIT_S      60.0
 
 static const char *const acl_topics[] = {ACL_COMMANDS, ACL_INTERNAL, ACL_EVENTS, ACL_DLQ};
 
@@ -278,6 +279,61 @@ Test(acl, relay_writes_every_topic)
     acl_conf_load(&c, "relay");
     for (size_t i = 0; i < sizeof(acl_topics) / sizeof(acl_topics[0]); i++)
         expect_delivered("relay", &c, acl_topics[i]);
+}
+
+/* relay.exactly_once: the relay takes a transactional id under its
+ * prefix, writes a checkpoint in a transaction and reads it back; the
+ * producer principal may neither take a relay's id (it would fence the
+ * relay) nor write a checkpoint (a forged one would make the relay skip
+ * messages it never published). */
+Test(acl, only_the_relay_takes_its_transactional_id_and_writes_checkpoints)
+{
+    char txn_id[128], slot[96], *value = NULL;
+    acl_conf_t c;
+    sg_kafka_t *k;
+    sg_err_t err;
+    size_t len;
+    int nparts;
+
+    sgt_unique(slot, sizeof(slot), "acl_slot");
+    snprintf(txn_id, sizeof(txn_id), "sagad-relay.%s", slot);
+    acl_conf_load(&c, "relay");
+    acl_conf_add(&c, "transactional.id", txn_id);
+    k = acl_client(&c, SG_KAFKA_PRODUCER);
+    cr_assert_eq(sg_kafka_txn_init(k, 30000, &err), 0, "the relay takes %s: %s", txn_id,
+                 err.message);
+    cr_assert_eq(sg_kafka_txn_begin(k, &err), 0, "%s", err.message);
+    cr_assert_eq(sg_kafka_produce(k, ACL_CHECKPOINTS, slot, strlen(slot), "{\"acl\":1}", 9, NULL, 0,
+                                  NULL, &err),
+                 0, "%s", err.message);
+    cr_expect_eq(sg_kafka_txn_commit(k, 30000, &err), 0, "the relay commits a checkpoint: %s",
+                 err.message);
+    sg_kafka_destroy(k);
+
+    acl_conf_load(&c, "relay");
+    acl_conf_add(&c, "group.id", "sagad-relay-checkpoints");
+    acl_conf_add(&c, "isolation.level", "read_committed");
+    acl_conf_add(&c, "enable.partition.eof", "true");
+    k = acl_client(&c, SG_KAFKA_CONSUMER);
+    nparts = sg_kafka_partition_count(k, ACL_CHECKPOINTS, 10000);
+    cr_assert_gt(nparts, 0, "the relay sees %s", ACL_CHECKPOINTS);
+    cr_expect_eq(sg_kafka_read_last(k, ACL_CHECKPOINTS,
+                                    sg_kafka_key_partition(slot, strlen(slot), nparts), slot,
+                                    strlen(slot), 30000, &value, &len, &err),
+                 1, "the relay reads its checkpoint back: %s", err.message);
+    cr_expect_str_eq(value ? value : "", "{\"acl\":1}");
+    free(value);
+    sg_kafka_destroy(k);
+
+    acl_conf_load(&c, "producer");
+    acl_conf_add(&c, "transactional.id", txn_id);
+    k = acl_client(&c, SG_KAFKA_PRODUCER);
+    cr_expect_eq(sg_kafka_txn_init(k, 30000, &err), -1, "the producer took the relay's id");
+    cr_expect(strstr(err.code, "authorization_failed") != NULL, "refused by the ACLs: %s %s",
+              err.code, err.message);
+    sg_kafka_destroy(k);
+    acl_conf_load(&c, "producer");
+    expect_refused("producer", &c, ACL_CHECKPOINTS);
 }
 
 /* The worker only consumes.  Without idempotence each write is refused
