@@ -99,7 +99,8 @@ typedef struct outbox_eos_s {
     /* The checkpoint: every message up to it (by commit LSN, then the
      * message's LSN) is in Kafka, committed. */
     uint64_t ck_commit, ck_msg;
-    int64_t skipped; /* sent again by the server and skipped, since the take */
+    uint64_t next_commit, next_msg; /* the checkpoint in the open transaction */
+    int64_t skipped;                /* sent again by the server and skipped, since the take */
 } outbox_eos_t;
 
 void outbox_eos_init(outbox_eos_t *e, const sg_config_t *cfg, const char *slot, const char *holder);
@@ -111,10 +112,14 @@ int outbox_eos_take(outbox_eos_t *e, sg_err_t *err) __attribute__((warn_unused_r
 bool outbox_eos_published(const outbox_eos_t *e, uint64_t commit_lsn, uint64_t msg_lsn);
 /* Opens the batch's transaction unless one is open. */
 int outbox_eos_begin(outbox_eos_t *e, sg_err_t *err) __attribute__((warn_unused_result));
-/* The checkpoint (the batch's last message) into the transaction, then
- * the commit; on failure, aborted. */
-int outbox_eos_commit(outbox_eos_t *e, uint64_t commit_lsn, uint64_t msg_lsn, sg_err_t *err)
+/* The checkpoint (the batch's last message) into the transaction, sent
+ * beside the batch's messages rather than after their acks: one round
+ * trip less per batch. */
+int outbox_eos_checkpoint(outbox_eos_t *e, uint64_t commit_lsn, uint64_t msg_lsn, sg_err_t *err)
     __attribute__((warn_unused_result));
+/* Commits the transaction; the checkpoint in it becomes the relay's.  On
+ * failure, aborted. */
+int outbox_eos_commit(outbox_eos_t *e, sg_err_t *err) __attribute__((warn_unused_result));
 /* Aborts the open transaction; a producer that cannot abort is dropped. */
 void outbox_eos_abort(outbox_eos_t *e);
 /* Drops the producer (its open transaction is aborted by the next take). */

@@ -61,12 +61,17 @@ static int parse_lsn(const sg_json_t *doc, const char *name, uint64_t *out)
 /* The slot's last checkpoint, read back from the topic (read_committed). */
 static int read_checkpoint(outbox_eos_t *e, sg_err_t *err)
 {
+    /* fetch.wait.max.ms: a window's end is known by the fetch that comes
+     * back empty, which the broker holds back this long (librdkafka's
+     * 500 ms made each window, and so a takeover, half a second longer) */
     const char *props[] = {"group.id",
                            "sagad-relay-checkpoints",
                            "isolation.level",
                            "read_committed",
                            "enable.partition.eof",
                            "true",
+                           "fetch.wait.max.ms",
+                           "10",
                            NULL};
     char errstr[512], *value = NULL;
     size_t len;
@@ -163,7 +168,7 @@ int outbox_eos_begin(outbox_eos_t *e, sg_err_t *err)
     return 0;
 }
 
-int outbox_eos_commit(outbox_eos_t *e, uint64_t commit_lsn, uint64_t msg_lsn, sg_err_t *err)
+int outbox_eos_checkpoint(outbox_eos_t *e, uint64_t commit_lsn, uint64_t msg_lsn, sg_err_t *err)
 {
     char value[320], a[24], b[24];
     int n;
@@ -177,14 +182,25 @@ int outbox_eos_commit(outbox_eos_t *e, uint64_t commit_lsn, uint64_t msg_lsn, sg
         return sg_err_set(err, SG_ERRCLASS_PERMANENT, "relay.checkpoint",
                           "relay.slot or the holder name is too long for a checkpoint");
     if (sg_kafka_produce(e->producer, e->topic, e->slot, strlen(e->slot), value, (size_t)n, NULL, 0,
-                         NULL, err) < 0 ||
-        sg_kafka_txn_commit(e->producer, EOS_END_MS, err) < 0) {
+                         NULL, err) < 0)
+        return -1;
+    e->next_commit = commit_lsn;
+    e->next_msg = msg_lsn;
+    return 0;
+}
+
+int outbox_eos_commit(outbox_eos_t *e, sg_err_t *err)
+{
+    if (!e->open)
+        return sg_err_set(err, SG_ERRCLASS_TRANSIENT, "relay.transactional",
+                          "no transaction to commit");
+    if (sg_kafka_txn_commit(e->producer, EOS_END_MS, err) < 0) {
         outbox_eos_abort(e);
         return -1;
     }
     e->open = false;
-    e->ck_commit = commit_lsn;
-    e->ck_msg = msg_lsn;
+    e->ck_commit = e->next_commit;
+    e->ck_msg = e->next_msg;
     return 0;
 }
 

@@ -118,7 +118,7 @@ typedef struct wal_relay_s {
     outbox_trace_hint_t *hints; /* one a message with tracing on, else NULL */
     size_t n;
     sg_pg_buf_t arena;
-    int64_t published;
+    int64_t published, batches;
 } wal_relay_t;
 
 static int64_t wall_ns(void)
@@ -642,6 +642,7 @@ static void settled(wal_relay_t *w)
     if (w->ctx->otel)
         trace_batch(w);
     w->published += (int64_t)w->n;
+    w->batches++;
     w->settled = w->commit_end;
     reset_batch(w);
 }
@@ -659,6 +660,10 @@ static int settle_eos(wal_relay_t *w, sg_err_t *err)
     uint64_t until = 0;
     int doomed = 0;
 
+    if (outbox_eos_checkpoint(&w->eos, last->commit_lsn, last->lsn, err) < 0) {
+        outbox_eos_abort(&w->eos);
+        return -1;
+    }
     while (w->batch.pending > 0 && w->batch.failed == 0 && !sg_run_stop_now) {
         (void)sg_kafka_flush(producer(w), 50, NULL);
         export_age(w);
@@ -705,7 +710,13 @@ static int settle_eos(wal_relay_t *w, sg_err_t *err)
             outbox_eos_abort(&w->eos);
             return -1;
         }
-    if (outbox_eos_commit(&w->eos, last->commit_lsn, last->lsn, err) < 0)
+    /* a message refused alone: its transaction is gone, the checkpoint
+     * goes in one of its own */
+    if (doomed && outbox_eos_checkpoint(&w->eos, last->commit_lsn, last->lsn, err) < 0) {
+        outbox_eos_abort(&w->eos);
+        return -1;
+    }
+    if (outbox_eos_commit(&w->eos, err) < 0)
         return -1;
     settled(w);
     return 0;
@@ -962,6 +973,6 @@ int outbox_wal_run(const outbox_ctx_t *ctx)
     free(w.hints);
     sg_mac_keys_clear(&w.signer.keys);
     sg_log_kv(SG_LOG_INFO, "relay stopped", "source", "wal", "published", SG_PG_INT(w.published),
-              NULL);
+              "batches", SG_PG_INT(w.batches), NULL);
     return w.exit_code;
 }

@@ -5,7 +5,8 @@
 #
 #   tests/faults/run.sh [SCENARIO...]   (default: all, in this order:
 #                                        broker_restart pg_restart wal_broker_restart
-#                                        wal_pg_restart wal_kill9 wal_open_txn wal_big_txn)
+#                                        wal_pg_restart wal_kill9 wal_open_txn wal_big_txn
+#                                        wal_eos_kill9 wal_eos_big_txn)
 #
 # It builds nothing: run `make all` first, or use `make test-faults`.
 #
@@ -24,6 +25,8 @@
 # The wal_* scenarios run the same checks against the WAL source
 # (relay.source = wal), plus a kill -9 with a standby, a transaction held
 # open 20 s beside the writer, and one transaction of 100,000 messages.
+# The wal_eos_* scenarios are two of them again with relay.exactly_once:
+# there a read_committed consumer must see no duplicate at all.
 #
 # Every step has its own time limit; the suite takes about 4 minutes.
 set -euo pipefail
@@ -403,6 +406,29 @@ run_scenario() {
 
 relay_base=postgresql://sagad_relay:relay-local-pw@127.0.0.1:$SAGAD_LOCAL_PG_PORT
 standby_pid=
+eos_env=() # relay.exactly_once and its checkpoint topic, in the wal_eos_* scenarios
+
+# With $1 = eos: the scenario's relays run with relay.exactly_once and a
+# checkpoint topic of the scenario's own, made as an operator makes it
+# (sagad-worker topics); else without.
+use_eos() {
+    eos_env=()
+    [[ ${1:-} == eos ]] || return 0
+    local ck=faults.$scenario.checkpoints
+    SAGAD_PG_DSN=$pg_base/$db SAGAD_KAFKA_BOOTSTRAP_SERVERS="$kafka" SAGAD_RELAY_CHECKPOINT_TOPIC=$ck \
+        timeout 60 bin/sagad-worker topics --partitions 1 >"$logs_dir/$scenario/topics.log" 2>&1 ||
+        fail "could not create $ck: $(tail -n 3 "$logs_dir/$scenario/topics.log")"
+    eos_env=(SAGAD_RELAY_EXACTLY_ONCE=true SAGAD_RELAY_CHECKPOINT_TOPIC="$ck")
+}
+
+# With exactly once, the check's summary ($1) must count no duplicate.
+no_duplicates_if_eos() {
+    ((${#eos_env[@]})) || return 0
+    local dups
+    dups=$(sed -nE 's/.* ([0-9]+) duplicates .*/\1/p' "$1")
+    [[ $dups == 0 ]] || fail "exactly once, yet ${dups:-an unknown number of} duplicates: $(cat "$1")"
+    log "exactly once: no duplicates"
+}
 
 # Distinct messages in $1 (duplicates counted once).  kcat waits for a
 # topic that does not exist yet: the timeout makes that a 0.
@@ -425,7 +451,7 @@ start_wal_relay() {
     env SAGAD_PG_DSN="$relay_base/$db" SAGAD_KAFKA_BOOTSTRAP_SERVERS="$kafka" \
         SAGAD_RELAY_SOURCE=wal SAGAD_RELAY_SLOT="faults_$scenario" SAGAD_LOG_LEVEL=info \
         SAGAD_HTTP_PORT=0 SAGAD_RELAY_STANDBY_POLL_MS=200 SAGAD_RETENTION_JANITOR=false \
-        "${wal_env[@]}" bin/sagad-relay run 2>"$1" &
+        "${wal_env[@]}" "${eos_env[@]}" bin/sagad-relay run 2>"$1" &
     started_pid=$!
 }
 
@@ -535,7 +561,7 @@ run_wal_scenario() {
     # writer was done before the fault struck (CI, de713f1).
     local fault=$1 dir rc=0 t0=$SECONDS ROUNDS=50 WRITER_PAUSE=0.05
     local ROWS=$((KEYS * ROUNDS))
-    scenario=wal_${fault#wal_fault_}
+    scenario=wal_${2:+$2_}${fault#wal_fault_}
     db=faults_$scenario
     topic=faults.$scenario
     dir=$logs_dir/$scenario
@@ -546,6 +572,7 @@ run_wal_scenario() {
     SAGAD_PG_DSN=$pg_base/$db timeout 30 bin/sagad-relay migrate >"$dir/migrate.log" 2>&1 ||
         fail "migrate failed: $(cat "$dir/migrate.log")"
     sql "$db" "CREATE TABLE fault_writes (round int, part int, PRIMARY KEY (round, part))"
+    use_eos "${2:-}"
     start_wal_relay "$dir/relay.log"
     relay_pid=$started_pid
     wait_until "relay streaming" 30 relay_log_has '"msg":"streaming from the replication slot"'
@@ -582,8 +609,11 @@ run_wal_scenario() {
         fail "could not drop the slot faults_$scenario"
     timeout 60 kcat -C -b "$kafka" -t "$topic" -o beginning -e -q -X isolation.level=read_committed \
         -f '%p\t%o\t%k\t%s\n' >"$dir/topic.tsv" || fail "kcat could not read $topic"
-    python3 tests/faults/check_topic.py --keys "$KEYS" --per-key "$ROUNDS" "$dir/topic.tsv" ||
-        fail "topic check failed (consumed: $dir/topic.tsv)"
+    python3 tests/faults/check_topic.py --keys "$KEYS" --per-key "$ROUNDS" "$dir/topic.tsv" \
+        >"$dir/check.log" || fail "topic check failed (consumed: $dir/topic.tsv): $(cat "$dir/check.log")"
+    cat "$dir/check.log"
+    no_duplicates_if_eos "$dir/check.log"
+    eos_env=()
     log "passed in $((SECONDS - t0))s"
     scenario=
 }
@@ -592,10 +622,11 @@ run_wal_scenario() {
 # (relay.wal_batch_size 5,000): the first relay aborts right after its first
 # batch's acks (the relay.after_ack failpoint), so it confirms nothing
 # inside the transaction; the next one publishes the whole transaction
-# again: that batch's messages come twice, nothing is lost.
+# again: that batch's messages come twice, nothing is lost.  With $1 =
+# eos (relay.exactly_once) the next one skips that batch: no duplicate.
 run_wal_big_txn() {
     local dir rc=0 t0=$SECONDS n=100000 keys=1000 per=100
-    scenario=wal_big_txn
+    scenario=wal_${1:+$1_}big_txn
     db=faults_$scenario
     topic=faults.$scenario
     dir=$logs_dir/$scenario
@@ -605,6 +636,7 @@ run_wal_big_txn() {
     sql sagad "CREATE DATABASE $db"
     SAGAD_PG_DSN=$pg_base/$db timeout 30 bin/sagad-relay migrate >"$dir/migrate.log" 2>&1 ||
         fail "migrate failed: $(cat "$dir/migrate.log")"
+    use_eos "${1:-}"
     sql "$db" "INSERT INTO outbox (topic, key, payload) VALUES ('$topic.warm', 'w', 'w')"
     wal_env=(SAGAD_RELAY_WAL_BATCH_SIZE=5000 SAGAD_TEST_FAILPOINT=relay.after_ack)
     start_wal_relay "$dir/relay.log"
@@ -646,11 +678,19 @@ run_wal_big_txn() {
         >"$dir/check.log" || fail "topic check failed (consumed: $dir/topic.tsv): $(cat "$dir/check.log")"
     cat "$dir/check.log"
     # The aborted relay's one batch (at most relay.wal_batch_size, fewer
-    # when the stream paused) came twice, and nothing else did.
+    # when the stream paused) came twice, and nothing else did; with
+    # exactly once, the next relay skipped it.
     local dups
     dups=$(sed -nE 's/.* ([0-9]+) duplicates .*/\1/p' "$dir/check.log")
-    ((dups >= 1 && dups <= 5000)) ||
-        fail "expected 1 to 5,000 duplicates (the aborted batch), got ${dups:-none}"
+    if ((${#eos_env[@]})); then
+        no_duplicates_if_eos "$dir/check.log"
+        grep -q "skipped the messages the checkpoint says are in Kafka" "$dir/relay2.log" ||
+            fail "the relay after the crash did not skip the committed batch"
+    else
+        ((dups >= 1 && dups <= 5000)) ||
+            fail "expected 1 to 5,000 duplicates (the aborted batch), got ${dups:-none}"
+    fi
+    eos_env=()
     log "passed in $((SECONDS - t0))s"
     scenario=
 }
@@ -661,7 +701,8 @@ done
 [[ -x bin/sagad-relay ]] || fail "bin/sagad-relay not built: run make all first"
 
 selected=("$@")
-all=(broker_restart pg_restart wal_broker_restart wal_pg_restart wal_kill9 wal_open_txn wal_big_txn)
+all=(broker_restart pg_restart wal_broker_restart wal_pg_restart wal_kill9 wal_open_txn wal_big_txn
+    wal_eos_kill9 wal_eos_big_txn)
 ((${#selected[@]})) || selected=("${all[@]}")
 for s in "${selected[@]}"; do
     case " ${all[*]} " in
@@ -684,5 +725,7 @@ for s in "${selected[@]}"; do
         wal_kill9) run_wal_scenario wal_fault_kill9 ;;
         wal_open_txn) run_wal_scenario wal_fault_open_txn ;;
         wal_big_txn) run_wal_big_txn ;;
+        wal_eos_kill9) run_wal_scenario wal_fault_kill9 eos ;;
+        wal_eos_big_txn) run_wal_big_txn eos ;;
     esac
 done
