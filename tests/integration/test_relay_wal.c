@@ -901,6 +901,41 @@ Test(relay_wal, exactly_once_a_refused_message_is_quarantined_alone)
     sg_pg_destroy(pg);
 }
 
+/* A checkpoint of the slot that the relay did not write (a forged or
+ * broken record in the topic) is never taken as the truth, nor ignored:
+ * the relay publishes nothing and says what is wrong. */
+Test(relay_wal, exactly_once_refuses_a_checkpoint_it_cannot_read)
+{
+    char ck_env[192], errstr[256];
+    const char *extra[4];
+    const char *props[] = {"bootstrap.servers", sgt_kafka(), NULL};
+    sg_pg_t *pg = sgt_db_connect(dsn);
+    sgt_proc_t relay;
+    sg_kafka_t *k;
+    sg_err_t err;
+    got_t got;
+    char *log = NULL;
+
+    eos_env(ck_env, sizeof(ck_env), extra, NULL);
+    k = sg_kafka_new(NULL, SG_KAFKA_PRODUCER, props, errstr, sizeof(errstr));
+    cr_assert_not_null(k, "%s", errstr);
+    cr_assert_eq(sg_kafka_produce(k, strchr(ck_env, '=') + 1, slot, strlen(slot),
+                                  "{\"commit_lsn\":\"soon\"}", 21, NULL, 0, NULL, &err),
+                 0, "%s", err.message);
+    cr_assert_eq(sg_kafka_flush(k, 30000, &err), 0, "%s", err.message);
+    sg_kafka_destroy(k);
+    insert_round(pg, 0, 1, 10, 0);
+    relay_start(&relay, extra);
+    sgt_consume(topic, &got, 1, 5);
+    cr_expect_eq(got.n, 0, "nothing published over a checkpoint it cannot read");
+    got_free(&got);
+    cr_expect_eq(relay_stop(&relay, SIGTERM, &log), 0);
+    cr_expect(strstr(log, "relay.checkpoint") && strstr(log, "is not one the relay wrote"),
+              "the error names the checkpoint: %s", log);
+    free(log);
+    sg_pg_destroy(pg);
+}
+
 /* The table source has no WAL position to checkpoint: asked for exactly
  * once, the relay refuses to start and says why. */
 Test(relay_wal, exactly_once_is_refused_with_the_table_source)
