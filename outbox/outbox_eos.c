@@ -24,6 +24,7 @@
 #include "outbox.h"
 #include "sagad/sg_json.h"
 #include "sagad/sg_log.h"
+#include "sagad/sg_metrics.h"
 #include "sagad/sg_walmsg.h"
 
 #define EOS_INIT_MS 30000 /* init_transactions: the broker may first abort the holder's */
@@ -199,6 +200,7 @@ int outbox_eos_commit(outbox_eos_t *e, sg_err_t *err)
         return -1;
     }
     e->open = false;
+    sg_metric_inc(SG_M_RELAY_KAFKA_TXNS, SG_LABELS("committed"));
     e->ck_commit = e->next_commit;
     e->ck_msg = e->next_msg;
     return 0;
@@ -212,6 +214,7 @@ void outbox_eos_abort(outbox_eos_t *e)
         return;
     sg_err_clear(&err);
     e->open = false;
+    sg_metric_inc(SG_M_RELAY_KAFKA_TXNS, SG_LABELS("aborted"));
     if (sg_kafka_txn_abort(e->producer, EOS_END_MS, &err) < 0 || sg_kafka_fatal(e->producer)) {
         /* A fenced or broken producer cannot go on: the next take makes
          * a new one (and its init aborts whatever this one left). */

@@ -454,6 +454,7 @@ static int take_message(wal_relay_t *w, const sg_pgo_msg_t *m, sg_err_t *err)
     if (w->exactly_once) {
         if (outbox_eos_published(&w->eos, w->txn_commit_lsn, m->lsn)) {
             w->eos.skipped++; /* sent again after a crash: already in Kafka */
+            sg_metric_inc(SG_M_RELAY_SKIPPED, NULL);
             return 0;
         }
         if (w->eos.skipped > 0) {

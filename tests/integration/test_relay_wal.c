@@ -782,17 +782,22 @@ static void eos_env(char *topic_env, size_t size, const char **extra, const char
  * A read_committed reader sees each message once. */
 Test(relay_wal, exactly_once_a_crash_before_confirmation_repeats_nothing)
 {
-    char ck_env[192];
-    const char *crash[4], *calm[4];
+    char ck_env[192], port_env[64], *body = NULL, perr[256];
+    const char *crash[4], *calm[5];
+    int port = sgt_free_port();
     sg_pg_t *pg = sgt_db_connect(dsn);
     sgt_proc_t relay;
+    sgt_prom_t prom = {0};
     got_t got;
     char *err;
     int rc;
 
     eos_env(ck_env, sizeof(ck_env), crash, "SAGAD_TEST_FAILPOINT=relay.after_ack");
-    memcpy(calm, crash, sizeof(calm));
-    calm[2] = NULL;
+    snprintf(port_env, sizeof(port_env), "SAGAD_HTTP_PORT=%d", port);
+    calm[0] = crash[0];
+    calm[1] = crash[1];
+    calm[2] = port_env;
+    calm[3] = NULL;
     for (int seq = 0; seq < 5; seq++)
         insert_round(pg, 0, 1, 10, seq); /* 50, moved into the WAL in one transaction */
     relay_start(&relay, crash);
@@ -805,6 +810,15 @@ Test(relay_wal, exactly_once_a_crash_before_confirmation_repeats_nothing)
     relay_start(&relay, calm);
     /* 70: a copy would come before the last of them (per key, in order) */
     sgt_consume(topic, &got, 70, 30);
+    cr_assert_eq(sgt_http_get(port, "/metrics", &body), 200);
+    cr_assert_eq(sgt_prom_parse(body, &prom, perr, sizeof(perr)), 0, "%s", perr);
+    cr_expect_gt(sgt_prom_get(&prom, "sagad_relay_skipped_total", "", 0), 0,
+                 "the skipped messages are counted");
+    cr_expect_gt(
+        sgt_prom_get(&prom, "sagad_relay_kafka_transactions_total", "outcome=\"committed\"", 0), 0,
+        "and the transactions committed");
+    sgt_prom_free(&prom);
+    free(body);
     cr_expect_eq(relay_stop(&relay, SIGTERM, &err), 0);
     cr_expect_eq(check_complete_ordered(&got, 10, 7), 0,
                  "the transaction the server sent again was skipped, not published twice");
