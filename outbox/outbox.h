@@ -92,21 +92,28 @@ void outbox_trace_batch(sg_otel_t *otel, const outbox_trace_row_t *rows, size_t 
 typedef struct outbox_eos_s {
     const sg_config_t *cfg;
     const char *slot, *topic, *holder;
-    char txn_id[256];
-    int64_t delivery_timeout_ms;
+    char history[160]; /* "<system identifier>/<timeline>/<database>" (sg_pgrepl_identify) */
+    char key[256];     /* the checkpoints' key: "<system identifier>/<database>/<slot>" */
+    char txn_id[320];
+    int64_t txn_timeout_ms, msg_timeout_ms;
     sg_kafka_t *producer; /* transactional: made when the slot is taken, NULL before */
     bool open;            /* a transaction is open */
     /* The checkpoint: every message up to it (by commit LSN, then the
      * message's LSN) is in Kafka, committed. */
     uint64_t ck_commit, ck_msg;
     uint64_t next_commit, next_msg; /* the checkpoint in the open transaction */
-    int64_t skipped;                /* sent again by the server and skipped, since the take */
+    sg_kafka_batch_t ck_batch;      /* its delivery */
+    sg_kafka_slot_t ck_slot;
+    int64_t skipped; /* sent again by the server and skipped, since the take */
 } outbox_eos_t;
 
 void outbox_eos_init(outbox_eos_t *e, const sg_config_t *cfg, const char *slot, const char *holder);
-/* When the slot is taken: a new transactional producer, initialised (it
- * fences every earlier holder), and the slot's checkpoint read back. */
-int outbox_eos_take(outbox_eos_t *e, sg_err_t *err) __attribute__((warn_unused_result));
+/* When the slot is taken, on the WAL history the replication session
+ * reads: a new transactional producer, initialised (it fences every
+ * earlier holder), and the slot's checkpoint read back, each step within
+ * timeout_ms. */
+int outbox_eos_take(outbox_eos_t *e, const char *history, int timeout_ms, sg_err_t *err)
+    __attribute__((warn_unused_result));
 /* True when the message at msg_lsn, of the transaction that commits at
  * commit_lsn, is at or before the checkpoint: already in Kafka. */
 bool outbox_eos_published(const outbox_eos_t *e, uint64_t commit_lsn, uint64_t msg_lsn);
@@ -114,13 +121,14 @@ bool outbox_eos_published(const outbox_eos_t *e, uint64_t commit_lsn, uint64_t m
 int outbox_eos_begin(outbox_eos_t *e, sg_err_t *err) __attribute__((warn_unused_result));
 /* The checkpoint (the batch's last message) into the transaction, sent
  * beside the batch's messages rather than after their acks: one round
- * trip less per batch. */
+ * trip less per batch.  Its delivery is tracked in ck_batch. */
 int outbox_eos_checkpoint(outbox_eos_t *e, uint64_t commit_lsn, uint64_t msg_lsn, sg_err_t *err)
     __attribute__((warn_unused_result));
 /* Commits the transaction; the checkpoint in it becomes the relay's.  On
  * failure, aborted. */
 int outbox_eos_commit(outbox_eos_t *e, sg_err_t *err) __attribute__((warn_unused_result));
-/* Aborts the open transaction; a producer that cannot abort is dropped. */
+/* Aborts the open transaction (what librdkafka still held of it fails at
+ * once); a producer that cannot abort is dropped. */
 void outbox_eos_abort(outbox_eos_t *e);
 /* Drops the producer (its open transaction is aborted by the next take). */
 void outbox_eos_drop(outbox_eos_t *e);

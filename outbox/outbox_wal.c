@@ -90,12 +90,17 @@ typedef struct wal_relay_s {
     /* relay.exactly_once: the batches in Kafka transactions (outbox_eos.c) */
     bool exactly_once;
     outbox_eos_t eos;
-    /* A refusal in a batch of several aborts its Kafka transaction: the
-     * stream is read again one message a batch up to the refused
-     * message's transaction (its commit LSN), so that only the refused
-     * ones are quarantined. */
-    uint64_t single_until;
-    bool single_batch; /* this batch ends after its message */
+    /* A refusal the broker reports aborts the batch's Kafka transaction:
+     * the stream is read again and the refused message (by its commit
+     * LSN and its own LSN) goes in a batch of its own, so that only it is
+     * quarantined. */
+    bool refused_known;
+    uint64_t refused_commit, refused_msg;
+    bool single_batch;   /* this batch ends after its message */
+    bool eos_stop;       /* the transaction failed: no more messages in this batch */
+    unsigned char *held; /* a message read for the next batch (the refused one) */
+    size_t held_len;
+    char history[160]; /* the WAL history the session reads (exactly once) */
     /* the stream */
     uint64_t confirmed;  /* last position confirmed to the server */
     uint64_t settled;    /* end of the last whole transaction Kafka acknowledged */
@@ -181,12 +186,17 @@ static void drop_stream(wal_relay_t *w)
 {
     sg_pgrepl_close(w->rp);
     w->rp = NULL;
-    reset_batch(w);
-    w->in_txn = false;
-    if (w->exactly_once) {
+    /* With exactly once, the abort first: it fails at once what
+     * librdkafka holds back of a failed transaction, which would
+     * otherwise wait for its delivery timeout. */
+    if (w->exactly_once)
         outbox_eos_abort(&w->eos);
+    reset_batch(w);
+    if (w->exactly_once)
         outbox_eos_drop(&w->eos);
-    }
+    free(w->held);
+    w->held = NULL;
+    w->in_txn = false;
 }
 
 /* Logs the error and moves to BACKOFF.  The stream is always dropped (the
@@ -316,6 +326,8 @@ static int wal_standby(wal_relay_t *w, sg_err_t *err)
     w->rp = sg_pgrepl_connect(w->repl_dsn, w->ctx->holder, w->sender_timeout_ms, err);
     if (!w->rp)
         return -1;
+    if (w->exactly_once && sg_pgrepl_identify(w->rp, w->history, sizeof(w->history), err) < 0)
+        return -1;
     if (invalid) {
         sg_log_kv(SG_LOG_ERROR,
                   "the WAL source's slot was invalidated (the WAL it needed was removed past "
@@ -357,7 +369,10 @@ static int wal_standby(wal_relay_t *w, sg_err_t *err)
         }
         return -1;
     }
-    if (w->exactly_once && outbox_eos_take(&w->eos, err) < 0)
+    /* Only once the slot is this relay's: initialising the transactional
+     * id fences the relay that holds it.  Its steps stay well within the
+     * session's wal_sender_timeout, which runs meanwhile. */
+    if (w->exactly_once && outbox_eos_take(&w->eos, w->history, w->sender_timeout_ms / 4, err) < 0)
         return -1;
     w->confirmed = w->settled = w->commit_end = 0;
     w->in_txn = false;
@@ -421,7 +436,7 @@ static void reset_batch(wal_relay_t *w)
     w->batch.nslots = (size_t)w->batch_max;
     w->n = 0;
     w->fence_checked = false;
-    w->single_batch = false;
+    w->single_batch = w->eos_stop = false;
     sg_pg_buf_reset(&w->arena);
 }
 
@@ -431,7 +446,8 @@ static void arena_put(wal_relay_t *w, const void *p, size_t n)
 }
 
 /* One message of prefix sagad.outbox: copied into the batch's arena and
- * handed to Kafka. */
+ * handed to Kafka.  Returns 1 when it must wait for the next batch (the
+ * message Kafka refused, which goes alone), else 0 or -1. */
 static int take_message(wal_relay_t *w, const sg_pgo_msg_t *m, sg_err_t *err)
 {
     sg_outbox_frame_t f;
@@ -456,6 +472,13 @@ static int take_message(wal_relay_t *w, const sg_pgo_msg_t *m, sg_err_t *err)
             w->eos.skipped++; /* sent again after a crash: already in Kafka */
             sg_metric_inc(SG_M_RELAY_SKIPPED, NULL);
             return 0;
+        }
+        if (w->refused_known && w->txn_commit_lsn == w->refused_commit &&
+            m->lsn == w->refused_msg) {
+            if (w->n > 0)
+                return 1;
+            w->refused_known = false;
+            w->single_batch = true;
         }
         if (w->eos.skipped > 0) {
             sg_log_kv(SG_LOG_INFO,
@@ -484,7 +507,6 @@ static int take_message(wal_relay_t *w, const sg_pgo_msg_t *m, sg_err_t *err)
     msg->commit_us = w->txn_commit_us;
     msg->commit_lsn = w->txn_commit_lsn;
     msg->lsn = m->lsn;
-    w->single_batch = w->exactly_once && w->txn_commit_lsn <= w->single_until;
     arena_put(w, f.topic, f.topic_len);
     arena_put(w, "", 1);
     if (f.has_key)
@@ -507,6 +529,13 @@ static int take_message(wal_relay_t *w, const sg_pgo_msg_t *m, sg_err_t *err)
         }
         if (sg_kafka_err_refused(err))
             break; /* its slot says why; quarantined when the batch settles */
+        if (w->exactly_once) {
+            /* The transaction failed (a refusal the broker already
+             * reported, say): its slot says why, and the batch ends here
+             * for settle_eos() to find the cause. */
+            w->eos_stop = true;
+            break;
+        }
         return -1;
     }
     sg_kafka_poll(producer(w), 0);
@@ -650,60 +679,75 @@ static void settled(wal_relay_t *w)
 
 /* With exactly once: a refusal Kafka reported dooms the transaction (and
  * librdkafka holds the rest of the batch back until it is aborted, which
- * fails them).  In a batch of several, the stream is then read again one
- * message a transaction up to the refused one's; alone, the message is
- * quarantined and the checkpoint commits without it.  A message librdkafka
- * refused at once never joined the transaction: quarantined. */
+ * fails them).  In a batch of several, the transaction is aborted, and
+ * the stream read again with the first refused message in a batch of its
+ * own; alone, the message is quarantined and the checkpoint commits
+ * without it.  A message librdkafka refused at once never joined the
+ * transaction: quarantined. */
 static int settle_eos(wal_relay_t *w, sg_err_t *err)
 {
-    const wal_msg_t *last = &w->msgs[w->n - 1];
+    const wal_msg_t *last = &w->msgs[w->n - 1], *first_refused = NULL;
     const sg_kafka_slot_t *other = NULL;
-    uint64_t until = 0;
+    sg_err_t ck_err;
+    bool ck_sent;
     int doomed = 0;
 
-    if (outbox_eos_checkpoint(&w->eos, last->commit_lsn, last->lsn, err) < 0) {
-        outbox_eos_abort(&w->eos);
-        return -1;
-    }
-    while (w->batch.pending > 0 && w->batch.failed == 0 && !sg_run_stop_now) {
+    sg_err_clear(&ck_err);
+    /* A checkpoint that cannot be sent (the transaction already failed)
+     * is one more failure: the messages' reports say why. */
+    ck_sent =
+        !w->eos_stop && outbox_eos_checkpoint(&w->eos, last->commit_lsn, last->lsn, &ck_err) == 0;
+    while ((w->batch.pending > 0 || w->eos.ck_batch.pending > 0) && w->batch.failed == 0 &&
+           w->eos.ck_batch.failed == 0 && ck_sent && producer(w) && !sg_run_stop_now) {
         (void)sg_kafka_flush(producer(w), 50, NULL);
         export_age(w);
     }
-    if (w->batch.pending > 0 && w->batch.failed > 0) {
-        outbox_eos_abort(&w->eos); /* fails what it held back */
-        while (w->batch.pending > 0 && producer(w) && !sg_run_stop_now)
+    if (w->batch.pending > 0 || w->eos.ck_batch.pending > 0) {
+        outbox_eos_abort(&w->eos); /* fails what librdkafka held back */
+        while ((w->batch.pending > 0 || w->eos.ck_batch.pending > 0) && producer(w) &&
+               !sg_run_stop_now)
             (void)sg_kafka_flush(producer(w), 50, NULL);
     }
-    if (w->batch.pending > 0)
+    if (w->batch.pending > 0 || w->eos.ck_batch.pending > 0)
         return sg_err_set(err, SG_ERRCLASS_TRANSIENT, "relay.stopped",
-                          "stopped before the batch settled");
+                          !producer(w) ? "the transactional producer was dropped (fenced, or it "
+                                         "could not abort) before the batch settled"
+                                       : "stopped before the batch settled");
     for (size_t i = 0; i < w->n; i++) {
         const sg_kafka_slot_t *s = &w->slots[i];
 
         if (!s->failed)
             continue;
         if (s->reported && sg_kafka_err_refused(&s->err)) {
-            doomed++;
-            if (w->msgs[i].commit_lsn > until)
-                until = w->msgs[i].commit_lsn;
+            if (doomed++ == 0)
+                first_refused = &w->msgs[i]; /* the batch is in stream order */
         } else if (!sg_kafka_err_refused(&s->err) && !other) {
             other = s;
         }
     }
-    if (doomed || other)
+    if (!other && w->eos.ck_batch.failed)
+        other = &w->eos.ck_slot;
+    if (doomed || other || !ck_sent)
         outbox_eos_abort(&w->eos);
     if (doomed && w->n > 1) {
-        w->single_until = until;
+        w->refused_known = true;
+        w->refused_commit = first_refused->commit_lsn;
+        w->refused_msg = first_refused->lsn;
         return sg_err_set(err, SG_ERRCLASS_TRANSIENT, "relay.refused_in_batch",
                           "Kafka refused %d of the batch's %zu messages, so its transaction is "
-                          "aborted; reading them again one message a transaction, so that only "
-                          "the refused ones are quarantined",
+                          "aborted; reading the batch again with the first refused message in a "
+                          "transaction of its own, so that only it is quarantined",
                           doomed, w->n);
     }
     if (other) {
         *err = other->err;
         sg_err_prefix(err, "%d of %zu messages not acknowledged; the transaction is aborted",
                       w->batch.failed, w->n);
+        return -1;
+    }
+    if (!ck_sent && !doomed) {
+        *err = ck_err;
+        sg_err_prefix(err, "the batch's checkpoint could not be sent; the transaction is aborted");
         return -1;
     }
     for (size_t i = 0; i < w->n; i++)
@@ -801,7 +845,18 @@ static int on_copy(wal_relay_t *w, const unsigned char *buf, size_t len, sg_err_
                 w->hb_pending_ms = 0;
             return 0;
         }
-        return take_message(w, &m, err);
+        switch (take_message(w, &m, err)) {
+        case 1:
+            w->held = sg_xmalloc(len);
+            memcpy(w->held, buf, len);
+            w->held_len = len;
+            w->eos_stop = true;
+            return 0;
+        case 0:
+            return 0;
+        default:
+            return -1;
+        }
     case 'C':
         w->in_txn = false;
         w->commit_end = m.end_lsn;
@@ -857,7 +912,18 @@ static int wal_active(wal_relay_t *w, sg_err_t *err)
     wait_ms = w->timers_at > now ? w->timers_at - now : 0;
     if (wait_ms > w->poll_ms)
         wait_ms = w->poll_ms;
-    for (;;) {
+    rc = 0;
+    if (w->held) {
+        /* the message held back for a batch of its own */
+        unsigned char *held = w->held;
+
+        w->held = NULL;
+        rc = on_copy(w, held, w->held_len, err);
+        free(held);
+        if (rc < 0)
+            return -1;
+    }
+    while (!w->single_batch && !w->eos_stop) {
         rc = sg_pgrepl_read(w->rp, (int)wait_ms, &buf, &len, err);
         if (rc == 0 && wait_ms == 0 && (int64_t)w->n >= DRAIN_BATCH &&
             (int64_t)sg_run_now_us() - first_us < DRAIN_WAIT_MS * 1000) {
@@ -871,7 +937,7 @@ static int wal_active(wal_relay_t *w, sg_err_t *err)
         if (on_copy(w, buf, len, err) < 0)
             return -1;
         wait_ms = 0; /* what is there is read; then the batch goes */
-        if ((int64_t)w->n >= w->batch_max || w->single_batch)
+        if ((int64_t)w->n >= w->batch_max)
             break;
     }
     if (rc < 0)

@@ -171,11 +171,13 @@ static const sg_config_key_t config_table[] = {
      "transaction, so read_committed consumers see each message once (docs/RELAY.md, "
      "\"Exactly once\")."},
     {"relay.checkpoint_topic", SG_CONFIG_STR, "sagad.relay.checkpoints", 0, 0, NULL, 0,
-     "With relay.exactly_once: the topic each batch's checkpoint goes to, keyed by relay.slot "
-     "(compacted; one partition is enough)."},
+     "With relay.exactly_once: the topic of one partition each batch's checkpoint goes to "
+     "(sagad-worker topics makes it; compact it, or keep records longer than a relay may be "
+     "down), one topic per slot."},
     {"relay.transactional_id", SG_CONFIG_STR, "", 0, 0, NULL, SG_CONFIG_EMPTY_OK,
      "With relay.exactly_once: the Kafka transactional.id the slot's relays share (the one "
-     "that takes the slot fences the others); empty: sagad-relay.<relay.slot>."},
+     "that takes the slot fences the others); empty: sagad-relay.<system identifier>/"
+     "<database>/<relay.slot>."},
     {"retention.sagas_s", SG_CONFIG_INT, "1209600", 1, 315360000, NULL, 0,
      "Finished sagas (completed, compensated, failed) are removed with their steps and attempts "
      "this long after their last change (14 days), unless a dead letter still names them."},

@@ -18,6 +18,7 @@
 
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_run.h"
+#include "sagad/sg_text.h"
 #include "sagad/sg_log.h"
 
 /* How long a consumer's close may take (SG_KAFKA_CLOSE_MS): leaving the
@@ -683,8 +684,8 @@ int sg_kafka_consume(sg_kafka_t *k, int timeout_ms, sg_kafka_msg_t **msg, sg_err
 }
 
 int sg_kafka_read_last(sg_kafka_t *k, const char *topic, int32_t partition, const void *key,
-                       size_t key_len, int timeout_ms, char **value, size_t *value_len,
-                       sg_err_t *err)
+                       size_t key_len, int timeout_ms, char **value, size_t *value_len, char *other,
+                       size_t other_size, sg_err_t *err)
 {
     uint64_t deadline = sg_run_now_ms() + (uint64_t)timeout_ms;
     int64_t low = -1, high = -1, from, to, window = 64;
@@ -692,6 +693,8 @@ int sg_kafka_read_last(sg_kafka_t *k, const char *topic, int32_t partition, cons
 
     *value = NULL;
     *value_len = 0;
+    if (other_size)
+        other[0] = '\0';
     e = rd_kafka_query_watermark_offsets(k->rk, topic, partition, &low, &high, timeout_ms);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
         return sg_kafka_err_set(err, e, true, false, false, "watermarks of the checkpoint topic");
@@ -723,6 +726,13 @@ int sg_kafka_read_last(sg_kafka_t *k, const char *topic, int32_t partition, cons
                 free(*value);
                 *value = NULL;
                 return -1;
+            }
+            if (other_size && !other[0] && m->key &&
+                (m->key_len != key_len || memcmp(m->key, key, key_len) != 0)) {
+                char *t = sg_text_visible_n(m->key, m->key_len, false);
+
+                sg_text_copy(other, other_size, t);
+                free(t);
             }
             if (m->key_len == key_len && (key_len == 0 || memcmp(m->key, key, key_len) == 0)) {
                 free(*value);

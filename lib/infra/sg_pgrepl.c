@@ -115,6 +115,21 @@ static int check_name(const char *what, const char *name, sg_err_t *err)
     return 0;
 }
 
+int sg_pgrepl_identify(sg_pgrepl_t *rp, char *history, size_t size, sg_err_t *err)
+{
+    PGresult *res = PQexec(rp->conn, "IDENTIFY_SYSTEM");
+
+    if (!res)
+        return fail_conn(rp, "IDENTIFY_SYSTEM", err);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) < 4)
+        return fail_res(res, "IDENTIFY_SYSTEM", err);
+    /* systemid, timeline, xlogpos, dbname */
+    snprintf(history, size, "%s/%s/%s", PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
+             PQgetvalue(res, 0, 3));
+    PQclear(res);
+    return 0;
+}
+
 int sg_pgrepl_create_slot(sg_pgrepl_t *rp, const char *slot, bool *created, sg_err_t *err)
 {
     char sql[160];

@@ -295,6 +295,7 @@ Test(acl, only_the_relay_takes_its_transactional_id_and_writes_checkpoints)
     size_t len;
     int nparts;
 
+    memset(&err, 0, sizeof(err));
     sgt_unique(slot, sizeof(slot), "acl_slot");
     snprintf(txn_id, sizeof(txn_id), "sagad-relay.%s", slot);
     acl_conf_load(&c, "relay");
@@ -319,7 +320,7 @@ Test(acl, only_the_relay_takes_its_transactional_id_and_writes_checkpoints)
     cr_assert_gt(nparts, 0, "the relay sees %s", ACL_CHECKPOINTS);
     cr_expect_eq(sg_kafka_read_last(k, ACL_CHECKPOINTS,
                                     sg_kafka_key_partition(slot, strlen(slot), nparts), slot,
-                                    strlen(slot), 30000, &value, &len, &err),
+                                    strlen(slot), 30000, &value, &len, NULL, 0, &err),
                  1, "the relay reads its checkpoint back: %s", err.message);
     cr_expect_str_eq(value ? value : "", "{\"acl\":1}");
     free(value);

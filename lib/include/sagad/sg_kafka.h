@@ -173,12 +173,13 @@ int sg_kafka_consume(sg_kafka_t *k, int timeout_ms, sg_kafka_msg_t **msg, sg_err
 /* The value of the last message with key in topic's partition, read back
  * from its end in growing windows (k: a consumer made with
  * enable.partition.eof=true; with isolation.level=read_committed, the
- * last committed one).  Returns 1 with *value (NUL-terminated, free it),
- * 0 when no message has the key, -1 with err (Kafka did not answer, or
- * not within timeout_ms). */
+ * last committed one before the first transaction still open).  Returns
+ * 1 with *value (NUL-terminated, free it), 0 when no message has the key,
+ * -1 with err (Kafka did not answer, or not within timeout_ms).  other
+ * gets the first other key met (text, cut to fit; "" when none). */
 int sg_kafka_read_last(sg_kafka_t *k, const char *topic, int32_t partition, const void *key,
-                       size_t key_len, int timeout_ms, char **value, size_t *value_len,
-                       sg_err_t *err) __attribute__((warn_unused_result));
+                       size_t key_len, int timeout_ms, char **value, size_t *value_len, char *other,
+                       size_t other_size, sg_err_t *err) __attribute__((warn_unused_result));
 
 /* Pauses (or resumes) fetching of every assigned partition: flow control
  * when the caller holds too much unfinished work. */

@@ -23,6 +23,12 @@ void sg_pgrepl_close(sg_pgrepl_t *rp);
  * it streams). */
 int sg_pgrepl_pid(const sg_pgrepl_t *rp);
 
+/* Which WAL history the session reads (IDENTIFY_SYSTEM), as
+ * "<system identifier>/<timeline>/<database>": a restore into a new
+ * cluster changes the first, a failover to a standby the second. */
+int sg_pgrepl_identify(sg_pgrepl_t *rp, char *history, size_t size, sg_err_t *err)
+    __attribute__((warn_unused_result));
+
 /* Makes the pgoutput slot unless it exists.  *created: whether it did.
  * Waits, as the server does, for transactions running at that moment. */
 int sg_pgrepl_create_slot(sg_pgrepl_t *rp, const char *slot, bool *created, sg_err_t *err)
