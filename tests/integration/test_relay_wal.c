@@ -775,6 +775,31 @@ static void eos_env(char *topic_env, size_t size, const char **extra, const char
     extra[3] = NULL;
 }
 
+/* Writes value into the checkpoint topic named by ck_env under the key
+ * the relay of this test's slot reads ("<system identifier>/<database>/
+ * <slot>"), as someone other than the relay would; returns the system
+ * identifier. */
+static long long plant_checkpoint(sg_pg_t *pg, const char *ck_env, const char *value_fmt)
+{
+    char errstr[256], key[256], value[512];
+    const char *props[] = {"bootstrap.servers", sgt_kafka(), NULL};
+    long long sysid = sgt_query_int(pg, "SELECT system_identifier FROM pg_control_system()");
+    sg_kafka_t *k;
+    sg_err_t err;
+
+    snprintf(key, sizeof(key), "%lld/%s/%s", sysid, db, slot);
+    /* value_fmt may name the key, the system and the database, in order */
+    snprintf(value, sizeof(value), value_fmt, key, sysid, db);
+    k = sg_kafka_new(NULL, SG_KAFKA_PRODUCER, props, errstr, sizeof(errstr));
+    cr_assert_not_null(k, "%s", errstr);
+    cr_assert_eq(sg_kafka_produce(k, strchr(ck_env, '=') + 1, key, strlen(key), value,
+                                  strlen(value), NULL, 0, NULL, &err),
+                 0, "%s", err.message);
+    cr_assert_eq(sg_kafka_flush(k, 30000, &err), 0, "%s", err.message);
+    sg_kafka_destroy(k);
+    return sysid;
+}
+
 /* The crash of crash_between_acks_and_confirmation_loses_nothing, with
  * exactly once: the batch and its checkpoint were committed to Kafka, the
  * position was not confirmed to PostgreSQL, so the server sends the
@@ -931,27 +956,15 @@ Test(relay_wal, exactly_once_a_refused_message_is_quarantined_alone)
  * the relay publishes nothing and says what is wrong. */
 Test(relay_wal, exactly_once_refuses_a_checkpoint_it_cannot_read)
 {
-    char ck_env[192], errstr[256], key[256];
+    char ck_env[192];
     const char *extra[4];
-    const char *props[] = {"bootstrap.servers", sgt_kafka(), NULL};
     sg_pg_t *pg = sgt_db_connect(dsn);
     sgt_proc_t relay;
-    sg_kafka_t *k;
-    sg_err_t err;
     got_t got;
     char *log = NULL;
 
     eos_env(ck_env, sizeof(ck_env), extra, NULL);
-    /* the key the relay reads: "<system identifier>/<database>/<slot>" */
-    snprintf(key, sizeof(key), "%lld/%s/%s",
-             sgt_query_int(pg, "SELECT system_identifier FROM pg_control_system()"), db, slot);
-    k = sg_kafka_new(NULL, SG_KAFKA_PRODUCER, props, errstr, sizeof(errstr));
-    cr_assert_not_null(k, "%s", errstr);
-    cr_assert_eq(sg_kafka_produce(k, strchr(ck_env, '=') + 1, key, strlen(key),
-                                  "{\"commit_lsn\":\"soon\"}", 21, NULL, 0, NULL, &err),
-                 0, "%s", err.message);
-    cr_assert_eq(sg_kafka_flush(k, 30000, &err), 0, "%s", err.message);
-    sg_kafka_destroy(k);
+    plant_checkpoint(pg, ck_env, "{\"commit_lsn\":\"soon\"}");
     insert_round(pg, 0, 1, 10, 0);
     relay_start(&relay, extra);
     sgt_consume(topic, &got, 1, 5);
@@ -970,31 +983,17 @@ Test(relay_wal, exactly_once_refuses_a_checkpoint_it_cannot_read)
  * The relay publishes them all and says why it did not skip. */
 Test(relay_wal, exactly_once_does_not_skip_by_another_historys_checkpoint)
 {
-    char ck_env[192], errstr[256], key[256], value[512];
+    char ck_env[192];
     const char *extra[4];
-    const char *props[] = {"bootstrap.servers", sgt_kafka(), NULL};
     sg_pg_t *pg = sgt_db_connect(dsn);
-    long long sysid;
     sgt_proc_t relay;
-    sg_kafka_t *k;
-    sg_err_t err;
     got_t got;
     char *log = NULL;
 
     eos_env(ck_env, sizeof(ck_env), extra, NULL);
-    sysid = sgt_query_int(pg, "SELECT system_identifier FROM pg_control_system()");
-    snprintf(key, sizeof(key), "%lld/%s/%s", sysid, db, slot);
-    snprintf(value, sizeof(value),
-             "{\"key\":\"%s\",\"history\":\"%lld/99/%s\",\"commit_lsn\":\"FF/0\","
-             "\"message_lsn\":\"FF/0\",\"relay\":\"test\"}",
-             key, sysid, db);
-    k = sg_kafka_new(NULL, SG_KAFKA_PRODUCER, props, errstr, sizeof(errstr));
-    cr_assert_not_null(k, "%s", errstr);
-    cr_assert_eq(sg_kafka_produce(k, strchr(ck_env, '=') + 1, key, strlen(key), value,
-                                  strlen(value), NULL, 0, NULL, &err),
-                 0, "%s", err.message);
-    cr_assert_eq(sg_kafka_flush(k, 30000, &err), 0, "%s", err.message);
-    sg_kafka_destroy(k);
+    plant_checkpoint(pg, ck_env,
+                     "{\"key\":\"%s\",\"history\":\"%lld/99/%s\",\"commit_lsn\":\"FF/0\","
+                     "\"message_lsn\":\"FF/0\",\"relay\":\"test\"}");
     for (int seq = 0; seq < 3; seq++)
         insert_round(pg, 0, 1, 10, seq);
     relay_start(&relay, extra);
