@@ -93,16 +93,17 @@ static int read_checkpoint(outbox_eos_t *e, int timeout_ms, sg_err_t *err)
 
     e->ck_commit = e->ck_msg = 0;
     if (!(k = sg_kafka_new(e->cfg, SG_KAFKA_CONSUMER, props, errstr, sizeof(errstr))))
-        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "relay.checkpoint", "%s", errstr);
+        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "runtime.config.invalid",
+                          "the checkpoint reader: %s", errstr);
     n = sg_kafka_partition_count(k, e->topic, timeout_ms);
     if (n != 1) {
         sg_kafka_destroy(k);
         if (n > 1)
-            return sg_err_set(err, SG_ERRCLASS_PERMANENT, "relay.checkpoint",
+            return sg_err_set(err, SG_ERRCLASS_TRANSIENT, "relay.checkpoint_topic",
                               "the checkpoint topic %s (relay.checkpoint_topic) has %d "
                               "partitions: give the relay a topic of one partition",
                               e->topic, n);
-        return sg_err_set(err, SG_ERRCLASS_TRANSIENT, "relay.checkpoint",
+        return sg_err_set(err, SG_ERRCLASS_TRANSIENT, "relay.checkpoint_topic",
                           "the checkpoint topic %s (relay.checkpoint_topic) is missing or Kafka "
                           "did not answer: create it (`sagad-worker topics` does) and let the "
                           "relay's principal read and write it (docs/OPERATIONS.md, \"Kafka "
@@ -182,7 +183,8 @@ int outbox_eos_take(outbox_eos_t *e, const char *history, int timeout_ms, sg_err
     snprintf(msg_timeout, sizeof(msg_timeout), "%lld", (long long)e->msg_timeout_ms);
     snprintf(txn_timeout, sizeof(txn_timeout), "%lld", (long long)e->txn_timeout_ms);
     if (!(e->producer = sg_kafka_new(e->cfg, SG_KAFKA_PRODUCER, props, errstr, sizeof(errstr))))
-        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "relay.transactional", "%s", errstr);
+        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "runtime.config.invalid",
+                          "the transactional producer: %s", errstr);
     /* Aborts what an earlier holder left open and fences it. */
     if (sg_kafka_txn_init(e->producer, timeout_ms, err) < 0) {
         sg_err_prefix(err, "transactional.id %s", e->txn_id);
@@ -233,7 +235,7 @@ int outbox_eos_checkpoint(outbox_eos_t *e, uint64_t commit_lsn, uint64_t msg_lsn
                  e->key, e->history, sg_lsn_text(a, commit_lsn), sg_lsn_text(b, msg_lsn),
                  e->holder);
     if (n < 0 || (size_t)n >= sizeof(value))
-        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "relay.checkpoint",
+        return sg_err_set(err, SG_ERRCLASS_PERMANENT, "runtime.config.invalid",
                           "relay.slot or the holder name is too long for a checkpoint");
     memset(&e->ck_batch, 0, sizeof(e->ck_batch));
     memset(&e->ck_slot, 0, sizeof(e->ck_slot));
