@@ -104,19 +104,60 @@ typedef struct outbox_eos_s {
     uint64_t next_commit, next_msg; /* the checkpoint in the open transaction */
     sg_kafka_batch_t ck_batch;      /* its delivery */
     sg_kafka_slot_t ck_slot;
-    int64_t skipped; /* sent again by the server and skipped, since the take */
+    /* Skipped since the last message taken: the count for its log line
+     * (sagad_relay_skipped_total counts them all). */
+    int64_t skipped;
+    /* A refusal the broker reported aborted a batch's transaction: the
+     * stream is read again, and the refused message (by its commit LSN
+     * and its own LSN) goes in a batch of its own, so that only it is
+     * quarantined.  Kept across a take of the slot. */
+    bool refused_known;
+    uint64_t refused_commit, refused_msg;
 } outbox_eos_t;
+
+/* What the WAL source does with a message of the stream (outbox_eos_admit). */
+typedef enum {
+    OUTBOX_EOS_SKIP,       /* at or before the checkpoint: already in Kafka */
+    OUTBOX_EOS_TAKE,       /* into the batch */
+    OUTBOX_EOS_TAKE_ALONE, /* the refused message: into the batch, which it ends */
+    OUTBOX_EOS_NEXT_BATCH  /* the refused message: the batch ends before it */
+} outbox_eos_admit_t;
+
+/* How a batch's transaction ends (outbox_eos_verdict). */
+typedef enum {
+    OUTBOX_EOS_COMMIT,     /* the failed messages (refused) are quarantined, then it commits */
+    OUTBOX_EOS_READ_AGAIN, /* aborted: refused within a batch of several (refused_* set) */
+    OUTBOX_EOS_FAILED      /* aborted, err says why */
+} outbox_eos_verdict_t;
 
 void outbox_eos_init(outbox_eos_t *e, const sg_config_t *cfg, const char *slot, const char *holder);
 /* When the slot is taken, on the WAL history the replication session
- * reads: a new transactional producer, initialised (it fences every
- * earlier holder), and the slot's checkpoint read back, each step within
- * timeout_ms. */
-int outbox_eos_take(outbox_eos_t *e, const char *history, int timeout_ms, sg_err_t *err)
+ * reads (e->history, which sg_pgrepl_identify() wrote): a new
+ * transactional producer, initialised (it fences every earlier holder),
+ * and the slot's checkpoint read back, each step within timeout_ms. */
+int outbox_eos_take(outbox_eos_t *e, int timeout_ms, sg_err_t *err)
     __attribute__((warn_unused_result));
-/* True when the message at msg_lsn, of the transaction that commits at
- * commit_lsn, is at or before the checkpoint: already in Kafka. */
-bool outbox_eos_published(const outbox_eos_t *e, uint64_t commit_lsn, uint64_t msg_lsn);
+/* The message at msg_lsn, of the transaction that commits at commit_lsn,
+ * with in_batch messages in the batch already: skipped when the
+ * checkpoint covers it (counted), held for a batch of its own when it is
+ * the one the broker refused. */
+outbox_eos_admit_t outbox_eos_admit(outbox_eos_t *e, uint64_t commit_lsn, uint64_t msg_lsn,
+                                    size_t in_batch);
+/* After the batch of n messages (their delivery reports in slots) and
+ * the checkpoint (ck_sent: it went into the transaction) settled or
+ * failed: aborts the transaction unless it may commit.  first_refused:
+ * the index of the first message the broker refused, for the caller to
+ * name in refused_*. */
+outbox_eos_verdict_t outbox_eos_verdict(outbox_eos_t *e, const sg_kafka_batch_t *batch,
+                                        const sg_kafka_slot_t *slots, size_t n, bool ck_sent,
+                                        const sg_err_t *ck_err, size_t *first_refused,
+                                        sg_err_t *err);
+/* The batch's end, once its refused messages are quarantined: the
+ * commit.  When a refusal aborted the transaction (a message refused
+ * alone), the checkpoint (the last message's position) goes in one of
+ * its own. */
+int outbox_eos_finish(outbox_eos_t *e, uint64_t commit_lsn, uint64_t msg_lsn, sg_err_t *err)
+    __attribute__((warn_unused_result));
 /* Opens the batch's transaction unless one is open. */
 int outbox_eos_begin(outbox_eos_t *e, sg_err_t *err) __attribute__((warn_unused_result));
 /* The checkpoint (the batch's last message) into the transaction, sent

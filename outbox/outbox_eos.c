@@ -156,8 +156,9 @@ static int read_checkpoint(outbox_eos_t *e, int timeout_ms, sg_err_t *err)
     return rc;
 }
 
-int outbox_eos_take(outbox_eos_t *e, const char *history, int timeout_ms, sg_err_t *err)
+int outbox_eos_take(outbox_eos_t *e, int timeout_ms, sg_err_t *err)
 {
+    const char *history = e->history;
     char txn_timeout[32], msg_timeout[32], a[24], b[24], sysdb[160];
     const char *id = sg_config_str(e->cfg, "relay.transactional_id");
     const char *props[] = {
@@ -171,7 +172,6 @@ int outbox_eos_take(outbox_eos_t *e, const char *history, int timeout_ms, sg_err
     /* "<system>/<timeline>/<database>": the key and the default id leave
      * the timeline out, so that a failover's relay finds (and then
      * refuses to skip by) the checkpoint of the timeline before. */
-    snprintf(e->history, sizeof(e->history), "%s", history);
     slash = strchr(history, '/');
     snprintf(sysdb, sizeof(sysdb), "%.*s/%s", slash ? (int)(slash - history) : 0, history,
              slash && strchr(slash + 1, '/') ? strchr(slash + 1, '/') + 1 : "");
@@ -203,9 +203,90 @@ int outbox_eos_take(outbox_eos_t *e, const char *history, int timeout_ms, sg_err
     return 0;
 }
 
-bool outbox_eos_published(const outbox_eos_t *e, uint64_t commit_lsn, uint64_t msg_lsn)
+outbox_eos_admit_t outbox_eos_admit(outbox_eos_t *e, uint64_t commit_lsn, uint64_t msg_lsn,
+                                    size_t in_batch)
 {
-    return commit_lsn < e->ck_commit || (commit_lsn == e->ck_commit && msg_lsn <= e->ck_msg);
+    if (commit_lsn < e->ck_commit || (commit_lsn == e->ck_commit && msg_lsn <= e->ck_msg)) {
+        e->skipped++; /* sent again after a crash: already in Kafka */
+        sg_metric_inc(SG_M_RELAY_SKIPPED, NULL);
+        return OUTBOX_EOS_SKIP;
+    }
+    if (e->skipped > 0) {
+        sg_log_kv(SG_LOG_INFO,
+                  "exactly once: skipped the messages the checkpoint says are in Kafka", "messages",
+                  SG_PG_INT(e->skipped), NULL);
+        e->skipped = 0;
+    }
+    if (!e->refused_known || commit_lsn != e->refused_commit || msg_lsn != e->refused_msg)
+        return OUTBOX_EOS_TAKE;
+    if (in_batch > 0)
+        return OUTBOX_EOS_NEXT_BATCH;
+    e->refused_known = false;
+    return OUTBOX_EOS_TAKE_ALONE;
+}
+
+/* A refusal Kafka reported dooms the transaction (and librdkafka holds
+ * the rest of the batch back until it is aborted, which fails them).  In
+ * a batch of several, the transaction is aborted and the stream read
+ * again with the first refused message in a batch of its own; alone, the
+ * message is quarantined and the checkpoint commits without it.  A
+ * message librdkafka refused at once never joined the transaction: it is
+ * quarantined. */
+outbox_eos_verdict_t outbox_eos_verdict(outbox_eos_t *e, const sg_kafka_batch_t *batch,
+                                        const sg_kafka_slot_t *slots, size_t n, bool ck_sent,
+                                        const sg_err_t *ck_err, size_t *first_refused,
+                                        sg_err_t *err)
+{
+    const sg_kafka_slot_t *other = NULL;
+    int doomed = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        const sg_kafka_slot_t *s = &slots[i];
+
+        if (!s->failed)
+            continue;
+        if (s->reported && sg_kafka_err_refused(&s->err)) {
+            if (doomed++ == 0)
+                *first_refused = i; /* the batch is in stream order */
+        } else if (!sg_kafka_err_refused(&s->err) && !other) {
+            other = s;
+        }
+    }
+    if (!other && e->ck_batch.failed)
+        other = &e->ck_slot;
+    if (doomed || other || !ck_sent)
+        outbox_eos_abort(e);
+    if (doomed && n > 1) {
+        sg_err_set(err, SG_ERRCLASS_TRANSIENT, "relay.refused_in_batch",
+                   "Kafka refused %d of the batch's %zu messages, so its transaction is aborted; "
+                   "reading the batch again with the first refused message in a transaction of "
+                   "its own, so that only it is quarantined",
+                   doomed, n);
+        return OUTBOX_EOS_READ_AGAIN;
+    }
+    if (other) {
+        *err = other->err;
+        sg_err_prefix(err, "%d of %zu messages not acknowledged; the transaction is aborted",
+                      batch->failed, n);
+        return OUTBOX_EOS_FAILED;
+    }
+    if (!ck_sent && !doomed) {
+        *err = *ck_err;
+        sg_err_prefix(err, "the batch's checkpoint could not be sent; the transaction is aborted");
+        return OUTBOX_EOS_FAILED;
+    }
+    return OUTBOX_EOS_COMMIT;
+}
+
+int outbox_eos_finish(outbox_eos_t *e, uint64_t commit_lsn, uint64_t msg_lsn, sg_err_t *err)
+{
+    /* a message refused alone: its transaction is gone, the checkpoint
+     * goes in one of its own */
+    if (!e->open && outbox_eos_checkpoint(e, commit_lsn, msg_lsn, err) < 0) {
+        outbox_eos_abort(e);
+        return -1;
+    }
+    return outbox_eos_commit(e, err);
 }
 
 int outbox_eos_begin(outbox_eos_t *e, sg_err_t *err)

@@ -90,17 +90,10 @@ typedef struct wal_relay_s {
     /* relay.exactly_once: the batches in Kafka transactions (outbox_eos.c) */
     bool exactly_once;
     outbox_eos_t eos;
-    /* A refusal the broker reports aborts the batch's Kafka transaction:
-     * the stream is read again and the refused message (by its commit
-     * LSN and its own LSN) goes in a batch of its own, so that only it is
-     * quarantined. */
-    bool refused_known;
-    uint64_t refused_commit, refused_msg;
-    bool single_batch;   /* this batch ends after its message */
+    bool single_batch;   /* this batch ends after its message (the refused one) */
     bool eos_stop;       /* the transaction failed: no more messages in this batch */
     unsigned char *held; /* a message read for the next batch (the refused one) */
     size_t held_len;
-    char history[160]; /* the WAL history the session reads (exactly once) */
     /* the stream */
     uint64_t confirmed;  /* last position confirmed to the server */
     uint64_t settled;    /* end of the last whole transaction Kafka acknowledged */
@@ -326,7 +319,8 @@ static int wal_standby(wal_relay_t *w, sg_err_t *err)
     w->rp = sg_pgrepl_connect(w->repl_dsn, w->ctx->holder, w->sender_timeout_ms, err);
     if (!w->rp)
         return -1;
-    if (w->exactly_once && sg_pgrepl_identify(w->rp, w->history, sizeof(w->history), err) < 0)
+    if (w->exactly_once &&
+        sg_pgrepl_identify(w->rp, w->eos.history, sizeof(w->eos.history), err) < 0)
         return -1;
     if (invalid) {
         sg_log_kv(SG_LOG_ERROR,
@@ -372,7 +366,7 @@ static int wal_standby(wal_relay_t *w, sg_err_t *err)
     /* Only once the slot is this relay's: initialising the transactional
      * id fences the relay that holds it.  Its steps stay well within the
      * session's wal_sender_timeout, which runs meanwhile. */
-    if (w->exactly_once && outbox_eos_take(&w->eos, w->history, w->sender_timeout_ms / 4, err) < 0)
+    if (w->exactly_once && outbox_eos_take(&w->eos, w->sender_timeout_ms / 4, err) < 0)
         return -1;
     w->confirmed = w->settled = w->commit_end = 0;
     w->in_txn = false;
@@ -468,23 +462,16 @@ static int take_message(wal_relay_t *w, const sg_pgo_msg_t *m, sg_err_t *err)
         return 0;
     }
     if (w->exactly_once) {
-        if (outbox_eos_published(&w->eos, w->txn_commit_lsn, m->lsn)) {
-            w->eos.skipped++; /* sent again after a crash: already in Kafka */
-            sg_metric_inc(SG_M_RELAY_SKIPPED, NULL);
+        switch (outbox_eos_admit(&w->eos, w->txn_commit_lsn, m->lsn, w->n)) {
+        case OUTBOX_EOS_SKIP:
             return 0;
-        }
-        if (w->refused_known && w->txn_commit_lsn == w->refused_commit &&
-            m->lsn == w->refused_msg) {
-            if (w->n > 0)
-                return 1;
-            w->refused_known = false;
+        case OUTBOX_EOS_NEXT_BATCH:
+            return 1;
+        case OUTBOX_EOS_TAKE_ALONE:
             w->single_batch = true;
-        }
-        if (w->eos.skipped > 0) {
-            sg_log_kv(SG_LOG_INFO,
-                      "exactly once: skipped the messages the checkpoint says are in Kafka",
-                      "messages", SG_PG_INT(w->eos.skipped), NULL);
-            w->eos.skipped = 0;
+            break;
+        case OUTBOX_EOS_TAKE:
+            break;
         }
     }
     if (!w->fence_checked && check_holder(w, err) < 0)
@@ -677,91 +664,60 @@ static void settled(wal_relay_t *w)
     reset_batch(w);
 }
 
-/* With exactly once: a refusal Kafka reported dooms the transaction (and
- * librdkafka holds the rest of the batch back until it is aborted, which
- * fails them).  In a batch of several, the transaction is aborted, and
- * the stream read again with the first refused message in a batch of its
- * own; alone, the message is quarantined and the checkpoint commits
- * without it.  A message librdkafka refused at once never joined the
- * transaction: quarantined. */
+/* Messages or the checkpoint not yet answered for by Kafka. */
+static bool eos_pending(const wal_relay_t *w)
+{
+    return w->batch.pending > 0 || w->eos.ck_batch.pending > 0;
+}
+
+/* With exactly once: the batch's messages and its checkpoint waited for
+ * in one Kafka transaction, which commits or is aborted
+ * (outbox_eos_verdict()). */
 static int settle_eos(wal_relay_t *w, sg_err_t *err)
 {
-    const wal_msg_t *last = &w->msgs[w->n - 1], *first_refused = NULL;
-    const sg_kafka_slot_t *other = NULL;
+    const wal_msg_t *last = &w->msgs[w->n - 1];
+    size_t refused = 0;
     sg_err_t ck_err;
     bool ck_sent;
-    int doomed = 0;
 
     sg_err_clear(&ck_err);
     /* A checkpoint that cannot be sent (the transaction already failed)
      * is one more failure: the messages' reports say why. */
     ck_sent =
         !w->eos_stop && outbox_eos_checkpoint(&w->eos, last->commit_lsn, last->lsn, &ck_err) == 0;
-    while ((w->batch.pending > 0 || w->eos.ck_batch.pending > 0) && w->batch.failed == 0 &&
-           w->eos.ck_batch.failed == 0 && ck_sent && producer(w) && !sg_run_stop_now) {
+    while (eos_pending(w) && w->batch.failed == 0 && w->eos.ck_batch.failed == 0 && ck_sent &&
+           producer(w) && !sg_run_stop_now) {
         (void)sg_kafka_flush(producer(w), 50, NULL);
         export_age(w);
     }
-    if (w->batch.pending > 0 || w->eos.ck_batch.pending > 0) {
+    if (eos_pending(w)) {
         outbox_eos_abort(&w->eos); /* fails what librdkafka held back */
-        while ((w->batch.pending > 0 || w->eos.ck_batch.pending > 0) && producer(w) &&
-               !sg_run_stop_now)
+        while (eos_pending(w) && producer(w) && !sg_run_stop_now)
             (void)sg_kafka_flush(producer(w), 50, NULL);
     }
-    if (w->batch.pending > 0 || w->eos.ck_batch.pending > 0)
+    if (eos_pending(w))
         return sg_err_set(err, SG_ERRCLASS_TRANSIENT, "relay.stopped",
                           !producer(w) ? "the transactional producer was dropped (fenced, or it "
                                          "could not abort) before the batch settled"
                                        : "stopped before the batch settled");
-    for (size_t i = 0; i < w->n; i++) {
-        const sg_kafka_slot_t *s = &w->slots[i];
-
-        if (!s->failed)
-            continue;
-        if (s->reported && sg_kafka_err_refused(&s->err)) {
-            if (doomed++ == 0)
-                first_refused = &w->msgs[i]; /* the batch is in stream order */
-        } else if (!sg_kafka_err_refused(&s->err) && !other) {
-            other = s;
-        }
-    }
-    if (!other && w->eos.ck_batch.failed)
-        other = &w->eos.ck_slot;
-    if (doomed || other || !ck_sent)
-        outbox_eos_abort(&w->eos);
-    if (doomed && w->n > 1) {
-        w->refused_known = true;
-        w->refused_commit = first_refused->commit_lsn;
-        w->refused_msg = first_refused->lsn;
-        return sg_err_set(err, SG_ERRCLASS_TRANSIENT, "relay.refused_in_batch",
-                          "Kafka refused %d of the batch's %zu messages, so its transaction is "
-                          "aborted; reading the batch again with the first refused message in a "
-                          "transaction of its own, so that only it is quarantined",
-                          doomed, w->n);
-    }
-    if (other) {
-        *err = other->err;
-        sg_err_prefix(err, "%d of %zu messages not acknowledged; the transaction is aborted",
-                      w->batch.failed, w->n);
+    switch (
+        outbox_eos_verdict(&w->eos, &w->batch, w->slots, w->n, ck_sent, &ck_err, &refused, err)) {
+    case OUTBOX_EOS_READ_AGAIN:
+        w->eos.refused_known = true;
+        w->eos.refused_commit = w->msgs[refused].commit_lsn;
+        w->eos.refused_msg = w->msgs[refused].lsn;
         return -1;
-    }
-    if (!ck_sent && !doomed) {
-        *err = ck_err;
-        sg_err_prefix(err, "the batch's checkpoint could not be sent; the transaction is aborted");
+    case OUTBOX_EOS_FAILED:
         return -1;
+    case OUTBOX_EOS_COMMIT:
+        break;
     }
     for (size_t i = 0; i < w->n; i++)
         if (w->slots[i].failed && quarantine(w, i, &w->slots[i].err, err) < 0) {
             outbox_eos_abort(&w->eos);
             return -1;
         }
-    /* a message refused alone: its transaction is gone, the checkpoint
-     * goes in one of its own */
-    if (doomed && outbox_eos_checkpoint(&w->eos, last->commit_lsn, last->lsn, err) < 0) {
-        outbox_eos_abort(&w->eos);
-        return -1;
-    }
-    if (outbox_eos_commit(&w->eos, err) < 0)
+    if (outbox_eos_finish(&w->eos, last->commit_lsn, last->lsn, err) < 0)
         return -1;
     settled(w);
     return 0;

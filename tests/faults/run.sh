@@ -421,11 +421,17 @@ use_eos() {
     eos_env=(SAGAD_RELAY_EXACTLY_ONCE=true SAGAD_RELAY_CHECKPOINT_TOPIC="$ck")
 }
 
+# The duplicates check_topic.py's summary ($1) counts (empty if none
+# is printed).
+duplicates_in() {
+    sed -nE 's/.* ([0-9]+) duplicates .*/\1/p' "$1"
+}
+
 # With exactly once, the check's summary ($1) must count no duplicate.
 no_duplicates_if_eos() {
     ((${#eos_env[@]})) || return 0
     local dups
-    dups=$(sed -nE 's/.* ([0-9]+) duplicates .*/\1/p' "$1")
+    dups=$(duplicates_in "$1")
     [[ $dups == 0 ]] || fail "exactly once, yet ${dups:-an unknown number of} duplicates: $(cat "$1")"
     log "exactly once: no duplicates"
 }
@@ -681,7 +687,7 @@ run_wal_big_txn() {
     # when the stream paused) came twice, and nothing else did; with
     # exactly once, the next relay skipped it.
     local dups
-    dups=$(sed -nE 's/.* ([0-9]+) duplicates .*/\1/p' "$dir/check.log")
+    dups=$(duplicates_in "$dir/check.log")
     if ((${#eos_env[@]})); then
         no_duplicates_if_eos "$dir/check.log"
         grep -q "skipped the messages the checkpoint says are in Kafka" "$dir/relay2.log" ||

@@ -17,6 +17,7 @@
 #include "../support/sg_test.h"
 #include "sagad/sg_kafka.h"
 #include "sagad/sg_log.h"
+#include "sagad/sg_migrate.h"
 #include "sagad/sg_pg.h"
 
 #define ACL_COMMANDS    "sagad.commands"
@@ -202,16 +203,16 @@ static void acl_env(char *out, size_t size, const char *key, const char *value)
     snprintf(out + n, size - n, "=%s", value);
 }
 
-/* env: common (4 entries), then principal's SAGAD_KAFKA_* as its pod gets
- * them from its component's Secret (at most 6, in buf). */
+/* env: common (ncommon entries), then principal's SAGAD_KAFKA_* as its
+ * pod gets them from its component's Secret (at most 6, in buf). */
 static void acl_component_env(const char **env, char (*buf)[200], char (*common)[640],
-                              const char *principal)
+                              size_t ncommon, const char *principal)
 {
     acl_conf_t c;
     size_t n = 0;
 
     acl_conf_load(&c, principal);
-    for (size_t i = 0; i < 4; i++)
+    for (size_t i = 0; i < ncommon; i++)
         env[n++] = common[i];
     for (size_t i = 0; i + 1 < c.n && i / 2 < 6; i += 2) {
         acl_env(buf[i / 2], sizeof(buf[i / 2]), c.props[i], c.props[i + 1]);
@@ -282,12 +283,13 @@ Test(acl, relay_writes_every_topic)
 }
 
 /* relay.exactly_once: the relay takes a transactional id under its
- * prefix, writes a checkpoint in a transaction and reads it back; the
- * producer principal may neither take a relay's id (it would fence the
- * relay) nor write a checkpoint (a forged one would make the relay skip
- * messages it never published). */
+ * prefix, writes a checkpoint in a transaction and reads it back; no
+ * other principal may take a relay's id (it would fence the relay) or
+ * write a checkpoint (a forged one would make the relay skip messages it
+ * never published). */
 Test(acl, only_the_relay_takes_its_transactional_id_and_writes_checkpoints)
 {
+    static const char *const others[] = {"producer", "worker", "operator", "keda", "gateway"};
     char txn_id[128], slot[96], *value = NULL;
     acl_conf_t c;
     sg_kafka_t *k;
@@ -326,15 +328,21 @@ Test(acl, only_the_relay_takes_its_transactional_id_and_writes_checkpoints)
     free(value);
     sg_kafka_destroy(k);
 
-    acl_conf_load(&c, "producer");
-    acl_conf_add(&c, "transactional.id", txn_id);
-    k = acl_client(&c, SG_KAFKA_PRODUCER);
-    cr_expect_eq(sg_kafka_txn_init(k, 30000, &err), -1, "the producer took the relay's id");
-    cr_expect(strstr(err.code, "authorization_failed") != NULL, "refused by the ACLs: %s %s",
-              err.code, err.message);
-    sg_kafka_destroy(k);
-    acl_conf_load(&c, "producer");
-    expect_refused("producer", &c, ACL_CHECKPOINTS);
+    /* Every other principal: the default deny.  Without idempotence,
+     * the write is refused on the topic itself (with it, a principal that
+     * may write nothing is refused its producer id first). */
+    for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+        acl_conf_load(&c, others[i]);
+        acl_conf_add(&c, "transactional.id", txn_id);
+        k = acl_client(&c, SG_KAFKA_PRODUCER);
+        cr_expect_eq(sg_kafka_txn_init(k, 30000, &err), -1, "%s took the relay's id", others[i]);
+        cr_expect(strstr(err.code, "authorization_failed") != NULL, "%s refused by the ACLs: %s %s",
+                  others[i], err.code, err.message);
+        sg_kafka_destroy(k);
+        acl_conf_load(&c, others[i]);
+        acl_conf_add(&c, "enable.idempotence", "false");
+        expect_refused(others[i], &c, ACL_CHECKPOINTS);
+    }
 }
 
 /* The worker only consumes.  Without idempotence each write is refused
@@ -473,8 +481,8 @@ Test(acl, saga_runs_under_component_principals, .timeout = 240)
     snprintf(common[1], sizeof(common[1]), "SAGAD_WORKER_REGISTRY=%s", registry);
     snprintf(common[2], sizeof(common[2]), "SAGAD_RELAY_POLL_INTERVAL_MS=50");
     snprintf(common[3], sizeof(common[3]), "SAGAD_HTTP_PORT=0");
-    acl_component_env(worker_env, wenv, common, "worker");
-    acl_component_env(relay_env, renv, common, "relay");
+    acl_component_env(worker_env, wenv, common, 4, "worker");
+    acl_component_env(relay_env, renv, common, 4, "relay");
     sgt_bg_start(&relay, "sagad-relay", run, relay_env);
     sgt_bg_start(&worker, "sagad-worker", run, worker_env);
 
@@ -551,5 +559,81 @@ Test(acl, saga_runs_under_component_principals, .timeout = 240)
     sgt_bg_free(&relay);
     unlink(registry);
     rmdir(dir);
+    sgt_db_drop(db);
+}
+
+/* The relay's exactly-once parts, whole, under its principal and nothing
+ * more (the grants of deploy/local/kafka.sh, as OPERATIONS.md lists
+ * them): the WAL source takes its default transactional id
+ * (sagad-relay.<system>/<database>/<slot>), publishes in transactions with
+ * checkpoints, and a second run reads its checkpoint back through the
+ * group sagad-relay-checkpoints.  An application reads the messages
+ * read_committed (librdkafka's default). */
+Test(acl, exactly_once_relay_runs_under_its_principal, .timeout = 240)
+{
+    char db[128], dsn[512], relay_dsn[600], slot[96], key[128], common[5][640], renv[6][200];
+    char group[128];
+    const char *relay_env[12] = {0}, *run[] = {"run", NULL};
+    sgt_bg_t relay = {0};
+    sg_pg_t *pg, *rel;
+    sg_err_t err;
+    int rc;
+
+    sgt_db_create(db, sizeof(db), dsn, sizeof(dsn));
+    pg = sgt_db_connect(dsn);
+    cr_assert_eq(sg_migrate_run(pg, NULL, NULL, &err), 0, "%s", err.message);
+    sgt_role_dsn(relay_dsn, sizeof(relay_dsn), dsn, "relay");
+    sgt_unique(slot, sizeof(slot), "acl_slot");
+    sgt_unique(key, sizeof(key), "acl-eos");
+    snprintf(common[0], sizeof(common[0]), "SAGAD_PG_DSN=%s", relay_dsn);
+    snprintf(common[1], sizeof(common[1]), "SAGAD_RELAY_SLOT=%s", slot);
+    snprintf(common[2], sizeof(common[2]), "SAGAD_RELAY_SOURCE=wal");
+    snprintf(common[3], sizeof(common[3]), "SAGAD_RELAY_EXACTLY_ONCE=true");
+    snprintf(common[4], sizeof(common[4]), "SAGAD_HTTP_PORT=0");
+    acl_component_env(relay_env, renv, common, 5, "relay");
+
+    for (int round = 1; round <= 2; round++) {
+        char text[64];
+
+        snprintf(text, sizeof(text), "round-%d", round);
+        {
+            const char *q[] = {ACL_EVENTS, key, text};
+            cr_assert_eq(sg_pg_exec(pg,
+                                    "INSERT INTO outbox (topic, key, payload) VALUES ($1, "
+                                    "convert_to($2, 'UTF8'), convert_to($3, 'UTF8'))",
+                                    3, q, NULL, &err),
+                         0, "%s", err.message);
+        }
+        sgt_bg_start(&relay, "sagad-relay", run, relay_env);
+        sgt_unique(group, sizeof(group), "app.acl-eos");
+        rc = acl_consume_text("producer", ACL_EVENTS, group, key, text, &err);
+        cr_expect_eq(rc, 1, "%s of %s, read_committed: %s\nrelay: %s", text, key,
+                     rc < 0 ? err.message : "not within the wait", sgt_bg_tail(&relay));
+        sgt_bg_signal(&relay, SIGTERM);
+        cr_expect_eq(sgt_bg_join(&relay, 60), 0, "the relay exits 0: %s", sgt_bg_tail(&relay));
+        cr_expect(strstr(relay.err, "exactly once: took the transactional id") != NULL,
+                  "run %d took its id: %s", round, sgt_bg_tail(&relay));
+        /* The second run found the first one's checkpoint. */
+        if (round == 2)
+            cr_expect(strstr(relay.err, "\"commit_lsn\":\"(none)\"") == NULL,
+                      "the second run read the first one's checkpoint back: %s", relay.err);
+        cr_expect(!strstr(relay.err, "AUTHORIZATION_FAILED") &&
+                      !strstr(relay.err, "authorization_failed"),
+                  "the relay was refused: %s", relay.err);
+        sgt_bg_free(&relay);
+    }
+    cr_expect_eq(sgt_query_intf(pg,
+                                "SELECT count(*) FROM outbox WHERE key = convert_to('%s', "
+                                "'UTF8')",
+                                key),
+                 0, "nothing left in the outbox table");
+    sg_pg_destroy(pg);
+    rel = sgt_db_connect(relay_dsn);
+    {
+        const char *q[] = {slot};
+        if (sg_pg_exec(rel, "SELECT pg_drop_replication_slot($1)", 1, q, NULL, &err) < 0)
+            cr_log_warn("cannot drop slot %s: %s", slot, err.message);
+    }
+    sg_pg_destroy(rel);
     sgt_db_drop(db);
 }
