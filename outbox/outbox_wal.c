@@ -87,6 +87,11 @@ typedef struct wal_relay_s {
     sg_rng_t rng;
     int exit_code;
     bool failpoint_after_ack;
+    /* SAGAD_TEST_FAILPOINT=relay.slow_produce: 1 ms after each message
+     * handed to Kafka, so that a refusal comes back while the relay still
+     * produces into the same transaction (a test's certainty, not a
+     * race). */
+    bool failpoint_slow_produce;
     /* relay.exactly_once: the batches in Kafka transactions (outbox_eos.c) */
     bool exactly_once;
     outbox_eos_t eos;
@@ -526,6 +531,8 @@ static int take_message(wal_relay_t *w, const sg_pgo_msg_t *m, sg_err_t *err)
         return -1;
     }
     sg_kafka_poll(producer(w), 0);
+    if (w->failpoint_slow_produce)
+        usleep(1000);
     return 0;
 }
 
@@ -964,6 +971,7 @@ int outbox_wal_run(const outbox_ctx_t *ctx)
     w.poll_ms = (uint64_t)sg_config_int(cfg, "relay.poll_interval_ms");
     w.standby_poll_ms = (uint64_t)sg_config_int(cfg, "relay.standby_poll_ms");
     w.failpoint_after_ack = fp && strcmp(fp, "relay.after_ack") == 0;
+    w.failpoint_slow_produce = fp && strcmp(fp, "relay.slow_produce") == 0;
     w.exactly_once = sg_config_bool(cfg, "relay.exactly_once");
     if (w.exactly_once)
         outbox_eos_init(&w.eos, cfg, w.slot, ctx->holder);

@@ -897,14 +897,17 @@ Test(relay_wal, exactly_once_kill_9_during_a_drain_repeats_nothing)
 /* A message the broker refuses (larger than its message.max.bytes, which
  * the producer lets through), with 1,990 more behind it in the same
  * transaction and the default batch size: the refusal dooms the Kafka
- * transaction while the relay is still producing into it.  The relay
+ * transaction while the relay is still producing into it (the failpoint
+ * relay.slow_produce makes sure of that: without it, whether the refusal
+ * came back before the last produce was a race, and a relay that read the
+ * same doomed batch again for ever passed now and then).  The relay
  * aborts it, reads the stream again with the refused message in a batch
  * of its own, quarantines it alone and goes on.  A read_committed reader
  * sees every other message once; nothing of the aborted transactions. */
 Test(relay_wal, exactly_once_a_refused_message_is_quarantined_alone)
 {
     char ck_env[192], port_env[64], *body = NULL, perr[256];
-    const char *extra[5];
+    const char *extra[6];
     const char *p[] = {topic};
     int port = sgt_free_port();
     sg_pg_t *pg = sgt_db_connect(dsn);
@@ -917,7 +920,10 @@ Test(relay_wal, exactly_once_a_refused_message_is_quarantined_alone)
     eos_env(ck_env, sizeof(ck_env), extra, "SAGAD_KAFKA_MESSAGE_MAX_BYTES=2000000");
     snprintf(port_env, sizeof(port_env), "SAGAD_HTTP_PORT=%d", port);
     extra[3] = port_env;
-    extra[4] = NULL;
+    /* the refusal comes back while the relay still produces the 1,990
+     * messages behind it into the doomed transaction */
+    extra[4] = "SAGAD_TEST_FAILPOINT=relay.slow_produce";
+    extra[5] = NULL;
     insert_round(pg, 0, 1, 10, 0);
     /* 1,100,000 bytes: over the broker's message.max.bytes (1,048,588) */
     exec(pg,
