@@ -12,6 +12,10 @@
  *      of WAL_TX_ROWS), which the trigger writes into the WAL; the relay
  *      is started again and it is done when the topic's end offset (what a
  *      consumer can read) reaches N;
+ *    - wal, exactly once: the same with relay.exactly_once (a Kafka
+ *      transaction and a checkpoint per batch) into a topic of its own;
+ *      its end offset counts each batch's commit marker too, so the drain
+ *      is taken as done at most one batch early;
  *    beside: the WAL written per message (pg_current_wal_lsn() over the
  *    writes, and over the drain), and the CPU per 10,000 messages of the
  *    relay's PostgreSQL sessions (the walsender apart), the relay process
@@ -46,11 +50,23 @@
 #define LAT_RATE    2000
 #define LAT_SECS    15
 
-static char dsn[512], topic[128], wal_topic[160];
+static char dsn[512], topic[128], wal_topic[160], eos_topic[160], ck_topic[160];
 static const char *relay_dsn, *slot; /* bench_wal_prepare() */
 
-typedef enum source_e { SRC_TABLE, SRC_WAL } source_t;
-static const char *const source_names[] = {"table", "wal"};
+typedef enum source_e { SRC_TABLE, SRC_WAL, SRC_EOS, NSRC } source_t;
+static const char *const source_names[] = {"table", "wal", "wal, exactly once"};
+static const char *const source_keys[] = {"", "wal_", "wal_eos_"};
+
+static bool is_wal(source_t src)
+{
+    return src != SRC_TABLE;
+}
+
+/* The topic the source's drain and latency use. */
+static const char *topic_of(source_t src)
+{
+    return src == SRC_TABLE ? topic : src == SRC_WAL ? wal_topic : eos_topic;
+}
 
 /* Whose CPU the drain measures. */
 typedef enum cpu_part_e {
@@ -117,19 +133,24 @@ static double bench_floor(long n)
  * for tuning runs. */
 static pid_t relay_start(source_t src)
 {
-    static char dsn_env[600], kafka_env[300], slot_env[128], extra[2048];
+    static char dsn_env[600], kafka_env[300], slot_env[128], ck_env[200], extra[2048];
     static char *env[48];
     size_t n = 0;
 
-    snprintf(dsn_env, sizeof(dsn_env), "SAGAD_PG_DSN=%s", src == SRC_WAL ? relay_dsn : dsn);
+    snprintf(dsn_env, sizeof(dsn_env), "SAGAD_PG_DSN=%s", is_wal(src) ? relay_dsn : dsn);
     snprintf(kafka_env, sizeof(kafka_env), "SAGAD_KAFKA_BOOTSTRAP_SERVERS=%s", kafka);
     snprintf(slot_env, sizeof(slot_env), "SAGAD_RELAY_SLOT=%s", slot);
     env[n++] = dsn_env;
     env[n++] = kafka_env;
     env[n++] = "SAGAD_LOG_LEVEL=warn";
-    if (src == SRC_WAL) {
+    if (is_wal(src)) {
         env[n++] = "SAGAD_RELAY_SOURCE=wal";
         env[n++] = slot_env;
+    }
+    if (src == SRC_EOS) {
+        snprintf(ck_env, sizeof(ck_env), "SAGAD_RELAY_CHECKPOINT_TOPIC=%s", ck_topic);
+        env[n++] = "SAGAD_RELAY_EXACTLY_ONCE=true";
+        env[n++] = ck_env;
     }
     if (getenv("SAGAD_BENCH_ENV")) {
         snprintf(extra, sizeof(extra), "%s", getenv("SAGAD_BENCH_ENV"));
@@ -313,10 +334,10 @@ static void wait_for(sg_pg_t *pg, const char *sql, int64_t want, double secs, co
 /* The relay makes its slot and switches the source on its first start;
  * stopped once it streams, so that the backlog is written into the WAL
  * by the writers' INSERTs, not moved there by the switch. */
-static void wal_prepare(sg_pg_t *pg)
+static void wal_prepare(sg_pg_t *pg, source_t src)
 {
     char sql[400];
-    pid_t relay = relay_start(SRC_WAL);
+    pid_t relay = relay_start(src);
 
     snprintf(sql, sizeof(sql),
              "SELECT count(*) FROM pg_replication_slots s, relay_settings r "
@@ -332,8 +353,9 @@ static void wal_prepare(sg_pg_t *pg)
     wait_for(pg, sql, 1, 30, "the walsender's exit");
 }
 
-static void drain_wal(sg_pg_t *pg, long n, result_t *r)
+static void drain_wal(sg_pg_t *pg, source_t src, long n, result_t *r)
 {
+    const char *t = topic_of(src);
     sg_kafka_t *k = kclient(SG_KAFKA_PRODUCER, NULL);
     sg_pg_t *mon = bench_connect(relay_dsn);
     cpu_split_t cs = {.n = 0};
@@ -342,16 +364,16 @@ static void drain_wal(sg_pg_t *pg, long n, result_t *r)
     pid_t relay;
     sg_err_t err;
 
-    if (sg_kafka_create_topic(k, wal_topic, 1, 30000, &err) < 0)
+    if (sg_kafka_create_topic(k, t, 1, 30000, &err) < 0)
         die("create topic", err.message);
-    wal_prepare(pg);
-    fprintf(stderr, "bench-relay: wal: writing %ld messages, %d per transaction...\n", n,
-            WAL_TX_ROWS);
+    wal_prepare(pg, src);
+    fprintf(stderr, "bench-relay: %s: writing %ld messages, %d per transaction...\n",
+            source_names[src], n, WAL_TX_ROWS);
     lsn0 = wal_lsn(pg);
     t0 = now_s();
     for (long i = 1; i <= n; i += WAL_TX_ROWS) {
         char from[24], to[24];
-        const char *p[] = {wal_topic, from, to};
+        const char *p[] = {t, from, to};
 
         snprintf(from, sizeof(from), "%ld", i);
         snprintf(to, sizeof(to), "%ld", i + WAL_TX_ROWS - 1 < n ? i + WAL_TX_ROWS - 1 : n);
@@ -368,11 +390,11 @@ static void drain_wal(sg_pg_t *pg, long n, result_t *r)
         die("wal", "the writers' rows stayed in the outbox table: the source is not wal");
     cpu_note(&cs, broker_pid(), CPU_BROKER, false);
     t0 = now_s();
-    relay = relay_start(SRC_WAL);
+    relay = relay_start(src);
     while (high < n) {
         usleep(100000);
         cpu_sample(mon, &cs, relay);
-        if (sg_kafka_query_watermarks(k, wal_topic, 0, 5000, &low, &high) < 0)
+        if (sg_kafka_query_watermarks(k, t, 0, 5000, &low, &high) < 0)
             high = 0;
         if (now_s() - t0 > 600)
             die("drain", "not drained in 600 s");
@@ -430,7 +452,7 @@ static void *consumer(void *arg)
  * the source's drain used. */
 static void bench_latency(sg_pg_t *pg, source_t src, int rate, int secs, result_t *r)
 {
-    const char *t = src == SRC_WAL ? wal_topic : topic;
+    const char *t = topic_of(src);
     lat_t lat = {calloc((size_t)(rate * secs), sizeof(double)), 0, (size_t)(rate * secs), t, 0};
     pthread_t th;
     pid_t relay = relay_start(src);
@@ -471,8 +493,8 @@ static void run_source(sg_pg_t *pg, source_t src, long n, result_t *r)
 {
     r->ran = true;
     bench_cpu(&r->c0);
-    if (src == SRC_WAL)
-        drain_wal(pg, n, r);
+    if (is_wal(src))
+        drain_wal(pg, src, n, r);
     else
         drain_table(pg, n, r);
     bench_cpu(&r->c1);
@@ -484,29 +506,29 @@ static void run_source(sg_pg_t *pg, source_t src, long n, result_t *r)
 
 /* One line of the side-by-side table: "-" for a source not run or a
  * figure not measured (negative). */
-static void print_row(const char *label, const char *fmt, const result_t res[2], double table,
-                      double wal)
+static void print_row(const char *label, const char *fmt, const result_t res[NSRC],
+                      const double v[NSRC])
 {
-    double v[2] = {table, wal};
-
     printf("  %-52s", label);
-    for (int s = 0; s < 2; s++) {
+    for (int s = 0; s < NSRC; s++) {
         char cell[32];
 
         snprintf(cell, sizeof(cell), fmt, v[s]);
-        printf(" %12s", res[s].ran && v[s] >= 0 ? cell : "-");
+        printf(" %18s", res[s].ran && v[s] >= 0 ? cell : "-");
     }
     printf("\n");
 }
 
-static void print_results(long n, double floor_rate, const result_t res[2])
+static void print_results(long n, double floor_rate, const result_t res[NSRC])
 {
     printf("\nsagad-relay benchmark (%ld messages of %d bytes, PostgreSQL and Kafka on this "
            "host)\n",
            n, PAYLOAD);
     printf("  %-52s %12.0f msg/s\n", "floor: plain librdkafka producer (acks=all)", floor_rate);
-    printf("  %-52s %12s %12s\n", "relay.source", "table", "wal");
-#define ROW(label, fmt, field) print_row(label, fmt, res, res[0].field, res[1].field)
+    printf("  %-52s %18s %18s %18s\n", "relay.source", source_names[0], source_names[1],
+           source_names[2]);
+#define ROW(label, fmt, field)                                                                   \
+    print_row(label, fmt, res, (const double[NSRC]){res[0].field, res[1].field, res[2].field})
     ROW("drain, msg/s", "%.0f", drain_rate);
     ROW("  the writers' INSERTs before it, msg/s", "%.0f", write_rate);
     ROW("commit->consume p50 at 2000 msg/s, ms", "%.1f", p50);
@@ -523,7 +545,7 @@ static void print_results(long n, double floor_rate, const result_t res[2])
 #undef ROW
     printf("  (targets, issue 40: wal drain >= 2x Debezium's warm drain, docs/PERFORMANCE.md; "
            "wal p99 <= 5 ms)\n");
-    for (int s = 0; s < 2; s++) {
+    for (int s = 0; s < NSRC; s++) {
         char phases[64];
 
         if (!res[s].ran)
@@ -550,7 +572,7 @@ static void json_source(FILE *fp, const char *prefix, const result_t *r)
 }
 
 /* The table source's keys are those of earlier runs (no prefix). */
-static void write_json(long n, double floor_rate, const result_t res[2])
+static void write_json(long n, double floor_rate, const result_t res[NSRC])
 {
     double load[3] = {-1, -1, -1};
     FILE *fp;
@@ -570,8 +592,9 @@ static void write_json(long n, double floor_rate, const result_t res[2])
                 "\"latency_rate_msgs_per_s\": %d, \"wal_tx_rows\": %d, ",
                 n, PAYLOAD, floor_rate, LAT_RATE, WAL_TX_ROWS);
         fprintf(fp, "\"relay_drain_msgs_per_s\": %.0f, ", res[SRC_TABLE].drain_rate);
-        json_source(fp, "", &res[SRC_TABLE]);
-        json_source(fp, "wal_", &res[SRC_WAL]);
+        for (int s = 0; s < NSRC; s++)
+            if (res[s].ran)
+                json_source(fp, source_keys[s], &res[s]);
         fprintf(fp, "\"loadavg_at_end\": [%.2f, %.2f, %.2f], \"time\": %.0f}\n", load[0], load[1],
                 load[2], now_s());
         fclose(fp);
@@ -582,7 +605,7 @@ int main(void)
 {
     long n = getenv("SAGAD_BENCH_ROWS") ? atol(getenv("SAGAD_BENCH_ROWS")) : 1000000;
     const char *sources = getenv("SAGAD_BENCH_RELAY_SOURCES");
-    result_t res[2];
+    result_t res[NSRC];
     char db[64];
     double floor_rate;
     sg_pg_t *pg;
@@ -590,16 +613,19 @@ int main(void)
 
     memset(res, 0, sizeof(res));
     if (!sources)
-        sources = "table,wal";
+        sources = "table,wal,eos";
     bench_name = "bench-relay";
     pg = bench_setup_db(db, sizeof(db), dsn, sizeof(dsn));
     slot = bench_wal_prepare(dsn);
     relay_dsn = bench_wal_dsn();
     snprintf(topic, sizeof(topic), "bench_relay_%d", (int)getpid());
     snprintf(wal_topic, sizeof(wal_topic), "%s_wal", topic);
+    snprintf(eos_topic, sizeof(eos_topic), "%s_eos", topic);
+    snprintf(ck_topic, sizeof(ck_topic), "%s_checkpoints", topic);
     {
         sg_kafka_t *k = kclient(SG_KAFKA_PRODUCER, NULL);
-        if (sg_kafka_create_topic(k, topic, 1, 30000, &err) < 0)
+        if (sg_kafka_create_topic(k, topic, 1, 30000, &err) < 0 ||
+            sg_kafka_create_topic(k, ck_topic, 1, 30000, &err) < 0)
             die("create topic", err.message);
         sg_kafka_destroy(k);
     }
@@ -612,6 +638,8 @@ int main(void)
         run_source(pg, SRC_TABLE, n, &res[SRC_TABLE]);
     if (strstr(sources, "wal"))
         run_source(pg, SRC_WAL, n, &res[SRC_WAL]);
+    if (strstr(sources, "eos"))
+        run_source(pg, SRC_EOS, n, &res[SRC_EOS]);
     print_results(n, floor_rate, res);
     if (res[SRC_TABLE].ran && res[SRC_WAL].ran)
         write_json(n, floor_rate, res);
