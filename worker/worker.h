@@ -216,8 +216,12 @@ worker_pool_t *worker_pool_new(int threads, const sg_config_t *cfg, volatile sig
  * worker_pool_destroy, which frees it (and stops it first if need be). */
 void worker_pool_stop(worker_pool_t *pool);
 void worker_pool_destroy(worker_pool_t *pool);
-/* Queues a call.  job is opaque to the pool; call and out point into it. */
+/* Stages a call, which runs once worker_pool_flush() hands it over.  job
+ * is opaque to the pool; call and out point into it.  The loop's thread
+ * only. */
 void worker_pool_submit(worker_pool_t *pool, void *job, worker_call_t *call, worker_result_t *out);
+/* Hands the staged calls to the pool's threads, under one lock. */
+void worker_pool_flush(worker_pool_t *pool);
 /* Takes the finished jobs (a NULL-terminated array the caller frees), or
  * NULL when none. */
 void **worker_pool_take_done(worker_pool_t *pool, size_t *n);

@@ -527,7 +527,7 @@ static void print_results(long n, double floor_rate, const result_t res[NSRC])
     printf("  %-52s %12.0f msg/s\n", "floor: plain librdkafka producer (acks=all)", floor_rate);
     printf("  %-52s %18s %18s %18s\n", "relay.source", source_names[0], source_names[1],
            source_names[2]);
-#define ROW(label, fmt, field)                                                                   \
+#define ROW(label, fmt, field)                                                                     \
     print_row(label, fmt, res, (const double[NSRC]){res[0].field, res[1].field, res[2].field})
     ROW("drain, msg/s", "%.0f", drain_rate);
     ROW("  the writers' INSERTs before it, msg/s", "%.0f", write_rate);

@@ -423,6 +423,7 @@ static void after_commit(loop_t *L, worker_cmd_t **batch, size_t n)
     for (size_t i = 0; i < L->chain_new->n; i++)
         settle(L, L->chain_new->v[i]);
     L->chain_new->n = 0;
+    worker_pool_flush(L->pool);
     for (size_t i = 0; i < L->nparts; i++) {
         worker_part_t *p = L->parts[i];
         int64_t wm = loop_part_watermark(p, NULL);
