@@ -2,7 +2,9 @@
  * it, and typed access reports the JSON path of what is wrong.  Inputs are
  * copied into buffers of exactly their length with no terminator, as Kafka
  * hands them over, so the sanitizer build catches any over-read. */
+#include <cJSON.h>
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -838,4 +840,120 @@ Test(json, a_path_cut_to_fit_never_splits_a_character)
     cr_expect(sg_utf8_valid(path, strlen(path)), "not UTF-8: %s", path);
     sg_json_path_key(path, sizeof(path), "$", "abc");
     cr_expect_str_eq(path, "$.abc", "a path that fits is whole");
+}
+
+/* sg_json_print writes its own text (the worker's outgoing messages): it
+ * must be cJSON_PrintUnformatted's, byte for byte, which the rest of
+ * sagad (and every stored message) was written with. */
+static void expect_printed_as_cjson(const cJSON *doc, const char *what)
+{
+    char *ours = sg_json_print((const sg_json_t *)doc), *theirs = cJSON_PrintUnformatted(doc);
+
+    cr_assert_not_null(theirs);
+    cr_expect_str_eq(ours, theirs, "%s", what);
+    free(ours);
+    cJSON_free(theirs);
+}
+
+static uint64_t rng_next(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+/* A random value: numbers from random bits, small and large integers and
+ * decimals; strings of random bytes (every byte but NUL); nested arrays
+ * and objects with such member names. */
+static cJSON *random_value(uint64_t *x, int depth)
+{
+    switch (rng_next(x) % (depth > 3 ? 5 : 7)) {
+    case 0: {
+        uint64_t bits = rng_next(x);
+        double d;
+
+        memcpy(&d, &bits, sizeof(d));
+        return cJSON_CreateNumber(d);
+    }
+    case 1:
+        return cJSON_CreateNumber((double)((int64_t)rng_next(x) >> (rng_next(x) % 64)));
+    case 2:
+        return cJSON_CreateNumber((double)(int64_t)(rng_next(x) % 2000001) / 1000.0 - 1000.0);
+    case 3: {
+        char str[24];
+        size_t n = rng_next(x) % sizeof(str);
+
+        for (size_t i = 0; i < n; i++)
+            str[i] = (char)(1 + rng_next(x) % 255);
+        str[n] = '\0';
+        return cJSON_CreateString(str);
+    }
+    case 4:
+        return rng_next(x) % 3 == 0   ? cJSON_CreateNull()
+               : rng_next(x) % 2 == 0 ? cJSON_CreateTrue()
+                                      : cJSON_CreateFalse();
+    default: {
+        bool obj = rng_next(x) % 2;
+        cJSON *c = obj ? cJSON_CreateObject() : cJSON_CreateArray();
+        size_t n = rng_next(x) % 5;
+
+        for (size_t i = 0; i < n; i++) {
+            char key[12];
+
+            for (size_t k = 0; k < sizeof(key) - 1; k++)
+                key[k] = (char)(1 + rng_next(x) % 255);
+            key[rng_next(x) % sizeof(key)] = '\0';
+            key[sizeof(key) - 1] = '\0';
+            if (obj)
+                cJSON_AddItemToObject(c, key, random_value(x, depth + 1));
+            else
+                cJSON_AddItemToArray(c, random_value(x, depth + 1));
+        }
+        return c;
+    }
+    }
+}
+
+Test(json, printer_writes_what_cjson_writes)
+{
+    static const char *const texts[] = {
+        "{}",
+        "[]",
+        "{\"\":[{},[],\"\"]}",
+        "[0,-0,1,-1,2147483647,2147483648,-2147483648,-2147483649,999999999999999,"
+        "-999999999999999,1000000000000000,9007199254740993,1e300,-1e-300,0.1,"
+        "0.30000000000000004,3.141592653589793,123456789.123,1e15,1e16,5e-324,1.5]",
+        "{\"s\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u0001\\u001f\\u007f \\u00e9 \\u20ac "
+        "\\ud83d\\ude00\"}",
+        "{\"a\":{\"b\":{\"c\":[true,false,null,{\"d\":\"e\"}]}},\"f\":\"g\"}",
+    };
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+
+    for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+        cJSON *doc = cJSON_Parse(texts[i]);
+
+        cr_assert_not_null(doc, "%s", texts[i]);
+        expect_printed_as_cjson(doc, texts[i]);
+        cJSON_Delete(doc);
+    }
+    {
+        cJSON *doc = cJSON_CreateArray();
+
+        cJSON_AddItemToArray(doc, cJSON_CreateNumber(NAN));
+        cJSON_AddItemToArray(doc, cJSON_CreateNumber(INFINITY));
+        cJSON_AddItemToArray(doc, cJSON_CreateNumber(-INFINITY));
+        cJSON_AddItemToArray(doc, cJSON_CreateRaw("12345678901234567890"));
+        cJSON_AddItemToArray(doc, cJSON_CreateString(""));
+        expect_printed_as_cjson(doc, "NaN, infinities, raw, empty string");
+        cJSON_Delete(doc);
+    }
+    for (int i = 0; i < 3000; i++) {
+        cJSON *doc = random_value(&x, 0);
+        char what[48];
+
+        snprintf(what, sizeof(what), "random document %d", i);
+        expect_printed_as_cjson(doc, what);
+        cJSON_Delete(doc);
+    }
 }
