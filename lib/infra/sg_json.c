@@ -603,17 +603,20 @@ static const cJSON *field(const sg_json_t *obj, const char *base, const char *ke
     char path[512];
     const cJSON *item = cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
 
-    sg_json_path_key(path, sizeof(path), base, key);
     if (!item || (cJSON_IsNull(item) && !required)) {
         if (!required) {
             *rc = 1;
             return NULL;
         }
+        /* the path is spelled out only for an error: on every message's
+         * fields it was an snprintf a lookup */
+        sg_json_path_key(path, sizeof(path), base, key);
         *rc = sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.required",
                          "%s: required %s is missing", path, want);
         return NULL;
     }
     if (!is_type(item)) {
+        sg_json_path_key(path, sizeof(path), base, key);
         *rc = sg_err_set(err, SG_ERRCLASS_PERMANENT, "input.schema.type", "%s: must be %s, got %s",
                          path, want, sg_json_type_name(item));
         return NULL;
@@ -993,6 +996,16 @@ char *sg_json_print_pretty(const sg_json_t *node)
     char *s = sg_xcheck(cJSON_Print(node), "cJSON_Print");
 
     return s;
+}
+
+void sg_json_move_members(sg_json_t *dst, sg_json_t *src)
+{
+    cJSON *c;
+
+    /* an item detached keeps its name, which adding it as an array item
+     * leaves as it is: the member goes over whole */
+    while (src && (c = src->child) != NULL)
+        cJSON_AddItemToArray(dst, cJSON_DetachItemViaPointer(src, c));
 }
 
 sg_json_t *sg_json_dup(const sg_json_t *node)

@@ -957,3 +957,25 @@ Test(json, printer_writes_what_cjson_writes)
         cJSON_Delete(doc);
     }
 }
+
+/* An event's body goes into its envelope whole, names and order kept,
+ * without a copy. */
+Test(json, members_move_with_their_names_in_order)
+{
+    sg_json_t *dst = parse_ok("{\"v\":1,\"type\":\"step.succeeded\"}");
+    sg_json_t *src = parse_ok("{\"step\":2,\"result\":{\"a\":[1,\"x\"]},\"name\":\"charge\"}");
+    char *text;
+
+    sg_json_move_members(dst, src);
+    sg_json_move_members(dst, NULL);
+    text = sg_json_print(dst);
+    cr_expect_str_eq(text, "{\"v\":1,\"type\":\"step.succeeded\",\"step\":2,\"result\":{\"a\":[1,"
+                           "\"x\"]},\"name\":\"charge\"}");
+    free(text);
+    text = sg_json_print(src);
+    cr_expect_str_eq(text, "{}", "the source is left empty");
+    free(text);
+    cr_expect_str_eq(sg_json_string(sg_json_member(dst, "name")), "charge");
+    sg_json_destroy(src);
+    sg_json_destroy(dst);
+}

@@ -300,8 +300,7 @@ void worker_out_event(worker_dc_t *d, worker_saga_t *saga, const char *type, sg_
     ev = worker_out_message_new(type, id, saga->saga_id);
     sg_json_add_int(ev, "seq", saga->seq);
     sg_json_add_str(ev, "time", now);
-    for (const sg_json_t *m = body ? sg_json_first(body) : NULL; m; m = sg_json_next(m))
-        sg_json_add_node(ev, sg_json_key(m), sg_json_dup(m));
+    sg_json_move_members(ev, body);
     sg_json_destroy(body);
     worker_out_emit(d, d->rules->topic_events, saga->traceparent, ev, 0);
 }
@@ -768,8 +767,7 @@ void worker_out_refused(worker_dc_t *d, worker_saga_t *saga, const worker_step_t
         ev = worker_out_message_new("saga.command_refused", id, cmd->dec->saga_id);
         sg_json_add_int(ev, "seq", 0);
         sg_json_add_str(ev, "time", now);
-        for (const sg_json_t *m = sg_json_first(b); m; m = sg_json_next(m))
-            sg_json_add_node(ev, sg_json_key(m), sg_json_dup(m));
+        sg_json_move_members(ev, b);
         sg_json_destroy(b);
         worker_out_emit(d, d->rules->topic_events, NULL, ev, 0);
     }

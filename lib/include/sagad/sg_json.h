@@ -150,6 +150,9 @@ void sg_json_add_node(sg_json_t *obj, const char *key, sg_json_t *child);
  * way, so its numbers never pass through a double). */
 void sg_json_add_raw(sg_json_t *obj, const char *key, const char *json_text);
 void sg_json_append(sg_json_t *arr, sg_json_t *child);
+/* Moves every member of object src, in order and with its name, to the
+ * end of object dst (no copy); src is left empty.  NULL src: nothing. */
+void sg_json_move_members(sg_json_t *dst, sg_json_t *src);
 /* Editing (takes child): sg_json_set replaces member key of obj, or adds
  * it; sg_json_set_at replaces item idx of arr, or appends when idx is its
  * size, and returns -1 (child untouched, still the caller's) past that. */
