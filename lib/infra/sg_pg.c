@@ -666,35 +666,39 @@ static void buf_reserve(sg_pg_buf_t *buf, size_t extra)
     buf->cap = cap;
 }
 
+void sg_pg_array_item(sg_pg_buf_t *buf, const char *item)
+{
+    size_t len;
+    char *o;
+
+    if (!item) {
+        sg_pg_buf_put(buf, "NULL", 4);
+        return;
+    }
+    /* Quoted, with " and backslash escaped, written straight into room for
+     * the worst case (the worker sends megabytes of these a second, mostly
+     * JSON, where quotes are everywhere). */
+    len = strlen(item);
+    buf_reserve(buf, 2 * len + 2);
+    o = buf->data + buf->len;
+    *o++ = '"';
+    for (const char *c = item; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            *o++ = '\\';
+        *o++ = *c;
+    }
+    *o++ = '"';
+    *o = '\0';
+    buf->len = (size_t)(o - buf->data);
+}
+
 void sg_pg_array_literal(sg_pg_buf_t *buf, const char *const *items, size_t n)
 {
     sg_pg_buf_putc(buf, '{');
     for (size_t i = 0; i < n; i++) {
         if (i)
             sg_pg_buf_putc(buf, ',');
-        if (!items[i]) {
-            sg_pg_buf_put(buf, "NULL", 4);
-            continue;
-        }
-        /* Quoted, with " and backslash escaped, written straight into room for
-         * the worst case (the worker sends megabytes of these a second,
-         * mostly JSON, where quotes are everywhere). */
-        {
-            size_t len = strlen(items[i]);
-            char *o;
-
-            buf_reserve(buf, 2 * len + 2);
-            o = buf->data + buf->len;
-            *o++ = '"';
-            for (const char *c = items[i]; *c; c++) {
-                if (*c == '"' || *c == '\\')
-                    *o++ = '\\';
-                *o++ = *c;
-            }
-            *o++ = '"';
-            *o = '\0';
-            buf->len = (size_t)(o - buf->data);
-        }
+        sg_pg_array_item(buf, items[i]);
     }
     sg_pg_buf_putc(buf, '}');
 }

@@ -159,6 +159,9 @@ void sg_pg_buf_free(sg_pg_buf_t *buf);
  * quoting every element; a NULL item is SQL NULL.  For = ANY($1::text[])
  * and unnest() parameters. */
 void sg_pg_array_literal(sg_pg_buf_t *buf, const char *const *items, size_t n);
+/* One element of such a literal appended to buf: "item" quoted and
+ * escaped, or NULL for NULL (the caller writes the braces and commas). */
+void sg_pg_array_item(sg_pg_buf_t *buf, const char *item);
 
 /* LISTEN on channel (an identifier, not quoted by us). */
 int sg_pg_listen(sg_pg_t *pg, const char *channel, sg_err_t *err)
