@@ -70,6 +70,7 @@ CLASS_THEN_CODE = re.compile(r'SG_ERRCLASS_([A-Z]+)\s*,\s*"([^"\\]*)"')
 # need no entry: they are read from the config table.
 NOT_CODES = {
     "relay.after_ack": "test failpoint name (SAGAD_TEST_FAILPOINT)",
+    "relay.slow_produce": "test failpoint name (SAGAD_TEST_FAILPOINT)",
     "worker.h": "a header file name in an #include line",
     "dlq.h": "a header file name in an #include line",
 }
