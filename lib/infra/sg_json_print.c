@@ -69,8 +69,8 @@ static void pb_string(print_buf_t *b, const char *s)
             break;
         {
             /* the short escapes; any other byte below 32 is \u00xx */
-            static const char short_esc[32] = {['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n',
-                                               ['\r'] = 'r', ['\t'] = 't'};
+            static const char short_esc[32] = {
+                ['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't'};
             char e[6] = {'\\', 'u', '0', '0', hex[*u >> 4], hex[*u & 15]};
             char c = *u < 32 ? short_esc[*u] : (char)*u; /* " and \ stand for themselves */
 
@@ -176,4 +176,3 @@ char *sg_json_print(const sg_json_t *node)
     b.p[b.len] = '\0';
     return b.p;
 }
-
