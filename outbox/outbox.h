@@ -11,6 +11,7 @@
 #include "sagad/sg_otel.h"
 #include "sagad/sg_pg.h"
 #include "sagad/sg_trust.h"
+#include "sagad/sg_walmsg.h"
 
 /* The schema the relay needs: 0021 has the functions its shard and janitor
  * locks are taken through (sagad_relay_try_lock, sagad_janitor_try_lock;
@@ -173,6 +174,61 @@ int outbox_eos_commit(outbox_eos_t *e, sg_err_t *err) __attribute__((warn_unused
 void outbox_eos_abort(outbox_eos_t *e);
 /* Drops the producer (its open transaction is aborted by the next take). */
 void outbox_eos_drop(outbox_eos_t *e);
+
+/* The WAL source's batch (outbox_wal_batch.c): the messages read from
+ * the stream, each copied into one arena and kept until Kafka answered
+ * for it. */
+typedef struct outbox_wal_msg_s {
+    int64_t id;
+    size_t off; /* into the arena: topic NUL, key, headers, payload */
+    size_t topic_len, key_len, headers_len, payload_len;
+    bool has_key;
+    bool quarantined;         /* refused for good: in outbox_quarantine, never published */
+    int64_t commit_us;        /* the transaction's commit time, for the latency */
+    uint64_t commit_lsn, lsn; /* its transaction's commit and its own position: its name */
+} outbox_wal_msg_t;
+
+typedef struct outbox_wal_batch_s {
+    sg_kafka_batch_t kafka; /* the delivery reports write here */
+    sg_kafka_slot_t *slots; /* one a message, by its index */
+    outbox_wal_msg_t *msgs;
+    outbox_trace_hint_t *hints; /* one a message with tracing on, else NULL */
+    size_t n, max;
+    sg_pg_buf_t arena;
+    int64_t at_ns; /* wall-clock ns its first message was added */
+} outbox_wal_batch_t;
+
+/* Room for max messages; hints only with tracing on. */
+void outbox_wal_batch_init(outbox_wal_batch_t *b, size_t max, bool tracing);
+void outbox_wal_batch_free(outbox_wal_batch_t *b);
+/* Waits for Kafka's answer on whatever the batch still has in flight
+ * (none when producer is NULL: it was dropped), then empties it. */
+void outbox_wal_batch_reset(outbox_wal_batch_t *b, sg_kafka_t *producer);
+/* Copies the frame into the batch (there must be room); returns its index. */
+size_t outbox_wal_batch_add(outbox_wal_batch_t *b, const sg_outbox_frame_t *f, int64_t commit_us,
+                            uint64_t commit_lsn, uint64_t lsn);
+/* Message i as a frame whose pointers are into the arena (good until the
+ * next add or reset); its topic is NUL-terminated. */
+void outbox_wal_batch_frame(const outbox_wal_batch_t *b, size_t i, sg_outbox_frame_t *f);
+/* Hands message i to Kafka, its delivery report into slot i. */
+int outbox_wal_batch_produce(outbox_wal_batch_t *b, size_t i, sg_kafka_t *producer,
+                             const outbox_signer_t *s, sg_err_t *err)
+    __attribute__((warn_unused_result));
+/* Copies message i, refused by Kafka for good (why), into
+ * outbox_quarantine (outbox_id: its outbox id), as the table relay does,
+ * and marks it quarantined. */
+int outbox_wal_batch_quarantine(outbox_wal_batch_t *b, size_t i, sg_pg_t *pg, const sg_err_t *why,
+                                sg_err_t *err) __attribute__((warn_unused_result));
+/* Once nothing is in flight: each message Kafka refused for good is
+ * quarantined, after a resend alone when it was refused by delivery
+ * report in a batch of several (the broker refuses a request whole).
+ * Returns -1 with err when a message failed in a way a retry may fix. */
+int outbox_wal_batch_set_aside(outbox_wal_batch_t *b, sg_kafka_t *producer,
+                               const outbox_signer_t *s, sg_pg_t *pg, sg_err_t *err)
+    __attribute__((warn_unused_result));
+/* With tracing on: the batch's publish spans (outbox_trace_batch), from
+ * its first message's read to end_ns; none for a quarantined message. */
+void outbox_wal_batch_trace(const outbox_wal_batch_t *b, sg_otel_t *otel, int64_t end_ns);
 
 /* The WAL source's loop (outbox_wal.c): until a stop is requested.
  * Returns an exit code. */

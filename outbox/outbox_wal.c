@@ -59,18 +59,6 @@ typedef enum wal_state_e {
 
 static const char *const wal_state_names[] = {"connecting", "standby", "active", "backoff"};
 
-/* One message of the batch, kept until Kafka answered for it: a refused
- * one is copied into outbox_quarantine. */
-typedef struct wal_msg_s {
-    int64_t id;
-    size_t off; /* into the arena: topic NUL, key, headers, payload */
-    size_t topic_len, key_len, headers_len, payload_len;
-    bool has_key;
-    bool quarantined;         /* refused for good: in outbox_quarantine, never published */
-    int64_t commit_us;        /* the transaction's commit time, for the latency */
-    uint64_t commit_lsn, lsn; /* its transaction's commit and its own position: its name */
-} wal_msg_t;
-
 typedef struct wal_relay_s {
     const outbox_ctx_t *ctx;
     sg_pg_opts_t pgopts;
@@ -112,15 +100,7 @@ typedef struct wal_relay_s {
      * (0: none): publishing lags by at least now minus this. */
     int64_t hb_pending_ms;
     uint64_t hb_pending_lsn; /* where that heartbeat is in the WAL */
-    int64_t batch_at_ms;     /* wall-clock ms the batch's first message was read */
-    int64_t batch_at_ns;     /* the same in ns, for its publish spans */
-    /* the batch */
-    sg_kafka_batch_t batch;
-    sg_kafka_slot_t *slots;
-    wal_msg_t *msgs;
-    outbox_trace_hint_t *hints; /* one a message with tracing on, else NULL */
-    size_t n;
-    sg_pg_buf_t arena;
+    outbox_wal_batch_t b;    /* the batch (outbox_wal_batch.c) */
     int64_t published, batches;
 } wal_relay_t;
 
@@ -144,8 +124,8 @@ static void export_age(const wal_relay_t *w)
 {
     int64_t now = wall_ms(), age = w->hb_pending_ms ? now - w->hb_pending_ms : 0;
 
-    if (w->n > 0 && now - w->batch_at_ms > age)
-        age = now - w->batch_at_ms;
+    if (w->b.n > 0 && now - w->b.at_ns / 1000000 > age)
+        age = now - w->b.at_ns / 1000000;
 
     sg_metric_set(SG_M_OUTBOX_OLDEST_AGE, SG_LABELS("wal"), age > 0 ? (double)age / 1000.0 : 0.0);
 }
@@ -404,44 +384,13 @@ static int check_holder(wal_relay_t *w, sg_err_t *err)
     return 0;
 }
 
-/* Lower-case hex of n bytes, NUL-terminated (for decode(..., 'hex')). */
-static char *hex_of(const unsigned char *p, size_t n)
-{
-    static const char digits[] = "0123456789abcdef";
-    char *out = sg_xmalloc(2 * n + 1);
-
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[p[i] >> 4];
-        out[2 * i + 1] = digits[p[i] & 15];
-    }
-    out[2 * n] = '\0';
-    return out;
-}
-
-/* Waits for Kafka's answer on whatever the batch still has in flight (its
- * delivery reports write into the batch), then empties it. */
+/* Waits for Kafka's answer on whatever the batch still has in flight,
+ * then empties it. */
 static void reset_batch(wal_relay_t *w)
 {
-    while (w->batch.pending > 0 && producer(w) && !sg_run_stop_now)
-        (void)sg_kafka_flush(producer(w), 50, NULL);
-    /* Only the slots this batch used: a slot holds an sg_err_t (about
-     * 600 bytes), and zeroing all relay.wal_batch_size of them (6 MB) for
-     * every batch, however small, was half of the relay's CPU. */
-    size_t used = w->batch.next < w->batch.nslots ? w->batch.next : w->batch.nslots;
-
-    memset(&w->batch, 0, sizeof(w->batch));
-    memset(w->slots, 0, used * sizeof(*w->slots));
-    w->batch.slots = w->slots;
-    w->batch.nslots = (size_t)w->batch_max;
-    w->n = 0;
+    outbox_wal_batch_reset(&w->b, producer(w));
     w->fence_checked = false;
     w->single_batch = w->eos_stop = false;
-    sg_pg_buf_reset(&w->arena);
-}
-
-static void arena_put(wal_relay_t *w, const void *p, size_t n)
-{
-    sg_pg_buf_put(&w->arena, (const char *)p, n);
 }
 
 /* One message of prefix sagad.outbox: copied into the batch's arena and
@@ -450,9 +399,8 @@ static void arena_put(wal_relay_t *w, const void *p, size_t n)
 static int take_message(wal_relay_t *w, const sg_pgo_msg_t *m, sg_err_t *err)
 {
     sg_outbox_frame_t f;
-    wal_msg_t *msg;
-    const char *base;
     sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
+    size_t i;
     char lsn[24];
 
     if (!m->transactional || strcmp(m->prefix, SG_WAL_PREFIX) != 0)
@@ -467,7 +415,7 @@ static int take_message(wal_relay_t *w, const sg_pgo_msg_t *m, sg_err_t *err)
         return 0;
     }
     if (w->exactly_once) {
-        switch (outbox_eos_admit(&w->eos, w->txn_commit_lsn, m->lsn, w->n)) {
+        switch (outbox_eos_admit(&w->eos, w->txn_commit_lsn, m->lsn, w->b.n)) {
         case OUTBOX_EOS_SKIP:
             return 0;
         case OUTBOX_EOS_NEXT_BATCH:
@@ -483,37 +431,9 @@ static int take_message(wal_relay_t *w, const sg_pgo_msg_t *m, sg_err_t *err)
         return -1;
     if (w->exactly_once && outbox_eos_begin(&w->eos, err) < 0)
         return -1;
-    if (w->n == 0) {
-        w->batch_at_ns = wall_ns();
-        w->batch_at_ms = w->batch_at_ns / 1000000;
-    }
-    msg = &w->msgs[w->n];
-    msg->quarantined = false;
-    msg->id = f.id;
-    msg->off = w->arena.len;
-    msg->topic_len = f.topic_len;
-    msg->has_key = f.has_key;
-    msg->key_len = f.key_len;
-    msg->headers_len = f.headers_len;
-    msg->payload_len = f.payload_len;
-    msg->commit_us = w->txn_commit_us;
-    msg->commit_lsn = w->txn_commit_lsn;
-    msg->lsn = m->lsn;
-    arena_put(w, f.topic, f.topic_len);
-    arena_put(w, "", 1);
-    if (f.has_key)
-        arena_put(w, f.key, f.key_len);
-    arena_put(w, f.headers, f.headers_len);
-    arena_put(w, f.payload, f.payload_len);
-    w->n++;
+    i = outbox_wal_batch_add(&w->b, &f, w->txn_commit_us, w->txn_commit_lsn, m->lsn);
     for (;;) {
-        base = w->arena.data + msg->off;
-        if (outbox_produce(
-                producer(w), &w->signer, base,
-                msg->has_key ? (const unsigned char *)base + msg->topic_len + 1 : NULL,
-                msg->key_len, base + msg->topic_len + 1 + msg->key_len, msg->headers_len,
-                (const unsigned char *)base + msg->topic_len + 1 + msg->key_len + msg->headers_len,
-                msg->payload_len, w->hints ? &w->hints[msg - w->msgs] : NULL, &w->batch, err) == 0)
+        if (outbox_wal_batch_produce(&w->b, i, producer(w), &w->signer, err) == 0)
             break;
         if (strcmp(err->code, "kafka.queue_full") == 0) {
             (void)sg_kafka_flush(producer(w), 100, NULL);
@@ -536,115 +456,6 @@ static int take_message(wal_relay_t *w, const sg_pgo_msg_t *m, sg_err_t *err)
     return 0;
 }
 
-/* Copies message i, refused by Kafka for good, into outbox_quarantine
- * (outbox_id: its outbox id), as the table relay does. */
-static int quarantine(wal_relay_t *w, size_t i, const sg_err_t *why, sg_err_t *err)
-{
-    const wal_msg_t *m = &w->msgs[i];
-    const char *base = w->arena.data + m->off;
-    char id[24], *key = NULL, *payload, *headers;
-    const char *p[7];
-    int rc;
-
-    /* bytea as hex text: libpq's text parameters carry no length */
-    if (m->has_key)
-        key = hex_of((const unsigned char *)base + m->topic_len + 1, m->key_len);
-    headers = sg_xstrndup(base + m->topic_len + 1 + m->key_len, m->headers_len);
-    payload = hex_of((const unsigned char *)base + m->topic_len + 1 + m->key_len + m->headers_len,
-                     m->payload_len);
-    p[0] = sg_pg_int_text(id, m->id);
-    p[1] = base;
-    p[2] = key;
-    p[3] = headers;
-    p[4] = payload;
-    p[5] = why->code;
-    p[6] = why->message;
-    rc = sg_pg_exec_cached(
-        w->pg,
-        "INSERT INTO outbox_quarantine (outbox_id, tx, shard, topic, key, headers, payload, "
-        "created_at, error_code, error, holder) VALUES ($1::bigint, '0', 0, $2, "
-        "decode($3, 'hex'), $4::jsonb, decode($5, 'hex'), now(), $6, $7, '"
-        "wal"
-        "') "
-        "ON CONFLICT (outbox_id) DO NOTHING",
-        7, p, NULL, err);
-    if (rc == 0) {
-        sg_log_ctx_t ctx = SG_LOG_CTX_INIT;
-
-        w->msgs[i].quarantined = true;
-        ctx.error_code = why->code;
-        sg_log(SG_LOG_ERROR, &ctx,
-               "message %s (topic %s) refused by Kafka for good, moved to outbox_quarantine; "
-               "the stream goes on without it: %s",
-               id, base, why->message);
-        sg_metric_inc(SG_M_OUTBOX_QUARANTINED, SG_LABELS(why->code));
-    }
-    free(key);
-    free(headers);
-    free(payload);
-    return rc;
-}
-
-/* A message refused by delivery report in a batch of several may have
- * been refused with its neighbours (the broker refuses a request whole):
- * it is sent again alone, and quarantined only if refused alone. */
-static int resend_alone(wal_relay_t *w, size_t i, sg_err_t *err)
-{
-    const wal_msg_t *m = &w->msgs[i];
-    const char *base = w->arena.data + m->off;
-    sg_kafka_slot_t slot;
-    sg_kafka_batch_t one;
-
-    memset(&slot, 0, sizeof(slot));
-    memset(&one, 0, sizeof(one));
-    one.slots = &slot;
-    one.nslots = 1;
-    if (outbox_produce(producer(w), &w->signer, base,
-                       m->has_key ? (const unsigned char *)base + m->topic_len + 1 : NULL,
-                       m->key_len, base + m->topic_len + 1 + m->key_len, m->headers_len,
-                       (const unsigned char *)base + m->topic_len + 1 + m->key_len + m->headers_len,
-                       m->payload_len, NULL, &one, err) < 0 &&
-        !sg_kafka_err_refused(err))
-        return -1;
-    while (one.pending > 0 && !sg_run_stop_now)
-        (void)sg_kafka_flush(producer(w), 50, NULL);
-    if (!slot.failed)
-        return 0;
-    if (!sg_kafka_err_refused(&slot.err)) {
-        *err = slot.err;
-        return -1;
-    }
-    return quarantine(w, i, &slot.err, err);
-}
-
-/* With tracing on, the batch's publish spans (outbox_trace.c), from its
- * first message's read to its last acknowledgement; a message moved to
- * outbox_quarantine was not published and has none. */
-static void trace_batch(wal_relay_t *w)
-{
-    outbox_trace_row_t *rows = sg_xcalloc(w->n, sizeof(*rows));
-    char(*ids)[32] = sg_xcalloc(w->n, sizeof(*ids));
-    size_t k = 0;
-
-    for (size_t i = 0; i < w->n; i++) {
-        const wal_msg_t *m = &w->msgs[i];
-        const char *base = w->arena.data + m->off;
-
-        if (m->quarantined)
-            continue;
-        rows[k].topic = base;
-        rows[k].key = m->has_key ? (const unsigned char *)base + m->topic_len + 1 : NULL;
-        rows[k].key_len = m->key_len;
-        rows[k].hint = &w->hints[i];
-        snprintf(ids[k], sizeof(ids[k]), "wal|%lld", (long long)m->id);
-        rows[k].id = ids[k];
-        k++;
-    }
-    outbox_trace_batch(w->ctx->otel, rows, k, w->batch_at_ns, wall_ns());
-    free(ids);
-    free(rows);
-}
-
 /* The batch is in Kafka: counted, traced, and the end of the last whole
  * transaction in it settled. */
 static void settled(wal_relay_t *w)
@@ -659,13 +470,13 @@ static void settled(wal_relay_t *w)
         abort();
     }
     now_us = sg_pgrepl_now_us();
-    for (size_t i = 0; i < w->n; i++)
+    for (size_t i = 0; i < w->b.n; i++)
         sg_metric_observe(SG_M_OUTBOX_PUBLISH_LATENCY, NULL,
-                          (double)(now_us - w->msgs[i].commit_us) / 1e6);
-    sg_metric_add(SG_M_OUTBOX_PUBLISHED, NULL, w->n);
+                          (double)(now_us - w->b.msgs[i].commit_us) / 1e6);
+    sg_metric_add(SG_M_OUTBOX_PUBLISHED, NULL, w->b.n);
     if (w->ctx->otel)
-        trace_batch(w);
-    w->published += (int64_t)w->n;
+        outbox_wal_batch_trace(&w->b, w->ctx->otel, wall_ns());
+    w->published += (int64_t)w->b.n;
     w->batches++;
     w->settled = w->commit_end;
     reset_batch(w);
@@ -674,7 +485,7 @@ static void settled(wal_relay_t *w)
 /* Messages or the checkpoint not yet answered for by Kafka. */
 static bool eos_pending(const wal_relay_t *w)
 {
-    return w->batch.pending > 0 || w->eos.ck_batch.pending > 0;
+    return w->b.kafka.pending > 0 || w->eos.ck_batch.pending > 0;
 }
 
 /* With exactly once: the batch's messages and its checkpoint waited for
@@ -682,7 +493,7 @@ static bool eos_pending(const wal_relay_t *w)
  * (outbox_eos_verdict()). */
 static int settle_eos(wal_relay_t *w, sg_err_t *err)
 {
-    const wal_msg_t *last = &w->msgs[w->n - 1];
+    const outbox_wal_msg_t *last = &w->b.msgs[w->b.n - 1];
     size_t refused = 0;
     sg_err_t ck_err;
     bool ck_sent;
@@ -692,7 +503,7 @@ static int settle_eos(wal_relay_t *w, sg_err_t *err)
      * is one more failure: the messages' reports say why. */
     ck_sent =
         !w->eos_stop && outbox_eos_checkpoint(&w->eos, last->commit_lsn, last->lsn, &ck_err) == 0;
-    while (eos_pending(w) && w->batch.failed == 0 && w->eos.ck_batch.failed == 0 && ck_sent &&
+    while (eos_pending(w) && w->b.kafka.failed == 0 && w->eos.ck_batch.failed == 0 && ck_sent &&
            producer(w) && !sg_run_stop_now) {
         (void)sg_kafka_flush(producer(w), 50, NULL);
         export_age(w);
@@ -707,20 +518,21 @@ static int settle_eos(wal_relay_t *w, sg_err_t *err)
                           !producer(w) ? "the transactional producer was dropped (fenced, or it "
                                          "could not abort) before the batch settled"
                                        : "stopped before the batch settled");
-    switch (
-        outbox_eos_verdict(&w->eos, &w->batch, w->slots, w->n, ck_sent, &ck_err, &refused, err)) {
+    switch (outbox_eos_verdict(&w->eos, &w->b.kafka, w->b.slots, w->b.n, ck_sent, &ck_err, &refused,
+                               err)) {
     case OUTBOX_EOS_READ_AGAIN:
         w->eos.refused_known = true;
-        w->eos.refused_commit = w->msgs[refused].commit_lsn;
-        w->eos.refused_msg = w->msgs[refused].lsn;
+        w->eos.refused_commit = w->b.msgs[refused].commit_lsn;
+        w->eos.refused_msg = w->b.msgs[refused].lsn;
         return -1;
     case OUTBOX_EOS_FAILED:
         return -1;
     case OUTBOX_EOS_COMMIT:
         break;
     }
-    for (size_t i = 0; i < w->n; i++)
-        if (w->slots[i].failed && quarantine(w, i, &w->slots[i].err, err) < 0) {
+    for (size_t i = 0; i < w->b.n; i++)
+        if (w->b.slots[i].failed &&
+            outbox_wal_batch_quarantine(&w->b, i, w->pg, &w->b.slots[i].err, err) < 0) {
             outbox_eos_abort(&w->eos);
             return -1;
         }
@@ -739,28 +551,15 @@ static int settle(wal_relay_t *w, sg_err_t *err)
 {
     if (w->exactly_once)
         return settle_eos(w, err);
-    while (w->batch.pending > 0 && producer(w) && !sg_run_stop_now) {
+    while (w->b.kafka.pending > 0 && producer(w) && !sg_run_stop_now) {
         (void)sg_kafka_flush(producer(w), 50, NULL);
         export_age(w);
     }
-    if (w->batch.pending > 0)
+    if (w->b.kafka.pending > 0)
         return sg_err_set(err, SG_ERRCLASS_TRANSIENT, "relay.stopped",
                           "stopped before the batch settled");
-    for (size_t i = 0; i < w->n; i++) {
-        const sg_kafka_slot_t *s = &w->slots[i];
-
-        if (!s->failed)
-            continue;
-        if (!sg_kafka_err_refused(&s->err)) {
-            *err = s->err;
-            sg_err_prefix(err, "%d of %zu messages not acknowledged; reading again from %s",
-                          w->batch.failed, w->n, "the confirmed position");
-            return -1;
-        }
-        if (s->reported && w->n > 1 ? resend_alone(w, i, err) < 0
-                                    : quarantine(w, i, &s->err, err) < 0)
-            return -1;
-    }
+    if (outbox_wal_batch_set_aside(&w->b, producer(w), &w->signer, w->pg, err) < 0)
+        return -1;
     settled(w);
     return 0;
 }
@@ -787,7 +586,7 @@ static int on_copy(wal_relay_t *w, const unsigned char *buf, size_t len, sg_err_
     if (c.kind == 'k') {
         /* Nothing in flight and no transaction open: everything before the
          * server's position was read and published, so it may go. */
-        if (w->n == 0 && !w->in_txn && c.end > w->confirmed)
+        if (w->b.n == 0 && !w->in_txn && c.end > w->confirmed)
             return confirm(w, c.end, err);
         return c.reply ? confirm(w, w->settled, err) : 0;
     }
@@ -823,7 +622,7 @@ static int on_copy(wal_relay_t *w, const unsigned char *buf, size_t len, sg_err_
     case 'C':
         w->in_txn = false;
         w->commit_end = m.end_lsn;
-        if (w->n == 0)
+        if (w->b.n == 0)
             w->settled = m.end_lsn; /* its messages, if any, were all settled */
         return 0;
     default:
@@ -888,24 +687,24 @@ static int wal_active(wal_relay_t *w, sg_err_t *err)
     }
     while (!w->single_batch && !w->eos_stop) {
         rc = sg_pgrepl_read(w->rp, (int)wait_ms, &buf, &len, err);
-        if (rc == 0 && wait_ms == 0 && (int64_t)w->n >= DRAIN_BATCH &&
+        if (rc == 0 && wait_ms == 0 && (int64_t)w->b.n >= DRAIN_BATCH &&
             (int64_t)sg_run_now_us() - first_us < DRAIN_WAIT_MS * 1000) {
             wait_ms = DRAIN_WAIT_MS; /* a backlog: the server is still sending */
             continue;
         }
         if (rc <= 0)
             break;
-        if (w->n == 0)
+        if (w->b.n == 0)
             first_us = (int64_t)sg_run_now_us();
         if (on_copy(w, buf, len, err) < 0)
             return -1;
         wait_ms = 0; /* what is there is read; then the batch goes */
-        if ((int64_t)w->n >= w->batch_max)
+        if ((int64_t)w->b.n >= w->batch_max)
             break;
     }
     if (rc < 0)
         return -1;
-    if (w->n > 0 && settle(w, err) < 0)
+    if (w->b.n > 0 && settle(w, err) < 0)
         return -1;
     w->failures = 0;
     if (w->settled > w->confirmed || sg_run_now_ms() >= w->status_at)
@@ -983,25 +782,17 @@ int outbox_wal_run(const outbox_ctx_t *ctx)
     w.pgopts.connect_attempts = 1; /* the state machine retries forever */
     w.pgopts.run = &sg_run_running;
     w.pgopts.waiting = sg_health_beat;
-    w.slots = sg_xcalloc((size_t)w.batch_max, sizeof(*w.slots));
-    w.msgs = sg_xcalloc((size_t)w.batch_max, sizeof(*w.msgs));
-    if (ctx->otel)
-        w.hints = sg_xcalloc((size_t)w.batch_max, sizeof(*w.hints));
-    w.batch.slots = w.slots;
-    w.batch.nslots = (size_t)w.batch_max;
+    outbox_wal_batch_init(&w.b, (size_t)w.batch_max, ctx->otel != NULL);
     wal_export_state(&w);
     sg_log_kv(SG_LOG_INFO, "relay source", "source", "wal", "slot", w.slot, "exactly_once",
               w.exactly_once ? "true" : "false", NULL);
     wal_loop(&w);
     /* A stop: the batch in flight is settled and confirmed first. */
-    if (w.rp && w.n > 0 && !sg_run_stop_now && settle(&w, &err) == 0)
+    if (w.rp && w.b.n > 0 && !sg_run_stop_now && settle(&w, &err) == 0)
         (void)confirm(&w, w.settled, &err);
     drop_stream(&w);
     sg_pg_destroy(w.pg);
-    sg_pg_buf_free(&w.arena);
-    free(w.slots);
-    free(w.msgs);
-    free(w.hints);
+    outbox_wal_batch_free(&w.b);
     sg_mac_keys_clear(&w.signer.keys);
     sg_log_kv(SG_LOG_INFO, "relay stopped", "source", "wal", "published", SG_PG_INT(w.published),
               "batches", SG_PG_INT(w.batches), NULL);
