@@ -845,3 +845,58 @@ Test(worker_faults, held_transaction_keeps_the_offset_and_holds_up_nothing_else,
                   "the offset moves on once the held saga.start committed");
     stop_cleanly(worker, relay);
 }
+
+/* A saga row locked by someone else (an operator's session, a dlq-tool
+ * replay) holds up the load of the one transaction that reads it, and
+ * nothing else: the loop does not wait for a load (loop_txn_start()), so
+ * 100 other sagas run on the other connection meanwhile.  Here saga
+ * lock-0000 completes, a session locks its row, and its saga.start comes
+ * again (a duplicate, answered from its row once the lock goes).  Before
+ * 2026-11-29 the loop blocked on that load, and nothing completed until
+ * the lock went. */
+Test(worker_faults, locked_saga_row_holds_up_only_its_own_batch, .timeout = WF_TIMEOUT_S)
+{
+    const char *extra[] = {"SAGAD_WORKER_BATCH_SIZE=8", NULL};
+    offsets_t o = {{{0}}, 0};
+    proc_t *relay, *worker;
+    sg_pg_t *locker;
+    sg_err_t err;
+
+    fixture_init(1);
+    relay = proc_start("sagad-relay", NULL);
+    worker = proc_start("sagad-worker", extra);
+    submit_sagas("lock", 0, 1, ledger_steps);
+    cr_assert_eq(wait_for("SELECT count(*) FROM sagas WHERE status = 'completed'", 1, 60, &o), 1,
+                 "saga lock-0000 completes: %s", proc_log(worker));
+    locker = sgt_db_connect(fx.dsn);
+    cr_assert_eq(sg_pg_exec(locker, "BEGIN", 0, NULL, NULL, &err), 0, "%s", err.message);
+    cr_assert_eq(sg_pg_exec(locker, "SELECT 1 FROM sagas WHERE saga_id = 'lock-0000' FOR UPDATE", 0,
+                            NULL, NULL, &err),
+                 0, "%s", err.message);
+    submit_sagas("lock", 0, 1, ledger_steps);
+    cr_assert_eq(wait_for("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                          "AND datname = current_database() AND application_name LIKE "
+                          "'sagad-worker%'",
+                          1, 30, NULL),
+                 1, "the worker's load of lock-0000 never waited for the lock: %s",
+                 proc_log(worker));
+    submit_sagas("free", 0, HELD_OTHERS, ledger_steps);
+    cr_expect_eq(
+        wait_for("SELECT count(*) FROM sagas WHERE status = 'completed'", HELD_OTHERS + 1, 60, &o),
+        HELD_OTHERS + 1, "the other sagas complete while one load waits for a lock: %s",
+        proc_log(worker));
+    cr_expect_eq(query_int("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                           "AND datname = current_database() AND application_name LIKE "
+                           "'sagad-worker%%'"),
+                 1, "...and it still waits");
+    cr_expect_eq(query_int("SELECT next_offset FROM " WF_COMMANDS_ROWS), 1,
+                 "the stored offset stays at the waiting duplicate's");
+    sg_pg_destroy(locker); /* the lock goes with the session */
+    cr_expect_geq(wait_for("SELECT next_offset FROM " WF_COMMANDS_ROWS, 2, 30, &o), 2,
+                  "the duplicate is answered once the lock goes: %s", proc_log(worker));
+    cr_expect_eq(query_int("SELECT count(*) FROM sagas"), HELD_OTHERS + 1, "no saga twice");
+    cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger"), 3 * (HELD_OTHERS + 1),
+                 "every step's effect happened");
+    cr_expect_eq(query_int("SELECT count(*) FROM builtin_ledger WHERE calls <> 1"), 0, "once");
+    stop_cleanly(worker, relay);
+}

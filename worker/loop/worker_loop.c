@@ -446,13 +446,14 @@ static bool hold_for_calls(loop_t *L)
     return L->holding;
 }
 
-/* One turn: the transactions PostgreSQL has answered settle, and a batch
- * of returned calls and ready commands is sent as one transaction on a
- * free one of worker.transactions_in_flight connections, without waiting
- * for its answers: those wake the loop (loop_wait_events()) like a message.
- * Meanwhile the worker loads and decides the next batch on the other
- * connection: its loop and a PostgreSQL backend no longer wait for each
- * other.
+/* One turn: the transactions PostgreSQL has answered are decided (their
+ * load answered) or settle (their commit answered), and a batch of
+ * returned calls and ready commands goes as one transaction on a free one
+ * of worker.transactions_in_flight connections: its load is sent, and
+ * the loop waits for no answer; each wakes it (loop_wait_events()) like a
+ * message.  Meanwhile the worker loads and decides the next batch on the
+ * other connection: its loop and a PostgreSQL backend no longer wait for
+ * each other.
  *
  * Two transactions out at once never share a saga: a saga's next command
  * is ready only after the one before committed.  Each partition's offset
@@ -511,7 +512,10 @@ static bool turn(loop_t *L)
     }
     loop_use_txn(L, t);
     t->t0 = sg_run_now_us();
-    if (loop_txn_send(L, batch, n, &err) == 0) {
+    /* Only the load goes now: the loop goes on taking messages and
+     * collecting while PostgreSQL answers, and decides the batch then
+     * (loop_collect()). */
+    if (loop_txn_start(L, batch, n, &err) == 0) {
         t->batch = batch;
         t->n = n;
     } else {

@@ -102,6 +102,11 @@ typedef struct txn_slot_s {
     size_t n;
     worker_stats_t delta; /* what its decisions added to the counters */
     uint64_t t0;          /* when it began (us) */
+    /* Its first round trip (BEGIN and the load) is out: it is decided
+     * when PostgreSQL answers (loop_collect()), not while the loop
+     * waits. */
+    bool loading;
+    sg_pg_res_t *res[4]; /* the load's answers (worker_txn.c, load_state()) */
 } txn_slot_t;
 
 /* The loop's context, its fields grouped by the file that owns them. */
@@ -159,7 +164,7 @@ typedef struct loop_s {
     txn_slot_t slots[MAX_TXNS];
     int nslots;
     txn_slot_t *cur;
-    worker_saga_t *sagas_buf; /* loop_txn_send()'s sagas, kept between batches */
+    worker_saga_t *sagas_buf; /* txn_decide()'s sagas, kept between batches */
     size_t sagas_cap;
     /* For the progress line: transactions, the commands in them, and the
      * time spent in them since the last line. */
@@ -348,15 +353,22 @@ void loop_status_clear(loop_t *L);
 void loop_stats_add(worker_stats_t *to, const worker_stats_t *d, int sign);
 /* Makes t the current transaction. */
 void loop_use_txn(loop_t *L, txn_slot_t *t);
-/* Sends a transaction over batch in the current slot, up to its COMMIT.
- * Returns -1 with err, the transaction undone, when it failed before. */
+/* Sends a transaction over batch in the current slot, up to its COMMIT
+ * (its load waited for).  Returns -1 with err, the transaction undone,
+ * when it failed before. */
 int loop_txn_send(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err);
+/* Sends only the first round trip (BEGIN and the load) of a transaction
+ * over batch in the current slot: loop_collect() decides it when
+ * PostgreSQL answers.  Returns -1 with err, the transaction undone, when
+ * it could not be sent. */
+int loop_txn_start(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err);
 /* Settles a transaction that was sent (rc, err: how it ended; t0: when it
  * began, us) and frees batch. */
 void loop_txn_settle(loop_t *L, worker_cmd_t **batch, size_t n, int rc, const sg_err_t *err,
                      uint64_t t0);
-/* Collects the answered transactions out (all with wait); true when one
- * was collected. */
+/* Decides the transactions out whose load was answered, and collects
+ * those whose commit was (all of them, decided and collected, with
+ * wait); true when one was. */
 bool loop_collect(loop_t *L, bool wait);
 /* Is a transaction out? */
 bool loop_txn_out(const loop_t *L);

@@ -303,7 +303,7 @@ static int setup(loop_t *L, sg_cli_t *cli)
     L->pgopts.waiting = sg_health_beat;
     /* The outbox trigger's NOTIFY would hold the cluster-wide NOTIFY lock
      * through every commit's WAL flush, so that the two transactions out
-     * and every other notifying writer commit one at a time: loop_txn_send()
+     * and every other notifying writer commit one at a time: txn_decide()
      * notifies after the COMMIT instead (migration 0009). */
     L->pgopts.session_sql = SG_OUTBOX_NOTIFY_OFF;
     L->w.pg = L->slots[0].pg = sg_pg_connect(&L->pgopts, &err);
@@ -405,6 +405,8 @@ static void teardown(loop_t *L)
     for (int i = 0; i < MAX_TXNS; i++) {
         txn_slot_t *t = &L->slots[i];
         free(t->batch); /* out at a forced stop: PostgreSQL rolls it back */
+        for (size_t r = 0; r < sizeof(t->res) / sizeof(t->res[0]); r++)
+            sg_pg_res_destroy(t->res[r]);
         free(t->chain_new.v);
         sg_metrics_batch_free(&t->metrics);
         sg_span_list_discard(&t->spans);

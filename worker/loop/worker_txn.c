@@ -66,13 +66,17 @@ static const char *control_id(const worker_cmd_t *cmd)
     return sg_json_string(sg_json_member(cmd->dec.doc, "id"));
 }
 
-/* Round trip 1: BEGIN, the saga rows (locked), the attempt rows of step
- * commands (crash detection), the definitions of resubmitted sagas, the
- * control commands already in their saga's history. */
-static int load_state(loop_t *L, worker_cmd_t **batch, size_t n, sg_pg_res_t **load,
-                      sg_pg_res_t **counts, sg_pg_res_t **conflicts, sg_pg_res_t **controls,
-                      sg_err_t *err)
+/* The load's answers, in the slot (res[]). */
+enum { R_LOAD, R_COUNTS, R_CONFLICTS, R_CONTROLS, NRES };
+_Static_assert(NRES == sizeof(((txn_slot_t *)0)->res) / sizeof(sg_pg_res_t *), "txn_slot_t.res");
+
+/* Round trip 1, sent and not waited for: BEGIN, the saga rows (locked),
+ * the attempt rows of step commands (crash detection), the definitions of
+ * resubmitted sagas, the control commands already in their saga's
+ * history; their answers go to the current slot's res[]. */
+static int load_state(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
 {
+    sg_pg_res_t **res = L->cur->res;
     const char **items = sg_xcalloc(NARRAYS * (n + 1), sizeof(char *)), **a[NARRAYS], *p[NARRAYS];
     char(*nums)[3][16] = sg_xcalloc(n + 1, sizeof(*nums));
     sg_pg_buf_t b[NARRAYS] = {{0}};
@@ -120,7 +124,7 @@ static int load_state(loop_t *L, worker_cmd_t **batch, size_t n, sg_pg_res_t **l
         goto out;
     }
     sg_pg_pipe_send(L->w.pg, "BEGIN", 0, NULL, NULL);
-    sg_pg_pipe_send(L->w.pg, worker_sql_load, 1, &p[A_IDS], load);
+    sg_pg_pipe_send(L->w.pg, worker_sql_load, 1, &p[A_IDS], &res[R_LOAD]);
     if (nc)
         sg_pg_pipe_send(
             L->w.pg,
@@ -131,19 +135,22 @@ static int load_state(loop_t *L, worker_cmd_t **batch, size_t n, sg_pg_res_t **l
             "AS u(saga_id, step, phase, gen, attempt) JOIN attempts a ON a.saga_id = u.saga_id "
             "AND a.step_idx = u.step AND a.phase = u.phase AND a.generation = u.gen AND "
             "a.attempt = u.attempt GROUP BY u.saga_id",
-            5, &p[A_STEP_SAGA], counts);
+            5, &p[A_STEP_SAGA], &res[R_COUNTS]);
     if (ns)
         sg_pg_pipe_send(L->w.pg,
                         "SELECT s.saga_id, s.definition = u.def FROM unnest($1::text[], "
                         "$2::jsonb[]) AS u(id, def) JOIN sagas s ON s.saga_id = u.id",
-                        2, &p[A_START_SAGA], conflicts);
+                        2, &p[A_START_SAGA], &res[R_CONFLICTS]);
     if (nk)
         sg_pg_pipe_send(L->w.pg,
                         "SELECT DISTINCT c.saga_id, c.command_id FROM unnest($1::text[], "
                         "$2::text[]) AS u(saga_id, id) JOIN saga_controls c ON c.saga_id = "
                         "u.saga_id AND c.command_id = u.id",
-                        2, &p[A_CTL_SAGA], controls);
-    rc = sg_pg_pipe_end(L->w.pg, err);
+                        2, &p[A_CTL_SAGA], &res[R_CONTROLS]);
+    if (sg_pg_pipe_sync(L->w.pg, err) < 0) {
+        /* txn_decide() reports it: the pipeline is left there */
+    }
+    rc = 0;
 out:
     free(items);
     free(nums);
@@ -228,13 +235,41 @@ static void txn_abort(loop_t *L, worker_cmd_t **batch, size_t n)
     memset(&L->cur->delta, 0, sizeof(L->cur->delta));
 }
 
-/* One transaction over batch in the current slot, sent up to its COMMIT
- * without waiting for the answers: txn_collect() reads them.  Returns -1
- * with err, the transaction undone, when it failed before COMMIT was
- * sent. */
-int loop_txn_send(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
+/* The load's answers and what they hold, dropped. */
+static void load_free(txn_slot_t *t)
 {
-    sg_pg_res_t *load = NULL, *counts = NULL, *conflicts = NULL, *controls = NULL;
+    for (size_t i = 0; i < NRES; i++) {
+        sg_pg_res_destroy(t->res[i]);
+        t->res[i] = NULL;
+    }
+}
+
+int loop_txn_start(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
+{
+    memset(&L->cur->delta, 0, sizeof(L->cur->delta));
+    load_free(L->cur);
+    for (size_t i = 0; i < n; i++)
+        if (batch[i]->state == CMD_READY && !batch[i]->copy &&
+            (batch[i]->dec.type == SG_CMD_EXECUTE || batch[i]->dec.type == SG_CMD_COMPENSATE))
+            batch[i]->copy = loop_chain_take(L, batch[i]);
+    if (load_state(L, batch, n, err) < 0) {
+        txn_abort(L, batch, n);
+        return -1;
+    }
+    L->cur->loading = true;
+    return 0;
+}
+
+/* The current slot's transaction over batch, its load sent
+ * (loop_txn_start()): the load's answers read (waited for, when they are
+ * not all there), every command decided, and round trip 2 sent up to its
+ * COMMIT without waiting for the answers: txn_collect() reads them.
+ * Returns -1 with err, the transaction undone, when it failed before
+ * COMMIT was sent. */
+static int txn_decide(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
+{
+    sg_pg_res_t **res = L->cur->res;
+    sg_pg_res_t *load, *counts, *conflicts, *controls;
     worker_saga_t *sagas = NULL;
     size_t nsagas = 0, row = 0;
     int rc = -1;
@@ -242,15 +277,16 @@ int loop_txn_send(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
      * decided again and would count twice. */
     worker_stats_t before = L->w.stats;
 
+    L->cur->loading = false;
     sg_metrics_batch_discard(L->w.metrics);
     sg_span_list_discard(L->w.spans);
     L->w.outbox_written = L->w.timers_written = false;
-    for (size_t i = 0; i < n; i++)
-        if (batch[i]->state == CMD_READY && !batch[i]->copy &&
-            (batch[i]->dec.type == SG_CMD_EXECUTE || batch[i]->dec.type == SG_CMD_COMPENSATE))
-            batch[i]->copy = loop_chain_take(L, batch[i]);
-    if (load_state(L, batch, n, &load, &counts, &conflicts, &controls, err) < 0)
+    if (sg_pg_pipe_collect(L->w.pg, err) < 0)
         goto out;
+    load = res[R_LOAD];
+    counts = res[R_COUNTS];
+    conflicts = res[R_CONFLICTS];
+    controls = res[R_CONTROLS];
     mark_answered(batch, n, controls);
     /* A saga is 11 KB (its step table): the array is kept from batch to
      * batch, as zeroing and freeing megabytes per transaction showed in
@@ -336,14 +372,18 @@ out:
         txn_abort(L, batch, n);
     for (size_t i = 0; i < L->nparts; i++)
         L->parts[i]->touched = false;
-    sg_pg_res_destroy(load);
-    sg_pg_res_destroy(counts);
-    sg_pg_res_destroy(conflicts);
-    sg_pg_res_destroy(controls);
+    load_free(L->cur);
     return rc;
 }
 
-/* Reads the answers of the current transaction, which loop_txn_send() sent.
+int loop_txn_send(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
+{
+    if (loop_txn_start(L, batch, n, err) < 0)
+        return -1;
+    return txn_decide(L, batch, n, err);
+}
+
+/* Reads the answers of the current transaction, which txn_decide() sent.
  * Returns 0 when it committed; -1 with err, the transaction undone, when
  * not. */
 static int txn_collect(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
@@ -604,17 +644,39 @@ static bool collect_pending(loop_t *L, txn_slot_t *t)
     return true;
 }
 
-/* The transactions out whose answers have all come, collected; with
- * wait, every transaction out: what uses a connection for anything else
- * (a rebalance, a drain's end, a failed transaction's aftermath) comes
- * here first.  True when one was collected. */
+/* Transaction t, whose load is out, decided and its second round trip
+ * sent: when it fails before its COMMIT was sent, it is settled here. */
+static void decide_pending(loop_t *L, txn_slot_t *t)
+{
+    sg_err_t err;
+
+    loop_use_txn(L, t);
+    if (txn_decide(L, t->batch, t->n, &err) == 0)
+        return;
+    {
+        worker_cmd_t **batch = t->batch;
+
+        t->batch = NULL; /* what follows may run transactions of its own */
+        loop_txn_settle(L, batch, t->n, -1, &err, t->t0);
+    }
+}
+
+/* The transactions out whose load has been answered, decided; those
+ * whose commit has, collected.  With wait, every transaction out, decided
+ * and collected: what uses a connection for anything else (a rebalance,
+ * a drain's end, a failed transaction's aftermath) comes here first.
+ * True when one was decided or collected. */
 bool loop_collect(loop_t *L, bool wait)
 {
     bool any = false;
 
     for (int i = 0; i < L->nslots; i++) {
         txn_slot_t *t = &L->slots[i];
-        if (t->batch && (wait || sg_pg_pipe_answered(t->pg)))
+        if (t->batch && t->loading && (wait || sg_pg_pipe_answered(t->pg))) {
+            decide_pending(L, t);
+            any = true;
+        }
+        if (t->batch && !t->loading && (wait || sg_pg_pipe_answered(t->pg)))
             any |= collect_pending(L, t);
     }
     return any;
