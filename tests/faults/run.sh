@@ -6,7 +6,7 @@
 #   tests/faults/run.sh [SCENARIO...]   (default: all, in this order:
 #                                        broker_restart pg_restart wal_broker_restart
 #                                        wal_pg_restart wal_kill9 wal_open_txn wal_big_txn
-#                                        wal_eos_kill9 wal_eos_big_txn)
+#                                        wal_eos_kill9 wal_eos_big_txn wal_failover)
 #
 # It builds nothing: run `make all` first, or use `make test-faults`.
 #
@@ -27,8 +27,12 @@
 # open 20 s beside the writer, and one transaction of 100,000 messages.
 # The wal_eos_* scenarios are two of them again with relay.exactly_once:
 # there a read_committed consumer must see no duplicate at all.
+# wal_failover promotes a streaming standby of the primary (port
+# SAGAD_FAULTS_STANDBY_PORT, default 54340) after a crash of the primary
+# while the writer runs; it checks what docs/RELAY.md ("Failover") says
+# is kept and what may be lost.
 #
-# Every step has its own time limit; the suite takes about 4 minutes.
+# Every step has its own time limit; the suite takes about 4 to 5 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
@@ -41,8 +45,10 @@ export SAGAD_LOCAL_KAFKA_PORT=$kafka_port
 export SAGAD_LOCAL_KAFKA_CONTROLLER_PORT=${SAGAD_FAULTS_KAFKA_CONTROLLER_PORT:-29093}
 export SAGAD_LOCAL_PG_DIR=$faults_dir/pg
 export SAGAD_LOCAL_PG_PORT=${SAGAD_FAULTS_PG_PORT:-54339}
+standby_port=${SAGAD_FAULTS_STANDBY_PORT:-54340}
 # Read: the relay and the worker refuse SAGAD_ variables they do not know.
-unset SAGAD_FAULTS_KAFKA_PORT SAGAD_FAULTS_KAFKA_CONTROLLER_PORT SAGAD_FAULTS_PG_PORT
+unset SAGAD_FAULTS_KAFKA_PORT SAGAD_FAULTS_KAFKA_CONTROLLER_PORT SAGAD_FAULTS_PG_PORT \
+    SAGAD_FAULTS_STANDBY_PORT
 export PGCONNECT_TIMEOUT=5
 # The binaries refuse SAGAD_ variables that name no config key (only
 # SAGAD_LOCAL_* and SAGAD_TEST_* are let through): the harnesses' own port
@@ -115,6 +121,7 @@ cleanup() {
     if [[ -n $relay_pid ]] && alive "$relay_pid"; then kill -KILL "$relay_pid" || true; fi
     if [[ -n $worker_pid ]] && alive "$worker_pid"; then kill -KILL "$worker_pid" || true; fi
     if [[ -n ${standby_pid:-} ]] && alive "$standby_pid"; then kill -KILL "$standby_pid" || true; fi
+    pg_standby_stop
     timeout 60 deploy/local/kafka.sh stop || rc=1
     timeout 90 deploy/local/pg.sh stop || rc=1
     if ((rc == 0)); then
@@ -159,7 +166,7 @@ writer() {
                          convert_to('k' || k || ':' || $r, 'UTF8')
                   FROM w, generate_series($((p * per)), $((p * per + per - 1))) AS k ORDER BY k"
             [[ ${WRITER_PAUSE:-0} == 0 ]] || sleep "$WRITER_PAUSE"
-            until timeout 10 psql -X -q -v ON_ERROR_STOP=1 "$pg_base/$db" -c "$stmt" \
+            until timeout 10 psql -X -q -v ON_ERROR_STOP=1 "${writer_url:-$pg_base/$db}" -c "$stmt" \
                 2>>"$logs_dir/$scenario/writer-errors.log"; do
                 failed=$((failed + 1))
                 if ((SECONDS >= deadline)); then
@@ -701,6 +708,155 @@ run_wal_big_txn() {
     scenario=
 }
 
+# ---- wal_failover: a standby promoted after the primary crashed ----------
+#
+# PostgreSQL 15 does not copy a logical slot to its standbys, so the
+# promoted standby has none (docs/RELAY.md, "Failover").  What must hold:
+# the relay, on a DSN naming both servers, rides it out (it finds the
+# slot gone, logs the loss, makes the slot again); every message of a
+# transaction committed on the new primary is published, in order per
+# key; none is left in the outbox table.  What may happen, counted: the
+# messages of transactions the new primary has but the old relay had not
+# confirmed are lost, and messages the old primary published but never
+# sent to its standby (asynchronous replication) are published for rows
+# the new primary does not have.
+
+pg_bin=${SAGAD_PG_BIN:-/usr/lib/postgresql/15/bin}
+standby_data=
+# As deploy/local/pg.sh runs its clusters: root as the postgres user,
+# anyone else as themselves; the clusters' superuser is postgres either way.
+if ((EUID == 0)); then
+    pg_owner=postgres
+    as_pg_owner=(runuser -u postgres --)
+else
+    pg_owner=$(id -un)
+    as_pg_owner=()
+fi
+
+# The primary's cluster directory (deploy/local/pg.sh's, a symlink
+# followed): its data/, and its socket.
+primary_dir() {
+    realpath -- "$SAGAD_LOCAL_PG_DIR"
+}
+
+# psql as the cluster's owner on the primary's socket.
+primary_admin() {
+    timeout 20 "${as_pg_owner[@]}" psql -X -q -At -h "$(primary_dir)" -p "$SAGAD_LOCAL_PG_PORT" \
+        -U postgres -d postgres "$@"
+}
+
+# A streaming standby of the primary in a directory the postgres user
+# owns, listening on 127.0.0.1:$standby_port.
+pg_standby_start() {
+    local sock data
+    sock=$(primary_dir)
+    data=$sock/data
+    # base backups over the primary's own socket only, for this scenario
+    "${as_pg_owner[@]}" sh -c "grep -q '^local replication' '$data/pg_hba.conf' ||
+        echo 'local replication postgres trust' >> '$data/pg_hba.conf'"
+    primary_admin -c "SELECT pg_reload_conf()" >/dev/null
+    standby_data=$(mktemp -d /var/tmp/sagad-faults-standby.XXXXXX)
+    chown "$pg_owner" "$standby_data"
+    chmod 700 "$standby_data"
+    timeout 120 "${as_pg_owner[@]}" "$pg_bin/pg_basebackup" -h "$sock" -p "$SAGAD_LOCAL_PG_PORT" \
+        -U postgres -D "$standby_data" -R -X stream -c fast >"$logs_dir/$scenario/basebackup.log" 2>&1 ||
+        fail "pg_basebackup failed: $(tail -n 3 "$logs_dir/$scenario/basebackup.log")"
+    "${as_pg_owner[@]}" sh -c "printf '%s\n' \"port = $standby_port\" \"unix_socket_directories = ''\" \
+        \"listen_addresses = '127.0.0.1'\" >> '$standby_data/postgresql.auto.conf'"
+    timeout 90 "${as_pg_owner[@]}" "$pg_bin/pg_ctl" start -w -t 60 -D "$standby_data" \
+        -l "$standby_data/log" -s || fail "the standby did not start: $(tail -n 5 "$standby_data/log")"
+    wait_until "the standby streams from the primary" 30 eval \
+        "[[ \$(primary_admin -c \"SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'\") == 1 ]]"
+}
+
+pg_standby_stop() {
+    [[ -n $standby_data && -d $standby_data ]] || return 0
+    timeout 60 "${as_pg_owner[@]}" "$pg_bin/pg_ctl" stop -D "$standby_data" -m immediate -w -s \
+        >/dev/null 2>&1 || true
+    cp "$standby_data/log" "$logs_dir/standby-postgres.log" 2>/dev/null || true
+    rm -rf "$standby_data"
+    standby_data=
+}
+
+run_wal_failover() {
+    local dir rc=0 t0=$SECONDS ROUNDS=50 WRITER_PAUSE=0.05 pm both new_pg
+    local ROWS=$((KEYS * ROUNDS))
+    scenario=wal_failover
+    db=faults_$scenario
+    topic=faults.$scenario
+    dir=$logs_dir/$scenario
+    mkdir -p "$dir"
+    log "database $db, topic $topic, $ROWS rows over $KEYS keys, WAL source, a standby promoted"
+    sql sagad "CREATE DATABASE $db"
+    SAGAD_PG_DSN=$pg_base/$db timeout 30 bin/sagad-relay migrate >"$dir/migrate.log" 2>&1 ||
+        fail "migrate failed: $(cat "$dir/migrate.log")"
+    # Which server committed each of the writer's transactions.
+    sql "$db" "CREATE TABLE fault_writes (round int, part int, port int DEFAULT inet_server_port(),
+               PRIMARY KEY (round, part))"
+    pg_standby_start
+    # Both servers, the one that takes writes first: what an operator's DSN
+    # names when a failover may move the primary.
+    both="127.0.0.1:$SAGAD_LOCAL_PG_PORT,127.0.0.1:$standby_port/$db?target_session_attrs=read-write"
+    new_pg=postgresql://sagad:sagad-local-pw@127.0.0.1:$standby_port/$db
+    wal_env=(SAGAD_RELAY_DELIVERY_TIMEOUT_MS=3000
+        "SAGAD_PG_DSN=postgresql://sagad_relay:relay-local-pw@$both")
+    start_wal_relay "$dir/relay.log"
+    relay_pid=$started_pid
+    wait_until "relay streaming" 30 relay_log_has '"msg":"streaming from the replication slot"'
+    sql "$db" "INSERT INTO outbox (topic, key, payload) VALUES ('$topic.warm', 'w', 'w')"
+    wait_until "a first message published" 60 consumed_at_least "$topic.warm" 1
+    writer_url=postgresql://sagad:sagad-local-pw@$both writer "$db" "$topic" >"$dir/writer.log" 2>&1 &
+    writer_pid=$!
+    wait_until "first transactions written" 60 writes_at_least 20
+    alive "$writer_pid" || fail "the writer finished before the fault: make the workload longer"
+    log "fault at $(consumed "$topic") of $ROWS rows published"
+
+    pm=$(deploy/local/pg.sh status | sed -nE 's/^running \(pid ([0-9]+),.*/\1/p')
+    [[ -n $pm ]] || fail "no postmaster pid from pg.sh status"
+    kill -QUIT "$pm" # the primary crashes: immediate shutdown
+    wait_until "the primary down" 30 eval '! alive "$pm"'
+    timeout 60 "${as_pg_owner[@]}" "$pg_bin/pg_ctl" promote -w -t 50 -D "$standby_data" -s ||
+        fail "the standby was not promoted: $(tail -n 5 "$standby_data/log")"
+    log "standby promoted (port $standby_port)"
+
+    wait "$writer_pid" || rc=$?
+    writer_pid=
+    ((rc == 0)) || fail "writer failed: $(tail -n 3 "$dir/writer.log")"
+    log "$(cat "$dir/writer.log")"
+    relay_must_live "after the failover"
+    relay_log_has 'the WAL source'"'"'s slot is gone' ||
+        fail "the relay did not log the slot's loss on the new primary"
+    wait_until "streaming from the new primary's slot" 60 eval \
+        "[[ \$(grep -c '\"msg\":\"streaming from the replication slot\"' '$dir/relay.log') -ge 2 ]]"
+    timeout 20 psql -X -q -At "$new_pg" -c "SELECT round, part, port FROM fault_writes" \
+        >"$dir/committed.tsv" || fail "could not read fault_writes on the new primary"
+    # Until every message the new primary committed after the failover is
+    # published (at most 120 s); the check after the relay stops says
+    # what is missing, if anything.
+    local deadline=$((SECONDS + 120))
+    until python3 tests/faults/check_failover.py --keys "$KEYS" --parts "$PARTS" \
+        --new-port "$standby_port" --quiet "$dir/committed.tsv" <(timeout 8 kcat -C -b "$kafka" \
+            -t "$topic" -o beginning -e -q -X isolation.level=read_committed -f '%p\t%o\t%k\t%s\n'); do
+        ((SECONDS < deadline)) || break
+        sleep 1
+    done
+    [[ $(timeout 20 psql -X -q -At "$new_pg" -c "SELECT count(*) FROM outbox") == 0 ]] ||
+        fail "rows left in the new primary's outbox table"
+    stop_relay
+    timeout 60 kcat -C -b "$kafka" -t "$topic" -o beginning -e -q -X isolation.level=read_committed \
+        -f '%p\t%o\t%k\t%s\n' >"$dir/topic.tsv" || fail "kcat could not read $topic"
+    python3 tests/faults/check_failover.py --keys "$KEYS" --parts "$PARTS" --new-port "$standby_port" \
+        "$dir/committed.tsv" "$dir/topic.tsv" >"$dir/check.log" ||
+        fail "failover check failed: $(cat "$dir/check.log")"
+    cat "$dir/check.log"
+    pg_standby_stop
+    # The old primary back for any scenario after this one (it restarts
+    # on its own timeline; nothing here reads it again).
+    timeout 90 deploy/local/pg.sh start
+    log "passed in $((SECONDS - t0))s"
+    scenario=
+}
+
 for tool in kcat psql python3 timeout; do
     command -v "$tool" >/dev/null || fail "$tool not found (make deps)"
 done
@@ -708,7 +864,7 @@ done
 
 selected=("$@")
 all=(broker_restart pg_restart wal_broker_restart wal_pg_restart wal_kill9 wal_open_txn wal_big_txn
-    wal_eos_kill9 wal_eos_big_txn)
+    wal_eos_kill9 wal_eos_big_txn wal_failover)
 ((${#selected[@]})) || selected=("${all[@]}")
 for s in "${selected[@]}"; do
     case " ${all[*]} " in
@@ -733,5 +889,6 @@ for s in "${selected[@]}"; do
         wal_big_txn) run_wal_big_txn ;;
         wal_eos_kill9) run_wal_scenario wal_fault_kill9 eos ;;
         wal_eos_big_txn) run_wal_big_txn eos ;;
+        wal_failover) run_wal_failover ;;
     esac
 done
