@@ -6,7 +6,8 @@
 #   tests/faults/run.sh [SCENARIO...]   (default: all, in this order:
 #                                        broker_restart pg_restart wal_broker_restart
 #                                        wal_pg_restart wal_kill9 wal_open_txn wal_big_txn
-#                                        wal_eos_kill9 wal_eos_big_txn wal_failover)
+#                                        wal_eos_kill9 wal_eos_big_txn wal_failover
+#                                        wal_eos_failover)
 #
 # It builds nothing: run `make all` first, or use `make test-faults`.
 #
@@ -30,7 +31,8 @@
 # wal_failover promotes a streaming standby of the primary (port
 # SAGAD_FAULTS_STANDBY_PORT, default 54340) after a crash of the primary
 # while the writer runs; it checks what docs/RELAY.md ("Failover") says
-# is kept and what may be lost.
+# is kept and what may be lost; wal_eos_failover the same with
+# relay.exactly_once.
 #
 # Every step has its own time limit; the suite takes about 4 to 5 minutes.
 set -euo pipefail
@@ -781,7 +783,7 @@ pg_standby_stop() {
 run_wal_failover() {
     local dir rc=0 t0=$SECONDS ROUNDS=50 WRITER_PAUSE=0.05 pm both new_pg
     local ROWS=$((KEYS * ROUNDS))
-    scenario=wal_failover
+    scenario=wal_${1:+$1_}failover
     db=faults_$scenario
     topic=faults.$scenario
     dir=$logs_dir/$scenario
@@ -793,6 +795,7 @@ run_wal_failover() {
     # Which server committed each of the writer's transactions.
     sql "$db" "CREATE TABLE fault_writes (round int, part int, port int DEFAULT inet_server_port(),
                PRIMARY KEY (round, part))"
+    use_eos "${1:-}"
     pg_standby_start
     # Both servers, the one that takes writes first: what an operator's DSN
     # names when a failover may move the primary.
@@ -849,6 +852,13 @@ run_wal_failover() {
         "$dir/committed.tsv" "$dir/topic.tsv" >"$dir/check.log" ||
         fail "failover check failed: $(cat "$dir/check.log")"
     cat "$dir/check.log"
+    if ((${#eos_env[@]})); then
+        # The promoted standby is on a new timeline: the checkpoint of the
+        # old one is not skipped by (docs/RELAY.md, "Exactly once").
+        relay_log_has 'exactly once: the last checkpoint was written on another WAL history' ||
+            fail "with exactly once, the relay did not notice the checkpoint's other WAL history"
+    fi
+    eos_env=()
     pg_standby_stop
     # The old primary back for any scenario after this one (it restarts
     # on its own timeline; nothing here reads it again).
@@ -864,7 +874,7 @@ done
 
 selected=("$@")
 all=(broker_restart pg_restart wal_broker_restart wal_pg_restart wal_kill9 wal_open_txn wal_big_txn
-    wal_eos_kill9 wal_eos_big_txn wal_failover)
+    wal_eos_kill9 wal_eos_big_txn wal_failover wal_eos_failover)
 ((${#selected[@]})) || selected=("${all[@]}")
 for s in "${selected[@]}"; do
     case " ${all[*]} " in
@@ -890,5 +900,6 @@ for s in "${selected[@]}"; do
         wal_eos_kill9) run_wal_scenario wal_fault_kill9 eos ;;
         wal_eos_big_txn) run_wal_big_txn eos ;;
         wal_failover) run_wal_failover ;;
+        wal_eos_failover) run_wal_failover eos ;;
     esac
 done
