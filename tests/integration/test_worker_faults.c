@@ -853,7 +853,9 @@ Test(worker_faults, held_transaction_keeps_the_offset_and_holds_up_nothing_else,
  * lock-0000 completes, a session locks its row, and its saga.start comes
  * again (a duplicate, answered from its row once the lock goes).  Before
  * 2026-11-29 the loop blocked on that load, and nothing completed until
- * the lock went. */
+ * the lock went.  (With a batch size of 8, two waiting commands are
+ * enough for the other connection, as in the test above; with the
+ * default 256 it takes 64: send_now().) */
 Test(worker_faults, locked_saga_row_holds_up_only_its_own_batch, .timeout = WF_TIMEOUT_S)
 {
     const char *extra[] = {"SAGAD_WORKER_BATCH_SIZE=8", NULL};

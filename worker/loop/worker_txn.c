@@ -5,6 +5,8 @@
  * refused command split out, at last dead-lettered).  Calls
  * worker_saga_sql.c (load, decide and apply) and, below it in the loop,
  * worker_parts/session/chain/cmdq.c. */
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -661,25 +663,60 @@ static void decide_pending(loop_t *L, txn_slot_t *t)
     }
 }
 
+/* Waits up to 100 ms for PostgreSQL to answer any transaction out. */
+static void wait_answers(const loop_t *L)
+{
+    struct pollfd fds[MAX_TXNS];
+    nfds_t n = 0;
+
+    for (int i = 0; i < L->nslots; i++)
+        if (L->slots[i].batch && sg_pg_socket(L->slots[i].pg) >= 0) {
+            fds[n].fd = sg_pg_socket(L->slots[i].pg);
+            fds[n].events = POLLIN;
+            fds[n++].revents = 0;
+        }
+    if (poll(n ? fds : NULL, n, n ? 100 : 10) < 0 && errno != EINTR)
+        sg_log_kv(SG_LOG_WARN, "poll failed", "error", strerror(errno), NULL);
+}
+
 /* The transactions out whose load has been answered, decided; those
- * whose commit has, collected.  With wait, every transaction out, decided
- * and collected: what uses a connection for anything else (a rebalance,
- * a drain's end, a failed transaction's aftermath) comes here first.
- * True when one was decided or collected. */
+ * whose commit has, collected.  With wait, until none is out: what uses
+ * a connection for anything else (a rebalance, a drain's end, a failed
+ * transaction's aftermath) comes here first.  Each pass takes every
+ * answer already there before it waits for more, on every connection at
+ * once: a transaction whose load was answered holds its sagas' rows until
+ * it is decided and commits, so waiting for the other one's load first
+ * could wait for ever on a lock that this one holds up (another session
+ * holding a row the other needs, and waiting for one of this one's; no
+ * deadlock PostgreSQL can see, as this one is only idle).  At a forced
+ * stop nothing is collected: what is out is left to PostgreSQL, which
+ * rolls it back when the connection closes, and its commands may have
+ * been freed with their partition.  True when one was decided or
+ * collected. */
 bool loop_collect(loop_t *L, bool wait)
 {
     bool any = false;
 
-    for (int i = 0; i < L->nslots; i++) {
-        txn_slot_t *t = &L->slots[i];
-        if (t->batch && t->loading && (wait || sg_pg_pipe_answered(t->pg))) {
-            decide_pending(L, t);
-            any = true;
+    if (sg_run_stop_now)
+        return false;
+    for (;;) {
+        bool progress = false;
+
+        for (int i = 0; i < L->nslots; i++) {
+            txn_slot_t *t = &L->slots[i];
+            if (t->batch && t->loading && sg_pg_pipe_answered(t->pg)) {
+                decide_pending(L, t);
+                progress = true;
+            }
+            if (t->batch && !t->loading && sg_pg_pipe_answered(t->pg))
+                progress |= collect_pending(L, t);
         }
-        if (t->batch && !t->loading && (wait || sg_pg_pipe_answered(t->pg)))
-            any |= collect_pending(L, t);
+        any |= progress;
+        if (!wait || !loop_txn_out(L) || sg_run_stop_now)
+            return any;
+        if (!progress)
+            wait_answers(L);
     }
-    return any;
 }
 
 bool loop_txn_out(const loop_t *L)
