@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "outbox.h"
@@ -374,20 +373,12 @@ static int advance_cursor(outbox_relay_t *r, const char *tx, const char *id, siz
     return 0;
 }
 
-static int64_t wall_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* With tracing on, the batch's publish spans (outbox_trace.c), from its
  * read to its last acknowledgement; a row moved to outbox_quarantine was
  * not published and has none.  n > 0 rows. */
 static void trace_batch(outbox_relay_t *r, const sg_pg_res_t *res, size_t n, uint64_t read_at)
 {
-    int64_t end = wall_ns(), start = end - (int64_t)(sg_run_now_ms() - read_at) * 1000000LL;
+    int64_t end = outbox_wall_ns(), start = end - (int64_t)(sg_run_now_ms() - read_at) * 1000000LL;
     outbox_trace_row_t *rows = sg_xcalloc(n, sizeof(*rows));
     char(*ids)[64] = sg_xcalloc(n, sizeof(*ids));
     size_t k = 0;

@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "outbox.h"
@@ -104,17 +103,9 @@ typedef struct wal_relay_s {
     int64_t published, batches;
 } wal_relay_t;
 
-static int64_t wall_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 static int64_t wall_ms(void)
 {
-    return wall_ns() / 1000000;
+    return outbox_wall_ns() / 1000000;
 }
 
 /* sagad_outbox_oldest_age_seconds{shard="wal"}: how long the oldest
@@ -475,7 +466,7 @@ static void settled(wal_relay_t *w)
                           (double)(now_us - w->b.msgs[i].commit_us) / 1e6);
     sg_metric_add(SG_M_OUTBOX_PUBLISHED, NULL, w->b.n);
     if (w->ctx->otel)
-        outbox_wal_batch_trace(&w->b, w->ctx->otel, wall_ns());
+        outbox_wal_batch_trace(&w->b, w->ctx->otel, outbox_wall_ns());
     w->published += (int64_t)w->b.n;
     w->batches++;
     w->settled = w->commit_end;

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "outbox.h"
 #include "sagad/sg_alloc.h"
@@ -56,12 +55,8 @@ size_t outbox_wal_batch_add(outbox_wal_batch_t *b, const sg_outbox_frame_t *f, i
 {
     outbox_wal_msg_t *m = &b->msgs[b->n];
 
-    if (b->n == 0) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_REALTIME, &ts);
-        b->at_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-    }
+    if (b->n == 0)
+        b->at_ns = outbox_wall_ns();
     m->id = f->id;
     m->off = b->arena.len;
     m->topic_len = f->topic_len;

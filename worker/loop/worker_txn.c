@@ -249,7 +249,6 @@ static void load_free(txn_slot_t *t)
 int loop_txn_start(loop_t *L, worker_cmd_t **batch, size_t n, sg_err_t *err)
 {
     memset(&L->cur->delta, 0, sizeof(L->cur->delta));
-    load_free(L->cur);
     for (size_t i = 0; i < n; i++)
         if (batch[i]->state == CMD_READY && !batch[i]->copy &&
             (batch[i]->dec.type == SG_CMD_EXECUTE || batch[i]->dec.type == SG_CMD_COMPENSATE))
