@@ -26,10 +26,9 @@ asynchronous).  Prints one summary line and exits 0, or the first
 problems found and exits 1.  --quiet prints nothing.
 """
 import argparse
-import re
 import sys
 
-PAYLOAD = re.compile(r"^k(\d+):(\d+)$")
+from check_topic import messages  # the same writer, the same kcat lines
 
 
 def read_committed(path, keys, parts, new_port):
@@ -54,17 +53,7 @@ def check(committed, topic, keys, parts, new_port):
     last_after = {}  # key -> last round of an after-failover first arrival
     total = dups = 0
     with open(topic) as f:
-        for n, line in enumerate(f, 1):
-            fields = line.rstrip("\n").split("\t")
-            if len(fields) != 4:
-                problems.append(f"line {n}: not partition/offset/key/payload: {line!r}")
-                continue
-            part, _offset, key, payload = fields
-            m = PAYLOAD.match(payload)
-            if not m or key != f"k{m.group(1)}":
-                problems.append(f"line {n}: unexpected message key={key!r} payload={payload!r}")
-                continue
-            k, r = int(m.group(1)), int(m.group(2))
+        for part, _offset, k, r in messages(f, problems):
             total += 1
             if partition.setdefault(k, part) != part:
                 problems.append(f"key k{k} in partitions {partition[k]} and {part}")
@@ -84,7 +73,8 @@ def check(committed, topic, keys, parts, new_port):
     lost = before - seen
     never_committed = seen - before - after
     summary = (f"{len(before) + len(after)} messages committed on the new primary "
-               f"({len(after)} after the failover, all published; {len(before)} before it), "
+               f"({len(after)} after the failover, {len(after & seen)} of them published; "
+               f"{len(before)} before it), "
                f"{total} consumed, {dups} duplicates, {len(lost)} lost (committed before the "
                f"failover, not confirmed by the old relay), {len(never_committed)} published that "
                f"the new primary never committed")

@@ -31,14 +31,10 @@ import sys
 PAYLOAD = re.compile(r"^k(\d+):(\d+)$")
 
 
-def check(lines, keys, per_key):
-    problems = []
-    prev = {}        # key -> previous seq read
-    seen = {}        # key -> set of seqs
-    partition = {}   # key -> partition
-    split = set()    # keys already reported in two partitions
-    total = dups = replays = 0  # replays: times a key went back (seq <= prev)
-
+def messages(lines, problems):
+    """The writer's messages in lines (kcat's partition, offset, key,
+    payload), as (partition, offset, key number, seq); a line that is not
+    one is reported in problems and skipped."""
     for n, line in enumerate(lines, 1):
         fields = line.rstrip("\n").split("\t")
         if len(fields) != 4:
@@ -49,9 +45,21 @@ def check(lines, keys, per_key):
         if not m or key != f"k{m.group(1)}":
             problems.append(f"line {n}: unexpected message key={key!r} payload={payload!r}")
             continue
-        k, seq = int(m.group(1)), int(m.group(2))
+        yield part, offset, int(m.group(1)), int(m.group(2))
+
+
+def check(lines, keys, per_key):
+    problems = []
+    prev = {}        # key -> previous seq read
+    seen = {}        # key -> set of seqs
+    partition = {}   # key -> partition
+    split = set()    # keys already reported in two partitions
+    total = dups = replays = 0  # replays: times a key went back (seq <= prev)
+
+    for part, offset, k, seq in messages(lines, problems):
         if k >= keys or seq >= per_key:
-            problems.append(f"line {n}: {payload} is outside {keys} keys x {per_key}")
+            problems.append(f"k{k}:{seq} at partition {part} offset {offset} is outside "
+                            f"{keys} keys x {per_key}")
             continue
         total += 1
         if partition.setdefault(k, part) != part and k not in split:
