@@ -1044,6 +1044,32 @@ Test(worker, slow_step_does_not_block_its_partition, .timeout = 120)
  * use up the limit (16 here, against 2 x FAST_SAGAS commands behind it;
  * counting them, intake would stop after 15 and the test fail).  The nap is
  * long so that 16 at a time has ample time on a loaded machine. */
+/* sagas.updated_at is what `sagactl list --stuck` and the console's idle
+ * time read.  The worker moves it with every status change and, between
+ * them, once it is a second old (worker_writes.c: the steps between a
+ * saga's start and end stay HOT updates). */
+Test(worker, saga_row_shows_progress_to_within_a_second, .timeout = 120)
+{
+    sgw_pair_start(NULL, 1, NULL);
+    sgw_submit("progress", "[{\"name\": \"a\", \"tool\": \"sleep\", \"args\": {\"ms\": 1300}},"
+                           " {\"name\": \"b\", \"tool\": \"sleep\", \"args\": {\"ms\": 1300}}]");
+    sgw_wait_int(1, "SELECT count(*) FROM steps WHERE saga_id = 'progress' AND idx = 0 AND "
+                    "status = 'succeeded'");
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM sagas WHERE saga_id = 'progress' AND status = "
+                           "'running' AND updated_at >= created_at + interval '1 second'"),
+                 1, "a running saga's step outcome a second after its start moves updated_at");
+    sgw_wait_status("progress", "completed");
+    sgw_submit("quick", "[{\"name\": \"a\", \"tool\": \"noop\"}, {\"name\": \"b\", "
+                        "\"tool\": \"noop\"}]");
+    sgw_wait_status("quick", "completed");
+    sgw_pair_stop();
+    /* The completing transaction wrote the last attempt's finish and the
+     * status, with one now(). */
+    cr_expect_eq(sgw_q_int("SELECT count(*) FROM sagas s WHERE updated_at = (SELECT "
+                           "max(finished_at) FROM attempts a WHERE a.saga_id = s.saga_id)"),
+                 2, "each saga's updated_at is the time of its completion");
+}
+
 Test(worker, finished_commands_behind_a_slow_one_do_not_stop_intake, .timeout = 120)
 {
     static const char *const env[] = {"SAGAD_WORKER_THREADS=4", "SAGAD_WORKER_MAX_IN_FLIGHT=16",

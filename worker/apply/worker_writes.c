@@ -115,8 +115,16 @@ static const char *const sql[NTABLES] = {
                "$12::bigint[], $13::int[]) AS u(s, i, st, att, catt, cl, res, code, k, fe, aa, ds, "
                "ckg) "
                "WHERE t.saga_id = u.s AND t.idx = u.i",
+    /* updated_at moves with a status change, else only once it is a
+     * second old: sagas_status indexes it, and an update that changes an
+     * indexed column cannot be HOT, so each step's outcome wrote a new
+     * entry into every index of sagas.  Within a second it keeps its
+     * value, and the steps between a saga's start and its end are HOT
+     * updates (docs/SAGACTL.md: last progress, to within a second). */
     [T_SAGA] = "UPDATE sagas t SET status = u.st, seq = u.seq, retry_spent_ms = u.sp, "
-               "output = coalesce(u.o, t.output), version = t.version + 1, updated_at = now() "
+               "output = coalesce(u.o, t.output), version = t.version + 1, "
+               "updated_at = CASE WHEN t.status <> u.st OR t.updated_at < now() - "
+               "interval '1 second' THEN now() ELSE t.updated_at END "
                "FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::jsonb[]) "
                "AS u(s, st, seq, sp, o) WHERE t.saga_id = u.s",
     [T_OUTBOX] = worker_sql_outbox,
