@@ -414,6 +414,7 @@ typedef struct worker_step_s {
 typedef struct worker_saga_s {
     const char *saga_id, *name, *input, *traceparent;
     worker_saga_status_t status;
+    worker_saga_status_t status_written; /* what its row holds: loaded, or the last op wrote */
     int generation;
     int64_t seq, retry_spent, retry_budget; /* budget -1: none */
     bool past_deadline;

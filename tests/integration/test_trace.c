@@ -364,6 +364,23 @@ static void one_tree_in_jaeger(const char *protocol)
     expect_parent(trace, "compensation", "saga checkout");
     expect_parent(trace, "compensate reserve", "compensation");
     expect_parent(trace, "attempt co.release #1", "compensate reserve");
+    {
+        /* The compensation starts where the saga turned to compensating
+         * (the charge's failure), before its one step, and the saga ends
+         * with it (both taken from the saga row's status changes). */
+        double cs = 0, cd = 0, rs = 0, ss = 0, sd = 0;
+        cr_assert(
+            sg_json_number(sg_json_member(span_named(trace, "compensation"), "startTime"), &cs) &&
+            sg_json_number(sg_json_member(span_named(trace, "compensation"), "duration"), &cd) &&
+            sg_json_number(sg_json_member(span_named(trace, "compensate reserve"), "startTime"),
+                           &rs) &&
+            sg_json_number(sg_json_member(saga, "startTime"), &ss) &&
+            sg_json_number(sg_json_member(saga, "duration"), &sd));
+        cr_expect(cs <= rs && cd > 0, "compensation from %.0f for %.0f us, its step from %.0f", cs,
+                  cd, rs);
+        cr_expect(cs + cd == ss + sd, "the compensation and the saga end together: %.0f, %.0f",
+                  cs + cd, ss + sd);
+    }
 
     a1 = span_named(trace, "attempt co.reserve #1");
     a2 = span_named(trace, "attempt co.reserve #2");

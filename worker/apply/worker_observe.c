@@ -365,15 +365,16 @@ static void end_step(obs_t *o, const worker_op_t *op)
     sg_span_list_add(o->w->spans, span);
 }
 
-static void end_saga(obs_t *o, const char *status)
+static void end_saga(obs_t *o, worker_saga_status_t st)
 {
+    const char *status = worker_saga_status_name(st);
     char name[160];
     sg_span_t *span;
 
-    if (strcmp(status, "completed") != 0) {
+    if (st != WORKER_SAGA_COMPLETED) {
         span = ending(o, chain_span(&o->s), saga_span(&o->s), "compensation", SG_SPAN_INTERNAL);
         sg_span_str(span, "sagad.outcome", status);
-        if (strcmp(status, "failed") == 0)
+        if (st == WORKER_SAGA_FAILED)
             sg_span_error(span, "a compensation could not be done");
         sg_span_list_add(o->w->spans, span);
     }
@@ -387,7 +388,7 @@ static void end_saga(obs_t *o, const char *status)
     sg_span_str(span, "messaging.operation.type", "process");
     if (o->s.link_span)
         sg_span_link(span, &o->s.trace, o->s.link_span);
-    if (strcmp(status, "failed") == 0)
+    if (st == WORKER_SAGA_FAILED)
         sg_span_error(span, "saga failed: needs an operator");
     sg_span_list_add(o->w->spans, span);
 }
@@ -418,32 +419,45 @@ static void dead_letter_span(obs_t *o, const worker_op_t *op)
     sg_span_list_add(o->w->spans, span);
 }
 
-/* The events that end a saga (and its span). */
-static bool terminal_event(const char *type)
+/* The saga's row op changed its status to one that ends the saga (and
+ * its span). */
+static bool saga_ended(const worker_op_t *op)
 {
-    return type && (strcmp(type, "saga.completed") == 0 || strcmp(type, "saga.compensated") == 0 ||
-                    strcmp(type, "saga.failed") == 0 || strcmp(type, "saga.cancelled") == 0);
+    worker_saga_status_t st = op->u.saga.status;
+
+    return op->u.saga.from != st && (st == WORKER_SAGA_COMPLETED || st == WORKER_SAGA_COMPENSATED ||
+                                     st == WORKER_SAGA_FAILED || st == WORKER_SAGA_CANCELLED);
 }
 
-/* What a message op says for the spans: a retry's delay, the start of the
- * compensation (a cancel's too), the saga's end (events are emitted once
- * per change). */
+/* ... to one that starts undoing it (a compensation, or a cancel's). */
+static bool saga_undoing(const worker_op_t *op)
+{
+    worker_saga_status_t st = op->u.saga.status;
+
+    return op->u.saga.from != st &&
+           (st == WORKER_SAGA_COMPENSATING || st == WORKER_SAGA_CANCELLING);
+}
+
+/* A delayed step command (a retry): the delay its attempt's span notes. */
 static void on_message(obs_t *o, const worker_op_t *op)
 {
-    const char *type = op->u.msg.type;
+    if (op->u.msg.delay_ms > 0 && op->u.msg.step >= 0)
+        cache_put(
+            o->ob,
+            delay_key(attempt_span(&o->s, op->u.msg.step, op->u.msg.compensate, op->u.msg.attempt)),
+            op->u.msg.delay_ms);
+}
 
-    if (!type)
-        return;
-    if (op->u.msg.delay_ms > 0 && op->u.msg.step >= 0 &&
-        (strcmp(type, "step.execute") == 0 || strcmp(type, "step.compensate") == 0)) {
-        bool comp = strcmp(type, "step.compensate") == 0;
-        cache_put(o->ob, delay_key(attempt_span(&o->s, op->u.msg.step, comp, op->u.msg.attempt)),
-                  op->u.msg.delay_ms);
-    } else if (strcmp(type, "saga.compensating") == 0 || strcmp(type, "saga.cancelling") == 0) {
+/* The saga's row: the start of its undoing, or its end, taken from the
+ * typed status change (a decision writes the row once, with every change
+ * since the last write; one that went from running to compensated at once
+ * ends the compensation span where it starts). */
+static void on_saga(obs_t *o, const worker_op_t *op)
+{
+    if (saga_undoing(op))
         cache_put(o->ob, chain_span(&o->s), o->now);
-    } else if (terminal_event(type)) {
-        end_saga(o, type + 5);
-    }
+    else if (saga_ended(op))
+        end_saga(o, op->u.saga.status);
 }
 
 static void on_attempt(obs_t *o, const worker_op_t *op)
@@ -477,6 +491,9 @@ static void trace_ops(obs_t *o, worker_outcome_t *out)
             break;
         case WORKER_OP_MESSAGE:
             on_message(o, op);
+            break;
+        case WORKER_OP_SAGA:
+            on_saga(o, op);
             break;
         case WORKER_OP_DEAD_LETTER:
             dead_letter_span(o, op);
@@ -514,11 +531,11 @@ static size_t skip_ops(obs_t *o, const worker_outcome_t *out)
                 n++;
             }
             break;
-        case WORKER_OP_MESSAGE:
-            if (terminal_event(op->u.msg.type)) {
+        case WORKER_OP_SAGA:
+            if (saga_ended(op)) {
                 cache_take(o->ob, saga_span(&o->s), &v);
                 n++;
-                if (strcmp(op->u.msg.type, "saga.completed") != 0) {
+                if (op->u.saga.status != WORKER_SAGA_COMPLETED) {
                     cache_take(o->ob, chain_span(&o->s), &v);
                     n++;
                 }
@@ -617,8 +634,7 @@ void worker_observe_outcome(worker_observe_t *ob, worker_t *w, const worker_cmd_
         for (size_t i = 0; i < out->n; i++)
             if (out->ops[i].kind == WORKER_OP_SAGA_NEW || out->ops[i].kind == WORKER_OP_ATTEMPT ||
                 (out->ops[i].kind == WORKER_OP_MESSAGE && out->ops[i].u.msg.delay_ms > 0) ||
-                (out->ops[i].kind == WORKER_OP_MESSAGE && out->ops[i].u.msg.type &&
-                 strcmp(out->ops[i].u.msg.type, "saga.compensating") == 0)) {
+                (out->ops[i].kind == WORKER_OP_SAGA && saga_undoing(&out->ops[i]))) {
                 worker_outcome_t one = *out;
                 one.ops = &out->ops[i];
                 one.n = 1;

@@ -107,6 +107,7 @@ void worker_saga_load(worker_saga_t *saga, const sg_pg_res_t *res, size_t *row)
     saga->name = sg_pg_res_get(res, r, L_NAME);
     status_of(saga->saga_id, -1,
               worker_saga_status_parse(sg_pg_res_get(res, r, L_STATUS), &saga->status));
+    saga->status_written = saga->status;
     saga->generation = (int)sg_pg_res_int(res, r, L_GEN, 1);
     saga->seq = sg_pg_res_int(res, r, L_SEQ, 0);
     saga->retry_spent = sg_pg_res_int(res, r, L_SPENT, 0);

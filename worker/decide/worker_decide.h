@@ -126,6 +126,7 @@ typedef struct worker_op_s {
         } step;
         struct {
             worker_saga_status_t status;
+            worker_saga_status_t from; /* the status the row held: a change when they differ */
             int64_t seq, retry_spent;
             char *output; /* owned; NULL: unchanged */
             worker_slot_t *slot;
@@ -135,6 +136,7 @@ typedef struct worker_op_s {
             char *key, *type, *headers, *payload; /* owned; key: the saga's id */
             int64_t delay_ms;                     /* > 0: a timer */
             int step, attempt, generation;        /* step commands; else -1 */
+            bool compensate;                      /* a step.compensate */
         } msg;
         struct {
             int step; /* -1: no step concerned */

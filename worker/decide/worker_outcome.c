@@ -342,6 +342,7 @@ static void emit_command(worker_dc_t *d, worker_saga_t *saga, int step, bool com
     op->u.msg.step = step;
     op->u.msg.attempt = attempt;
     op->u.msg.generation = saga->generation;
+    op->u.msg.compensate = compensate;
 }
 
 void worker_out_command(worker_dc_t *d, worker_saga_t *saga, int step, bool compensate, int attempt,
@@ -442,6 +443,8 @@ void worker_out_rows(worker_dc_t *d, worker_saga_t *saga)
         return;
     op = worker_out_op(d, WORKER_OP_SAGA, saga->saga_id);
     op->u.saga.status = saga->status;
+    op->u.saga.from = saga->status_written;
+    saga->status_written = saga->status;
     op->u.saga.seq = saga->seq;
     op->u.saga.retry_spent = saga->retry_spent;
     op->u.saga.output = saga->output; /* taken: resolve_output made it */

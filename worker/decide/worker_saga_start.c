@@ -382,7 +382,7 @@ void worker_decide_start(worker_dc_t *d, worker_saga_t *existing)
     saga->submitted_by = row->u.saga_new.submitted_by;
     saga->generation = 1;
     saga->retry_budget = row->u.saga_new.retry_budget_ms;
-    saga->status = WORKER_SAGA_RUNNING;
+    saga->status = saga->status_written = WORKER_SAGA_RUNNING;
     {
         sg_json_t *b = sg_json_new_object();
         sg_json_add_str(b, "name", saga->name);
