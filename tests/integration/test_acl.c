@@ -594,7 +594,7 @@ Test(acl, exactly_once_relay_runs_under_its_principal, .timeout = 240)
     char group[128];
     const char *relay_env[12] = {0}, *run[] = {"run", NULL};
     sgt_bg_t relay = {0};
-    sg_pg_t *pg, *rel;
+    sg_pg_t *pg;
     sg_err_t err;
     long long before = 0, after = 0;
     int rc;
@@ -661,12 +661,10 @@ Test(acl, exactly_once_relay_runs_under_its_principal, .timeout = 240)
                                 key),
                  0, "nothing left in the outbox table");
     sg_pg_destroy(pg);
-    rel = sgt_db_connect(relay_dsn);
     {
-        const char *q[] = {slot};
-        if (sg_pg_exec(rel, "SELECT pg_drop_replication_slot($1)", 1, q, NULL, &err) < 0)
-            cr_log_warn("cannot drop slot %s: %s", slot, err.message);
+        char serr[512];
+        if (sgt_slot_drop(relay_dsn, slot, serr, sizeof(serr)) < 0)
+            cr_log_warn("cannot drop slot %s: %s", slot, serr);
     }
-    sg_pg_destroy(rel);
     sgt_db_drop(db);
 }

@@ -149,6 +149,34 @@ void sgt_db_drop(const char *name)
     sg_pg_destroy(pg);
 }
 
+int sgt_slot_drop(const char *role_dsn, const char *slot, char *err, size_t err_size)
+{
+    const char *p[] = {slot};
+    sg_pg_t *pg = sgt_db_connect(role_dsn);
+    sg_err_t e = {0};
+    int rc = -1;
+
+    for (int i = 0; i < 100 && rc < 0; i++) {
+        if (i > 0)
+            usleep(100000);
+        /* pg_terminate_backend only signals: the drop below may still find
+         * the walsender there, hence the loop around both. */
+        if (sg_pg_exec(pg,
+                       "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots "
+                       "WHERE slot_name = $1 AND active_pid IS NOT NULL",
+                       1, p, NULL, &e) < 0)
+            continue;
+        rc = sg_pg_exec(pg,
+                        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                        "WHERE slot_name = $1",
+                        1, p, NULL, &e);
+    }
+    if (rc < 0)
+        snprintf(err, err_size, "%s", e.message);
+    sg_pg_destroy(pg);
+    return rc;
+}
+
 void sgt_spawn(sgt_proc_t *p, const char *prog, const char *const *args, const char *const *env)
 {
     int out[2], errp[2];

@@ -29,6 +29,13 @@ void sgt_unique(char *out, size_t out_size, const char *prefix);
 void sgt_db_create(char *name, size_t name_size, char *dsn, size_t dsn_size);
 void sgt_db_drop(const char *name);
 
+/* Drops the logical replication slot `slot` (if it exists) as the login of
+ * role_dsn, which may (the relay's).  A relay that just exited leaves its
+ * walsender on its way out for a moment, and a slot cannot be dropped while
+ * one streams from it: that walsender is ended and the drop retried for up
+ * to 10 s.  Returns 0, or -1 with the last error in err (err_size bytes). */
+int sgt_slot_drop(const char *role_dsn, const char *slot, char *err, size_t err_size);
+
 /* dsn (of sgt_db_create) with the login of a role of deploy/local/pg.sh:
  * "runtime" (SAGAD_TEST_PG_URL_RUNTIME), "operator"
  * (SAGAD_TEST_PG_URL_OPERATOR), "reader" (SAGAD_TEST_PG_URL_READER) or

@@ -321,24 +321,13 @@ void sgw_relay_wal_start(void)
  * gone. */
 static void drop_wal_slot(void)
 {
-    const char *p[] = {sgw.wal_slot};
-    char rdsn[600];
-    sg_pg_t *pg;
-    sg_err_t err;
+    char rdsn[600], err[512];
 
     if (!sgw.wal_slot[0])
         return;
     sgt_role_dsn(rdsn, sizeof(rdsn), sgw.dsn, "relay");
-    pg = sgt_db_connect(rdsn);
-    for (int i = 0; i < 50; i++) {
-        if (sg_pg_exec(pg,
-                       "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                       "WHERE slot_name = $1",
-                       1, p, NULL, &err) == 0)
-            break;
-        usleep(100000); /* the walsender is still on its way out */
-    }
-    sg_pg_destroy(pg);
+    if (sgt_slot_drop(rdsn, sgw.wal_slot, err, sizeof(err)) < 0)
+        cr_log_warn("cannot drop slot %s: %s", sgw.wal_slot, err);
 }
 
 void sgw_teardown(void)
