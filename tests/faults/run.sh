@@ -476,6 +476,23 @@ slot_holder() {
                       WHERE slot_name = 'faults_$scenario'" 2>/dev/null
 }
 
+# Drops the scenario's slot as the relay's login (which may).  A relay that
+# just exited can leave its walsender on its way out for a moment, and an
+# active slot cannot be dropped: that walsender is ended and the drop tried
+# again, for up to 10 s.
+drop_slot() {
+    local i
+    for i in $(seq 1 50); do
+        timeout 20 psql -X -q -At -v ON_ERROR_STOP=1 "$relay_base/$db" \
+            -c "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots
+                WHERE slot_name = 'faults_$scenario' AND active_pid IS NOT NULL" \
+            -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+                WHERE slot_name = 'faults_$scenario'" >/dev/null 2>"$dir/drop_slot.err" && return 0
+        sleep 0.2
+    done
+    fail "could not drop the slot faults_$scenario: $(cat "$dir/drop_slot.err")"
+}
+
 # The WAL written since the slot's confirmed position, in bytes.
 slot_lag() {
     psql_db "$db" -c "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint
@@ -618,10 +635,7 @@ run_wal_scenario() {
     [[ $(sql "$db" "SELECT count(*) FROM outbox") == 0 ]] || fail "rows left in the outbox table"
     stop_relay
     if [[ -n $standby_pid ]]; then kill -TERM "$standby_pid"; wait "$standby_pid" || true; standby_pid=; fi
-    psql_db "$db" -c "SELECT pg_drop_replication_slot('faults_$scenario')" >/dev/null 2>&1 ||
-        timeout 20 psql -X -q -At "$relay_base/$db" \
-            -c "SELECT pg_drop_replication_slot('faults_$scenario')" >/dev/null ||
-        fail "could not drop the slot faults_$scenario"
+    drop_slot
     timeout 60 kcat -C -b "$kafka" -t "$topic" -o beginning -e -q -X isolation.level=read_committed \
         -f '%p\t%o\t%k\t%s\n' >"$dir/topic.tsv" || fail "kcat could not read $topic"
     python3 tests/faults/check_topic.py --keys "$KEYS" --per-key "$ROUNDS" "$dir/topic.tsv" \
@@ -684,9 +698,7 @@ run_wal_big_txn() {
     relay_pid=$started_pid
     wait_until "every message published" 120 consumed_at_least "$topic" "$n"
     stop_relay
-    timeout 20 psql -X -q -At "$relay_base/$db" \
-        -c "SELECT pg_drop_replication_slot('faults_$scenario')" >/dev/null ||
-        fail "could not drop the slot faults_$scenario"
+    drop_slot
     timeout 60 kcat -C -b "$kafka" -t "$topic" -o beginning -e -q -X isolation.level=read_committed \
         -f '%p\t%o\t%k\t%s\n' >"$dir/topic.tsv" || fail "kcat could not read $topic"
     python3 tests/faults/check_topic.py --keys "$keys" --per-key "$per" "$dir/topic.tsv" \
