@@ -87,7 +87,12 @@ typedef struct wal_relay_s {
     unsigned char *held; /* a message read for the next batch (the refused one) */
     size_t held_len;
     /* the stream */
-    uint64_t confirmed;  /* last position confirmed to the server */
+    uint64_t confirmed; /* last position confirmed to the server */
+    /* What this process published through on any stream so far, and
+     * when it confirmed that (wall ms): kept across streams, for the
+     * loss report when a slot turns out gone (0: never streamed). */
+    uint64_t published_through;
+    int64_t published_through_ms;
     uint64_t settled;    /* end of the last whole transaction Kafka acknowledged */
     uint64_t commit_end; /* end of the last commit read */
     bool in_txn;
@@ -269,6 +274,31 @@ static int wal_connect(wal_relay_t *w, sg_err_t *err)
                       err);
 }
 
+/* The slot is gone: says what was lost, as far as this process knows.
+ * A relay that streamed before it (the one that rode the failover out)
+ * names the position it had published through and when it confirmed it:
+ * what was committed after that, before the old primary went, never
+ * reached Kafka, and the sagas waiting on it show in `sagactl list
+ * --stuck`. */
+static void log_slot_lost(const wal_relay_t *w)
+{
+    static const char msg[] =
+        "the WAL source's slot is gone (a failover to a primary without it, or dropped): "
+        "messages committed after its last confirmed position and before it was lost were "
+        "never published; making it again. Sagas waiting on a lost message show in `sagactl "
+        "list --stuck` (docs/RELAY.md, \"Failover\")";
+    char lsn[24], at[32];
+
+    if (w->published_through_ms == 0) {
+        sg_log_kv(SG_LOG_ERROR, msg, "slot", w->slot, "published_through",
+                  "unknown (this process had not streamed from it)", NULL);
+        return;
+    }
+    sg_log_kv(SG_LOG_ERROR, msg, "slot", w->slot, "published_through",
+              sg_lsn_text(lsn, w->published_through), "published_through_at",
+              sg_time_iso(at, sizeof(at), w->published_through_ms), NULL);
+}
+
 /* Makes sure the slot exists and the source reads it, then starts the
  * stream.  Returns 1 when streaming, 0 when another relay streams from
  * the slot (standby), -1 on error. */
@@ -313,12 +343,7 @@ static int wal_standby(wal_relay_t *w, sg_err_t *err)
          * routes to the WAL only while the slot exists); back to the
          * table first, so that none of them writes into the WAL before
          * those rows are moved there. */
-        sg_log_kv(SG_LOG_ERROR,
-                  "the WAL source's slot is gone (a failover to a primary without it, or "
-                  "dropped): messages committed after its last confirmed position and before "
-                  "it was lost were never published; making it again (docs/RELAY.md, "
-                  "\"Failover\")",
-                  "slot", w->slot, NULL);
+        log_slot_lost(w);
         if (sg_pg_exec(w->pg, "SELECT sagad_outbox_to_table()", 0, NULL, NULL, err) < 0)
             return -1;
     }
@@ -561,6 +586,10 @@ static int confirm(wal_relay_t *w, uint64_t lsn, sg_err_t *err)
         return -1;
     if (lsn > w->confirmed)
         w->confirmed = lsn;
+    if (w->confirmed > w->published_through || w->published_through_ms == 0) {
+        w->published_through = w->confirmed;
+        w->published_through_ms = wall_ms();
+    }
     w->status_at = sg_run_now_ms() + STATUS_MS;
     return 0;
 }

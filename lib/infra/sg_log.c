@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "sagad/sg_mask.h"
+#include "sagad/sg_text.h"
 
 volatile sg_log_level_t sg_log_level = SG_LOG_INFO;
 
@@ -167,13 +168,10 @@ static void line_num(line_t *l, const char *key, long long val)
 static void line_begin(line_t *l, sg_log_level_t level, const char *msg)
 {
     struct timespec ts;
-    struct tm tm;
-    char tbuf[40];
+    char tbuf[32];
 
     clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    snprintf(tbuf, sizeof(tbuf), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
-             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+    sg_time_iso(tbuf, sizeof(tbuf), (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
     l->len = 0;
     line_raw(l, "{\"ts\":\"");
     line_raw(l, tbuf);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "sagad/sg_alloc.h"
 
@@ -167,5 +168,16 @@ char *sg_text_visible_n(const void *bytes, size_t n, bool lines)
         }
     }
     out[o] = '\0';
+    return out;
+}
+
+char *sg_time_iso(char *out, size_t out_size, int64_t ms)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+
+    gmtime_r(&t, &tm);
+    snprintf(out, out_size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
     return out;
 }

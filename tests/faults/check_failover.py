@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks the topic of the wal_failover scenario against the new primary.
 
-    tests/faults/check_failover.py --keys N --parts P --new-port PORT [--quiet] COMMITTED TOPIC
+    tests/faults/check_failover.py --keys N --parts P --new-port PORT [--expect-lost] [--quiet]
+                                    COMMITTED TOPIC
 
 COMMITTED is `psql -At` of `SELECT round, part, port FROM fault_writes` on
 the promoted standby: the writer's transactions that the new primary has,
@@ -18,6 +19,10 @@ Passes when:
   * every message lost (committed on the new primary, never published) was
     committed before the failover: what the old relay had not confirmed
     when the old primary went away (docs/RELAY.md, "Failover").
+
+With --expect-lost (the relay was held back at the failover), at least
+one message must have been lost that way: otherwise the scenario never
+tested a loss.
 
 Counted and printed, not failed: the messages lost that way, and those
 published that the new primary never committed (the old primary
@@ -45,7 +50,7 @@ def read_committed(path, keys, parts, new_port):
     return before, after
 
 
-def check(committed, topic, keys, parts, new_port):
+def check(committed, topic, keys, parts, new_port, expect_lost=False):
     before, after = read_committed(committed, keys, parts, new_port)
     problems = []
     seen = set()
@@ -71,6 +76,9 @@ def check(committed, topic, keys, parts, new_port):
             f"{len(missing_after)} messages committed after the failover never published, "
             f"first {', '.join(f'k{k}:{r}' for k, r in missing_after[:5])}")
     lost = before - seen
+    if expect_lost and not lost:
+        problems.append("no message committed before the failover was lost, though the relay "
+                        "was held back: the scenario did not test a loss")
     never_committed = seen - before - after
     summary = (f"{len(before) + len(after)} messages committed on the new primary "
                f"({len(after)} after the failover, {len(after & seen)} of them published; "
@@ -86,11 +94,12 @@ def main():
     ap.add_argument("--keys", type=int, required=True)
     ap.add_argument("--parts", type=int, required=True)
     ap.add_argument("--new-port", type=int, required=True)
+    ap.add_argument("--expect-lost", action="store_true")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("committed")
     ap.add_argument("topic")
     a = ap.parse_args()
-    problems, summary = check(a.committed, a.topic, a.keys, a.parts, a.new_port)
+    problems, summary = check(a.committed, a.topic, a.keys, a.parts, a.new_port, a.expect_lost)
     if problems:
         if not a.quiet:
             print("failover check: FAILED: " + summary)

@@ -27,7 +27,7 @@ PURE = sorted(os.path.join("worker/decide", f) for f in os.listdir("worker/decid
               if f.endswith(".c") and os.path.join("worker/decide", f) not in PURE_DEPS)
 ALLOWED = re.compile(
     r"^(sg_json_\w+|sg_ref_\w+|sg_err_set|sg_errclass_name|sg_err_agent_action|sg_registry_find|sg_principal_may_approve|sg_submit_(decode|validate|"
-    r"validate_args|definition|is_group)|sg_traceparent_ok|sg_idem_key|sg_text_visible(_n)?|sg_utf8_\w+|"
+    r"validate_args|definition|is_group)|sg_traceparent_ok|sg_idem_key|sg_time_iso|sg_text_visible(_n)?|sg_utf8_\w+|"
     r"sg_backoff_delay_ms|sg_rng_upto|sg_x(malloc|calloc|realloc|strdup|strndup|check)|"
     r"abort|__assert_fail|__stack_chk_fail|malloc|calloc|realloc|free|strdup|strndup|strlen|"
     r"strcmp|strncmp|strchr|strstr|memcmp|memcpy|memmove|memset|snprintf|vsnprintf|sprintf|"

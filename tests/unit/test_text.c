@@ -144,3 +144,14 @@ Test(text, length_in_characters_counts_each_character_once)
         strcat(name, "\xe2\x82\xac");
     cr_expect_eq(sg_utf8_chars(name), 128);
 }
+
+/* Log lines, events and the relay's loss report write times one way: UTC,
+ * milliseconds kept (not rounded), zero-padded. */
+Test(text, a_time_is_written_in_utc_with_its_milliseconds)
+{
+    char buf[32];
+
+    cr_expect_str_eq(sg_time_iso(buf, sizeof(buf), 1796006401123LL), "2026-11-30T02:40:01.123Z");
+    cr_expect_str_eq(sg_time_iso(buf, sizeof(buf), 1796006401009LL), "2026-11-30T02:40:01.009Z");
+    cr_expect_str_eq(sg_time_iso(buf, sizeof(buf), 0), "1970-01-01T00:00:00.000Z");
+}

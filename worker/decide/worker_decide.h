@@ -224,8 +224,6 @@ void worker_out_log(worker_dc_t *d, sg_log_level_t level, const sg_log_ctx_t *ct
 /* Counts id with up to three labels (NULL-terminated). */
 void worker_out_count(worker_dc_t *d, sg_metric_id_t id, const char *const *labels);
 void worker_out_observe(worker_dc_t *d, sg_metric_id_t id, const char *const *labels, double value);
-/* ms since the epoch as 2026-01-02T03:04:05.678Z. */
-void worker_iso_time(char *out, size_t size, int64_t ms);
 /* The members every message starts with: v, type, id, saga_id. */
 sg_json_t *worker_out_message_new(const char *type, const char *id, const char *saga_id);
 /* Queues msg (keyed by its saga_id) now or as a timer; takes msg. */

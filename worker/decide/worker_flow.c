@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sagad/sg_text.h"
 #include "sagad/sg_ref.h"
 #include "worker_decide.h"
 
@@ -487,7 +488,7 @@ static void step_dead_letter(worker_dc_t *d, worker_saga_t *saga, worker_step_t 
         worker_begin_compensation(d, saga, st->idx, err);
         return;
     }
-    worker_iso_time(until, sizeof(until), d->in->now_ms + hold_ms);
+    sg_time_iso(until, sizeof(until), d->in->now_ms + hold_ms);
     worker_out_dead_letter(d, saga, st->idx, false, err, until);
     worker_set_saga(d, saga, WORKER_SAGA_HELD);
     snprintf(id, sizeof(id), "cmd:%s:release:g%d", saga->saga_id, saga->generation);

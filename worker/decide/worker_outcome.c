@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sagad/sg_text.h"
 #include "sagad/sg_alloc.h"
 #include "worker_decide.h"
 
@@ -86,16 +87,6 @@ void worker_out_observe(worker_dc_t *d, sg_metric_id_t id, const char *const *la
 
     op->u.metric.observe = true;
     op->u.metric.value = value;
-}
-
-void worker_iso_time(char *out, size_t size, int64_t ms)
-{
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-
-    gmtime_r(&t, &tm);
-    snprintf(out, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
 }
 
 static char *headers_json(const char *type, const char *traceparent)
@@ -296,7 +287,7 @@ void worker_out_event(worker_dc_t *d, worker_saga_t *saga, const char *type, sg_
     saga->seq++;
     saga->dirty = true;
     snprintf(id, sizeof(id), "evt:%s:%lld", saga->saga_id, (long long)saga->seq);
-    worker_iso_time(now, sizeof(now), d->in->now_ms);
+    sg_time_iso(now, sizeof(now), d->in->now_ms);
     ev = worker_out_message_new(type, id, saga->saga_id);
     sg_json_add_int(ev, "seq", saga->seq);
     sg_json_add_str(ev, "time", now);
@@ -766,7 +757,7 @@ void worker_out_refused(worker_dc_t *d, worker_saga_t *saga, const worker_step_t
         sg_json_t *ev;
         snprintf(id, sizeof(id), "evt:%s:refused:%d:%lld", cmd->dec->saga_id, (int)d->in->partition,
                  (long long)cmd->offset);
-        worker_iso_time(now, sizeof(now), d->in->now_ms);
+        sg_time_iso(now, sizeof(now), d->in->now_ms);
         ev = worker_out_message_new("saga.command_refused", id, cmd->dec->saga_id);
         sg_json_add_int(ev, "seq", 0);
         sg_json_add_str(ev, "time", now);

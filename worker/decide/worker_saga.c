@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sagad/sg_text.h"
 #include "sagad/sg_alloc.h"
 #include "worker_decide.h"
 
@@ -176,7 +177,7 @@ static void gate_step(worker_dc_t *d, worker_saga_t *saga, worker_step_t *st)
     if (reason)
         sg_json_add_str(b, "reason", reason);
     sg_json_add_int(b, "timeout_ms", timeout);
-    worker_iso_time(until, sizeof(until), d->in->now_ms + timeout);
+    sg_time_iso(until, sizeof(until), d->in->now_ms + timeout);
     sg_json_add_str(b, "expires_at", until);
     worker_out_event(d, saga, "step.approval_requested", b);
     snprintf(id, sizeof(id), "cmd:%s:%d:approval:g%d", saga->saga_id, st->idx, saga->generation);
@@ -780,7 +781,7 @@ static bool schedule_retry(worker_dc_t *d, worker_saga_t *saga, worker_step_t *s
     sg_json_add_str(body, "phase", comp ? "compensate" : "forward");
     sg_json_add_int(body, "attempt", attempt + 1);
     sg_json_add_int(body, "delay_ms", (int64_t)delay);
-    worker_iso_time(at, sizeof(at), d->in->now_ms + (int64_t)delay);
+    sg_time_iso(at, sizeof(at), d->in->now_ms + (int64_t)delay);
     sg_json_add_str(body, "retry_at", at);
     worker_out_add_error(body, &r->err);
     worker_out_event(d, saga, "step.retry_scheduled", body);

@@ -44,7 +44,7 @@ static void reject(worker_dc_t *d, problem_list_t *pl, const char *code)
     sg_json_get_str(cmd->dec->doc, "$", "id", false, &sub_id, NULL);
     snprintf(id, sizeof(id), "evt:%s:rejected:%d:%lld", cmd->dec->saga_id, (int)d->in->partition,
              (long long)cmd->offset);
-    worker_iso_time(now, sizeof(now), d->in->now_ms);
+    sg_time_iso(now, sizeof(now), d->in->now_ms);
     ev = worker_out_message_new("saga.rejected", id, cmd->dec->saga_id);
     sg_json_add_int(ev, "seq", 0);
     sg_json_add_str(ev, "time", now);

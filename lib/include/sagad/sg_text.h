@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* The longest prefix of the NUL-terminated string s, at most max bytes,
  * that does not end inside a UTF-8 character (also when s itself ends in
@@ -47,6 +48,11 @@ char *sg_base64_tagged(const void *bytes, size_t n);
  * included, so s needs no length check beyond its terminator.  The one
  * hex decoder of sagad: trace ids, the users file's hashes, message MACs. */
 int sg_hex_decode(const char *s, size_t n, unsigned char *out);
+
+/* ms (Unix time in milliseconds) as UTC text with milliseconds,
+ * 2026-11-30T02:40:01.123Z, into out; returns out.  The one way sagad
+ * writes a time: its log lines, its events' times. */
+char *sg_time_iso(char *out, size_t out_size, int64_t ms);
 
 /* Copies s into out (out_size > 0), cut with sg_utf8_cut; returns out. */
 char *sg_text_copy(char *out, size_t out_size, const char *s);
