@@ -64,9 +64,6 @@ int outbox_fire_timers(sg_pg_t *pg, int64_t timer_batch, uint64_t cap, uint64_t 
 
 /* Sleeps up to ms, waking early when a stop is requested. */
 void outbox_nap(uint64_t ms);
-/* Wall-clock time in ns (CLOCK_REALTIME): a span's start and end, a
- * batch's age. */
-int64_t outbox_wall_ns(void);
 
 /* What `sagad-relay run` made before it chose a source, for the WAL one. */
 typedef struct outbox_ctx_s {

@@ -15,14 +15,6 @@
 #include "sagad/sg_run.h"
 #include "sagad/sg_text.h"
 
-int64_t outbox_wall_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 void outbox_nap(uint64_t ms)
 {
     for (uint64_t end = sg_run_now_ms() + ms; sg_run_running && sg_run_now_ms() < end;) {

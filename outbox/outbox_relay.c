@@ -378,7 +378,7 @@ static int advance_cursor(outbox_relay_t *r, const char *tx, const char *id, siz
  * not published and has none.  n > 0 rows. */
 static void trace_batch(outbox_relay_t *r, const sg_pg_res_t *res, size_t n, uint64_t read_at)
 {
-    int64_t end = outbox_wall_ns(), start = end - (int64_t)(sg_run_now_ms() - read_at) * 1000000LL;
+    int64_t end = sg_run_wall_ns(), start = end - (int64_t)(sg_run_now_ms() - read_at) * 1000000LL;
     outbox_trace_row_t *rows = sg_xcalloc(n, sizeof(*rows));
     char(*ids)[64] = sg_xcalloc(n, sizeof(*ids));
     size_t k = 0;

@@ -110,7 +110,7 @@ typedef struct wal_relay_s {
 
 static int64_t wall_ms(void)
 {
-    return outbox_wall_ns() / 1000000;
+    return sg_run_wall_ns() / 1000000;
 }
 
 /* sagad_outbox_oldest_age_seconds{shard="wal"}: how long the oldest
@@ -491,7 +491,7 @@ static void settled(wal_relay_t *w)
                           (double)(now_us - w->b.msgs[i].commit_us) / 1e6);
     sg_metric_add(SG_M_OUTBOX_PUBLISHED, NULL, w->b.n);
     if (w->ctx->otel)
-        outbox_wal_batch_trace(&w->b, w->ctx->otel, outbox_wall_ns());
+        outbox_wal_batch_trace(&w->b, w->ctx->otel, sg_run_wall_ns());
     w->published += (int64_t)w->b.n;
     w->batches++;
     w->settled = w->commit_end;

@@ -56,7 +56,7 @@ size_t outbox_wal_batch_add(outbox_wal_batch_t *b, const sg_outbox_frame_t *f, i
     outbox_wal_msg_t *m = &b->msgs[b->n];
 
     if (b->n == 0)
-        b->at_ns = outbox_wall_ns();
+        b->at_ns = sg_run_wall_ns();
     m->id = f->id;
     m->off = b->arena.len;
     m->topic_len = f->topic_len;

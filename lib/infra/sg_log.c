@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "sagad/sg_mask.h"
+#include "sagad/sg_run.h"
 #include "sagad/sg_text.h"
 
 volatile sg_log_level_t sg_log_level = SG_LOG_INFO;
@@ -167,11 +168,9 @@ static void line_num(line_t *l, const char *key, long long val)
 
 static void line_begin(line_t *l, sg_log_level_t level, const char *msg)
 {
-    struct timespec ts;
     char tbuf[32];
 
-    clock_gettime(CLOCK_REALTIME, &ts);
-    sg_time_iso(tbuf, sizeof(tbuf), (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+    sg_time_iso(tbuf, sizeof(tbuf), sg_run_wall_ns() / 1000000);
     l->len = 0;
     line_raw(l, "{\"ts\":\"");
     line_raw(l, tbuf);

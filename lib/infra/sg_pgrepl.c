@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "sagad/sg_alloc.h"
+#include "sagad/sg_run.h"
 #include "sagad/sg_mask.h"
 #include "sagad/sg_pg.h"
 #include "sagad/sg_walmsg.h"
@@ -22,11 +23,8 @@ struct sg_pgrepl_s {
 
 int64_t sg_pgrepl_now_us(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
     /* 946684800: seconds from 1970-01-01 to 2000-01-01 */
-    return ((int64_t)ts.tv_sec - 946684800LL) * 1000000LL + ts.tv_nsec / 1000;
+    return sg_run_wall_ns() / 1000 - 946684800LL * 1000000LL;
 }
 
 static int fail_conn(sg_pgrepl_t *rp, const char *what, sg_err_t *err)

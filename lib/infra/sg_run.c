@@ -46,3 +46,11 @@ uint64_t sg_run_now_ms(void)
 {
     return sg_run_now_us() / 1000;
 }
+
+int64_t sg_run_wall_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 #include "sagad/sg_alloc.h"
 #include "sagad/sg_run.h"
@@ -210,14 +209,6 @@ static void saga_ctx(const worker_observe_t *ob, const char *saga_id, const char
         }
     }
     s->sampled = sg_otel_sampled(ob->otel, &s->trace);
-}
-
-static int64_t wall_ns(void)
-{
-    struct timeval tv;
-
-    gettimeofday(&tv, NULL);
-    return (int64_t)tv.tv_sec * 1000000000LL + (int64_t)tv.tv_usec * 1000LL;
 }
 
 /* ---- spans ----------------------------------------------------------------- */
@@ -628,7 +619,7 @@ void worker_observe_outcome(worker_observe_t *ob, worker_t *w, const worker_cmd_
     }
     if (!o.s.sampled)
         return;
-    o.now = wall_ns();
+    o.now = sg_run_wall_ns();
     if (sg_otel_full(ob->otel)) {
         /* Starts are still noted (the queue may have room when they end). */
         for (size_t i = 0; i < out->n; i++)

@@ -23,4 +23,9 @@ void sg_run_trap_signals(void);
 uint64_t sg_run_now_ms(void);
 uint64_t sg_run_now_us(void);
 
+/* Nanoseconds since the Unix epoch on the wall clock (CLOCK_REALTIME): what
+ * other processes read too, for a span's start and end, a log line's time,
+ * a replication status's send time.  Not for deadlines: it can jump. */
+int64_t sg_run_wall_ns(void);
+
 #endif
