@@ -351,8 +351,12 @@ sg_span_t *sg_span_new(const sg_trace_id_t *trace, uint64_t span_id, uint64_t pa
     s->parent = parent_id;
     s->name = utf8_dup(name);
     s->kind = kind;
-    s->start_ns = start_ns;
-    s->end_ns = end_ns < start_ns ? start_ns : end_ns;
+    /* Whole microseconds: a backend such as Jaeger keeps a span's start
+     * and its duration in us, each cut down from ns on its own, so two
+     * spans that end at the same ns but began at different ones could
+     * show ends 1 us apart. */
+    s->start_ns = start_ns / 1000 * 1000;
+    s->end_ns = end_ns < start_ns ? s->start_ns : end_ns / 1000 * 1000;
     return s;
 }
 

@@ -11,9 +11,9 @@
 #include <time.h>
 
 #include "sagad/sg_alloc.h"
-#include "sagad/sg_run.h"
 #include "sagad/sg_mask.h"
 #include "sagad/sg_pg.h"
+#include "sagad/sg_run.h"
 #include "sagad/sg_walmsg.h"
 
 struct sg_pgrepl_s {

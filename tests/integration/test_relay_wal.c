@@ -343,6 +343,11 @@ Test(relay_wal, rows_written_while_the_slot_is_gone_wait_in_the_table)
     cr_expect_eq(relay_stop(&relay, SIGTERM, &err), 0);
     cr_expect_eq(check_complete_ordered(&got, 10, 2), 0);
     cr_expect(strstr(err, "slot is gone") != NULL, "the relay says the slot was lost: %s", err);
+    /* a relay just started had not streamed from the lost slot, so it
+     * cannot say where the loss begins, and says so */
+    cr_expect(strstr(err, "published_through") &&
+                  strstr(err, "unknown (this process had not streamed from it)"),
+              "the loss line says its start is unknown: %s", err);
     cr_expect_eq(sgt_query_int(pg, "SELECT count(*) FROM outbox"), 0);
     free(err);
     got_free(&got);

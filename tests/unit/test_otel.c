@@ -397,7 +397,7 @@ Test(otel, a_span_is_posted_as_otlp_protobuf)
     cfg = otel_config(kv);
     cr_assert_eq(sg_otel_start(cfg, "t", &o, errstr, sizeof(errstr)), 0, "%s", errstr);
     s = sg_span_new(&t, 0x0102030405060708ULL, 0x1112131415161718ULL, "attempt pay #1",
-                    SG_SPAN_CLIENT, 1000, 2500);
+                    SG_SPAN_CLIENT, 1999, 2500);
     sg_span_str(s, "sagad.saga_id", "order-\xff-7");
     sg_span_int(s, "http.status", 200);
     sg_span_link(s, &lt, 42);
@@ -445,9 +445,9 @@ Test(otel, a_span_is_posted_as_otlp_protobuf)
     cr_assert_not_null(v);
     v += vn;
     cr_expect(v[0] == 0x30 && v[1] == SG_SPAN_CLIENT, "kind");
-    cr_expect(v[2] == 0x39 && v[3] == 0xe8 && v[4] == 0x03 && v[11] == 0x41 && v[12] == 0xc4 &&
-                  v[13] == 0x09,
-              "start 1000 and end 2500 as fixed64");
+    cr_expect(v[2] == 0x39 && v[3] == 0xe8 && v[4] == 0x03 && v[11] == 0x41 && v[12] == 0xd0 &&
+                  v[13] == 0x07,
+              "start 1999 and end 2500 ns cut to whole us (1000, 2000), as fixed64");
 }
 
 /* http/json: the same span in OTLP's JSON encoding. */
@@ -481,7 +481,7 @@ Test(otel, a_span_is_posted_as_otlp_json_when_asked)
     cr_expect(strstr(body, "{\"key\":\"k\",\"value\":{\"stringValue\":\"line\\nbreak\"}}"), "%s",
               body);
     cr_expect(strstr(body, "{\"key\":\"n\",\"value\":{\"intValue\":\"-3\"}}"), "%s", body);
-    cr_expect(strstr(body, "\"startTimeUnixNano\":\"1000\",\"endTimeUnixNano\":\"2500\""), "%s",
-              body);
+    cr_expect(strstr(body, "\"startTimeUnixNano\":\"1000\",\"endTimeUnixNano\":\"2000\""),
+              "whole us: %s", body);
     cr_expect_null(strstr(body, "parentSpanId"), "a root has no parent: %s", body);
 }

@@ -619,12 +619,7 @@ void worker_observe_outcome(worker_observe_t *ob, worker_t *w, const worker_cmd_
     }
     if (!o.s.sampled)
         return;
-    /* Whole microseconds: a backend such as Jaeger keeps a span's start
-     * and its duration in us, each cut down from ns on its own, so two
-     * spans ending at the same ns but started at different ones could show
-     * ends 1 us apart.  Every start here is an earlier now (or now less
-     * whole ms), so all of them stay whole us. */
-    o.now = sg_run_wall_ns() / 1000 * 1000;
+    o.now = sg_run_wall_ns(); /* sg_span_new keeps whole us */
     if (sg_otel_full(ob->otel)) {
         /* Starts are still noted (the queue may have room when they end). */
         for (size_t i = 0; i < out->n; i++)

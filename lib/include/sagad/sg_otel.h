@@ -74,8 +74,8 @@ void sg_otel_submit_list(sg_otel_t *o, sg_span_list_t *list);
 void sg_span_list_add(sg_span_list_t *list, sg_span_t *span);
 void sg_span_list_discard(sg_span_list_t *list);
 
-/* A span that ran from start_ns to end_ns (ns since the epoch); parent 0:
- * a root.  Never NULL. */
+/* A span that ran from start_ns to end_ns (ns since the epoch, kept in
+ * whole us, cut down); parent 0: a root.  Never NULL. */
 sg_span_t *sg_span_new(const sg_trace_id_t *trace, uint64_t span_id, uint64_t parent_id,
                        const char *name, sg_span_kind_t kind, int64_t start_ns, int64_t end_ns);
 void sg_span_free(sg_span_t *span);
